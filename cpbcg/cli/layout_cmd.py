@@ -1,0 +1,90 @@
+"""`cpbcg layout`: explain one batch."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from cpbcg.cli.app import app, error_boundary
+from cpbcg.cli.common import (
+    AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
+    MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, resolve_config, stdout_console,
+)
+from cpbcg.cli.plan_cmd import bucket_table
+from cpbcg.cli.render import REASON_HELP, print_json
+from cpbcg.planner.explain import BatchExplanation, explain_batch
+
+
+@app.command()
+@error_boundary
+def layout(
+    extend_seq_lens: Annotated[list[int], typer.Argument(help="Extend lengths of the batch's requests (tokens).", min=1, show_default=False)],
+    config: ConfigOpt = None,
+    cp_size: CpSizeOpt = None,
+    cp_strategy: StrategyOpt = None,
+    align_size: AlignOpt = None,
+    max_padding_factor: FactorOpt = None,
+    buckets: BucketsOpt = None,
+    capture_layout: CaptureLayoutOpt = None,
+    max_context_size: MaxContextOpt = None,
+    max_capture_requests: MaxCaptureReqOpt = None,
+    output_format: FormatOpt = OutputFormat.table,
+) -> None:
+    """Explain one batch: the zigzag blocks each rank holds, logical tokens and physical rows per
+    rank, and which captured bucket the runtime would replay it in, and why.
+
+    Example: `cpbcg layout --cp-size 4 1534 161 353` (needs 520 rows; bucket 2048 holds 512).
+    """
+    cfg = resolve_config(
+        config, cp_size=cp_size, cp_strategy=cp_strategy, align_size=align_size,
+        max_padding_factor=max_padding_factor, buckets=buckets, capture_layout=capture_layout,
+        max_context_size_tokens=max_context_size, max_capture_requests=max_capture_requests,
+    )
+    result = explain_batch(extend_seq_lens, cfg.cp_layout, bucket_table(cfg), cfg.max_padding_factor)
+    console = stdout_console()
+    if output_format is OutputFormat.json:
+        print_json(console, orjson.dumps(dataclasses.asdict(result), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        console.print(render_explanation(result, cfg.cp_size, cfg.cp_layout.align_rows))
+
+
+def render_explanation(ex: BatchExplanation, cp_size: int, align: int) -> Group:
+    """Rank table plus a verdict line."""
+    table = Table(title=f"extend_seq_lens {ex.extend_seq_lens} (n={ex.num_tokens}), cp_size {cp_size}", title_justify="left")
+    table.add_column("rank", justify="right")
+    if ex.block_tokens:
+        table.add_column("blocks held (request: block j, block 2cp-1-j → tokens)")
+    table.add_column("logical tokens", justify="right")
+    table.add_column("physical rows", justify="right")
+    seg = 2 * cp_size
+    for rank, tokens in enumerate(ex.rank_local_tokens):
+        cells = [str(rank)]
+        if ex.block_tokens:
+            held = [f"r{i}: b{rank}+b{seg - 1 - rank} → {b[rank]}+{b[seg - 1 - rank]}" for i, b in enumerate(ex.block_tokens)]
+            cells.append("; ".join(held))
+        cells += [str(tokens), str(ex.local_rows)]
+        table.add_row(*cells)
+    verdict = Text()
+    verdict.append(f"rows = align_up(max {max(ex.rank_local_tokens)}, {align}) = {ex.local_rows}")
+    verdict.append(f" (worst case for {len(ex.extend_seq_lens)} requests of {ex.num_tokens} tokens: {ex.worst_case_rows})\n")
+    if not ex.cp_active:
+        verdict.append("not CP-active: ", style="bold red")
+        verdict.append(REASON_HELP["not_cp_active"] + " → eager\n")
+        return Group(table, verdict)
+    if ex.natural_bucket is not None:
+        fits = ex.local_rows <= ex.natural_capacity_rows
+        verdict.append(f"natural bucket {ex.natural_bucket}: C = {ex.natural_capacity_rows} rows → {'fits' if fits else 'too small'}\n")
+    if ex.bucket is not None:
+        style = "bold yellow" if ex.rescued else "bold green"
+        label = "rescued: replays in" if ex.rescued else "replays in"
+        verdict.append(f"{label} bucket {ex.bucket} (C = {ex.capacity_rows} rows, padding {ex.bucket - ex.num_tokens} tokens)", style=style)
+    else:
+        verdict.append(f"eager ({ex.eager_reason}): ", style="bold red")
+        verdict.append(REASON_HELP[ex.eager_reason])
+    return Group(table, verdict)

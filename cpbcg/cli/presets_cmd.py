@@ -1,0 +1,22 @@
+"""`cpbcg presets`: list the deployment presets shipped with cpbcg."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from cpbcg.cli.app import app, error_boundary
+from cpbcg.cli.common import stdout_console
+from cpbcg.config import load_config, preset_names
+
+
+@app.command()
+@error_boundary
+def presets() -> None:
+    """List the shipped deployment presets (use one with `--config NAME`)."""
+    table = Table(title="Deployment presets (cpbcg/configs/)", title_justify="left")
+    for column in ("name", "cp_size", "strategy", "chunked_prefill_size", "buckets"):
+        table.add_column(column)
+    for name in preset_names():
+        cfg = load_config(name)
+        table.add_row(name, str(cfg.cp_size), cfg.cp_strategy.value, str(cfg.scheduler.chunked_prefill_size), str(cfg.buckets))
+    stdout_console().print(table)

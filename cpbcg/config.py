@@ -1,0 +1,163 @@
+"""Deployment config: what a deployment fixes, as validated data.
+
+A YAML file (or a preset shipped under `cpbcg/configs/`, named without `.yaml`) holds the CP
+settings, capture layout, padding factor, bucket list, scheduler, cost model and CI gates.
+Command-line options override it. Unknown keys and bad values are refused at load time,
+naming the key (`ConfigError`, exit 2).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cpbcg.errors import ConfigError
+from cpbcg.planner.capacity import CaptureLayout, CaptureSpec
+from cpbcg.planner.layout import CPLayout, CPStrategy
+
+PRESET_PACKAGE = "cpbcg.configs"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class SchedulerConfig(_Strict):
+    """How the server forms prefill batches from requests (domain §6; `cpbcg batches`)."""
+
+    chunked_prefill_size: int = Field(8192, description="Chunk budget in tokens (-1 disables chunking).")
+    max_prefill_tokens: int = Field(16384, ge=1, description="Token budget of one prefill forward.")
+    prefill_max_requests: int | None = Field(None, ge=1, description="Most requests in one prefill forward.")
+    max_running_requests: int | None = Field(None, ge=1, description="Most requests admitted at once.")
+    prefix_cache: Union[Literal["off", "unlimited"], int] = Field(
+        "off", description="Prefix cache from hash_ids: off, unlimited, or a size in tokens (LRU)."
+    )
+    prefill_fixed_ms: float = Field(5.0, ge=0, description="Fixed cost of one prefill forward (ms).")
+    prefill_tokens_per_s: float = Field(40000.0, gt=0, description="Prefill throughput (tokens/s).")
+    rate: float = Field(4.0, gt=0, description="Poisson arrival rate for traces without timestamps (req/s).")
+    time_scale: float = Field(1.0, gt=0, description="Compress inter-arrival gaps this many times.")
+    seed: int = Field(0, description="Seed of synthetic arrivals.")
+
+    @field_validator("chunked_prefill_size")
+    @classmethod
+    def _chunk(cls, value: int) -> int:
+        if value == 0 or value < -1:
+            raise ValueError("must be a positive token count or -1 (no chunking)")
+        return value
+
+
+class CostConfig(_Strict):
+    """Modelled prefill time: graph replay `graph_fixed_ms + B*token_ms`, eager `eager_fixed_ms + n*token_ms`."""
+
+    graph_fixed_ms: float = Field(0.5, ge=0, description="Fixed cost of one graph replay (ms).")
+    eager_fixed_ms: float = Field(4.0, ge=0, description="Fixed cost of one eager forward: launch overhead (ms).")
+    token_ms: float = Field(0.025, ge=0, description="Cost per token, graph or eager (ms).")
+
+
+class GateConfig(_Strict):
+    """CI gates for `cpbcg replay-check`."""
+
+    min_coverage: float | None = Field(None, ge=0, le=1, description="Least fraction of batches in graphs.")
+    min_token_coverage: float | None = Field(None, ge=0, le=1, description="Least fraction of tokens in graphs.")
+    max_padding: float | None = Field(None, ge=0, description="Most padding overhead (padded/real graph tokens).")
+    max_eager: dict[
+        Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity"], int
+    ] = Field(default_factory=dict, description="Most eager batches per reason.")
+
+
+class DeploymentConfig(_Strict):
+    """Everything a deployment fixes. Field names follow SGLang's server arguments."""
+
+    cp_size: int = Field(4, ge=1, description="CP ranks (SGLang --attn-cp-size).")
+    cp_strategy: CPStrategy = Field(CPStrategy.zigzag, description="Sequence split (SGLang --cp-strategy).")
+    align_size: int | None = Field(None, ge=1, description="Row alignment; default 2*cp_size zigzag, cp_size interleave.")
+    max_padding_factor: float = Field(2.0, ge=1, description="Largest allowed bucket/tokens ratio at replay.")
+    capture_layout: CaptureLayout = Field(CaptureLayout.single_request, description="Dummy batch used to capture.")
+    max_context_size_tokens: int | None = Field(None, ge=1, description="Longest dummy request (context_bounded).")
+    max_capture_requests: int | None = Field(None, ge=1, description="Request slots of the dummy batch.")
+    buckets: Union[str, list[int]] = Field("sglang-default:8192", description="Bucket spec (see --buckets).")
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    cost: CostConfig = Field(default_factory=CostConfig)
+    gates: GateConfig = Field(default_factory=GateConfig)
+
+    @property
+    def cp_layout(self) -> CPLayout:
+        return CPLayout(self.cp_size, self.cp_strategy, self.align_size)
+
+    @property
+    def capture_spec(self) -> CaptureSpec:
+        return CaptureSpec(self.capture_layout, self.max_context_size_tokens, self.max_capture_requests)
+
+
+def preset_names() -> list[str]:
+    """Names of the presets shipped in `cpbcg/configs/` (deployment configs only)."""
+    files = resources.files(PRESET_PACKAGE).iterdir()
+    return sorted(p.name[:-5] for p in files if p.name.endswith(".yaml") and not p.name.startswith("model-"))
+
+
+def read_yaml(source: str) -> tuple[str, Any]:
+    """Load a YAML file or preset by name; returns `(display name, data)`. Raises `ConfigError`."""
+    path = Path(source)
+    if path.exists():
+        label, text = str(path), _read_text(path)
+    else:
+        preset = resources.files(PRESET_PACKAGE) / f"{source}.yaml"
+        if not preset.is_file():
+            raise ConfigError(f"{source}: no such config file or preset (presets: {', '.join(preset_names())})")
+        label, text = f"preset {source}", preset.read_text()
+    try:
+        return label, yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{label}:{mark.line + 1}" if mark else label
+        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+
+
+def load_config(source: str | None, overrides: dict[str, Any] | None = None) -> DeploymentConfig:
+    """Load a config file or preset (or the defaults when `source` is None) and apply overrides.
+
+    `overrides` maps dotted keys (`"scheduler.rate"`) to values; `None` values are ignored.
+    Raises `ConfigError` naming the key for unknown keys and bad values.
+    """
+    label, data = ("defaults", {}) if source is None else read_yaml(source)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{label}: expected a mapping of settings, got {type(data).__name__}")
+    merged = _nested_update(data, {k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return DeploymentConfig.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        origin = "command line" if _from_overrides(first["loc"], overrides) else label
+        raise ConfigError(f"{origin}: {key}: {message} (got {first.get('input')!r})") from None
+
+
+def _nested_update(data: dict, dotted: dict[str, Any]) -> dict:
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for key, value in dotted.items():
+        head, _, rest = key.partition(".")
+        if rest:
+            section = out.get(head)
+            out[head] = _nested_update(section if isinstance(section, dict) else {}, {rest: value})
+        else:
+            out[head] = value
+    return out
+
+
+def _from_overrides(loc: tuple, overrides: dict[str, Any] | None) -> bool:
+    dotted = ".".join(str(p) for p in loc)
+    return any(v is not None and dotted.startswith(k) for k, v in (overrides or {}).items())
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc

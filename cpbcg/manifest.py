@@ -1,0 +1,141 @@
+"""Capture manifests: what `cpbcg capture` measured, readable without torch.
+
+`capture` writes one (atomically); `plan` reads its timings for the cost model and
+`replay-check` reads its buckets and capacities. The schema (version `SCHEMA_VERSION`):
+
+```
+{
+  "schema_version": 1,
+  "cpbcg_version": "0.1.0", "torch_version": "2.x", "cuda_version": "12.x" | null,
+  "device_name": "NVIDIA H200" | "cpu", "dry_run": false,
+  "cp_size": 4, "cp_strategy": "zigzag", "align_size": 8,
+  "capture_layout": "single_request", "max_context_size_tokens": null, "max_capture_requests": null,
+  "max_padding_factor": 2.0,
+  "model": {"preset": "tiny", "hidden_size": ..., "num_attention_heads": ..., "num_key_value_heads": ...,
+            "head_dim": ..., "intermediate_size": ..., "dtype": "bfloat16", "num_layers": 2},
+  "buckets": [{"capture_num_tokens": 2048, "local_rows": 512, "capture_s": 0.12,
+               "graph_bytes": 123, "allocator_bytes": 456, "replay_ms": 0.8, "eager_ms": 2.1,
+               "verified": true, "max_abs_err": 0.003, "layouts_checked": 3}, ...]
+}
+```
+Bucket records are ordered as captured (largest first). Timing and memory fields may be null in
+a dry run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from cpbcg.errors import ManifestError
+from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, local_capacity
+from cpbcg.planner.layout import CPLayout, CPStrategy
+from cpbcg.planner.selector import BucketTable
+
+SCHEMA_VERSION = 1
+REQUIRED_KEYS = ("schema_version", "cp_size", "cp_strategy", "align_size", "capture_layout", "buckets")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A loaded, validated capture manifest."""
+
+    path: Path
+    """Where it was read from."""
+    data: dict[str, Any]
+    """The whole document."""
+
+    @property
+    def cp_layout(self) -> CPLayout:
+        return CPLayout(self.data["cp_size"], CPStrategy(self.data["cp_strategy"]), self.data["align_size"])
+
+    @property
+    def capture_spec(self) -> CaptureSpec:
+        return CaptureSpec(
+            CaptureLayout(self.data["capture_layout"]),
+            self.data.get("max_context_size_tokens"),
+            self.data.get("max_capture_requests"),
+        )
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return self.data["buckets"]
+
+    def table(self) -> BucketTable:
+        """Captured buckets with their recorded capacities, ascending."""
+        return BucketTable.from_mapping({r["capture_num_tokens"]: r["local_rows"] for r in self.records})
+
+    def fitted_cost_ms(self) -> tuple[float, float] | None:
+        """Least-squares `(graph_fixed_ms, token_ms)` from the replay timings, or None if the
+        manifest has fewer than two timed buckets (e.g. a dry run)."""
+        timed = [(r["capture_num_tokens"], r["replay_ms"]) for r in self.records if r.get("replay_ms") is not None]
+        if len(timed) < 2 or self.data.get("dry_run"):
+            return None
+        tokens, ms = np.array(timed, dtype=float).T
+        slope, intercept = np.polyfit(tokens, ms, 1)
+        return max(float(intercept), 0.0), max(float(slope), 0.0)
+
+    def eager_fixed_ms(self) -> float | None:
+        """Median of `eager_ms - replay_ms` over timed buckets plus the fitted fixed cost, or None."""
+        fitted = self.fitted_cost_ms()
+        pairs = [(r["eager_ms"], r["replay_ms"]) for r in self.records if r.get("eager_ms") is not None and r.get("replay_ms") is not None]
+        if fitted is None or not pairs:
+            return None
+        return fitted[0] + max(float(np.median([e - g for e, g in pairs])), 0.0)
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Read and validate a manifest. Raises `ManifestError` for an unreadable file, a wrong
+    schema version, missing keys or buckets, or capacities that contradict the capture model."""
+    path = Path(path)
+    try:
+        data = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read manifest: {exc.strerror}") from exc
+    except orjson.JSONDecodeError as exc:
+        raise ManifestError(f"{path}:{exc.lineno}: manifest is not valid JSON ({exc.msg})") from exc
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path}: manifest must be a JSON object")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ManifestError(
+            f"{path}: schema_version {data.get('schema_version')!r} is not supported (expected {SCHEMA_VERSION})"
+        )
+    missing = [k for k in REQUIRED_KEYS if k not in data]
+    if missing:
+        raise ManifestError(f"{path}: missing key(s) {', '.join(missing)}")
+    records = data["buckets"]
+    if not isinstance(records, list) or not records:
+        raise ManifestError(f"{path}: buckets: no captured buckets")
+    for i, record in enumerate(records):
+        for key in ("capture_num_tokens", "local_rows"):
+            value = record.get(key) if isinstance(record, dict) else None
+            if type(value) is not int or value < 1:
+                raise ManifestError(f"{path}: buckets[{i}].{key}: {value!r} is not a positive integer")
+    manifest = Manifest(path, data)
+    try:
+        layout, spec = manifest.cp_layout, manifest.capture_spec
+    except (ValueError, TypeError) as exc:
+        raise ManifestError(f"{path}: bad CP or capture settings: {exc}") from exc
+    _check_capacities(manifest, layout, spec)
+    return manifest
+
+
+def _check_capacities(manifest: Manifest, layout: CPLayout, spec: CaptureSpec) -> None:
+    table = manifest.table()
+    expected = local_capacity(table.capture_num_tokens.tolist(), layout, spec)
+    for bucket, got, want in zip(table.capture_num_tokens, table.capacity_rows, expected):
+        if got != want:
+            raise ManifestError(
+                f"{manifest.path}: bucket {bucket}: local_rows {got} contradicts the capture model "
+                f"(cp_size {layout.cp_size}, {layout.strategy.value}, align {layout.align_rows}, "
+                f"{spec.layout.value} capture gives {want})"
+            )
+
+
+def manifest_bytes(data: dict[str, Any]) -> bytes:
+    """Serialise a manifest document (indented JSON, trailing newline)."""
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"

@@ -1,0 +1,165 @@
+"""Batch traces: one prefill forward per line.
+
+Each line is `{"extend_seq_lens": [1534, 161, 353]}` with an optional integer `"count"` (how
+many times that batch occurred), or a bare JSON list of lengths. Blank lines are skipped;
+other keys are ignored. `.gz` files (detected by their magic bytes) are read transparently.
+
+The parse is the hot path of `cpbcg plan` (a 1,000,000-line trace must plan in under 2 s), so
+each chunk of lines is parsed in one `orjson.loads` call over the joined lines and validated with
+numpy. Anything unusual in a chunk (a bad line, a float, a boolean) sends that chunk through a
+line-by-line parse that names the first offending line: `FILE:LINE: what is wrong`.
+"""
+
+from __future__ import annotations
+
+import gzip
+from itertools import chain
+from pathlib import Path
+from typing import IO, Iterator
+
+import numpy as np
+import orjson
+
+from cpbcg.errors import TraceError, located
+from cpbcg.planner.layout import BatchSet
+
+CHUNK_BYTES = 16 << 20
+"""Bytes of lines parsed at once (bounds memory on huge traces)."""
+FIELD = "extend_seq_lens"
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """Open a trace for reading bytes, gunzipping when it starts with the gzip magic.
+
+    Raises `TraceError` when the file cannot be opened.
+    """
+    try:
+        handle = open(path, "rb")
+        if handle.read(2) == b"\x1f\x8b":
+            handle.close()
+            return gzip.open(path, "rb")
+        handle.seek(0)
+        return handle
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from exc
+
+
+def iter_line_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, list[bytes]]]:
+    """Yield `(first_line_number, lines)` chunks of the file (line numbers start at 1).
+
+    Raises `TraceError` on unreadable or corrupt (e.g. truncated gzip) input.
+    """
+    line_no = 1
+    with open_binary(path) as handle:
+        while True:
+            try:
+                lines = handle.readlines(chunk_bytes)
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                raise TraceError(located(path, line_no, f"cannot read: {exc}")) from exc
+            if not lines:
+                return
+            yield line_no, lines
+            line_no += len(lines)
+
+
+def read_batch_trace(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[BatchSet]:
+    """Stream a batch trace as `BatchSet` chunks.
+
+    Raises `TraceError` (`FILE:LINE: ...`) for malformed lines and for a trace with no batch.
+    """
+    path = Path(path)
+    seen_any = False
+    for first_line, lines in iter_line_chunks(path, chunk_bytes):
+        batches = _parse_fast(lines)
+        if batches is None:
+            batches = _parse_slow(path, first_line, lines)
+        if batches.num_batches:
+            seen_any = True
+            yield batches
+    if not seen_any:
+        raise TraceError(located(path, 1, "empty trace: no batches"))
+
+
+def _parse_fast(lines: list[bytes]) -> BatchSet | None:
+    """One-call parse of a chunk; `None` when anything needs the careful path."""
+    body = [line for line in lines if not line.isspace()]
+    if not body:
+        return BatchSet(np.zeros(0, np.int64), np.zeros(1, np.int64))
+    blob = b"[" + b",".join(body) + b"]"
+    if b"true" in blob or b"false" in blob or b"null" in blob:
+        return None
+    try:
+        records = orjson.loads(blob)
+        seqs, counts = [], []
+        for record in records:
+            if type(record) is dict:
+                seqs.append(record[FIELD])
+                counts.append(record.get("count", 1))
+            else:
+                seqs.append(record)
+                counts.append(1)
+        sizes = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    flat = np.array(list(chain.from_iterable(seqs)))
+    weights = np.array(counts)
+    if (
+        flat.dtype != np.int64
+        or flat.ndim != 1
+        or weights.dtype != np.int64
+        or not np.all(sizes > 0)
+        or flat.min(initial=1) < 1
+        or weights.min(initial=1) < 1
+    ):
+        return None
+    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return BatchSet(flat, offsets, weights)
+
+
+def _parse_slow(path: Path, first_line: int, lines: list[bytes]) -> BatchSet:
+    seqs: list[list[int]] = []
+    counts: list[int] = []
+    for line_no, line in enumerate(lines, start=first_line):
+        if line.isspace():
+            continue
+        seq, count = parse_batch_line(path, line_no, line)
+        seqs.append(seq)
+        counts.append(count)
+    return BatchSet.from_lists(seqs, counts) if seqs else BatchSet(np.zeros(0, np.int64), np.zeros(1, np.int64))
+
+
+def parse_batch_line(path: Path, line_no: int, line: bytes) -> tuple[list[int], int]:
+    """Parse one batch line into `(extend_seq_lens, count)`; raises `TraceError` naming the line."""
+
+    def fail(message: str) -> TraceError:
+        return TraceError(located(path, line_no, message))
+
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise fail(f"not valid JSON ({exc.msg})") from None
+    count: object = 1
+    if isinstance(record, dict):
+        if FIELD not in record:
+            raise fail(f'missing field "{FIELD}"')
+        seq, count = record[FIELD], record.get("count", 1)
+        where = FIELD
+    elif isinstance(record, list):
+        seq, where = record, "list"
+    else:
+        raise fail(f'expected {{"{FIELD}": [...]}} or a JSON list of lengths, got {type(record).__name__}')
+    if not isinstance(seq, list):
+        raise fail(f"{where}: expected a list of lengths, got {type(seq).__name__}")
+    if not seq:
+        raise fail(f"{where}: empty batch")
+    for i, value in enumerate(seq):
+        if not _is_positive_int(value):
+            raise fail(f"{where}[{i}]: {orjson.dumps(value).decode()} is not a positive integer")
+    if not _is_positive_int(count):
+        raise fail(f"count: {orjson.dumps(count).decode()} is not a positive integer")
+    return seq, count  # type: ignore[return-value]
+
+
+def _is_positive_int(value: object) -> bool:
+    return type(value) is int and 0 < value < 2**62

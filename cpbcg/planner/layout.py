@@ -1,0 +1,253 @@
+"""CP-local layout of prefill batches: per-rank logical tokens and physical rows.
+
+The rules are the runtime's own (domain brief §2, matching SGLang's zigzag split of a prefill
+forward across `cp_size` ranks):
+
+* zigzag: each request of `L` extend tokens is cut into `seg = 2 * cp_size` blocks,
+  `base, rem = divmod(L, seg)`, block `j` holding `base + 1` tokens if `j < rem` else `base`.
+  Rank `r` owns blocks `r` and `seg - 1 - r`.
+* interleave: token `i` of the batch goes to rank `i % cp_size`.
+* physical rows (equal on every rank) = `align_up(max over ranks of logical tokens, align_size)`.
+
+Everything here is vectorised over many batches at once. A set of batches is a `BatchSet`:
+the flat request lengths of all batches plus offsets, so no Python loop runs per request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from cpbcg.errors import ConfigError, TraceError
+
+
+class CPStrategy(str, Enum):
+    """How a prefill batch is split across CP ranks (SGLang `--cp-strategy`)."""
+
+    zigzag = "zigzag"
+    interleave = "interleave"
+
+
+def align_up(x: np.ndarray | int, align: int) -> np.ndarray | int:
+    """Round `x` (int or int64 array) up to a multiple of `align` (>= 1)."""
+    return -(-x // align) * align
+
+
+@dataclass(frozen=True)
+class CPLayout:
+    """The static CP settings a deployment fixes.
+
+    `cp_size == 1` means no context parallelism: rows equal tokens and every batch is eligible.
+    """
+
+    cp_size: int
+    """Number of CP ranks (SGLang `--attn-cp-size`)."""
+    strategy: CPStrategy = CPStrategy.zigzag
+    """Sequence split strategy."""
+    align_size: int | None = None
+    """Row alignment; `None` means the runtime default (`2*cp_size` zigzag, `cp_size` interleave)."""
+
+    def __post_init__(self) -> None:
+        if self.cp_size < 1:
+            raise ConfigError(f"cp_size must be >= 1, got {self.cp_size}")
+        if self.align_size is not None and self.align_size < 1:
+            raise ConfigError(f"align_size must be >= 1, got {self.align_size}")
+        object.__setattr__(self, "strategy", CPStrategy(self.strategy))
+
+    @property
+    def align_rows(self) -> int:
+        """Effective row alignment (rows)."""
+        if self.align_size is not None:
+            return self.align_size
+        if self.cp_size == 1:
+            return 1
+        return 2 * self.cp_size if self.strategy is CPStrategy.zigzag else self.cp_size
+
+    @property
+    def num_blocks(self) -> int:
+        """Blocks per request under zigzag (`2 * cp_size`)."""
+        return 2 * self.cp_size
+
+    @property
+    def min_request_tokens(self) -> int:
+        """Smallest extend length a request may have for the batch to be CP-active."""
+        return 2 * self.cp_size if self.strategy is CPStrategy.zigzag else 1
+
+
+@dataclass(frozen=True)
+class BatchSet:
+    """Many prefill batches as flat arrays (ragged, no per-request Python objects).
+
+    Batch `i` is `extend_seq_lens[offsets[i]:offsets[i+1]]` and occurred `counts[i]` times.
+    Every batch holds at least one request; every length is >= 1 (the readers enforce it).
+    """
+
+    extend_seq_lens: np.ndarray
+    """[num_requests] int64: extend tokens of every request, batch after batch."""
+    offsets: np.ndarray
+    """[num_batches + 1] int64: start of each batch in `extend_seq_lens`; last = num_requests."""
+    counts: np.ndarray = field(default=None)  # type: ignore[assignment]
+    """[num_batches] int64: how many times each batch occurred (weights, >= 1)."""
+
+    def __post_init__(self) -> None:
+        if self.counts is None:
+            object.__setattr__(self, "counts", np.ones(len(self.offsets) - 1, dtype=np.int64))
+
+    @classmethod
+    def from_lists(
+        cls, batches: Sequence[Sequence[int]], counts: Sequence[int] | None = None
+    ) -> "BatchSet":
+        """Build from Python lists of extend lengths (convenient for tests and small inputs).
+
+        Raises `TraceError` for an empty batch or a length that is not a positive integer.
+        """
+        sizes = np.fromiter((len(b) for b in batches), dtype=np.int64, count=len(batches))
+        if np.any(sizes == 0):
+            raise TraceError(f"batch {int(np.argmin(sizes))} has no requests")
+        flat = [x for b in batches for x in b]
+        if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1 for x in flat):
+            raise TraceError("extend_seq_lens must be positive integers")
+        offsets = np.zeros(len(batches) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        weights = None if counts is None else np.asarray(counts, dtype=np.int64)
+        return cls(np.asarray(flat, dtype=np.int64), offsets, weights)
+
+    @classmethod
+    def concat(cls, parts: Iterable["BatchSet"]) -> "BatchSet":
+        """Join several sets in order."""
+        parts = list(parts)
+        if not parts:
+            return cls(np.zeros(0, np.int64), np.zeros(1, np.int64))
+        lens = np.concatenate([p.extend_seq_lens for p in parts])
+        shifts = np.cumsum([0] + [len(p.extend_seq_lens) for p in parts[:-1]])
+        offsets = np.concatenate([[0]] + [p.offsets[1:] + s for p, s in zip(parts, shifts)])
+        counts = np.concatenate([p.counts for p in parts])
+        return cls(lens, offsets.astype(np.int64), counts)
+
+    @property
+    def num_batches(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def num_requests(self) -> np.ndarray:
+        """[num_batches] int64: requests per batch."""
+        return np.diff(self.offsets)
+
+    @property
+    def num_tokens(self) -> np.ndarray:
+        """[num_batches] int64: `n = sum(extend_seq_lens)` of each batch (tokens)."""
+        return self._segment_sum(self.extend_seq_lens)
+
+    def batch(self, index: int) -> list[int]:
+        """The extend lengths of batch `index` as a Python list."""
+        return self.extend_seq_lens[self.offsets[index] : self.offsets[index + 1]].tolist()
+
+    def subset(self, mask: np.ndarray) -> "BatchSet":
+        """The batches where `mask` ([num_batches] bool) is true, in order."""
+        sizes = self.num_requests[mask]
+        keep = np.repeat(mask, self.num_requests)
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return BatchSet(self.extend_seq_lens[keep], offsets, self.counts[mask])
+
+    def _segment_sum(self, values: np.ndarray) -> np.ndarray:
+        if self.num_batches == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.add.reduceat(values, self.offsets[:-1], dtype=np.int64)
+
+
+def cp_active(batches: BatchSet, layout: CPLayout) -> np.ndarray:
+    """[num_batches] bool: whether each batch runs under CP (and may replay a CP graph).
+
+    zigzag (domain §2): `cp_size > 1`, total `>= 2*cp_size` and every request `>= 2*cp_size`.
+    interleave: `cp_size > 1` and total `>= cp_size` (every rank gets a token; an assumption
+    documented in docs/model.md). With `cp_size == 1` there is no CP and every batch is eligible
+    for the plain (non-CP) graphs.
+    """
+    if batches.num_batches == 0:
+        return np.zeros(0, dtype=bool)
+    if layout.cp_size == 1:
+        return np.ones(batches.num_batches, dtype=bool)
+    if layout.strategy is CPStrategy.interleave:
+        return batches.num_tokens >= layout.cp_size
+    shortest = np.minimum.reduceat(batches.extend_seq_lens, batches.offsets[:-1])
+    return shortest >= layout.min_request_tokens
+
+
+def local_tokens(batches: BatchSet, layout: CPLayout) -> np.ndarray:
+    """[num_batches, cp_size] int64: logical tokens each rank holds for each batch.
+
+    Matches SGLang's zigzag split (domain §2): `[1534, 161, 353]` at cp 4 gives
+    `[513, 511, 512, 512]`. Computed for every batch, CP-active or not.
+    """
+    cp = layout.cp_size
+    out = np.empty((batches.num_batches, cp), dtype=np.int64)
+    if batches.num_batches == 0:
+        return out
+    if cp == 1:
+        out[:, 0] = batches.num_tokens
+        return out
+    if layout.strategy is CPStrategy.interleave:
+        n = batches.num_tokens
+        for rank in range(cp):
+            out[:, rank] = n // cp + (n % cp > rank)
+        return out
+    seg = 2 * cp
+    base, rem = np.divmod(batches.extend_seq_lens, seg)
+    twice_base = batches._segment_sum(2 * base)
+    for rank in range(cp):
+        extra = (rem > rank).astype(np.int32) + (rem > seg - 1 - rank)
+        out[:, rank] = twice_base + batches._segment_sum(extra)
+    return out
+
+
+def local_rows(batches: BatchSet, layout: CPLayout) -> np.ndarray:
+    """[num_batches] int64: physical CP-local rows per rank = `align_up(max rank tokens, align)`.
+
+    With `cp_size == 1` rows equal the batch's tokens (no alignment).
+    Example (domain §2): `[1534, 161, 353]`, cp 4, align 8 → 513 → 520 rows.
+    """
+    if layout.cp_size == 1:
+        return batches.num_tokens
+    if layout.strategy is CPStrategy.interleave:
+        n = batches.num_tokens
+        return align_up(-(-n // layout.cp_size), layout.align_rows)
+    return align_up(local_tokens(batches, layout).max(axis=1), layout.align_rows)
+
+
+def worst_case_rows(num_tokens: np.ndarray | int, num_requests: np.ndarray | int, layout: CPLayout):
+    """Upper bound on rows for any batch of `num_tokens` tokens in `num_requests` requests.
+
+    Domain §2: each request adds at most `1 - 1/cp` rows above the even share, so rows are at
+    most `align_up(floor(n/cp + k*(1 - 1/cp)), align)`. Exact integer arithmetic; int or int64 array.
+    """
+    cp = layout.cp_size
+    if cp == 1:
+        return num_tokens
+    if layout.strategy is CPStrategy.interleave:
+        return align_up(-(-np.asarray(num_tokens) // cp), layout.align_rows)
+    return align_up((num_tokens + num_requests * (cp - 1)) // cp, layout.align_rows)
+
+
+@dataclass(frozen=True)
+class RequestBlocks:
+    """How one request is split under zigzag, for explanations (`cpbcg layout`)."""
+
+    extend_len: int
+    """Extend tokens of the request."""
+    block_tokens: tuple[int, ...]
+    """[2*cp_size] tokens in each block, block 0 first."""
+    rank_blocks: tuple[tuple[int, int], ...]
+    """[cp_size] the two block indices rank r owns: `(r, 2*cp_size - 1 - r)`."""
+
+
+def zigzag_blocks(extend_len: int, cp_size: int) -> RequestBlocks:
+    """Split one request of `extend_len` tokens into its `2*cp_size` zigzag blocks."""
+    seg = 2 * cp_size
+    base, rem = divmod(extend_len, seg)
+    blocks = tuple(base + (j < rem) for j in range(seg))
+    owners = tuple((r, seg - 1 - r) for r in range(cp_size))
+    return RequestBlocks(extend_len, blocks, owners)

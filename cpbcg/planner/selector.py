@@ -1,0 +1,154 @@
+"""The runtime's replay selector: which captured bucket replays a batch, or why it runs eagerly.
+
+Rule (domain brief §4, SGLang's breakable-CUDA-graph prefill runner with the bucket search):
+buckets ascending; for a CP-active batch of `n` tokens needing `R` local rows, scan buckets
+`B >= n`, stop at the first `B > max_padding_factor * n`, return the first `B` with
+`R <= C(B)`; none → eager. Exactly `factor * n` is allowed (8 → 16 yes, 5 → 16 no).
+
+Eager reasons, in the order they are decided:
+`not_cp_active` (zigzag eligibility fails), `above_largest_bucket` (`n` > largest bucket),
+`padding_limit` (a bucket with the capacity exists but lies beyond `factor * n`),
+`local_capacity` (no bucket `>= n` has `R` rows of capacity).
+`rescued`: the natural bucket (smallest `B >= n`) lacked capacity, a larger one fitted.
+`natural_overflow`: the natural bucket is within the padding limit but lacks capacity; before
+the bucket search existed the runtime crashed here ("Live batch needs X local CP rows, but
+global prefill bucket B has captured capacity C").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Sequence
+
+import numpy as np
+
+from cpbcg.planner.capacity import CaptureSpec, capturable_buckets, local_capacity
+from cpbcg.planner.layout import CPLayout
+
+
+class EagerReason(str, Enum):
+    """Why a batch runs eagerly instead of replaying a graph."""
+
+    not_cp_active = "not_cp_active"
+    above_largest_bucket = "above_largest_bucket"
+    padding_limit = "padding_limit"
+    local_capacity = "local_capacity"
+
+
+EAGER_REASONS: tuple[EagerReason, ...] = tuple(EagerReason)
+GRAPH = 0
+"""Reason code of a batch replayed in a graph; eager reason `k` has code `k + 1`."""
+
+
+@dataclass(frozen=True)
+class BucketTable:
+    """Captured buckets and their local capacities, ascending."""
+
+    capture_num_tokens: np.ndarray
+    """[num_buckets] int64 ascending: global token buckets `B`."""
+    capacity_rows: np.ndarray
+    """[num_buckets] int64: local capacity `C(B)` in rows per rank."""
+
+    @classmethod
+    def build(cls, buckets: Sequence[int], cp: CPLayout, spec: CaptureSpec = CaptureSpec()) -> "BucketTable":
+        """Capturable buckets for `cp` with capacities from the capture model (domain §3).
+
+        Raises `ModelError` if no bucket is capturable or the capture layout is impossible.
+        """
+        kept = capturable_buckets(buckets, cp)
+        return cls(np.asarray(kept, dtype=np.int64), local_capacity(kept, cp, spec))
+
+    @classmethod
+    def from_mapping(cls, capacity_rows: dict[int, int]) -> "BucketTable":
+        """From explicit `{bucket: capacity}` (e.g. read from a capture manifest)."""
+        items = sorted(capacity_rows.items())
+        return cls(np.array([b for b, _ in items], np.int64), np.array([c for _, c in items], np.int64))
+
+    def as_dict(self) -> dict[int, int]:
+        return dict(zip(self.capture_num_tokens.tolist(), self.capacity_rows.tolist()))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Per-batch outcome of the selector, aligned with the input arrays."""
+
+    bucket_index: np.ndarray
+    """[num_batches] int64: index into the table of the replaying bucket, -1 if eager."""
+    reason_code: np.ndarray
+    """[num_batches] int8: `GRAPH` (0) or `1 + EAGER_REASONS.index(reason)`."""
+    rescued: np.ndarray
+    """[num_batches] bool: natural bucket lacked capacity, a larger one replays it."""
+    natural_overflow: np.ndarray
+    """[num_batches] bool: natural bucket within the padding limit lacked capacity."""
+
+
+def select_buckets(
+    num_tokens: np.ndarray,
+    rows: np.ndarray,
+    active: np.ndarray,
+    table: BucketTable,
+    max_padding_factor: float = 2.0,
+) -> Selection:
+    """Vectorised replay selection for many batches.
+
+    Args:
+        num_tokens: [N] int64, `n` per batch (tokens).
+        rows: [N] int64, CP-local physical rows each batch needs.
+        active: [N] bool, CP eligibility.
+        table: captured buckets and capacities.
+        max_padding_factor: largest allowed `B / n` (SGLang `max_padding_factor`, default 2).
+    """
+    buckets, capacity = table.capture_num_tokens, table.capacity_rows
+    k = len(buckets)
+    n, limit = num_tokens, num_tokens * float(max_padding_factor)
+    natural = np.searchsorted(buckets, n, side="left")
+    chosen = np.full(len(n), -1, dtype=np.int64)
+    pending = np.flatnonzero(active & (natural < k))
+    index = natural[pending]
+    while pending.size:
+        in_window = buckets[index] <= limit[pending]
+        fits = in_window & (rows[pending] <= capacity[index])
+        chosen[pending[fits]] = index[fits]
+        more = in_window & ~fits & (index + 1 < k)
+        pending, index = pending[more], index[more] + 1
+
+    clipped = np.minimum(natural, k - 1)
+    natural_in_window = active & (natural < k) & (buckets[clipped] <= limit)
+    natural_overflow = natural_in_window & (rows > capacity[clipped])
+    # A bucket >= n with enough capacity exists iff the suffix maximum of capacity suffices.
+    suffix_max = np.maximum.accumulate(capacity[::-1])[::-1]
+    some_fit = (natural < k) & (suffix_max[clipped] >= rows)
+
+    reason = np.full(len(n), GRAPH, dtype=np.int8)
+    eager = chosen < 0
+    code = {r: np.int8(i + 1) for i, r in enumerate(EAGER_REASONS)}
+    reason[eager & some_fit] = code[EagerReason.padding_limit]
+    reason[eager & ~some_fit] = code[EagerReason.local_capacity]
+    reason[eager & (natural >= k)] = code[EagerReason.above_largest_bucket]
+    reason[~active] = code[EagerReason.not_cp_active]
+    return Selection(chosen, reason, natural_overflow & ~eager, natural_overflow)
+
+
+def select_one(
+    num_tokens: int,
+    rows: int,
+    active: bool,
+    capacity_rows: dict[int, int],
+    max_padding_factor: float = 2.0,
+) -> tuple[int | None, EagerReason | None, bool]:
+    """The same rule for one batch, as a plain loop (the reference the vectorised path is tested
+    and benchmarked against). Returns `(bucket or None, eager reason or None, rescued)`."""
+    if not active:
+        return None, EagerReason.not_cp_active, False
+    candidates = sorted(b for b in capacity_rows if b >= num_tokens)
+    if not candidates:
+        return None, EagerReason.above_largest_bucket, False
+    for bucket in candidates:
+        if bucket > max_padding_factor * num_tokens:
+            break
+        if rows <= capacity_rows[bucket]:
+            return bucket, None, bucket != candidates[0]
+    if any(rows <= capacity_rows[b] for b in candidates):
+        return None, EagerReason.padding_limit, False
+    return None, EagerReason.local_capacity, False
