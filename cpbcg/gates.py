@@ -1,0 +1,213 @@
+"""CI gates for `cpbcg replay-check`: compare an evaluation with thresholds, typed results.
+
+A gate is a threshold on one number of an `Evaluation` (the same numbers `plan` prints):
+
+* `min_coverage`: fraction of forwards replayed in graphs must be `>=` the threshold;
+* `min_token_coverage`: fraction of tokens replayed in graphs, `>=`;
+* `max_padding`: padding overhead (padded / real graph tokens), `<=`;
+* `max_eager.REASON`: eager forwards for one reason (`local_capacity`, ...), `<=`;
+* `replay_verified` (only with `--replay N`): replays through freshly captured graphs whose
+  output differed from eager, `<= 0`.
+
+The library never prints; the CLI and `cpbcg.reports` render `GateResult`s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Sequence
+
+import numpy as np
+
+from cpbcg.config import GateConfig
+from cpbcg.errors import ConfigError
+from cpbcg.planner.evaluate import Demand, Evaluation
+from cpbcg.planner.layout import BatchSet, CPLayout
+from cpbcg.planner.selector import EAGER_REASONS, GRAPH, BucketTable, select_buckets
+
+Unit = Literal["fraction", "batches"]
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """One gate checked against a measured value."""
+
+    name: str
+    """Gate key as in the config (`min_coverage`, `max_eager.local_capacity`, `replay_verified`)."""
+    metric: str
+    """What was measured, in words (`batch coverage`, `eager batches (local_capacity)`)."""
+    measured: float
+    """Measured value: a fraction in [0, 1] or a count of batches (see `unit`)."""
+    threshold: float
+    """Threshold the measured value is compared with (same unit)."""
+    comparison: Literal[">=", "<="]
+    """The gate passes when `measured <comparison> threshold`."""
+    unit: Unit
+    """`fraction` (printed as a percentage) or `batches` (a count)."""
+    passed: bool
+    """Whether the gate holds."""
+    detail: str = ""
+    """Extra context for the report (e.g. the first failing batch); may be empty."""
+
+    @property
+    def measured_text(self) -> str:
+        return format_value(self.measured, self.unit, self.threshold)
+
+    @property
+    def threshold_text(self) -> str:
+        return format_value(self.threshold, self.unit, self.measured)
+
+    def message(self) -> str:
+        """One line: `min_coverage: batch coverage 72.75% is below the minimum 90.00%`."""
+        if self.passed:
+            verdict = f"{self.measured_text} {self.comparison} {self.threshold_text}"
+        elif self.comparison == ">=":
+            verdict = f"{self.measured_text} is below the minimum {self.threshold_text}"
+        else:
+            verdict = f"{self.measured_text} is above the maximum {self.threshold_text}"
+        text = f"{self.name}: {self.metric} {verdict}"
+        return f"{text} ({self.detail})" if self.detail and not self.passed else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "metric": self.metric, "measured": self.measured, "threshold": self.threshold,
+            "comparison": self.comparison, "unit": self.unit, "passed": self.passed, "message": self.message(),
+        }
+
+
+def format_value(value: float, unit: Unit, other: float | None = None) -> str:
+    """`0.7275` → `72.75%` for fractions (more digits when 2 would hide a difference from
+    `other`), `5397` → `5,397` for counts."""
+    if unit == "batches":
+        return f"{int(value):,}"
+    for digits in (2, 4, 6):
+        text = f"{100.0 * value:.{digits}f}%"
+        if other is None or value == other or text != f"{100.0 * other:.{digits}f}%":
+            return text
+    return f"{100.0 * value:.8f}%"
+
+
+def _at_least(name: str, metric: str, measured: float, threshold: float) -> GateResult:
+    return GateResult(name, metric, measured, threshold, ">=", "fraction", measured >= threshold)
+
+
+def _at_most(name: str, metric: str, measured: float, threshold: float, unit: Unit, detail: str = "") -> GateResult:
+    return GateResult(name, metric, measured, threshold, "<=", unit, measured <= threshold, detail)
+
+
+def check_gates(ev: Evaluation, gates: GateConfig) -> tuple[GateResult, ...]:
+    """Every configured gate of `gates` checked against `ev`, in a fixed order
+    (coverage, token coverage, padding, then eager reasons in `EAGER_REASONS` order)."""
+    results: list[GateResult] = []
+    if gates.min_coverage is not None:
+        results.append(_at_least("min_coverage", "batch coverage", ev.coverage, gates.min_coverage))
+    if gates.min_token_coverage is not None:
+        results.append(_at_least("min_token_coverage", "token coverage", ev.token_coverage, gates.min_token_coverage))
+    if gates.max_padding is not None:
+        results.append(_at_most("max_padding", "padding overhead", ev.padding_overhead, gates.max_padding, "fraction"))
+    for reason in EAGER_REASONS:
+        limit = gates.max_eager.get(reason.value)
+        if limit is not None:
+            examples = ev.eager_examples.get(reason.value) or []
+            detail = f"first: extend_seq_lens {examples[0]}" if examples else ""
+            results.append(
+                _at_most(f"max_eager.{reason.value}", f"eager batches ({reason.value})", ev.eager[reason.value], limit, "batches", detail)
+            )
+    return tuple(results)
+
+
+def parse_max_eager(specs: Sequence[str]) -> dict[str, int]:
+    """Parse repeated `--max-eager REASON=N` values into `{reason: N}` (later ones win).
+
+    Raises `ConfigError` for a missing `=`, an unknown reason (naming the valid ones) or an `N`
+    that is not a non-negative integer.
+    """
+    valid = [r.value for r in EAGER_REASONS]
+    out: dict[str, int] = {}
+    for spec in specs:
+        reason, sep, count = (part.strip() for part in spec.partition("="))
+        if not sep:
+            raise ConfigError(f"--max-eager {spec!r}: expected REASON=N, e.g. local_capacity=0")
+        if reason not in valid:
+            raise ConfigError(f"--max-eager {spec!r}: unknown reason {reason!r} (choose from {', '.join(valid)})")
+        if not count.isdigit():
+            raise ConfigError(f"--max-eager {spec!r}: N must be a non-negative integer, got {count!r}")
+        out[reason] = int(count)
+    return out
+
+
+@dataclass(frozen=True)
+class ReplayRecord:
+    """One batch replayed through freshly captured graphs and compared with eager."""
+
+    extend_seq_lens: list[int]
+    """The replayed batch (tokens per request)."""
+    bucket: int | None
+    """Bucket (tokens) it replayed in; None if the harness ran it eagerly."""
+    verified: bool
+    """Graph output matched the eager forward within tolerance."""
+    max_abs_err: float | None
+    """Largest absolute difference from eager; None when not measured."""
+    replay_ms: float | None
+    """Replay time (ms); None in a dry run."""
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> "ReplayRecord":
+        """From one dict of `cpbcg.capture.harness.replay_batches`."""
+        return cls(
+            [int(x) for x in record["extend_seq_lens"]], record.get("bucket"), record.get("verified") is True,
+            record.get("max_abs_err"), record.get("replay_ms"),
+        )
+
+
+def replay_gate(records: Sequence[ReplayRecord]) -> GateResult:
+    """`replay_verified`: every replayed batch must match eager (no failures allowed)."""
+    failed = [r for r in records if not r.verified]
+    detail = f"first: extend_seq_lens {failed[0].extend_seq_lens}, max_abs_err {failed[0].max_abs_err}" if failed else ""
+    metric = f"failed replays of {len(records)} captured-graph replays"
+    return _at_most("replay_verified", metric, len(failed), 0, "batches", detail)
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Everything `replay-check` found: the evaluation, the gates and any real replays."""
+
+    header: dict[str, Any]
+    """Deployment settings and source (`cpbcg.cli.render.deployment_header`, plus `manifest`)."""
+    evaluation: Evaluation
+    """The evaluation, the same `plan` prints."""
+    gates: tuple[GateResult, ...]
+    """Checked gates, in report order."""
+    replays: tuple[ReplayRecord, ...] = field(default=())
+    """Batches replayed with `--replay N` (empty without it)."""
+
+    @property
+    def passed(self) -> bool:
+        return all(g.passed for g in self.gates)
+
+    @property
+    def failed(self) -> tuple[GateResult, ...]:
+        return tuple(g for g in self.gates if not g.passed)
+
+
+def sample_graph_batches(
+    chunks: Iterable[BatchSet], table: BucketTable, cp: CPLayout, max_padding_factor: float, k: int, seed: int = 0
+) -> list[list[int]]:
+    """Up to `k` distinct trace lines the selector replays in a graph, uniformly sampled
+    (bottom-k of seeded random keys, so one pass and bounded memory), in trace order."""
+    rng = np.random.default_rng(seed)
+    keys = np.zeros(0)
+    kept: list[tuple[int, list[int]]] = []  # (trace position, extend_seq_lens), aligned with `keys`
+    position = 0
+    for batches in chunks:
+        demand = Demand.of(batches, cp)
+        sel = select_buckets(demand.num_tokens, demand.rows, demand.active, table, max_padding_factor)
+        graph = np.flatnonzero(sel.reason_code == GRAPH)  # [num_graph] int64 indices into the chunk
+        new_keys = rng.random(len(graph))
+        best = np.argsort(new_keys, kind="stable")[:k]
+        pool_keys = np.concatenate([keys, new_keys[best]])
+        pool = kept + [(position + int(graph[i]), batches.batch(int(graph[i]))) for i in best]
+        order = np.argsort(pool_keys, kind="stable")[:k]
+        kept, keys = [pool[j] for j in order], pool_keys[order]
+        position += batches.num_batches
+    return [seq for _, seq in sorted(kept)]

@@ -1,0 +1,115 @@
+"""`cpbcg plan` and `cpbcg layout` through typer's runner: outputs, options and error paths."""
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from cpbcg.cli import app
+
+runner = CliRunner()
+JSON_KEYS = {"batches", "tokens", "graph_batches", "graph_tokens", "padded_tokens", "rescued", "eager", "bucket_hits"}
+
+
+def invoke(*args):
+    return runner.invoke(app, list(args), env={"CPBCG_WIDTH": "200"})
+
+
+def plan_json(*args):
+    result = invoke("plan", "--format", "json", *args)
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout)
+
+
+def test_plan_on_embedded_default_runs_with_no_arguments():
+    result = invoke("plan")
+    assert result.exit_code == 0
+    assert "embedded default" in result.stdout and "replayed in graphs" in result.stdout
+
+
+def test_plan_json_on_batch_trace_honours_counts(assets):
+    doc = plan_json("--trace", str(assets / "traces" / "good.jsonl"), "--cp-size", "4", "--buckets", "sglang-default:8192")
+    assert JSON_KEYS <= doc.keys()
+    # [1534,161,353] rescued into 2304; [8192] x3 needs 2048 rows = C(8192); [100, 28] fits 128 (32 rows)
+    assert (doc["batches"], doc["tokens"]) == (5, 2048 + 3 * 8192 + 128)
+    assert doc["graph_batches"] == 5 and doc["rescued"] == 1 and doc["natural_overflow"] == 1
+    assert doc["bucket_hits"]["2304"] == 1 and doc["bucket_hits"]["8192"] == 3 and doc["bucket_hits"]["128"] == 1
+    assert doc["padded_tokens"] == 256
+    assert doc["eager"] == {"not_cp_active": 0, "above_largest_bucket": 0, "padding_limit": 0, "local_capacity": 0}
+
+
+def test_plan_explicit_buckets_without_headroom_fall_back(assets):
+    trace = str(assets / "traces" / "good.jsonl")
+    doc = plan_json("--trace", trace, "--buckets", "128,2048")
+    assert doc["eager"] == {"not_cp_active": 0, "above_largest_bucket": 3, "padding_limit": 0, "local_capacity": 1}
+    assert doc["eager_examples"]["local_capacity"] == [[1534, 161, 353]]
+    assert doc["eager_tokens"]["above_largest_bucket"] == 3 * 8192
+    assert doc["graph_batches"] == 1 and doc["natural_overflow"] == 1 and doc["rescued"] == 0
+    doc = plan_json("--trace", trace, "--buckets", "128,2048,8192")
+    assert doc["eager"]["padding_limit"] == 1 and doc["graph_batches"] == 4
+
+
+@pytest.mark.parametrize(
+    "args, key, value",
+    [
+        (["--cp-strategy", "interleave"], "align_size", 4),
+        (["--cp-strategy", "zigzag", "--align-size", "16"], "align_size", 16),
+        (["--max-padding-factor", "1.5"], "max_padding_factor", 1.5),
+        (["--capture-layout", "single_request"], "capture_layout", "single_request"),
+        (["--capture-layout", "context_bounded", "--max-context-size", "4096", "--max-capture-requests", "8"], "capture_layout", "context_bounded"),
+        (["--config", "llama-3.1-70b-cp8"], "cp_size", 8),
+        (["--config", "llama-3.1-70b-cp8", "--cp-size", "2"], "cp_size", 2),
+    ],
+)
+def test_plan_option_choices(args, key, value):
+    assert plan_json(*args)[key] == value
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--trace", "tests/assets/traces/negative-length.jsonl"], "negative-length.jsonl:2: extend_seq_lens[1]: -5 is not a positive integer"),
+        (["--trace", "tests/assets/traces/empty.jsonl"], "empty.jsonl:1: empty trace"),
+        (["--trace", "no/such/file.jsonl"], "no/such/file.jsonl: cannot open"),
+        (["--buckets", "warp"], "buckets: cannot read 'warp'"),
+        (["--buckets", "4"], "no capture bucket is >= 2*cp_size=8"),
+        (["--config", "nope"], "nope: no such config file or preset"),
+        (["--capture-layout", "context_bounded"], "context_bounded capture needs max_context_size_tokens"),
+    ],
+)
+def test_plan_errors_are_one_line_exit_2(args, message):
+    result = invoke("plan", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [["--cp-size", "0"], ["--cp-strategy", "ring"], ["--format", "xml"], ["--bogus"]])
+def test_usage_errors_exit_2(args):
+    assert invoke("plan", *args).exit_code == 2
+
+
+def test_layout_explains_the_rescued_batch():
+    result = invoke("layout", "--cp-size", "4", "1534", "161", "353")
+    assert result.exit_code == 0
+    out = result.stdout
+    assert "513" in out and "511" in out and "520" in out
+    assert "natural bucket 2048: C = 512 rows → too small" in out
+    assert "rescued: replays in bucket 2304 (C = 576 rows, padding 256 tokens)" in out
+
+
+def test_layout_json_and_eager_reasons():
+    result = invoke("layout", "--format", "json", "--buckets", "2048,2304", "--max-padding-factor", "1.1", "1534", "161", "353")
+    doc = orjson.loads(result.stdout)
+    assert doc["rank_local_tokens"] == [513, 511, 512, 512] and doc["local_rows"] == 520
+    assert doc["bucket"] is None and doc["eager_reason"] == "padding_limit"
+    short = orjson.loads(invoke("layout", "--format", "json", "100", "3").stdout)
+    assert short["cp_active"] is False and short["eager_reason"] == "not_cp_active"
+
+
+def test_layout_rejects_nonpositive_length():
+    assert invoke("layout", "5", "0").exit_code == 2
+
+
+def test_presets_lists_shipped_configs():
+    result = invoke("presets")
+    assert result.exit_code == 0 and "gpt-oss-120b-cp4" in result.stdout
