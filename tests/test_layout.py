@@ -133,3 +133,18 @@ def test_bound_example_values():
     assert worst_case_rows(2048, 3, CP4) == 520
     assert worst_case_rows(8192, 1, CP4) == 2048
     assert worst_case_rows(8192, 32, CP4) == 2072
+
+
+def test_huge_batches_take_the_unpacked_path_and_agree():
+    # 40,000 requests in one batch would overflow a 16-bit packed field; the plain path serves it.
+    batch = [9 + (i % 7) for i in range(40_000)]
+    bs = BatchSet.from_lists([batch, [1534, 161, 353]])
+    assert local_tokens(bs, CP4).tolist() == [_reference_rank_tokens(batch, 4), [513, 511, 512, 512]]
+    assert local_rows(bs, CP4)[1] == 520
+
+
+@pytest.mark.parametrize("cp", [3, 5, 6])
+def test_non_power_of_two_cp_matches_reference(cp):
+    batches = [[1534, 161, 353], [7, 8, 9, 100], [12345]]
+    bs = BatchSet.from_lists(batches)
+    assert local_tokens(bs, CPLayout(cp)).tolist() == [_reference_rank_tokens(b, cp) for b in batches]

@@ -15,9 +15,11 @@ the flat request lengths of all batches plus offsets, so no Python loop runs per
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from functools import cached_property
 from enum import Enum
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -131,15 +133,22 @@ class BatchSet:
     def num_batches(self) -> int:
         return len(self.offsets) - 1
 
-    @property
+    @cached_property
     def num_requests(self) -> np.ndarray:
         """[num_batches] int64: requests per batch."""
         return np.diff(self.offsets)
 
-    @property
+    @cached_property
     def num_tokens(self) -> np.ndarray:
         """[num_batches] int64: `n = sum(extend_seq_lens)` of each batch (tokens)."""
         return self._segment_sum(self.extend_seq_lens)
+
+    def split(self, max_batches: int) -> Iterator["BatchSet"]:
+        """Consecutive pieces of at most `max_batches` batches (views, no copy)."""
+        for start in range(0, self.num_batches, max_batches):
+            stop = min(start + max_batches, self.num_batches)
+            edges = self.offsets[start : stop + 1]
+            yield BatchSet(self.extend_seq_lens[edges[0] : edges[-1]], edges - edges[0], self.counts[start:stop])
 
     def batch(self, index: int) -> list[int]:
         """The extend lengths of batch `index` as a Python list."""
@@ -195,13 +204,45 @@ def local_tokens(batches: BatchSet, layout: CPLayout) -> np.ndarray:
         for rank in range(cp):
             out[:, rank] = n // cp + (n % cp > rank)
         return out
-    seg = 2 * cp
-    base, rem = np.divmod(batches.extend_seq_lens, seg)
-    twice_base = batches._segment_sum(2 * base)
-    for rank in range(cp):
-        extra = (rem > rank).astype(np.int32) + (rem > seg - 1 - rank)
-        out[:, rank] = twice_base + batches._segment_sum(extra)
+    twice_base, extras = _zigzag_extras(batches, cp)
+    for rank, extra in enumerate(extras):
+        out[:, rank] = twice_base + extra
     return out
+
+
+_FIELD_BITS = 16
+_RANKS_PER_WORD = 64 // _FIELD_BITS
+
+
+def _zigzag_extras(batches: BatchSet, cp: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Zigzag per-rank tokens as `(2*sum(base) [num_batches], [cp] arrays of per-rank extras)`.
+
+    Per request, rank r gets `2*base + [rem > r] + [rem > 2cp-1-r]`. The per-request extras
+    (0..2 per rank) are looked up from `rem` in one gather, packed 16 bits per rank into int64
+    words, and summed per batch in one `reduceat` per word; batches of 32,768 or more requests
+    (where a 16-bit field could overflow) take the plain per-rank path.
+    """
+    seg = 2 * cp
+    lens = batches.extend_seq_lens
+    if seg & (seg - 1) == 0:  # cp a power of two: shift and mask
+        base, rem = lens >> (seg.bit_length() - 1), lens & (seg - 1)
+    else:  # float quotient is exact here: lens < 2**52 and the fractional part is >= 1/seg
+        base = (lens * (1.0 / seg)).astype(np.int64)
+        rem = lens - base * seg
+    twice_base = 2 * batches._segment_sum(base)
+    ranks = np.arange(cp)
+    table = (np.arange(seg)[:, None] > ranks).astype(np.int64) + (np.arange(seg)[:, None] > seg - 1 - ranks)
+    if batches.num_batches and batches.num_requests.max() >= 1 << (_FIELD_BITS - 1):
+        return twice_base, [batches._segment_sum(table[rem, rank]) for rank in range(cp)]
+    mask = (1 << _FIELD_BITS) - 1
+    extras: list[np.ndarray] = []
+    for first in range(0, cp, _RANKS_PER_WORD):
+        group = list(range(first, min(cp, first + _RANKS_PER_WORD)))
+        shifts = np.array([_FIELD_BITS * (r - first) for r in group], dtype=np.int64)
+        lut = (table[:, group] << shifts).sum(axis=1)  # [seg] packed extras per rem value
+        packed = batches._segment_sum(lut[rem])
+        extras += [(packed >> shift) & mask for shift in shifts]
+    return twice_base, extras
 
 
 def local_rows(batches: BatchSet, layout: CPLayout) -> np.ndarray:
@@ -215,7 +256,8 @@ def local_rows(batches: BatchSet, layout: CPLayout) -> np.ndarray:
     if layout.strategy is CPStrategy.interleave:
         n = batches.num_tokens
         return align_up(-(-n // layout.cp_size), layout.align_rows)
-    return align_up(local_tokens(batches, layout).max(axis=1), layout.align_rows)
+    twice_base, extras = _zigzag_extras(batches, layout.cp_size)
+    return align_up(twice_base + functools.reduce(np.maximum, extras), layout.align_rows)
 
 
 def worst_case_rows(num_tokens: np.ndarray | int, num_requests: np.ndarray | int, layout: CPLayout):

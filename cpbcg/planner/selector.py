@@ -102,7 +102,7 @@ def select_buckets(
     buckets, capacity = table.capture_num_tokens, table.capacity_rows
     k = len(buckets)
     n, limit = num_tokens, num_tokens * float(max_padding_factor)
-    natural = np.searchsorted(buckets, n, side="left")
+    natural = _natural_index(buckets, n)
     chosen = np.full(len(n), -1, dtype=np.int64)
     pending = np.flatnonzero(active & (natural < k))
     index = natural[pending]
@@ -128,6 +128,16 @@ def select_buckets(
     reason[eager & (natural >= k)] = code[EagerReason.above_largest_bucket]
     reason[~active] = code[EagerReason.not_cp_active]
     return Selection(chosen, reason, natural_overflow & ~eager, natural_overflow)
+
+
+def _natural_index(buckets: np.ndarray, num_tokens: np.ndarray) -> np.ndarray:
+    """[N] index of the smallest bucket >= n (len(buckets) if none): a table lookup when the
+    largest bucket is small enough, else a binary search."""
+    largest = int(buckets[-1])
+    if largest > 1 << 22 or len(num_tokens) < largest:
+        return np.searchsorted(buckets, num_tokens, side="left")
+    lookup = np.searchsorted(buckets, np.arange(largest + 2), side="left")  # lookup[largest+1] = k
+    return lookup[np.minimum(num_tokens, largest + 1)]
 
 
 def select_one(
