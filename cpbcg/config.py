@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -49,6 +49,15 @@ class SchedulerConfig(_Strict):
             raise ValueError("must be a positive token count or -1 (no chunking)")
         return value
 
+    @field_validator("prefix_cache", mode="before")
+    @classmethod
+    def _cache(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if not (value in ("off", "unlimited") or (type(value) is int and value >= 1)):
+            raise ValueError("must be off, unlimited, or a positive size in tokens")
+        return value
+
 
 class CostConfig(_Strict):
     """Modelled prefill time: graph replay `graph_fixed_ms + B*token_ms`, eager `eager_fixed_ms + n*token_ms`."""
@@ -65,7 +74,7 @@ class GateConfig(_Strict):
     min_token_coverage: float | None = Field(None, ge=0, le=1, description="Least fraction of tokens in graphs.")
     max_padding: float | None = Field(None, ge=0, description="Most padding overhead (padded/real graph tokens).")
     max_eager: dict[
-        Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity"], int
+        Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity"], Annotated[int, Field(ge=0)]
     ] = Field(default_factory=dict, description="Most eager batches per reason.")
 
 

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from cpbcg.config import DeploymentConfig, load_config
 from cpbcg.planner.capacity import CaptureLayout
 from cpbcg.planner.layout import CPStrategy
+from cpbcg.planner.requests import TraceFormat
 
 
 class OutputFormat(str, Enum):
@@ -43,8 +44,47 @@ BucketsOpt = Annotated[Optional[str], typer.Option("--buckets", "-b", help="Buck
 CaptureLayoutOpt = Annotated[Optional[CaptureLayout], typer.Option("--capture-layout", help="Dummy batch each bucket is captured from. [default: single_request]", show_default=False)]
 MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context-size", min=1, help="Longest dummy request for context_bounded capture (tokens).", show_default=False)]
 MaxCaptureReqOpt = Annotated[Optional[int], typer.Option("--max-capture-requests", min=1, help="Request slots of the capture dummy batch.", show_default=False)]
-TraceOpt = Annotated[Optional[Path], typer.Option("--trace", "-t", help="Batch trace (JSONL, .gz ok). Omit for the embedded default workload.", show_default=False)]
+TraceOpt = Annotated[Optional[Path], typer.Option("--trace", "-t", help="Batch trace (JSONL of extend_seq_lens) or request trace (Mooncake JSONL, Azure CSV, vidur/Sarathi CSV, any CSV/JSONL with --length-field), .gz ok; request traces go through the scheduler simulation (docs/scheduler.md). Omit for the embedded default workload.", show_default=False)]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="table for people, json for machines.")]
+
+# Request traces and the scheduler simulation (issue 3; docs/scheduler.md). Defaults live in
+# `cpbcg.config.SchedulerConfig`; `None` means "keep the config's value".
+TraceFormatOpt = Annotated[TraceFormat, typer.Option("--trace-format", case_sensitive=False, help="What --trace holds; auto detects it from the first line.")]
+LengthFieldOpt = Annotated[Optional[str], typer.Option("--length-field", help="Prompt-length field of a generic CSV/JSONL request trace (tokens).", show_default=False)]
+TimeFieldOpt = Annotated[Optional[str], typer.Option("--time-field", help="Arrival-time field of a generic request trace: seconds, or wall-clock datetimes. Without it arrivals are Poisson at --rate.", show_default=False)]
+ChunkedPrefillOpt = Annotated[Optional[int], typer.Option("--chunked-prefill-size", help="Chunk budget per prefill forward in tokens; -1 disables chunking (SGLang --chunked-prefill-size). [default: 8192]", show_default=False)]
+MaxPrefillTokensOpt = Annotated[Optional[int], typer.Option("--max-prefill-tokens", min=1, help="Token budget of one prefill forward (SGLang --max-prefill-tokens). [default: 16384]", show_default=False)]
+PrefillMaxRequestsOpt = Annotated[Optional[int], typer.Option("--prefill-max-requests", min=1, help="Most requests in one prefill forward (SGLang --prefill-max-requests). [default: unlimited]", show_default=False)]
+MaxRunningRequestsOpt = Annotated[Optional[int], typer.Option("--max-running-requests", min=1, help="Most requests running at once; decode is not simulated, so it caps the requests of one forward. [default: unlimited]", show_default=False)]
+PrefixCacheOpt = Annotated[Optional[str], typer.Option("--prefix-cache", help="Prefix cache over hash_ids (512-token blocks): off, unlimited, or a size in tokens (LRU). [default: off]", show_default=False)]
+PrefillFixedMsOpt = Annotated[Optional[float], typer.Option("--prefill-fixed-ms", min=0.0, help="Fixed time of one prefill forward (ms). [default: 5.0]", show_default=False)]
+PrefillTokensPerSOpt = Annotated[Optional[float], typer.Option("--prefill-tokens-per-s", help="Prefill throughput (tokens/s); a forward of n tokens takes prefill_fixed_ms + n / this. [default: 40000]", show_default=False)]
+RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Poisson arrival rate for request traces without timestamps (requests/s). [default: 4.0]", show_default=False)]
+TimeScaleOpt = Annotated[Optional[float], typer.Option("--time-scale", help="Divide inter-arrival gaps by this to emulate higher load. [default: 1.0]", show_default=False)]
+SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Seed of the synthetic Poisson arrivals. [default: 0]", show_default=False)]
+
+
+def scheduler_overrides(
+    *,
+    chunked_prefill_size: Optional[int] = None,
+    max_prefill_tokens: Optional[int] = None,
+    prefill_max_requests: Optional[int] = None,
+    max_running_requests: Optional[int] = None,
+    prefix_cache: Optional[str] = None,
+    prefill_fixed_ms: Optional[float] = None,
+    prefill_tokens_per_s: Optional[float] = None,
+    rate: Optional[float] = None,
+    time_scale: Optional[float] = None,
+    seed: Optional[int] = None,
+) -> dict[str, object]:
+    """Dotted `scheduler.*` overrides for `resolve_config(..., **overrides)` (None = keep)."""
+    values = dict(
+        chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
+        prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
+        prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms,
+        prefill_tokens_per_s=prefill_tokens_per_s, rate=rate, time_scale=time_scale, seed=seed,
+    )
+    return {f"scheduler.{key}": value for key, value in values.items()}
 
 
 def resolve_config(

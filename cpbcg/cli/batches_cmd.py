@@ -1,0 +1,159 @@
+"""`cpbcg batches`: write the prefill forwards of a trace as a batch trace."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Iterable, Iterator
+
+import orjson
+import typer
+
+from cpbcg.atomic import write_atomic
+from cpbcg.cli.app import app, error_boundary
+from cpbcg.cli.common import (
+    ChunkedPrefillOpt, ConfigOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt,
+    PrefillFixedMsOpt, PrefillMaxRequestsOpt, PrefillTokensPerSOpt, PrefixCacheOpt, RateOpt, SeedOpt,
+    TimeFieldOpt, TimeScaleOpt, TraceFormatOpt, progress_bar, resolve_config, scheduler_overrides,
+    stderr_console,
+)
+from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.requests import TraceFormat
+from cpbcg.planner.scheduler import SimulationSummary
+from cpbcg.planner.sources import open_source
+
+
+class Fold(str, Enum):
+    """How identical batches are merged into one line with a `count`."""
+
+    consecutive = "consecutive"
+    all = "all"
+    none = "none"
+
+
+TRACE_HELP = "Request trace (Mooncake JSONL, Azure CSV, vidur/Sarathi CSV, generic CSV/JSONL) or batch trace; .gz ok."
+FOLD_HELP = "Merge identical batches into one line with a count: consecutive runs (keeps the order), all (first-seen order), or none."
+
+
+@app.command()
+@error_boundary
+def batches(
+    trace: Annotated[Path, typer.Option("--trace", "-t", help=TRACE_HELP, show_default=False)],
+    output: Annotated[str, typer.Option("--output", "-o", help="Batch trace to write (JSONL, written atomically); - for stdout.", show_default=False)],
+    fold: Annotated[Fold, typer.Option("--fold", help=FOLD_HELP)] = Fold.consecutive,
+    config: ConfigOpt = None,
+    trace_format: TraceFormatOpt = TraceFormat.auto,
+    length_field: LengthFieldOpt = None,
+    time_field: TimeFieldOpt = None,
+    chunked_prefill_size: ChunkedPrefillOpt = None,
+    max_prefill_tokens: MaxPrefillTokensOpt = None,
+    prefill_max_requests: PrefillMaxRequestsOpt = None,
+    max_running_requests: MaxRunningRequestsOpt = None,
+    prefix_cache: PrefixCacheOpt = None,
+    prefill_fixed_ms: PrefillFixedMsOpt = None,
+    prefill_tokens_per_s: PrefillTokensPerSOpt = None,
+    rate: RateOpt = None,
+    time_scale: TimeScaleOpt = None,
+    seed: SeedOpt = None,
+) -> None:
+    """Turn a request trace into the prefill forwards the server would run (the scheduler
+    simulation, docs/scheduler.md) and write them as a batch trace:
+    `{"extend_seq_lens": [...], "count": k}` per line, identical batches folded into `count`.
+    A batch trace as input is re-folded. The summary goes to stderr.
+
+    Example: `cpbcg batches --trace conversation_trace.jsonl --prefix-cache unlimited -o lens.jsonl`
+    """
+    cfg = resolve_config(
+        config,
+        **scheduler_overrides(
+            chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
+            prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
+            prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms, prefill_tokens_per_s=prefill_tokens_per_s,
+            rate=rate, time_scale=time_scale, seed=seed,
+        ),
+    )
+    source = open_source(trace, trace_format, cfg.scheduler, length_field, time_field)
+    with progress_bar("forming batches") as advance:
+        counted = _CountingStream(source.batches, advance)
+        lines = [_line(lens, count) for lens, count in fold_batches(counted.chunks(), fold)]
+    write_output(output, b"".join(lines))
+    summary = source.simulation.summary() if source.simulation is not None else None
+    stderr_console().print(summary_text(counted.num_batches, len(lines), output, summary), highlight=False)
+
+
+def write_output(output: str, data: bytes) -> None:
+    """Write to stdout (`-`), in place to a device or pipe (`/dev/null`: never replace it),
+    or atomically to a regular file."""
+    target = Path(output)
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    elif target.exists() and not target.is_file():
+        with open(target, "wb") as handle:
+            handle.write(data)
+    else:
+        write_atomic(target, data)
+
+
+class _CountingStream:
+    """Counts forwards (honouring `count` weights) while passing chunks through."""
+
+    def __init__(self, chunks: Iterable[BatchSet], advance):
+        self._chunks, self._advance, self.num_batches = chunks, advance, 0
+
+    def chunks(self) -> Iterator[BatchSet]:
+        for chunk in self._chunks:
+            self.num_batches += int(chunk.counts.sum())
+            self._advance(chunk.num_batches)
+            yield chunk
+
+
+def fold_batches(chunks: Iterable[BatchSet], fold: Fold) -> Iterator[tuple[tuple[int, ...], int]]:
+    """`(extend_seq_lens, count)` per output line: identical batches merged per `fold`."""
+    if fold is Fold.all:
+        merged: dict[tuple[int, ...], int] = {}
+        for lens, count in _each_batch(chunks):
+            merged[lens] = merged.get(lens, 0) + count
+        yield from merged.items()
+        return
+    previous, total = None, 0
+    for lens, count in _each_batch(chunks):
+        if fold is Fold.consecutive and lens == previous:
+            total += count
+            continue
+        if previous is not None:
+            yield previous, total
+        previous, total = lens, count
+    if previous is not None:
+        yield previous, total
+
+
+def _each_batch(chunks: Iterable[BatchSet]) -> Iterator[tuple[tuple[int, ...], int]]:
+    for chunk in chunks:
+        flat, offsets, counts = chunk.extend_seq_lens.tolist(), chunk.offsets.tolist(), chunk.counts.tolist()
+        for i, count in enumerate(counts):
+            yield tuple(flat[offsets[i] : offsets[i + 1]]), count
+
+
+def _line(lens: tuple[int, ...], count: int) -> bytes:
+    record = {"extend_seq_lens": list(lens)}
+    if count != 1:
+        record["count"] = count
+    return orjson.dumps(record) + b"\n"
+
+
+def summary_text(num_batches: int, num_lines: int, output: str, summary: SimulationSummary | None) -> str:
+    """One or two lines for stderr: what was read, simulated and written."""
+    where = "stdout" if output == "-" else output
+    text = f"{num_batches:,} prefill forwards → {num_lines:,} lines → {where}"
+    if summary is None:
+        return text
+    arrivals = "Poisson arrivals (no timestamps)" if summary.synthetic_arrivals else "trace timestamps"
+    busy = summary.busy_s / summary.simulated_s if summary.simulated_s else 0.0
+    return (
+        f"{summary.requests:,} requests, {summary.input_tokens:,} prompt tokens "
+        f"({summary.cached_tokens:,} from the prefix cache, {summary.extend_tokens:,} prefilled), {arrivals}; "
+        f"simulated {summary.simulated_s:,.1f} s, prefill busy {busy:.1%}, at most {summary.max_waiting:,} waiting, "
+        f"{summary.chunked_requests:,} requests chunked\n" + text
+    )

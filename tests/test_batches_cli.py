@@ -1,0 +1,115 @@
+"""`cpbcg batches` and `cpbcg plan` on request traces, through the CLI runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cpbcg.cli import app
+
+ASSETS = Path(__file__).parent / "assets" / "requests"
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+runner = CliRunner()
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_batches_writes_a_batch_trace(tmp_path):
+    out = tmp_path / "lens.jsonl"
+    result = runner.invoke(app, ["batches", "--trace", str(ASSETS / "mooncake.jsonl"), "--prefix-cache", "unlimited", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert lines_of(out) == [{"extend_seq_lens": [1200, 600]}, {"extend_seq_lens": [76]}, {"extend_seq_lens": [1]}]
+    assert "4 requests, 4,100 prompt tokens (2,223 from the prefix cache, 1,877 prefilled)" in result.stderr
+    assert "3 prefill forwards → 3 lines" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "fold, expected",
+    [
+        ("consecutive", [([8], 2), ([4, 2], 1), ([8], 1)]),
+        ("all", [([8], 3), ([4, 2], 1)]),
+        ("none", [([8], 1), ([8], 1), ([4, 2], 1), ([8], 1)]),
+    ],
+)
+def test_batches_folds_identical_batches(tmp_path, fold, expected):
+    trace = tmp_path / "req.csv"
+    trace.write_text("arrived_at,num_prefill_tokens\n0,20\n0,2\n100,8\n")
+    out = tmp_path / "lens.jsonl"
+    result = runner.invoke(app, ["batches", "-t", str(trace), "-o", str(out), "--chunked-prefill-size", "8", "--fold", fold])
+    assert result.exit_code == 0, result.output
+    got = [(r["extend_seq_lens"], r.get("count", 1)) for r in lines_of(out)]
+    assert got == expected
+
+
+def test_batches_output_plans_like_the_request_trace(tmp_path):
+    out = tmp_path / "lens.jsonl"
+    trace = str(ASSETS / "azure.csv")
+    assert runner.invoke(app, ["batches", "-t", trace, "-o", str(out)]).exit_code == 0
+    direct = runner.invoke(app, ["plan", "-t", trace, "--cp-size", "4", "-f", "json"])
+    via_file = runner.invoke(app, ["plan", "-t", str(out), "--cp-size", "4", "-f", "json"])
+    assert direct.exit_code == via_file.exit_code == 0
+    a, b = json.loads(direct.stdout), json.loads(via_file.stdout)
+    assert (a["batches"], a["tokens"], a["graph_batches"]) == (b["batches"], b["tokens"], b["graph_batches"]) == (3, 1740, 3)
+
+
+def test_batch_trace_input_is_refolded(tmp_path):
+    trace = tmp_path / "in.jsonl"
+    trace.write_text('{"extend_seq_lens": [5, 6]}\n{"extend_seq_lens": [5, 6], "count": 2}\n[7]\n')
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["batches", "-t", str(trace), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert lines_of(out) == [{"extend_seq_lens": [5, 6], "count": 3}, {"extend_seq_lens": [7]}]
+
+
+def test_plan_accepts_scheduler_options():
+    args = ["plan", "-t", str(ASSETS / "vidur.csv"), "--cp-size", "4", "-f", "json", "--rate", "1000", "--chunked-prefill-size", "4096"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["tokens"] == 9645 and doc["batches"] == 3  # 4096-token chunks of 3772+2015+3858
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-t", "negative-length.csv"], "negative-length.csv:3: num_prefill_tokens: '-5' is not a positive integer"),
+        (["-t", "non-monotonic-timestamps.jsonl"], "non-monotonic-timestamps.jsonl:4: timestamp goes backwards"),
+        (["-t", "empty.csv"], "empty.csv:1: empty trace: no requests"),
+        (["-t", "azure.csv", "--trace-format", "mooncake"], "azure.csv:1: not a JSON object"),
+        (["-t", "azure.csv", "--trace-format", "batches"], "azure.csv:1: not valid JSON"),
+        (["-t", "missing-column.csv", "--trace-format", "azure"], 'missing-column.csv:1: missing column "ContextTokens"'),
+        (["-t", "azure.csv", "--prefix-cache", "-3"], "scheduler.prefix_cache"),
+        (["-t", "azure.csv", "--chunked-prefill-size", "0"], "scheduler.chunked_prefill_size"),
+        (["-t", "azure.csv", "--rate", "0"], "scheduler.rate"),
+    ],
+)
+@pytest.mark.parametrize("command", ["batches", "plan"])
+def test_bad_input_exits_2_with_one_line(tmp_path, command, args, message):
+    args = [a if not a.endswith((".csv", ".jsonl")) else str(ASSETS / a) for a in args]
+    extra = ["-o", str(tmp_path / "out.jsonl")] if command == "batches" else []
+    result = runner.invoke(app, [command, *args, *extra])
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert result.stderr.startswith("cpbcg: error: ") and "Traceback" not in result.output
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_help_states_scheduler_defaults():
+    result = runner.invoke(app, ["batches", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for text in ["--chunked-prefill-size", "[default: 8192]", "[default: 16384]", "[default: 40000]", "--prefix-cache", "--time-scale"]:
+        assert text in result.stdout
+
+
+@pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not present (../shared/traces)")
+def test_plan_on_mooncake_trace():
+    args = ["plan", "-t", str(TRACES / "mooncake-fast25/conversation_trace.jsonl"), "--cp-size", "4", "--buckets", "sglang-default:8192", "-f", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["tokens"] == 144_793_823 and doc["batches"] == 17_679

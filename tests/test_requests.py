@@ -1,0 +1,134 @@
+"""Request-trace readers: formats, auto-detection, gzip, and every malformed input refused."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cpbcg.errors import TraceError
+from cpbcg.planner.requests import TraceFormat, detect_format, read_requests, request_spec
+
+ASSETS = Path(__file__).parent / "assets" / "requests"
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+
+
+def read_all(name: str | Path, fmt: TraceFormat = TraceFormat.auto, length_field=None, time_field=None):
+    path = ASSETS / name if isinstance(name, str) else name
+    if fmt is TraceFormat.auto:
+        fmt = detect_format(path, length_field)
+    chunks = list(read_requests(path, request_spec(fmt, length_field, time_field)))
+    lengths = np.concatenate([c.input_tokens for c in chunks])
+    times = None if chunks[0].arrival_s is None else np.concatenate([c.arrival_s for c in chunks])
+    hashes = None if chunks[0].hash_ids is None else [h for c in chunks for h in c.hash_ids]
+    return lengths.tolist(), times, hashes
+
+
+@pytest.mark.parametrize(
+    "name, length_field, expected",
+    [
+        ("mooncake.jsonl", None, TraceFormat.mooncake),
+        ("azure.csv", None, TraceFormat.azure),
+        ("vidur.csv", None, TraceFormat.vidur),
+        ("vidur-arrived-at.csv", None, TraceFormat.vidur),
+        ("generic.csv", "prompt_tokens", TraceFormat.csv),
+        ("generic.jsonl", "prompt", TraceFormat.jsonl),
+    ],
+)
+def test_detect_format(name, length_field, expected):
+    assert detect_format(ASSETS / name, length_field) is expected
+
+
+def test_detect_batch_trace(tmp_path):
+    (tmp_path / "lens.jsonl").write_text('{"extend_seq_lens": [1534, 161, 353]}\n')
+    (tmp_path / "bare.jsonl").write_text("[5, 6]\n")
+    assert detect_format(tmp_path / "lens.jsonl") is TraceFormat.batches
+    assert detect_format(tmp_path / "bare.jsonl") is TraceFormat.batches
+
+
+def test_mooncake_reader():
+    lengths, times, hashes = read_all("mooncake.jsonl")
+    assert lengths == [1200, 600, 1100, 1200]
+    assert times.tolist() == [0.0, 0.0, 3.0, 6.0]  # ms → s
+    assert hashes == [[1, 2, 3], [4, 5], [1, 2, 9], [1, 2, 3]]
+
+
+def test_azure_reader_wall_clock():
+    lengths, times, hashes = read_all("azure.csv")
+    assert lengths == [374, 396, 879, 91]
+    assert np.allclose(times - times[0], [0.0, 0.314579, 4.541877, 4.541877], atol=1e-6)
+    assert hashes is None
+
+
+def test_vidur_reader_without_and_with_timestamps():
+    lengths, times, _ = read_all("vidur.csv")
+    assert lengths == [3772, 2015, 3858] and times is None
+    lengths, times, _ = read_all("vidur-arrived-at.csv")
+    assert lengths == [100, 200, 300] and times.tolist() == [0.0, 0.5, 2.25]
+
+
+def test_generic_readers():
+    lengths, times, _ = read_all("generic.csv", TraceFormat.csv, "prompt_tokens", "sent_at")
+    assert lengths == [100, 200, 300] and times.tolist() == [1.5, 2.0, 4.0]
+    lengths, times, _ = read_all("generic.jsonl", TraceFormat.jsonl, "prompt", "t")
+    assert lengths == [50, 70] and (times - times[0]).tolist() == [0.0, 2.5]
+    lengths, times, _ = read_all("generic.csv", TraceFormat.csv, "prompt_tokens")
+    assert lengths == [100, 200, 300] and times is None
+
+
+def test_gzip_is_read_transparently(tmp_path):
+    packed = tmp_path / "mooncake.jsonl.gz"
+    with open(ASSETS / "mooncake.jsonl", "rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    assert read_all(packed)[0] == [1200, 600, 1100, 1200]
+
+
+@pytest.mark.parametrize(
+    "name, fmt, options, message",
+    [
+        ("missing-column.csv", TraceFormat.azure, {}, 'missing-column.csv:1: missing column "ContextTokens"'),
+        ("missing-field.jsonl", TraceFormat.auto, {}, 'missing-field.jsonl:3: missing field "input_length"'),
+        ("negative-length.csv", TraceFormat.auto, {}, "negative-length.csv:3: num_prefill_tokens: '-5' is not a positive integer"),
+        ("zero-length.jsonl", TraceFormat.auto, {}, "zero-length.jsonl:2: input_length: 0 is not a positive integer"),
+        ("non-integer-length.csv", TraceFormat.auto, {}, "non-integer-length.csv:4: ContextTokens: '12.5' is not a positive integer"),
+        ("non-integer-length.jsonl", TraceFormat.auto, {}, "non-integer-length.jsonl:2: input_length: 99.5 is not a positive integer"),
+        ("non-monotonic-timestamps.csv", TraceFormat.auto, {}, "non-monotonic-timestamps.csv:4: timestamp goes backwards"),
+        ("non-monotonic-timestamps.jsonl", TraceFormat.auto, {}, "non-monotonic-timestamps.jsonl:4: timestamp goes backwards"),
+        ("bad-timestamp.csv", TraceFormat.auto, {}, "bad-timestamp.csv:3: TIMESTAMP: 'yesterday' is not a timestamp"),
+        ("short-row.csv", TraceFormat.auto, {}, "short-row.csv:3: expected 3 fields, got 2"),
+        ("bad-hash-ids.jsonl", TraceFormat.auto, {}, "bad-hash-ids.jsonl:2: hash_ids: expected a list of integers"),
+        ("bad-json.jsonl", TraceFormat.auto, {}, "bad-json.jsonl:2: not valid JSON"),
+        ("empty.csv", TraceFormat.auto, {}, "empty.csv:1: empty trace: no requests"),
+        ("header-only.csv", TraceFormat.auto, {}, "header-only.csv:1: empty trace: no requests"),
+        ("unknown-columns.csv", TraceFormat.auto, {}, "unknown-columns.csv:1: unknown CSV trace (columns: when, tokens)"),
+        ("unknown-keys.jsonl", TraceFormat.auto, {}, "unknown-keys.jsonl:1: unknown JSONL trace (keys: when, tokens)"),
+        ("azure.csv", TraceFormat.mooncake, {}, "azure.csv:1: not a JSON object: mooncake traces are JSONL"),
+        ("mooncake.jsonl", TraceFormat.azure, {}, "mooncake.jsonl:1: not a CSV header: azure traces are CSV"),
+        ("azure.csv", TraceFormat.vidur, {}, 'azure.csv:1: missing column "num_prefill_tokens"'),
+        ("azure.csv", TraceFormat.csv, {}, "azure.csv: --trace-format csv needs --length-field"),
+        ("generic.jsonl", TraceFormat.jsonl, {"length_field": "prompt", "time_field": "nope"}, 'generic.jsonl:1: missing field "nope"'),
+    ],
+)
+def test_malformed_inputs_name_file_and_line(name, fmt, options, message):
+    with pytest.raises(TraceError) as info:
+        read_all(name, fmt, **options)
+    assert str(info.value).startswith(f"{ASSETS}/{message}")  # FILE:LINE: what is wrong
+
+
+@pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not present (../shared/traces)")
+@pytest.mark.parametrize(
+    "rel, fmt, count, first",
+    [
+        ("mooncake-fast25/conversation_trace.jsonl", TraceFormat.mooncake, 12031, 6758),
+        ("azure-llm-2023/AzureLLMInferenceTrace_conv.csv", TraceFormat.azure, 19366, 374),
+        ("vidur/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv", TraceFormat.vidur, 28257, 3772),
+        ("sarathi-serve/sharegpt_8k_filtered_stats_llama2_tokenizer.csv", TraceFormat.vidur, 30731, 74),
+    ],
+)
+def test_real_traces(rel, fmt, count, first):
+    assert detect_format(TRACES / rel) is fmt
+    lengths, _, _ = read_all(TRACES / rel)
+    assert len(lengths) == count and lengths[0] == first
