@@ -1,0 +1,119 @@
+"""Live layouts to replay per bucket: the capture layout, adversarial ones, and trace samples.
+
+Adversarial layouts need the most local rows a bucket admits (`rows <= C(B)`, `n <= B`): many
+short requests of `2*cp_size + 1` tokens each put their one extra token in block 0, which rank 0
+owns, so rank 0 fills up while the others stay short (domain brief §2). The overflow probe is one
+more such request: it needs more rows than `C(B)` and must be refused, never truncated.
+Pure numpy (no torch), using the planner's own row rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cpbcg.planner.capacity import CaptureSpec, capture_pieces
+from cpbcg.planner.layout import BatchSet, CPLayout, cp_active, local_rows
+from cpbcg.planner.selector import BucketTable, select_buckets
+from cpbcg.planner.sources import open_batches
+
+
+@dataclass(frozen=True)
+class LiveLayout:
+    """One batch to replay in a bucket."""
+
+    kind: str
+    """`capture`, `many_short`, `long_plus_short`, `trace` or `overflow_probe`."""
+    extend_seq_lens: tuple[int, ...]
+    """Extend tokens per request."""
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.extend_seq_lens)
+
+
+def rows_needed(extend_seq_lens: list[int] | tuple[int, ...], cp: CPLayout) -> int:
+    """Physical CP-local rows the batch needs (the planner's `local_rows`)."""
+    return int(local_rows(BatchSet.from_lists([list(extend_seq_lens)]), cp)[0])
+
+
+def _longest_tail(prefix: list[int], budget: int, capacity: int, cp: CPLayout) -> int | None:
+    """Largest tail length in [2*cp, budget] keeping rows <= capacity (rows grow with it)."""
+    low, high, best = 2 * cp.cp_size, budget, None
+    while low <= high:
+        mid = (low + high) // 2
+        if rows_needed([mid, *prefix], cp) <= capacity:
+            best, low = mid, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def adversarial_layouts(bucket: int, capacity: int, cp: CPLayout) -> list[LiveLayout]:
+    """Worst admitted layouts for one bucket, plus an overflow probe when one exists.
+
+    `many_short`: as many `2cp+1`-token requests as fit, then the longest tail that still fits.
+    `long_plus_short`: one long request and a few short ones (like `[1534, 161, 353]`).
+    `overflow_probe`: `n <= B` but `rows > C(B)`; the harness must refuse it.
+    """
+    short = 2 * cp.cp_size + 1
+    count = 0
+    while short * (count + 1) <= bucket and rows_needed([short] * (count + 1), cp) <= capacity:
+        count += 1
+    out: list[LiveLayout] = []
+    if count:
+        shorts = [short] * count
+        tail = _longest_tail(shorts, bucket - short * count, capacity, cp)
+        out.append(LiveLayout("many_short", tuple(([tail] if tail else []) + shorts)))
+        few = [short] * max(1, count // 8)
+        long = _longest_tail(few, bucket - short * len(few), capacity, cp)
+        if long:
+            out.append(LiveLayout("long_plus_short", (long, *few)))
+    probe = [short] * (count + 1)
+    if sum(probe) <= bucket and rows_needed(probe, cp) > capacity:
+        out.append(LiveLayout("overflow_probe", tuple(probe)))
+    return out
+
+
+def bucket_layouts(bucket: int, capacity: int, cp: CPLayout, spec: CaptureSpec) -> list[LiveLayout]:
+    """The capture layout first, then the adversarial ones (duplicates dropped)."""
+    layouts = [LiveLayout("capture", tuple(capture_pieces(bucket, cp, spec)))]
+    seen = {layouts[0].extend_seq_lens}
+    for layout in adversarial_layouts(bucket, capacity, cp):
+        if layout.extend_seq_lens not in seen:
+            seen.add(layout.extend_seq_lens)
+            layouts.append(layout)
+    return layouts
+
+
+def sample_trace_batches(
+    trace: Path, table: BucketTable, cp: CPLayout, max_padding_factor: float, samples: int, seed: int
+) -> dict[int, list[LiveLayout]]:
+    """Up to `samples` distinct batches of `trace` per bucket, among those the runtime selector
+    replays in that bucket: the batch needing the most rows first, then a seeded random sample.
+    Streams the trace chunk by chunk (vectorised per chunk)."""
+    rng = np.random.default_rng(seed)
+    heaviest: dict[int, tuple[int, tuple[int, ...]]] = {}
+    pools: dict[int, dict[tuple[int, ...], float]] = {}
+    for chunk in open_batches(trace):
+        rows = local_rows(chunk, cp)
+        chosen = select_buckets(chunk.num_tokens, rows, cp_active(chunk, cp), table, max_padding_factor).bucket_index
+        keys = rng.random(chunk.num_batches)
+        for index in np.unique(chosen[chosen >= 0]):
+            bucket, routed = int(table.capture_num_tokens[index]), np.flatnonzero(chosen == index)
+            top = routed[np.argmax(rows[routed])]
+            if bucket not in heaviest or rows[top] > heaviest[bucket][0]:
+                heaviest[bucket] = (int(rows[top]), tuple(chunk.batch(int(top))))
+            pool = pools.setdefault(bucket, {})
+            for i in routed[np.argsort(keys[routed])[:samples]]:
+                lens = tuple(chunk.batch(int(i)))
+                pool[lens] = min(pool.get(lens, 1.0), float(keys[i]))
+            pools[bucket] = dict(sorted(pool.items(), key=lambda kv: kv[1])[:samples])
+    return {b: _pick(heaviest[b][1], pools[b], samples) for b in heaviest}
+
+
+def _pick(heaviest: tuple[int, ...], pool: dict[tuple[int, ...], float], samples: int) -> list[LiveLayout]:
+    rest = [lens for lens, _ in sorted(pool.items(), key=lambda kv: kv[1]) if lens != heaviest]
+    return [LiveLayout("trace", lens) for lens in [heaviest, *rest][: max(samples, 0)]]

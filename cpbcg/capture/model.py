@@ -1,0 +1,169 @@
+"""Proxy CP-local transformer body: the layers a prefill graph captures, with random weights.
+
+Per layer (pre-norm, like Llama / Qwen / gpt-oss bodies):
+
+    h = RMSNorm(x); qkv = h @ W_qkv                      # graph piece
+    attn = attention(q, k, v)                            # the BREAK: eager, across CP ranks
+    x = x + attn @ W_o                                   # graph piece
+    h = RMSNorm(x); x = x + (silu(h @ W_g) * (h @ W_u)) @ W_d
+
+Breakable-graph pieces run between the breaks: piece 0 is layer 0's pre-attention part,
+piece k (1 <= k < L) is layer k-1's post-attention part followed by layer k's pre-attention
+part, piece L is the last layer's post-attention part. Every piece is a pure function of
+`(x, attn)`, so the same code runs captured (CUDA graph) or eagerly (dry run, reference).
+
+Weights are drawn from `seed` on the target device (no downloads), scaled `1/sqrt(fan_in)` so
+activations stay O(1) in bfloat16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from cpbcg.capture.presets import ModelDims
+
+RMS_EPS = 1e-6
+Piece = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
+"""A graph piece: `(x [rows, hidden], attn [rows, q_width]) -> (x_out [rows, hidden], qkv or None)`."""
+
+
+@dataclass(frozen=True)
+class ProxyLayer:
+    """Weights of one layer (all in the model dtype, on the model device)."""
+
+    attn_norm: torch.Tensor
+    """[hidden] RMSNorm weight before attention."""
+    w_qkv: torch.Tensor
+    """[hidden, q_width + 2 * kv_width] fused QKV projection."""
+    w_o: torch.Tensor
+    """[q_width, hidden] attention output projection."""
+    mlp_norm: torch.Tensor
+    """[hidden] RMSNorm weight before the MLP."""
+    w_gate_up: torch.Tensor
+    """[hidden, 2 * intermediate] fused gate and up projections."""
+    w_down: torch.Tensor
+    """[intermediate, hidden] down projection."""
+
+
+@dataclass(frozen=True)
+class ProxyModel:
+    """A stack of proxy layers with the dimensions of a preset."""
+
+    dims: ModelDims
+    """Model dimensions."""
+    layers: tuple[ProxyLayer, ...]
+    """Layer weights, first layer first."""
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def num_pieces(self) -> int:
+        """Graph pieces per forward: one more than the number of breaks (layers)."""
+        return self.num_layers + 1
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.layers[0].w_qkv.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.layers[0].w_qkv.device
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """`float32` / `bfloat16` / `float16` → the torch dtype."""
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def build_model(dims: ModelDims, num_layers: int, seed: int, device: torch.device, dtype: torch.dtype) -> ProxyModel:
+    """Random proxy model from `seed` (same weights on every rank of the same device type)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def rand(rows: int, cols: int) -> torch.Tensor:
+        w = torch.randn(rows, cols, generator=gen, device=device, dtype=torch.float32)
+        return (w / rows**0.5).to(dtype)
+
+    def norm_weight() -> torch.Tensor:
+        w = 1.0 + 0.1 * torch.randn(dims.hidden_size, generator=gen, device=device)
+        return w.to(dtype)
+
+    h, i = dims.hidden_size, dims.intermediate_size
+    layers = tuple(
+        ProxyLayer(norm_weight(), rand(h, dims.q_width + 2 * dims.kv_width), rand(dims.q_width, h),
+                   norm_weight(), rand(h, 2 * i), rand(i, h))
+        for _ in range(num_layers)
+    )
+    return ProxyModel(dims, layers)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """RMSNorm over the last axis, computed in float32, returned in `x.dtype`."""
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + RMS_EPS)
+    return x32.to(x.dtype) * weight
+
+
+def pre_attention(layer: ProxyLayer, x: torch.Tensor) -> torch.Tensor:
+    """`[rows, hidden]` → fused `qkv [rows, q_width + 2*kv_width]`."""
+    return rms_norm(x, layer.attn_norm) @ layer.w_qkv
+
+
+def post_attention(layer: ProxyLayer, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+    """Output projection + residual, then gated MLP + residual. `[rows, hidden]` out."""
+    x = x + attn @ layer.w_o
+    gate, up = (rms_norm(x, layer.mlp_norm) @ layer.w_gate_up).chunk(2, dim=-1)
+    return x + (F.silu(gate) * up) @ layer.w_down
+
+
+def split_qkv(qkv: torch.Tensor, dims: ModelDims) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fused `[rows, q+2kv]` → q `[rows, H, D]`, k and v `[rows, KV, D]` (views)."""
+    q, k, v = qkv.split([dims.q_width, dims.kv_width, dims.kv_width], dim=-1)
+    rows = qkv.shape[0]
+    return (q.view(rows, dims.num_attention_heads, dims.head_dim),
+            k.view(rows, dims.num_key_value_heads, dims.head_dim),
+            v.view(rows, dims.num_key_value_heads, dims.head_dim))
+
+
+def piece(model: ProxyModel, index: int) -> Piece:
+    """Graph piece `index` (0..num_layers) as a pure function of `(x, attn)`."""
+    layers = model.layers
+
+    def run(x: torch.Tensor, attn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if index > 0:
+            x = post_attention(layers[index - 1], x, attn)
+        qkv = pre_attention(layers[index], x) if index < len(layers) else None
+        return x, qkv
+
+    return run
+
+
+def expand_kv(t: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """GQA: `[rows, KV, D]` → `[rows, H, D]` by repeating each KV head `H/KV` times."""
+    return t.repeat_interleave(num_heads // t.shape[1], dim=1)
+
+
+def reference_forward(model: ProxyModel, x: torch.Tensor, extend_seq_lens: Sequence[int]) -> torch.Tensor:
+    """Unsharded eager forward of a whole batch: `x [n, hidden]` → `[n, hidden]`.
+
+    Attention is causal within each request (requests concatenated in order), computed one
+    request at a time with `is_causal=True`: independent of the CP code it verifies.
+    """
+    dims, heads = model.dims, model.dims.num_attention_heads
+    for layer in model.layers:
+        q, k, v = split_qkv(pre_attention(layer, x), dims)
+        outs, start = [], 0
+        for length in extend_seq_lens:
+            sl = slice(start, start + length)
+            o = F.scaled_dot_product_attention(
+                q[sl].transpose(0, 1), expand_kv(k[sl], heads).transpose(0, 1),
+                expand_kv(v[sl], heads).transpose(0, 1), is_causal=True)
+            outs.append(o.transpose(0, 1).reshape(length, dims.q_width))
+            start += length
+        x = post_attention(layer, x, torch.cat(outs))
+    return x

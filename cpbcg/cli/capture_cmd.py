@@ -1,0 +1,139 @@
+"""`cpbcg capture`: capture and replay breakable CUDA graphs per bucket and prove they fit.
+
+Torch is imported inside the command only, so `import cpbcg.cli` and `cpbcg plan` stay torch-free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich import box
+from rich.table import Table
+
+from cpbcg.atomic import write_atomic
+from cpbcg.cli.app import app, error_boundary
+from cpbcg.cli.common import (
+    AlignOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, MaxCaptureReqOpt, MaxContextOpt,
+    TraceOpt, progress_bar, resolve_config, stderr_console, stdout_console,
+)
+from cpbcg.errors import CaptureError
+
+CAPTURE_DEFAULT_BUCKETS = "256,512,1024,2048,2304"
+"""Buckets captured when neither `--buckets` nor the config names any (CPU-friendly)."""
+
+BucketsCaptureOpt = Annotated[Optional[str], typer.Option(
+    "--buckets", "-b", show_default=False,
+    help=f"Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. [default: the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}]")]
+PresetOpt = Annotated[str, typer.Option("--preset", "-m", help="Model preset (gpt-oss-120b, llama-3.1-70b, qwen3-32b, tiny) or a model YAML file.")]
+LayersOpt = Annotated[int, typer.Option("--layers", min=1, help="Proxy transformer layers (each adds one break).")]
+SamplesOpt = Annotated[int, typer.Option("--samples", min=0, help="Trace batches replayed per bucket (with --trace): the heaviest plus random ones.")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the capture manifest (JSON, atomic).", show_default=False)]
+
+
+@app.command()
+@error_boundary
+def capture(
+    preset: PresetOpt = "tiny",
+    layers: LayersOpt = 2,
+    buckets: BucketsCaptureOpt = None,
+    trace: TraceOpt = None,
+    samples: SamplesOpt = 2,
+    output: OutputOpt = None,
+    config: ConfigOpt = None,
+    cp_size: CpSizeOpt = None,
+    align_size: AlignOpt = None,
+    max_padding_factor: FactorOpt = None,
+    capture_layout: CaptureLayoutOpt = None,
+    max_context_size: MaxContextOpt = None,
+    max_capture_requests: MaxCaptureReqOpt = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Override the preset dtype: float32, bfloat16, float16.", show_default=False)] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of weights, inputs and trace sampling.")] = 0,
+    continue_on_error: Annotated[bool, typer.Option("--continue-on-error", help="Report a bucket that cannot be captured and go on.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Run the pieces eagerly even if CUDA is present.")] = False,
+) -> None:
+    """Capture breakable CUDA graphs per bucket like the server, replay them with the worst live
+    layouts each bucket admits, verify against an unsharded eager forward, and measure them.
+
+    Per bucket: static buffers of C(B) CP-local rows, largest bucket first, two warm-ups, one
+    shared graph pool; graph pieces between attention breaks (zigzag CP attention, eager).
+    Replays the capture layout, adversarial layouts (many short requests loading one rank), an
+    overflow probe that must be refused, and with `--trace` sampled batches the selector routes
+    to the bucket. Without CUDA it is a dry run: the same pieces run eagerly on the CPU.
+
+    One GPU emulates all CP ranks; `torchrun --nproc-per-node 4 -m cpbcg capture --cp-size 4`
+    runs one rank per GPU over NCCL. Exit 1 if a bucket fails verification.
+
+    Example: `cpbcg capture --cp-size 4 --preset tiny -o manifest.json`
+    """
+    cfg = resolve_config(
+        config, cp_size=cp_size, align_size=align_size, max_padding_factor=max_padding_factor,
+        buckets=buckets, capture_layout=capture_layout, max_context_size_tokens=max_context_size,
+        max_capture_requests=max_capture_requests,
+    )
+    if "buckets" not in cfg.model_fields_set:
+        cfg = cfg.model_copy(update={"buckets": CAPTURE_DEFAULT_BUCKETS})
+    try:
+        from cpbcg.capture import harness, report, presets
+    except ImportError as exc:
+        raise CaptureError(f"cpbcg capture needs torch ({exc}); install it with: pip install 'cpbcg[capture]'") from exc
+    from cpbcg.planner.buckets import parse_bucket_spec
+
+    bucket_list = parse_bucket_spec(cfg.buckets)
+    session = harness.CaptureSession.open(cfg, presets.load_model_preset(preset), layers, seed, dry_run, dtype)
+    writer = session.group.is_writer
+    try:
+        with progress_bar("capture + verify", total=2 * len(bucket_list), enabled=writer) as advance:
+            results, skipped = harness.capture_all(
+                session, bucket_list, trace=trace, samples=samples, continue_on_error=continue_on_error,
+                on_step=lambda phase, bucket: advance(1),
+            )
+        doc = report.manifest_document(session, preset, results, skipped)
+    finally:
+        session.close()
+    if not writer:
+        return
+    _render(doc)
+    if output is not None:
+        from cpbcg.manifest import manifest_bytes
+
+        write_atomic(output, manifest_bytes(doc))
+        stderr_console().print(f"wrote {output}")
+    failed = [r["capture_num_tokens"] for r in doc["buckets"] if not r["verified"]]
+    if failed:
+        typer.echo(f"cpbcg: verification failed for bucket(s) {', '.join(map(str, failed))}", err=True)
+        raise typer.Exit(1)
+
+
+def _fmt(value: float | int | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def bucket_table(doc: dict) -> Table:
+    """Per-bucket table of a manifest document (capture order)."""
+    mode = "DRY RUN (no CUDA)" if doc["dry_run"] else doc["device_name"]
+    model = doc["model"]
+    title = (f"capture: {model['name']} x{model['num_layers']} layers {model['dtype']}, cp {doc['cp_size']} "
+             f"(align {doc['align_size']}), {mode}; times in ms, graph memory in MiB")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for name in ("bucket", "C(B)", "capture_s", "MiB", "replay", "eager", "checks", "overflow", "max_err", "ok"):
+        table.add_column(name, justify="left" if name in ("ok", "overflow") else "right", no_wrap=True)
+    for r in doc["buckets"]:
+        mib = None if r["graph_bytes"] is None else r["graph_bytes"] / 2**20
+        overflow = {True: "refused", False: "NOT refused", None: "-"}[r["overflow_refused"]]
+        table.add_row(str(r["capture_num_tokens"]), str(r["local_rows"]), f"{r['capture_s']:.3f}", _fmt(mib, ".1f"),
+                      _fmt(r["replay_ms"], ".3f"), _fmt(r["eager_ms"], ".3f"), str(r["layouts_checked"]), overflow,
+                      f"{r['max_abs_err']:.1e}", "yes" if r["verified"] else "NO")
+    return table
+
+
+def _render(doc: dict) -> None:
+    stdout_console().print(bucket_table(doc))
+    err = stderr_console()
+    if doc["dry_run"]:
+        err.print("dry run: no CUDA device, so the pieces ran eagerly on the CPU (no graph memory or timings).")
+    tol = doc["tolerance"]
+    err.print(f"tolerance ({doc['model']['dtype']}): max_abs_err <= {tol['atol']:g} + {tol['rtol']:g} * max|reference|")
+    for s in doc["skipped_buckets"]:
+        err.print(f"skipped bucket {s['capture_num_tokens']}: {s['reason']}")
