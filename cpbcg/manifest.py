@@ -20,6 +20,13 @@
 ```
 Bucket records are ordered as captured (largest first). Timing and memory fields may be null in
 a dry run.
+
+Extra keys written by `cpbcg capture` (optional for readers): top level `emulated_ranks` (all CP
+ranks in one process), `seed`, `tolerance` (`atol`, `rtol`, `rule`), `skipped_buckets`
+(`[{capture_num_tokens, reason}]`), `model.name`; per bucket `overflow_refused` (true when the
+over-capacity probe was refused, null when the bucket admits none) and `layouts` (one entry per
+replayed live batch: `kind`, `num_tokens`, `num_requests`, `local_rows`, `max_abs_err`,
+`verified`, and for the probe `refused` and `message`).
 """
 
 from __future__ import annotations
@@ -31,8 +38,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from cpbcg.errors import ManifestError
-from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, local_capacity
+from cpbcg.errors import CpbcgError, ManifestError
+from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_buckets, local_capacity
 from cpbcg.planner.layout import CPLayout, CPStrategy
 from cpbcg.planner.selector import BucketTable
 
@@ -110,23 +117,56 @@ def load_manifest(path: str | Path) -> Manifest:
     records = data["buckets"]
     if not isinstance(records, list) or not records:
         raise ManifestError(f"{path}: buckets: no captured buckets")
-    for i, record in enumerate(records):
-        for key in ("capture_num_tokens", "local_rows"):
-            value = record.get(key) if isinstance(record, dict) else None
-            if type(value) is not int or value < 1:
-                raise ManifestError(f"{path}: buckets[{i}].{key}: {value!r} is not a positive integer")
+    _check_records(path, records)
+    _check_settings(path, data)
     manifest = Manifest(path, data)
     try:
         layout, spec = manifest.cp_layout, manifest.capture_spec
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, CpbcgError) as exc:
         raise ManifestError(f"{path}: bad CP or capture settings: {exc}") from exc
     _check_capacities(manifest, layout, spec)
     return manifest
 
 
+def _check_records(path: Path, records: list[Any]) -> None:
+    seen: set[int] = set()
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise ManifestError(f"{path}: buckets[{i}]: expected an object, got {type(record).__name__}")
+        for key in ("capture_num_tokens", "local_rows"):
+            value = record.get(key)
+            if type(value) is not int or value < 1:
+                raise ManifestError(f"{path}: buckets[{i}].{key}: {value!r} is not a positive integer")
+        if record["capture_num_tokens"] in seen:
+            raise ManifestError(f"{path}: buckets[{i}]: bucket {record['capture_num_tokens']} is recorded twice")
+        seen.add(record["capture_num_tokens"])
+
+
+def _check_settings(path: Path, data: dict[str, Any]) -> None:
+    """Types of the scalar settings (a bool or a string is not a count)."""
+    for key, nullable in (("cp_size", False), ("align_size", True), ("max_context_size_tokens", True), ("max_capture_requests", True)):
+        value = data.get(key)
+        if (value is None and nullable) or (type(value) is int and value >= 1):
+            continue
+        raise ManifestError(f"{path}: {key}: {value!r} is not a positive integer")
+    factor = data.get("max_padding_factor")
+    if factor is not None and (type(factor) not in (int, float) or factor < 1):
+        raise ManifestError(f"{path}: max_padding_factor: {factor!r} is not a number >= 1")
+
+
 def _check_capacities(manifest: Manifest, layout: CPLayout, spec: CaptureSpec) -> None:
     table = manifest.table()
-    expected = local_capacity(table.capture_num_tokens.tolist(), layout, spec)
+    buckets = table.capture_num_tokens.tolist()
+    try:
+        kept = set(capturable_buckets(buckets, layout))
+        expected = local_capacity(buckets, layout, spec)
+    except CpbcgError as exc:
+        raise ManifestError(f"{manifest.path}: the capture model refuses these settings: {exc}") from exc
+    for bucket in buckets:
+        if bucket not in kept:
+            raise ManifestError(
+                f"{manifest.path}: bucket {bucket} is below 2*cp_size={2 * layout.cp_size} and cannot be captured with zigzag"
+            )
     for bucket, got, want in zip(table.capture_num_tokens, table.capacity_rows, expected):
         if got != want:
             raise ManifestError(

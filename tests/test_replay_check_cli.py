@@ -1,0 +1,275 @@
+"""`cpbcg replay-check` through typer's runner: gates, exit codes, report files, GitHub output,
+`--replay` with a fake harness, and a run on a real trace."""
+
+import subprocess
+import sys
+import types
+import xml.etree.ElementTree as ET
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from cpbcg.cli import app
+from cpbcg.manifest import manifest_bytes
+from cpbcg.planner.buckets import sglang_default_buckets
+from cpbcg.planner.layout import CPLayout
+from cpbcg.planner.selector import BucketTable
+
+runner = CliRunner()
+TRACE = "tests/assets/traces/good.jsonl"
+VALID = "tests/assets/manifests/valid.json"
+NO_HEADROOM = "tests/assets/manifests/valid-no-headroom.json"
+
+
+@pytest.fixture(autouse=True)
+def no_github(monkeypatch):
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.setenv("CPBCG_WIDTH", "200")
+
+
+def check(*args):
+    return runner.invoke(app, ["replay-check", "--trace", TRACE, *args])
+
+
+def check_json(*args):
+    result = check("--format", "json", *args)
+    return result, orjson.loads(result.stdout)
+
+
+def test_manifest_run_reports_the_plan_evaluation_and_passes():
+    result, doc = check_json("--manifest", VALID, "--min-coverage", "1", "--max-eager", "local_capacity=0")
+    assert result.exit_code == 0, result.output
+    assert doc["manifest"] == VALID and doc["cp_size"] == 4 and doc["align_size"] == 8
+    assert doc["buckets"] == [128, 2048, 2304, 8192] and doc["capacity_rows"] == [32, 512, 576, 2048]
+    assert (doc["batches"], doc["graph_batches"], doc["rescued"], doc["natural_overflow"]) == (5, 5, 1, 1)
+    assert doc["overflow_examples"] == [[1534, 161, 353]]
+    assert doc["passed"] is True and [g["name"] for g in doc["gates"]] == ["min_coverage", "max_eager.local_capacity"]
+    assert result.stderr.strip() == "replay-check: passed all 2 gates"
+
+
+def test_same_numbers_as_plan():
+    _, doc = check_json("--buckets", "128,2048", "--cp-size", "4")
+    plan = orjson.loads(runner.invoke(app, ["plan", "--format", "json", "--trace", TRACE, "--buckets", "128,2048"]).stdout)
+    assert {k: v for k, v in doc.items() if k in plan} == plan
+
+
+def test_manifest_without_headroom_fails_with_exit_1():
+    result = check("--manifest", NO_HEADROOM, "--max-eager", "padding_limit=0", "--min-coverage", "0.8")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "replay-check: FAILED 1 of 2 gates",
+        "  max_eager.padding_limit: eager batches (padding_limit) 1 is above the maximum 0 (first: extend_seq_lens [1534, 161, 353])",
+    ]
+    out = result.stdout
+    assert "Natural bucket overflow (crashed before the runtime's bucket search): 1 batches" in out
+    assert "extend_seq_lens [1534, 161, 353] (n=2048)" in out
+    assert "max_eager.padding_limit" in out and "FAIL" in out and "replayed in graphs" in out
+
+
+@pytest.mark.parametrize(
+    "args, exit_code",
+    [
+        (["--min-coverage", "0.2"], 0),
+        (["--min-coverage", "0.21"], 1),
+        (["--min-token-coverage", "0.0047"], 0),
+        (["--min-token-coverage", "0.0048"], 1),
+        (["--max-eager", "above_largest_bucket=3"], 0),
+        (["--max-eager", "above_largest_bucket=2"], 1),
+        (["--max-eager", "local_capacity=1", "--max-eager", "not_cp_active=0", "--max-eager", "padding_limit=0"], 0),
+        (["--max-eager", "local_capacity=0", "--max-eager", "padding_limit=0"], 1),
+    ],
+)
+def test_each_gate_option_passes_and_fails(args, exit_code):
+    # buckets 128, 2048: coverage 1/5; token coverage 128/26752 = 0.478%; eager local_capacity 1, above_largest 3
+    result = check("--buckets", "128,2048", *args)
+    assert result.exit_code == exit_code, result.output
+
+
+@pytest.mark.parametrize("threshold, exit_code", [("0.0096", 0), ("0.0095", 1)])
+def test_max_padding_option(threshold, exit_code):
+    # manifest: 256 padded tokens / 26,752 real graph tokens = 0.957%
+    assert check("--manifest", VALID, "--max-padding", threshold).exit_code == exit_code
+
+
+def test_config_gates_section_and_option_overrides(tmp_path):
+    cfg = tmp_path / "gates.yaml"
+    cfg.write_text("buckets: 128,2048\ngates:\n  min_coverage: 0.2\n  max_eager:\n    above_largest_bucket: 3\n")
+    assert check("--config", str(cfg)).exit_code == 0
+    assert check("--config", str(cfg), "--min-coverage", "0.5").exit_code == 1
+    # --max-eager merges into the config's max_eager instead of replacing it
+    _, doc = check_json("--config", str(cfg), "--max-eager", "local_capacity=1")
+    assert [g["name"] for g in doc["gates"]] == ["min_coverage", "max_eager.above_largest_bucket", "max_eager.local_capacity"]
+    assert doc["passed"] is True
+
+
+def test_shipped_gate_preset_fails_the_default_list_on_packed_batches():
+    _, doc = check_json("--config", "ci-gates-cp4")
+    assert doc["passed"] is True  # the small asset trace fits the default list...
+    result = check("--config", "ci-gates-cp4", "--buckets", "128,2048,8192")
+    assert result.exit_code == 1  # ...but not one without the 2304 headroom bucket
+
+
+def test_no_gates_configured_exits_0_and_says_so():
+    result = check("--buckets", "128,2048")
+    assert result.exit_code == 0 and result.stderr.strip() == "replay-check: no gates configured (nothing to fail on)"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--max-eager", "bogus=1"], "--max-eager 'bogus=1': unknown reason 'bogus' (choose from not_cp_active, above_largest_bucket, padding_limit, local_capacity)"),
+        (["--max-eager", "local_capacity=x"], "--max-eager 'local_capacity=x': N must be a non-negative integer, got 'x'"),
+        (["--max-eager", "local_capacity"], "--max-eager 'local_capacity': expected REASON=N"),
+        (["--manifest", VALID, "--buckets", "2048", "--cp-size", "4"], "fixes the buckets and CP settings; drop --cp-size, --buckets"),
+        (["--config", "nope"], "nope: no such config file or preset"),
+        (["--manifest", "no/such/manifest.json"], "no/such/manifest.json: cannot read manifest"),
+        (["--junit", "no/such/dir/report.xml", "--min-coverage", "0"], "no/such/dir"),
+        (["--chunked-prefill-size", "0"], "command line: scheduler.chunked_prefill_size: Value error"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args, message):
+    result = check(*args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and result.stderr.startswith("cpbcg: error: ")
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [["--min-coverage", "1.5"], ["--max-padding", "-1"], ["--replay", "-1"]])
+def test_out_of_range_options_exit_2(args):
+    assert check(*args).exit_code == 2
+
+
+def test_config_gate_errors_name_the_key(tmp_path):
+    cfg = tmp_path / "gates.yaml"
+    cfg.write_text("gates:\n  max_eager:\n    local_capacity: -1\n")
+    result = check("--config", str(cfg))
+    assert result.exit_code == 2 and "gates.max_eager.local_capacity: Input should be greater than or equal to 0" in result.stderr
+
+
+def test_junit_and_json_files(tmp_path):
+    junit, report = tmp_path / "report.xml", tmp_path / "report.json"
+    result = check("--manifest", NO_HEADROOM, "--min-coverage", "0.8", "--max-eager", "padding_limit=0", "--junit", str(junit), "--json", str(report))
+    assert result.exit_code == 1
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
+    cases = {c.get("name"): c.find("failure") for c in suite.findall("testcase")}
+    assert cases["min_coverage"] is None
+    assert cases["max_eager.padding_limit"].get("message").startswith("max_eager.padding_limit: eager batches (padding_limit) 1 is above the maximum 0")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["manifest"] == NO_HEADROOM and props["source"] == TRACE
+    doc = orjson.loads(report.read_bytes())
+    assert doc["passed"] is False and doc["eager"]["padding_limit"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.xml"]  # no temp files left
+
+
+def test_github_annotations_and_step_summary(monkeypatch, tmp_path):
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("# build\n")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = check("--buckets", "128,2048", "--min-coverage", "0.81", "--max-eager", "local_capacity=1")
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[0] == "::error title=cpbcg gate min_coverage::min_coverage: batch coverage 20.00%25 is below the minimum 81.00%25"
+    assert sum(line.startswith("::error") for line in lines) == 1
+    text = summary.read_text()
+    assert text.startswith("# build\n## ❌ cpbcg replay-check: 1 of 2 gates failed\n")
+    assert "| `min_coverage` | 20.00% | >= 81.00% | ❌ fail |" in text
+
+
+def test_no_annotations_outside_github(monkeypatch):
+    monkeypatch.setenv("GITHUB_ACTIONS", "false")
+    result = check("--buckets", "128,2048", "--min-coverage", "0.81")
+    assert result.exit_code == 1 and "::error" not in result.output
+
+
+@pytest.fixture
+def fake_harness(monkeypatch):
+    """A stand-in for `cpbcg.capture.harness` that records its call and verifies all but `bad`."""
+    calls = []
+    bad = []
+
+    def replay_batches(batches, cfg, *, preset="tiny", layers=2, seed=0):
+        calls.append((batches, cfg))
+        return [
+            {"extend_seq_lens": b, "bucket": 2304 if sum(b) == 2048 else sum(b), "verified": b not in bad,
+             "max_abs_err": 0.5 if b in bad else 0.0, "replay_ms": None}
+            for b in batches
+        ]
+
+    module = types.ModuleType("cpbcg.capture.harness")
+    module.replay_batches = replay_batches
+    monkeypatch.setitem(sys.modules, "cpbcg.capture.harness", module)
+    return calls, bad
+
+
+def test_replay_uses_the_harness_and_adds_a_gate(fake_harness):
+    calls, _ = fake_harness
+    result, doc = check_json("--manifest", VALID, "--replay", "10")
+    assert result.exit_code == 0, result.output
+    ((batches, cfg),) = calls
+    assert batches == [[1534, 161, 353], [8192], [100, 28]]  # every distinct graph line, in trace order
+    assert cfg.cp_size == 4 and cfg.buckets == [128, 2048, 2304, 8192]
+    assert doc["gates"][-1]["name"] == "replay_verified" and doc["gates"][-1]["passed"] is True
+    assert len(doc["replays"]) == 3
+
+
+def test_replay_failure_fails_the_check(fake_harness):
+    _, bad = fake_harness
+    bad.append([100, 28])
+    result = check("--manifest", VALID, "--replay", "3")
+    assert result.exit_code == 1
+    assert "replay_verified: failed replays of 3 captured-graph replays 1 is above the maximum 0" in result.stderr
+
+
+def test_replay_without_the_capture_module_exits_2(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cpbcg.capture.harness", None)
+    result = check("--manifest", VALID, "--replay", "2")
+    assert result.exit_code == 2 and "--replay needs the capture module and torch" in result.stderr
+
+
+NO_TORCH = """
+import sys
+from typer.testing import CliRunner
+import cpbcg.cli
+result = CliRunner().invoke(cpbcg.cli.app, ["replay-check", "--trace", "tests/assets/traces/good.jsonl",
+                                            "--manifest", "tests/assets/manifests/valid.json", "--min-coverage", "1"])
+assert result.exit_code == 0, result.output
+print("torch" in sys.modules)
+"""
+
+
+def test_replay_check_does_not_import_torch():
+    out = subprocess.run([sys.executable, "-c", NO_TORCH], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def headroom_manifest(path, buckets):
+    """A dry-run manifest for `buckets` at cp 4 with capacities from the capture model."""
+    table = BucketTable.build(buckets, CPLayout(4))
+    records = [{"capture_num_tokens": b, "local_rows": c} for b, c in sorted(table.as_dict().items(), reverse=True)]
+    doc = {"schema_version": 1, "dry_run": True, "cp_size": 4, "cp_strategy": "zigzag", "align_size": 8,
+           "capture_layout": "single_request", "buckets": records}
+    path.write_bytes(manifest_bytes(doc))
+    return path
+
+
+def test_real_trace_fails_the_default_list_and_passes_with_headroom(shared_traces, tmp_path):
+    """Azure LLM conversation trace (request trace → scheduler simulation, chunk 8192): one
+    packed 8192-token forward needs more CP-local rows than C(8192); a captured 8448 bucket
+    rescues it."""
+    trace = shared_traces / "azure-llm-2023" / "AzureLLMInferenceTrace_conv.csv"
+    base = ["replay-check", "--config", "ci-gates-cp4", "--trace", str(trace), "--format", "json"]
+    failing = runner.invoke(app, base)
+    assert failing.exit_code == 1, failing.output
+    doc = orjson.loads(failing.stdout)
+    assert doc["eager"]["local_capacity"] >= 1 and doc["natural_overflow"] >= 1
+    assert [g["name"] for g in doc["gates"] if not g["passed"]] == ["max_eager.local_capacity"]
+    assert all(sum(seq) == 8192 for seq in doc["overflow_examples"])
+    manifest = headroom_manifest(tmp_path / "manifest.json", sglang_default_buckets(8192) + [8448, 8704])
+    passing = runner.invoke(app, [*base, "--manifest", str(manifest)])
+    assert passing.exit_code == 0, passing.output
+    doc = orjson.loads(passing.stdout)
+    assert doc["eager"]["local_capacity"] == 0 and doc["rescued"] == doc["natural_overflow"] >= 1
