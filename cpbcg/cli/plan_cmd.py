@@ -5,11 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+import typer
+
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
     MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, TraceOpt, progress_bar,
     resolve_config, stdout_console,
+)
+from cpbcg.cli.common import (  # request traces and the scheduler simulation (issue 3)
+    ChunkedPrefillOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
+    PrefillMaxRequestsOpt, PrefillTokensPerSOpt, PrefixCacheOpt, RateOpt, SeedOpt, TimeFieldOpt,
+    TimeScaleOpt, TraceFormatOpt, scheduler_overrides,
+)
+from cpbcg.planner.requests import TraceFormat
+from cpbcg.cli.recommend import (  # optimiser, guarantee mode, exports, plot (issue 4)
+    BucketMultipleOpt, CheckGuaranteeOpt, EagerFixedOpt, EmitOpt, GraphFixedOpt, GuaranteeOpt, IncludeOpt,
+    ManifestOpt, MaxBucketsOpt, MaxRequestsOpt, MaxTokensOpt, OutputOpt, PlotOpt, RecommendOptions, TokenMsOpt,
+    cost_overrides, emit, run_modes,
 )
 from cpbcg.cli.render import deployment_header, evaluation_json, evaluation_tables, print_json
 from cpbcg.config import DeploymentConfig
@@ -24,10 +37,15 @@ def bucket_table(cfg: DeploymentConfig) -> BucketTable:
     return BucketTable.build(parse_bucket_spec(cfg.buckets), cfg.cp_layout, cfg.capture_spec)
 
 
-def run_evaluation(cfg: DeploymentConfig, trace: Optional[Path], table: BucketTable) -> Evaluation:
-    """Evaluate `table` on the batch stream of `trace` (or the embedded default), with progress."""
+def run_evaluation(cfg: DeploymentConfig, trace: Optional[Path], table: BucketTable, **trace_options) -> Evaluation:
+    """Evaluate `table` on the batch stream of `trace` (or the embedded default), with progress.
+
+    `trace_options` (`trace_format`, `length_field`, `time_field`) go to `open_batches`;
+    request traces are turned into forwards with `cfg.scheduler`.
+    """
     with progress_bar("replaying batches") as advance:
-        return evaluate(open_batches(trace), table, cfg.cp_layout, cfg.max_padding_factor, lambda b: advance(b.num_batches))
+        batches = open_batches(trace, scheduler=cfg.scheduler, **trace_options)
+        return evaluate(batches, table, cfg.cp_layout, cfg.max_padding_factor, lambda b: advance(b.num_batches))
 
 
 @app.command()
@@ -43,13 +61,43 @@ def plan(
     capture_layout: CaptureLayoutOpt = None,
     max_context_size: MaxContextOpt = None,
     max_capture_requests: MaxCaptureReqOpt = None,
+    trace_format: TraceFormatOpt = TraceFormat.auto,
+    length_field: LengthFieldOpt = None,
+    time_field: TimeFieldOpt = None,
+    chunked_prefill_size: ChunkedPrefillOpt = None,
+    max_prefill_tokens: MaxPrefillTokensOpt = None,
+    prefill_max_requests: PrefillMaxRequestsOpt = None,
+    max_running_requests: MaxRunningRequestsOpt = None,
+    prefix_cache: PrefixCacheOpt = None,
+    prefill_fixed_ms: PrefillFixedMsOpt = None,
+    prefill_tokens_per_s: PrefillTokensPerSOpt = None,
+    rate: RateOpt = None,
+    time_scale: TimeScaleOpt = None,
+    seed: SeedOpt = None,
     output_format: FormatOpt = OutputFormat.table,
+    # recommendation modes (issue 4; cpbcg/cli/recommend.py)
+    max_buckets: MaxBucketsOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    bucket_multiple: BucketMultipleOpt = 1,
+    include: IncludeOpt = None,
+    graph_fixed_ms: GraphFixedOpt = None,
+    eager_fixed_ms: EagerFixedOpt = None,
+    token_ms: TokenMsOpt = None,
+    manifest: ManifestOpt = None,
+    guarantee: GuaranteeOpt = False,
+    check_guarantee: CheckGuaranteeOpt = False,
+    max_requests: MaxRequestsOpt = None,
+    emit_format: EmitOpt = None,
+    output: OutputOpt = None,
+    plot_path: PlotOpt = None,
 ) -> None:
     """Replay a batch trace through the runtime's bucket selector and report how a bucket list
     serves it: coverage, padding, eager batches by reason, rescued batches, hits per bucket.
 
     Without `--trace` it runs on the embedded default workload (a seeded synthetic chat
-    stream), so you see a result at once.
+    stream), so you see a result at once. Request traces (Mooncake, Azure, vidur, generic
+    CSV/JSONL) are first turned into prefill forwards by the scheduler simulation
+    (docs/scheduler.md; the scheduler options below).
 
     Example: `cpbcg plan --trace lens.jsonl --cp-size 4 --buckets sglang-default:8192`
     """
@@ -57,10 +105,30 @@ def plan(
         config, cp_size=cp_size, cp_strategy=cp_strategy, align_size=align_size,
         max_padding_factor=max_padding_factor, buckets=buckets, capture_layout=capture_layout,
         max_context_size_tokens=max_context_size, max_capture_requests=max_capture_requests,
+        **scheduler_overrides(
+            chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
+            prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
+            prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms, prefill_tokens_per_s=prefill_tokens_per_s,
+            rate=rate, time_scale=time_scale, seed=seed,
+        ),
+        **cost_overrides(graph_fixed_ms, eager_fixed_ms, token_ms),
     )
-    ev = run_evaluation(cfg, trace, bucket_table(cfg))
+    trace_options = dict(trace_format=trace_format, length_field=length_field, time_field=time_field)
+    rec_opts = RecommendOptions(
+        max_buckets, max_tokens, bucket_multiple, include, manifest,
+        any(v is not None for v in (graph_fixed_ms, eager_fixed_ms, token_ms)),
+        guarantee, check_guarantee, max_requests, emit_format, output, plot_path,
+    )
+    code = run_modes(cfg, trace, trace_options, rec_opts, output_format is OutputFormat.json)
+    if code is not None:
+        raise typer.Exit(code)
+    ev = run_evaluation(cfg, trace, bucket_table(cfg), **trace_options)
     header = deployment_header(cfg, describe_source(trace))
     console = stdout_console()
+    if emit_format is not None:  # export the evaluated list (issue 4)
+        emit(ev.buckets, emit_format, cfg, {"source": header["source"]}, output, console)
+        if output is None:
+            return
     if output_format is OutputFormat.json:
         print_json(console, evaluation_json(ev, header))
     else:

@@ -131,3 +131,6 @@ def _validated(values: list, where: str) -> list[int]:
     for i, value in enumerate(values):
         _positive(value, f"{where}: bucket {i}")
     return sorted(set(values))
+
+
+from cpbcg.planner import baselines as _baselines  # noqa: E402,F401  (registers pow2, vllm, trtllm, uniform)

@@ -1,0 +1,131 @@
+"""Side-by-side comparison of bucket lists on one batch stream, the Pareto curve of the optimiser,
+and the headroom finding (full-chunk batches the largest bucket cannot hold).
+
+Every number comes from `evaluate` / `select_buckets`, the code `plan`'s evaluation uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cpbcg.planner.capacity import CaptureSpec
+from cpbcg.planner.cost import CostModel, demand_cost_ms, evaluation_cost_ms
+from cpbcg.planner.evaluate import Demand, Evaluation, evaluate
+from cpbcg.planner.layout import BatchSet, CPLayout
+from cpbcg.planner.optimise import OptimalLists, candidate_grid
+from cpbcg.planner.selector import GRAPH, EagerReason, BucketTable, select_buckets
+
+
+@dataclass(frozen=True)
+class ListReport:
+    """One bucket list evaluated on the stream."""
+
+    name: str
+    """`recommended` or a baseline spec such as `sglang-default:8192`."""
+    evaluation: Evaluation
+    """Coverage, padding, eager reasons (the `plan` evaluation)."""
+    modelled_ms: float
+    """Modelled prefill time of the whole stream (ms)."""
+    optimal_same_size_ms: float | None
+    """Modelled time of the optimiser's best list of the same size (ms); None if not computed."""
+
+
+def compare_lists(
+    batches: BatchSet, lists: dict[str, list[int]], cp: CPLayout, spec: CaptureSpec, factor: float,
+    cost: CostModel, optimal: OptimalLists | None = None,
+) -> list[ListReport]:
+    """Evaluate each named list (in order) on `batches`."""
+    out = []
+    for name, buckets in lists.items():
+        table = BucketTable.build(buckets, cp, spec)
+        ev = evaluate(iter([batches]), table, cp, factor)
+        same = None if optimal is None else optimal.cost_ms.get(len(ev.buckets))
+        out.append(ListReport(name, ev, evaluation_cost_ms(ev, cost), same))
+    return out
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    """The optimiser's best list with at most `max_buckets` buckets."""
+
+    max_buckets: int
+    """Bucket count limit."""
+    buckets: list[int]
+    """The list (tokens)."""
+    modelled_ms: float
+    """Its modelled time (ms)."""
+    coverage: float
+    """Fraction of forwards replayed in graphs."""
+    token_coverage: float
+    """Fraction of tokens replayed in graphs."""
+
+
+def pareto(optimal: OptimalLists, demand: Demand, cp: CPLayout, spec: CaptureSpec, factor: float, counts: list[int]) -> list[ParetoPoint]:
+    """Pareto points for the count limits `counts` the optimiser computed."""
+    points = []
+    for k in sorted({c for c in counts if c in optimal.buckets}):
+        table = BucketTable.build(optimal.buckets[k], cp, spec)
+        sel = select_buckets(demand.num_tokens, demand.rows, demand.active, table, factor)
+        graph = sel.reason_code == GRAPH
+        w, n = demand.counts, demand.num_tokens
+        points.append(ParetoPoint(
+            k, optimal.buckets[k], optimal.cost_ms[k],
+            float(w[graph].sum() / w.sum()), float((w * n)[graph].sum() / (w * n).sum()),
+        ))
+    return points
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """Full-chunk batches that fall back because the largest bucket lacks CP-local headroom."""
+
+    chunk_tokens: int
+    """The chunk size `n` of these batches (= the largest bucket)."""
+    batches: int
+    """How many forwards of `n = chunk_tokens` fall back for lack of local capacity."""
+    rows_needed: int
+    """Most rows one of them needs."""
+    capacity_rows: int
+    """`C(chunk_tokens)` of the largest bucket."""
+    extra_bucket: int | None
+    """Smallest bucket above the chunk that holds them all within the padding factor."""
+    extra_capacity_rows: int | None
+    """Its capacity."""
+    modelled_ms_with_extra: float | None
+    """Modelled time of the list plus the extra bucket (ms)."""
+
+    def sentence(self) -> str:
+        fix = (
+            f"add bucket {self.extra_bucket} (C={self.extra_capacity_rows} rows; allow it with --max-tokens "
+            f"{self.extra_bucket} or --include {self.extra_bucket})"
+            if self.extra_bucket else "no bucket within the padding factor can hold them"
+        )
+        return (
+            f"{self.batches:,} full-chunk batches (n = {self.chunk_tokens}) fall back to eager: bucket "
+            f"{self.chunk_tokens} holds {self.capacity_rows} CP-local rows, they need up to {self.rows_needed}; {fix}."
+        )
+
+
+def headroom_finding(
+    demand: Demand, buckets: list[int], cp: CPLayout, spec: CaptureSpec, factor: float, cost: CostModel
+) -> Headroom | None:
+    """The headroom finding for `buckets` (None when no full-chunk batch falls back for capacity)."""
+    table = BucketTable.build(buckets, cp, spec)
+    largest = int(table.capture_num_tokens[-1])
+    sel = select_buckets(demand.num_tokens, demand.rows, demand.active, table, factor)
+    code = 1 + list(EagerReason).index(EagerReason.local_capacity)
+    hit = (demand.num_tokens == largest) & (sel.reason_code == code)
+    if not hit.any():
+        return None
+    need = int(demand.rows[hit].max())
+    grid = candidate_grid(cp, spec, int(np.floor(largest * factor)))
+    ok = np.flatnonzero((grid.sizes > largest) & (grid.capacity_rows >= need))
+    extra = int(grid.sizes[ok[0]]) if ok.size else None
+    extra_cap = int(grid.capacity_rows[ok[0]]) if ok.size else None
+    with_extra = None
+    if extra is not None:
+        with_extra = demand_cost_ms(demand, BucketTable.build(buckets + [extra], cp, spec), cost, factor)
+    cap = int(table.capacity_rows[-1])
+    return Headroom(largest, int(demand.counts[hit].sum()), need, cap, extra, extra_cap, with_extra)

@@ -1,0 +1,166 @@
+"""Guarantee mode (trace-free): buckets that replay *every* CP-active batch within limits.
+
+A CP-active batch of `n` tokens in `k` requests needs at most
+`worst_case_rows(n, k) = align_up(floor(n/cp + k*(1 - 1/cp)), align)` rows (domain §2; rows grow
+with `k`, and zigzag needs every request `>= 2*cp_size`, so `k <= min(max_requests, n // (2*cp))`).
+Every such batch replays iff, for every `n`, some bucket `B` with `n <= B <= factor*n` has
+`C(B) >= worst rows(n)`: the selector then finds the first bucket with enough capacity inside the
+window. That is an interval `[lo(n), hi(n)]` per `n` (capacity is monotone), and the fewest
+buckets hitting every interval is the classic greedy: walk `n` upwards and, when the interval is
+not hit yet, pick its right end. Buckets may exceed `max_tokens` (up to `factor*max_tokens`):
+full-chunk batches need CP-local headroom above the chunk size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cpbcg.errors import ModelError
+from cpbcg.planner.capacity import CaptureSpec
+from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, align_up, local_rows, worst_case_rows
+from cpbcg.planner.optimise import candidate_grid
+from cpbcg.planner.selector import GRAPH, EAGER_REASONS, BucketTable, select_buckets
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the deployment admits into one prefill forward."""
+
+    max_requests: int
+    """Most requests in one forward (SGLang --prefill-max-requests)."""
+    max_tokens: int
+    """Most tokens in one forward (the chunk size)."""
+
+
+def worst_rows(limits: Limits, cp: CPLayout) -> tuple[np.ndarray, np.ndarray]:
+    """`(num_tokens [N] int64, rows [N] int64)`: every CP-active batch size and the most rows any
+    batch of that size needs (exact for zigzag via `_zigzag_worst_tokens`, else the §2 formula)."""
+    smallest = cp.min_request_tokens if cp.cp_size > 1 else 1
+    if cp.cp_size > 1 and cp.strategy is CPStrategy.interleave:
+        smallest = cp.cp_size
+    n = np.arange(smallest, limits.max_tokens + 1, dtype=np.int64)
+    if cp.cp_size == 1 or cp.strategy is CPStrategy.interleave:
+        return n, np.asarray(worst_case_rows(n, np.ones_like(n), cp), dtype=np.int64)
+    tokens, _ = _zigzag_worst_tokens(n, limits.max_requests, cp.cp_size)
+    return n, np.asarray(align_up(tokens, cp.align_rows), dtype=np.int64)
+
+
+def _zigzag_worst_tokens(n: np.ndarray, max_requests: int, cp_size: int) -> tuple[np.ndarray, dict]:
+    """[N] most logical tokens one rank can hold for a zigzag batch of `n` tokens, and the DP.
+
+    A request `L = seg*base + m` (`base >= 1`) gives rank `r` `2*base + h_r(m)` tokens with
+    `h_r(m) = [r < m] + [seg-1-r < m]`, so a batch gives `(n - S)/cp + H`, `S`/`H` the sums of
+    `m`/`h_r(m)` over its requests. A DP over (requests, S) finds the largest `H` for each; the
+    answer takes the best rank, request count `k <= min(max_requests, n // seg)` and
+    `S = n mod seg` with `S <= n - seg*k`. Tighter than the §2 bound: n=8100, 32 requests, cp 4
+    needs at most 2048 rows, the bound says 2056."""
+    seg = 2 * cp_size
+    k_top = int(min(max_requests, int(n.max()) // seg)) if n.size else 0
+    s_top = k_top * (seg - 1)
+    best = np.full(len(n), -1, dtype=np.int64)
+    tables = {}
+    for rank in range(cp_size):
+        h = np.array([(rank < m) + (seg - 1 - rank < m) for m in range(seg)], dtype=np.int64)
+        table = np.full((k_top + 1, s_top + 1), -(1 << 40), dtype=np.int64)
+        table[0, 0] = 0
+        for c in range(1, k_top + 1):
+            for m in range(seg):
+                shifted = table[c - 1, : s_top + 1 - m] + h[m]
+                np.maximum(table[c, m:], shifted, out=table[c, m:])
+        tables[rank] = table
+        for k in range(1, k_top + 1):
+            ok = (n // seg >= k) & (k <= max_requests)
+            for s in range(0, s_top + 1):
+                if table[k, s] < 0:
+                    continue
+                valid = ok & ((n - s) % seg == 0) & (n - s >= seg * k)
+                cand = np.where(valid, (n - s) // cp_size + table[k, s], -1)
+                np.maximum(best, cand, out=best)
+    return best, tables
+
+
+@dataclass(frozen=True)
+class GuaranteeCheck:
+    """Whether a bucket list replays every CP-active batch within the limits."""
+
+    ok: bool
+    """True when every batch replays in a graph within the padding factor."""
+    failing_tokens: int | None
+    """Smallest `n` some batch of which would fall back (None when ok)."""
+    failing_rows: int | None
+    """Worst-case rows of that `n`."""
+    reason: str | None
+    """Eager reason for that worst-case batch."""
+    witness: list[int] | None
+    """A concrete `extend_seq_lens` of `n` tokens that falls back, if one was found."""
+    failing_sizes: int
+    """How many batch sizes `n` have a falling-back worst case."""
+
+
+def guarantee_buckets(
+    limits: Limits, cp: CPLayout, spec: CaptureSpec = CaptureSpec(), max_padding_factor: float = 2.0,
+    bucket_multiple: int = 1,
+) -> list[int]:
+    """Fewest buckets (ascending) so that every CP-active batch within `limits` replays (module doc).
+
+    Raises `ModelError` when some batch size has no bucket at all that could hold its worst case."""
+    n, rows = worst_rows(limits, cp)
+    top = int(np.floor(limits.max_tokens * max_padding_factor))
+    grid = candidate_grid(cp, spec, top, bucket_multiple)
+    sizes, cap = grid.sizes, grid.capacity_rows
+    lo = np.maximum(np.searchsorted(sizes, n, side="left"), np.searchsorted(cap, rows, side="left"))
+    hi = np.searchsorted(sizes, n * float(max_padding_factor), side="right") - 1
+    impossible = np.flatnonzero(lo > hi)
+    if impossible.size:
+        i = int(impossible[0])
+        raise ModelError(
+            f"no bucket can replay every batch of {n[i]} tokens: worst case needs {rows[i]} rows "
+            f"within {max_padding_factor:g}x (try --bucket-multiple 1 or a larger --max-padding-factor)"
+        )
+    chosen: list[int] = []
+    last = -1
+    for lo_i, hi_i in zip(lo.tolist(), hi.tolist()):  # hi is nondecreasing in n
+        if last < lo_i:
+            last = hi_i
+            chosen.append(hi_i)
+    return sizes[chosen].tolist()
+
+
+def check_guarantee(
+    buckets: list[int], limits: Limits, cp: CPLayout, spec: CaptureSpec = CaptureSpec(),
+    max_padding_factor: float = 2.0,
+) -> GuaranteeCheck:
+    """Prove that `buckets` replay every CP-active batch within `limits`, or name the smallest
+    batch size whose worst case falls back, with a concrete witness batch when one is found."""
+    table = BucketTable.build(buckets, cp, spec)
+    n, rows = worst_rows(limits, cp)
+    sel = select_buckets(n, rows, np.ones(len(n), dtype=bool), table, max_padding_factor)
+    failing = np.flatnonzero(sel.reason_code != GRAPH)
+    if failing.size == 0:
+        return GuaranteeCheck(True, None, None, None, None, 0)
+    i = int(failing[0])
+    reason = EAGER_REASONS[int(sel.reason_code[i]) - 1].value
+    witness = _witness(int(n[i]), limits, cp, table, max_padding_factor)
+    return GuaranteeCheck(False, int(n[i]), int(rows[i]), reason, witness, int(failing.size))
+
+
+def _witness(num_tokens: int, limits: Limits, cp: CPLayout, table: BucketTable, factor: float) -> list[int] | None:
+    """A batch of `num_tokens` that falls back: requests of `2*cp+1` tokens (one extra token on
+    rank 0 each) plus one remainder request; tries every request count, most first."""
+    short = cp.min_request_tokens if cp.cp_size > 1 else 1
+    seq = 2 * cp.cp_size + 1 if cp.cp_size > 1 else 1
+    tries = []
+    for k in range(min(limits.max_requests, max(num_tokens // short, 1)), 0, -1):
+        for first in (seq, short):
+            rest = num_tokens - (k - 1) * first
+            if rest >= short:
+                tries.append([first] * (k - 1) + [rest])
+    if not tries:
+        return None
+    batches = BatchSet.from_lists(tries)
+    n = batches.num_tokens
+    sel = select_buckets(n, local_rows(batches, cp), np.ones(len(n), dtype=bool), table, factor)
+    bad = np.flatnonzero(sel.reason_code != GRAPH)
+    return batches.batch(int(bad[0])) if bad.size else None

@@ -1,0 +1,85 @@
+"""Guarantee mode against exhaustive enumeration of every CP-active batch for small limits."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from cpbcg.errors import ModelError
+from cpbcg.planner.buckets import sglang_default_buckets
+from cpbcg.planner.layout import BatchSet, CPLayout, local_rows, worst_case_rows
+from cpbcg.planner.guarantee import Limits, check_guarantee, guarantee_buckets, worst_rows
+from cpbcg.planner.optimise import candidate_grid
+from cpbcg.planner.selector import GRAPH, BucketTable, select_buckets
+
+
+def all_batches(limits: Limits, cp: CPLayout) -> BatchSet:
+    """Every multiset of request lengths >= 2*cp with <= max_requests requests and <= max_tokens tokens."""
+    short = 2 * cp.cp_size
+    out = []
+    for k in range(1, limits.max_requests + 1):
+        for combo in itertools.combinations_with_replacement(range(short, limits.max_tokens + 1), k):
+            if sum(combo) <= limits.max_tokens:
+                out.append(list(combo))
+    return BatchSet.from_lists(out)
+
+
+CASES = [(CPLayout(2), Limits(3, 26)), (CPLayout(4), Limits(3, 60)), (CPLayout(3), Limits(4, 48))]
+
+
+@pytest.mark.parametrize("cp,limits", CASES)
+def test_exact_worst_rows_match_enumeration_and_sit_below_the_bound(cp, limits):
+    batches = all_batches(limits, cp)
+    n, rows = batches.num_tokens, local_rows(batches, cp)
+    want = np.zeros(limits.max_tokens + 1, dtype=np.int64)
+    np.maximum.at(want, n, rows)
+    got_n, got_rows = worst_rows(limits, cp)
+    assert np.array_equal(got_rows, want[got_n])
+    k = np.minimum(limits.max_requests, got_n // (2 * cp.cp_size))
+    assert np.all(got_rows <= worst_case_rows(got_n, k, cp))
+
+
+@pytest.mark.parametrize("cp,limits", CASES)
+def test_guarantee_serves_every_batch_and_is_minimal(cp, limits):
+    buckets = guarantee_buckets(limits, cp)
+    batches = all_batches(limits, cp)
+    table = BucketTable.build(buckets, cp)
+    sel = select_buckets(batches.num_tokens, local_rows(batches, cp), np.ones(batches.num_batches, bool), table)
+    assert np.all(sel.reason_code == GRAPH)
+    assert check_guarantee(buckets, limits, cp).ok
+    # minimal: no list with one bucket fewer serves every enumerated batch
+    sizes = candidate_grid(cp, table_spec(), 2 * limits.max_tokens).sizes.tolist()
+    rows = local_rows(batches, cp)
+    for subset in itertools.combinations(sizes, len(buckets) - 1):
+        if not subset:
+            continue
+        sel = select_buckets(batches.num_tokens, rows, np.ones(batches.num_batches, bool), BucketTable.build(list(subset), cp))
+        assert not np.all(sel.reason_code == GRAPH)
+
+
+def table_spec():
+    from cpbcg.planner.capacity import CaptureSpec
+
+    return CaptureSpec()
+
+
+def test_guarantee_for_32_requests_8192_tokens_cp4():
+    cp, limits = CPLayout(4), Limits(32, 8192)
+    buckets = guarantee_buckets(limits, cp)
+    assert buckets == [16, 34, 70, 142, 250, 394, 654, 1166, 2190, 4238, 8334]
+    assert check_guarantee(buckets, limits, cp).ok
+
+
+def test_check_names_the_smallest_falling_back_batch():
+    cp, limits = CPLayout(4), Limits(32, 8192)
+    check = check_guarantee(sglang_default_buckets(8192), limits, cp)
+    assert not check.ok and check.failing_tokens == 8103 and check.failing_rows == 2056
+    assert check.reason == "local_capacity"
+    assert sum(check.witness) == 8103 and len(check.witness) <= 32
+    rows = local_rows(BatchSet.from_lists([check.witness]), cp)
+    assert rows[0] == 2056  # bucket 8192 holds 2048
+
+
+def test_impossible_guarantee_is_a_model_error():
+    with pytest.raises(ModelError, match="no bucket can replay"):
+        guarantee_buckets(Limits(32, 64), CPLayout(4), max_padding_factor=1.0)
