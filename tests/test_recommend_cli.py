@@ -37,6 +37,16 @@ def test_recommend_json_beats_baselines_and_reports_headroom(small_trace):
     assert [p["max_buckets"] for p in doc["pareto"]][:3] == [1, 2, 3]
 
 
+@pytest.mark.parametrize("objective", ["coverage", "time"])
+def test_objective_choice_is_reported(small_trace, objective):
+    result = invoke("plan", "-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--objective", objective, "-f", "json")
+    doc = orjson.loads(result.stdout)
+    assert doc["objective"] == objective and doc["recommended"] == [1000, 2049, 4096]
+    text = invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", objective).stdout
+    assert {"coverage": "objective: most graph forwards, then least time", "time": "objective: least modelled time"}[objective] in text
+    assert invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", "speed").exit_code == 2
+
+
 def test_headroom_finding_names_the_extra_bucket(small_trace):
     result = invoke("plan", "--trace", str(small_trace), "--max-buckets", "2", "--max-tokens", "2048", "--include", "2048")
     assert result.exit_code == 0, result.output

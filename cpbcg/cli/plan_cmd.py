@@ -21,7 +21,8 @@ from cpbcg.cli.common import (  # request traces and the scheduler simulation (i
 from cpbcg.planner.requests import TraceFormat
 from cpbcg.cli.recommend import (  # optimiser, guarantee mode, exports, plot (issue 4)
     BucketMultipleOpt, CheckGuaranteeOpt, EagerFixedOpt, EmitOpt, GraphFixedOpt, GuaranteeOpt, IncludeOpt,
-    ManifestOpt, MaxBucketsOpt, MaxRequestsOpt, MaxTokensOpt, OutputOpt, PlotOpt, RecommendOptions, TokenMsOpt,
+    ManifestOpt, MaxBucketsOpt, MaxRequestsOpt, MaxTokensOpt, Objective, ObjectiveOpt, OutputOpt, PlotOpt,
+    RecommendOptions, TokenMsOpt,
     cost_overrides, emit, run_modes,
 )
 from cpbcg.cli.render import deployment_header, evaluation_json, evaluation_tables, print_json
@@ -77,6 +78,7 @@ def plan(
     output_format: FormatOpt = OutputFormat.table,
     # recommendation modes (issue 4; cpbcg/cli/recommend.py)
     max_buckets: MaxBucketsOpt = None,
+    objective: ObjectiveOpt = Objective.coverage,
     max_tokens: MaxTokensOpt = None,
     bucket_multiple: BucketMultipleOpt = 1,
     include: IncludeOpt = None,
@@ -117,7 +119,7 @@ def plan(
     rec_opts = RecommendOptions(
         max_buckets, max_tokens, bucket_multiple, include, manifest,
         any(v is not None for v in (graph_fixed_ms, eager_fixed_ms, token_ms)),
-        guarantee, check_guarantee, max_requests, emit_format, output, plot_path,
+        guarantee, check_guarantee, max_requests, emit_format, output, plot_path, objective,
     )
     code = run_modes(cfg, trace, trace_options, rec_opts, output_format is OutputFormat.json)
     if code is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -31,6 +32,16 @@ from cpbcg.planner.guarantee import GuaranteeCheck, Limits, check_guarantee, gua
 from cpbcg.planner.layout import BatchSet
 from cpbcg.planner.optimise import OptimalLists, optimise
 
+class Objective(str, Enum):
+    coverage = "coverage"
+    time = "time"
+
+
+OBJECTIVE_TEXT = {
+    Objective.coverage: "most graph forwards, then least time",
+    Objective.time: "least modelled time",
+}
+ObjectiveOpt = Annotated[Objective, typer.Option("--objective", help="What the optimiser minimises: coverage = most forwards in graphs first, then least modelled time; time = least modelled time alone (may leave a batch eager where its padded replay would cost more).")]
 MaxBucketsOpt = Annotated[Optional[int], typer.Option("--max-buckets", "-k", min=1, help="Recommend the best list of at most K buckets for the trace (exact optimiser) and compare it with SGLang's default, powers of two, vLLM-, TensorRT-LLM-style and uniform lists.", show_default=False)]
 MaxTokensOpt = Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Largest bucket of the recommended list (always included, like SGLang's max_bs); in guarantee mode the largest batch. [default: scheduler.chunked_prefill_size, 8192]", show_default=False)]
 BucketMultipleOpt = Annotated[int, typer.Option("--bucket-multiple", min=1, help="Candidate bucket sizes are multiples of this (coarser = faster, optimal on that grid only; 1 = exact).")]
@@ -59,6 +70,7 @@ class Recommendation:
     cost: CostModel
     max_buckets: int
     optimal: OptimalLists
+    objective: "Objective"
     reports: list[ListReport]
     points: list[ParetoPoint]
     headroom: Headroom | None
@@ -101,7 +113,7 @@ def parse_include(include: Optional[str]) -> list[int]:
 
 def recommend(
     cfg: DeploymentConfig, batches: BatchSet, header: dict, cost: CostModel, max_buckets: int,
-    max_tokens: int, bucket_multiple: int, include: list[int],
+    max_tokens: int, bucket_multiple: int, include: list[int], objective: Objective = Objective.coverage,
 ) -> Recommendation:
     """Run the optimiser and the side-by-side comparison on `batches`."""
     cp, spec, factor = cfg.cp_layout, cfg.capture_spec, cfg.max_padding_factor
@@ -114,14 +126,14 @@ def recommend(
     k_top = max([max_buckets] + sizes)
     optimal = optimise(
         demand, cp, cost, k_top, max_tokens, spec=spec, max_padding_factor=factor,
-        bucket_multiple=bucket_multiple, pinned=include,
+        bucket_multiple=bucket_multiple, pinned=include, objective=objective.value,
     )
     lists = {"recommended": optimal.best(max_buckets), **baselines}
     reports = compare_lists(batches, lists, cp, spec, factor, cost, optimal)
     counts = sorted(set(PARETO_COUNTS) | {len(r.evaluation.buckets) for r in reports} | {max_buckets})
     points = pareto(optimal, demand, cp, spec, factor, [c for c in counts if c <= k_top])
     headroom = headroom_finding(demand, optimal.best(max_buckets), cp, spec, factor, cost)
-    return Recommendation(header, cost, max_buckets, optimal, reports, points, headroom, demand)
+    return Recommendation(header, cost, max_buckets, optimal, objective, reports, points, headroom, demand)
 
 
 def _eager_cell(report: ListReport) -> str:
@@ -135,7 +147,8 @@ def comparison_table(rec: Recommendation) -> Table:
     title = (
         f"{rec.header['source']} | cp_size {rec.header['cp_size']} {rec.header['cp_strategy']}, "
         f"max_padding_factor {rec.header['max_padding_factor']:g} | lists up to {rec.optimal.max_tokens} tokens | cost: graph {rec.cost.graph_fixed_ms:g} ms + "
-        f"B*{rec.cost.token_ms:g}, eager {rec.cost.eager_fixed_ms:g} ms + n*{rec.cost.token_ms:g} ({rec.cost.source})"
+        f"B*{rec.cost.token_ms:g}, eager {rec.cost.eager_fixed_ms:g} ms + n*{rec.cost.token_ms:g} ({rec.cost.source}) | "
+        f"objective: {OBJECTIVE_TEXT[rec.objective]}"
     )
     table = Table(title=title, title_justify="left")
     table.caption = "K: buckets; time: modelled prefill time; best@K: the optimiser's best list of the same size"
@@ -186,6 +199,7 @@ def recommendation_json(rec: Recommendation) -> bytes:
         **rec.header,
         "cost_model": rec.cost.to_dict(),
         "max_buckets": rec.max_buckets,
+        "objective": rec.objective.value,
         "max_tokens": rec.optimal.max_tokens,
         "bucket_multiple": rec.optimal.bucket_multiple,
         "exact": rec.optimal.bucket_multiple == 1,
@@ -294,6 +308,7 @@ class RecommendOptions:
     emit: Optional[EmitFormat] = None
     output: Optional[Path] = None
     plot: Optional[Path] = None
+    objective: Objective = Objective.coverage
 
 
 def run_modes(cfg: DeploymentConfig, trace: Optional[Path], trace_options: dict, opts: RecommendOptions, as_json: bool) -> int | None:
@@ -336,7 +351,7 @@ def run_modes(cfg: DeploymentConfig, trace: Optional[Path], trace_options: dict,
     header = deployment_header(cfg, describe_source(trace))
     rec = recommend(
         cfg, batches, header, cost, opts.max_buckets, default_max_tokens(cfg, opts.max_tokens),
-        opts.bucket_multiple, parse_include(opts.include),
+        opts.bucket_multiple, parse_include(opts.include), opts.objective,
     )
     if opts.plot is not None:
         write_plot(opts.plot, rec)

@@ -32,7 +32,7 @@ exact; the band scan is `O(K * sum_b band(b))` (see benchmarks/bench_optimise.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -126,12 +126,14 @@ def batch_windows(demand: Demand, sizes: np.ndarray, capacity: np.ndarray, cost:
     return Windows(lo[ok], hi[ok], demand.counts[ok], n[ok], eager[ok], float(eager[~ok].sum()))
 
 
-def exact_candidates(w: Windows, sizes: np.ndarray, cost: CostModel, pinned_index: np.ndarray) -> np.ndarray:
+def exact_candidates(
+    w: Windows, sizes: np.ndarray, cost: CostModel, pinned_index: np.ndarray, eager_penalty_ms: float = 0.0
+) -> np.ndarray:
     """Grid indices that provably contain an optimal list (module doc): every `lo`, `hi + 1` of
     batches whose graph can cost more than eager, the pinned buckets, and one size no batch can
     replay in (if any: a list must hold a bucket even when every replay would cost more than
     eager). Sorted, unique."""
-    bad = cost.graph_ms(sizes[w.hi]) > cost.eager_ms(w.num_tokens)
+    bad = cost.graph_ms(sizes[w.hi]) > cost.eager_ms(w.num_tokens) + eager_penalty_ms
     above = w.hi[bad] + 1
     m = len(sizes)
     covered = np.cumsum(np.bincount(w.lo, minlength=m + 1) - np.bincount(w.hi + 1, minlength=m + 1))[:m]
@@ -177,10 +179,16 @@ def optimise(
     max_padding_factor: float = 2.0,
     bucket_multiple: int = 1,
     pinned: Sequence[int] = (),
+    objective: str = "coverage",
 ) -> OptimalLists:
     """Best bucket lists of at most 1..`max_buckets` buckets for `demand` (aggregate it first).
 
     Exact over the grid of multiples of `bucket_multiple` up to `max_tokens` (see module doc).
+    `objective="time"` minimises modelled time alone, so it may leave a batch eager where its
+    graph replay would cost more than eager. `objective="coverage"` (the default) first
+    maximises the forwards replayed in graphs, then minimises modelled time among those lists:
+    every eager forward is charged a penalty larger than any possible time difference, which
+    keeps the DP exact (lexicographic order). `cost_ms` is always the plain modelled time.
     Raises `ConfigError` if `max_buckets < 1` or the pinned buckets alone exceed it or are not
     capturable, `ModelError` from the capture model."""
     if max_buckets < 1:
@@ -191,8 +199,12 @@ def optimise(
         raise ConfigError(f"pinned buckets {sorted(set(pinned))} include a size that cannot be captured")
     if len(pin_index) > max_buckets:
         raise ConfigError(f"{len(pin_index)} pinned buckets exceed --max-buckets {max_buckets}")
+    if objective not in ("coverage", "time"):
+        raise ConfigError(f"objective must be 'coverage' or 'time', got {objective!r}")
     w = batch_windows(demand, grid.sizes, grid.capacity_rows, cost, max_padding_factor)
-    cand = exact_candidates(w, grid.sizes, cost, pin_index)
+    penalty = _coverage_penalty_ms(w, grid.sizes, cost) if objective == "coverage" else 0.0
+    cand = exact_candidates(w, grid.sizes, cost, pin_index, penalty)
+    w = replace(w, eager_ms=w.eager_ms + penalty * w.weight)
     if cand.size == 0:
         raise ModelError(f"no CP-active batch fits any bucket up to {max_tokens} tokens; nothing to optimise")
     sizes = grid.sizes[cand]
@@ -201,11 +213,30 @@ def optimise(
     pins = np.searchsorted(cand, pin_index)
     solver = _Solver(lo, hi, w, sizes, cost, pins, max_buckets)
     lists, costs = solver.solve()
+    if penalty:  # report the plain modelled time of each list
+        costs = {k: _windows_cost_ms(w, lo, hi, idx, sizes, cost, penalty) for k, idx in lists.items()}
     return OptimalLists(
         {k: sizes[idx].tolist() for k, idx in lists.items()},
         {k: c + w.fixed_eager_ms for k, c in costs.items()},
         len(cand), len(grid.sizes), bucket_multiple, max_tokens, sorted({int(p) for p in pinned}),
     )
+
+
+def _coverage_penalty_ms(w: Windows, sizes: np.ndarray, cost: CostModel) -> float:
+    """A per-forward eager penalty above any difference in modelled time between two lists:
+    the total time of every batch at its slowest (eager or the largest bucket), plus one."""
+    slowest = np.maximum(w.eager_ms, cost.graph_ms(sizes[-1]) * w.weight) if len(sizes) else w.eager_ms
+    return 2.0 * float(slowest.sum()) + 1.0
+
+
+def _windows_cost_ms(w: Windows, lo, hi, chosen: np.ndarray, sizes: np.ndarray, cost: CostModel, penalty: float) -> float:
+    """Plain modelled time (ms) of the batches in `w` under the list `chosen` (candidate indices):
+    each batch replays in the first chosen bucket at or above `lo` if it is within `hi`."""
+    first = np.searchsorted(chosen, lo, side="left")
+    at = chosen[np.minimum(first, len(chosen) - 1)]
+    graph = (first < len(chosen)) & (at <= hi)
+    eager = w.eager_ms - penalty * w.weight
+    return float(np.where(graph, cost.graph_ms(sizes[at]) * w.weight, eager).sum())
 
 
 class _Solver:
