@@ -42,7 +42,7 @@ def test_objective_choice_is_reported(small_trace, objective):
     result = invoke("plan", "-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--objective", objective, "-f", "json")
     doc = orjson.loads(result.stdout)
     assert doc["objective"] == objective and doc["recommended"] == [1000, 2049, 4096]
-    text = invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", objective).stdout
+    text = " ".join(invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", objective).stdout.split())
     assert {"coverage": "objective: most graph forwards, then least time", "time": "objective: least modelled time"}[objective] in text
     assert invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", "speed").exit_code == 2
 
