@@ -189,16 +189,21 @@ def _parse_slow(path: Path, first_line: int, lines: list[bytes]) -> BatchSet:
     return BatchSet.from_lists(seqs, counts) if seqs else BatchSet(np.zeros(0, np.int64), np.zeros(1, np.int64))
 
 
+def load_json_line(path: Path, line_no: int, line: bytes) -> object:
+    """`orjson.loads(line)`, or `TraceError` `FILE:LINE: not valid JSON (...)`."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise TraceError(located(path, line_no, f"not valid JSON ({exc.msg})")) from None
+
+
 def parse_batch_line(path: Path, line_no: int, line: bytes) -> tuple[list[int], int]:
     """Parse one batch line into `(extend_seq_lens, count)`; raises `TraceError` naming the line."""
 
     def fail(message: str) -> TraceError:
         return TraceError(located(path, line_no, message))
 
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise fail(f"not valid JSON ({exc.msg})") from None
+    record = load_json_line(path, line_no, line)
     count: object = 1
     if isinstance(record, dict):
         if FIELD not in record:

@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.batch_trace import iter_line_chunks, open_binary
+from cpbcg.planner.batch_trace import iter_line_chunks, load_json_line, open_binary
 
 HASH_FIELD = "hash_ids"
 BLOCK_TOKENS = 512
@@ -292,10 +292,7 @@ def _jsonl_record(path: Path, line_no: int, line: bytes, spec: RequestSpec) -> t
     def fail(message: str) -> TraceError:
         return TraceError(located(path, line_no, message))
 
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise fail(f"not valid JSON ({exc.msg})") from None
+    record = load_json_line(path, line_no, line)
     if not isinstance(record, dict):
         raise fail(f"expected a JSON object, got {type(record).__name__}")
     for field in (spec.length_field, spec.time_field):
