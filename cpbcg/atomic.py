@@ -1,17 +1,64 @@
-"""Atomic file output: write to a temporary file beside the target, then rename over it."""
+"""Output files: checked before any work is done, then written atomically.
+
+`check_outputs` refuses, before a command starts its work, an output that is a directory, lies
+in a missing or read-only directory, names the same file as an input, or names the same file as
+another output. `write_atomic` writes to a temporary file beside the target and renames it over
+the target, so readers see the old file or the whole new one, never half of one.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+from typing import Mapping, Optional
+
+from cpbcg.errors import ConfigError
+
+STDOUT = "-"
+"""An output path meaning standard output."""
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_outputs(outputs: Mapping[str, Optional[Path]], inputs: Mapping[str, Optional[Path]] = {}) -> None:
+    """Refuse unusable output paths up front. Keys are option names (`--json`), for the message.
+
+    Raises `ConfigError` for: an output that is a directory, whose directory is missing or not
+    writable, that is the same file as an input, or the same path as another output.
+    """
+    seen: dict[Path, str] = {}
+    for option, path in outputs.items():
+        if path is None or str(path) == STDOUT:
+            continue
+        path = Path(path)
+        if path.is_dir():
+            raise ConfigError(f"{option} {path}: is a directory, not a file")
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            raise ConfigError(f"{option} {path}: directory {parent} does not exist")
+        if not os.access(parent, os.W_OK) and not (path.exists() and not path.is_file()):
+            raise ConfigError(f"{option} {path}: directory {parent} is not writable")
+        for in_option, source in inputs.items():
+            if source is not None and (_same_file(path, Path(source)) or path.resolve() == Path(source).resolve()):
+                raise ConfigError(f"{option} {path}: is the same file as {in_option}; refusing to overwrite an input")
+        key = path.resolve()
+        if key in seen:
+            raise ConfigError(f"{option} {path}: is also the output of {seen[key]}")
+        seen[key] = option
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
     """Write `data` to `path` so that readers see either the old file or the whole new one.
 
-    Raises `OSError` if the directory is not writable; no partial file is ever left behind.
-    A target that exists and is not a regular file (a device or pipe) is written in place.
+    The new file gets the usual permissions (0666 less the umask). A target that exists and is
+    not a regular file (a device or pipe) is written in place. Raises `OSError` naming `path` if
+    it cannot be written; no partial file is ever left behind.
     """
     target = Path(path)
     payload = data.encode() if isinstance(data, str) else data
@@ -19,13 +66,26 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
         with open(target, "wb") as handle:
             handle.write(payload)
         return
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
 
 from cpbcg.errors import ConfigError
 from cpbcg.planner.capacity import CaptureLayout, CaptureSpec
@@ -29,18 +29,18 @@ class _Strict(BaseModel):
 class SchedulerConfig(_Strict):
     """How the server forms prefill batches from requests (domain §6; `cpbcg batches`)."""
 
-    chunked_prefill_size: int = Field(8192, description="Chunk budget in tokens (-1 disables chunking).")
-    max_prefill_tokens: int = Field(16384, ge=1, description="Token budget of one prefill forward.")
-    prefill_max_requests: int | None = Field(None, ge=1, description="Most requests in one prefill forward.")
-    max_running_requests: int | None = Field(None, ge=1, description="Most requests admitted at once.")
+    chunked_prefill_size: StrictInt = Field(8192, description="Chunk budget in tokens (-1 disables chunking).")
+    max_prefill_tokens: StrictInt = Field(16384, ge=1, description="Token budget of one prefill forward.")
+    prefill_max_requests: StrictInt | None = Field(None, ge=1, description="Most requests in one prefill forward.")
+    max_running_requests: StrictInt | None = Field(None, ge=1, description="Most requests admitted at once.")
     prefix_cache: Union[Literal["off", "unlimited"], int] = Field(
         "off", description="Prefix cache from hash_ids: off, unlimited, or a size in tokens (LRU)."
     )
-    prefill_fixed_ms: float = Field(5.0, ge=0, description="Fixed cost of one prefill forward (ms).")
-    prefill_tokens_per_s: float = Field(40000.0, gt=0, description="Prefill throughput (tokens/s).")
-    rate: float = Field(4.0, gt=0, description="Poisson arrival rate for traces without timestamps (req/s).")
-    time_scale: float = Field(1.0, gt=0, description="Compress inter-arrival gaps this many times.")
-    seed: int = Field(0, description="Seed of synthetic arrivals.")
+    prefill_fixed_ms: StrictFloat = Field(5.0, ge=0, description="Fixed cost of one prefill forward (ms).")
+    prefill_tokens_per_s: StrictFloat = Field(40000.0, gt=0, description="Prefill throughput (tokens/s).")
+    rate: StrictFloat = Field(4.0, gt=0, description="Poisson arrival rate for traces without timestamps (req/s).")
+    time_scale: StrictFloat = Field(1.0, gt=0, description="Compress inter-arrival gaps this many times.")
+    seed: StrictInt = Field(0, description="Seed of synthetic arrivals.")
 
     @field_validator("chunked_prefill_size")
     @classmethod
@@ -62,17 +62,17 @@ class SchedulerConfig(_Strict):
 class CostConfig(_Strict):
     """Modelled prefill time: graph replay `graph_fixed_ms + B*token_ms`, eager `eager_fixed_ms + n*token_ms`."""
 
-    graph_fixed_ms: float = Field(0.5, ge=0, description="Fixed cost of one graph replay (ms).")
-    eager_fixed_ms: float = Field(4.0, ge=0, description="Fixed cost of one eager forward: launch overhead (ms).")
-    token_ms: float = Field(0.025, ge=0, description="Cost per token, graph or eager (ms).")
+    graph_fixed_ms: StrictFloat = Field(0.5, ge=0, description="Fixed cost of one graph replay (ms).")
+    eager_fixed_ms: StrictFloat = Field(4.0, ge=0, description="Fixed cost of one eager forward: launch overhead (ms).")
+    token_ms: StrictFloat = Field(0.025, ge=0, description="Cost per token, graph or eager (ms).")
 
 
 class GateConfig(_Strict):
     """CI gates for `cpbcg replay-check`."""
 
-    min_coverage: float | None = Field(None, ge=0, le=1, description="Least fraction of batches in graphs.")
-    min_token_coverage: float | None = Field(None, ge=0, le=1, description="Least fraction of tokens in graphs.")
-    max_padding: float | None = Field(None, ge=0, description="Most padding overhead (padded/real graph tokens).")
+    min_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of batches in graphs.")
+    min_token_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of tokens in graphs.")
+    max_padding: StrictFloat | None = Field(None, ge=0, description="Most padding overhead (padded/real graph tokens).")
     max_eager: dict[
         Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity"], Annotated[int, Field(ge=0)]
     ] = Field(default_factory=dict, description="Most eager batches per reason.")
@@ -81,14 +81,14 @@ class GateConfig(_Strict):
 class DeploymentConfig(_Strict):
     """Everything a deployment fixes. Field names follow SGLang's server arguments."""
 
-    cp_size: int = Field(4, ge=1, description="CP ranks (SGLang --attn-cp-size).")
+    cp_size: StrictInt = Field(4, ge=1, le=1024, description="CP ranks (SGLang --attn-cp-size).")
     cp_strategy: CPStrategy = Field(CPStrategy.zigzag, description="Sequence split (SGLang --cp-strategy).")
-    align_size: int | None = Field(None, ge=1, description="Row alignment; default 2*cp_size zigzag, cp_size interleave.")
-    max_padding_factor: float = Field(2.0, ge=1, description="Largest allowed bucket/tokens ratio at replay.")
+    align_size: StrictInt | None = Field(None, ge=1, description="Row alignment; default 2*cp_size zigzag, cp_size interleave.")
+    max_padding_factor: StrictFloat = Field(2.0, ge=1, le=100, description="Largest allowed bucket/tokens ratio at replay.")
     capture_layout: CaptureLayout = Field(CaptureLayout.single_request, description="Dummy batch used to capture.")
-    max_context_size_tokens: int | None = Field(None, ge=1, description="Longest dummy request (context_bounded).")
-    max_capture_requests: int | None = Field(None, ge=1, description="Request slots of the dummy batch.")
-    buckets: Union[str, list[int]] = Field("sglang-default:8192", description="Bucket spec (see --buckets).")
+    max_context_size_tokens: StrictInt | None = Field(None, ge=1, description="Longest dummy request (context_bounded).")
+    max_capture_requests: StrictInt | None = Field(None, ge=1, description="Request slots of the dummy batch.")
+    buckets: Union[list[Annotated[StrictInt, Field(ge=1, le=1 << 22)]], str] = Field("sglang-default:8192", description="Bucket spec (see --buckets).")
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
     gates: GateConfig = Field(default_factory=GateConfig)
@@ -142,10 +142,17 @@ def load_config(source: str | None, overrides: dict[str, Any] | None = None) -> 
         return DeploymentConfig.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        key = ".".join(str(p) for p in first["loc"] if not _is_type_tag(p)) or "(top level)"
+        message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
         origin = "command line" if _from_overrides(first["loc"], overrides) else label
         raise ConfigError(f"{origin}: {key}: {message} (got {first.get('input')!r})") from None
+
+
+def _is_type_tag(part: object) -> bool:
+    """Pydantic puts union members and validators in error locations (`str`, `list[int]`,
+    `function-after[...]`, `[key]`); the user only needs the key path."""
+    text = str(part)
+    return "[" in text or text in {"str", "int", "float", "bool", "constrained-int", "constrained-float"}
 
 
 def _nested_update(data: dict, dotted: dict[str, Any]) -> dict:

@@ -5,7 +5,10 @@ import stat
 
 import pytest
 
-from cpbcg.atomic import write_atomic
+from pathlib import Path
+
+from cpbcg.atomic import check_outputs, write_atomic
+from cpbcg.errors import ConfigError
 
 
 def test_replaces_whole_file(tmp_path):
@@ -38,3 +41,38 @@ def test_missing_directory_raises(tmp_path):
 def test_dev_null_stays_a_device():
     write_atomic("/dev/null", b"discarded")
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_new_files_get_ordinary_permissions(tmp_path):
+    path = tmp_path / "out.json"
+    write_atomic(path, b"x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+
+
+def test_errors_name_the_target_not_the_temp_file(tmp_path):
+    with pytest.raises(OSError) as info:
+        write_atomic(tmp_path / "missing" / "out.json", b"x")
+    assert info.value.filename == str(tmp_path / "missing" / "out.json")
+
+
+@pytest.mark.parametrize(
+    "outputs, inputs, message",
+    [
+        ({"-o": "DIR"}, {}, "is a directory"),
+        ({"-o": "DIR/nope/out.json"}, {}, "does not exist"),
+        ({"-o": "DIR/trace.jsonl"}, {"--trace": "DIR/trace.jsonl"}, "is the same file as --trace"),
+        ({"--json": "DIR/r.x", "--junit": "DIR/r.x"}, {}, "--junit DIR/r.x: is also the output of --json"),
+    ],
+)
+def test_check_outputs_refuses(tmp_path, outputs, inputs, message):
+    (tmp_path / "trace.jsonl").write_text("[8]\n")
+    fix = lambda d: {k: tmp_path if v == "DIR" else tmp_path / v[4:] for k, v in d.items()}  # noqa: E731
+    with pytest.raises(ConfigError) as info:
+        check_outputs(fix(outputs), fix(inputs))
+    assert message.replace("DIR", str(tmp_path)) in str(info.value)
+
+
+def test_check_outputs_accepts_stdout_new_files_and_devices(tmp_path):
+    check_outputs({"-o": Path("-"), "--json": tmp_path / "new.json", "--junit": Path("/dev/null"), "--plot": None})

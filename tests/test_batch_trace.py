@@ -47,6 +47,14 @@ def test_malformed_inputs_name_file_and_line(assets, name, message):
     assert str(info.value).startswith(f"{path}{message}")
 
 
+@pytest.mark.parametrize("value", ["9223372036854775807", "9999999999", "2147483648"])
+def test_lengths_above_the_supported_range_are_refused(tmp_path, value):
+    path = tmp_path / "huge.jsonl"
+    path.write_text('{"extend_seq_lens": [16]}\n{"extend_seq_lens": [16, %s]}\n' % value)
+    with pytest.raises(TraceError, match=f"huge.jsonl:2: extend_seq_lens\\[1\\]: {value} is above the largest supported length 2147483647"):
+        read_all(path)
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(TraceError, match="cannot open: No such file or directory"):
         read_all(tmp_path / "nope.jsonl")

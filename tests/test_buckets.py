@@ -49,7 +49,11 @@ def test_spec_forms(tmp_path):
         ("2048,-1", "not a list like"),
         ("warp-speed", "not a list like 2048,2304, a file, or one of sglang-default:MAX"),
         ("missing.yaml", "missing.yaml: cannot read bucket file"),
-        ("sglang-default:2", "max_bs must be >= 4"),
+        ("sglang-default:2", "max_bs must be between 4 and 4194304, got 2"),
+        ("sglang-default:99999999999", "max_bs must be between 4 and 4194304"),
+        ("sglang-default:", "the part after ':' must be a token count"),
+        ("", "the bucket spec is empty"),
+        ("99999999999999999999", "above the largest supported bucket 4194304"),
     ],
 )
 def test_bad_specs(spec, message):

@@ -113,3 +113,51 @@ def test_layout_rejects_nonpositive_length():
 def test_presets_lists_shipped_configs():
     result = invoke("presets")
     assert result.exit_code == 0 and "gpt-oss-120b-cp4" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["plan", "--cp-size", "0"], "cpbcg: error: Invalid value for '--cp-size': Input should be greater than or equal to 1 (see `cpbcg plan --help`)"),
+        (["plan", "--bogus"], "cpbcg: error: No such option: --bogus"),
+        (["layout", "abc"], "cpbcg: error: Invalid value for 'extend_seq_lens'"),
+        (["plan", "--format", "xml"], "cpbcg: error: Invalid value for '--format'"),
+    ],
+)
+def test_console_script_usage_errors_are_one_line(capsys, argv, message):
+    from cpbcg.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith(message) and len(err.strip().splitlines()) == 1
+
+
+def test_console_script_version(capsys):
+    from cpbcg import __version__
+    from cpbcg.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"cpbcg {__version__}"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-o", "x.yaml"], "-o/--output writes the --emit export; add --emit"),
+        (["--include", "4096"], "--include applies to --max-buckets, --guarantee or --check-guarantee"),
+        (["--max-tokens", "9000"], "--max-tokens applies to --max-buckets"),
+        (["-k", "4", "--emit", "yaml", "-o", "tests/assets/traces/good.jsonl", "-t", "tests/assets/traces/good.jsonl"], "is the same file as --trace; refusing to overwrite an input"),
+        (["-k", "4", "--plot", "no/such/dir/p.png"], "--plot no/such/dir/p.png: directory no/such/dir does not exist"),
+    ],
+)
+def test_plan_output_and_mode_misuse_refused_before_work(args, message):
+    result = invoke("plan", *args)
+    assert result.exit_code == 2 and message in result.stderr
+
+
+def test_emit_dash_means_stdout_only_the_export():
+    result = invoke("plan", "-k", "4", "--emit", "json", "-o", "-")
+    assert result.exit_code == 0
+    assert orjson.loads(result.stdout)["capture_num_tokens"][-1] == 8192

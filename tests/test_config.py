@@ -30,11 +30,14 @@ def test_overrides_win_over_file(tmp_path):
         ("cp_size: 4\ncp_sise: 2\n", "cp_sise: unknown key"),
         ("cp_size: zero\n", "cp_size: Input should be a valid integer"),
         ("cp_strategy: ring\n", "cp_strategy: Input should be 'zigzag' or 'interleave'"),
-        ("scheduler:\n  chunked_prefill_size: 0\n", "scheduler.chunked_prefill_size: Value error, must be a positive token count or -1"),
+        ("scheduler:\n  chunked_prefill_size: 0\n", "scheduler.chunked_prefill_size: must be a positive token count or -1"),
         ("gates:\n  max_eager:\n    slow: 1\n", "gates.max_eager.slow"),
         ("max_padding_factor: 0.5\n", "max_padding_factor: Input should be greater than or equal to 1"),
         ("- 1\n- 2\n", "expected a mapping of settings, got list"),
         ("cp_size: [4\n", ":2: not valid YAML"),
+        ("cp_size: true\n", "cp_size: Input should be a valid integer (got True)"),
+        ("cp_size: '4'\n", "cp_size: Input should be a valid integer (got '4')"),
+        ("buckets: [8, -1]\n", "buckets.1: Input should be greater than or equal to 1"),
     ],
 )
 def test_bad_config_names_the_key(tmp_path, body, message):

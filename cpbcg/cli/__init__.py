@@ -5,12 +5,31 @@ Exit codes: 0 ok, 1 a gate failed, 2 bad input or usage (one-line error, no trac
 
 from __future__ import annotations
 
+import sys
+
+import typer
+
 from cpbcg.cli.app import app
 from cpbcg.cli import batches_cmd, layout_cmd, plan_cmd, presets_cmd  # noqa: F401  (registers commands)
 from cpbcg.cli import replay_check_cmd  # noqa: F401  (registers replay-check)
 from cpbcg.cli import capture_cmd  # noqa: F401  (registers capture; torch is imported lazily)
 
 
-def main() -> None:
-    """Console-script entry point."""
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point. Usage errors (unknown option, value out of range) are one
+    line plus a hint, exit 2, instead of a boxed panel; everything else is the app's own."""
+    try:
+        code = app(args=argv, prog_name="cpbcg", standalone_mode=False)
+    except typer.Abort:
+        print("cpbcg: aborted", file=sys.stderr)
+        sys.exit(130)
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        ctx = getattr(exc, "ctx", None)
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        if ctx is not None and not message.strip():  # bare `cpbcg`: show the help
+            print(ctx.get_help())
+            sys.exit(0)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        print(f"cpbcg: error: {message}{hint}", file=sys.stderr)
+        sys.exit(getattr(exc, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)

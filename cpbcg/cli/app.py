@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable, TypeVar
+import zlib
+from typing import Annotated, Callable, TypeVar
 
 import typer
 
+from cpbcg import __version__
 from cpbcg.errors import CpbcgError
 
 app = typer.Typer(
@@ -27,6 +29,19 @@ app = typer.Typer(
 F = TypeVar("F", bound=Callable)
 
 
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cpbcg {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Plan, capture and check CUDA-graph buckets for context-parallel (CP) prefill."""
+
+
 def error_boundary(command: F) -> F:
     """Turn `CpbcgError` (and unwritable outputs) into a one-line message and exit code 2."""
 
@@ -40,6 +55,9 @@ def error_boundary(command: F) -> F:
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             typer.echo(f"cpbcg: error: {where}{exc.strerror or exc}", err=True)
+            raise typer.Exit(2) from None
+        except (EOFError, zlib.error) as exc:  # a truncated or corrupt compressed input
+            typer.echo(f"cpbcg: error: truncated or corrupt compressed input: {exc}", err=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]

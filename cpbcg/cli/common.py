@@ -23,10 +23,18 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+PIPE_WIDTH = 120
+"""Table width when stdout is not a terminal (CI logs, files): rich would otherwise use 80."""
+
+
 def stdout_console() -> Console:
-    """Console for the command's main output (a table); plain when not a terminal."""
-    width = int(os.environ.get("CPBCG_WIDTH", "0")) or None
-    return Console(width=width, soft_wrap=False)
+    """Console for the command's main output (a table): `CPBCG_WIDTH` or `COLUMNS` if set, the
+    terminal's width, or `PIPE_WIDTH` when not a terminal."""
+    width = int(os.environ.get("CPBCG_WIDTH", "0") or 0) or None
+    console = Console(width=width, soft_wrap=False)
+    if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=PIPE_WIDTH, soft_wrap=False)
+    return console
 
 
 def stderr_console() -> Console:
@@ -39,7 +47,7 @@ ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help=CONFIG_
 CpSizeOpt = Annotated[Optional[int], typer.Option("--cp-size", min=1, help="CP ranks (SGLang --attn-cp-size). [default: 4]", show_default=False)]
 StrategyOpt = Annotated[Optional[CPStrategy], typer.Option("--cp-strategy", help="CP split strategy. [default: zigzag]", show_default=False)]
 AlignOpt = Annotated[Optional[int], typer.Option("--align-size", min=1, help="Row alignment. [default: 2*cp_size for zigzag, cp_size for interleave]", show_default=False)]
-FactorOpt = Annotated[Optional[float], typer.Option("--max-padding-factor", min=1.0, help="Largest bucket/tokens ratio the selector accepts. [default: 2.0]", show_default=False)]
+FactorOpt = Annotated[Optional[float], typer.Option("--max-padding-factor", min=1.0, max=100.0, help="Largest bucket/tokens ratio the selector accepts. [default: 2.0]", show_default=False)]
 BucketsOpt = Annotated[Optional[str], typer.Option("--buckets", "-b", help="Bucket spec: sglang-default:MAX, sglang-legacy:MAX, a list like 2048,2304, or a YAML/JSON file (also SGLang --cuda-graph-config JSON). [default: sglang-default:8192]", show_default=False)]
 CaptureLayoutOpt = Annotated[Optional[CaptureLayout], typer.Option("--capture-layout", help="Dummy batch each bucket is captured from. [default: single_request]", show_default=False)]
 MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context-size", min=1, help="Longest dummy request for context_bounded capture (tokens).", show_default=False)]

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from cpbcg.atomic import STDOUT
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
@@ -116,6 +117,8 @@ def plan(
         **cost_overrides(graph_fixed_ms, eager_fixed_ms, token_ms),
     )
     trace_options = dict(trace_format=trace_format, length_field=length_field, time_field=time_field)
+    if output is not None and str(output) == STDOUT:
+        output = None
     rec_opts = RecommendOptions(
         max_buckets, max_tokens, bucket_multiple, include, manifest,
         any(v is not None for v in (graph_fixed_ms, eager_fixed_ms, token_ms)),

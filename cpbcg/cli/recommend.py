@@ -19,7 +19,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.atomic import write_atomic
+from cpbcg.atomic import STDOUT, check_outputs, write_atomic
 from cpbcg.cli.render import REASON_HELP, pct
 from cpbcg.config import DeploymentConfig
 from cpbcg.errors import ConfigError
@@ -42,8 +42,8 @@ OBJECTIVE_TEXT = {
     Objective.time: "least modelled time",
 }
 ObjectiveOpt = Annotated[Objective, typer.Option("--objective", help="What the optimiser minimises: coverage = most forwards in graphs first, then least modelled time; time = least modelled time alone (may leave a batch eager where its padded replay would cost more).")]
-MaxBucketsOpt = Annotated[Optional[int], typer.Option("--max-buckets", "-k", min=1, help="Recommend the best list of at most K buckets for the trace (exact optimiser) and compare it with SGLang's default, powers of two, vLLM-, TensorRT-LLM-style and uniform lists.", show_default=False)]
-MaxTokensOpt = Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Largest bucket of the recommended list (always included, like SGLang's max_bs); in guarantee mode the largest batch. [default: scheduler.chunked_prefill_size, 8192]", show_default=False)]
+MaxBucketsOpt = Annotated[Optional[int], typer.Option("--max-buckets", "-k", min=1, max=512, help="Recommend the best list of at most K buckets for the trace (exact optimiser) and compare it with SGLang's default, powers of two, vLLM-, TensorRT-LLM-style and uniform lists.", show_default=False)]
+MaxTokensOpt = Annotated[Optional[int], typer.Option("--max-tokens", min=1, max=131072, help="Largest bucket of the recommended list (always included, like SGLang's max_bs); in guarantee mode the largest batch. [default: scheduler.chunked_prefill_size, 8192]", show_default=False)]
 BucketMultipleOpt = Annotated[int, typer.Option("--bucket-multiple", min=1, help="Candidate bucket sizes are multiples of this (coarser = faster, optimal on that grid only; 1 = exact).")]
 IncludeOpt = Annotated[Optional[str], typer.Option("--include", help="Buckets every recommended list must contain, e.g. 8192,4096.", show_default=False)]
 GraphFixedOpt = Annotated[Optional[float], typer.Option("--graph-fixed-ms", min=0.0, help="Cost model: fixed time of a graph replay (ms); a replay of bucket B costs graph_fixed_ms + B*token_ms. [default: 0.5]", show_default=False)]
@@ -52,9 +52,9 @@ TokenMsOpt = Annotated[Optional[float], typer.Option("--token-ms", min=0.0, help
 ManifestOpt = Annotated[Optional[Path], typer.Option("--manifest", help="Capture manifest (`cpbcg capture`): its replay timings set graph_fixed_ms and token_ms (and eager_fixed_ms if eager times were measured).", show_default=False)]
 GuaranteeOpt = Annotated[bool, typer.Option("--guarantee", help="Trace-free: the fewest buckets that replay every CP-active batch of <= --max-requests requests and <= --max-tokens tokens.")]
 CheckGuaranteeOpt = Annotated[bool, typer.Option("--check-guarantee", help="Prove that --buckets replay every such batch, or name the smallest batch that falls back (exit 1).")]
-MaxRequestsOpt = Annotated[Optional[int], typer.Option("--max-requests", min=1, help="Guarantee mode: most requests in one forward. [default: scheduler.prefill_max_requests]", show_default=False)]
+MaxRequestsOpt = Annotated[Optional[int], typer.Option("--max-requests", min=1, max=1024, help="Guarantee mode: most requests in one forward. [default: scheduler.prefill_max_requests]", show_default=False)]
 EmitOpt = Annotated[Optional[EmitFormat], typer.Option("--emit", help="Export the resulting list: sglang (server flags), sglang-json (--cuda-graph-config), yaml|json (cpbcg bucket file, read back by --buckets). On stdout, or -o.", show_default=False)]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the --emit export to this file (atomically) instead of stdout.", show_default=False)]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the --emit export to this file (atomically); - or no -o for stdout.", show_default=False)]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG: Pareto curve (buckets vs modelled time, coverage) and the batch-size distribution with the chosen buckets.", show_default=False)]
 
 PARETO_COUNTS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -249,7 +249,7 @@ def guarantee_json(limits: Limits, buckets: list[int], check: GuaranteeCheck, he
 def emit(buckets: list[int], fmt: EmitFormat, cfg: DeploymentConfig, metadata: dict, output: Optional[Path], console: Console) -> None:
     """Write the export to `output` atomically, or to stdout."""
     text = export_buckets(buckets, fmt, cfg.cp_layout, metadata)
-    if output is not None:
+    if output is not None and str(output) != STDOUT:
         write_atomic(output, text)
     else:
         console.file.write(text)
@@ -321,6 +321,13 @@ def run_modes(cfg: DeploymentConfig, trace: Optional[Path], trace_options: dict,
 
     if opts.guarantee and opts.check_guarantee:
         raise ConfigError("--guarantee and --check-guarantee exclude each other")
+    if opts.output is not None and opts.emit is None:
+        raise ConfigError("-o/--output writes the --emit export; add --emit sglang|sglang-json|yaml|json")
+    modes = opts.max_buckets is not None or opts.guarantee or opts.check_guarantee
+    for given, option in ((opts.include, "--include"), (opts.max_tokens, "--max-tokens"), (opts.max_requests, "--max-requests")):
+        if given is not None and not modes:
+            raise ConfigError(f"{option} applies to --max-buckets, --guarantee or --check-guarantee; none was given")
+    check_outputs({"-o": opts.output, "--plot": opts.plot}, {"--trace": trace, "--manifest": opts.manifest})
     if opts.plot is not None and opts.max_buckets is None:
         raise ConfigError("--plot needs --max-buckets (it draws the optimiser's Pareto curve)")
     machine = as_json or (opts.emit is not None and opts.output is None)

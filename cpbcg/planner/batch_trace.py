@@ -24,7 +24,7 @@ import orjson
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.fastparse import parse_canonical
-from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.layout import MAX_TOKENS, BatchSet
 
 CHUNK_BYTES = 16 << 20
 """Bytes of lines parsed at once (bounds memory on huge traces)."""
@@ -113,7 +113,7 @@ def read_batch_trace(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterat
 def _parse_canonical_checked(blob: bytes) -> BatchSet | None:
     """The numpy byte parse (`cpbcg.planner.fastparse`) when the chunk is canonical and in range."""
     batches = parse_canonical(blob if blob.endswith(b"\n") else blob + b"\n")
-    if batches is None or batches.extend_seq_lens.min() < 1 or batches.counts.min() < 1:
+    if batches is None or not _in_range(batches.extend_seq_lens) or not _in_range(batches.counts):
         return None
     return batches
 
@@ -159,7 +159,7 @@ def _parse_fast(lines: list[bytes]) -> BatchSet | None:
             return None
         finally:
             records = seqs = None  # free before the collector resumes
-    if not np.all(sizes > 0) or flat.min(initial=1) < 1 or weights.min(initial=1) < 1:
+    if not np.all(sizes > 0) or not _in_range(flat) or not _in_range(weights):
         return None
     offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
@@ -220,11 +220,22 @@ def parse_batch_line(path: Path, line_no: int, line: bytes) -> tuple[list[int], 
         raise fail(f"{where}: empty batch")
     for i, value in enumerate(seq):
         if not _is_positive_int(value):
-            raise fail(f"{where}[{i}]: {orjson.dumps(value).decode()} is not a positive integer")
-    if not _is_positive_int(count):
-        raise fail(f"count: {orjson.dumps(count).decode()} is not a positive integer")
+            raise fail(f"{where}[{i}]: {_shown(value)} is not a positive integer")
+        if value > MAX_TOKENS:
+            raise fail(f"{where}[{i}]: {value} is above the largest supported length {MAX_TOKENS}")
+    if not _is_positive_int(count) or count > MAX_TOKENS:
+        raise fail(f"count: {_shown(count)} is not a positive integer up to {MAX_TOKENS}")
     return seq, count  # type: ignore[return-value]
 
 
 def _is_positive_int(value: object) -> bool:
-    return type(value) is int and 0 < value < 2**62
+    return type(value) is int and value > 0
+
+
+def _in_range(values: np.ndarray) -> bool:
+    return values.size == 0 or (values.min() >= 1 and values.max() <= MAX_TOKENS)
+
+
+def _shown(value: object) -> str:
+    """A JSON value as the user wrote it (big integers in full, not as floats)."""
+    return str(value) if type(value) is int else orjson.dumps(value).decode()

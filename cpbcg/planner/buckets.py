@@ -23,6 +23,8 @@ import yaml
 
 from cpbcg.errors import ConfigError
 
+MAX_BUCKET_TOKENS = 1 << 22
+"""Largest bucket cpbcg accepts (4,194,304 tokens): 32x the largest chunked prefill in use."""
 DEFAULT_MAX_BS = 8192
 """SGLang's default `chunked_prefill_size` (hence prefill `max_bs`) on 80-160 GB GPUs."""
 
@@ -43,8 +45,8 @@ def sglang_default_buckets(max_bs: int = DEFAULT_MAX_BS, append_max_bs: bool = T
     (`append_max_bs=True`); older ones do not (3000 → last bucket 2816).
     Counts: 2048 → 42, 4096 → 50, 8192 → 58, 16384 → 74. Raises `ConfigError` if `max_bs < 4`.
     """
-    if max_bs < 4:
-        raise ConfigError(f"max_bs must be >= 4, got {max_bs}")
+    if not 4 <= max_bs <= MAX_BUCKET_TOKENS:
+        raise ConfigError(f"max_bs must be between 4 and {MAX_BUCKET_TOKENS}, got {max_bs}")
     grid = [b for start, stop, step in _SGLANG_GRID for b in range(start, stop + 1, step)]
     grid += list(range(4608, max_bs + 1, 512))
     kept = [b for b in grid if b <= max_bs]
@@ -72,6 +74,8 @@ def parse_bucket_spec(spec: str | list[int], *, base_dir: Path | None = None) ->
     if isinstance(spec, list):
         return _validated(spec, "buckets")
     text = str(spec).strip()
+    if not text:
+        raise ConfigError("buckets: the bucket spec is empty")
     name, _, arg = text.partition(":")
     if name in NAMED_LISTS:
         return _validated(NAMED_LISTS[name](_int_arg(arg, text)), text)
@@ -112,7 +116,7 @@ def read_bucket_file(path: Path) -> list[int]:
 
 
 def _int_arg(arg: str, text: str) -> int:
-    if not arg:
+    if not arg and not text.endswith(":"):
         return DEFAULT_MAX_BS
     if not arg.isdigit():
         raise ConfigError(f"buckets: {text!r}: the part after ':' must be a token count")
@@ -122,6 +126,8 @@ def _int_arg(arg: str, text: str) -> int:
 def _positive(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{where}: {value!r} is not a positive integer")
+    if value > MAX_BUCKET_TOKENS:
+        raise ConfigError(f"{where}: {value} is above the largest supported bucket {MAX_BUCKET_TOKENS}")
     return value
 
 

@@ -103,7 +103,8 @@ class Headroom:
             if self.extra_bucket else "no bucket within the padding factor can hold them"
         )
         return (
-            f"{self.batches:,} full-chunk batches (n = {self.chunk_tokens}) fall back to eager: bucket "
+            f"{self.batches:,} full-chunk batch{'' if self.batches == 1 else 'es'} (n = {self.chunk_tokens}) "
+            f"{'falls' if self.batches == 1 else 'fall'} back to eager: bucket "
             f"{self.chunk_tokens} holds {self.capacity_rows} CP-local rows, they need up to {self.rows_needed}; {fix}."
         )
 

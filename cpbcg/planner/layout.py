@@ -26,6 +26,11 @@ import numpy as np
 from cpbcg.errors import ConfigError, TraceError
 
 
+MAX_TOKENS = 2**31 - 1
+"""Largest length, count or bucket cpbcg accepts (tokens): far above any real context, and small
+enough that no sum over a trace can overflow int64."""
+
+
 class CPStrategy(str, Enum):
     """How a prefill batch is split across CP ranks (SGLang `--cp-strategy`)."""
 
@@ -110,8 +115,8 @@ class BatchSet:
         if np.any(sizes == 0):
             raise TraceError(f"batch {int(np.argmin(sizes))} has no requests")
         flat = [x for b in batches for x in b]
-        if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1 for x in flat):
-            raise TraceError("extend_seq_lens must be positive integers")
+        if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not 1 <= x <= MAX_TOKENS for x in flat):
+            raise TraceError(f"extend_seq_lens must be positive integers up to {MAX_TOKENS}")
         offsets = np.zeros(len(batches) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         weights = None if counts is None else np.asarray(counts, dtype=np.int64)
