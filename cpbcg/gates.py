@@ -75,6 +75,11 @@ class GateResult:
         }
 
 
+def count_of(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 gate`, `2 gates`, `1,024 batches`: a count with its noun in the right number."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def format_value(value: float, unit: Unit, other: float | None = None) -> str:
     """`0.7275` → `72.75%` for fractions (more digits when 2 would hide a difference from
     `other`), `5397` → `5,397` for counts."""
@@ -164,7 +169,7 @@ def replay_gate(records: Sequence[ReplayRecord]) -> GateResult:
     """`replay_verified`: every replayed batch must match eager (no failures allowed)."""
     failed = [r for r in records if not r.verified]
     detail = f"first: extend_seq_lens {failed[0].extend_seq_lens}, max_abs_err {failed[0].max_abs_err}" if failed else ""
-    metric = f"failed replays of {len(records)} captured-graph replays"
+    metric = f"failed replays of {count_of(len(records), 'captured-graph replay')}"
     return _at_most("replay_verified", metric, len(failed), 0, "batches", detail)
 
 

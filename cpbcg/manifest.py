@@ -31,6 +31,7 @@ replayed live batch: `kind`, `num_tokens`, `num_requests`, `local_rows`, `max_ab
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ from cpbcg.planner.selector import BucketTable
 
 SCHEMA_VERSION = 1
 REQUIRED_KEYS = ("schema_version", "cp_size", "cp_strategy", "align_size", "capture_layout", "buckets")
+MEASURED_KEYS = ("capture_s", "graph_bytes", "replay_ms", "eager_ms")
+"""Per-bucket measurements: null (not measured) or a finite number >= 0."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,8 @@ class Manifest:
 
 def load_manifest(path: str | Path) -> Manifest:
     """Read and validate a manifest. Raises `ManifestError` for an unreadable file, a wrong
-    schema version, missing keys or buckets, or capacities that contradict the capture model."""
+    schema version, missing keys or buckets, a bucket that failed verification (`"verified":
+    false`), a negative or non-finite measurement, or capacities that contradict the capture model."""
     path = Path(path)
     try:
         data = orjson.loads(path.read_bytes())
@@ -139,6 +143,13 @@ def _check_records(path: Path, records: list[Any]) -> None:
                 raise ManifestError(f"{path}: buckets[{i}].{key}: {value!r} is not a positive integer")
         if record["capture_num_tokens"] in seen:
             raise ManifestError(f"{path}: buckets[{i}]: bucket {record['capture_num_tokens']} is recorded twice")
+        bucket = record["capture_num_tokens"]
+        if record.get("verified") is False:
+            raise ManifestError(f"{path}: bucket {bucket} failed verification in the capture; recapture it or drop it")
+        for key in MEASURED_KEYS:
+            value = record.get(key)
+            if value is not None and (type(value) not in (int, float) or not math.isfinite(value) or value < 0):
+                raise ManifestError(f"{path}: buckets[{i}].{key}: {value!r} is not a finite number >= 0 (bucket {bucket})")
         seen.add(record["capture_num_tokens"])
 
 

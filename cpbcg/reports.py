@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 
 from cpbcg.atomic import write_atomic
-from cpbcg.gates import CheckReport, GateResult
+from cpbcg.gates import CheckReport, GateResult, count_of
 
 SUITE = "cpbcg.replay_check"
 """JUnit test-suite name and test-case class name."""
@@ -115,13 +115,13 @@ def _escape_property(text: str) -> str:
 def step_summary_markdown(report: CheckReport) -> str:
     """Markdown for `$GITHUB_STEP_SUMMARY`: verdict, gate table, evaluation table, examples."""
     ev, h = report.evaluation, report.header
-    verdict = "passed" if report.passed else f"{len(report.failed)} of {len(report.gates)} gates failed"
+    verdict = "passed" if report.passed else f"{len(report.failed)} of {count_of(len(report.gates), 'gate')} failed"
     icon = "✅" if report.passed else "❌"
     out = [
         f"## {icon} cpbcg replay-check: {verdict}",
         "",
         f"`{h.get('source')}` · cp_size {h.get('cp_size')} {h.get('cp_strategy')}, align {h.get('align_size')}, "
-        f"max_padding_factor {h.get('max_padding_factor')} · {len(ev.buckets)} buckets {ev.buckets[0]}..{ev.buckets[-1]}"
+        f"max_padding_factor {h.get('max_padding_factor')} · {count_of(len(ev.buckets), 'bucket')} {ev.buckets[0]}..{ev.buckets[-1]}"
         + (f" · manifest `{h['manifest']}`" if h.get("manifest") else ""),
         "",
         "| gate | measured | threshold | result |",

@@ -9,7 +9,7 @@ import pytest
 from cpbcg.config import GateConfig
 from cpbcg.errors import ConfigError
 from cpbcg.gates import (
-    CheckReport, ReplayRecord, check_gates, format_value, parse_max_eager, replay_gate, sample_graph_batches,
+    CheckReport, ReplayRecord, check_gates, count_of, format_value, parse_max_eager, replay_gate, sample_graph_batches,
 )
 from cpbcg.planner.buckets import sglang_default_buckets
 from cpbcg.planner.evaluate import evaluate
@@ -206,6 +206,19 @@ def test_step_summary_markdown(sparse, tmp_path):
     append_step_summary(summary, text)
     append_step_summary(summary, text)
     assert summary.read_text() == "earlier step\n" + text + text
+
+
+def test_counts_agree_in_number(sparse):
+    assert [count_of(n, "gate") for n in (0, 1, 2, 1234)] == ["0 gates", "1 gate", "2 gates", "1,234 gates"]
+    assert count_of(1, "batch", "batches") == "1 batch" and count_of(3, "batch", "batches") == "3 batches"
+    assert replay_gate([ReplayRecord([8], 8, True, 0.0, None)]).message() == (
+        "replay_verified: failed replays of 1 captured-graph replay 0 <= 0"
+    )
+    one = step_summary_markdown(report_of(sparse, min_coverage=0.21))
+    assert one.splitlines()[0] == "## ❌ cpbcg replay-check: 1 of 1 gate failed"
+    single = CheckReport(HEADER, evaluation([2048]), ())
+    assert "· 1 bucket 2048..2048" in step_summary_markdown(single)
+    assert "· 2 buckets 128..2048" in one
 
 
 def test_report_json_extends_the_plan_document(sparse):

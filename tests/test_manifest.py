@@ -1,6 +1,8 @@
 """Capture manifests (`cpbcg.manifest`): the valid asset loads; each bad asset is refused with a
 clear one-line message (and `replay-check --manifest` exits 2 on it)."""
 
+import types
+
 import orjson
 import pytest
 from typer.testing import CliRunner
@@ -19,6 +21,12 @@ BAD = [
     ("non-integer-local-rows.json", "buckets[1].local_rows: '576' is not a positive integer"),
     ("not-json.json", "not-json.json:2: manifest is not valid JSON"),
     ("unknown-cp-strategy.json", "bad CP or capture settings: 'ring' is not a valid CPStrategy"),
+    ("bucket-not-verified.json", "bucket 2304 failed verification in the capture; recapture it or drop it"),
+    ("negative-replay-ms.json", "buckets[2].replay_ms: -0.5 is not a finite number >= 0 (bucket 2048)"),
+    ("negative-eager-ms.json", "buckets[0].eager_ms: -2.1 is not a finite number >= 0 (bucket 8192)"),
+    ("negative-capture-s.json", "buckets[3].capture_s: -0.01 is not a finite number >= 0 (bucket 128)"),
+    ("negative-graph-bytes.json", "buckets[1].graph_bytes: -4096 is not a finite number >= 0 (bucket 2304)"),
+    ("non-finite-replay-ms.json", "non-finite-replay-ms.json:32: manifest is not valid JSON (number is infinity"),  # the parser refuses it
 ]
 
 
@@ -73,6 +81,27 @@ def test_more_manifest_gaps_are_refused(assets, tmp_path, change, message):
     with pytest.raises(ManifestError, match=r"m\.json: ") as info:
         load_manifest(mutated(assets, tmp_path, change))
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), "0.8", True])
+@pytest.mark.parametrize("key", ["replay_ms", "eager_ms", "capture_s", "graph_bytes"])
+def test_non_finite_or_non_numeric_measurements_are_refused(assets, tmp_path, monkeypatch, key, value):
+    """JSON files cannot hold inf/nan (orjson refuses them), but a parser that accepts them must
+    not slip one past the check: feed the loaded document in directly."""
+    path = mutated(assets, tmp_path, lambda d: None)
+    data = orjson.loads(path.read_bytes())
+    data["buckets"][1][key] = value
+    monkeypatch.setattr("cpbcg.manifest.orjson", types.SimpleNamespace(loads=lambda _: data, JSONDecodeError=orjson.JSONDecodeError))
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    assert f"m.json: buckets[1].{key}: {value!r} is not a finite number >= 0 (bucket 2304)" in str(info.value)
+
+
+def test_null_and_zero_measurements_and_unmeasured_verification_load(assets, tmp_path):
+    def change(d):
+        d["buckets"][0].update(replay_ms=0, eager_ms=0.0, capture_s=None, graph_bytes=0, verified=None)
+
+    assert load_manifest(mutated(assets, tmp_path, change)).table().as_dict()[8192] == 2048
 
 
 def test_context_bounded_manifest_with_matching_capacities_loads(assets, tmp_path):

@@ -1,10 +1,12 @@
 """`cpbcg replay-check` through typer's runner: gates, exit codes, report files, GitHub output,
 `--replay` with a fake harness, and a run on a real trace."""
 
+import os
 import subprocess
 import sys
 import types
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import orjson
 import pytest
@@ -20,6 +22,8 @@ runner = CliRunner()
 TRACE = "tests/assets/traces/good.jsonl"
 VALID = "tests/assets/manifests/valid.json"
 NO_HEADROOM = "tests/assets/manifests/valid-no-headroom.json"
+ROOT = Path(__file__).resolve().parent.parent
+NO_GATES_NOTE = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
 
 
 @pytest.fixture(autouse=True)
@@ -63,7 +67,7 @@ def test_manifest_without_headroom_fails_with_exit_1():
         "  max_eager.padding_limit: eager batches (padding_limit) 1 is above the maximum 0 (first: extend_seq_lens [1534, 161, 353])",
     ]
     out = result.stdout
-    assert "Natural bucket overflow (crashed before the runtime's bucket search): 1 batches" in out
+    assert "Natural bucket overflow (crashed before the runtime's bucket search): 1 batch\n" in out
     assert "extend_seq_lens [1534, 161, 353] (n=2048)" in out
     assert "max_eager.padding_limit" in out and "FAIL" in out and "replayed in graphs" in out
 
@@ -116,6 +120,40 @@ def test_no_gates_configured_exits_0_and_says_so():
     assert result.exit_code == 0 and result.stderr.strip() == "replay-check: no gates configured (nothing to fail on)"
 
 
+@pytest.mark.parametrize("width", ["40", "200"])
+def test_no_gates_note_is_never_cut(monkeypatch, width):
+    monkeypatch.setenv("CPBCG_WIDTH", width)
+    result = check("--buckets", "128,2048")
+    assert result.exit_code == 0
+    assert NO_GATES_NOTE in " ".join(result.stdout.split())
+    if width == "200":  # a plain line, not a caption squeezed to the width of the empty table
+        assert NO_GATES_NOTE in [line.rstrip() for line in result.stdout.splitlines()]
+
+
+@pytest.mark.parametrize(
+    "args, verdict",
+    [
+        (["--min-coverage", "0.2"], "replay-check: passed the 1 gate"),
+        (["--min-coverage", "0.2", "--max-eager", "local_capacity=1"], "replay-check: passed all 2 gates"),
+        (["--min-coverage", "0.21"], "replay-check: FAILED 1 of 1 gate"),
+        (["--min-coverage", "0.21", "--max-eager", "local_capacity=0"], "replay-check: FAILED 2 of 2 gates"),
+    ],
+)
+def test_verdict_grammar(args, verdict):
+    result = check("--buckets", "128,2048", *args)
+    assert result.exit_code == (0 if "passed" in verdict else 1)
+    assert result.stderr.splitlines()[0] == verdict
+
+
+def test_without_trace_warns_that_the_synthetic_workload_was_gated():
+    for threshold, code in (("0", 0), ("1", 1)):  # the warning never changes the exit code
+        result = runner.invoke(app, ["replay-check", "--buckets", "128,2048", "--min-coverage", threshold])
+        assert result.exit_code == code, result.output
+        (warning,) = [line for line in result.stderr.splitlines() if "warning" in line]
+        assert warning.startswith("cpbcg: warning: no --trace given; the gates ran on the embedded synthetic workload")
+    assert "warning" not in check("--buckets", "128,2048", "--min-coverage", "0").stderr
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -126,7 +164,7 @@ def test_no_gates_configured_exits_0_and_says_so():
         (["--config", "nope"], "nope: no such config file or preset"),
         (["--manifest", "no/such/manifest.json"], "no/such/manifest.json: cannot read manifest"),
         (["--junit", "no/such/dir/report.xml", "--min-coverage", "0"], "no/such/dir"),
-        (["--chunked-prefill-size", "0"], "command line: scheduler.chunked_prefill_size: Value error"),
+        (["--chunked-prefill-size", "0"], "command line: scheduler.chunked_prefill_size: "),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, message):
@@ -162,6 +200,70 @@ def test_junit_and_json_files(tmp_path):
     doc = orjson.loads(report.read_bytes())
     assert doc["passed"] is False and doc["eager"]["padding_limit"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.xml"]  # no temp files left
+
+
+def assert_one_line_exit_2(result, message):
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("cpbcg: error: ") and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_bad_json_path_is_refused_before_junit_is_written(tmp_path):
+    junit = tmp_path / "ok.xml"
+    result = check("--min-coverage", "0", "--junit", str(junit), "--json", str(tmp_path / "missing" / "x.json"))
+    assert_one_line_exit_2(result, f"--json {tmp_path / 'missing' / 'x.json'}: directory {tmp_path / 'missing'} does not exist")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_read_only_json_directory_is_refused_before_junit_is_written(tmp_path, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == ro else real_access(p, mode))  # root ignores chmod
+    junit = tmp_path / "ok.xml"
+    result = check("--min-coverage", "0", "--junit", str(junit), "--json", str(ro / "x.json"))
+    assert_one_line_exit_2(result, f"--json {ro / 'x.json'}: directory {ro} is not writable")
+    assert not junit.exists() and list(ro.iterdir()) == []
+
+
+def test_same_file_for_json_and_junit_is_refused(tmp_path):
+    out = tmp_path / "report"
+    result = check("--min-coverage", "0", "--json", str(out), "--junit", str(out))
+    assert_one_line_exit_2(result, f"--json {out}: is also the output of --junit")
+    assert not out.exists()
+
+
+def test_json_onto_the_trace_is_refused(tmp_path):
+    trace = tmp_path / "lens.jsonl"
+    trace.write_bytes(Path(TRACE).read_bytes())
+    result = runner.invoke(app, ["replay-check", "--trace", str(trace), "--min-coverage", "0", "--json", str(trace)])
+    assert_one_line_exit_2(result, f"--json {trace}: is the same file as --trace; refusing to overwrite an input")
+    assert trace.read_bytes() == Path(TRACE).read_bytes()
+
+
+def test_json_dash_is_stdout(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["replay-check", "--trace", str(ROOT / TRACE),
+                                 "--buckets", "128,2048", "--min-coverage", "0.2", "--json", "-", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "-").exists()
+    first, second = result.stdout.split("\n}\n", 1)  # --format json, then the --json - report
+    assert orjson.loads(first + "}") == orjson.loads(second) and orjson.loads(second)["passed"] is True
+    help_words = " ".join(runner.invoke(app, ["replay-check", "--help"]).stdout.replace("│", " ").split())
+    assert "Write the JSON report (the plan JSON plus gates) to this file; - writes it to stdout." in help_words
+
+
+@pytest.mark.parametrize("where", ["missing/summary.md", "."])
+def test_bad_step_summary_path_warns_and_keeps_the_verdict(monkeypatch, tmp_path, where):
+    summary = tmp_path / where
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    for args, code in ((["--min-coverage", "0.2"], 0), (["--min-coverage", "0.21"], 1)):
+        result = check("--buckets", "128,2048", *args)
+        assert result.exit_code == code, result.output
+        warnings = [line for line in result.stderr.splitlines() if line.startswith("cpbcg: warning: ")]
+        assert len(warnings) == 1 and warnings[0].startswith(f"cpbcg: warning: cannot append the step summary to {summary}: ")
+        assert "cpbcg: error" not in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "missing").exists()
 
 
 def test_github_annotations_and_step_summary(monkeypatch, tmp_path):

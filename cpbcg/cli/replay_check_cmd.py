@@ -15,6 +15,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
@@ -30,7 +31,7 @@ from cpbcg.planner.requests import TraceFormat
 from cpbcg.cli.render import deployment_header, evaluation_tables, print_json
 from cpbcg.config import DeploymentConfig
 from cpbcg.errors import CaptureError, ConfigError
-from cpbcg.gates import CheckReport, GateResult, ReplayRecord, check_gates, parse_max_eager, replay_gate, sample_graph_batches
+from cpbcg.gates import CheckReport, GateResult, ReplayRecord, check_gates, count_of, parse_max_eager, replay_gate, sample_graph_batches
 from cpbcg.manifest import Manifest, load_manifest
 from cpbcg.planner.sources import describe_source, open_batches
 from cpbcg.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown, write_report
@@ -40,8 +41,8 @@ MinCovOpt = Annotated[Optional[float], typer.Option("--min-coverage", min=0.0, m
 MinTokCovOpt = Annotated[Optional[float], typer.Option("--min-token-coverage", min=0.0, max=1.0, help="Gate: least fraction of tokens replayed in graphs (0..1).", show_default=False)]
 MaxPadOpt = Annotated[Optional[float], typer.Option("--max-padding", min=0.0, help="Gate: most padding overhead, padded / real graph tokens (0.05 = 5%).", show_default=False)]
 MaxEagerOpt = Annotated[Optional[list[str]], typer.Option("--max-eager", metavar="REASON=N", help="Gate: at most N eager batches for REASON (not_cp_active, above_largest_bucket, padding_limit, local_capacity). Repeatable.", show_default=False)]
-JunitOpt = Annotated[Optional[Path], typer.Option("--junit", help="Write a JUnit XML report (one test case per gate).", show_default=False)]
-JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the JSON report (the plan JSON plus gates) to this file.", show_default=False)]
+JunitOpt = Annotated[Optional[Path], typer.Option("--junit", help="Write a JUnit XML report (one test case per gate); `-` writes it to stdout.", show_default=False)]
+JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout.", show_default=False)]
 ReplayOpt = Annotated[int, typer.Option("--replay", min=0, help="Replay N sampled graph batches through freshly captured graphs and compare with eager (needs torch; CUDA if present, else a dry run). Adds the replay_verified gate.")]
 
 MANIFEST_FIXES = {
@@ -119,15 +120,18 @@ def gates_table(report: CheckReport) -> Table:
         table.add_column(name, justify=justify)
     for g in report.gates:
         table.add_row(g.name, g.measured_text, f"{g.comparison} {g.threshold_text}", "pass" if g.passed else "FAIL")
-    if not report.gates:
-        table.caption = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
     return table
+
+
+NO_GATES_NOTE = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
+"""Printed under the empty gate table as a plain line (a caption would be cut in narrow terminals)."""
+NO_TRACE_WARNING = "cpbcg: warning: no --trace given; the gates ran on the embedded synthetic workload, not on your traffic"
 
 
 def overflow_text(report: CheckReport) -> Text:
     """The first natural-bucket overflows as `extend_seq_lens` (old runtime crashed on them)."""
     ev = report.evaluation
-    text = Text(f"Natural bucket overflow (crashed before the runtime's bucket search): {ev.natural_overflow:,} batches\n")
+    text = Text(f"Natural bucket overflow (crashed before the runtime's bucket search): {count_of(ev.natural_overflow, 'batch', 'batches')}\n")
     for seq in ev.overflow_examples:
         text.append(f"  extend_seq_lens {seq} (n={sum(seq)})\n")
     return text
@@ -161,29 +165,45 @@ def render(report: CheckReport, output_format: OutputFormat) -> None:
     if report.replays:
         parts.append(replays_table(report.replays))
     parts.append(gates_table(report))
+    if not report.gates:
+        parts.append(Text(NO_GATES_NOTE))
     console.print(Group(*parts))
 
 
 def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path]) -> None:
-    """Report files, GitHub annotations (`GITHUB_ACTIONS=true`) and the step summary."""
+    """Report files (`--json -`: stdout), GitHub annotations (`GITHUB_ACTIONS=true`) and the
+    step summary. The outputs were checked up front (`check_outputs`); the annotations and the
+    step summary never change the verdict: a summary that cannot be appended is a warning."""
     if junit is not None:
-        write_report(junit, junit_xml(report))
+        _write(junit, junit_xml(report))
     if json_path is not None:
-        write_report(json_path, report_json(report))
+        _write(json_path, report_json(report))
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in github_annotations(report):
+        for line in github_annotations(report):  # stderr lines only: nothing here can fail on a file
             typer.echo(line, err=True)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        append_step_summary(summary, step_summary_markdown(report))
+        try:
+            append_step_summary(summary, step_summary_markdown(report))
+        except OSError as exc:
+            typer.echo(f"cpbcg: warning: cannot append the step summary to {summary}: {exc.strerror or exc}", err=True)
+
+
+def _write(path: Path, data: bytes) -> None:
+    """A report file, written atomically; `-` is stdout."""
+    if str(path) == STDOUT:
+        typer.echo(data.decode(), nl=False)
+    else:
+        write_report(path, data)
 
 
 def verdict(report: CheckReport) -> str:
     if not report.gates:
         return "replay-check: no gates configured (nothing to fail on)"
     if report.passed:
-        return f"replay-check: passed all {len(report.gates)} gates"
-    lines = [f"replay-check: FAILED {len(report.failed)} of {len(report.gates)} gates"]
+        n = len(report.gates)
+        return "replay-check: passed the 1 gate" if n == 1 else f"replay-check: passed all {n} gates"
+    lines = [f"replay-check: FAILED {len(report.failed)} of {count_of(len(report.gates), 'gate')}"]
     return "\n".join(lines + [f"  {g.message()}" for g in report.failed])
 
 
@@ -231,13 +251,16 @@ def replay_check(
     checks the gates from the config's `gates:` section and the gate options.
 
     Buckets come from a capture manifest (`--manifest`, capacities as captured) or from
-    `--buckets`/`--cp-size` (capacities computed). Reports: `--junit`, `--json`, GitHub
-    annotations when `GITHUB_ACTIONS=true`, a summary appended to `$GITHUB_STEP_SUMMARY`.
+    `--buckets`/`--cp-size` (capacities computed). Without `--trace` the gates run on the
+    embedded synthetic workload (a warning says so). Reports: `--junit`, `--json` (`--json -`
+    for stdout), GitHub annotations when `GITHUB_ACTIONS=true`, a summary appended to
+    `$GITHUB_STEP_SUMMARY` (a warning, not a failure, if it cannot be written).
 
     Exit codes: 0 all gates pass, 1 a gate failed, 2 bad input.
 
     Example: `cpbcg replay-check --config ci-gates-cp4 --trace lens.jsonl --junit report.xml`
     """
+    check_outputs({"--junit": junit, "--json": json_path}, {"--trace": trace, "--manifest": manifest})
     dotted = gate_overrides(min_coverage, min_token_coverage, max_padding, max_eager or [])
     dotted.update(scheduler_overrides(
         chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
@@ -256,6 +279,8 @@ def replay_check(
     report = run_check(cfg, loaded, trace, trace_options, replay)
     render(report, output_format)
     publish(report, junit, json_path)
+    if trace is None:
+        typer.echo(NO_TRACE_WARNING, err=True)
     typer.echo(verdict(report), err=True)
     if not report.passed:
         raise typer.Exit(1)
