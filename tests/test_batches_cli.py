@@ -24,8 +24,31 @@ def test_batches_writes_a_batch_trace(tmp_path):
     result = runner.invoke(app, ["batches", "--trace", str(ASSETS / "mooncake.jsonl"), "--prefix-cache", "unlimited", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert lines_of(out) == [{"extend_seq_lens": [1200, 600]}, {"extend_seq_lens": [76]}, {"extend_seq_lens": [1]}]
-    assert "4 requests, 4,100 prompt tokens (2,223 from the prefix cache, 1,877 prefilled)" in result.stderr
-    assert "3 prefill forwards → 3 lines" in result.stderr
+    assert result.stderr.splitlines() == [
+        "simulated 3 prefill forwards from 4 requests (Mooncake, timestamps): chunked_prefill_size 8192, "
+        "prefill 40,000 tok/s + 5 ms/forward, prefix cache unlimited (2,223 of 4,100 prompt tokens cached); "
+        "prefill busy 1.0%, at most 2 waiting",
+        f"3 prefill forwards → 3 lines → {out}",
+    ]
+
+
+def test_batches_states_poisson_arrivals_for_traces_without_timestamps(tmp_path):
+    out = tmp_path / "lens.jsonl"
+    result = runner.invoke(app, ["batches", "-t", str(ASSETS / "vidur.csv"), "-o", str(out), "--rate", "2.5", "--chunked-prefill-size", "-1"])
+    assert result.exit_code == 0, result.output
+    note = result.stderr.splitlines()
+    assert note[0].startswith("simulated 3 prefill forwards from 3 requests (vidur, no timestamps): no chunking, max_prefill_tokens 16384, ")
+    assert note[1] == "Poisson arrivals at 2.5 req/s (the trace has no timestamps; --rate, seed 0)"
+
+
+def test_batches_warns_that_scheduler_options_ignore_a_batch_trace(tmp_path):
+    trace = tmp_path / "in.jsonl"
+    trace.write_text('{"extend_seq_lens": [5, 6]}\n')
+    result = runner.invoke(app, ["batches", "-t", str(trace), "-o", str(tmp_path / "out.jsonl"), "--rate", "9", "--prefix-cache", "unlimited"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == f"cpbcg: warning: --prefix-cache, --rate apply to request traces only; {trace} is a batch trace"
+    quiet = runner.invoke(app, ["batches", "-t", str(trace), "-o", str(tmp_path / "out.jsonl")])
+    assert "warning" not in quiet.stderr and "simulated" not in quiet.stderr
 
 
 @pytest.mark.parametrize(
@@ -86,16 +109,25 @@ def test_plan_accepts_scheduler_options():
         (["-t", "azure.csv", "--prefix-cache", "-3"], "scheduler.prefix_cache"),
         (["-t", "azure.csv", "--chunked-prefill-size", "0"], "scheduler.chunked_prefill_size"),
         (["-t", "azure.csv", "--rate", "0"], "scheduler.rate"),
+        (["-t", "binary.jsonl"], "binary.jsonl:1: not a text trace: binary data b'"),
+        (["-t", "binary.jsonl", "--trace-format", "vidur"], "binary.jsonl:1: not a text trace: binary data b'"),
+        (["-t", "cut-header.jsonl.gz"], "cut-header.jsonl.gz:1: truncated or corrupt gzip"),
+        (["-t", "cut-header.jsonl.gz", "--trace-format", "mooncake"], "cut-header.jsonl.gz:1: truncated or corrupt gzip"),
+        (["-t", "not-gzip.jsonl.gz"], "not-gzip.jsonl.gz:1: unknown CSV trace (columns: not gzip; read as plain text: no gzip magic bytes"),
+        (["-t", "cr-in-header.csv"], "cr-in-header.csv:1: not a CSV header"),
+        (["-t", "huge-length.jsonl"], "huge-length.jsonl:2: input_length: 2147483648 is above the largest supported length 2147483647"),
+        (["-t", "huge-length.csv"], "huge-length.csv:3: num_prefill_tokens: 99999999999999999999999 is above the largest supported length"),
     ],
 )
 @pytest.mark.parametrize("command", ["batches", "plan"])
 def test_bad_input_exits_2_with_one_line(tmp_path, command, args, message):
-    args = [a if not a.endswith((".csv", ".jsonl")) else str(ASSETS / a) for a in args]
+    args = [a if not a.endswith((".csv", ".jsonl", ".gz")) else str(ASSETS / a) for a in args]
     extra = ["-o", str(tmp_path / "out.jsonl")] if command == "batches" else []
     result = runner.invoke(app, [command, *args, *extra])
     assert result.exit_code == 2
     assert message in result.stderr
     assert result.stderr.startswith("cpbcg: error: ") and "Traceback" not in result.output
+    assert len(result.stderr.splitlines()) == 1 and result.stderr.isascii()
     assert not (tmp_path / "out.jsonl").exists()
 
 
@@ -113,3 +145,31 @@ def test_plan_on_mooncake_trace():
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["tokens"] == 144_793_823 and doc["batches"] == 17_679
+
+
+@pytest.mark.parametrize(
+    "kind, given, expected",
+    [
+        ("batches", {"scheduler.rate": 4.0, "scheduler.prefix_cache": "unlimited", "scheduler.seed": None}, "--prefix-cache, --rate apply to request traces only; T is a batch trace"),
+        (None, {"length_field": "x", "trace_format": "auto", "gates.min_coverage": 0.9}, "--length-field applies to request traces only; the embedded default workload is already a batch stream"),
+        ("batches", {"trace_format": "batches", "scheduler.rate": None}, None),
+        ("mooncake", {"scheduler.rate": 4.0}, None),
+    ],
+)
+def test_ignored_options_note(kind, given, expected):
+    from cpbcg.cli.source_note import ignored_options_note
+
+    note = ignored_options_note(kind, given, "T")
+    assert note == (None if expected is None else f"cpbcg: warning: {expected}")
+
+
+def test_warn_ignored_options_sniffs_the_trace(tmp_path, capsys):
+    from cpbcg.cli.source_note import warn_ignored_options
+
+    trace = tmp_path / "lens.jsonl"
+    trace.write_text("[5, 6]\n")
+    warn_ignored_options(trace, "auto", {"scheduler.time_scale": 2.0, "trace_format": "auto"})
+    assert capsys.readouterr().err == f"cpbcg: warning: --time-scale applies to request traces only; {trace} is a batch trace\n"
+    warn_ignored_options(ASSETS / "azure.csv", "auto", {"scheduler.time_scale": 2.0})
+    warn_ignored_options(trace, "auto", {"scheduler.time_scale": None})
+    assert capsys.readouterr().err == ""

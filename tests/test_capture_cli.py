@@ -1,5 +1,7 @@
 """`cpbcg capture` through the CLI runner (CPU dry run), its error paths, and the model presets."""
 
+import os
+
 import orjson
 import pytest
 from typer.testing import CliRunner
@@ -44,11 +46,99 @@ def test_capture_with_trace_samples(tmp_path):
     (["--preset", "nope"], "nope: no such model preset (presets: gpt-oss-120b, llama-3.1-70b, qwen3-32b, tiny)"),
     (["--buckets", "4"], "no capture bucket is >= 2*cp_size=8"),
     (["--trace", "/nonexistent.jsonl", "-b", "64"], "/nonexistent.jsonl: cannot open"),
+    (["-o", "."], "-o .: is a directory, not a file"),
+    (["-o", "/nonexistent-dir/m.json"], "-o /nonexistent-dir/m.json: directory /nonexistent-dir does not exist"),
+    (["-b", "4194304"], "--buckets: bucket 4194304 (C(B)=1048576 rows) needs about"),
 ])
 def test_capture_errors_exit_2(args, message):
     result = runner.invoke(app, ["capture", *args])
     assert result.exit_code == 2
     assert result.stderr.startswith("cpbcg: error: ") and message in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dtype", "int8"], "Invalid value for '--dtype': Value error, 'int8' is not one of 'float32', 'bfloat16', 'float16'"),
+    (["--dtype", "float64"], "Invalid value for '--dtype'"),
+    (["--dtype", "fp16"], "Invalid value for '--dtype'"),
+    (["--layers", "100000"], "Invalid value for '--layers': Input should be less than or equal to 256"),
+    (["--seed", "-1"], "Invalid value for '--seed': Input should be greater than or equal to 0"),
+    (["--seed", "99999999999999999999999"], "Invalid value for '--seed'"),
+    (["-m", "tiny"], "No such option: -m"),
+])
+def test_capture_usage_errors_exit_2(capsys, args, message):
+    from cpbcg.cli import main
+
+    assert runner.invoke(app, ["capture", *args]).exit_code == 2
+    with pytest.raises(SystemExit) as info:
+        main(["capture", *args])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith(f"cpbcg: error: {message}") and len(err.strip().splitlines()) == 1
+
+
+def test_capture_dtype_choices_run(tmp_path):
+    for dtype in ("float32", "bfloat16", "float16"):
+        out = tmp_path / f"{dtype}.json"
+        result = runner.invoke(app, ["capture", "-p", "tiny", "--dtype", dtype, "-b", "64", "--layers", "1", "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        assert orjson.loads(out.read_bytes())["model"]["dtype"] == dtype
+
+
+def test_capture_output_same_as_trace_refused_before_work(tmp_path):
+    trace = tmp_path / "b.jsonl"
+    trace.write_text('{"extend_seq_lens": [40]}\n')
+    result = runner.invoke(app, ["capture", "-b", "64", "-t", str(trace), "-o", str(trace)])
+    assert result.exit_code == 2
+    assert result.stderr == f"cpbcg: error: -o {trace}: is the same file as --trace; refusing to overwrite an input\n"
+    assert result.stdout == "" and trace.read_text() == '{"extend_seq_lens": [40]}\n'
+
+
+def test_capture_read_only_output_dir_refused_before_work(tmp_path, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    if os.access(ro, os.W_OK):  # root writes anyway: make the check see what a user would
+        monkeypatch.setattr(os, "access", lambda path, mode: False)
+    result = runner.invoke(app, ["capture", "-b", "64", "-o", str(ro / "m.json")])
+    ro.chmod(0o700)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == f"cpbcg: error: -o {ro / 'm.json'}: directory {ro} is not writable\n"
+
+
+def test_capture_refuses_bucket_that_cannot_fit_in_memory(tmp_path, monkeypatch):
+    from cpbcg.capture import harness
+
+    monkeypatch.setattr(harness, "available_bytes", lambda device: 2**16)
+    out = tmp_path / "m.json"
+    result = runner.invoke(app, ["capture", "-b", "64,128", "-o", str(out)])
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr.startswith("cpbcg: error: --buckets: bucket 128 (C(B)=32 rows) needs about ")
+    assert result.stderr.endswith("GiB is free on cpu; capture smaller buckets\n") and result.stderr.count("\n") == 1
+
+
+def test_attention_bytes_estimate():
+    from cpbcg.capture.harness import attention_bytes
+
+    tiny = load_model_preset("tiny")
+    # CPU: 4 cached [32, 128] masks + float32 scores/softmax of one rank and of the reference.
+    assert attention_bytes(128, 32, 4, 4, tiny, 4, dense_scores=True) == 4 * 32 * 128 + 8 * 4 * (32 * 128 + 128 * 128)
+    # CUDA (one torchrun rank): its mask + the mask as a bf16 bias.
+    assert attention_bytes(128, 32, 4, 1, tiny, 2, dense_scores=False) == 32 * 128 + 2 * 32 * 128
+
+
+def test_preset_short_option_is_p_only():
+    from typer.main import get_command
+
+    params = {p.name: p.opts for p in get_command(app).commands["capture"].params}
+    assert params["preset"] == ["--preset", "-p"]
+    assert [name for name, opts in params.items() if "-p" in opts] == ["preset"]
+    assert not [name for name, opts in params.items() if "-m" in opts]
+
+
+def test_torch_dtype_unknown_is_config_error():
+    from cpbcg.capture.model import torch_dtype
+
+    with pytest.raises(ConfigError, match="dtype 'int8' is not one of float32, bfloat16, float16"):
+        torch_dtype("int8")
 
 
 def test_help_states_default_buckets():
@@ -72,4 +162,13 @@ def test_model_preset_file_errors(tmp_path):
         load_model_preset(str(bad))
     bad.write_text("hidden_size: 64\nwidth: 3\n")
     with pytest.raises(ConfigError, match="unknown key\\(s\\) width"):
+        load_model_preset(str(bad))
+    bad.write_text("1: 2\nhidden_size: 64\n")
+    with pytest.raises(ConfigError, match="unknown key\\(s\\) 1$"):
+        load_model_preset(str(bad))
+    bad.write_text("name: [1]\nhidden_size: 64\nnum_attention_heads: 4\nnum_key_value_heads: 2\nhead_dim: 16\nintermediate_size: 8\ndtype: float32\n")
+    with pytest.raises(ConfigError, match="name: \\[1\\] is not a string"):
+        load_model_preset(str(bad))
+    bad.write_bytes(b"\x8a\xff\x00binary")
+    with pytest.raises(ConfigError, match="m.yaml: not a text \\(UTF-8\\) YAML file"):
         load_model_preset(str(bad))

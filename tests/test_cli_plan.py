@@ -161,3 +161,20 @@ def test_emit_dash_means_stdout_only_the_export():
     result = invoke("plan", "-k", "4", "--emit", "json", "-o", "-")
     assert result.exit_code == 0
     assert orjson.loads(result.stdout)["capture_num_tokens"][-1] == 8192
+
+
+def test_plan_on_a_request_trace_states_the_simulation(assets):
+    result = invoke("plan", "-t", str(assets / "requests" / "vidur.csv"), "--rate", "2", "-f", "json")
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)
+    assert doc["simulation"]["trace_format"] == "vidur" and doc["simulation"]["arrivals"] == "poisson"
+    assert doc["simulation"]["scheduler"]["rate"] == 2.0
+    assert "Poisson arrivals at 2 req/s (the trace has no timestamps" in result.stderr
+    k = invoke("plan", "-t", str(assets / "requests" / "vidur.csv"), "-k", "4", "-f", "json")
+    assert orjson.loads(k.stdout)["simulation"]["trace_format"] == "vidur"
+
+
+def test_request_only_options_on_a_batch_trace_warn(assets):
+    result = invoke("plan", "-t", str(assets / "traces" / "good.jsonl"), "--rate", "3", "--prefix-cache", "unlimited")
+    assert result.exit_code == 0
+    assert "cpbcg: warning: --prefix-cache, --rate apply to request traces only" in result.stderr

@@ -103,13 +103,22 @@ def test_gzip_is_read_transparently(tmp_path):
         ("bad-json.jsonl", TraceFormat.auto, {}, "bad-json.jsonl:2: not valid JSON"),
         ("empty.csv", TraceFormat.auto, {}, "empty.csv:1: empty trace: no requests"),
         ("header-only.csv", TraceFormat.auto, {}, "header-only.csv:1: empty trace: no requests"),
-        ("unknown-columns.csv", TraceFormat.auto, {}, "unknown-columns.csv:1: unknown CSV trace (columns: when, tokens)"),
+        ("unknown-columns.csv", TraceFormat.auto, {}, "unknown-columns.csv:1: unknown CSV trace (columns: when, tokens); accepted: Mooncake JSONL"),
         ("unknown-keys.jsonl", TraceFormat.auto, {}, "unknown-keys.jsonl:1: unknown JSONL trace (keys: when, tokens)"),
         ("azure.csv", TraceFormat.mooncake, {}, "azure.csv:1: not a JSON object: mooncake traces are JSONL"),
         ("mooncake.jsonl", TraceFormat.azure, {}, "mooncake.jsonl:1: not a CSV header: azure traces are CSV"),
         ("azure.csv", TraceFormat.vidur, {}, 'azure.csv:1: missing column "num_prefill_tokens"'),
         ("azure.csv", TraceFormat.csv, {}, "azure.csv: --trace-format csv needs --length-field"),
         ("generic.jsonl", TraceFormat.jsonl, {"length_field": "prompt", "time_field": "nope"}, 'generic.jsonl:1: missing field "nope"'),
+        ("binary.jsonl", TraceFormat.auto, {}, "binary.jsonl:1: not a text trace: binary data b'"),
+        ("binary.jsonl", TraceFormat.azure, {}, "binary.jsonl:1: not a text trace: binary data b'"),
+        ("cut-header.jsonl.gz", TraceFormat.auto, {}, "cut-header.jsonl.gz:1: truncated or corrupt gzip"),
+        ("cut-header.jsonl.gz", TraceFormat.mooncake, {}, "cut-header.jsonl.gz:1: truncated or corrupt gzip"),
+        ("not-gzip.jsonl.gz", TraceFormat.auto, {}, "not-gzip.jsonl.gz:1: unknown CSV trace (columns: not gzip; read as plain text: no gzip magic bytes despite the .gz name); accepted: "),
+        ("cr-in-header.csv", TraceFormat.auto, {}, "cr-in-header.csv:1: not a CSV header (new-line character seen in unquoted field): 'when\\rtokens,x'"),
+        ("cr-in-header.csv", TraceFormat.vidur, {}, "cr-in-header.csv:1: not a CSV header (new-line character seen in unquoted field)"),
+        ("huge-length.jsonl", TraceFormat.auto, {}, "huge-length.jsonl:2: input_length: 2147483648 is above the largest supported length 2147483647"),
+        ("huge-length.csv", TraceFormat.auto, {}, "huge-length.csv:3: num_prefill_tokens: 99999999999999999999999 is above the largest supported length 2147483647"),
     ],
 )
 def test_malformed_inputs_name_file_and_line(name, fmt, options, message):
@@ -132,3 +141,72 @@ def test_real_traces(rel, fmt, count, first):
     assert detect_format(TRACES / rel) is fmt
     lengths, _, _ = read_all(TRACES / rel)
     assert len(lengths) == count and lengths[0] == first
+
+
+def test_largest_supported_length_is_accepted(tmp_path):
+    trace = tmp_path / "max.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 2147483647}\n')
+    assert read_all(trace)[0] == [2**31 - 1]
+    csv_trace = tmp_path / "max.csv"
+    csv_trace.write_text("num_prefill_tokens\n2147483647\n")
+    assert read_all(csv_trace)[0] == [2**31 - 1]
+
+
+@pytest.mark.parametrize("line", ['{"timestamp": 0, "input_length": 1e30}', '{"timestamp": 0, "input_length": 99999999999999999999999}'])
+def test_lengths_beyond_int64_are_refused(tmp_path, line):
+    trace = tmp_path / "big.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 5}\n' + line + "\n")
+    with pytest.raises(TraceError, match=r"big.jsonl:2: input_length: \S+ is above the largest supported length 2147483647"):
+        read_all(trace)
+
+
+def _message(path: Path, fmt: TraceFormat = TraceFormat.auto) -> str:
+    with pytest.raises(TraceError) as info:
+        read_all(path, fmt)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("fmt", [TraceFormat.auto, TraceFormat.vidur, TraceFormat.mooncake])
+@pytest.mark.parametrize("seed", range(8))
+def test_random_bytes_plain_or_gzipped_give_a_short_printable_message(tmp_path, seed, fmt):
+    data = np.random.default_rng(seed).integers(0, 256, 4000, dtype=np.uint8).tobytes()
+    plain, packed = tmp_path / "rnd.jsonl", tmp_path / "rnd.jsonl.gz"
+    plain.write_bytes(data)
+    packed.write_bytes(gzip.compress(data))
+    for path in (plain, packed):
+        message = _message(path, fmt)
+        assert message.startswith(f"{path}:") and message.isprintable() and message.isascii()
+        assert len(message) < 400 + len(str(path)), message
+
+
+@pytest.mark.parametrize("text", ["ContextTokens,TIMESTAMP\n5,1\n6,\x00\x01\n", 'ContextTokens,TIMESTAMP\n5,1\n6,"' + "x" * 200_000 + '"\n'])
+def test_binary_or_unparsable_csv_rows_name_their_line(tmp_path, text):
+    trace = tmp_path / "t.csv"
+    trace.write_text(text)
+    message = _message(trace)
+    assert message.startswith(f"{trace}:3: ") and len(message) < 200 + len(str(trace)), message
+
+
+def test_long_values_are_quoted_as_short_excerpts(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": "' + "z" * 500 + '"}\n')
+    assert _message(trace) == f"{trace}:1: input_length: '{'z' * 40}'... is not a positive integer"
+    trace = tmp_path / "t.csv"
+    trace.write_text("ContextTokens,TIMESTAMP\n5," + "y" * 500 + "\n")
+    assert _message(trace) == f"{trace}:2: TIMESTAMP: '{'y' * 40}'... is not a timestamp"
+
+
+def test_corrupt_gzip_anywhere_is_one_trace_error(tmp_path):
+    body = b"".join(b'{"timestamp": %d, "input_length": 5}\n' % i for i in range(100_000))
+    packed = gzip.compress(body)
+    cases = {
+        "cut-stream.jsonl.gz": packed[: len(packed) // 2],  # ends before the end-of-stream marker
+        "bad-block.jsonl.gz": packed[:5000] + b"\xff" * 64 + packed[5064:],  # zlib.error mid-stream
+        "bad-method.jsonl.gz": b"\x1f\x8b" + bytes(range(40)),  # BadGzipFile in the header
+        "trailing-garbage.jsonl.gz": packed + b"garbage",
+    }
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        for fmt in (TraceFormat.auto, TraceFormat.mooncake):
+            message = _message(tmp_path / name, fmt)
+            assert message.startswith(f"{tmp_path / name}:") and message.endswith(": truncated or corrupt gzip"), message

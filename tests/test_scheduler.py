@@ -172,3 +172,27 @@ def test_conservation_on_mooncake(cache):
     assert summary.requests == 12031 and summary.input_tokens == 144_793_823
     assert tokens == summary.extend_tokens == summary.input_tokens - summary.cached_tokens
     assert (summary.cached_tokens > 0) == (cache != "off")
+
+
+def test_simulation_note_and_summary_after_iteration():
+    import orjson
+
+    from cpbcg.cli.source_note import simulation_note, simulation_summary
+
+    assets = Path(__file__).parent / "assets" / "requests"
+    source = open_source(assets / "mooncake.jsonl", scheduler=SchedulerConfig(prefix_cache="unlimited", time_scale=2.0))
+    forwards = sum(part.num_batches for part in source.batches)
+    note = simulation_note(source)
+    assert note.startswith(f"simulated {forwards} prefill forwards from 4 requests (Mooncake, timestamps / time-scale 2): chunked_prefill_size 8192, ")
+    assert "prefix cache unlimited (" in note and "\n" not in note
+    summary = orjson.loads(orjson.dumps(simulation_summary(source)))
+    assert summary["trace_format"] == "mooncake" and summary["arrivals"] == "timestamps"
+    assert summary["batches"] == forwards and summary["requests"] == 4 and summary["scheduler"]["prefix_cache"] == "unlimited"
+    assert 0.0 <= summary["busy_fraction"] <= 1.0
+    vidur = open_source(assets / "vidur.csv", scheduler=SchedulerConfig(rate=4.0))
+    list(vidur.batches)
+    assert simulation_note(vidur).splitlines()[1] == "Poisson arrivals at 4 req/s (the trace has no timestamps; --rate, seed 0)"
+    assert simulation_summary(vidur)["arrivals"] == "poisson"
+    batch = open_source(None)
+    list(batch.batches)
+    assert simulation_note(batch) is None and simulation_summary(batch) is None

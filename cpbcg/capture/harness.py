@@ -135,6 +135,7 @@ class CaptureSession:
 
         Raises `CaptureError` on the first failure unless `continue_on_error`.
         """
+        check_memory(self, buckets, capacities)
         order = sorted(zip(buckets, capacities), reverse=True)
         buffers = StaticBuffers.allocate(max(capacities), self.model)
         records, skipped = [], []
@@ -189,6 +190,57 @@ class CaptureSession:
         forward = lambda run: lambda: cp_forward(run, self.model, self.group, plan, x_local, self.ops)  # noqa: E731
         return (time_forward_ms(self.backend, self.group, forward(graphs.run_piece), REPLAY_ITERS),
                 time_forward_ms(self.backend, self.group, forward(eager), REPLAY_ITERS))
+
+
+def attention_bytes(bucket: int, capacity: int, cp_size: int, local_ranks: int, dims: ModelDims,
+                    element_bytes: int, dense_scores: bool) -> int:
+    """Estimated peak bytes of capturing and verifying one bucket, dominated by attention.
+
+    Every local rank caches a `[C(B), cp_size*C(B)]` bool attention mask; on CUDA one rank's mask
+    is also expanded to a bias in the model dtype. `dense_scores` (the CPU / dry run, whose SDPA
+    materializes scores) adds float32 scores and softmax of one rank, `[heads, C(B), cp*C(B)]`,
+    and of the unsharded reference over one request of `B` tokens, `[heads, B, B]`. Weights and
+    static buffers are small beside these and left out, so this is an estimate from below.
+    """
+    keys = cp_size * capacity
+    total = local_ranks * capacity * keys
+    if dense_scores:
+        total += 8 * dims.num_attention_heads * (capacity * keys + bucket * bucket)
+    else:
+        total += element_bytes * capacity * keys
+    return total
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Free memory of `device`: CUDA free bytes, or the CPU's MemAvailable; None if unknown."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(session: CaptureSession, buckets: list[int], capacities: list[int]) -> None:
+    """Refuse, before any allocation, a bucket whose `attention_bytes` exceed the free memory.
+
+    Raises `CaptureError` naming the bucket, the estimate and the memory available.
+    """
+    model, free = session.model, available_bytes(session.model.device)
+    if free is None:
+        return
+    for bucket, capacity in sorted(zip(buckets, capacities), reverse=True):
+        need = attention_bytes(bucket, capacity, session.group.cp_size, len(session.group.local_ranks), model.dims,
+                               model.dtype.itemsize, session.backend.dry_run)
+        if need > free:
+            raise CaptureError(
+                f"--buckets: bucket {bucket} (C(B)={capacity} rows) needs about {need / 2**30:.1f} GiB for "
+                f"attention, but only {free / 2**30:.1f} GiB is free on {model.device.type}; capture smaller buckets"
+            )
 
 
 def capture_all(

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from cpbcg.capture.presets import ModelDims
+from cpbcg.errors import ConfigError
 
 RMS_EPS = 1e-6
 Piece = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
@@ -76,9 +77,15 @@ class ProxyModel:
         return self.layers[0].w_qkv.device
 
 
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
 def torch_dtype(name: str) -> torch.dtype:
-    """`float32` / `bfloat16` / `float16` → the torch dtype."""
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+    """`float32` / `bfloat16` / `float16` → the torch dtype. Raises `ConfigError` for any other name."""
+    try:
+        return TORCH_DTYPES[name]
+    except KeyError:
+        raise ConfigError(f"dtype {name!r} is not one of {', '.join(TORCH_DTYPES)}") from None
 
 
 def build_model(dims: ModelDims, num_layers: int, seed: int, device: torch.device, dtype: torch.dtype) -> ProxyModel:

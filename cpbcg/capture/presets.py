@@ -42,6 +42,8 @@ class ModelDims:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name in ("name", "dtype") and not isinstance(value, str):
+                raise ConfigError(f"model {self.name}: {f.name}: {value!r} is not a string")
             if f.name not in ("name", "dtype") and (type(value) is not int or value < 1):
                 raise ConfigError(f"model {self.name}: {f.name}: {value!r} is not a positive integer")
         if self.num_attention_heads % self.num_key_value_heads:
@@ -86,7 +88,11 @@ def load_model_preset(source: str) -> ModelDims:
     """
     path = Path(source)
     if path.suffix in (".yaml", ".yml") and path.exists():
-        label, text = str(path), path.read_text()
+        label = str(path)
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{label}: not a text (UTF-8) YAML file") from exc
     else:
         preset = resources.files(MODELS_PACKAGE) / MODELS_DIR / f"{source}.yaml"
         if not preset.is_file():
@@ -100,7 +106,7 @@ def load_model_preset(source: str) -> ModelDims:
         raise ConfigError(f"{label}: expected a mapping of model dimensions")
     data.setdefault("name", path.stem)
     known = {f.name for f in fields(ModelDims)}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(str(key) for key in set(data) - known)
     missing = sorted(known - set(data))
     if unknown or missing:
         what = f"unknown key(s) {', '.join(unknown)}" if unknown else f"missing key(s) {', '.join(missing)}"

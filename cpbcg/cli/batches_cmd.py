@@ -18,10 +18,10 @@ from cpbcg.cli.common import (
     TimeFieldOpt, TimeScaleOpt, TraceFormatOpt, progress_bar, resolve_config, scheduler_overrides,
     stderr_console,
 )
+from cpbcg.cli.source_note import ignored_options_note, simulation_note
 from cpbcg.planner.layout import BatchSet
 from cpbcg.planner.requests import TraceFormat
-from cpbcg.planner.scheduler import SimulationSummary
-from cpbcg.planner.sources import open_source
+from cpbcg.planner.sources import BatchSource, open_source
 
 
 class Fold(str, Enum):
@@ -64,22 +64,22 @@ def batches(
 
     Example: `cpbcg batches --trace conversation_trace.jsonl --prefix-cache unlimited -o lens.jsonl`
     """
-    cfg = resolve_config(
-        config,
-        **scheduler_overrides(
-            chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
-            prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
-            prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms, prefill_tokens_per_s=prefill_tokens_per_s,
-            rate=rate, time_scale=time_scale, seed=seed,
-        ),
+    overrides = scheduler_overrides(
+        chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
+        prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
+        prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms, prefill_tokens_per_s=prefill_tokens_per_s,
+        rate=rate, time_scale=time_scale, seed=seed,
     )
+    cfg = resolve_config(config, **overrides)
     source = open_source(trace, trace_format, cfg.scheduler, length_field, time_field)
+    ignored = ignored_options_note(source.trace_format, {**overrides, "length_field": length_field, "time_field": time_field}, trace)
+    if ignored is not None:
+        typer.echo(ignored, err=True)
     with progress_bar("forming batches") as advance:
         counted = _CountingStream(source.batches, advance)
         lines = [_line(lens, count) for lens, count in fold_batches(counted.chunks(), fold)]
     write_output(output, b"".join(lines))
-    summary = source.simulation.summary() if source.simulation is not None else None
-    stderr_console().print(summary_text(counted.num_batches, len(lines), output, summary), highlight=False)
+    stderr_console().print(summary_text(counted.num_batches, len(lines), output, source), highlight=False, markup=False, soft_wrap=True)
 
 
 def write_output(output: str, data: bytes) -> None:
@@ -143,17 +143,10 @@ def _line(lens: tuple[int, ...], count: int) -> bytes:
     return orjson.dumps(record) + b"\n"
 
 
-def summary_text(num_batches: int, num_lines: int, output: str, summary: SimulationSummary | None) -> str:
-    """One or two lines for stderr: what was read, simulated and written."""
+def summary_text(num_batches: int, num_lines: int, output: str, source: BatchSource) -> str:
+    """Lines for stderr: the simulation's assumptions (`simulation_note`, request traces only),
+    then what was written."""
     where = "stdout" if output == "-" else output
     text = f"{num_batches:,} prefill forwards → {num_lines:,} lines → {where}"
-    if summary is None:
-        return text
-    arrivals = "Poisson arrivals (no timestamps)" if summary.synthetic_arrivals else "trace timestamps"
-    busy = summary.busy_s / summary.simulated_s if summary.simulated_s else 0.0
-    return (
-        f"{summary.requests:,} requests, {summary.input_tokens:,} prompt tokens "
-        f"({summary.cached_tokens:,} from the prefix cache, {summary.extend_tokens:,} prefilled), {arrivals}; "
-        f"simulated {summary.simulated_s:,.1f} s, prefill busy {busy:.1%}, at most {summary.max_waiting:,} waiting, "
-        f"{summary.chunked_requests:,} requests chunked\n" + text
-    )
+    note = simulation_note(source)
+    return text if note is None else f"{note}\n{text}"

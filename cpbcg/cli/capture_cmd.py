@@ -5,6 +5,7 @@ Torch is imported inside the command only, so `import cpbcg.cli` and `cpbcg plan
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,7 +13,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from cpbcg.atomic import write_atomic
+from cpbcg.atomic import check_outputs, write_atomic
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     AlignOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, MaxCaptureReqOpt, MaxContextOpt,
@@ -22,12 +23,23 @@ from cpbcg.errors import CaptureError
 
 CAPTURE_DEFAULT_BUCKETS = "256,512,1024,2048,2304"
 """Buckets captured when neither `--buckets` nor the config names any (CPU-friendly)."""
+MAX_LAYERS = 256
+"""Most proxy layers `--layers` accepts (real models have at most a few hundred)."""
+
+
+class Dtype(str, Enum):
+    """Dtypes the proxy model runs in (`cpbcg.capture.presets.DTYPES`)."""
+
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
 
 BucketsCaptureOpt = Annotated[Optional[str], typer.Option(
     "--buckets", "-b", show_default=False,
-    help=f"Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. [default: the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}]")]
-PresetOpt = Annotated[str, typer.Option("--preset", "-m", help="Model preset (gpt-oss-120b, llama-3.1-70b, qwen3-32b, tiny) or a model YAML file.")]
-LayersOpt = Annotated[int, typer.Option("--layers", min=1, help="Proxy transformer layers (each adds one break).")]
+    help=f"Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. A bucket whose estimated attention memory exceeds the free memory of the device (CPU: available RAM) is refused up front. [default: the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}]")]
+PresetOpt = Annotated[str, typer.Option("--preset", "-p", help="Model preset (gpt-oss-120b, llama-3.1-70b, qwen3-32b, tiny) or a model YAML file.")]
+LayersOpt = Annotated[int, typer.Option("--layers", min=1, max=MAX_LAYERS, help="Proxy transformer layers (each adds one break).")]
 SamplesOpt = Annotated[int, typer.Option("--samples", min=0, help="Trace batches replayed per bucket (with --trace): the heaviest plus random ones.")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the capture manifest (JSON, atomic).", show_default=False)]
 
@@ -48,8 +60,8 @@ def capture(
     capture_layout: CaptureLayoutOpt = None,
     max_context_size: MaxContextOpt = None,
     max_capture_requests: MaxCaptureReqOpt = None,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Override the preset dtype: float32, bfloat16, float16.", show_default=False)] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of weights, inputs and trace sampling.")] = 0,
+    dtype: Annotated[Optional[Dtype], typer.Option("--dtype", help="Override the preset dtype.", show_default=False)] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of weights, inputs and trace sampling.")] = 0,
     continue_on_error: Annotated[bool, typer.Option("--continue-on-error", help="Report a bucket that cannot be captured and go on.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Run the pieces eagerly even if CUDA is present.")] = False,
 ) -> None:
@@ -67,6 +79,7 @@ def capture(
 
     Example: `cpbcg capture --cp-size 4 --preset tiny -o manifest.json`
     """
+    check_outputs({"-o": output}, {"--trace": trace})
     cfg = resolve_config(
         config, cp_size=cp_size, align_size=align_size, max_padding_factor=max_padding_factor,
         buckets=buckets, capture_layout=capture_layout, max_context_size_tokens=max_context_size,
@@ -81,7 +94,7 @@ def capture(
     from cpbcg.planner.buckets import parse_bucket_spec
 
     bucket_list = parse_bucket_spec(cfg.buckets)
-    session = harness.CaptureSession.open(cfg, presets.load_model_preset(preset), layers, seed, dry_run, dtype)
+    session = harness.CaptureSession.open(cfg, presets.load_model_preset(preset), layers, seed, dry_run, dtype.value if dtype else None)
     writer = session.group.is_writer
     try:
         with progress_bar("capture + verify", total=2 * len(bucket_list), enabled=writer) as advance:

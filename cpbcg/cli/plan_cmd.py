@@ -31,7 +31,8 @@ from cpbcg.config import DeploymentConfig
 from cpbcg.planner.buckets import parse_bucket_spec
 from cpbcg.planner.evaluate import Evaluation, evaluate
 from cpbcg.planner.selector import BucketTable
-from cpbcg.planner.sources import describe_source, open_batches
+from cpbcg.cli.source_note import report_simulation, warn_ignored_options
+from cpbcg.planner.sources import describe_source, open_source
 
 
 def bucket_table(cfg: DeploymentConfig) -> BucketTable:
@@ -39,15 +40,22 @@ def bucket_table(cfg: DeploymentConfig) -> BucketTable:
     return BucketTable.build(parse_bucket_spec(cfg.buckets), cfg.cp_layout, cfg.capture_spec)
 
 
-def run_evaluation(cfg: DeploymentConfig, trace: Optional[Path], table: BucketTable, **trace_options) -> Evaluation:
+def run_evaluation(
+    cfg: DeploymentConfig, trace: Optional[Path], table: BucketTable, simulation: Optional[dict] = None, **trace_options
+) -> Evaluation:
     """Evaluate `table` on the batch stream of `trace` (or the embedded default), with progress.
 
-    `trace_options` (`trace_format`, `length_field`, `time_field`) go to `open_batches`;
-    request traces are turned into forwards with `cfg.scheduler`.
+    `trace_options` (`trace_format`, `length_field`, `time_field`) go to `open_source`;
+    request traces are turned into forwards with `cfg.scheduler`, the simulation's assumptions
+    are printed to stderr, and its summary is put into `simulation` when given.
     """
     with progress_bar("replaying batches") as advance:
-        batches = open_batches(trace, scheduler=cfg.scheduler, **trace_options)
-        return evaluate(batches, table, cfg.cp_layout, cfg.max_padding_factor, lambda b: advance(b.num_batches))
+        source = open_source(trace, scheduler=cfg.scheduler, **trace_options)
+        ev = evaluate(source.batches, table, cfg.cp_layout, cfg.max_padding_factor, lambda b: advance(b.num_batches))
+    summary = report_simulation(source)
+    if simulation is not None and summary is not None:
+        simulation.update(summary)
+    return ev
 
 
 @app.command()
@@ -104,19 +112,21 @@ def plan(
 
     Example: `cpbcg plan --trace lens.jsonl --cp-size 4 --buckets sglang-default:8192`
     """
+    sched = scheduler_overrides(
+        chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
+        prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
+        prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms, prefill_tokens_per_s=prefill_tokens_per_s,
+        rate=rate, time_scale=time_scale, seed=seed,
+    )
     cfg = resolve_config(
         config, cp_size=cp_size, cp_strategy=cp_strategy, align_size=align_size,
         max_padding_factor=max_padding_factor, buckets=buckets, capture_layout=capture_layout,
         max_context_size_tokens=max_context_size, max_capture_requests=max_capture_requests,
-        **scheduler_overrides(
-            chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
-            prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
-            prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms, prefill_tokens_per_s=prefill_tokens_per_s,
-            rate=rate, time_scale=time_scale, seed=seed,
-        ),
+        **sched,
         **cost_overrides(graph_fixed_ms, eager_fixed_ms, token_ms),
     )
     trace_options = dict(trace_format=trace_format, length_field=length_field, time_field=time_field)
+    warn_ignored_options(trace, trace_format, {**sched, **trace_options})
     if output is not None and str(output) == STDOUT:
         output = None
     rec_opts = RecommendOptions(
@@ -127,8 +137,11 @@ def plan(
     code = run_modes(cfg, trace, trace_options, rec_opts, output_format is OutputFormat.json)
     if code is not None:
         raise typer.Exit(code)
-    ev = run_evaluation(cfg, trace, bucket_table(cfg), **trace_options)
+    simulation: dict = {}
+    ev = run_evaluation(cfg, trace, bucket_table(cfg), simulation, **trace_options)
     header = deployment_header(cfg, describe_source(trace))
+    if simulation:
+        header["simulation"] = simulation
     console = stdout_console()
     if emit_format is not None:  # export the evaluated list (issue 4)
         emit(ev.buckets, emit_format, cfg, {"source": header["source"]}, output, console)

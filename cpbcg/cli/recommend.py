@@ -317,7 +317,8 @@ def run_modes(cfg: DeploymentConfig, trace: Optional[Path], trace_options: dict,
     from cpbcg.cli.common import stderr_console, stdout_console
     from cpbcg.cli.render import deployment_header, print_json
     from cpbcg.planner.buckets import parse_bucket_spec
-    from cpbcg.planner.sources import describe_source, open_batches
+    from cpbcg.cli.source_note import report_simulation
+    from cpbcg.planner.sources import describe_source, open_source
 
     if opts.guarantee and opts.check_guarantee:
         raise ConfigError("--guarantee and --check-guarantee exclude each other")
@@ -352,10 +353,14 @@ def run_modes(cfg: DeploymentConfig, trace: Optional[Path], trace_options: dict,
         return None
     overridden = opts.cost_overridden
     cost = resolve_cost(cfg, opts.manifest, overridden)
-    batches = BatchSet.concat(open_batches(trace, scheduler=cfg.scheduler, **trace_options))
+    source = open_source(trace, scheduler=cfg.scheduler, **trace_options)
+    batches = BatchSet.concat(source.batches)
+    simulation = report_simulation(source)
     if batches.num_batches == 0:
         raise ConfigError("the trace has no prefill forwards to optimise for")
     header = deployment_header(cfg, describe_source(trace))
+    if simulation is not None:
+        header["simulation"] = simulation
     rec = recommend(
         cfg, batches, header, cost, opts.max_buckets, default_max_tokens(cfg, opts.max_tokens),
         opts.bucket_multiple, parse_include(opts.include), opts.objective,

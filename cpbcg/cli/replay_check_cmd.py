@@ -27,6 +27,7 @@ from cpbcg.cli.common import (  # request traces and the scheduler simulation (i
     TimeScaleOpt, TraceFormatOpt, scheduler_overrides,
 )
 from cpbcg.cli.plan_cmd import bucket_table, run_evaluation
+from cpbcg.cli.source_note import warn_ignored_options
 from cpbcg.planner.requests import TraceFormat
 from cpbcg.cli.render import deployment_header, evaluation_tables, print_json
 from cpbcg.config import DeploymentConfig
@@ -276,6 +277,7 @@ def replay_check(
     )
     cfg = resolve_check_config(config, loaded, flags, dotted)
     trace_options = dict(trace_format=trace_format, length_field=length_field, time_field=time_field)
+    warn_ignored_options(trace, trace_format, {**dotted, **trace_options})
     report = run_check(cfg, loaded, trace, trace_options, replay)
     render(report, output_format)
     publish(report, junit, json_path)

@@ -14,8 +14,11 @@ from typing import Iterator
 import numpy as np
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.batch_trace import iter_line_chunks
-from cpbcg.planner.requests import REQUEST_CHUNK_BYTES, RequestChunk, RequestSpec, first_line, parse_time_values
+from cpbcg.planner.requests import (
+    CONTROL_BYTES, MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, csv_reason, excerpt, first_line,
+    header_columns, iter_request_lines, length_too_large, line_excerpt, looks_binary, parse_time_values,
+    show_names,
+)
 
 
 def read_csv_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestChunk, object]]:
@@ -23,37 +26,52 @@ def read_csv_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestCh
     line of each request (computed only when needed, for messages)."""
     header_line, header = first_line(path)
     columns = _columns(path, header_line, header, spec)
-    for first, lines in iter_line_chunks(path, REQUEST_CHUNK_BYTES):
+    for first, lines in iter_request_lines(path):
         if first <= header_line:
             skip = header_line - first + 1
             lines, first = lines[skip:], first + skip
-        rows = _split_rows(lines)
+        rows = _split_rows(path, first, lines)
         chunk = _chunk_fast(rows, columns, spec)
         if chunk is None:
             chunk = _chunk_slow(path, first, rows, columns, spec)
         yield chunk, _line_numbers(rows, first)
 
 
-def _split_rows(lines: list[bytes]) -> list[list[str]]:
-    """Fields of each line (`[]` for a blank line); plain `split` unless the chunk has quotes."""
-    text = b"".join(lines).decode("utf-8", "replace")
+def _split_rows(path: Path, first: int, lines: list[bytes]) -> list[list[str]]:
+    """Fields of each line (`[]` for a blank line); plain `split` unless the chunk has quotes.
+
+    Raises `TraceError` naming the first line that is binary data or not a CSV row.
+    """
+    blob = b"".join(lines)
+    text = blob.decode("utf-8", "replace")
     parts = text.split("\n")
     if parts and parts[-1] == "":
         parts.pop()
+    if "\ufffd" in text or CONTROL_BYTES.search(blob):
+        for line_no, line in enumerate(lines, start=first):
+            if looks_binary(line):
+                raise TraceError(located(path, line_no, f"binary data, not a CSV row: {excerpt(line.strip(), 16)}"))
     if '"' in text or len(parts) != len(lines):
-        return list(csv.reader([line.decode("utf-8", "replace") for line in lines]))
+        return [_csv_row(path, line_no, line) for line_no, line in enumerate(lines, start=first)]
     return [line.rstrip("\r").split(",") if line.strip() else [] for line in parts]
+
+
+def _csv_row(path: Path, line_no: int, line: bytes) -> list[str]:
+    try:
+        return next(csv.reader([line.decode("utf-8", "replace")]), [])
+    except csv.Error as exc:
+        raise TraceError(located(path, line_no, f"not a CSV row ({csv_reason(exc)}): {line_excerpt(line)}")) from None
 
 
 def _columns(path: Path, line_no: int, header: bytes, spec: RequestSpec) -> tuple[int, int, int | None]:
     """`(number of columns, length column, time column or None)` from the header."""
-    names = [c.strip() for c in next(csv.reader([header.decode("utf-8", "replace").strip()]))]
     if header.lstrip()[:1] in (b"{", b"["):
         raise TraceError(located(path, line_no, f"not a CSV header: {spec.label} traces are CSV with a header line (see --trace-format)"))
+    names = header_columns(path, line_no, header)
     wanted = [spec.length_field] + ([spec.time_field] if spec.time_field and not spec.optional_time else [])
     for name in wanted:
         if name not in names:
-            raise TraceError(located(path, line_no, f'missing column "{name}" (header has: {", ".join(names)})'))
+            raise TraceError(located(path, line_no, f'missing column "{name}" (header has: {show_names(names)})'))
     time_col = names.index(spec.time_field) if spec.time_field in names else None
     return len(names), names.index(spec.length_field), time_col
 
@@ -68,7 +86,7 @@ def _chunk_fast(rows: list[list[str]], columns: tuple[int, int, int | None], spe
         arrival = None if time_col is None else parse_time_values([row[time_col] for row in body], spec.time_unit)
     except (ValueError, TypeError, OverflowError):
         return None
-    if len(lengths) and lengths.min() < 1:
+    if len(lengths) and (lengths.min() < 1 or lengths.max() > MAX_REQUEST_TOKENS):
         return None
     return RequestChunk(lengths, arrival, None)
 
@@ -85,8 +103,8 @@ def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns, spec: Re
         if time_col is not None:
             try:
                 times.append(float(parse_time_values([row[time_col]], spec.time_unit)[0]))
-            except (ValueError, TypeError):
-                raise TraceError(located(path, line_no, f"{spec.time_field}: {row[time_col]!r} is not a timestamp")) from None
+            except (ValueError, TypeError, OverflowError):
+                raise TraceError(located(path, line_no, f"{spec.time_field}: {excerpt(row[time_col])} is not a timestamp")) from None
     arrival = None if time_col is None else np.array(times, dtype=np.float64)
     return RequestChunk(np.array(lengths, dtype=np.int64), arrival, None)
 
@@ -96,8 +114,10 @@ def _length(path: Path, line_no: int, text: str, field: str) -> int:
         value = int(text.strip())
     except ValueError:
         value = None
-    if value is None or value < 1 or value >= 2**62:
-        raise TraceError(located(path, line_no, f"{field}: {text!r} is not a positive integer"))
+    if value is not None and value > MAX_REQUEST_TOKENS:
+        raise TraceError(located(path, line_no, length_too_large(field, str(value))))
+    if value is None or value < 1:
+        raise TraceError(located(path, line_no, f"{field}: {excerpt(text)} is not a positive integer"))
     return value
 
 

@@ -18,6 +18,10 @@ a careful line-by-line pass naming the first bad line otherwise). Every malforme
 from __future__ import annotations
 
 import csv
+import gzip
+import re
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -27,13 +31,25 @@ import numpy as np
 import orjson
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.batch_trace import iter_line_chunks, load_json_line, open_binary
+from cpbcg.planner.batch_trace import load_json_line, open_binary
+from cpbcg.planner.layout import MAX_TOKENS
 
 HASH_FIELD = "hash_ids"
 BLOCK_TOKENS = 512
 """Tokens per prefix-hash block (Mooncake `hash_ids`)."""
 REQUEST_CHUNK_BYTES = 4 << 20
 """Bytes of lines parsed at once (bounds memory: a chunk's Python objects are ~10x its bytes)."""
+MAX_REQUEST_TOKENS = MAX_TOKENS
+"""Longest prompt accepted (tokens, 2**31 - 1, as for batch traces): no sum downstream can overflow int64."""
+ACCEPTED_FORMATS = (
+    "Mooncake JSONL (input_length), Azure CSV (ContextTokens), vidur/Sarathi CSV (num_prefill_tokens), "
+    "batch trace JSONL (extend_seq_lens), or any CSV/JSONL with --length-field"
+)
+"""The formats `detect_format` recognises, for messages."""
+EXCERPT_CHARS = 40
+"""Most characters of file content quoted in a message."""
+CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""Bytes that never occur in a text trace (control characters other than tab, CR, LF)."""
 
 
 class TraceFormat(str, Enum):
@@ -107,13 +123,104 @@ def request_spec(fmt: TraceFormat, length_field: str | None = None, time_field: 
     raise ValueError(f"{fmt} is not a request-trace format")
 
 
-def first_line(path: Path) -> tuple[int, bytes]:
-    """`(line number, bytes)` of the first non-blank line. Raises `TraceError` for an empty file."""
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """A short, printable quote of file content for messages: `ascii()` of at most `limit`
+    characters (or bytes), with `...` when cut. Never prints raw binary."""
+    cut = len(value) > limit if isinstance(value, (str, bytes)) else False
+    return ascii(value[:limit] if cut else value) + ("..." if cut else "")
+
+
+def line_excerpt(line: bytes) -> str:
+    """`excerpt` of a text line (decoded, stripped)."""
+    return excerpt(line.decode("utf-8", "replace").strip())
+
+
+def show_names(names: list[str], limit: int = 8) -> str:
+    """`a, b, c` for a header's columns or a record's keys; odd names quoted with `excerpt`."""
+    shown = [n if n.isascii() and n.isprintable() and len(n) <= EXCERPT_CHARS else excerpt(n) for n in names[:limit]]
+    more = f", ... ({len(names)} in all)" if len(names) > limit else ""
+    return ", ".join(shown) + more
+
+
+@contextmanager
+def read_errors(path: Path, line_no: int):
+    """Turn decompression and read errors into `TraceError` (`FILE:LINE: ...`)."""
+    try:
+        yield
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        raise TraceError(located(path, line_no, "truncated or corrupt gzip")) from None
+    except OSError as exc:
+        raise TraceError(located(path, line_no, f"cannot read: {exc.strerror or exc}")) from None
+
+
+def iter_request_lines(path: Path, chunk_bytes: int = REQUEST_CHUNK_BYTES):
+    """Yield `(first_line_number, lines)` chunks; corrupt gzip is a `TraceError` naming the line."""
+    line_no = 1
     with open_binary(path) as handle:
-        for line_no, line in enumerate(handle, start=1):
+        while True:
+            with read_errors(path, line_no):
+                lines = handle.readlines(chunk_bytes)
+            if not lines:
+                return
+            yield line_no, lines
+            line_no += len(lines)
+
+
+def first_line(path: Path) -> tuple[int, bytes]:
+    """`(line number, bytes)` of the first non-blank line. Raises `TraceError` for an empty,
+    unreadable or corrupt (gzip) file."""
+    for first, lines in iter_request_lines(path, 1 << 16):
+        for line_no, line in enumerate(lines, start=first):
             if line.strip():
                 return line_no, line.lstrip(b"\xef\xbb\xbf")
     raise TraceError(located(path, 1, "empty trace: no requests"))
+
+
+def looks_binary(line: bytes) -> bool:
+    """True when a line is not UTF-8 text (or holds control characters other than tab/CR/LF)."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return CONTROL_BYTES.search(line) is not None
+
+
+def binary_error(path: Path, line_no: int, line: bytes) -> TraceError:
+    """`FILE:LINE: not a text trace ...` for a line of binary data."""
+    return TraceError(located(path, line_no, (
+        f"not a text trace: binary data {excerpt(line.strip(), 16)}{_gz_note(path)}; "
+        "traces are JSONL or CSV text, optionally gzipped"
+    )))
+
+
+def csv_reason(exc: csv.Error) -> str:
+    """The csv module's complaint without its advice (`new-line character seen in unquoted field`)."""
+    return str(exc).split(" - ")[0]
+
+
+def gzip_magic(path: Path) -> bool:
+    """Whether the file starts with the gzip magic bytes (`.gz` names alone decide nothing)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def _gz_note(path: Path) -> str:
+    if str(path).endswith(".gz") and not gzip_magic(path):
+        return " (read as plain text: no gzip magic bytes despite the .gz name)"
+    return ""
+
+
+def header_columns(path: Path, line_no: int, line: bytes) -> list[str]:
+    """Column names of a CSV header line; `TraceError` for binary data or an unparsable line."""
+    if looks_binary(line):
+        raise binary_error(path, line_no, line)
+    try:
+        return [c.strip() for c in next(csv.reader([line.decode("utf-8", "replace").strip()]), [])]
+    except csv.Error as exc:
+        raise TraceError(located(path, line_no, f"not a CSV header ({csv_reason(exc)}): {line_excerpt(line)}")) from None
 
 
 def detect_format(path: Path, length_field: str | None = None) -> TraceFormat:
@@ -123,6 +230,8 @@ def detect_format(path: Path, length_field: str | None = None) -> TraceFormat:
     generic `csv`/`jsonl` readers. Raises `TraceError` when nothing matches.
     """
     line_no, line = first_line(path)
+    if looks_binary(line):
+        raise binary_error(path, line_no, line)
     if line.lstrip()[:1] in (b"{", b"["):
         try:
             record = orjson.loads(line)
@@ -134,16 +243,22 @@ def detect_format(path: Path, length_field: str | None = None) -> TraceFormat:
             return TraceFormat.jsonl
         if isinstance(record, dict) and "input_length" in record:
             return TraceFormat.mooncake
-        keys = ", ".join(record) if isinstance(record, dict) else type(record).__name__
-        raise TraceError(located(path, line_no, f"unknown JSONL trace (keys: {keys}); pass --length-field or --trace-format"))
-    header = _header_columns(line)
+        keys = show_names(list(record)) if isinstance(record, dict) else type(record).__name__
+        raise _unknown(path, line_no, "JSONL", f"keys: {keys}")
+    header = header_columns(path, line_no, line)
     if length_field:
         return TraceFormat.csv
     if "ContextTokens" in header:
         return TraceFormat.azure
     if "num_prefill_tokens" in header:
         return TraceFormat.vidur
-    raise TraceError(located(path, line_no, f"unknown CSV trace (columns: {', '.join(header)}); pass --length-field or --trace-format"))
+    raise _unknown(path, line_no, "CSV", f"columns: {show_names(header)}")
+
+
+def _unknown(path: Path, line_no: int, kind: str, names: str) -> TraceError:
+    """`unknown KIND trace (NAMES[; read as plain text ...]); accepted: ...`."""
+    plain = "; read as plain text: no gzip magic bytes despite the .gz name" if _gz_note(path) else ""
+    return TraceError(located(path, line_no, f"unknown {kind} trace ({names}{plain}); accepted: {ACCEPTED_FORMATS}; see --trace-format"))
 
 
 def read_requests(path: str | Path, spec: RequestSpec) -> Iterator[RequestChunk]:
@@ -217,10 +332,6 @@ def _datetime_seconds(values: list[str]) -> np.ndarray:
     return stamps.astype(np.int64) / 1e9
 
 
-def _header_columns(line: bytes) -> list[str]:
-    return [c.strip() for c in next(csv.reader([line.decode("utf-8", "replace").strip()]))]
-
-
 def _read_jsonl(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestChunk, object]]:
     line_no, line = first_line(path)
     try:
@@ -230,7 +341,7 @@ def _read_jsonl(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestChunk, o
     if not isinstance(record, dict):
         raise TraceError(located(path, line_no, f"not a JSON object: {spec.label} traces are JSONL, one request object per line (see --trace-format)"))
     with_hashes = HASH_FIELD in record
-    for first, lines in iter_line_chunks(path, REQUEST_CHUNK_BYTES):
+    for first, lines in iter_request_lines(path):
         fast = _jsonl_fast(first, lines, spec, with_hashes)
         if fast is None:
             fast = _jsonl_slow(path, first, lines, spec, with_hashes)
@@ -248,9 +359,9 @@ def _jsonl_fast(first: int, lines: list[bytes], spec: RequestSpec, with_hashes: 
         times = [r[spec.time_field] for r in records] if spec.time_field else None
         hashes = [r.get(HASH_FIELD, []) for r in records] if with_hashes else None
         arrival = None if times is None else parse_time_values(times, spec.time_unit)
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, OverflowError):
         return None
-    if len(records) and (lengths.dtype != np.int64 or lengths.min() < 1):
+    if len(records) and (lengths.dtype != np.int64 or lengths.min() < 1 or lengths.max() > MAX_REQUEST_TOKENS):
         return None
     if hashes is not None and not _hashes_ok(hashes):
         return None
@@ -299,15 +410,31 @@ def _jsonl_record(path: Path, line_no: int, line: bytes, spec: RequestSpec) -> t
         if field and field not in record:
             raise fail(f'missing field "{field}"')
     length = record[spec.length_field]
+    if (type(length) is int and length > MAX_REQUEST_TOKENS) or (type(length) is float and length.is_integer() and length > MAX_REQUEST_TOKENS):
+        raise fail(length_too_large(spec.length_field, orjson.dumps(length).decode()))
     if type(length) is not int or length < 1:
-        raise fail(f"{spec.length_field}: {orjson.dumps(length).decode()} is not a positive integer")
+        raise fail(f"{spec.length_field}: {_json_excerpt(length)} is not a positive integer")
     time_s = 0.0
     if spec.time_field:
         try:
             time_s = float(parse_time_values([record[spec.time_field]], spec.time_unit)[0])
-        except (TypeError, ValueError):
-            raise fail(f"{spec.time_field}: {orjson.dumps(record[spec.time_field]).decode()} is not a timestamp") from None
+        except (TypeError, ValueError, OverflowError):
+            raise fail(f"{spec.time_field}: {_json_excerpt(record[spec.time_field])} is not a timestamp") from None
     blocks = record.get(HASH_FIELD, [])
     if type(blocks) is not list or not all(type(x) is int for x in blocks):
         raise fail(f"{HASH_FIELD}: expected a list of integers")
     return length, time_s, blocks
+
+
+def length_too_large(field: str, text: str) -> str:
+    """The message for a prompt length above `MAX_REQUEST_TOKENS`."""
+    shown = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
+    return f"{field}: {shown} is above the largest supported length {MAX_REQUEST_TOKENS}"
+
+
+def _json_excerpt(value: object) -> str:
+    """A JSON value as written in the trace, cut to a short excerpt when long."""
+    text = orjson.dumps(value).decode()
+    if len(text) <= EXCERPT_CHARS and text.isascii():
+        return text
+    return excerpt(value) if isinstance(value, str) else excerpt(text)
