@@ -178,3 +178,10 @@ def test_request_only_options_on_a_batch_trace_warn(assets):
     result = invoke("plan", "-t", str(assets / "traces" / "good.jsonl"), "--rate", "3", "--prefix-cache", "unlimited")
     assert result.exit_code == 0
     assert "cpbcg: warning: --prefix-cache, --rate apply to request traces only" in result.stderr
+
+
+def test_saturated_simulation_is_called_out(assets):
+    slow = invoke("plan", "-t", str(assets / "requests" / "mooncake.jsonl"), "--prefill-tokens-per-s", "100")
+    assert "the simulated prefill is saturated" in slow.stderr
+    fast = invoke("plan", "-t", str(assets / "requests" / "mooncake.jsonl"), "--prefill-tokens-per-s", "1e9")
+    assert "saturated" not in fast.stderr

@@ -24,6 +24,11 @@ REQUEST_ONLY_OPTIONS = (
 """Options that only the request-trace readers and the scheduler simulation use (in CLI order)."""
 
 
+SATURATED_BUSY = 0.95
+"""Busy fraction of the simulated prefill above which the note warns that load, not traffic
+shape, decides the forwards."""
+
+
 def simulation_note(source: BatchSource) -> str | None:
     """One or two lines saying what the scheduler simulation assumed and saw, or None when the
     source is not a request trace. Complete once `source.batches` has been iterated."""
@@ -53,6 +58,11 @@ def simulation_note(source: BatchSource) -> str | None:
         f"{chunking}{limits}, prefill {_num(cfg.prefill_tokens_per_s)} tok/s + {_num(cfg.prefill_fixed_ms)} ms/forward, "
         f"{cache}; prefill busy {_busy(s):.1%}, at most {s.max_waiting:,} waiting"
     )
+    if _busy(s) >= SATURATED_BUSY:
+        text += (
+            "\nthe simulated prefill is saturated, so most forwards are full chunks: set "
+            "--prefill-tokens-per-s and --prefill-fixed-ms to your server's measured prefill speed"
+        )
     if s.synthetic_arrivals:
         scale = f" x time-scale {_num(cfg.time_scale)}" if cfg.time_scale != 1 else ""
         text += f"\nPoisson arrivals at {_num(cfg.rate)} req/s{scale} (the trace has no timestamps; --rate, seed {cfg.seed})"
