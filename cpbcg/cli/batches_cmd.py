@@ -64,12 +64,7 @@ def batches(
 
     Example: `cpbcg batches --trace conversation_trace.jsonl --prefix-cache unlimited -o lens.jsonl`
     """
-    overrides = scheduler_overrides(
-        chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
-        prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
-        prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms, prefill_tokens_per_s=prefill_tokens_per_s,
-        rate=rate, time_scale=time_scale, seed=seed,
-    )
+    overrides = scheduler_overrides(locals())
     cfg = resolve_config(config, **overrides)
     source = open_source(trace, trace_format, cfg.scheduler, length_field, time_field)
     ignored = ignored_options_note(source.trace_format, {**overrides, "length_field": length_field, "time_field": time_field}, trace)

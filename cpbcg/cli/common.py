@@ -6,7 +6,7 @@ import os
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Iterator, Mapping, Optional
 
 import typer
 from rich.console import Console
@@ -72,27 +72,17 @@ TimeScaleOpt = Annotated[Optional[float], typer.Option("--time-scale", help="Div
 SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Seed of the synthetic Poisson arrivals. [default: 0]", show_default=False)]
 
 
-def scheduler_overrides(
-    *,
-    chunked_prefill_size: Optional[int] = None,
-    max_prefill_tokens: Optional[int] = None,
-    prefill_max_requests: Optional[int] = None,
-    max_running_requests: Optional[int] = None,
-    prefix_cache: Optional[str] = None,
-    prefill_fixed_ms: Optional[float] = None,
-    prefill_tokens_per_s: Optional[float] = None,
-    rate: Optional[float] = None,
-    time_scale: Optional[float] = None,
-    seed: Optional[int] = None,
-) -> dict[str, object]:
-    """Dotted `scheduler.*` overrides for `resolve_config(..., **overrides)` (None = keep)."""
-    values = dict(
-        chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
-        prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
-        prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms,
-        prefill_tokens_per_s=prefill_tokens_per_s, rate=rate, time_scale=time_scale, seed=seed,
-    )
-    return {f"scheduler.{key}": value for key, value in values.items()}
+SCHEDULER_OPTIONS = (
+    "chunked_prefill_size", "max_prefill_tokens", "prefill_max_requests", "max_running_requests",
+    "prefix_cache", "prefill_fixed_ms", "prefill_tokens_per_s", "rate", "time_scale", "seed",
+)
+"""Command parameters that override `scheduler.*` of the config (names as in SchedulerConfig)."""
+
+
+def scheduler_overrides(params: Mapping[str, object]) -> dict[str, object]:
+    """Dotted `scheduler.*` overrides for `resolve_config(..., **overrides)` from a command's
+    parameters (pass `locals()`); None = keep the config's value."""
+    return {f"scheduler.{name}": params.get(name) for name in SCHEDULER_OPTIONS}
 
 
 def resolve_config(

@@ -112,12 +112,7 @@ def plan(
 
     Example: `cpbcg plan --trace lens.jsonl --cp-size 4 --buckets sglang-default:8192`
     """
-    sched = scheduler_overrides(
-        chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
-        prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
-        prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms, prefill_tokens_per_s=prefill_tokens_per_s,
-        rate=rate, time_scale=time_scale, seed=seed,
-    )
+    sched = scheduler_overrides(locals())
     cfg = resolve_config(
         config, cp_size=cp_size, cp_strategy=cp_strategy, align_size=align_size,
         max_padding_factor=max_padding_factor, buckets=buckets, capture_layout=capture_layout,

@@ -263,12 +263,7 @@ def replay_check(
     """
     check_outputs({"--junit": junit, "--json": json_path}, {"--trace": trace, "--manifest": manifest})
     dotted = gate_overrides(min_coverage, min_token_coverage, max_padding, max_eager or [])
-    dotted.update(scheduler_overrides(
-        chunked_prefill_size=chunked_prefill_size, max_prefill_tokens=max_prefill_tokens,
-        prefill_max_requests=prefill_max_requests, max_running_requests=max_running_requests,
-        prefix_cache=prefix_cache, prefill_fixed_ms=prefill_fixed_ms, prefill_tokens_per_s=prefill_tokens_per_s,
-        rate=rate, time_scale=time_scale, seed=seed,
-    ))
+    dotted.update(scheduler_overrides(locals()))
     loaded = load_manifest(manifest) if manifest is not None else None
     flags = dict(
         cp_size=cp_size, cp_strategy=cp_strategy, align_size=align_size, max_padding_factor=max_padding_factor,

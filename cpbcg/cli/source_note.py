@@ -12,15 +12,14 @@ from typing import Mapping
 
 import typer
 
+from cpbcg.cli.common import SCHEDULER_OPTIONS
+
 from cpbcg.planner.requests import TraceFormat, detect_format
 from cpbcg.planner.sources import BatchSource
 
 FORMAT_LABELS = {"mooncake": "Mooncake", "azure": "Azure", "vidur": "vidur", "csv": "CSV", "jsonl": "JSONL"}
 """How each request-trace format is named in the note."""
-REQUEST_ONLY_OPTIONS = (
-    "length_field", "time_field", "chunked_prefill_size", "max_prefill_tokens", "prefill_max_requests",
-    "max_running_requests", "prefix_cache", "prefill_fixed_ms", "prefill_tokens_per_s", "rate", "time_scale", "seed",
-)
+REQUEST_ONLY_OPTIONS = ("length_field", "time_field", *SCHEDULER_OPTIONS)
 """Options that only the request-trace readers and the scheduler simulation use (in CLI order)."""
 
 
