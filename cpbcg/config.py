@@ -23,7 +23,7 @@ PRESET_PACKAGE = "cpbcg.configs"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
 class SchedulerConfig(_Strict):
@@ -40,7 +40,7 @@ class SchedulerConfig(_Strict):
     prefill_tokens_per_s: StrictFloat = Field(40000.0, gt=0, description="Prefill throughput (tokens/s).")
     rate: StrictFloat = Field(4.0, gt=0, description="Poisson arrival rate for traces without timestamps (req/s).")
     time_scale: StrictFloat = Field(1.0, gt=0, description="Compress inter-arrival gaps this many times.")
-    seed: StrictInt = Field(0, description="Seed of synthetic arrivals.")
+    seed: StrictInt = Field(0, ge=0, le=2**63 - 1, description="Seed of synthetic arrivals.")
 
     @field_validator("chunked_prefill_size")
     @classmethod

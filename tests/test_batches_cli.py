@@ -38,7 +38,7 @@ def test_batches_states_poisson_arrivals_for_traces_without_timestamps(tmp_path)
     assert result.exit_code == 0, result.output
     note = result.stderr.splitlines()
     assert note[0].startswith("simulated 3 prefill forwards from 3 requests (vidur, no timestamps): no chunking, max_prefill_tokens 16384, ")
-    assert note[1] == "Poisson arrivals at 2.5 req/s (the trace has no timestamps; --rate, seed 0)"
+    assert note[1] == "Poisson arrivals at 2.5 req/s (no arrival times were read: the trace has none or no --time-field was given; --rate, seed 0)"
 
 
 def test_batches_warns_that_scheduler_options_ignore_a_batch_trace(tmp_path):

@@ -169,7 +169,7 @@ def test_plan_on_a_request_trace_states_the_simulation(assets):
     doc = orjson.loads(result.stdout)
     assert doc["simulation"]["trace_format"] == "vidur" and doc["simulation"]["arrivals"] == "poisson"
     assert doc["simulation"]["scheduler"]["rate"] == 2.0
-    assert "Poisson arrivals at 2 req/s (the trace has no timestamps" in result.stderr
+    assert "Poisson arrivals at 2 req/s (no arrival times were read" in result.stderr
     k = invoke("plan", "-t", str(assets / "requests" / "vidur.csv"), "-k", "4", "-f", "json")
     assert orjson.loads(k.stdout)["simulation"]["trace_format"] == "vidur"
 
@@ -185,3 +185,31 @@ def test_saturated_simulation_is_called_out(assets):
     assert "the simulated prefill is saturated" in slow.stderr
     fast = invoke("plan", "-t", str(assets / "requests" / "mooncake.jsonl"), "--prefill-tokens-per-s", "1e9")
     assert "saturated" not in fast.stderr
+
+
+def test_batches_refuses_to_overwrite_its_trace(tmp_path, assets):
+    trace = tmp_path / "az.csv"
+    trace.write_bytes((assets / "requests" / "azure.csv").read_bytes())
+    before = trace.read_bytes()
+    result = invoke("batches", "--trace", str(trace), "-o", str(trace))
+    assert result.exit_code == 2 and "is the same file as --trace" in result.stderr
+    assert trace.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["plan", "batches"])
+def test_negative_seed_is_a_usage_error(assets, tmp_path, command):
+    args = [command, "--trace", str(assets / "requests" / "vidur.csv"), "--seed", "-1"]
+    result = invoke(*args, *(["-o", str(tmp_path / "x.jsonl")] if command == "batches" else []))
+    assert result.exit_code == 2
+
+
+def test_weighted_token_total_overflow_is_refused(tmp_path):
+    path = tmp_path / "huge-counts.jsonl"
+    path.write_text('{"extend_seq_lens": [2147483647], "count": 2147483647}\n' * 3)
+    result = invoke("plan", "--trace", str(path))
+    assert result.exit_code == 2 and "count-weighted token total exceeds" in result.stderr
+
+
+def test_evaluation_emit_with_json_needs_a_file():
+    result = invoke("plan", "--format", "json", "--emit", "sglang")
+    assert result.exit_code == 2 and "--emit with --format json needs -o FILE" in result.stderr

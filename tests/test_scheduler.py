@@ -191,7 +191,7 @@ def test_simulation_note_and_summary_after_iteration():
     assert 0.0 <= summary["busy_fraction"] <= 1.0
     vidur = open_source(assets / "vidur.csv", scheduler=SchedulerConfig(rate=4.0))
     list(vidur.batches)
-    assert simulation_note(vidur).splitlines()[1] == "Poisson arrivals at 4 req/s (the trace has no timestamps; --rate, seed 0)"
+    assert simulation_note(vidur).splitlines()[1] == "Poisson arrivals at 4 req/s (no arrival times were read: the trace has none or no --time-field was given; --rate, seed 0)"
     assert simulation_summary(vidur)["arrivals"] == "poisson"
     batch = open_source(None)
     list(batch.batches)

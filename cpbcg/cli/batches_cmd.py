@@ -10,7 +10,7 @@ from typing import Annotated, Iterable, Iterator
 import orjson
 import typer
 
-from cpbcg.atomic import write_atomic
+from cpbcg.atomic import check_outputs, write_atomic
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     ChunkedPrefillOpt, ConfigOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt,
@@ -64,6 +64,7 @@ def batches(
 
     Example: `cpbcg batches --trace conversation_trace.jsonl --prefix-cache unlimited -o lens.jsonl`
     """
+    check_outputs({"-o": Path(output)}, {"--trace": trace})
     overrides = scheduler_overrides(locals())
     cfg = resolve_config(config, **overrides)
     source = open_source(trace, trace_format, cfg.scheduler, length_field, time_field)

@@ -38,8 +38,12 @@ def stdout_console() -> Console:
 
 
 def stderr_console() -> Console:
-    """Console for progress, notes and errors."""
-    return Console(stderr=True)
+    """Console for progress, notes and reports sent to stderr (same width rule as stdout)."""
+    width = int(os.environ.get("CPBCG_WIDTH", "0") or 0) or None
+    console = Console(stderr=True, width=width)
+    if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=True, width=PIPE_WIDTH)
+    return console
 
 
 CONFIG_HELP = "Deployment config: a YAML file or a preset name (see `cpbcg presets`). Options override it."
@@ -69,7 +73,7 @@ PrefillFixedMsOpt = Annotated[Optional[float], typer.Option("--prefill-fixed-ms"
 PrefillTokensPerSOpt = Annotated[Optional[float], typer.Option("--prefill-tokens-per-s", help="Prefill throughput (tokens/s); a forward of n tokens takes prefill_fixed_ms + n / this. [default: 40000]", show_default=False)]
 RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Poisson arrival rate for request traces without timestamps (requests/s). [default: 4.0]", show_default=False)]
 TimeScaleOpt = Annotated[Optional[float], typer.Option("--time-scale", help="Divide inter-arrival gaps by this to emulate higher load. [default: 1.0]", show_default=False)]
-SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Seed of the synthetic Poisson arrivals. [default: 0]", show_default=False)]
+SeedOpt = Annotated[Optional[int], typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of the synthetic Poisson arrivals. [default: 0]", show_default=False)]
 
 
 SCHEDULER_OPTIONS = (

@@ -28,6 +28,7 @@ from cpbcg.cli.recommend import (  # optimiser, guarantee mode, exports, plot (i
 )
 from cpbcg.cli.render import deployment_header, evaluation_json, evaluation_tables, print_json
 from cpbcg.config import DeploymentConfig
+from cpbcg.errors import ConfigError
 from cpbcg.planner.buckets import parse_bucket_spec
 from cpbcg.planner.evaluate import Evaluation, evaluate
 from cpbcg.planner.selector import BucketTable
@@ -124,6 +125,8 @@ def plan(
     warn_ignored_options(trace, trace_format, {**sched, **trace_options})
     if output is not None and str(output) == STDOUT:
         output = None
+    if emit_format is not None and output is None and output_format is OutputFormat.json:
+        raise ConfigError("--emit with --format json needs -o FILE (both would go to stdout)")
     rec_opts = RecommendOptions(
         max_buckets, max_tokens, bucket_multiple, include, manifest,
         any(v is not None for v in (graph_fixed_ms, eager_fixed_ms, token_ms)),

@@ -168,8 +168,10 @@ def comparison_table(rec: Recommendation) -> Table:
     return table
 
 
-def pareto_table(points: list[ParetoPoint]) -> Table:
+def pareto_table(points: list[ParetoPoint], objective: "Objective" = None) -> Table:
     table = Table(title="Pareto: best list of at most K buckets", title_justify="left")
+    if objective is Objective.coverage:
+        table.caption = "coverage first: a larger K may cost more modelled time when it replays more forwards in graphs"
     for name in ("K", "modelled s", "graph batches", "graph tokens", "largest bucket"):
         table.add_column(name, justify="right")
     for p in points:
@@ -187,11 +189,17 @@ def recommendation_renderable(rec: Recommendation) -> Group:
     lines.append(f"{', pinned ' + ','.join(map(str, opt.pinned)) if opt.pinned else ''}):\n", style="bold")
     lines.append("  " + ",".join(map(str, rec.buckets)) + "\n")
     lines.append(f"Candidates: {opt.num_candidates:,} of {opt.grid_size:,} sizes searched; grid {grid}.\n")
+    if opt.bucket_multiple == 1:
+        lines.append("Sizes are exact token counts; --bucket-multiple 8 (or your alignment) keeps them round.\n")
     if rec.headroom is not None:
         lines.append("Headroom: " + rec.headroom.sentence() + "\n", style="bold yellow")
         if rec.headroom.modelled_ms_with_extra is not None:
-            lines.append(f"  with it the modelled time would be {rec.headroom.modelled_ms_with_extra / 1e3:,.2f} s.\n")
-    return Group(comparison_table(rec), pareto_table(rec.points), lines)
+            saved_ms = rec.reports[0].modelled_ms - rec.headroom.modelled_ms_with_extra
+            lines.append(
+                f"  with it the modelled time would be {rec.headroom.modelled_ms_with_extra / 1e3:,.2f} s "
+                f"({saved_ms:,.1f} ms less).\n"
+            )
+    return Group(comparison_table(rec), pareto_table(rec.points, rec.objective), lines)
 
 
 def recommendation_json(rec: Recommendation) -> bytes:

@@ -19,7 +19,8 @@ from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
-    MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, TraceOpt, resolve_config, stdout_console,
+    MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, TraceOpt, resolve_config, stderr_console,
+    stdout_console,
 )
 from cpbcg.cli.common import (  # request traces and the scheduler simulation (issue 3)
     ChunkedPrefillOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
@@ -156,9 +157,10 @@ def _or_dash(value: object) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-def render(report: CheckReport, output_format: OutputFormat) -> None:
-    """Main output on stdout: the plan tables plus overflow and gates, or the JSON report."""
-    console = stdout_console()
+def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool = False) -> None:
+    """Main output on stdout: the plan tables plus overflow and gates, or the JSON report; on
+    stderr when a report file goes to stdout (`--json -` or `--junit -`)."""
+    console = stderr_console() if stdout_taken else stdout_console()
     if output_format is OutputFormat.json:
         print_json(console, report_json(report))
         return
@@ -262,9 +264,13 @@ def replay_check(
     Example: `cpbcg replay-check --config ci-gates-cp4 --trace lens.jsonl --junit report.xml`
     """
     check_outputs({"--junit": junit, "--json": json_path}, {"--trace": trace, "--manifest": manifest})
+    if str(junit) == STDOUT and str(json_path) == STDOUT:
+        raise ConfigError("--junit - and --json - would both write to stdout; send one to a file")
     dotted = gate_overrides(min_coverage, min_token_coverage, max_padding, max_eager or [])
     dotted.update(scheduler_overrides(locals()))
     loaded = load_manifest(manifest) if manifest is not None else None
+    if loaded is not None and loaded.data.get("dry_run"):
+        typer.echo(f"cpbcg: warning: {manifest} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model", err=True)
     flags = dict(
         cp_size=cp_size, cp_strategy=cp_strategy, align_size=align_size, max_padding_factor=max_padding_factor,
         buckets=buckets, capture_layout=capture_layout, max_context_size_tokens=max_context_size,
@@ -274,7 +280,7 @@ def replay_check(
     trace_options = dict(trace_format=trace_format, length_field=length_field, time_field=time_field)
     warn_ignored_options(trace, trace_format, {**dotted, **trace_options})
     report = run_check(cfg, loaded, trace, trace_options, replay)
-    render(report, output_format)
+    render(report, output_format, stdout_taken=STDOUT in (str(junit), str(json_path)))
     publish(report, junit, json_path)
     if trace is None:
         typer.echo(NO_TRACE_WARNING, err=True)

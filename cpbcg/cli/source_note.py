@@ -64,7 +64,7 @@ def simulation_note(source: BatchSource) -> str | None:
         )
     if s.synthetic_arrivals:
         scale = f" x time-scale {_num(cfg.time_scale)}" if cfg.time_scale != 1 else ""
-        text += f"\nPoisson arrivals at {_num(cfg.rate)} req/s{scale} (the trace has no timestamps; --rate, seed {cfg.seed})"
+        text += f"\nPoisson arrivals at {_num(cfg.rate)} req/s{scale} (no arrival times were read: the trace has none or no --time-field was given; --rate, seed {cfg.seed})"
     return text
 
 

@@ -11,9 +11,12 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from cpbcg.errors import TraceError
 from cpbcg.planner.layout import BatchSet, CPLayout, cp_active, local_rows
 from cpbcg.planner.selector import EAGER_REASONS, GRAPH, BucketTable, select_buckets
 
+MAX_TOTAL_TOKENS = 2**62
+"""Largest count-weighted token total a trace may have (int64 tallies stay exact below it)."""
 MAX_EXAMPLES = 5
 PIECE_BATCHES = 1 << 14
 """Batches laid out at once: big enough to amortise numpy calls, small enough that the
@@ -141,6 +144,10 @@ class Evaluator:
         demand = Demand.of(batches, self.cp)
         sel = select_buckets(demand.num_tokens, demand.rows, demand.active, self.table, self.factor)
         w, n = demand.counts, demand.num_tokens
+        if float(np.dot(w.astype(np.float64), n)) + self._totals["tokens"] >= MAX_TOTAL_TOKENS:
+            raise TraceError(
+                f"the trace's count-weighted token total exceeds {MAX_TOTAL_TOKENS:.3g}: check the \"count\" fields"
+            )
         graph = sel.reason_code == GRAPH
         t = self._totals
         t["batches"] += int(w.sum())
