@@ -113,6 +113,8 @@ def capture(
 
         write_atomic(output, manifest_bytes(doc))
         stderr_console().print(f"wrote {output}")
+    else:
+        stderr_console().print("no manifest written (add -o manifest.json for plan and replay-check)")
     failed = [r["capture_num_tokens"] for r in doc["buckets"] if not r["verified"]]
     if failed:
         typer.echo(f"cpbcg: verification failed for bucket(s) {', '.join(map(str, failed))}", err=True)
