@@ -1,7 +1,6 @@
 """Replay selector: every domain §4 value, reasons, and invariants against the plain loop."""
 
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 
 from cpbcg.planner.layout import BatchSet, CPLayout

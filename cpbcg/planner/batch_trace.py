@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import zlib
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
@@ -47,22 +48,15 @@ def open_binary(path: Path) -> IO[bytes]:
         raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from exc
 
 
-def iter_line_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, list[bytes]]]:
-    """Yield `(first_line_number, lines)` chunks of the file (line numbers start at 1).
-
-    Raises `TraceError` on unreadable or corrupt (e.g. truncated gzip) input.
-    """
-    line_no = 1
-    with open_binary(path) as handle:
-        while True:
-            try:
-                lines = handle.readlines(chunk_bytes)
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
-                raise TraceError(located(path, line_no, f"cannot read: {exc}")) from exc
-            if not lines:
-                return
-            yield line_no, lines
-            line_no += len(lines)
+@contextmanager
+def read_errors(path: Path, line_no: int) -> Iterator[None]:
+    """Turn decompression and read errors into `TraceError` (`FILE:LINE: ...`)."""
+    try:
+        yield
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        raise TraceError(located(path, line_no, "truncated or corrupt gzip")) from None
+    except OSError as exc:
+        raise TraceError(located(path, line_no, f"cannot read: {exc.strerror or exc}")) from None
 
 
 def iter_blob_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
@@ -71,10 +65,8 @@ def iter_blob_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
     line_no, carry = 1, b""
     with open_binary(path) as handle:
         while True:
-            try:
+            with read_errors(path, line_no):
                 block = handle.read(chunk_bytes)
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
-                raise TraceError(located(path, line_no, f"cannot read: {exc}")) from exc
             if not block:
                 if carry:
                     yield line_no, carry

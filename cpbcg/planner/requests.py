@@ -18,10 +18,7 @@ a careful line-by-line pass naming the first bad line otherwise). Every malforme
 from __future__ import annotations
 
 import csv
-import gzip
 import re
-import zlib
-from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -31,7 +28,7 @@ import numpy as np
 import orjson
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.batch_trace import load_json_line, open_binary
+from cpbcg.planner.batch_trace import load_json_line, open_binary, read_errors
 from cpbcg.planner.layout import MAX_TOKENS
 
 HASH_FIELD = "hash_ids"
@@ -140,17 +137,6 @@ def show_names(names: list[str], limit: int = 8) -> str:
     shown = [n if n.isascii() and n.isprintable() and len(n) <= EXCERPT_CHARS else excerpt(n) for n in names[:limit]]
     more = f", ... ({len(names)} in all)" if len(names) > limit else ""
     return ", ".join(shown) + more
-
-
-@contextmanager
-def read_errors(path: Path, line_no: int):
-    """Turn decompression and read errors into `TraceError` (`FILE:LINE: ...`)."""
-    try:
-        yield
-    except (EOFError, zlib.error, gzip.BadGzipFile):
-        raise TraceError(located(path, line_no, "truncated or corrupt gzip")) from None
-    except OSError as exc:
-        raise TraceError(located(path, line_no, f"cannot read: {exc.strerror or exc}")) from None
 
 
 def iter_request_lines(path: Path, chunk_bytes: int = REQUEST_CHUNK_BYTES):
