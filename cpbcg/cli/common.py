@@ -59,7 +59,7 @@ MaxCaptureReqOpt = Annotated[Optional[int], typer.Option("--max-capture-requests
 TraceOpt = Annotated[Optional[Path], typer.Option("--trace", "-t", help="Batch trace (JSONL of extend_seq_lens) or request trace (Mooncake JSONL, Azure CSV, vidur/Sarathi CSV, any CSV/JSONL with --length-field), .gz ok; request traces go through the scheduler simulation (docs/scheduler.md). Omit for the embedded default workload.", show_default=False)]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="table for people, json for machines.")]
 
-# Request traces and the scheduler simulation (issue 3; docs/scheduler.md). Defaults live in
+# Request traces and the scheduler simulation (docs/scheduler.md). Defaults live in
 # `cpbcg.config.SchedulerConfig`; `None` means "keep the config's value".
 TraceFormatOpt = Annotated[TraceFormat, typer.Option("--trace-format", case_sensitive=False, help="What --trace holds; auto detects it from the first line.")]
 LengthFieldOpt = Annotated[Optional[str], typer.Option("--length-field", help="Prompt-length field of a generic CSV/JSONL request trace (tokens).", show_default=False)]

@@ -14,25 +14,25 @@ from cpbcg.cli.common import (
     MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, TraceOpt, progress_bar,
     resolve_config, stdout_console,
 )
-from cpbcg.cli.common import (  # request traces and the scheduler simulation (issue 3)
+from cpbcg.cli.common import (  # request traces and the scheduler simulation
     ChunkedPrefillOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
     PrefillMaxRequestsOpt, PrefillTokensPerSOpt, PrefixCacheOpt, RateOpt, SeedOpt, TimeFieldOpt,
     TimeScaleOpt, TraceFormatOpt, scheduler_overrides,
 )
-from cpbcg.planner.requests import TraceFormat
-from cpbcg.cli.recommend import (  # optimiser, guarantee mode, exports, plot (issue 4)
+from cpbcg.cli.recommend import (  # optimiser, guarantee mode, exports, plot
     BucketMultipleOpt, CheckGuaranteeOpt, EagerFixedOpt, EmitOpt, GraphFixedOpt, GuaranteeOpt, IncludeOpt,
     ManifestOpt, MaxBucketsOpt, MaxRequestsOpt, MaxTokensOpt, Objective, ObjectiveOpt, OutputOpt, PlotOpt,
     RecommendOptions, TokenMsOpt,
     cost_overrides, emit, run_modes,
 )
 from cpbcg.cli.render import deployment_header, evaluation_json, evaluation_tables, print_json
+from cpbcg.cli.source_note import report_simulation, warn_ignored_options
 from cpbcg.config import DeploymentConfig
 from cpbcg.errors import ConfigError
 from cpbcg.planner.buckets import parse_bucket_spec
 from cpbcg.planner.evaluate import Evaluation, evaluate
+from cpbcg.planner.requests import TraceFormat
 from cpbcg.planner.selector import BucketTable
-from cpbcg.cli.source_note import report_simulation, warn_ignored_options
 from cpbcg.planner.sources import describe_source, open_source
 
 
@@ -86,7 +86,7 @@ def plan(
     time_scale: TimeScaleOpt = None,
     seed: SeedOpt = None,
     output_format: FormatOpt = OutputFormat.table,
-    # recommendation modes (issue 4; cpbcg/cli/recommend.py)
+    # recommendation modes (cpbcg/cli/recommend.py)
     max_buckets: MaxBucketsOpt = None,
     objective: ObjectiveOpt = Objective.coverage,
     max_tokens: MaxTokensOpt = None,
@@ -141,7 +141,7 @@ def plan(
     if simulation:
         header["simulation"] = simulation
     console = stdout_console()
-    if emit_format is not None:  # export the evaluated list (issue 4)
+    if emit_format is not None:  # export the evaluated list
         emit(ev.buckets, emit_format, cfg, {"source": header["source"]}, output, console)
         if output is None:
             return

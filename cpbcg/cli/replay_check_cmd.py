@@ -22,7 +22,7 @@ from cpbcg.cli.common import (
     MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, TraceOpt, resolve_config, stderr_console,
     stdout_console,
 )
-from cpbcg.cli.common import (  # request traces and the scheduler simulation (issue 3)
+from cpbcg.cli.common import (  # request traces and the scheduler simulation
     ChunkedPrefillOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
     PrefillMaxRequestsOpt, PrefillTokensPerSOpt, PrefixCacheOpt, RateOpt, SeedOpt, TimeFieldOpt,
     TimeScaleOpt, TraceFormatOpt, scheduler_overrides,
