@@ -89,31 +89,22 @@ def scheduler_overrides(params: Mapping[str, object]) -> dict[str, object]:
     return {f"scheduler.{name}": params.get(name) for name in SCHEDULER_OPTIONS}
 
 
-def resolve_config(
-    config: Optional[str],
-    *,
-    cp_size: Optional[int] = None,
-    cp_strategy: Optional[CPStrategy] = None,
-    align_size: Optional[int] = None,
-    max_padding_factor: Optional[float] = None,
-    buckets: Optional[str] = None,
-    capture_layout: Optional[CaptureLayout] = None,
-    max_context_size_tokens: Optional[int] = None,
-    max_capture_requests: Optional[int] = None,
-    **dotted: object,
-) -> DeploymentConfig:
-    """Load `config` (file, preset or defaults) and apply the command-line overrides."""
-    overrides = dict(
-        cp_size=cp_size,
-        cp_strategy=cp_strategy,
-        align_size=align_size,
-        max_padding_factor=max_padding_factor,
-        buckets=buckets,
-        capture_layout=capture_layout,
-        max_context_size_tokens=max_context_size_tokens,
-        max_capture_requests=max_capture_requests,
-    )
-    overrides.update(dotted)
+DEPLOYMENT_OPTIONS = {
+    "cp_size": "cp_size", "cp_strategy": "cp_strategy", "align_size": "align_size",
+    "max_padding_factor": "max_padding_factor", "buckets": "buckets", "capture_layout": "capture_layout",
+    "max_context_size": "max_context_size_tokens", "max_capture_requests": "max_capture_requests",
+}
+"""Command parameter → top-level config key, for the shared CP and capture options."""
+
+
+def deployment_overrides(params: Mapping[str, object]) -> dict[str, object]:
+    """Top-level config overrides from a command's parameters (pass `locals()`); None = keep."""
+    return {key: params.get(name) for name, key in DEPLOYMENT_OPTIONS.items()}
+
+
+def resolve_config(config: Optional[str], **overrides: object) -> DeploymentConfig:
+    """Load `config` (file, preset or defaults) and apply the command-line overrides (config
+    keys, dotted for sections: `scheduler.rate`; None values are ignored)."""
     return load_config(config, overrides)
 
 

@@ -14,7 +14,8 @@ from rich.text import Text
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
-    MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, resolve_config, stdout_console,
+    MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, deployment_overrides, resolve_config,
+    stdout_console,
 )
 from cpbcg.cli.plan_cmd import bucket_table
 from cpbcg.cli.render import REASON_HELP, print_json
@@ -42,9 +43,7 @@ def layout(
     Example: `cpbcg layout --cp-size 4 1534 161 353` (needs 520 rows; bucket 2048 holds 512).
     """
     cfg = resolve_config(
-        config, cp_size=cp_size, cp_strategy=cp_strategy, align_size=align_size,
-        max_padding_factor=max_padding_factor, buckets=buckets, capture_layout=capture_layout,
-        max_context_size_tokens=max_context_size, max_capture_requests=max_capture_requests,
+        config, **deployment_overrides(locals()),
     )
     result = explain_batch(extend_seq_lens, cfg.cp_layout, bucket_table(cfg), cfg.max_padding_factor)
     console = stdout_console()

@@ -12,7 +12,7 @@ from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
     MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, TraceOpt, progress_bar,
-    resolve_config, stdout_console,
+    deployment_overrides, resolve_config, stdout_console,
 )
 from cpbcg.cli.common import (  # request traces and the scheduler simulation
     ChunkedPrefillOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
@@ -115,9 +115,7 @@ def plan(
     """
     sched = scheduler_overrides(locals())
     cfg = resolve_config(
-        config, cp_size=cp_size, cp_strategy=cp_strategy, align_size=align_size,
-        max_padding_factor=max_padding_factor, buckets=buckets, capture_layout=capture_layout,
-        max_context_size_tokens=max_context_size, max_capture_requests=max_capture_requests,
+        config, **deployment_overrides(locals()),
         **sched,
         **cost_overrides(graph_fixed_ms, eager_fixed_ms, token_ms),
     )

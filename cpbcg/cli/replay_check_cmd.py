@@ -19,8 +19,8 @@ from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
-    MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, TraceOpt, resolve_config, stderr_console,
-    stdout_console,
+    MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, TraceOpt, deployment_overrides, resolve_config,
+    stderr_console, stdout_console,
 )
 from cpbcg.cli.common import (  # request traces and the scheduler simulation
     ChunkedPrefillOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
@@ -271,11 +271,7 @@ def replay_check(
     loaded = load_manifest(manifest) if manifest is not None else None
     if loaded is not None and loaded.data.get("dry_run"):
         typer.echo(f"cpbcg: warning: {manifest} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model", err=True)
-    flags = dict(
-        cp_size=cp_size, cp_strategy=cp_strategy, align_size=align_size, max_padding_factor=max_padding_factor,
-        buckets=buckets, capture_layout=capture_layout, max_context_size_tokens=max_context_size,
-        max_capture_requests=max_capture_requests,
-    )
+    flags = deployment_overrides(locals())
     cfg = resolve_check_config(config, loaded, flags, dotted)
     trace_options = dict(trace_format=trace_format, length_field=length_field, time_field=time_field)
     warn_ignored_options(trace, trace_format, {**dotted, **trace_options})
