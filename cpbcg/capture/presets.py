@@ -64,12 +64,6 @@ class ModelDims:
         """Key (or value) width per token: kv_heads * head_dim."""
         return self.num_key_value_heads * self.head_dim
 
-    def params_per_layer(self) -> int:
-        """Parameters of one proxy layer (two norms, QKV, output projection, gated MLP)."""
-        h = self.hidden_size
-        qkv = h * (self.q_width + 2 * self.kv_width)
-        return 2 * h + qkv + self.q_width * h + 3 * h * self.intermediate_size
-
     def to_dict(self) -> dict:
         return asdict(self)
 

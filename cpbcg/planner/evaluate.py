@@ -47,11 +47,6 @@ class Demand:
             batches.num_tokens, local_rows(batches, cp), cp_active(batches, cp), batches.num_requests, batches.counts
         )
 
-    @classmethod
-    def concat(cls, parts: Iterable["Demand"]) -> "Demand":
-        parts = list(parts)
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in cls.__dataclass_fields__))
-
     def aggregate(self) -> "Demand":
         """Merge batches with equal `(num_tokens, rows, active)`; counts add up, `num_requests`
         keeps the largest. The selector's outcome depends on nothing else."""

@@ -74,11 +74,6 @@ class CPLayout:
         return 2 * self.cp_size if self.strategy is CPStrategy.zigzag else self.cp_size
 
     @property
-    def num_blocks(self) -> int:
-        """Blocks per request under zigzag (`2 * cp_size`)."""
-        return 2 * self.cp_size
-
-    @property
     def min_request_tokens(self) -> int:
         """Smallest extend length a request may have for the batch to be CP-active."""
         return 2 * self.cp_size if self.strategy is CPStrategy.zigzag else 1

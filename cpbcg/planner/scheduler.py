@@ -280,12 +280,3 @@ def _batch_set(flat: list[int], sizes: list[int]) -> BatchSet:
     offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
     return BatchSet(np.array(flat, dtype=np.int64), offsets)
-
-
-def simulate(chunks: Iterable[RequestChunk], cfg: SchedulerConfig) -> Iterator[BatchSet]:
-    """The prefill forwards the scheduler forms from `chunks` (see module doc), as `BatchSet`s.
-
-    Yields chunks of up to `BATCHES_PER_CHUNK` forwards; every forward holds >= 1 request and
-    every extend length is >= 1. Raises whatever the request reader raises (`TraceError`).
-    """
-    return iter(Simulation(chunks, cfg))
