@@ -153,9 +153,7 @@ def _parse_fast(lines: list[bytes]) -> BatchSet | None:
             records = seqs = None  # free before the collector resumes
     if not np.all(sizes > 0) or not _in_range(flat) or not _in_range(weights):
         return None
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    return BatchSet(flat, offsets, weights)
+    return BatchSet.from_sizes(flat, sizes, weights)
 
 
 @contextmanager

@@ -62,9 +62,7 @@ def parse_canonical(blob: bytes) -> BatchSet | None:
     keep = np.ones(len(values), dtype=bool)
     keep[last[has_count]] = False
     sizes = per_line - has_count
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    return BatchSet(values[keep], offsets, counts)
+    return BatchSet.from_sizes(values[keep], sizes, counts)
 
 
 def _right_aligned_values(data: np.ndarray, ends: np.ndarray, width: int, digits: np.ndarray) -> np.ndarray:

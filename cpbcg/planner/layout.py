@@ -99,6 +99,14 @@ class BatchSet:
             object.__setattr__(self, "counts", np.ones(len(self.offsets) - 1, dtype=np.int64))
 
     @classmethod
+    def from_sizes(cls, extend_seq_lens, sizes, counts=None) -> "BatchSet":
+        """From flat lengths ([num_requests] int64-like) and requests per batch ([num_batches])."""
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        weights = None if counts is None else np.asarray(counts, dtype=np.int64)
+        return cls(np.asarray(extend_seq_lens, dtype=np.int64), offsets, weights)
+
+    @classmethod
     def from_lists(
         cls, batches: Sequence[Sequence[int]], counts: Sequence[int] | None = None
     ) -> "BatchSet":
@@ -112,10 +120,7 @@ class BatchSet:
         flat = [x for b in batches for x in b]
         if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not 1 <= x <= MAX_TOKENS for x in flat):
             raise TraceError(f"extend_seq_lens must be positive integers up to {MAX_TOKENS}")
-        offsets = np.zeros(len(batches) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        weights = None if counts is None else np.asarray(counts, dtype=np.int64)
-        return cls(np.asarray(flat, dtype=np.int64), offsets, weights)
+        return cls.from_sizes(flat, sizes, counts)
 
     @classmethod
     def concat(cls, parts: Iterable["BatchSet"]) -> "BatchSet":
@@ -158,9 +163,7 @@ class BatchSet:
         """The batches where `mask` ([num_batches] bool) is true, in order."""
         sizes = self.num_requests[mask]
         keep = np.repeat(mask, self.num_requests)
-        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        return BatchSet(self.extend_seq_lens[keep], offsets, self.counts[mask])
+        return BatchSet.from_sizes(self.extend_seq_lens[keep], sizes, self.counts[mask])
 
     def _segment_sum(self, values: np.ndarray) -> np.ndarray:
         if self.num_batches == 0:

@@ -201,10 +201,10 @@ class Simulation:
             size = self._form_batch(lens, hashes, out_lens)
             out_sizes.append(size)
             if len(out_sizes) >= BATCHES_PER_CHUNK:
-                yield _batch_set(out_lens, out_sizes)
+                yield BatchSet.from_sizes(out_lens, out_sizes)
                 out_lens, out_sizes = [], []
         if out_sizes:
-            yield _batch_set(out_lens, out_sizes)
+            yield BatchSet.from_sizes(out_lens, out_sizes)
 
     def _form_batch(self, lens: deque, hashes: deque | None, out: list[int]) -> int:
         """Form one forward from the queue, append its extend lengths to `out`, advance time."""
@@ -274,9 +274,3 @@ class Simulation:
             synthetic_arrivals=self.arrivals.synthetic,
             **self._totals,
         )
-
-
-def _batch_set(flat: list[int], sizes: list[int]) -> BatchSet:
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    return BatchSet(np.array(flat, dtype=np.int64), offsets)
