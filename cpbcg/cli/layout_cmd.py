@@ -61,11 +61,11 @@ def render_explanation(ex: BatchExplanation, cp_size: int, align: int) -> Group:
         table.add_column("blocks held (request: block j, block 2cp-1-j → tokens)")
     table.add_column("logical tokens", justify="right")
     table.add_column("physical rows", justify="right")
-    seg = 2 * cp_size
     for rank, tokens in enumerate(ex.rank_local_tokens):
         cells = [str(rank)]
         if ex.block_tokens:
-            held = [f"r{i}: b{rank}+b{seg - 1 - rank} → {b[rank]}+{b[seg - 1 - rank]}" for i, b in enumerate(ex.block_tokens)]
+            first, second = ex.rank_blocks[rank]
+            held = [f"r{i}: b{first}+b{second} → {b[first]}+{b[second]}" for i, b in enumerate(ex.block_tokens)]
             cells.append("; ".join(held))
         cells += [str(tokens), str(ex.local_rows)]
         table.add_row(*cells)

@@ -79,7 +79,7 @@ def bucket_hits_table(ev: Evaluation) -> Table:
         table.add_column(name, justify="right")
     idle = 0
     for bucket, cap in zip(ev.buckets, ev.capacity_rows):
-        hits = ev.bucket_hits[str(bucket)]
+        hits = ev.bucket_hits[bucket]
         if hits == 0:
             idle += 1
             continue

@@ -15,7 +15,7 @@ from cpbcg.planner.cost import CostModel, demand_cost_ms, evaluation_cost_ms
 from cpbcg.planner.evaluate import Demand, Evaluation, evaluate
 from cpbcg.planner.layout import BatchSet, CPLayout
 from cpbcg.planner.optimise import OptimalLists, candidate_grid
-from cpbcg.planner.selector import GRAPH, EagerReason, BucketTable, select_buckets
+from cpbcg.planner.selector import EagerReason, BucketTable
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,7 @@ def pareto(optimal: OptimalLists, demand: Demand, cp: CPLayout, spec: CaptureSpe
     points = []
     for k in sorted({c for c in counts if c in optimal.buckets}):
         table = BucketTable.build(optimal.buckets[k], cp, spec)
-        sel = select_buckets(demand.num_tokens, demand.rows, demand.active, table, factor)
-        graph = sel.reason_code == GRAPH
+        graph = demand.select(table, factor).graph
         w, n = demand.counts, demand.num_tokens
         points.append(ParetoPoint(
             k, optimal.buckets[k], optimal.cost_ms[k],
@@ -115,9 +114,8 @@ def headroom_finding(
     """The headroom finding for `buckets` (None when no full-chunk batch falls back for capacity)."""
     table = BucketTable.build(buckets, cp, spec)
     largest = int(table.capture_num_tokens[-1])
-    sel = select_buckets(demand.num_tokens, demand.rows, demand.active, table, factor)
-    code = 1 + list(EagerReason).index(EagerReason.local_capacity)
-    hit = (demand.num_tokens == largest) & (sel.reason_code == code)
+    sel = demand.select(table, factor)
+    hit = (demand.num_tokens == largest) & sel.eager_mask(EagerReason.local_capacity)
     if not hit.any():
         return None
     need = int(demand.rows[hit].max())

@@ -20,7 +20,7 @@ import numpy as np
 from cpbcg.config import CostConfig
 from cpbcg.errors import ConfigError
 from cpbcg.planner.evaluate import Demand, Evaluation
-from cpbcg.planner.selector import GRAPH, BucketTable, select_buckets
+from cpbcg.planner.selector import BucketTable
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,10 @@ def evaluation_cost_ms(ev: Evaluation, cost: CostModel) -> float:
 def demand_cost_ms(demand: Demand, table: BucketTable, cost: CostModel, max_padding_factor: float = 2.0) -> float:
     """Modelled time (ms) of `demand` under the runtime selector with `table` (the optimiser's
     objective, evaluated the slow, obvious way)."""
-    sel = select_buckets(demand.num_tokens, demand.rows, demand.active, table, max_padding_factor)
-    graph = sel.reason_code == GRAPH
+    sel = demand.select(table, max_padding_factor)
     per_batch = np.where(
-        graph,
-        cost.graph_ms(table.capture_num_tokens[np.maximum(sel.bucket_index, 0)]),
+        sel.graph,
+        cost.graph_ms(sel.bucket_tokens),
         cost.eager_ms(demand.num_tokens),
     )
     return float((per_batch * demand.counts).sum())

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, cp_active, local_rows, local_tokens, worst_case_rows, zigzag_blocks
-from cpbcg.planner.selector import BucketTable, select_buckets, EAGER_REASONS, GRAPH
+from cpbcg.planner.demand import Demand
+from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, local_tokens, worst_case_rows, zigzag_blocks
+from cpbcg.planner.selector import BucketTable
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class BatchExplanation:
     """Whether the batch runs under CP."""
     block_tokens: list[list[int]]
     """[num_requests][2*cp_size] zigzag block sizes (empty lists for interleave or cp 1)."""
+    rank_blocks: list[list[int]]
+    """[cp_size][2] the zigzag block indices each rank owns (`[r, 2*cp_size-1-r]`; empty when not zigzag)."""
     rank_local_tokens: list[int]
     """[cp_size] logical tokens per rank."""
     local_rows: int
@@ -46,20 +49,20 @@ def explain_batch(extend_seq_lens: list[int], cp: CPLayout, table: BucketTable, 
     """Lay out one batch and run it through the selector. Raises `TraceError` for bad lengths."""
     batches = BatchSet.from_lists([extend_seq_lens])
     n = int(batches.num_tokens[0])
-    rows = local_rows(batches, cp)
-    active = cp_active(batches, cp)
-    sel = select_buckets(batches.num_tokens, rows, active, table, max_padding_factor)
+    demand = Demand.of(batches, cp)
+    rows, active = demand.rows, demand.active
+    sel = demand.select(table, max_padding_factor)
     buckets, caps = table.capture_num_tokens, table.capacity_rows
     natural = int(np.searchsorted(buckets, n))
     has_natural = natural < len(buckets)
     chosen = int(sel.bucket_index[0])
-    code = int(sel.reason_code[0])
     zigzag = cp.cp_size > 1 and cp.strategy is CPStrategy.zigzag
     return BatchExplanation(
         extend_seq_lens=list(extend_seq_lens),
         num_tokens=n,
         cp_active=bool(active[0]),
         block_tokens=[list(zigzag_blocks(x, cp.cp_size).block_tokens) for x in extend_seq_lens] if zigzag else [],
+        rank_blocks=[list(pair) for pair in zigzag_blocks(n, cp.cp_size).rank_blocks] if zigzag else [],
         rank_local_tokens=local_tokens(batches, cp)[0].tolist(),
         local_rows=int(rows[0]),
         worst_case_rows=int(worst_case_rows(n, len(extend_seq_lens), cp)),
@@ -67,6 +70,6 @@ def explain_batch(extend_seq_lens: list[int], cp: CPLayout, table: BucketTable, 
         natural_capacity_rows=int(caps[natural]) if has_natural else None,
         bucket=int(buckets[chosen]) if chosen >= 0 else None,
         capacity_rows=int(caps[chosen]) if chosen >= 0 else None,
-        eager_reason=None if code == GRAPH else EAGER_REASONS[code - 1].value,
+        eager_reason=None if sel.reason_of(0) is None else sel.reason_of(0).value,
         rescued=bool(sel.rescued[0]),
     )

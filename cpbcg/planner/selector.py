@@ -38,7 +38,7 @@ class EagerReason(str, Enum):
 
 EAGER_REASONS: tuple[EagerReason, ...] = tuple(EagerReason)
 GRAPH = 0
-"""Reason code of a batch replayed in a graph; eager reason `k` has code `k + 1`."""
+"""Internal reason code of a forward replayed in a graph (see `Selection`)."""
 
 
 @dataclass(frozen=True)
@@ -71,16 +71,49 @@ class BucketTable:
 
 @dataclass(frozen=True)
 class Selection:
-    """Per-batch outcome of the selector, aligned with the input arrays."""
+    """Per-forward outcome of the selector, aligned with the input arrays.
+
+    Read it through its properties and methods (`graph`, `bucket_tokens`, `eager_mask`,
+    `reason_of`, `eager_counts`); the reason codes are this module's business alone.
+    """
 
     bucket_index: np.ndarray
-    """[num_batches] int64: index into the table of the replaying bucket, -1 if eager."""
+    """[num_forwards] int64: index into the table of the replaying bucket, -1 if eager."""
     reason_code: np.ndarray
-    """[num_batches] int8: `GRAPH` (0) or `1 + EAGER_REASONS.index(reason)`."""
+    """[num_forwards] int8: internal code, 0 graph, `1 + EAGER_REASONS.index(reason)` eager."""
     rescued: np.ndarray
-    """[num_batches] bool: natural bucket lacked capacity, a larger one replays it."""
+    """[num_forwards] bool: natural bucket lacked capacity, a larger one replays it."""
     natural_overflow: np.ndarray
-    """[num_batches] bool: natural bucket within the padding limit lacked capacity."""
+    """[num_forwards] bool: natural bucket within the padding limit lacked capacity."""
+    capture_num_tokens: np.ndarray
+    """[num_buckets] int64: the table's buckets (tokens), so `bucket_tokens` needs no table."""
+
+    @property
+    def graph(self) -> np.ndarray:
+        """[num_forwards] bool: replayed from a captured graph."""
+        return self.reason_code == GRAPH
+
+    @property
+    def bucket_tokens(self) -> np.ndarray:
+        """[num_forwards] int64: bucket `B` (tokens) each forward replays in, 0 if eager."""
+        return np.where(self.bucket_index >= 0, self.capture_num_tokens[np.maximum(self.bucket_index, 0)], 0)
+
+    def eager_mask(self, reason: EagerReason | str) -> np.ndarray:
+        """[num_forwards] bool: eager for `reason`."""
+        return self.reason_code == _CODE[EagerReason(reason)]
+
+    def reason_of(self, index: int) -> EagerReason | None:
+        """Eager reason of forward `index`, or None when it replays in a graph."""
+        code = int(self.reason_code[index])
+        return None if code == GRAPH else EAGER_REASONS[code - 1]
+
+    def eager_counts(self, weights: np.ndarray) -> dict[EagerReason, int]:
+        """`weights` ([num_forwards] int64) summed per eager reason, every reason present."""
+        sums = np.bincount(self.reason_code.astype(np.int64), weights=weights, minlength=len(EAGER_REASONS) + 1)
+        return {reason: int(round(sums[i + 1])) for i, reason in enumerate(EAGER_REASONS)}
+
+
+_CODE = {reason: np.int8(i + 1) for i, reason in enumerate(EAGER_REASONS)}
 
 
 def select_buckets(
@@ -122,12 +155,11 @@ def select_buckets(
 
     reason = np.full(len(n), GRAPH, dtype=np.int8)
     eager = chosen < 0
-    code = {r: np.int8(i + 1) for i, r in enumerate(EAGER_REASONS)}
-    reason[eager & some_fit] = code[EagerReason.padding_limit]
-    reason[eager & ~some_fit] = code[EagerReason.local_capacity]
-    reason[eager & (natural >= k)] = code[EagerReason.above_largest_bucket]
-    reason[~active] = code[EagerReason.not_cp_active]
-    return Selection(chosen, reason, natural_overflow & ~eager, natural_overflow)
+    reason[eager & some_fit] = _CODE[EagerReason.padding_limit]
+    reason[eager & ~some_fit] = _CODE[EagerReason.local_capacity]
+    reason[eager & (natural >= k)] = _CODE[EagerReason.above_largest_bucket]
+    reason[~active] = _CODE[EagerReason.not_cp_active]
+    return Selection(chosen, reason, natural_overflow & ~eager, natural_overflow, buckets)
 
 
 def _natural_index(buckets: np.ndarray, num_tokens: np.ndarray) -> np.ndarray:

@@ -1,0 +1,65 @@
+"""What each prefill forward asks of the replay selector: tokens, CP-local rows, CP eligibility.
+
+`Demand.of` lays out a chunk of forwards under a `CPLayout` (the zigzag/interleave rules of
+`cpbcg.planner.layout`); `Demand.select` runs them through the runtime's replay selector. Every
+caller that needs "lay out, then select" goes through these two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cpbcg.planner.layout import BatchSet, CPLayout, cp_active, local_rows
+from cpbcg.planner.selector import BucketTable, Selection, select_buckets
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What each batch asks of the selector, per batch (weights in `counts`)."""
+
+    num_tokens: np.ndarray
+    """[N] int64: tokens `n` per batch."""
+    rows: np.ndarray
+    """[N] int64: CP-local physical rows per rank."""
+    active: np.ndarray
+    """[N] bool: CP-active (eligible for graphs)."""
+    num_requests: np.ndarray
+    """[N] int64: requests per batch."""
+    counts: np.ndarray
+    """[N] int64: occurrences of each batch."""
+
+    @classmethod
+    def of(cls, batches: BatchSet, cp: CPLayout) -> "Demand":
+        """Layout every batch of `batches` under `cp` (vectorised; see `cpbcg.planner.layout`)."""
+        return cls(
+            batches.num_tokens, local_rows(batches, cp), cp_active(batches, cp), batches.num_requests, batches.counts
+        )
+
+    def aggregate(self) -> "Demand":
+        """Merge batches with equal `(num_tokens, rows, active)`; counts add up, `num_requests`
+        keeps the largest. The selector's outcome depends on nothing else."""
+        key = np.stack([self.num_tokens, self.rows, self.active.astype(np.int64)], axis=1)
+        uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        counts = np.bincount(inverse, weights=self.counts, minlength=len(uniq)).astype(np.int64)
+        requests = np.zeros(len(uniq), dtype=np.int64)
+        np.maximum.at(requests, inverse, self.num_requests)
+        return Demand(uniq[:, 0], uniq[:, 1], uniq[:, 2].astype(bool), requests, counts)
+
+    def select(self, table: BucketTable, max_padding_factor: float = 2.0) -> Selection:
+        """The runtime selector's outcome for every forward (see `select_buckets`)."""
+        return select_buckets(self.num_tokens, self.rows, self.active, table, max_padding_factor)
+
+    def subset(self, mask: np.ndarray) -> "Demand":
+        """The forwards where `mask` ([N] bool) holds."""
+        return Demand(self.num_tokens[mask], self.rows[mask], self.active[mask], self.num_requests[mask], self.counts[mask])
+
+    @classmethod
+    def concat(cls, parts: "list[Demand]") -> "Demand":
+        """One demand of all `parts`, in order."""
+        if not parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(empty, empty, empty.astype(bool), empty, empty)
+        return cls(*(np.concatenate([getattr(p, name) for p in parts]) for name in ("num_tokens", "rows", "active", "num_requests", "counts")))
