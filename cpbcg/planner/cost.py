@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpbcg.config import CostConfig
 from cpbcg.errors import ConfigError
-from cpbcg.planner.evaluate import Demand, Evaluation
+from cpbcg.planner.demand import Demand
+from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.selector import BucketTable
 
 
@@ -64,20 +64,24 @@ class CostModel:
         }
 
 
-def cost_model(config: CostConfig, manifest=None, *, source: str = "config") -> CostModel:
-    """The cost model of `config`, with `manifest` timings (a `cpbcg.manifest.Manifest`) replacing
-    the fitted fields when it has them (`fitted_cost_ms` gives graph fixed and per-token time,
-    `eager_fixed_ms` the eager fixed time). Raises `ConfigError` for negative or non-finite values."""
-    graph_fixed, eager_fixed, token = config.graph_fixed_ms, config.eager_fixed_ms, config.token_ms
-    if manifest is not None:
-        fitted = manifest.fitted_cost_ms()
-        if fitted is not None:
-            graph_fixed, token = fitted
-            source = f"manifest {manifest.path}"
-        eager = manifest.eager_fixed_ms()
-        if eager is not None:
-            eager_fixed = eager
-    return CostModel(float(graph_fixed), float(eager_fixed), float(token), source)
+DEFAULT_COST = CostModel(
+    10.0, 24.0, 0.05,
+    "defaults fitted to public measurements: sglang-das #407 (graph saving 38% at 256 tokens, 11% at 2048), tokenspeed #597 (eager 2048 tokens ~123 ms)",
+)
+"""Default cost model (docs/optimiser.md derives it): graph `10 + 0.05*B` ms, eager
+`24 + 0.05*n` ms. Saving `14 / (24 + 0.05 n)`: 38% at 256, 28% at 512, 11% at 2048, 6% at 4096
+tokens (sglang-das #407 measured 36-39%, 25-32%, 11%, flat); eager 2048 tokens 126 ms
+(tokenspeed #597: 123 ms); a 2.55x padded replay loses to eager above 181 tokens (SGLang #31487)."""
+
+
+def with_measured(cost: CostModel, fitted: tuple[float, float] | None, eager_fixed_ms: float | None, source: str) -> CostModel:
+    """`cost` with measured timings replacing its fields where given: `fitted` is
+    `(graph_fixed_ms, token_ms)` (e.g. a capture manifest's replay fit), `eager_fixed_ms` the
+    measured eager fixed time. Raises `ConfigError` for negative or non-finite values."""
+    graph_fixed, token = fitted if fitted is not None else (cost.graph_fixed_ms, cost.token_ms)
+    eager = cost.eager_fixed_ms if eager_fixed_ms is None else eager_fixed_ms
+    changed = fitted is not None or eager_fixed_ms is not None
+    return CostModel(float(graph_fixed), float(eager), float(token), source if changed else cost.source)
 
 
 def evaluation_cost_ms(ev: Evaluation, cost: CostModel) -> float:

@@ -38,15 +38,28 @@ class Demand:
         )
 
     def aggregate(self) -> "Demand":
-        """Merge batches with equal `(num_tokens, rows, active)`; counts add up, `num_requests`
-        keeps the largest. The selector's outcome depends on nothing else."""
-        key = np.stack([self.num_tokens, self.rows, self.active.astype(np.int64)], axis=1)
-        uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+        """Merge forwards with equal `(num_tokens, rows, active)`; counts add up, `num_requests`
+        keeps the largest. The selector's outcome depends on nothing else. Sorted by key."""
+        if len(self.num_tokens) == 0:
+            return self
+        if int(self.num_tokens.max()) < 1 << 31 and int(self.rows.max()) < 1 << 31:
+            key = (self.num_tokens << 32) | (self.rows << 1) | self.active.astype(np.int64)  # one int64 sorts fastest
+            uniq, inverse = np.unique(key, return_inverse=True)
+            tokens, rows, active = uniq >> 32, (uniq >> 1) & ((1 << 31) - 1), (uniq & 1).astype(bool)
+        else:
+            stacked = np.stack([self.num_tokens, self.rows, self.active.astype(np.int64)], axis=1)
+            uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+            tokens, rows, active = uniq[:, 0], uniq[:, 1], uniq[:, 2].astype(bool)
         inverse = inverse.reshape(-1)
-        counts = np.bincount(inverse, weights=self.counts, minlength=len(uniq)).astype(np.int64)
-        requests = np.zeros(len(uniq), dtype=np.int64)
+        counts = np.bincount(inverse, weights=self.counts, minlength=len(tokens)).astype(np.int64)
+        requests = np.zeros(len(tokens), dtype=np.int64)
         np.maximum.at(requests, inverse, self.num_requests)
-        return Demand(uniq[:, 0], uniq[:, 1], uniq[:, 2].astype(bool), requests, counts)
+        return Demand(tokens, rows, active, requests, counts)
+
+    @property
+    def num_forwards(self) -> int:
+        """Forwards, `count` weights included."""
+        return int(self.counts.sum())
 
     def select(self, table: BucketTable, max_padding_factor: float = 2.0) -> Selection:
         """The runtime selector's outcome for every forward (see `select_buckets`)."""

@@ -2,8 +2,8 @@
 
 * `sglang`: the server flags (domain §5): `--cuda-graph-bs-prefill B1 B2 ...
   --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --cp-strategy S`
-  when `cp_size > 1`.
-* `sglang-json`: the `--cuda-graph-config` JSON `{"prefill": {"bs": [...], "max_bs": MAX}}`.
+  when `cp_size > 1`, and the scheduler flags the plan assumed.
+* `sglang-json`: the same flags with the list as `--cuda-graph-config '{"prefill": {"bs": [...], "max_bs": MAX}}'`.
 * `yaml` / `json`: cpbcg's own bucket file `{capture_num_tokens: [...], ...metadata}`, which
   `--buckets FILE` reads back.
 """
@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import shlex
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import orjson
-import yaml
 
 from cpbcg.errors import ConfigError
 from cpbcg.planner.layout import CPLayout
+
+if TYPE_CHECKING:
+    from cpbcg.planner.deployment import Deployment
 
 
 class EmitFormat(str, Enum):
@@ -29,46 +32,84 @@ class EmitFormat(str, Enum):
     json = "json"
 
 
-def export_buckets(buckets: list[int], fmt: EmitFormat | str, cp: CPLayout, metadata: dict | None = None) -> str:
+def export_buckets(buckets: list[int], fmt: EmitFormat | str, deployment: "Deployment", metadata: dict | None = None) -> str:
     """The text of `buckets` (ascending tokens) in `fmt`, ending with a newline.
 
-    `metadata` (JSON-ready) goes into the yaml/json bucket file beside `capture_num_tokens`.
-    Raises `ConfigError` for an empty list."""
+    `sglang` and `sglang-json` carry the CP and scheduler settings of `deployment` too (the
+    list deploys under the conditions it was planned for); `metadata` (JSON-ready) goes into
+    the yaml/json bucket file beside `capture_num_tokens`. Raises `ConfigError` for an empty list."""
     if not buckets:
         raise ConfigError("nothing to export: the bucket list is empty")
     buckets = sorted(int(b) for b in buckets)
     fmt = EmitFormat(fmt)
     if fmt is EmitFormat.sglang:
-        return sglang_flags(buckets, cp) + "\n"
+        return deploy_flags(buckets, deployment) + "\n"
     if fmt is EmitFormat.sglang_json:
-        return orjson.dumps({"prefill": {"bs": buckets, "max_bs": buckets[-1]}}).decode() + "\n"
+        graph = orjson.dumps({"prefill": {"bs": buckets, "max_bs": buckets[-1]}}).decode()
+        return shlex.join(["--cuda-graph-config", graph] + cp_flags(deployment.cp) + scheduler_flags(deployment)) + "\n"
     document = {"capture_num_tokens": buckets, **(metadata or {})}
     if fmt is EmitFormat.json:
         return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+    import yaml  # only this export needs it
+
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=100)
 
 
-def sglang_flags(buckets: list[int], cp: CPLayout) -> str:
-    """SGLang server flags capturing exactly `buckets` (domain §5)."""
+def deploy_flags(buckets: list[int], deployment: "Deployment") -> str:
+    """SGLang server flags capturing exactly `buckets` under the deployment's CP and scheduler
+    settings (domain §5): `--cuda-graph-bs-prefill B1 B2 ... --cuda-graph-max-bs-prefill MAX`,
+    the CP flags, and the scheduler flags that shaped the planned forwards. SGLang takes an
+    explicit list as given, so a bucket above `--chunked-prefill-size` deploys."""
+    buckets = sorted(int(b) for b in buckets)
     parts = ["--cuda-graph-bs-prefill", *map(str, buckets), "--cuda-graph-max-bs-prefill", str(buckets[-1])]
-    if cp.cp_size > 1:
-        parts += ["--enable-prefill-cp", "--attn-cp-size", str(cp.cp_size), "--cp-strategy", cp.strategy.value]
-    return " ".join(parts)
+    return " ".join(parts + cp_flags(deployment.cp) + scheduler_flags(deployment))
+
+
+def cp_flags(cp: CPLayout) -> list[str]:
+    """`--enable-prefill-cp --attn-cp-size N --cp-strategy S` when `cp_size > 1`."""
+    if cp.cp_size == 1:
+        return []
+    return ["--enable-prefill-cp", "--attn-cp-size", str(cp.cp_size), "--cp-strategy", cp.strategy.value]
+
+
+def scheduler_flags(deployment: "Deployment") -> list[str]:
+    """`--chunked-prefill-size`, `--max-prefill-tokens` and, when set, `--prefill-max-requests`
+    and `--max-running-requests`: the settings the scheduler simulation formed forwards with."""
+    sched = deployment.scheduler
+    if sched is None:
+        return []
+    out = ["--chunked-prefill-size", str(sched.chunked_prefill_size), "--max-prefill-tokens", str(sched.max_prefill_tokens)]
+    for flag, value in (("--prefill-max-requests", sched.prefill_max_requests), ("--max-running-requests", sched.max_running_requests),
+                        ("--page-size", getattr(sched, "page_size", None))):
+        if value is not None:
+            out += [flag, str(value)]
+    return out
 
 
 def parse_sglang_flags(text: str) -> list[int]:
-    """Buckets of a `--emit sglang` flags line (for round-trip tests and scripts).
+    """Buckets of a `--emit sglang` or `--emit sglang-json` flags line (round trips, scripts).
 
-    Raises `ConfigError` when `--cuda-graph-bs-prefill` is missing or not followed by integers."""
+    Reads `--cuda-graph-bs-prefill B ...` (or its alias `--piecewise-cuda-graph-tokens`) or
+    `--cuda-graph-config '{"prefill": {"bs": [...]}}'`. Raises `ConfigError` when neither is there
+    or the values are not token counts."""
     words = shlex.split(text)
+    if "--cuda-graph-config" in words[:-1]:
+        raw = words[words.index("--cuda-graph-config") + 1]
+        try:
+            values = orjson.loads(raw)["prefill"]["bs"]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ConfigError(f"--cuda-graph-config: not a prefill bucket config: {raw[:60]!r}") from exc
+        if isinstance(values, list) and values and all(type(v) is int and v > 0 for v in values):
+            return sorted(values)
+        raise ConfigError("--cuda-graph-config: prefill.bs must be a list of positive token counts")
     for flag in ("--cuda-graph-bs-prefill", "--piecewise-cuda-graph-tokens"):
         if flag in words:
             values = []
             for word in words[words.index(flag) + 1 :]:
                 if word.startswith("--"):
                     break
-                if not word.isdigit():
-                    raise ConfigError(f"{flag}: {word!r} is not a token count")
+                if not (word.isascii() and word.isdigit()):
+                    raise ConfigError(f"{flag}: {word[:20]!r} is not a token count")
                 values.append(int(word))
             if values:
                 return values

@@ -1,0 +1,97 @@
+"""Every forward's demand in trace order, kept in bounded memory while a trace streams.
+
+The recommendation fits a bucket list on the first part of a trace and replays the rest
+(out-of-sample validation), and fits the final list on the whole trace, all from one pass over
+the trace. `DemandLog` keeps recent forwards as they came and older ones aggregated in blocks of
+consecutive forwards, merging neighbouring blocks so that at most `MAX_BLOCKS` remain: memory
+is bounded by the distinct forward shapes per block, not by the trace length, and a split in
+trace order is exact inside the raw tail and falls on a block boundary elsewhere (the split
+actually used is reported).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cpbcg.planner.demand import Demand
+
+RAW_FORWARDS = 1 << 17
+"""Forwards kept one by one before they are aggregated into a block (131,072: about 5 MB)."""
+MAX_BLOCKS = 64
+"""Most aggregated blocks; a split off the raw tail lands within about 1/32 of the trace."""
+
+
+@dataclass(frozen=True)
+class _Block:
+    start: int
+    """First forward (trace line index) of the block."""
+    stop: int
+    """One past its last forward."""
+    demand: Demand
+    """Its forwards, aggregated."""
+
+
+class DemandLog:
+    """Append `Demand` pieces in trace order; read back aggregated prefixes, suffixes and the whole."""
+
+    def __init__(self) -> None:
+        self._blocks: list[_Block] = []
+        self._raw: list[Demand] = []
+        self._raw_start = 0
+        self._raw_forwards = 0
+
+    @property
+    def num_lines(self) -> int:
+        """Forwards appended (trace lines; `count` weights not expanded)."""
+        return self._raw_start + self._raw_forwards
+
+    def add(self, demand: Demand) -> None:
+        """Append the next forwards of the trace."""
+        self._raw.append(demand)
+        self._raw_forwards += len(demand.num_tokens)
+        if self._raw_forwards >= RAW_FORWARDS:
+            self._flush()
+
+    def _flush(self) -> None:
+        stop = self._raw_start + self._raw_forwards
+        self._blocks.append(_Block(self._raw_start, stop, Demand.concat(self._raw).aggregate()))
+        self._raw, self._raw_start, self._raw_forwards = [], stop, 0
+        while len(self._blocks) > MAX_BLOCKS:
+            sizes = [b.stop - a.start for a, b in zip(self._blocks, self._blocks[1:])]
+            i = int(np.argmin(sizes))
+            a, b = self._blocks[i], self._blocks[i + 1]
+            self._blocks[i : i + 2] = [_Block(a.start, b.stop, Demand.concat([a.demand, b.demand]).aggregate())]
+
+    def split(self, fraction: float) -> tuple[Demand, Demand, float]:
+        """`(head, tail, used)`: the forwards before and after the split point nearest to
+        `fraction` of the trace lines that this log can cut at, both aggregated, and the
+        fraction of lines actually in `head`."""
+        total = self.num_lines
+        target = int(round(fraction * total))
+        head: list[Demand] = []
+        tail: list[Demand] = []
+        cut = None
+        for block in self._blocks:
+            if cut is None and block.stop > target:
+                cut = block.start if target - block.start < block.stop - target else block.stop
+            (head if cut is None or block.stop <= cut else tail).append(block.demand)
+        raw = Demand.concat(self._raw)
+        if cut is None:
+            cut = max(target, self._raw_start)
+            head.append(raw.subset(np.arange(len(raw.num_tokens)) < cut - self._raw_start))
+            tail.append(raw.subset(np.arange(len(raw.num_tokens)) >= cut - self._raw_start))
+        else:
+            tail.append(raw)
+        used = cut / total if total else 0.0
+        return Demand.concat(head).aggregate(), Demand.concat(tail).aggregate(), used
+
+    def whole(self) -> Demand:
+        """All forwards, aggregated."""
+        return Demand.concat([b.demand for b in self._blocks] + self._raw).aggregate()
+
+    def max_requests(self) -> int:
+        """Most requests any forward held (0 when empty)."""
+        parts = [b.demand.num_requests for b in self._blocks] + [d.num_requests for d in self._raw]
+        return max((int(p.max()) for p in parts if len(p)), default=0)

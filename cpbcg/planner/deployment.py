@@ -1,0 +1,52 @@
+"""What a deployment fixes, as plain frozen data the planner reads.
+
+`cpbcg.config` validates YAML and command-line settings with pydantic and converts them into a
+`Deployment` (`DeploymentConfig.to_deployment()`); the planner never sees pydantic. A notebook
+builds one directly: `Deployment(cp=CPLayout(4), buckets=tuple(sglang_default_buckets(8192)))`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cpbcg.planner.capacity import CaptureSpec
+from cpbcg.planner.cost import DEFAULT_COST, CostModel
+from cpbcg.planner.layout import CPLayout
+from cpbcg.planner.selector import BucketTable
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """CP settings, capture layout, padding factor, configured bucket list, scheduler, cost."""
+
+    cp: CPLayout = CPLayout(4)
+    """CP size, strategy and row alignment (SGLang `--attn-cp-size`, `--cp-strategy`)."""
+    capture: CaptureSpec = CaptureSpec()
+    """How each bucket's dummy batch is captured (decides `C(B)`)."""
+    max_padding_factor: float = 2.0
+    """Largest bucket / tokens ratio the replay selector accepts (SGLang `max_padding_factor`)."""
+    buckets: tuple[int, ...] = ()
+    """The configured bucket list (tokens, ascending), as the spec resolved."""
+    bucket_spec: str = ""
+    """The spec the list came from (`sglang-default:8192`, a file, ...), for reports."""
+    scheduler: Any = None
+    """Scheduler settings for request traces (`cpbcg.planner.scheduler`); None = defaults."""
+    cost: CostModel = DEFAULT_COST
+    """Modelled prefill time (see `cpbcg.planner.cost`)."""
+
+    def table(self) -> BucketTable:
+        """The configured buckets with capacities from the capture model (domain §3).
+        Raises `ModelError` when no bucket is capturable or the capture layout is impossible."""
+        return BucketTable.build(list(self.buckets), self.cp, self.capture)
+
+    def header(self, source: str) -> dict[str, Any]:
+        """Settings that qualify every report (the JSON header's first keys)."""
+        return {
+            "source": source,
+            "cp_size": self.cp.cp_size,
+            "cp_strategy": self.cp.strategy.value,
+            "align_size": self.cp.align_rows,
+            "max_padding_factor": self.max_padding_factor,
+            "capture_layout": self.capture.layout.value,
+        }

@@ -1,0 +1,246 @@
+"""The recommendation: which buckets to capture for a trace, checked out of sample, ready to deploy.
+
+`recommend(log, deployment, settings)` takes the demand of a whole trace (`DemandLog`, kept while
+the trace streamed) and answers:
+
+* the best list of `max_buckets` buckets (default: as many capturable buckets as the configured
+  list) by the exact optimiser (`optimise.py`), or with `target_coverage` the fewest buckets that
+  reach it;
+* with **headroom** (default): candidates may exceed the chunk size up to `max_padding_factor`,
+  and the list must serve a full chunk of up to `max_requests` requests by its exact worst case
+  (`guarantee.worst_rows`), not only the chunks the trace happened to hold;
+* **validated**: fitted on the first `1 - validate_fraction` of the forwards in trace order and
+  replayed on the rest; the final list is fitted on the whole trace;
+* and the SGLang flags that deploy it under the settings the plan assumed.
+
+Every number comes from `evaluate_demand`, the code `plan` and `replay-check` use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cpbcg.errors import ConfigError, ModelError
+from cpbcg.planner.cost import CostModel, demand_cost_ms
+from cpbcg.planner.demand import Demand
+from cpbcg.planner.demand_log import DemandLog
+from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.evaluate import Evaluation, evaluate_demand
+from cpbcg.planner.export import deploy_flags
+from cpbcg.planner.guarantee import Limits, worst_rows
+from cpbcg.planner.optimise import OptimalLists, optimise
+from cpbcg.planner.selector import BucketTable
+
+OUT_OF_SAMPLE_DROP = 0.005
+"""Coverage lost out of sample (fraction of forwards) above which the recommendation warns."""
+
+
+@dataclass(frozen=True)
+class RecommendSettings:
+    """What to optimise for (every field has a default that answers the usual question)."""
+
+    max_buckets: int | None = None
+    """Most buckets in the list; None = as many capturable buckets as the configured list."""
+    target_coverage: float | None = None
+    """Instead of `max_buckets`: the fewest buckets (up to `max_buckets`) whose list replays at
+    least this fraction of forwards in graphs."""
+    objective: str = "coverage"
+    """`coverage` (most forwards in graphs, then least modelled time) or `time`."""
+    max_bucket_tokens: int | None = None
+    """The chunk: the largest forward the list must serve (tokens); None = the scheduler's
+    `chunked_prefill_size` (or `max_prefill_tokens` without chunking)."""
+    bucket_multiple: int = 1
+    """Candidate sizes are multiples of this (tokens); 1 = exact."""
+    include: tuple[int, ...] = ()
+    """Buckets every list must contain (tokens)."""
+    headroom: bool = True
+    """Let buckets exceed the chunk (up to `max_padding_factor`) so full chunks of up to
+    `max_requests` requests replay by their exact worst case."""
+    max_requests: int | None = None
+    """Requests in the worst full chunk; None = the most requests any forward of the trace held."""
+    allow_gaps: bool = False
+    """Allow sizes between buckets that no bucket serves within the padding factor."""
+    validate_fraction: float = 0.3
+    """Last fraction of forwards held back for validation (0 disables)."""
+    pareto_max_buckets: int = 0
+    """Also compute the best list of every count up to this (comparisons, Pareto curve)."""
+
+    def __post_init__(self) -> None:
+        if self.objective not in ("coverage", "time"):
+            raise ConfigError(f"objective: must be coverage or time, got {self.objective!r}")
+        if not 0 <= self.validate_fraction < 1:
+            raise ConfigError(f"validate_fraction: must be in [0, 1), got {self.validate_fraction}")
+        if self.target_coverage is not None and not 0 < self.target_coverage <= 1:
+            raise ConfigError(f"target_coverage: must be in (0, 1], got {self.target_coverage}")
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The recommendation fitted on the head of the trace, replayed on the tail."""
+
+    fit_fraction: float
+    """Fraction of the trace's forwards (lines, trace order) the list was fitted on."""
+    buckets: list[int]
+    """The list fitted on that head (tokens)."""
+    in_sample: Evaluation
+    """The head replayed with it."""
+    evaluation: Evaluation
+    """The held-back tail replayed with it (out of sample)."""
+
+    @property
+    def coverage_drop(self) -> float:
+        """In-sample minus out-of-sample coverage (fraction of forwards)."""
+        return self.in_sample.coverage - self.evaluation.coverage
+
+    def warning(self) -> str | None:
+        """A plain sentence when out-of-sample coverage is much worse than in-sample, else None."""
+        if self.coverage_drop <= OUT_OF_SAMPLE_DROP:
+            return None
+        return (
+            f"out of sample the list replays {self.evaluation.coverage:.2%} of forwards in graphs against "
+            f"{self.in_sample.coverage:.2%} in sample: the trace's later traffic differs; plan on a longer or newer trace"
+        )
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """The full chunk the list was required to serve (headroom mode)."""
+
+    chunk_tokens: int
+    """Forward size of a full chunk (tokens)."""
+    max_requests: int
+    """Requests in the worst case considered."""
+    worst_rows: int
+    """CP-local rows that worst case needs."""
+    chunk_capacity_rows: int
+    """`C(chunk_tokens)`: what a bucket of exactly the chunk holds."""
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The recommended list and everything that qualifies it."""
+
+    buckets: list[int]
+    """Buckets to capture (tokens, ascending)."""
+    max_buckets: int
+    """Bucket count limit it was optimised for."""
+    objective: str
+    """`coverage` or `time`."""
+    evaluation: Evaluation
+    """The whole trace replayed with `buckets`."""
+    modelled_ms: float
+    """Modelled prefill time of the trace with `buckets` (ms)."""
+    configured_modelled_ms: float
+    """Modelled prefill time with the configured list (ms)."""
+    cost: CostModel
+    """The cost model (its `source` says where the numbers came from)."""
+    validation: Validation | None
+    """Out-of-sample check; None when disabled or the trace is too short."""
+    headroom: Headroom | None
+    """The full chunk the list serves by its worst case; None without headroom."""
+    deploy: str
+    """SGLang server flags that deploy the list under the settings the plan assumed."""
+    optimal: OptimalLists = field(repr=False)
+    """The optimiser's best list for every count up to `max_buckets` (Pareto, comparisons)."""
+    target_coverage: float | None = None
+    """The coverage target, when the fewest buckets reaching it were asked for."""
+
+
+def default_chunk_tokens(deployment: Deployment) -> int:
+    """The largest forward the scheduler forms: `chunked_prefill_size`, or `max_prefill_tokens`
+    when chunking is off (-1); 8192 (SGLang's H100/H200 default) without scheduler settings."""
+    sched = deployment.scheduler
+    if sched is None:
+        return 8192
+    chunk = int(sched.chunked_prefill_size)
+    return chunk if chunk > 0 else int(sched.max_prefill_tokens)
+
+
+def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSettings = RecommendSettings()) -> Recommendation:
+    """The recommendation for the forwards in `log` (see the module doc).
+
+    Raises `ConfigError` for settings that exclude each other or an empty trace, `ModelError`
+    when no list can be built under the capture model."""
+    if log.num_lines == 0:
+        raise ConfigError("the trace has no prefill forwards to optimise for")
+    max_buckets = settings.max_buckets or len(deployment.table().capture_num_tokens)
+    chunk = settings.max_bucket_tokens or default_chunk_tokens(deployment)
+    requests = settings.max_requests or max(log.max_requests(), 1)
+    headroom = _headroom(deployment, chunk, requests) if settings.headroom else None
+    whole = log.whole()
+    optimal = _fit(whole, deployment, settings, max_buckets, chunk, headroom)
+    buckets = _choose(optimal, whole, deployment, settings, max_buckets)
+    evaluation = evaluate_demand(whole, BucketTable.build(buckets, deployment.cp, deployment.capture), deployment.cp, deployment.max_padding_factor)
+    validation = None
+    if settings.validate_fraction > 0:
+        validation = _validate(log, deployment, settings, max_buckets, chunk, headroom)
+    table = deployment.table()
+    return Recommendation(
+        buckets=buckets, max_buckets=max_buckets, objective=settings.objective, evaluation=evaluation,
+        modelled_ms=_cost(whole, buckets, deployment), configured_modelled_ms=demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor),
+        cost=deployment.cost, validation=validation, headroom=headroom,
+        deploy=deploy_flags(buckets, deployment), optimal=optimal, target_coverage=settings.target_coverage,
+    )
+
+
+def _headroom(deployment: Deployment, chunk: int, requests: int) -> Headroom:
+    n, rows = worst_rows(Limits(requests, chunk), deployment.cp)
+    if len(n) == 0 or int(n[-1]) != chunk:
+        raise ModelError(f"a full chunk of {chunk} tokens is not CP-active under cp_size {deployment.cp.cp_size}")
+    capacity = int(BucketTable.build([chunk], deployment.cp, deployment.capture).capacity_rows[0])
+    return Headroom(chunk, requests, int(rows[-1]), capacity)
+
+
+def _fit(demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int, headroom: Headroom | None) -> OptimalLists:
+    """The optimiser on `demand`, with the headroom chunk as a required forward."""
+    factor = deployment.max_padding_factor
+    top = int(np.floor(chunk * factor)) if headroom is not None else chunk
+    pinned = sorted(set(settings.include) | ({chunk} if headroom is None else set()))
+    if len(pinned) > max_buckets:
+        raise ConfigError(f"include: {len(pinned)} pinned buckets exceed max_buckets {max_buckets}")
+    if headroom is not None:
+        demand = _with_required(demand, headroom)
+    return optimise(
+        demand, deployment.cp, deployment.cost, max(max_buckets, settings.pareto_max_buckets), top, spec=deployment.capture, max_padding_factor=factor,
+        bucket_multiple=settings.bucket_multiple, pinned=pinned, objective=settings.objective,
+    )
+
+
+def _with_required(demand: Demand, headroom: Headroom) -> Demand:
+    """`demand` plus the full chunk's worst case, weighted above all real forwards together, so
+    every optimal list serves it whenever some list can (coverage and time objectives alike)."""
+    weight = np.array([demand.num_forwards + 1], dtype=np.int64)
+    extra = Demand(np.array([headroom.chunk_tokens]), np.array([headroom.worst_rows]), np.array([True]),
+                   np.array([headroom.max_requests]), weight)
+    return Demand.concat([demand, extra])
+
+
+def _choose(optimal: OptimalLists, demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int) -> list[int]:
+    """The list for `max_buckets`, or the shortest reaching `target_coverage` (coverage grows with K)."""
+    if settings.target_coverage is None:
+        return optimal.best(max_buckets)
+    for k in sorted(optimal.buckets):
+        buckets = optimal.buckets[k]
+        table = BucketTable.build(buckets, deployment.cp, deployment.capture)
+        graph = demand.select(table, deployment.max_padding_factor).graph
+        if demand.counts[graph].sum() >= settings.target_coverage * demand.num_forwards:
+            return buckets
+    return optimal.best(max_buckets)
+
+
+def _cost(demand: Demand, buckets: list[int], deployment: Deployment) -> float:
+    table = BucketTable.build(buckets, deployment.cp, deployment.capture)
+    return demand_cost_ms(demand, table, deployment.cost, deployment.max_padding_factor)
+
+
+def _validate(log: DemandLog, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int, headroom: Headroom | None) -> Validation | None:
+    head, tail, used = log.split(1.0 - settings.validate_fraction)
+    if head.num_forwards == 0 or tail.num_forwards == 0:
+        return None
+    optimal = _fit(head, deployment, settings, max_buckets, chunk, headroom)
+    buckets = _choose(optimal, head, deployment, settings, max_buckets)
+    table = BucketTable.build(buckets, deployment.cp, deployment.capture)
+    cp, factor = deployment.cp, deployment.max_padding_factor
+    return Validation(used, buckets, evaluate_demand(head, table, cp, factor), evaluate_demand(tail, table, cp, factor))
