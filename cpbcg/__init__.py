@@ -1,7 +1,33 @@
 """cpbcg: plan, capture and check CUDA-graph buckets for context-parallel (CP) prefill.
 
-The planner (`cpbcg.planner`) is pure numpy and never imports torch; the capture harness
-(`cpbcg.capture`) is the only place torch is used.
+The public API (`cpbcg.api`, re-exported here and loaded on first use so that `cpbcg --help`
+stays fast): `load_deployment`, `open_trace`, `evaluate`, `plan`, `recommend`, `guarantee`,
+`check`, and the result types. The planner (`cpbcg.planner`) is pure numpy and never imports
+torch; the capture harness (`cpbcg.capture`) is the only place torch is used.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_deployment": "cpbcg.api", "open_trace": "cpbcg.api", "evaluate": "cpbcg.api", "plan": "cpbcg.api",
+    "recommend": "cpbcg.api", "guarantee": "cpbcg.api", "check": "cpbcg.api", "GuaranteeResult": "cpbcg.api",
+    "Deployment": "cpbcg.planner.deployment", "Evaluation": "cpbcg.planner.evaluate", "PlanResult": "cpbcg.planner.plan",
+    "Recommendation": "cpbcg.planner.recommend", "RecommendSettings": "cpbcg.planner.recommend",
+    "Validation": "cpbcg.planner.recommend", "CheckReport": "cpbcg.check.gates", "Gates": "cpbcg.check.gates",
+    "CPLayout": "cpbcg.planner.layout", "CaptureSpec": "cpbcg.planner.capacity", "CostModel": "cpbcg.planner.cost",
+    "CpbcgError": "cpbcg.errors",
+}
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'cpbcg' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value

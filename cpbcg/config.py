@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
 
+from cpbcg.check.gates import Gates
 from cpbcg.errors import ConfigError
 from cpbcg.planner.capacity import CaptureLayout, CaptureSpec
 from cpbcg.planner.buckets import parse_bucket_spec
@@ -79,6 +80,9 @@ class CostConfig(_Strict):
 
 class GateConfig(_Strict):
     """CI gates for `cpbcg replay-check`."""
+
+    def to_gates(self) -> Gates:
+        return Gates(self.min_coverage, self.min_token_coverage, self.max_padding, dict(self.max_eager))
 
     min_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of batches in graphs.")
     min_token_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of tokens in graphs.")

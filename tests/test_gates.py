@@ -1,4 +1,4 @@
-"""Gates (`cpbcg.gates`) and CI reports (`cpbcg.reports`): every gate passing and failing with
+"""Gates (`cpbcg.check.gates`) and CI reports (`cpbcg.check.reports`): every gate passing and failing with
 exact messages, `--max-eager` parsing, replay sampling, JUnit parsed back, exact annotations."""
 
 import xml.etree.ElementTree as ET
@@ -6,16 +6,16 @@ import xml.etree.ElementTree as ET
 import orjson
 import pytest
 
-from cpbcg.config import GateConfig
+from cpbcg.check.gates import Gates as GateConfig
 from cpbcg.errors import ConfigError
-from cpbcg.gates import (
+from cpbcg.check.gates import (
     CheckReport, ReplayRecord, check_gates, count_of, format_value, parse_max_eager, replay_gate, sample_graph_batches,
 )
 from cpbcg.planner.buckets import sglang_default_buckets
 from cpbcg.planner.evaluate import evaluate
 from cpbcg.planner.layout import BatchSet, CPLayout
 from cpbcg.planner.selector import BucketTable
-from cpbcg.reports import (
+from cpbcg.check.reports import (
     append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown,
 )
 

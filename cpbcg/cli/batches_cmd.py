@@ -12,13 +12,10 @@ import typer
 
 from cpbcg.atomic import check_outputs, write_atomic
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import (
-    ChunkedPrefillOpt, ConfigOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt,
-    PrefillFixedMsOpt, PrefillMaxRequestsOpt, PrefillTokensPerSOpt, PrefixCacheOpt, RateOpt, SeedOpt,
-    TimeFieldOpt, TimeScaleOpt, TraceFormatOpt, progress_bar, resolve_config, scheduler_overrides,
-    stderr_console,
-)
-from cpbcg.cli.source_note import ignored_options_note, simulation_note
+from cpbcg.cli.common import ConfigOpt, LengthFieldOpt, TimeFieldOpt, TraceFormatOpt, progress_bar, stderr_console
+from cpbcg.cli.options import SchedulerOptions, TraceOptions, with_options
+from cpbcg.cli.source_note import ignored_options_note, request_only_flags, simulation_note
+from cpbcg.config import load_config
 from cpbcg.planner.layout import BatchSet
 from cpbcg.planner.requests import TraceFormat
 from cpbcg.planner.sources import BatchSource, open_source
@@ -38,6 +35,7 @@ FOLD_HELP = "Merge identical batches into one line with a count: consecutive run
 
 @app.command()
 @error_boundary
+@with_options(scheduler=SchedulerOptions)
 def batches(
     trace: Annotated[Path, typer.Option("--trace", "-t", help=TRACE_HELP, show_default=False)],
     output: Annotated[str, typer.Option("--output", "-o", help="Batch trace to write (JSONL, written atomically); - for stdout.", show_default=False)],
@@ -46,16 +44,8 @@ def batches(
     trace_format: TraceFormatOpt = TraceFormat.auto,
     length_field: LengthFieldOpt = None,
     time_field: TimeFieldOpt = None,
-    chunked_prefill_size: ChunkedPrefillOpt = None,
-    max_prefill_tokens: MaxPrefillTokensOpt = None,
-    prefill_max_requests: PrefillMaxRequestsOpt = None,
-    max_running_requests: MaxRunningRequestsOpt = None,
-    prefix_cache: PrefixCacheOpt = None,
-    prefill_fixed_ms: PrefillFixedMsOpt = None,
-    prefill_tokens_per_s: PrefillTokensPerSOpt = None,
-    rate: RateOpt = None,
-    time_scale: TimeScaleOpt = None,
-    seed: SeedOpt = None,
+    *,
+    scheduler: SchedulerOptions,
 ) -> None:
     """Turn a request trace into the prefill forwards the server would run (the scheduler
     simulation, docs/scheduler.md) and write them as a batch trace:
@@ -65,10 +55,10 @@ def batches(
     Example: `cpbcg batches --trace conversation_trace.jsonl --prefix-cache unlimited -o lens.jsonl`
     """
     check_outputs({"-o": Path(output)}, {"--trace": trace})
-    overrides = scheduler_overrides(locals())
-    cfg = resolve_config(config, **overrides)
+    cfg = load_config(config, scheduler.overrides())
     source = open_source(trace, trace_format, cfg.scheduler, length_field, time_field)
-    ignored = ignored_options_note(source.trace_format, {**overrides, "length_field": length_field, "time_field": time_field}, trace)
+    given = TraceOptions(trace, trace_format, length_field, time_field)
+    ignored = ignored_options_note(source.trace_format, request_only_flags(given, scheduler), trace)
     if ignored is not None:
         typer.echo(ignored, err=True)
     with progress_bar("forming batches") as advance:

@@ -17,8 +17,9 @@ from cpbcg.atomic import check_outputs, write_atomic
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     AlignOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, MaxCaptureReqOpt, MaxContextOpt,
-    TraceOpt, deployment_overrides, progress_bar, resolve_config, stderr_console, stdout_console,
+    TraceOpt, progress_bar, stderr_console, stdout_console,
 )
+from cpbcg.config import load_config
 from cpbcg.errors import CaptureError
 
 CAPTURE_DEFAULT_BUCKETS = "256,512,1024,2048,2304"
@@ -80,7 +81,9 @@ def capture(
     Example: `cpbcg capture --cp-size 4 --preset tiny -o manifest.json`
     """
     check_outputs({"-o": output}, {"--trace": trace})
-    cfg = resolve_config(config, **deployment_overrides(locals()))
+    overrides = {"cp_size": cp_size, "align_size": align_size, "max_padding_factor": max_padding_factor, "buckets": buckets,
+                 "capture_layout": capture_layout, "max_context_size_tokens": max_context_size, "max_capture_requests": max_capture_requests}
+    cfg = load_config(config, overrides)
     if "buckets" not in cfg.model_fields_set:
         cfg = cfg.model_copy(update={"buckets": CAPTURE_DEFAULT_BUCKETS})
     try:

@@ -6,13 +6,12 @@ import os
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Iterator, Mapping, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cpbcg.config import DeploymentConfig, load_config
 from cpbcg.planner.capacity import CaptureLayout
 from cpbcg.planner.layout import CPStrategy
 from cpbcg.planner.requests import TraceFormat
@@ -74,38 +73,6 @@ PrefillTokensPerSOpt = Annotated[Optional[float], typer.Option("--prefill-tokens
 RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Poisson arrival rate for request traces without timestamps (requests/s). [default: 4.0]", show_default=False)]
 TimeScaleOpt = Annotated[Optional[float], typer.Option("--time-scale", help="Divide inter-arrival gaps by this to emulate higher load. [default: 1.0]", show_default=False)]
 SeedOpt = Annotated[Optional[int], typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of the synthetic Poisson arrivals. [default: 0]", show_default=False)]
-
-
-SCHEDULER_OPTIONS = (
-    "chunked_prefill_size", "max_prefill_tokens", "prefill_max_requests", "max_running_requests",
-    "prefix_cache", "prefill_fixed_ms", "prefill_tokens_per_s", "rate", "time_scale", "seed",
-)
-"""Command parameters that override `scheduler.*` of the config (names as in SchedulerConfig)."""
-
-
-def scheduler_overrides(params: Mapping[str, object]) -> dict[str, object]:
-    """Dotted `scheduler.*` overrides for `resolve_config(..., **overrides)` from a command's
-    parameters (pass `locals()`); None = keep the config's value."""
-    return {f"scheduler.{name}": params.get(name) for name in SCHEDULER_OPTIONS}
-
-
-DEPLOYMENT_OPTIONS = {
-    "cp_size": "cp_size", "cp_strategy": "cp_strategy", "align_size": "align_size",
-    "max_padding_factor": "max_padding_factor", "buckets": "buckets", "capture_layout": "capture_layout",
-    "max_context_size": "max_context_size_tokens", "max_capture_requests": "max_capture_requests",
-}
-"""Command parameter → top-level config key, for the shared CP and capture options."""
-
-
-def deployment_overrides(params: Mapping[str, object]) -> dict[str, object]:
-    """Top-level config overrides from a command's parameters (pass `locals()`); None = keep."""
-    return {key: params.get(name) for name, key in DEPLOYMENT_OPTIONS.items()}
-
-
-def resolve_config(config: Optional[str], **overrides: object) -> DeploymentConfig:
-    """Load `config` (file, preset or defaults) and apply the command-line overrides (config
-    keys, dotted for sections: `scheduler.rate`; None values are ignored)."""
-    return load_config(config, overrides)
 
 
 @contextmanager

@@ -2,59 +2,56 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import orjson
 import typer
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import (
-    AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
-    MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, deployment_overrides, resolve_config,
-    stdout_console,
-)
-from cpbcg.cli.plan_cmd import bucket_table
-from cpbcg.cli.render import REASON_HELP, print_json
-from cpbcg.planner.explain import BatchExplanation, explain_batch
+from cpbcg.cli.common import FormatOpt, OutputFormat, stdout_console
+from cpbcg.cli.options import DeploymentOptions, with_options
+
+if TYPE_CHECKING:
+    from rich.console import Group
+
+    from cpbcg.planner.explain import BatchExplanation
 
 
 @app.command()
 @error_boundary
+@with_options(deployment=DeploymentOptions)
 def layout(
-    extend_seq_lens: Annotated[list[int], typer.Argument(help="Extend lengths of the batch's requests (tokens).", min=1, show_default=False)],
-    config: ConfigOpt = None,
-    cp_size: CpSizeOpt = None,
-    cp_strategy: StrategyOpt = None,
-    align_size: AlignOpt = None,
-    max_padding_factor: FactorOpt = None,
-    buckets: BucketsOpt = None,
-    capture_layout: CaptureLayoutOpt = None,
-    max_context_size: MaxContextOpt = None,
-    max_capture_requests: MaxCaptureReqOpt = None,
+    extend_seq_lens: Annotated[list[int], typer.Argument(help="Extend lengths of the batch's requests (tokens).", min=1, max=2**31 - 1, show_default=False)],
     output_format: FormatOpt = OutputFormat.table,
+    *,
+    deployment: DeploymentOptions,
 ) -> None:
     """Explain one batch: the zigzag blocks each rank holds, logical tokens and physical rows per
     rank, and which captured bucket the runtime would replay it in, and why.
 
     Example: `cpbcg layout --cp-size 4 1534 161 353` (needs 520 rows; bucket 2048 holds 512).
     """
-    cfg = resolve_config(
-        config, **deployment_overrides(locals()),
-    )
-    result = explain_batch(extend_seq_lens, cfg.cp_layout, bucket_table(cfg), cfg.max_padding_factor)
+    from cpbcg.api import load_config_and_deployment
+    from cpbcg.cli.render import print_json
+    from cpbcg.documents import as_dict, dumps
+    from cpbcg.planner.explain import explain_batch
+
+    _, dep = load_config_and_deployment(deployment.config, deployment.overrides())
+    result = explain_batch(extend_seq_lens, dep.cp, dep.table(), dep.max_padding_factor)
     console = stdout_console()
     if output_format is OutputFormat.json:
-        print_json(console, orjson.dumps(dataclasses.asdict(result), option=orjson.OPT_INDENT_2) + b"\n")
+        print_json(console, dumps(as_dict(result)))
     else:
-        console.print(render_explanation(result, cfg.cp_size, cfg.cp_layout.align_rows))
+        console.print(render_explanation(result, dep.cp.cp_size, dep.cp.align_rows))
 
 
-def render_explanation(ex: BatchExplanation, cp_size: int, align: int) -> Group:
+def render_explanation(ex: "BatchExplanation", cp_size: int, align: int) -> "Group":
     """Rank table plus a verdict line."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from cpbcg.cli.render import REASON_HELP
+
     table = Table(title=f"extend_seq_lens {ex.extend_seq_lens} (n={ex.num_tokens}), cp_size {cp_size}", title_justify="left")
     table.add_column("rank", justify="right")
     if ex.block_tokens:

@@ -1,149 +1,100 @@
-"""`cpbcg plan`: evaluate a bucket list on a batch stream."""
+"""`cpbcg plan`: replay a trace with the configured bucket list and recommend the list to capture.
+
+parse (options -> Deployment, RecommendSettings) -> call (`cpbcg.api.plan` / `guarantee`) ->
+render (tables on stdout, notes on stderr, or JSON) -> export (`--emit`).
+"""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
-from cpbcg.atomic import STDOUT
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import (
-    AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
-    MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, TraceOpt, progress_bar,
-    deployment_overrides, resolve_config, stdout_console,
-)
-from cpbcg.cli.common import (  # request traces and the scheduler simulation
-    ChunkedPrefillOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
-    PrefillMaxRequestsOpt, PrefillTokensPerSOpt, PrefixCacheOpt, RateOpt, SeedOpt, TimeFieldOpt,
-    TimeScaleOpt, TraceFormatOpt, scheduler_overrides,
-)
-from cpbcg.cli.recommend import (  # optimiser, guarantee mode, exports, plot
-    BucketMultipleOpt, CheckGuaranteeOpt, EagerFixedOpt, EmitOpt, GraphFixedOpt, GuaranteeOpt, IncludeOpt,
-    ManifestOpt, MaxBucketsOpt, MaxRequestsOpt, MaxTokensOpt, Objective, ObjectiveOpt, OutputOpt, PlotOpt,
-    RecommendOptions, TokenMsOpt,
-    cost_overrides, emit, run_modes,
-)
-from cpbcg.cli.render import deployment_header, evaluation_json, evaluation_tables, print_json
-from cpbcg.cli.source_note import report_simulation, warn_ignored_options
-from cpbcg.config import DeploymentConfig
-from cpbcg.errors import ConfigError
-from cpbcg.planner.buckets import parse_bucket_spec
-from cpbcg.planner.evaluate import Evaluation, evaluate
-from cpbcg.planner.requests import TraceFormat
-from cpbcg.planner.selector import BucketTable
-from cpbcg.planner.sources import describe_source, open_source
+from cpbcg.cli.common import FormatOpt, OutputFormat, progress_bar, stderr_console, stdout_console
+from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions, with_options
 
 
-def bucket_table(cfg: DeploymentConfig) -> BucketTable:
-    """Captured buckets of the config with capacities from the capture model."""
-    return BucketTable.build(parse_bucket_spec(cfg.buckets), cfg.cp_layout, cfg.capture_spec)
+class Objective(str, Enum):
+    coverage = "coverage"
+    time = "time"
 
 
-def run_evaluation(
-    cfg: DeploymentConfig, trace: Optional[Path], table: BucketTable, simulation: Optional[dict] = None, **trace_options
-) -> Evaluation:
-    """Evaluate `table` on the batch stream of `trace` (or the embedded default), with progress.
+class EmitChoice(str, Enum):
+    sglang = "sglang"
+    sglang_json = "sglang-json"
+    yaml = "yaml"
+    json = "json"
 
-    `trace_options` (`trace_format`, `length_field`, `time_field`) go to `open_source`;
-    request traces are turned into forwards with `cfg.scheduler`, the simulation's assumptions
-    are printed to stderr, and its summary is put into `simulation` when given.
-    """
-    with progress_bar("replaying batches") as advance:
-        source = open_source(trace, scheduler=cfg.scheduler, **trace_options)
-        ev = evaluate(source.batches, table, cfg.cp_layout, cfg.max_padding_factor, lambda b: advance(b.num_batches))
-    summary = report_simulation(source)
-    if simulation is not None and summary is not None:
-        simulation.update(summary)
-    return ev
+
+NoRecommendOpt = Annotated[bool, typer.Option("--no-recommend", help="Only evaluate the configured list (no recommendation).")]
+MaxBucketsOpt = Annotated[Optional[int], typer.Option("--max-buckets", "-k", min=1, max=512, help="Buckets in the recommended list. [default: as many capturable buckets as the configured list]", show_default=False)]
+TargetCoverageOpt = Annotated[Optional[float], typer.Option("--target-coverage", min=0.0, max=1.0, help="Recommend the fewest buckets (up to --max-buckets) that replay at least this fraction of forwards in graphs, e.g. 0.99: capture time and graph memory grow with the count.", show_default=False)]
+ObjectiveOpt = Annotated[Objective, typer.Option("--objective", help="coverage = most forwards in graphs first, then least modelled time; time = least modelled time alone.")]
+MaxTokensOpt = Annotated[Optional[int], typer.Option("--max-tokens", min=1, max=1 << 22, help="The largest forward the list must serve (tokens), for the recommendation and guarantee mode. [default: scheduler.chunked_prefill_size]", show_default=False)]
+BucketMultipleOpt = Annotated[int, typer.Option("--bucket-multiple", min=1, max=1 << 16, help="Candidate bucket sizes are multiples of this (coarser = faster, optimal on that grid only; 1 = exact).")]
+IncludeOpt = Annotated[Optional[str], typer.Option("--include", help="Buckets every recommended list must contain, e.g. 8192,4096.", show_default=False)]
+MaxRequestsOpt = Annotated[Optional[int], typer.Option("--max-requests", min=1, max=1024, help="Requests in the worst-case full chunk the list must serve (headroom), and in guarantee mode the most requests per forward. [default: the most any forward of the trace held; guarantee: scheduler.prefill_max_requests]", show_default=False)]
+NoHeadroomOpt = Annotated[bool, typer.Option("--no-headroom", help="Keep every bucket at or below the chunk size (full chunks of several requests may then run eagerly).")]
+AllowGapsOpt = Annotated[bool, typer.Option("--allow-gaps", help="Allow forward sizes between buckets that no bucket serves within max_padding_factor.")]
+ValidateOpt = Annotated[float, typer.Option("--validate-fraction", min=0.0, max=0.9, help="Hold back this last fraction of the forwards (trace order): fit on the rest, replay it out of sample. 0 disables.")]
+CompareOpt = Annotated[bool, typer.Option("--compare", help="Also compare with SGLang's default, powers of two, vLLM-, TensorRT-LLM-style and uniform lists, and print the Pareto curve.")]
+GuaranteeOpt = Annotated[bool, typer.Option("--guarantee", help="Trace-free: the fewest buckets that replay every CP-active forward of <= --max-requests requests and <= --max-tokens tokens.")]
+CheckGuaranteeOpt = Annotated[bool, typer.Option("--check-guarantee", help="Prove that --buckets replay every such forward, or name the smallest that falls back (exit 1).")]
+EmitOpt = Annotated[Optional[EmitChoice], typer.Option("--emit", help="Export the recommended list (the configured one with --no-recommend): sglang (server flags with the CP and scheduler flags), sglang-json (--cuda-graph-config), yaml|json (bucket file for --buckets). On stdout, or -o.", show_default=False)]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the --emit export to this file (atomically); - for stdout.", show_default=False)]
+PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG: Pareto curve (buckets vs modelled time, coverage) and the forward-size distribution with the recommended buckets.", show_default=False)]
 
 
 @app.command()
 @error_boundary
+@with_options(deployment=DeploymentOptions, trace=TraceOptions, scheduler=SchedulerOptions, cost=CostOptions)
 def plan(
-    trace: TraceOpt = None,
-    config: ConfigOpt = None,
-    cp_size: CpSizeOpt = None,
-    cp_strategy: StrategyOpt = None,
-    align_size: AlignOpt = None,
-    max_padding_factor: FactorOpt = None,
-    buckets: BucketsOpt = None,
-    capture_layout: CaptureLayoutOpt = None,
-    max_context_size: MaxContextOpt = None,
-    max_capture_requests: MaxCaptureReqOpt = None,
-    trace_format: TraceFormatOpt = TraceFormat.auto,
-    length_field: LengthFieldOpt = None,
-    time_field: TimeFieldOpt = None,
-    chunked_prefill_size: ChunkedPrefillOpt = None,
-    max_prefill_tokens: MaxPrefillTokensOpt = None,
-    prefill_max_requests: PrefillMaxRequestsOpt = None,
-    max_running_requests: MaxRunningRequestsOpt = None,
-    prefix_cache: PrefixCacheOpt = None,
-    prefill_fixed_ms: PrefillFixedMsOpt = None,
-    prefill_tokens_per_s: PrefillTokensPerSOpt = None,
-    rate: RateOpt = None,
-    time_scale: TimeScaleOpt = None,
-    seed: SeedOpt = None,
     output_format: FormatOpt = OutputFormat.table,
-    # recommendation modes (cpbcg/cli/recommend.py)
+    no_recommend: NoRecommendOpt = False,
     max_buckets: MaxBucketsOpt = None,
+    target_coverage: TargetCoverageOpt = None,
     objective: ObjectiveOpt = Objective.coverage,
     max_tokens: MaxTokensOpt = None,
     bucket_multiple: BucketMultipleOpt = 1,
     include: IncludeOpt = None,
-    graph_fixed_ms: GraphFixedOpt = None,
-    eager_fixed_ms: EagerFixedOpt = None,
-    token_ms: TokenMsOpt = None,
-    manifest: ManifestOpt = None,
+    max_requests: MaxRequestsOpt = None,
+    no_headroom: NoHeadroomOpt = False,
+    allow_gaps: AllowGapsOpt = False,
+    validate_fraction: ValidateOpt = 0.3,
+    compare: CompareOpt = False,
     guarantee: GuaranteeOpt = False,
     check_guarantee: CheckGuaranteeOpt = False,
-    max_requests: MaxRequestsOpt = None,
     emit_format: EmitOpt = None,
     output: OutputOpt = None,
     plot_path: PlotOpt = None,
+    *,
+    deployment: DeploymentOptions,
+    trace: TraceOptions,
+    scheduler: SchedulerOptions,
+    cost: CostOptions,
 ) -> None:
-    """Replay a batch trace through the runtime's bucket selector and report how a bucket list
-    serves it: coverage, padding, eager batches by reason, rescued batches, hits per bucket.
+    """Replay a trace through the runtime's bucket selector, report how the configured list
+    serves it (coverage, padding, eager forwards by reason, rescued forwards, hits per bucket),
+    and recommend the list to capture: validated out of sample, with the flags to deploy it.
 
     Without `--trace` it runs on the embedded default workload (a seeded synthetic chat
-    stream), so you see a result at once. Request traces (Mooncake, Azure, vidur, generic
-    CSV/JSONL) are first turned into prefill forwards by the scheduler simulation
-    (docs/scheduler.md; the scheduler options below).
+    stream). Request traces (Mooncake, Azure, vidur, generic CSV/JSONL) are first turned into
+    prefill forwards by the scheduler simulation (docs/scheduler.md).
 
-    Example: `cpbcg plan --trace lens.jsonl --cp-size 4 --buckets sglang-default:8192`
+    Example: `cpbcg plan --trace lens.jsonl --cp-size 4 --emit sglang -o flags.txt`
     """
-    sched = scheduler_overrides(locals())
-    cfg = resolve_config(
-        config, **deployment_overrides(locals()),
-        **sched,
-        **cost_overrides(graph_fixed_ms, eager_fixed_ms, token_ms),
+    from cpbcg.cli import plan_run
+
+    plan_run.run(
+        plan_run.PlanRequest(
+            output_format=output_format, recommend=not no_recommend, max_buckets=max_buckets, target_coverage=target_coverage,
+            objective=objective.value, max_tokens=max_tokens, bucket_multiple=bucket_multiple, include=include,
+            max_requests=max_requests, headroom=not no_headroom, allow_gaps=allow_gaps, validate_fraction=validate_fraction,
+            compare=compare, guarantee=guarantee, check_guarantee=check_guarantee,
+            emit=None if emit_format is None else emit_format.value, output=output, plot=plot_path,
+        ),
+        deployment, trace, scheduler, cost,
     )
-    trace_options = dict(trace_format=trace_format, length_field=length_field, time_field=time_field)
-    warn_ignored_options(trace, trace_format, {**sched, **trace_options})
-    if output is not None and str(output) == STDOUT:
-        output = None
-    if emit_format is not None and output is None and output_format is OutputFormat.json:
-        raise ConfigError("--emit with --format json needs -o FILE (both would go to stdout)")
-    rec_opts = RecommendOptions(
-        max_buckets, max_tokens, bucket_multiple, include, manifest,
-        any(v is not None for v in (graph_fixed_ms, eager_fixed_ms, token_ms)),
-        guarantee, check_guarantee, max_requests, emit_format, output, plot_path, objective,
-    )
-    code = run_modes(cfg, trace, trace_options, rec_opts, output_format is OutputFormat.json)
-    if code is not None:
-        raise typer.Exit(code)
-    simulation: dict = {}
-    ev = run_evaluation(cfg, trace, bucket_table(cfg), simulation, **trace_options)
-    header = deployment_header(cfg, describe_source(trace))
-    if simulation:
-        header["simulation"] = simulation
-    console = stdout_console()
-    if emit_format is not None:  # export the evaluated list
-        emit(ev.buckets, emit_format, cfg, {"source": header["source"]}, output, console)
-        if output is None:
-            return
-    if output_format is OutputFormat.json:
-        print_json(console, evaluation_json(ev, header))
-    else:
-        console.print(evaluation_tables(ev, header))

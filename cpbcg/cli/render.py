@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import orjson
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.config import DeploymentConfig
+from cpbcg.check.summary import cell, pct, summary_rows
 from cpbcg.planner.evaluate import Evaluation
 
 REASON_HELP = {
@@ -16,27 +15,6 @@ REASON_HELP = {
     "padding_limit": "the first bucket with enough local rows is beyond max_padding_factor * n",
     "local_capacity": "no bucket >= n has enough CP-local rows",
 }
-
-
-def pct(part: float, whole: float) -> str:
-    return f"{100.0 * part / whole:.2f}%" if whole else "-"
-
-
-def deployment_header(cfg: DeploymentConfig, source: str) -> dict:
-    """Settings that qualify every report (also the JSON header)."""
-    return {
-        "source": source,
-        "cp_size": cfg.cp_size,
-        "cp_strategy": cfg.cp_strategy.value,
-        "align_size": cfg.cp_layout.align_rows,
-        "max_padding_factor": cfg.max_padding_factor,
-        "capture_layout": cfg.capture_layout.value,
-    }
-
-
-def evaluation_json(ev: Evaluation, header: dict) -> bytes:
-    """The `--format json` document of an evaluation (header keys, then the evaluation's)."""
-    return orjson.dumps({**header, **ev.to_dict()}, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def evaluation_tables(ev: Evaluation, header: dict) -> Group:
@@ -50,17 +28,8 @@ def evaluation_tables(ev: Evaluation, header: dict) -> Group:
     summary.add_column("metric")
     summary.add_column("batches", justify="right")
     summary.add_column("tokens", justify="right")
-    summary.add_row("trace", f"{ev.batches:,}", f"{ev.tokens:,}")
-    summary.add_row(
-        "replayed in graphs",
-        f"{ev.graph_batches:,} ({pct(ev.graph_batches, ev.batches)})",
-        f"{ev.graph_tokens:,} ({pct(ev.graph_tokens, ev.tokens)})",
-    )
-    summary.add_row("padding (padded / real graph tokens)", "", f"{ev.padded_tokens:,} ({pct(ev.padded_tokens, ev.graph_tokens)})")
-    summary.add_row("rescued by a larger bucket", f"{ev.rescued:,}", "")
-    summary.add_row("natural bucket overflow (old runtime crash)", f"{ev.natural_overflow:,}", "")
-    for reason, count in ev.eager.items():
-        summary.add_row(f"eager: {reason}", f"{count:,} ({pct(count, ev.batches)})", f"{ev.eager_tokens[reason]:,}")
+    for row in summary_rows(ev):
+        summary.add_row(row.metric, cell(row.batches, row.batches_of), cell(row.tokens, row.tokens_of))
     parts: list = [summary]
     examples = [(r, ex[0]) for r, ex in ev.eager_examples.items() if ex]
     if examples:

@@ -1,7 +1,7 @@
 """`cpbcg replay-check`: evaluate captured buckets on a trace and gate CI on the result.
 
-parse (config + manifest + gate options) → call (`run_evaluation`, `check_gates`, optional real
-replays) → render (tables, JSON, JUnit, annotations, step summary) → exit 0 / 1 / 2.
+parse (config + manifest + gate options) → call (`cpbcg.api.check`: evaluation, gates, optional
+real replays) → render (tables, JSON, JUnit, annotations, step summary) → exit 0 / 1 / 2.
 """
 
 from __future__ import annotations
@@ -17,26 +17,15 @@ from rich.text import Text
 
 from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import (
-    AlignOpt, BucketsOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, FormatOpt,
-    MaxCaptureReqOpt, MaxContextOpt, OutputFormat, StrategyOpt, TraceOpt, deployment_overrides, resolve_config,
-    stderr_console, stdout_console,
-)
-from cpbcg.cli.common import (  # request traces and the scheduler simulation
-    ChunkedPrefillOpt, LengthFieldOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
-    PrefillMaxRequestsOpt, PrefillTokensPerSOpt, PrefixCacheOpt, RateOpt, SeedOpt, TimeFieldOpt,
-    TimeScaleOpt, TraceFormatOpt, scheduler_overrides,
-)
-from cpbcg.cli.plan_cmd import bucket_table, run_evaluation
-from cpbcg.cli.source_note import warn_ignored_options
-from cpbcg.planner.requests import TraceFormat
-from cpbcg.cli.render import deployment_header, evaluation_tables, print_json
-from cpbcg.config import DeploymentConfig
-from cpbcg.errors import CaptureError, ConfigError
-from cpbcg.gates import CheckReport, GateResult, ReplayRecord, check_gates, count_of, parse_max_eager, replay_gate, sample_graph_batches
-from cpbcg.manifest import Manifest, load_manifest
-from cpbcg.planner.sources import describe_source, open_batches
-from cpbcg.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown, write_report
+from cpbcg.api import check, load_config_and_deployment
+from cpbcg.cli.common import FormatOpt, OutputFormat, progress_bar, stderr_console, stdout_console
+from cpbcg.cli.options import DeploymentOptions, SchedulerOptions, TraceOptions, with_options
+from cpbcg.cli.render import evaluation_tables, print_json
+from cpbcg.cli.source_note import report_simulation, warn_ignored_options
+from cpbcg.errors import ConfigError
+from cpbcg.check.gates import CheckReport, ReplayRecord, count_of, parse_max_eager
+from cpbcg.manifest import load_manifest
+from cpbcg.check.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown, write_report
 
 ManifestOpt = Annotated[Optional[Path], typer.Option("--manifest", "-m", help="Capture manifest (`cpbcg capture -o`): buckets, capacities and CP settings come from it.", show_default=False)]
 MinCovOpt = Annotated[Optional[float], typer.Option("--min-coverage", min=0.0, max=1.0, help="Gate: least fraction of batches replayed in graphs (0..1).", show_default=False)]
@@ -47,38 +36,6 @@ JunitOpt = Annotated[Optional[Path], typer.Option("--junit", help="Write a JUnit
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout.", show_default=False)]
 ReplayOpt = Annotated[int, typer.Option("--replay", min=0, help="Replay N sampled graph batches through freshly captured graphs and compare with eager (needs torch; CUDA if present, else a dry run). Adds the replay_verified gate.")]
 
-MANIFEST_FIXES = {
-    "--cp-size": "cp_size", "--cp-strategy": "cp_strategy", "--align-size": "align_size", "--buckets": "buckets",
-    "--capture-layout": "capture_layout", "--max-context-size": "max_context_size_tokens",
-    "--max-capture-requests": "max_capture_requests",
-}
-"""Options a manifest fixes (flag → config key); giving one with `--manifest` is an error."""
-
-
-def manifest_overrides(manifest: Manifest) -> dict[str, Any]:
-    """Config keys the manifest fixes: CP settings, capture layout, buckets, and its
-    `max_padding_factor` when it records one."""
-    data = manifest.data
-    out: dict[str, Any] = {key: data.get(key) for key in MANIFEST_FIXES.values() if key != "buckets"}
-    out["buckets"] = manifest.table().capture_num_tokens.tolist()
-    if data.get("max_padding_factor") is not None:
-        out["max_padding_factor"] = data["max_padding_factor"]
-    return out
-
-
-def resolve_check_config(config: Optional[str], manifest: Optional[Manifest], flags: dict[str, Any], dotted: dict[str, Any]) -> DeploymentConfig:
-    """Config file → manifest (if any) → command-line flags and dotted overrides (gates,
-    scheduler), later ones winning. Raises `ConfigError` for a flag the manifest fixes."""
-    given = [flag for flag, key in MANIFEST_FIXES.items() if flags.get(key) is not None]
-    if manifest is not None and given:
-        raise ConfigError(f"--manifest {manifest.path} fixes the buckets and CP settings; drop {', '.join(given)}")
-    base = manifest_overrides(manifest) if manifest is not None else {}
-    if manifest is not None and flags.get("max_padding_factor") is not None:
-        base.pop("max_padding_factor", None)
-    explicit = {k: v for k, v in flags.items() if v is not None}
-    return resolve_config(config, **{**base, **explicit}, **dotted)
-
-
 def gate_overrides(min_coverage: Optional[float], min_token_coverage: Optional[float], max_padding: Optional[float], max_eager: list[str]) -> dict[str, Any]:
     """Dotted config overrides for the gate options (`--max-eager` merges into the config's)."""
     out: dict[str, Any] = {
@@ -86,33 +43,6 @@ def gate_overrides(min_coverage: Optional[float], min_token_coverage: Optional[f
     }
     out.update({f"gates.max_eager.{reason}": n for reason, n in parse_max_eager(max_eager).items()})
     return out
-
-
-def run_replays(batches: list[list[int]], cfg: DeploymentConfig) -> tuple[ReplayRecord, ...]:
-    """Replay `batches` through freshly captured graphs (`cpbcg.capture.harness`); torch is
-    imported here only. Raises `CaptureError` when the capture extra is not installed."""
-    try:
-        from cpbcg.capture.harness import replay_batches
-    except ImportError as exc:
-        raise CaptureError(f"--replay needs the capture module and torch (pip install 'cpbcg[capture]'): {exc}") from exc
-    return tuple(ReplayRecord.of(record) for record in replay_batches(batches, cfg))
-
-
-def run_check(cfg: DeploymentConfig, manifest: Optional[Manifest], trace: Optional[Path], trace_options: dict[str, Any], replay: int) -> CheckReport:
-    """Evaluate (the same code as `plan`), check the gates, and with `replay > 0` replay that
-    many sampled graph batches through freshly captured graphs."""
-    table = manifest.table() if manifest is not None else bucket_table(cfg)
-    ev = run_evaluation(cfg, trace, table, **trace_options)
-    header = deployment_header(cfg, describe_source(trace))
-    if manifest is not None:
-        header["manifest"] = str(manifest.path)
-    results: tuple[GateResult, ...] = check_gates(ev, cfg.gates)
-    replays: tuple[ReplayRecord, ...] = ()
-    if replay:
-        batches = open_batches(trace, scheduler=cfg.scheduler, **trace_options)
-        replays = run_replays(sample_graph_batches(batches, table, cfg.cp_layout, cfg.max_padding_factor, replay), cfg)
-        results += (replay_gate(replays),)
-    return CheckReport(header, ev, results, replays)
 
 
 def gates_table(report: CheckReport) -> Table:
@@ -212,31 +142,9 @@ def verdict(report: CheckReport) -> str:
 
 @app.command("replay-check")
 @error_boundary
+@with_options(deployment=DeploymentOptions, trace=TraceOptions, scheduler=SchedulerOptions)
 def replay_check(
-    trace: TraceOpt = None,
-    config: ConfigOpt = None,
     manifest: ManifestOpt = None,
-    cp_size: CpSizeOpt = None,
-    cp_strategy: StrategyOpt = None,
-    align_size: AlignOpt = None,
-    max_padding_factor: FactorOpt = None,
-    buckets: BucketsOpt = None,
-    capture_layout: CaptureLayoutOpt = None,
-    max_context_size: MaxContextOpt = None,
-    max_capture_requests: MaxCaptureReqOpt = None,
-    trace_format: TraceFormatOpt = TraceFormat.auto,
-    length_field: LengthFieldOpt = None,
-    time_field: TimeFieldOpt = None,
-    chunked_prefill_size: ChunkedPrefillOpt = None,
-    max_prefill_tokens: MaxPrefillTokensOpt = None,
-    prefill_max_requests: PrefillMaxRequestsOpt = None,
-    max_running_requests: MaxRunningRequestsOpt = None,
-    prefix_cache: PrefixCacheOpt = None,
-    prefill_fixed_ms: PrefillFixedMsOpt = None,
-    prefill_tokens_per_s: PrefillTokensPerSOpt = None,
-    rate: RateOpt = None,
-    time_scale: TimeScaleOpt = None,
-    seed: SeedOpt = None,
     min_coverage: MinCovOpt = None,
     min_token_coverage: MinTokCovOpt = None,
     max_padding: MaxPadOpt = None,
@@ -245,6 +153,10 @@ def replay_check(
     json_path: JsonOpt = None,
     replay: ReplayOpt = 0,
     output_format: FormatOpt = OutputFormat.table,
+    *,
+    deployment: DeploymentOptions,
+    trace: TraceOptions,
+    scheduler: SchedulerOptions,
 ) -> None:
     """Check in CI that a trace's batches replay in the captured graphs, and fail the build
     when they do not.
@@ -263,22 +175,23 @@ def replay_check(
 
     Example: `cpbcg replay-check --config ci-gates-cp4 --trace lens.jsonl --junit report.xml`
     """
-    check_outputs({"--junit": junit, "--json": json_path}, {"--trace": trace, "--manifest": manifest})
+    check_outputs({"--junit": junit, "--json": json_path}, {"--trace": trace.trace, "--manifest": manifest})
     if str(junit) == STDOUT and str(json_path) == STDOUT:
         raise ConfigError("--junit - and --json - would both write to stdout; send one to a file")
     dotted = gate_overrides(min_coverage, min_token_coverage, max_padding, max_eager or [])
-    dotted.update(scheduler_overrides(locals()))
     loaded = load_manifest(manifest) if manifest is not None else None
     if loaded is not None and loaded.data.get("dry_run"):
         typer.echo(f"cpbcg: warning: {manifest} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model", err=True)
-    flags = deployment_overrides(locals())
-    cfg = resolve_check_config(config, loaded, flags, dotted)
-    trace_options = dict(trace_format=trace_format, length_field=length_field, time_field=time_field)
-    warn_ignored_options(trace, trace_format, {**dotted, **trace_options})
-    report = run_check(cfg, loaded, trace, trace_options, replay)
+    overrides = {**deployment.overrides(), **scheduler.overrides(), **dotted}
+    cfg, dep = load_config_and_deployment(deployment.config, overrides, manifest=loaded)
+    warn_ignored_options(trace, scheduler)
+    with progress_bar("replaying forwards") as advance:
+        report, source = check(trace.trace, dep, cfg.gates.to_gates(), manifest=loaded, replay=replay, config=cfg,
+                               trace_options=trace.reader_options(), on_chunk=lambda b: advance(b.num_batches))
+    report_simulation(source)
     render(report, output_format, stdout_taken=STDOUT in (str(junit), str(json_path)))
     publish(report, junit, json_path)
-    if trace is None:
+    if trace.trace is None:
         typer.echo(NO_TRACE_WARNING, err=True)
     typer.echo(verdict(report), err=True)
     if not report.passed:

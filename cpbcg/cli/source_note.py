@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Mapping
 
 import typer
 
-from cpbcg.cli.common import SCHEDULER_OPTIONS
+from typing import TYPE_CHECKING
 
 from cpbcg.planner.requests import TraceFormat, detect_format
 from cpbcg.planner.sources import BatchSource
 
+if TYPE_CHECKING:
+    from cpbcg.cli.options import SchedulerOptions, TraceOptions
+
 FORMAT_LABELS = {"mooncake": "Mooncake", "azure": "Azure", "vidur": "vidur", "csv": "CSV", "jsonl": "JSONL"}
 """How each request-trace format is named in the note."""
-REQUEST_ONLY_OPTIONS = ("length_field", "time_field", *SCHEDULER_OPTIONS)
-"""Options that only the request-trace readers and the scheduler simulation use (in CLI order)."""
 
 
 SATURATED_BUSY = 0.95
@@ -92,38 +92,35 @@ def report_simulation(source: BatchSource) -> dict | None:
     return simulation_summary(source)
 
 
-def ignored_options_note(trace_kind: TraceFormat | str | None, given_options: Mapping[str, object], trace: Path | str | None = None) -> str | None:
-    """A one-line warning naming the request-trace options given for a batch stream, or None.
-
-    `trace_kind` is the trace's format as read (`BatchSource.trace_format`; None for the embedded
-    default); `given_options` maps option names (`rate`, `prefix_cache`, ... or the dotted
-    `scheduler.rate` of `scheduler_overrides`) to their values, None or False meaning not given.
-    Other keys (`trace_format`, gate overrides) are ignored.
-    """
+def ignored_options_note(trace_kind: TraceFormat | str | None, flags: list[str], trace: Path | str | None = None) -> str | None:
+    """A one-line warning naming the request-trace options (`flags`, e.g. `["--rate"]`) given for
+    a batch stream, or None. `trace_kind` is the trace's format as read (None for the embedded
+    default); a request trace uses them all."""
     kind = _value(trace_kind)
-    if kind not in (None, TraceFormat.batches.value):
-        return None
-    given = {key.rsplit(".", 1)[-1] for key, value in given_options.items() if value is not None and value is not False}
-    names = [f"--{name.replace('_', '-')}" for name in REQUEST_ONLY_OPTIONS if name in given]
-    if not names:
+    if kind not in (None, TraceFormat.batches.value) or not flags:
         return None
     what = f"{trace} is a batch trace" if kind is not None else "the embedded default workload is already a batch stream"
-    verb = "applies" if len(names) == 1 else "apply"
-    return f"cpbcg: warning: {', '.join(names)} {verb} to request traces only; {what}"
+    verb = "applies" if len(flags) == 1 else "apply"
+    return f"cpbcg: warning: {', '.join(flags)} {verb} to request traces only; {what}"
 
 
-def warn_ignored_options(trace: Path | None, trace_format: TraceFormat | str, given_options: Mapping[str, object]) -> None:
-    """Print `ignored_options_note` to stderr for `--trace`/`--trace-format` before the trace is
-    read (sniffs the format from the first line when `auto`; bad traces raise `TraceError`)."""
-    if not any(value is not None and value is not False and key.rsplit(".", 1)[-1] in REQUEST_ONLY_OPTIONS for key, value in given_options.items()):
+def request_only_flags(trace: "TraceOptions", scheduler: "SchedulerOptions") -> list[str]:
+    """The request-trace options given on the command line, in CLI order."""
+    return [flag for flag, value in trace.request_only().items() if value is not None] + scheduler.given_flags()
+
+
+def warn_ignored_options(trace: "TraceOptions", scheduler: "SchedulerOptions") -> None:
+    """Print `ignored_options_note` to stderr before the trace is read (sniffs the format from
+    the first line when `auto`; bad traces raise `TraceError`)."""
+    flags = request_only_flags(trace, scheduler)
+    if not flags:
         return
     kind: TraceFormat | None = None
-    if trace is not None:
-        kind = TraceFormat(trace_format)
+    if trace.trace is not None:
+        kind = TraceFormat(trace.trace_format)
         if kind is TraceFormat.auto:
-            length_field = given_options.get("length_field")
-            kind = detect_format(Path(trace), length_field if isinstance(length_field, str) else None)
-    note = ignored_options_note(kind, given_options, trace)
+            kind = detect_format(Path(trace.trace), trace.length_field)
+    note = ignored_options_note(kind, flags, trace.trace)
     if note is not None:
         typer.echo(note, err=True)
 

@@ -140,3 +140,12 @@ def _validated(values: list, where: str) -> list[int]:
 
 
 from cpbcg.planner import baselines as _baselines  # noqa: E402,F401  (registers pow2, vllm, trtllm, uniform)
+
+
+def parse_positive_list(text: str, key: str) -> list[int]:
+    """`"8192,4096"` -> `[4096, 8192]` (sorted, unique). ASCII digits only (`"²"` is no count).
+    Raises `ConfigError` naming `key` for anything else."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 8 and 0 < int(p) <= MAX_BUCKET_TOKENS for p in parts):
+        raise ConfigError(f"{key}: {text[:60]!r} is not a list of token counts between 1 and {MAX_BUCKET_TOKENS}, like 8192,4096")
+    return sorted({int(p) for p in parts})

@@ -7,15 +7,22 @@ Every number comes from `evaluate` / `select_buckets`, the code `plan`'s evaluat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cpbcg.planner.baselines import BASELINES
 from cpbcg.planner.capacity import CaptureSpec
 from cpbcg.planner.cost import CostModel, demand_cost_ms, evaluation_cost_ms
-from cpbcg.planner.evaluate import Demand, Evaluation, evaluate
-from cpbcg.planner.layout import BatchSet, CPLayout
+from cpbcg.planner.demand import Demand
+from cpbcg.planner.evaluate import Evaluation, evaluate_demand
+from cpbcg.planner.layout import CPLayout
 from cpbcg.planner.optimise import OptimalLists, candidate_grid
 from cpbcg.planner.selector import EagerReason, BucketTable
+
+if TYPE_CHECKING:
+    from cpbcg.planner.deployment import Deployment
+    from cpbcg.planner.recommend import Recommendation
 
 
 @dataclass(frozen=True)
@@ -33,14 +40,14 @@ class ListReport:
 
 
 def compare_lists(
-    batches: BatchSet, lists: dict[str, list[int]], cp: CPLayout, spec: CaptureSpec, factor: float,
+    demand: Demand, lists: dict[str, list[int]], cp: CPLayout, spec: CaptureSpec, factor: float,
     cost: CostModel, optimal: OptimalLists | None = None,
 ) -> list[ListReport]:
-    """Evaluate each named list (in order) on `batches`."""
+    """Evaluate each named list (in order) on `demand` (aggregated forwards of a trace)."""
     out = []
     for name, buckets in lists.items():
         table = BucketTable.build(buckets, cp, spec)
-        ev = evaluate(iter([batches]), table, cp, factor)
+        ev = evaluate_demand(demand, table, cp, factor)
         same = None if optimal is None else optimal.cost_ms.get(len(ev.buckets))
         out.append(ListReport(name, ev, evaluation_cost_ms(ev, cost), same))
     return out
@@ -128,3 +135,30 @@ def headroom_finding(
         with_extra = demand_cost_ms(demand, BucketTable.build(buckets + [extra], cp, spec), cost, factor)
     cap = int(table.capacity_rows[-1])
     return Headroom(largest, int(demand.counts[hit].sum()), need, cap, extra, extra_cap, with_extra)
+
+
+PARETO_COUNTS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+"""Bucket counts of the Pareto curve (plus the recommended and the baselines' sizes)."""
+MAX_BASELINE_BUCKETS = 128
+"""Baselines longer than this get no 'optimal of the same size' figure (the optimiser stops at 128)."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The recommended list beside SGLang's default and peers' lists, and the Pareto curve."""
+
+    reports: list[ListReport]
+    """`recommended` first, then each baseline."""
+    points: list[ParetoPoint]
+    """Best list of at most K buckets, for the counts the optimiser computed."""
+
+
+def compare_recommendation(rec: "Recommendation", deployment: "Deployment") -> Comparison:
+    """Evaluate the recommendation and the baselines (`BASELINES`, sized for the chunk) on the
+    recommendation's demand, and the Pareto points the optimiser computed."""
+    chunk = rec.headroom.chunk_tokens if rec.headroom is not None else rec.optimal.max_tokens
+    cp, spec, factor = deployment.cp, deployment.capture, deployment.max_padding_factor
+    lists = {"recommended": rec.buckets, **{name: fn(chunk) for name, fn in BASELINES.items()}}
+    reports = compare_lists(rec.demand, lists, cp, spec, factor, deployment.cost, rec.optimal)
+    counts = set(PARETO_COUNTS) | {len(r.evaluation.buckets) for r in reports} | {rec.max_buckets}
+    return Comparison(reports, pareto(rec.optimal, rec.demand, cp, spec, factor, sorted(counts)))

@@ -18,7 +18,7 @@ Every number comes from `evaluate_demand`, the code `plan` and `replay-check` us
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -144,6 +144,8 @@ class Recommendation:
     """SGLang server flags that deploy the list under the settings the plan assumed."""
     optimal: OptimalLists = field(repr=False)
     """The optimiser's best list for every count up to `max_buckets` (Pareto, comparisons)."""
+    demand: Demand = field(default=None, repr=False)  # type: ignore[assignment]
+    """The whole trace's forwards, aggregated (comparisons, plots)."""
     target_coverage: float | None = None
     """The coverage target, when the fewest buckets reaching it were asked for."""
 
@@ -171,6 +173,7 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
     headroom = _headroom(deployment, chunk, requests) if settings.headroom else None
     whole = log.whole()
     optimal = _fit(whole, deployment, settings, max_buckets, chunk, headroom)
+    optimal = replace(optimal, cost_ms={k: _cost(whole, b, deployment) for k, b in optimal.buckets.items()})  # without the required chunk
     buckets = _choose(optimal, whole, deployment, settings, max_buckets)
     evaluation = evaluate_demand(whole, BucketTable.build(buckets, deployment.cp, deployment.capture), deployment.cp, deployment.max_padding_factor)
     validation = None
@@ -181,7 +184,7 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
         buckets=buckets, max_buckets=max_buckets, objective=settings.objective, evaluation=evaluation,
         modelled_ms=_cost(whole, buckets, deployment), configured_modelled_ms=demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor),
         cost=deployment.cost, validation=validation, headroom=headroom,
-        deploy=deploy_flags(buckets, deployment), optimal=optimal, target_coverage=settings.target_coverage,
+        deploy=deploy_flags(buckets, deployment), optimal=optimal, demand=whole, target_coverage=settings.target_coverage,
     )
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import orjson
 
 from cpbcg.atomic import write_atomic
-from cpbcg.gates import CheckReport, GateResult, count_of
+from cpbcg.check.gates import CheckReport, GateResult, count_of
+from cpbcg.check.summary import summary_markdown, summary_text
 
 SUITE = "cpbcg.replay_check"
 """JUnit test-suite name and test-case class name."""
@@ -82,15 +83,10 @@ def _raw(gate: GateResult, value: float) -> str:
 
 
 def evaluation_summary_text(report: CheckReport) -> str:
-    """A few plain lines: coverage, padding, eager counts, natural overflow and its examples."""
+    """Plain lines: source, buckets, the summary rows, natural-overflow examples."""
     ev = report.evaluation
-    lines = [
-        f"source: {report.header.get('source')}",
-        f"batches {ev.batches:,}, tokens {ev.tokens:,}, buckets {len(ev.buckets)}",
-        f"coverage {ev.coverage:.4f}, token_coverage {ev.token_coverage:.4f}, padding_overhead {ev.padding_overhead:.4f}",
-        "eager: " + ", ".join(f"{k} {v:,}" for k, v in ev.eager.items()),
-        f"rescued {ev.rescued:,}, natural bucket overflow (old runtime crash) {ev.natural_overflow:,}",
-    ]
+    lines = [f"source: {report.header.get('source')}", f"buckets {len(ev.buckets)}: {ev.buckets[0]}..{ev.buckets[-1]}"]
+    lines += summary_text(ev)
     lines += [f"overflow example extend_seq_lens: {seq}" for seq in ev.overflow_examples]
     return "\n".join(lines)
 
@@ -131,14 +127,7 @@ def step_summary_markdown(report: CheckReport) -> str:
         out.append(f"| `{g.name}` | {g.measured_text} | {g.comparison} {g.threshold_text} | {'✅ pass' if g.passed else '❌ fail'} |")
     if not report.gates:
         out.append("| (no gates configured) | | | |")
-    out += ["", "| metric | batches | tokens |", "|---|---:|---:|"]
-    out.append(f"| trace | {ev.batches:,} | {ev.tokens:,} |")
-    out.append(f"| replayed in graphs | {ev.graph_batches:,} ({_pct(ev.coverage)}) | {ev.graph_tokens:,} ({_pct(ev.token_coverage)}) |")
-    out.append(f"| padding (padded / real graph tokens) | | {ev.padded_tokens:,} ({_pct(ev.padding_overhead)}) |")
-    out.append(f"| rescued by a larger bucket | {ev.rescued:,} | |")
-    out.append(f"| natural bucket overflow (old runtime crash) | {ev.natural_overflow:,} | |")
-    for reason, count in ev.eager.items():
-        out.append(f"| eager: {reason} | {count:,} | {ev.eager_tokens[reason]:,} |")
+    out += [""] + summary_markdown(ev)
     if ev.overflow_examples:
         out += ["", "First natural-bucket overflows (`extend_seq_lens`):", ""]
         out += [f"- `{seq}` (n={sum(seq)})" for seq in ev.overflow_examples[:MAX_SHOWN]]

@@ -9,23 +9,37 @@ A gate is a threshold on one number of an `Evaluation` (the same numbers `plan` 
 * `replay_verified` (only with `--replay N`): replays through freshly captured graphs whose
   output differed from eager, `<= 0`.
 
-The library never prints; the CLI and `cpbcg.reports` render `GateResult`s.
+The library never prints; the CLI and `cpbcg.check.reports` render `GateResult`s.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from cpbcg.config import GateConfig
 from cpbcg.errors import ConfigError
-from cpbcg.planner.evaluate import Demand, Evaluation
+from cpbcg.planner.demand import Demand
+from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner.selector import EAGER_REASONS, GRAPH, BucketTable, select_buckets
+from cpbcg.planner.selector import EAGER_REASONS, BucketTable
 
 Unit = Literal["fraction", "batches"]
+
+
+@dataclass(frozen=True)
+class Gates:
+    """Thresholds a CI run checks (config `gates:`); None / absent = not checked."""
+
+    min_coverage: float | None = None
+    """Least fraction of forwards replayed in graphs."""
+    min_token_coverage: float | None = None
+    """Least fraction of tokens replayed in graphs."""
+    max_padding: float | None = None
+    """Most padding overhead (padded / real graph tokens)."""
+    max_eager: Mapping[str, int] = field(default_factory=dict)
+    """Most eager forwards per reason (`local_capacity`, ...)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +114,7 @@ def _at_most(name: str, metric: str, measured: float, threshold: float, unit: Un
     return GateResult(name, metric, measured, threshold, "<=", unit, measured <= threshold, detail)
 
 
-def check_gates(ev: Evaluation, gates: GateConfig) -> tuple[GateResult, ...]:
+def check_gates(ev: Evaluation, gates: Gates) -> tuple[GateResult, ...]:
     """Every configured gate of `gates` checked against `ev`, in a fixed order
     (coverage, token coverage, padding, then eager reasons in `EAGER_REASONS` order)."""
     results: list[GateResult] = []
@@ -135,7 +149,7 @@ def parse_max_eager(specs: Sequence[str]) -> dict[str, int]:
             raise ConfigError(f"--max-eager {spec!r}: expected REASON=N, e.g. local_capacity=0")
         if reason not in valid:
             raise ConfigError(f"--max-eager {spec!r}: unknown reason {reason!r} (choose from {', '.join(valid)})")
-        if not count.isdigit():
+        if not (count.isascii() and count.isdigit()) or len(count) > 18:
             raise ConfigError(f"--max-eager {spec!r}: N must be a non-negative integer, got {count!r}")
         out[reason] = int(count)
     return out
@@ -205,9 +219,7 @@ def sample_graph_batches(
     kept: list[tuple[int, list[int]]] = []  # (trace position, extend_seq_lens), aligned with `keys`
     position = 0
     for batches in chunks:
-        demand = Demand.of(batches, cp)
-        sel = select_buckets(demand.num_tokens, demand.rows, demand.active, table, max_padding_factor)
-        graph = np.flatnonzero(sel.reason_code == GRAPH)  # [num_graph] int64 indices into the chunk
+        graph = np.flatnonzero(Demand.of(batches, cp).select(table, max_padding_factor).graph)  # [num_graph] int64
         new_keys = rng.random(len(graph))
         best = np.argsort(new_keys, kind="stable")[:k]
         pool_keys = np.concatenate([keys, new_keys[best]])

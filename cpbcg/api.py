@@ -1,0 +1,167 @@
+"""cpbcg's public Python API: what the commands call, for notebooks and other tools.
+
+    import cpbcg
+    deployment = cpbcg.load_deployment(cp_size=4)                      # or a YAML file / preset
+    result = cpbcg.plan(cpbcg.open_trace("lens.jsonl", deployment), deployment)
+    print(result.evaluation.coverage, result.recommendation.buckets)
+
+Every function returns a typed frozen result (`Evaluation`, `PlanResult`, `Recommendation`,
+`GuaranteeResult`, `CheckReport`); `cpbcg.documents` turns them into JSON. Nothing here prints
+or imports typer, rich or torch (capture imports torch when called). Errors are `CpbcgError`
+subclasses with one-line messages naming the file, line and config key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from cpbcg.check.gates import CheckReport, Gates, ReplayRecord, check_gates, replay_gate, sample_graph_batches
+from cpbcg.config import DeploymentConfig, load_config
+from cpbcg.errors import CaptureError, ConfigError
+from cpbcg.planner.cost import with_measured
+from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.evaluate import Evaluation, evaluate as _evaluate
+from cpbcg.planner.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
+from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.plan import PlanResult, plan as _plan
+from cpbcg.planner.recommend import Recommendation, RecommendSettings, default_chunk_tokens
+from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.sources import BatchSource, describe_source, open_source
+
+MANIFEST_KEYS = ("cp_size", "cp_strategy", "align_size", "capture_layout", "max_context_size_tokens", "max_capture_requests")
+"""Config keys a capture manifest fixes (besides the buckets and, when recorded, the padding factor)."""
+
+
+def load_config_and_deployment(
+    config: str | None = None, overrides: Mapping[str, Any] | None = None, manifest: Any = None, cost_source: str | None = None,
+) -> tuple[DeploymentConfig, Deployment]:
+    """The validated config (file, preset or defaults; dotted `overrides` such as
+    `scheduler.rate` win over it; None values are ignored) and its `Deployment`.
+
+    With `manifest` (a loaded `cpbcg.manifest.Manifest`) its buckets, capacities and CP settings
+    replace the config's, and giving one of those as an override is a `ConfigError`."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if manifest is not None:
+        fixed = [k for k in (*MANIFEST_KEYS, "buckets") if k in overrides]
+        if fixed:
+            raise ConfigError(f"{manifest.path}: the manifest fixes the buckets and CP settings; drop {', '.join(fixed)}")
+        base: dict[str, Any] = {key: manifest.data.get(key) for key in MANIFEST_KEYS}
+        base["buckets"] = manifest.table().capture_num_tokens.tolist()
+        if manifest.data.get("max_padding_factor") is not None and "max_padding_factor" not in overrides:
+            base["max_padding_factor"] = manifest.data["max_padding_factor"]
+        overrides = {**base, **overrides}
+    cfg = load_config(config, overrides)
+    deployment = cfg.to_deployment(cost_source)
+    if manifest is not None:
+        fitted = manifest.fitted_cost_ms()
+        eager = manifest.eager_fixed_ms()
+        deployment = replace(deployment, cost=with_measured(deployment.cost, fitted, eager, f"manifest {manifest.path}"))
+    return cfg, deployment
+
+
+def load_deployment(config: str | None = None, **overrides: Any) -> Deployment:
+    """A `Deployment` from a YAML file or preset (None = defaults) and config-key overrides
+    (`cp_size=4`, `buckets="sglang-default:8192"`; scheduler keys as `scheduler={"rate": 8}`).
+    Raises `ConfigError` naming the key."""
+    flat: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if isinstance(value, Mapping):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return load_config_and_deployment(config, flat)[1]
+
+
+def open_trace(
+    path: str | Path | None = None, deployment: Deployment | None = None, *, trace_format: str = "auto",
+    length_field: str | None = None, time_field: str | None = None,
+) -> BatchSource:
+    """Prefill forwards of a trace, lazily (iterate `.batches` once): a batch trace as written,
+    a request trace through the scheduler simulation with `deployment.scheduler`; None = the
+    embedded default workload. Raises `TraceError` (`FILE:LINE: ...`)."""
+    scheduler = deployment.scheduler if deployment is not None else None
+    return open_source(None if path is None else Path(path), trace_format=trace_format, scheduler=scheduler,
+                       length_field=length_field, time_field=time_field)
+
+
+def _chunks(trace: BatchSource | Iterable[BatchSet]) -> Iterable[BatchSet]:
+    return trace.batches if isinstance(trace, BatchSource) else trace
+
+
+def evaluate(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, table: BucketTable | None = None,
+             on_chunk: Callable[[BatchSet], Any] | None = None) -> Evaluation:
+    """Replay every forward with the deployment's list (or `table`) through the runtime selector."""
+    table = deployment.table() if table is None else table
+    return _evaluate(_chunks(trace), table, deployment.cp, deployment.max_padding_factor, on_chunk)
+
+
+def plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings | None = RecommendSettings(),
+         table: BucketTable | None = None, on_chunk: Callable[[BatchSet], Any] | None = None) -> PlanResult:
+    """Evaluate the configured list and recommend one, in one pass (`cpbcg plan`)."""
+    return _plan(_chunks(trace), deployment, settings, table, on_chunk)
+
+
+def recommend(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings = RecommendSettings()) -> Recommendation:
+    """Only the recommendation of `plan`."""
+    result = plan(trace, deployment, settings)
+    assert result.recommendation is not None
+    return result.recommendation
+
+
+@dataclass(frozen=True)
+class GuaranteeResult:
+    """A trace-free guarantee: every CP-active forward within `limits` replays in `buckets`."""
+
+    limits: Limits
+    """Most requests and tokens per forward."""
+    buckets: list[int]
+    """The list proved (or found)."""
+    check: GuaranteeCheck
+    """The proof, or the smallest forward that falls back."""
+    recommended: bool
+    """True: `buckets` is the fewest-bucket list found; False: the configured list was checked."""
+
+
+def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None = None, *, recommend_list: bool = True,
+              bucket_multiple: int = 1) -> GuaranteeResult:
+    """The fewest buckets that replay every CP-active forward of at most `max_requests` requests
+    and `max_tokens` tokens (default: the chunk), or with `recommend_list=False` the proof that
+    the deployment's configured list does."""
+    limits = Limits(max_requests, max_tokens or default_chunk_tokens(deployment))
+    cp, spec, factor = deployment.cp, deployment.capture, deployment.max_padding_factor
+    buckets = guarantee_buckets(limits, cp, spec, factor, bucket_multiple) if recommend_list else list(deployment.buckets)
+    return GuaranteeResult(limits, buckets, check_guarantee(buckets, limits, cp, spec, factor), recommend_list)
+
+
+def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *, manifest: Any = None, replay: int = 0,
+          trace_options: Mapping[str, Any] | None = None, on_chunk: Callable[[BatchSet], Any] | None = None,
+          config: Any = None) -> tuple[CheckReport, BatchSource]:
+    """Evaluate a trace as `plan` does, check the gates, and with `replay > 0` replay that many
+    sampled graph forwards through freshly captured graphs (torch). Returns the report and the
+    opened source (its simulation summary is complete)."""
+    options = dict(trace_options or {})
+    table = manifest.table() if manifest is not None else deployment.table()
+    source = open_trace(trace_path, deployment, **options)
+    ev = evaluate(source, deployment, table, on_chunk)
+    header = deployment.header(describe_source(None if trace_path is None else Path(trace_path)))
+    if manifest is not None:
+        header["manifest"] = str(manifest.path)
+    results = check_gates(ev, gates)
+    replays: tuple[ReplayRecord, ...] = ()
+    if replay:
+        sampled = sample_graph_batches(open_trace(trace_path, deployment, **options).batches, table, deployment.cp,
+                                       deployment.max_padding_factor, replay)
+        replays = _replay(sampled, config)
+        results += (replay_gate(replays),)
+    return CheckReport(header, ev, results, replays), source
+
+
+def _replay(batches: list[list[int]], config: Any) -> tuple[ReplayRecord, ...]:
+    try:
+        from cpbcg.capture.harness import replay_batches
+    except ImportError as exc:
+        raise CaptureError(f"replay needs the capture extra and torch (pip install 'cpbcg[capture]'): {exc}") from exc
+    return tuple(ReplayRecord.of(record) for record in replay_batches(batches, config))
+

@@ -1,0 +1,166 @@
+"""The body of `cpbcg plan` (imported when the command runs, so `cpbcg --help` stays light):
+options -> library calls -> rendering and exports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cpbcg import api
+from cpbcg.atomic import STDOUT, check_outputs, write_atomic
+from cpbcg.cli.common import OutputFormat, progress_bar, stderr_console, stdout_console
+from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions
+from cpbcg.cli.render import evaluation_tables, print_json
+from cpbcg.cli.render_recommend import (
+    comparison_document, comparison_table, guarantee_renderable, pareto_table, recommendation_renderable,
+)
+from cpbcg.cli.source_note import report_simulation, warn_ignored_options
+from cpbcg.documents import as_dict, dumps, plan_document
+from cpbcg.errors import ConfigError
+from cpbcg.planner.buckets import parse_positive_list
+from cpbcg.planner.compare import compare_recommendation
+from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.export import export_buckets
+from cpbcg.planner.recommend import RecommendSettings
+from cpbcg.planner.sources import describe_source
+
+PARETO_MAX_BUCKETS = 128
+"""With --compare or --plot the optimiser also finds the best list of every count up to this."""
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """`plan`'s own options (the shared groups come separately)."""
+
+    output_format: OutputFormat
+    recommend: bool
+    max_buckets: Optional[int]
+    target_coverage: Optional[float]
+    objective: str
+    max_tokens: Optional[int]
+    bucket_multiple: int
+    include: Optional[str]
+    max_requests: Optional[int]
+    headroom: bool
+    allow_gaps: bool
+    validate_fraction: float
+    compare: bool
+    guarantee: bool
+    check_guarantee: bool
+    emit: Optional[str]
+    output: Optional[Path]
+    plot: Optional[Path]
+
+
+def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, scheduler: SchedulerOptions, cost: CostOptions) -> None:
+    _check_usage(req, trace, cost)
+    manifest = _load_manifest(cost.manifest)
+    overrides = {**deployment.overrides(), **scheduler.overrides(), **cost.overrides()}
+    cost_source = "command line" if cost.given else None
+    cfg, dep = api.load_config_and_deployment(deployment.config, overrides, cost_source=cost_source)
+    if manifest is not None:
+        from cpbcg.planner.cost import with_measured
+
+        dep = replace(dep, cost=with_measured(dep.cost, manifest.fitted_cost_ms(), manifest.eager_fixed_ms(), f"manifest {manifest.path}"))
+    if req.guarantee or req.check_guarantee:
+        _guarantee(req, cfg, dep)
+        return
+    warn_ignored_options(trace, scheduler)
+    settings = _settings(req) if req.recommend else None
+    source = api.open_trace(trace.trace, dep, **trace.reader_options())
+    with progress_bar("replaying forwards") as advance:
+        result = api.plan(source, dep, settings, on_chunk=lambda b: advance(b.num_batches))
+    simulation = report_simulation(source)
+    rec = result.recommendation
+    comparison = compare_recommendation(rec, dep) if rec is not None and (req.compare or req.plot) else None
+    if req.plot is not None and comparison is not None:
+        from cpbcg.cli.plot import write_plot
+
+        write_plot(req.plot, rec, comparison)
+    header = dep.header(describe_source(trace.trace))
+    exported = rec.buckets if rec is not None else result.evaluation.buckets
+    meta = {"source": header["source"], "cp_size": dep.cp.cp_size, "cp_strategy": dep.cp.strategy.value,
+            "max_padding_factor": dep.max_padding_factor, "cost_model": dep.cost.to_dict()}
+    _emit(req, exported, dep, meta)
+    if req.emit is not None and req.output is None:
+        return  # the export is the stdout document
+    if req.output_format is OutputFormat.json:
+        doc = plan_document(header, result.evaluation, rec, simulation, None if comparison is None else comparison_document(comparison))
+        print_json(stdout_console(), dumps(doc))
+        return
+    console = stdout_console()
+    console.print(evaluation_tables(result.evaluation, header))
+    if rec is not None:
+        console.print(recommendation_renderable(result.evaluation, rec))
+        if comparison is not None:
+            console.print(comparison_table(comparison, rec))
+            console.print(pareto_table(comparison.points, rec.objective))
+
+
+def _check_usage(req: PlanRequest, trace: TraceOptions, cost: CostOptions) -> None:
+    """Option combinations that cannot work, refused before any work."""
+    if req.guarantee and req.check_guarantee:
+        raise ConfigError("--guarantee and --check-guarantee exclude each other")
+    if req.output is not None and req.emit is None:
+        raise ConfigError("-o/--output writes the --emit export; add --emit sglang|sglang-json|yaml|json")
+    if req.emit is not None and req.output is None and req.output_format is OutputFormat.json:
+        raise ConfigError("--emit with --format json needs -o FILE (both would go to stdout)")
+    if not req.recommend:
+        for given, flag in ((req.max_buckets, "--max-buckets"), (req.target_coverage, "--target-coverage"),
+                            (req.include, "--include"), (req.plot, "--plot"), (req.compare or None, "--compare")):
+            if given is not None:
+                raise ConfigError(f"{flag} shapes the recommendation; drop --no-recommend")
+    output = None if req.output is None or str(req.output) == STDOUT else req.output
+    check_outputs({"-o": output, "--plot": req.plot}, {"--trace": trace.trace, "--manifest": cost.manifest})
+
+
+def _load_manifest(path: Optional[Path]):
+    if path is None:
+        return None
+    from cpbcg.manifest import load_manifest
+
+    return load_manifest(path)
+
+
+def _settings(req: PlanRequest) -> RecommendSettings:
+    include = tuple(parse_positive_list(req.include, "include")) if req.include else ()
+    return RecommendSettings(
+        max_buckets=req.max_buckets, target_coverage=req.target_coverage, objective=req.objective,
+        max_bucket_tokens=req.max_tokens, bucket_multiple=req.bucket_multiple, include=include,
+        headroom=req.headroom, max_requests=req.max_requests, allow_gaps=req.allow_gaps,
+        validate_fraction=req.validate_fraction, pareto_max_buckets=PARETO_MAX_BUCKETS if (req.compare or req.plot) else 0,
+    )
+
+
+def _guarantee(req: PlanRequest, cfg, dep: Deployment) -> None:
+    sched = cfg.scheduler
+    requests = req.max_requests or sched.prefill_max_requests or sched.max_running_requests
+    if requests is None:
+        raise ConfigError("guarantee mode needs --max-requests (or scheduler.prefill_max_requests in the config)")
+    result = api.guarantee(dep, requests, req.max_tokens, recommend_list=req.guarantee, bucket_multiple=req.bucket_multiple)
+    _emit(req, result.buckets, dep, {"guarantee": {"max_requests": result.limits.max_requests, "max_tokens": result.limits.max_tokens}})
+    if req.emit is None or req.output is not None:
+        if req.output_format is OutputFormat.json:
+            doc = {**dep.header("guarantee (no trace)"), **as_dict(result.limits), "buckets": result.buckets, **as_dict(result.check)}
+            print_json(stdout_console(), dumps(doc))
+        else:
+            stdout_console().print(guarantee_renderable(result, dep.cp.cp_size, dep.cp.strategy.value, dep.max_padding_factor))
+    if not result.check.ok:
+        raise typer.Exit(1)
+
+
+def _emit(req: PlanRequest, buckets: list[int], dep: Deployment, metadata: dict) -> None:
+    """The `--emit` export: atomically to `-o`, or to stdout."""
+    if req.emit is None:
+        return
+    text = export_buckets(buckets, req.emit, dep, metadata)
+    if req.output is not None and str(req.output) != STDOUT:
+        write_atomic(req.output, text)
+        stderr_console().print(f"wrote {req.output}", highlight=False)
+    else:
+        console = stdout_console()
+        console.file.write(text)
+        console.file.flush()

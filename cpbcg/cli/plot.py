@@ -1,0 +1,46 @@
+"""`plan --plot`: the Pareto curve and the forward-size distribution with the chosen buckets (PNG)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from cpbcg.atomic import write_atomic
+from cpbcg.planner.compare import Comparison
+from cpbcg.planner.recommend import Recommendation
+
+
+def write_plot(path: Path, rec: Recommendation, comparison: Comparison) -> None:
+    """Pareto curve plus the batch-size distribution with the chosen buckets, as a PNG (atomic)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), dpi=110)
+    ks = [p.max_buckets for p in comparison.points]
+    left.plot(ks, [p.modelled_ms / 1e3 for p in comparison.points], "o-", color="tab:blue", label="modelled time")
+    left.set_xlabel("buckets (K)")
+    left.set_ylabel("modelled prefill time (s)", color="tab:blue")
+    left.set_title("Best list of at most K buckets")
+    cov = left.twinx()
+    cov.plot(ks, [100 * p.coverage for p in comparison.points], "s--", color="tab:green", label="graph batches")
+    cov.set_ylabel("forwards replayed in graphs (%)", color="tab:green")
+    for r in comparison.reports[1:]:
+        k = len(r.evaluation.buckets)
+        if k <= max(ks):
+            left.plot([k], [r.modelled_ms / 1e3], "x", markersize=9, label=r.name)
+    left.legend(loc="center right", fontsize=8)
+    d = rec.demand
+    right.hist(d.num_tokens, bins=120, weights=d.counts, color="tab:gray")
+    right.set_yscale("log")
+    for b in rec.buckets:
+        right.axvline(b, color="tab:red", linewidth=0.6, alpha=0.7)
+    right.set_xlabel("batch tokens n (red: recommended buckets)")
+    right.set_ylabel("forwards")
+    right.set_title(f"Batch sizes and the {len(rec.buckets)} recommended buckets")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    write_atomic(path, buffer.getvalue())

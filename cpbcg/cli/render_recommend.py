@@ -1,0 +1,133 @@
+"""Rich rendering of the recommendation: before/after, validation, deploy flags, comparisons,
+the Pareto curve and guarantee mode."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from cpbcg.check.summary import pct
+from cpbcg.cli.render import REASON_HELP
+from cpbcg.planner.compare import Comparison, ListReport, ParetoPoint
+from cpbcg.planner.evaluate import Evaluation
+from cpbcg.planner.recommend import Recommendation
+
+OBJECTIVE_TEXT = {"coverage": "most forwards in graphs, then least modelled time", "time": "least modelled time"}
+SHORT_REASON = {"not_cp_active": "inact", "above_largest_bucket": "above", "padding_limit": "pad", "local_capacity": "cap"}
+
+
+def _eager_cell(ev: Evaluation) -> str:
+    return ", ".join(f"{SHORT_REASON[r]} {c:,}" for r, c in ev.eager.items() if c) or "-"
+
+
+def before_after_table(configured: Evaluation, rec: Recommendation) -> Table:
+    """Configured vs recommended on the whole trace, and the recommendation out of sample."""
+    table = Table(title="Configured list vs recommendation", title_justify="left")
+    columns = [("configured", configured), ("recommended", rec.evaluation)]
+    if rec.validation is not None:
+        columns.append((f"held-back {1 - rec.validation.fit_fraction:.0%} (out of sample)", rec.validation.evaluation))
+    table.add_column("")
+    for name, _ in columns:
+        table.add_column(name, justify="right")
+    rows = [
+        ("buckets", lambda ev: str(len(ev.buckets))),
+        ("forwards in graphs", lambda ev: pct(ev.graph_batches, ev.batches)),
+        ("tokens in graphs", lambda ev: pct(ev.graph_tokens, ev.tokens)),
+        ("padding", lambda ev: pct(ev.padded_tokens, ev.graph_tokens)),
+        ("rescued", lambda ev: f"{ev.rescued:,}"),
+    ]
+    rows += [(f"eager: {reason}", lambda ev, r=reason: f"{ev.eager[r]:,}") for reason in configured.eager]
+    for label, fmt in rows:
+        table.add_row(label, *(fmt(ev) for _, ev in columns))
+    times = [f"{rec.configured_modelled_ms / 1e3:,.2f} s", f"{rec.modelled_ms / 1e3:,.2f} s"]
+    table.add_row("modelled prefill time", *times, *([""] if rec.validation is not None else []))
+    return table
+
+
+def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Group:
+    """The answer: the list, how it compares, whether it holds out of sample, how to deploy it."""
+    text = Text()
+    how = (f"fewest buckets reaching {rec.target_coverage:.2%} of forwards in graphs" if rec.target_coverage
+           else f"at most {rec.max_buckets} buckets, {OBJECTIVE_TEXT[rec.objective]}")
+    text.append(f"Recommended {len(rec.buckets)} buckets ({how}):\n", style="bold")
+    text.append("  " + ",".join(map(str, rec.buckets)) + "\n")
+    if rec.headroom is not None:
+        h = rec.headroom
+        text.append(
+            f"Headroom: serves a full {h.chunk_tokens}-token chunk of up to {h.max_requests} requests by its worst case "
+            f"({h.worst_rows:,} CP-local rows; a bucket of exactly {h.chunk_tokens} holds {h.chunk_capacity_rows:,}).\n")
+    if rec.validation is not None:
+        v = rec.validation
+        text.append(
+            f"Validation: fitted on the first {v.fit_fraction:.0%} of forwards, the rest replays "
+            f"{v.evaluation.coverage:.2%} in graphs (in sample {v.in_sample.coverage:.2%}); "
+            f"padding_limit eager {v.evaluation.eager['padding_limit']:,}, local_capacity eager {v.evaluation.eager['local_capacity']:,}.\n")
+        warning = v.warning()
+        if warning:
+            text.append(f"Warning: {warning}.\n", style="bold yellow")
+    text.append(f"Cost model: graph {rec.cost.graph_fixed_ms:g} ms + B*{rec.cost.token_ms:g}, eager {rec.cost.eager_fixed_ms:g} ms + "
+                f"n*{rec.cost.token_ms:g} ({rec.cost.source}).\n", style="dim")
+    if rec.optimal.bucket_multiple == 1:
+        text.append("Sizes are exact token counts; --bucket-multiple 8 keeps them round (optimal on that grid).\n", style="dim")
+    text.append("Deploy (SGLang server flags; an explicit list is captured as given, buckets above the chunk included):\n", style="bold")
+    text.append(f"  {rec.deploy}\n")
+    return Group(before_after_table(configured, rec), text)
+
+
+def comparison_table(comparison: Comparison, rec: Recommendation) -> Table:
+    """One row per list: the recommendation beside SGLang's default and peers' lists."""
+    table = Table(title="Bucket lists compared on this trace (modelled time, coverage)", title_justify="left")
+    table.caption = "K: buckets; time: modelled prefill time; best@K: the optimiser's best list of the same size"
+    for name, justify in (("list", "left"), ("K", "right"), ("graph fwd", "right"), ("graph tok", "right"),
+                          ("padding", "right"), ("time s", "right"), ("vs rec", "right"),
+                          ("best@K s", "right"), ("eager by reason", "left")):
+        table.add_column(name, justify=justify)
+    base = comparison.reports[0].modelled_ms
+    for r in comparison.reports:
+        ev = r.evaluation
+        same = f"{r.optimal_same_size_ms / 1e3:,.2f}" if r.optimal_same_size_ms is not None else "-"
+        table.add_row(r.name, str(len(ev.buckets)), pct(ev.graph_batches, ev.batches), pct(ev.graph_tokens, ev.tokens),
+                      pct(ev.padded_tokens, ev.graph_tokens), f"{r.modelled_ms / 1e3:,.2f}",
+                      f"{100.0 * (r.modelled_ms - base) / base:+.1f}%" if base else "-", same, _eager_cell(ev))
+    return table
+
+
+def pareto_table(points: list[ParetoPoint], objective: str) -> Table:
+    table = Table(title="Pareto: best list of at most K buckets", title_justify="left")
+    if objective == "coverage":
+        table.caption = "coverage first: a larger K may cost more modelled time when it replays more forwards in graphs"
+    for name in ("K", "modelled s", "graph batches", "graph tokens", "largest bucket"):
+        table.add_column(name, justify="right")
+    for p in points:
+        table.add_row(str(p.max_buckets), f"{p.modelled_ms / 1e3:,.2f}", f"{100 * p.coverage:.2f}%",
+                      f"{100 * p.token_coverage:.2f}%", str(p.buckets[-1]))
+    return table
+
+
+def comparison_document(comparison: Comparison) -> dict:
+    """The `comparison` section of the plan JSON."""
+    return {
+        "lists": [{"name": r.name, "modelled_ms": r.modelled_ms, "optimal_same_size_ms": r.optimal_same_size_ms, **r.evaluation.to_dict()}
+                  for r in comparison.reports],
+        "pareto": [vars(p) for p in comparison.points],
+    }
+
+
+def guarantee_renderable(result, cp_size: int, cp_strategy: str, factor: float) -> Text:
+    """Guarantee mode: the list and the proof, or the smallest forward that falls back."""
+    limits, buckets, check = result.limits, result.buckets, result.check
+    out = Text()
+    what = "Fewest buckets replaying" if result.recommended else "Bucket list checked against"
+    out.append(f"{what} every CP-active batch of <= {limits.max_requests} requests and <= {limits.max_tokens} tokens "
+               f"(cp_size {cp_size} {cp_strategy}, max_padding_factor {factor:g}):\n", style="bold")
+    out.append(f"  {len(buckets)} buckets: {','.join(map(str, buckets))}\n")
+    if check.ok:
+        out.append("  guarantee holds: every such batch replays in a graph.\n", style="green")
+    else:
+        out.append(
+            f"  guarantee FAILS for {check.failing_sizes:,} batch sizes; smallest n = {check.failing_tokens} "
+            f"(worst case {check.failing_rows} rows, eager: {check.reason} — {REASON_HELP[check.reason]})\n", style="red")
+        if check.witness:
+            out.append(f"  e.g. extend_seq_lens = {check.witness}\n")
+    return out
