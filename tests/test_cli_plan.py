@@ -146,8 +146,8 @@ def test_console_script_version(capsys):
     "args, message",
     [
         (["-o", "x.yaml"], "-o/--output writes the --emit export; add --emit"),
-        (["--include", "4096"], "--include applies to --max-buckets, --guarantee or --check-guarantee"),
-        (["--max-tokens", "9000"], "--max-tokens applies to --max-buckets"),
+        (["--no-recommend", "--include", "4096"], "--include shapes the recommendation; drop --no-recommend"),
+        (["--no-recommend", "-k", "9"], "--max-buckets shapes the recommendation"),
         (["-k", "4", "--emit", "yaml", "-o", "tests/assets/traces/good.jsonl", "-t", "tests/assets/traces/good.jsonl"], "is the same file as --trace; refusing to overwrite an input"),
         (["-k", "4", "--plot", "no/such/dir/p.png"], "--plot no/such/dir/p.png: directory no/such/dir does not exist"),
     ],
@@ -160,7 +160,7 @@ def test_plan_output_and_mode_misuse_refused_before_work(args, message):
 def test_emit_dash_means_stdout_only_the_export():
     result = invoke("plan", "-k", "4", "--emit", "json", "-o", "-")
     assert result.exit_code == 0
-    assert orjson.loads(result.stdout)["capture_num_tokens"][-1] == 8192
+    assert orjson.loads(result.stdout)["capture_num_tokens"][-1] == 8193  # headroom above the 8192 chunk
 
 
 def test_plan_on_a_request_trace_states_the_simulation(assets):

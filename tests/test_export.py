@@ -6,35 +6,41 @@ import pytest
 from cpbcg.errors import ConfigError
 from cpbcg.planner.buckets import read_bucket_file
 from cpbcg.planner.export import EmitFormat, export_buckets, parse_sglang_flags
+from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.layout import CPLayout
+from cpbcg.config import SchedulerConfig
+
+CP4 = Deployment(cp=CPLayout(4), scheduler=SchedulerConfig())
+CP1 = Deployment(cp=CPLayout(1))
 
 BUCKETS = [16, 512, 2048, 4096, 8193]
 
 
 def test_sglang_flags_round_trip():
-    text = export_buckets(BUCKETS, "sglang", CPLayout(4))
+    text = export_buckets(BUCKETS, "sglang", CP4)
     assert text == (
         "--cuda-graph-bs-prefill 16 512 2048 4096 8193 --cuda-graph-max-bs-prefill 8193 "
-        "--enable-prefill-cp --attn-cp-size 4 --cp-strategy zigzag\n"
+        "--enable-prefill-cp --attn-cp-size 4 --cp-strategy zigzag --chunked-prefill-size 8192 --max-prefill-tokens 16384\n"
     )
     assert parse_sglang_flags(text) == BUCKETS
-    assert "--enable-prefill-cp" not in export_buckets(BUCKETS, "sglang", CPLayout(1))
+    assert export_buckets(BUCKETS, "sglang", CP1) == "--cuda-graph-bs-prefill 16 512 2048 4096 8193 --cuda-graph-max-bs-prefill 8193\n"
 
 
-@pytest.mark.parametrize("fmt,suffix", [("sglang-json", ".json"), ("json", ".json"), ("yaml", ".yaml")])
+@pytest.mark.parametrize("fmt,suffix", [("json", ".json"), ("yaml", ".yaml")])
 def test_file_exports_read_back(tmp_path, fmt, suffix):
     path = tmp_path / f"buckets{suffix}"
-    path.write_text(export_buckets(BUCKETS, fmt, CPLayout(4), {"source": "test"}))
+    path.write_text(export_buckets(BUCKETS, fmt, CP4, {"source": "test"}))
     assert read_bucket_file(path) == BUCKETS
 
 
 def test_sglang_json_shape():
-    doc = orjson.loads(export_buckets(BUCKETS, EmitFormat.sglang_json, CPLayout(4)))
-    assert doc == {"prefill": {"bs": BUCKETS, "max_bs": 8193}}
+    text = export_buckets(BUCKETS, EmitFormat.sglang_json, CP4)
+    assert text.startswith("--cuda-graph-config '{\"prefill\":{\"bs\":[16,512,2048,4096,8193],\"max_bs\":8193}}' --enable-prefill-cp")
+    assert parse_sglang_flags(text) == BUCKETS
 
 
 def test_export_errors():
     with pytest.raises(ConfigError):
-        export_buckets([], "json", CPLayout(4))
+        export_buckets([], "json", CP4)
     with pytest.raises(ConfigError):
         parse_sglang_flags("--attn-cp-size 4")

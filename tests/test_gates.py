@@ -174,7 +174,7 @@ def test_junit_parses_back_one_case_per_gate(sparse):
     ]
     eager = cases["max_eager.local_capacity"].find("failure").text.splitlines()
     assert eager[1:] == ["measured: eager batches (local_capacity) = 1", "threshold: <= 0", "first: extend_seq_lens [1534, 161, 353]"]
-    assert "natural bucket overflow (old runtime crash) 1" in suite.find("system-out").text
+    assert "natural bucket overflow (old runtime crash): 1 forwards" in suite.find("system-out").text
 
 
 def test_junit_with_no_gates_is_an_empty_passing_suite(full):

@@ -11,7 +11,7 @@ from cpbcg.errors import ConfigError
 from cpbcg.planner.baselines import pow2_buckets, trtllm_buckets, uniform_buckets, vllm_buckets
 from cpbcg.planner.buckets import parse_bucket_spec
 from cpbcg.planner.capacity import CaptureLayout, CaptureSpec
-from cpbcg.planner.cost import CostModel, cost_model, demand_cost_ms, evaluation_cost_ms
+from cpbcg.planner.cost import CostModel, demand_cost_ms, evaluation_cost_ms, with_measured
 from cpbcg.planner.evaluate import Demand, evaluate
 from cpbcg.planner.layout import BatchSet, CPLayout
 from cpbcg.planner.optimise import candidate_grid, optimise
@@ -169,17 +169,9 @@ def test_baselines_follow_their_rules():
     assert parse_bucket_spec("uniform:1000")[-1] == 1000
 
 
-def test_cost_model_from_config_and_manifest():
-    class FakeManifest:
-        path = "m.json"
-
-        def fitted_cost_ms(self):
-            return (0.2, 0.01)
-
-        def eager_fixed_ms(self):
-            return 3.0
-
-    assert cost_model(CostConfig()).to_dict() == {"graph_fixed_ms": 0.5, "eager_fixed_ms": 4.0, "token_ms": 0.025, "source": "config"}
-    fitted = cost_model(CostConfig(), FakeManifest())
+def test_cost_model_from_config_and_measured_timings():
+    assert CostConfig().to_cost("config").to_dict() == {"graph_fixed_ms": 10.0, "eager_fixed_ms": 24.0, "token_ms": 0.05, "source": "config"}
+    fitted = with_measured(CostConfig().to_cost("config"), (0.2, 0.01), 3.0, "manifest m.json")
     assert (fitted.graph_fixed_ms, fitted.eager_fixed_ms, fitted.token_ms, fitted.source) == (0.2, 3.0, 0.01, "manifest m.json")
+    assert with_measured(fitted, None, None, "other").source == "manifest m.json"
     assert CostModel(0.5, 4.0, 0.025).break_even_tokens == pytest.approx(140.0)

@@ -1,4 +1,4 @@
-"""`cpbcg plan` recommendation modes through typer's runner."""
+"""`cpbcg plan` recommendation through typer's runner: the answer, headroom, validation, exports."""
 
 import orjson
 import pytest
@@ -23,65 +23,94 @@ def small_trace(tmp_path_factory):
     return path
 
 
-def test_recommend_json_beats_baselines_and_reports_headroom(small_trace):
-    result = invoke("plan", "--trace", str(small_trace), "--max-buckets", "3", "--max-tokens", "4096", "--format", "json")
+def recommendation(*args):
+    result = invoke("plan", *args, "--format", "json")
     assert result.exit_code == 0, result.output
-    doc = orjson.loads(result.stdout)
-    assert doc["recommended"] == [1000, 2049, 4096] and doc["exact"] is True
-    lists = {entry["name"]: entry for entry in doc["lists"]}
+    return orjson.loads(result.stdout)
+
+
+def test_recommendation_has_headroom_above_the_chunk(small_trace):
+    doc = recommendation("--trace", str(small_trace), "--max-buckets", "3", "--max-tokens", "4096")
+    rec = doc["recommendation"]
+    # a full 4096-token chunk of 3 requests needs up to align((4096 + 3*3)//4, 8) = 1032 rows; C(4096) = 1024, C(4097) = 1032
+    assert rec["headroom"] == {"chunk_tokens": 4096, "max_requests": 3, "worst_rows": 1032, "chunk_capacity_rows": 1024}
+    assert rec["buckets"] == [1000, 2049, 4097] and rec["num_buckets"] == 3
+    assert rec["evaluation"]["graph_batches"] == 14  # all but the 2 inactive [40, 3] forwards
+    assert rec["evaluation"]["bucket_hits"] == {"1000": 5, "2049": 7, "4097": 2}
+    assert doc["graph_batches"] == 14 and doc["rescued"] == 4  # the configured list, unchanged at the top level
+    assert rec["deploy"].startswith("--cuda-graph-bs-prefill 1000 2049 4097 --cuda-graph-max-bs-prefill 4097 --enable-prefill-cp")
+    assert "--chunked-prefill-size 4096" in rec["deploy"]
+
+
+def test_no_headroom_keeps_the_list_at_the_chunk(small_trace):
+    rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--no-headroom")["recommendation"]
+    assert rec["buckets"] == [1000, 2049, 4096] and rec["headroom"] is None
+
+
+def test_validation_fits_the_head_and_replays_the_tail(small_trace):
+    rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096")["recommendation"]
+    v = rec["validation"]
+    assert v["fit_fraction"] == pytest.approx(11 / 16)  # round(0.7 * 16) lines
+    assert v["evaluation"]["batches"] == 5 and v["in_sample"]["batches"] == 11
+    assert set(v["evaluation"]) >= {"coverage", "token_coverage", "padding_overhead", "eager", "rescued", "bucket_hits"}
+    assert recommendation("-t", str(small_trace), "-k", "3", "--validate-fraction", "0")["recommendation"]["validation"] is None
+
+
+def test_compare_beats_baselines(small_trace):
+    doc = recommendation("--trace", str(small_trace), "-k", "3", "--max-tokens", "4096", "--compare")
+    lists = {entry["name"]: entry for entry in doc["comparison"]["lists"]}
     assert set(lists) == {"recommended", "sglang-default", "pow2", "vllm", "trtllm", "uniform"}
     best = lists["recommended"]["modelled_ms"]
-    assert all(entry["modelled_ms"] >= best for name, entry in lists.items() if len(entry["buckets"]) <= 3)
-    assert lists["recommended"]["graph_batches"] == 14  # all but the 2 inactive forwards
-    assert doc["headroom"] is None
-    assert [p["max_buckets"] for p in doc["pareto"]][:3] == [1, 2, 3]
+    assert all(entry["modelled_ms"] >= best for entry in lists.values())
+    assert [p["max_buckets"] for p in doc["comparison"]["pareto"]][:3] == [1, 2, 3]
 
 
 @pytest.mark.parametrize("objective", ["coverage", "time"])
 def test_objective_choice_is_reported(small_trace, objective):
-    result = invoke("plan", "-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--objective", objective, "-f", "json")
-    doc = orjson.loads(result.stdout)
-    assert doc["objective"] == objective and doc["recommended"] == [1000, 2049, 4096]
+    rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--objective", objective)["recommendation"]
+    assert rec["objective"] == objective and rec["buckets"] == [1000, 2049, 4097]
     text = " ".join(invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", objective).stdout.split())
-    assert {"coverage": "objective: most graph forwards, then least time", "time": "objective: least modelled time"}[objective] in text
+    assert {"coverage": "most forwards in graphs, then least modelled time", "time": "least modelled time"}[objective] in text
     assert invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", "speed").exit_code == 2
 
 
-def test_headroom_finding_names_the_extra_bucket(small_trace):
-    result = invoke("plan", "--trace", str(small_trace), "--max-buckets", "2", "--max-tokens", "2048", "--include", "2048")
-    assert result.exit_code == 0, result.output
-    assert "full-chunk batches (n = 2048) fall back" in result.stdout
-    assert "add bucket 2049 (C=520 rows" in result.stdout
-    doc = orjson.loads(invoke("plan", "--trace", str(small_trace), "-k", "2", "--max-tokens", "2048", "--include", "2048", "-f", "json").stdout)
-    assert doc["headroom"]["extra_bucket"] == 2049 and doc["headroom"]["batches"] == 4
+@pytest.mark.parametrize("target, count", [(0.5, 2), (0.8, 3)])
+def test_target_coverage_takes_the_fewest_buckets(small_trace, target, count):
+    # one bucket must be 4097 (headroom): it replays only [4096] x2 (2/16); with 2049 beside it
+    # [1534,161,353] x4 and [2048] x3 replay too (9/16 = 56%); the third (1000) adds [700,300] x5 (14/16)
+    rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--target-coverage", str(target))["recommendation"]
+    assert rec["target_coverage"] == target and rec["num_buckets"] == count
+    assert rec["evaluation"]["graph_batches"] == {2: 9, 3: 14}[count]
 
 
 def test_cost_options_change_the_model(small_trace):
-    doc = orjson.loads(invoke("plan", "-t", str(small_trace), "-k", "3", "--token-ms", "0", "--eager-fixed-ms", "1", "--graph-fixed-ms", "0", "-f", "json").stdout)
-    assert doc["cost_model"] == {"graph_fixed_ms": 0.0, "eager_fixed_ms": 1.0, "token_ms": 0.0, "source": "command line"}
-    assert doc["lists"][0]["modelled_ms"] == pytest.approx(2.0)  # only the 2 inactive [40, 3] forwards pay
+    rec = recommendation("-t", str(small_trace), "-k", "3", "--token-ms", "0", "--eager-fixed-ms", "1", "--graph-fixed-ms", "0")["recommendation"]
+    assert rec["cost_model"] == {"graph_fixed_ms": 0.0, "eager_fixed_ms": 1.0, "token_ms": 0.0, "source": "command line"}
+    assert rec["modelled_ms"] == pytest.approx(2.0)  # only the 2 inactive [40, 3] forwards pay
 
 
-@pytest.mark.parametrize("fmt", ["yaml", "json", "sglang-json"])
+@pytest.mark.parametrize("fmt", ["yaml", "json", "sglang-json", "sglang"])
 def test_emit_to_file_reads_back(small_trace, tmp_path, fmt):
-    out = tmp_path / ("b.yaml" if fmt == "yaml" else "b.json")
+    out = tmp_path / {"yaml": "b.yaml", "json": "b.json", "sglang-json": "b.txt", "sglang": "b.txt"}[fmt]
     result = invoke("plan", "-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--emit", fmt, "-o", str(out))
     assert result.exit_code == 0, result.output
-    assert read_bucket_file(out) == [1000, 2049, 4096]
+    got = read_bucket_file(out) if fmt in ("yaml", "json") else parse_sglang_flags(out.read_text())
+    assert got == [1000, 2049, 4097]
     assert "Recommended 3 buckets" in result.stdout
 
 
 def test_emit_sglang_on_stdout_is_only_the_flags(small_trace):
     result = invoke("plan", "-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--emit", "sglang")
     assert result.exit_code == 0
-    assert result.stdout.startswith("--cuda-graph-bs-prefill 1000 2049 4096 ")
-    assert parse_sglang_flags(result.stdout) == [1000, 2049, 4096]
+    assert result.stdout.count("\n") == 1 and result.stdout.startswith("--cuda-graph-bs-prefill 1000 2049 4097 ")
+    assert parse_sglang_flags(result.stdout) == [1000, 2049, 4097]
 
 
-def test_evaluation_mode_emits_the_configured_list():
-    result = invoke("plan", "--buckets", "pow2:1024", "--emit", "sglang-json")
+def test_no_recommend_emits_the_configured_list():
+    result = invoke("plan", "--buckets", "pow2:1024", "--no-recommend", "--emit", "sglang-json")
     assert result.exit_code == 0
-    assert orjson.loads(result.stdout) == {"prefill": {"bs": [8, 16, 32, 64, 128, 256, 512, 1024], "max_bs": 1024}}
+    assert parse_sglang_flags(result.stdout) == [8, 16, 32, 64, 128, 256, 512, 1024]
+    assert '"max_bs":1024' in result.stdout and "--attn-cp-size 4" in result.stdout
 
 
 def test_guarantee_mode_and_check():
@@ -107,9 +136,10 @@ def test_plot_writes_a_png(small_trace, tmp_path):
     [
         (["--guarantee", "--max-tokens", "8192"], "needs --max-requests"),
         (["--guarantee", "--check-guarantee", "--max-requests", "4"], "exclude each other"),
-        (["--plot", "x.png"], "--plot needs --max-buckets"),
-        (["-k", "2", "--include", "8192,abc"], "--include"),
-        (["-k", "1", "--include", "1024,2048"], "exceed --max-buckets"),
+        (["--no-recommend", "--plot", "x.png"], "--plot shapes the recommendation"),
+        (["-k", "2", "--include", "8192,abc"], "include"),
+        (["-k", "2", "--include", "2048,²"], "include"),
+        (["-k", "1", "--include", "1024,2048"], "exceed max_buckets"),
         (["-k", "2", "--emit", "json", "-f", "json"], "needs -o FILE"),
         (["-k", "2", "--manifest", "missing.json"], "missing.json"),
     ],

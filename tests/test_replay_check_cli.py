@@ -55,8 +55,9 @@ def test_manifest_run_reports_the_plan_evaluation_and_passes():
 
 def test_same_numbers_as_plan():
     _, doc = check_json("--buckets", "128,2048", "--cp-size", "4")
-    plan = orjson.loads(runner.invoke(app, ["plan", "--format", "json", "--trace", TRACE, "--buckets", "128,2048"]).stdout)
+    plan = orjson.loads(runner.invoke(app, ["plan", "--format", "json", "--trace", TRACE, "--buckets", "128,2048", "--no-recommend"]).stdout)
     assert {k: v for k, v in doc.items() if k in plan} == plan
+    assert plan["schema_version"] == doc["schema_version"] == 1
 
 
 def test_manifest_without_headroom_fails_with_exit_1():
@@ -160,7 +161,7 @@ def test_without_trace_warns_that_the_synthetic_workload_was_gated():
         (["--max-eager", "bogus=1"], "--max-eager 'bogus=1': unknown reason 'bogus' (choose from not_cp_active, above_largest_bucket, padding_limit, local_capacity)"),
         (["--max-eager", "local_capacity=x"], "--max-eager 'local_capacity=x': N must be a non-negative integer, got 'x'"),
         (["--max-eager", "local_capacity"], "--max-eager 'local_capacity': expected REASON=N"),
-        (["--manifest", VALID, "--buckets", "2048", "--cp-size", "4"], "fixes the buckets and CP settings; drop --cp-size, --buckets"),
+        (["--manifest", VALID, "--buckets", "2048", "--cp-size", "4"], "fixes the buckets and CP settings; drop cp_size, buckets"),
         (["--config", "nope"], "nope: no such config file or preset"),
         (["--manifest", "no/such/manifest.json"], "no/such/manifest.json: cannot read manifest"),
         (["--junit", "no/such/dir/report.xml", "--min-coverage", "0"], "no/such/dir"),
@@ -328,7 +329,7 @@ def test_replay_failure_fails_the_check(fake_harness):
 def test_replay_without_the_capture_module_exits_2(monkeypatch):
     monkeypatch.setitem(sys.modules, "cpbcg.capture.harness", None)
     result = check("--manifest", VALID, "--replay", "2")
-    assert result.exit_code == 2 and "--replay needs the capture module and torch" in result.stderr
+    assert result.exit_code == 2 and "replay needs the capture extra and torch" in result.stderr
 
 
 NO_TORCH = """

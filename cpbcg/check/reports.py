@@ -22,6 +22,7 @@ import orjson
 
 from cpbcg.atomic import write_atomic
 from cpbcg.check.gates import CheckReport, GateResult, count_of
+from cpbcg.documents import SCHEMA_VERSION
 from cpbcg.check.summary import summary_markdown, summary_text
 
 SUITE = "cpbcg.replay_check"
@@ -34,6 +35,7 @@ def report_json(report: CheckReport) -> bytes:
     """JSON document: the header and evaluation keys of `plan --format json`, then `passed`,
     `gates` (each with measured value, threshold and message) and `replays`."""
     doc = {
+        "schema_version": SCHEMA_VERSION,
         **report.header,
         **report.evaluation.to_dict(),
         "passed": report.passed,

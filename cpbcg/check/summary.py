@@ -65,5 +65,6 @@ def summary_text(ev: Evaluation) -> list[str]:
 def summary_markdown(ev: Evaluation) -> list[str]:
     """The rows as a markdown table (`| metric | batches | tokens |`)."""
     out = ["| metric | batches | tokens |", "|---|---:|---:|"]
-    out += [f"| {r.metric} | {cell(r.batches, r.batches_of)} | {cell(r.tokens, r.tokens_of)} |" for r in summary_rows(ev)]
+    for r in summary_rows(ev):
+        out.append("| " + " | ".join([r.metric, cell(r.batches, r.batches_of), cell(r.tokens, r.tokens_of)]).rstrip() + " |")
     return out

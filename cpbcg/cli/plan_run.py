@@ -56,6 +56,8 @@ class PlanRequest:
 
 
 def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, scheduler: SchedulerOptions, cost: CostOptions) -> None:
+    if req.output is not None and str(req.output) == STDOUT:
+        req = replace(req, output=None)
     _check_usage(req, trace, cost)
     manifest = _load_manifest(cost.manifest)
     overrides = {**deployment.overrides(), **scheduler.overrides(), **cost.overrides()}
@@ -104,7 +106,7 @@ def _check_usage(req: PlanRequest, trace: TraceOptions, cost: CostOptions) -> No
     """Option combinations that cannot work, refused before any work."""
     if req.guarantee and req.check_guarantee:
         raise ConfigError("--guarantee and --check-guarantee exclude each other")
-    if req.output is not None and req.emit is None:
+    if req.output is not None and req.emit is None:  # (`-o -` was turned into None: stdout)
         raise ConfigError("-o/--output writes the --emit export; add --emit sglang|sglang-json|yaml|json")
     if req.emit is not None and req.output is None and req.output_format is OutputFormat.json:
         raise ConfigError("--emit with --format json needs -o FILE (both would go to stdout)")
@@ -113,8 +115,7 @@ def _check_usage(req: PlanRequest, trace: TraceOptions, cost: CostOptions) -> No
                             (req.include, "--include"), (req.plot, "--plot"), (req.compare or None, "--compare")):
             if given is not None:
                 raise ConfigError(f"{flag} shapes the recommendation; drop --no-recommend")
-    output = None if req.output is None or str(req.output) == STDOUT else req.output
-    check_outputs({"-o": output, "--plot": req.plot}, {"--trace": trace.trace, "--manifest": cost.manifest})
+    check_outputs({"-o": req.output, "--plot": req.plot}, {"--trace": trace.trace, "--manifest": cost.manifest})
 
 
 def _load_manifest(path: Optional[Path]):

@@ -55,14 +55,16 @@ def export_buckets(buckets: list[int], fmt: EmitFormat | str, deployment: "Deplo
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=100)
 
 
-def deploy_flags(buckets: list[int], deployment: "Deployment") -> str:
+def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int | None = None) -> str:
     """SGLang server flags capturing exactly `buckets` under the deployment's CP and scheduler
     settings (domain §5): `--cuda-graph-bs-prefill B1 B2 ... --cuda-graph-max-bs-prefill MAX`,
     the CP flags, and the scheduler flags that shaped the planned forwards. SGLang takes an
-    explicit list as given, so a bucket above `--chunked-prefill-size` deploys."""
+    explicit list as given, so a bucket above `--chunked-prefill-size` deploys. `chunk_tokens`
+    (the chunk the plan assumed, when it differs from the scheduler's) replaces
+    `--chunked-prefill-size`."""
     buckets = sorted(int(b) for b in buckets)
     parts = ["--cuda-graph-bs-prefill", *map(str, buckets), "--cuda-graph-max-bs-prefill", str(buckets[-1])]
-    return " ".join(parts + cp_flags(deployment.cp) + scheduler_flags(deployment))
+    return " ".join(parts + cp_flags(deployment.cp) + scheduler_flags(deployment, chunk_tokens))
 
 
 def cp_flags(cp: CPLayout) -> list[str]:
@@ -72,13 +74,14 @@ def cp_flags(cp: CPLayout) -> list[str]:
     return ["--enable-prefill-cp", "--attn-cp-size", str(cp.cp_size), "--cp-strategy", cp.strategy.value]
 
 
-def scheduler_flags(deployment: "Deployment") -> list[str]:
+def scheduler_flags(deployment: "Deployment", chunk_tokens: int | None = None) -> list[str]:
     """`--chunked-prefill-size`, `--max-prefill-tokens` and, when set, `--prefill-max-requests`
     and `--max-running-requests`: the settings the scheduler simulation formed forwards with."""
     sched = deployment.scheduler
     if sched is None:
         return []
-    out = ["--chunked-prefill-size", str(sched.chunked_prefill_size), "--max-prefill-tokens", str(sched.max_prefill_tokens)]
+    chunk = sched.chunked_prefill_size if chunk_tokens is None else chunk_tokens
+    out = ["--chunked-prefill-size", str(chunk), "--max-prefill-tokens", str(sched.max_prefill_tokens)]
     for flag, value in (("--prefill-max-requests", sched.prefill_max_requests), ("--max-running-requests", sched.max_running_requests),
                         ("--page-size", getattr(sched, "page_size", None))):
         if value is not None:

@@ -184,7 +184,7 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
         buckets=buckets, max_buckets=max_buckets, objective=settings.objective, evaluation=evaluation,
         modelled_ms=_cost(whole, buckets, deployment), configured_modelled_ms=demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor),
         cost=deployment.cost, validation=validation, headroom=headroom,
-        deploy=deploy_flags(buckets, deployment), optimal=optimal, demand=whole, target_coverage=settings.target_coverage,
+        deploy=deploy_flags(buckets, deployment, chunk if chunk != default_chunk_tokens(deployment) else None), optimal=optimal, demand=whole, target_coverage=settings.target_coverage,
     )
 
 
