@@ -75,8 +75,17 @@ class CPLayout:
 
     @property
     def min_request_tokens(self) -> int:
-        """Smallest extend length a request may have for the batch to be CP-active."""
-        return 2 * self.cp_size if self.strategy is CPStrategy.zigzag else 1
+        """Smallest extend length a request may have for its forward to be CP-active: `2*cp_size`
+        under zigzag (domain §2), 1 under interleave or without CP (`cp_size == 1`)."""
+        return 2 * self.cp_size if self.strategy is CPStrategy.zigzag and self.cp_size > 1 else 1
+
+    @property
+    def min_active_tokens(self) -> int:
+        """Smallest CP-active forward (tokens): `2*cp_size` zigzag, `cp_size` interleave (every
+        rank gets a token), 1 without CP. Also the smallest capturable bucket."""
+        if self.cp_size == 1:
+            return 1
+        return 2 * self.cp_size if self.strategy is CPStrategy.zigzag else self.cp_size
 
 
 @dataclass(frozen=True)

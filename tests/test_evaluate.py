@@ -1,0 +1,45 @@
+"""Evaluation tallies honour `count` weights everywhere, and the per-rank packing never overflows."""
+
+import numpy as np
+
+from cpbcg.planner.demand import Demand
+from cpbcg.planner.demand_log import DemandLog
+from cpbcg.planner.evaluate import evaluate
+from cpbcg.planner.layout import BatchSet, CPLayout, local_rows, local_tokens
+from cpbcg.planner.selector import BucketTable
+
+CP4 = CPLayout(4)
+TABLE = BucketTable.build([2048, 2304], CP4)
+
+
+def test_rescued_and_overflow_count_weights():
+    # [1534, 161, 353] needs 520 rows; C(2048) = 512, C(2304) = 576: rescued, natural overflow
+    batches = BatchSet.from_lists([[1534, 161, 353], [2048]], counts=[3, 2])
+    ev = evaluate([batches], TABLE, CP4)
+    assert (ev.batches, ev.graph_batches, ev.rescued, ev.natural_overflow) == (5, 5, 3, 3)
+    assert ev.bucket_hits == {2048: 2, 2304: 3} and ev.padded_tokens == 3 * 256
+    assert ev.tokens == 5 * 2048 and ev.graph_tokens == 5 * 2048
+
+
+def test_eager_counts_and_tokens_honour_weights():
+    batches = BatchSet.from_lists([[4, 4], [1000]], counts=[7, 4])  # inactive (4 < 8); padding limit (2048 > 2000)
+    ev = evaluate([batches], TABLE, CP4)
+    assert ev.eager == {"not_cp_active": 7, "above_largest_bucket": 0, "padding_limit": 4, "local_capacity": 0}
+    assert ev.eager_tokens["not_cp_active"] == 56 and ev.eager_tokens["padding_limit"] == 4000
+
+
+def test_packed_rank_sums_do_not_overflow_16_bits():
+    # 40,000 requests of 15 tokens: seg 8, base 1, rem 7 -> rank 0 gets 3, ranks 1-3 get 4 per request
+    batches = BatchSet.from_lists([[15] * 40_000])
+    assert local_tokens(batches, CP4)[0].tolist() == [120_000, 160_000, 160_000, 160_000]
+    assert local_rows(batches, CP4).tolist() == [160_000]
+
+
+def test_demand_log_splits_in_trace_order():
+    log = DemandLog()
+    for n in (100, 200, 300, 400, 500, 600, 700, 800, 900, 1000):
+        log.add(Demand(np.array([n]), np.array([n // 4]), np.array([True]), np.array([1]), np.array([2])))
+    head, tail, used = log.split(0.7)
+    assert used == 0.7 and sorted(head.num_tokens.tolist()) == [100, 200, 300, 400, 500, 600, 700]
+    assert tail.num_tokens.tolist() == [800, 900, 1000] and tail.num_forwards == 6
+    assert log.whole().num_forwards == 20 and log.max_requests() == 1
