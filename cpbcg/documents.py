@@ -60,6 +60,8 @@ def recommendation_document(rec: Recommendation) -> dict[str, Any]:
         "cost_model": rec.cost.to_dict(),
         "headroom": None if rec.headroom is None else dataclasses.asdict(rec.headroom),
         "validation": validation,
+        "capture_estimate": dataclasses.asdict(rec.capture),
+        "configured_capture_estimate": dataclasses.asdict(rec.configured_capture),
         "deploy": rec.deploy,
         "exact": rec.optimal.bucket_multiple == 1,
         "bucket_multiple": rec.optimal.bucket_multiple,

@@ -66,6 +66,9 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
         warning = v.warning()
         if warning:
             text.append(f"Warning: {warning}.\n", style="bold yellow")
+    est, before = rec.capture, rec.configured_capture
+    text.append(f"Capture (estimate): {est.capture_s:,.0f} s and {est.graph_mib:,.0f} MiB of graph memory per GPU "
+                f"(configured list: {before.capture_s:,.0f} s, {before.graph_mib:,.0f} MiB; {est.source}).\n", style="dim")
     text.append(f"Cost model: graph {rec.cost.graph_fixed_ms:g} ms + B*{rec.cost.token_ms:g}, eager {rec.cost.eager_fixed_ms:g} ms + "
                 f"n*{rec.cost.token_ms:g} ({rec.cost.source}).\n", style="dim")
     if rec.optimal.bucket_multiple == 1:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
+from cpbcg.planner.capture_cost import CaptureEstimate, estimate_capture
 from cpbcg.planner.cost import CostModel, demand_cost_ms
 from cpbcg.planner.demand import Demand
 from cpbcg.planner.demand_log import DemandLog
@@ -66,6 +67,12 @@ class RecommendSettings:
     """Last fraction of forwards held back for validation (0 disables)."""
     pareto_max_buckets: int = 0
     """Also compute the best list of every count up to this (comparisons, Pareto curve)."""
+    capture_s_per_bucket: float | None = None
+    """Measured capture seconds per bucket (a manifest); None = the cited estimate."""
+    graph_mib_per_token: float | None = None
+    """Measured graph-pool MiB per token of the largest bucket (a manifest); None = cited."""
+    capture_source: str | None = None
+    """Where the two measured figures come from."""
 
     def __post_init__(self) -> None:
         if self.objective not in ("coverage", "time"):
@@ -144,6 +151,10 @@ class Recommendation:
     """SGLang server flags that deploy the list under the settings the plan assumed."""
     optimal: OptimalLists = field(repr=False)
     """The optimiser's best list for every count up to `max_buckets` (Pareto, comparisons)."""
+    capture: CaptureEstimate = field(default=None)  # type: ignore[assignment]
+    """Estimated capture time and graph memory of `buckets` (see `capture_cost`)."""
+    configured_capture: CaptureEstimate = field(default=None)  # type: ignore[assignment]
+    """The same estimate for the configured list."""
     demand: Demand = field(default=None, repr=False)  # type: ignore[assignment]
     """The whole trace's forwards, aggregated (comparisons, plots)."""
     target_coverage: float | None = None
@@ -184,8 +195,13 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
         buckets=buckets, max_buckets=max_buckets, objective=settings.objective, evaluation=evaluation,
         modelled_ms=_cost(whole, buckets, deployment), configured_modelled_ms=demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor),
         cost=deployment.cost, validation=validation, headroom=headroom,
+        capture=_estimate(buckets, settings), configured_capture=_estimate(list(deployment.buckets), settings),
         deploy=deploy_flags(buckets, deployment, chunk if chunk != default_chunk_tokens(deployment) else None), optimal=optimal, demand=whole, target_coverage=settings.target_coverage,
     )
+
+
+def _estimate(buckets: list[int], settings: RecommendSettings) -> CaptureEstimate:
+    return estimate_capture(buckets, settings.capture_s_per_bucket, settings.graph_mib_per_token, settings.capture_source)
 
 
 def _headroom(deployment: Deployment, chunk: int, requests: int) -> Headroom:
