@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Valid
 from cpbcg.errors import ConfigError
 from cpbcg.planner.capacity import CaptureLayout, CaptureSpec
 from cpbcg.planner.layout import CPLayout, CPStrategy
+from cpbcg.planner.scheduler.settings import DEFAULT_MAX_TOTAL_TOKENS, SchedulerSettings
 
 PRESET_PACKAGE = "cpbcg.configs"
 
@@ -41,6 +42,21 @@ class SchedulerConfig(_Strict):
     rate: StrictFloat = Field(4.0, gt=0, description="Poisson arrival rate for traces without timestamps (req/s).")
     time_scale: StrictFloat = Field(1.0, gt=0, description="Compress inter-arrival gaps this many times.")
     seed: StrictInt = Field(0, ge=0, le=2**63 - 1, description="Seed of synthetic arrivals.")
+    decode: bool = Field(True, strict=True, description="Simulate decode (slots, KV, decode steps); false = prefill-only model.")
+    page_size: StrictInt = Field(1, ge=1, le=1 << 20, description="KV page size in tokens (SGLang --page-size).")
+    max_total_tokens: StrictInt | None = Field(
+        DEFAULT_MAX_TOTAL_TOKENS, ge=1, description="KV pool in tokens (SGLang --max-total-tokens); null = unbounded."
+    )
+    enable_mixed_chunk: bool = Field(False, strict=True, description="Mix decode tokens into prefill forwards (SGLang --enable-mixed-chunk).")
+    default_output_tokens: StrictInt = Field(256, ge=1, le=1 << 31, description="Output length for requests whose trace has none (tokens).")
+    decode_fixed_ms: StrictFloat | None = Field(None, ge=0, description="Fixed time of one decode step (ms); null = prefill_fixed_ms.")
+    decode_ms_per_request: StrictFloat | None = Field(
+        None, ge=0, description="Decode time per running request per step (ms); null = 1000 / prefill_tokens_per_s."
+    )
+    init_new_token_ratio: StrictFloat = Field(0.7, gt=0, le=1, description="SGLANG_INIT_NEW_TOKEN_RATIO.")
+    min_new_token_ratio_factor: StrictFloat = Field(0.14, ge=0, le=1, description="SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR.")
+    new_token_ratio_decay_steps: StrictInt = Field(600, ge=1, description="SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.")
+    clip_max_new_tokens: StrictInt = Field(4096, ge=1, description="SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (tokens).")
 
     @field_validator("chunked_prefill_size")
     @classmethod
@@ -57,6 +73,10 @@ class SchedulerConfig(_Strict):
         if not (value in ("off", "unlimited") or (type(value) is int and value >= 1)):
             raise ValueError("must be off, unlimited, or a positive size in tokens")
         return value
+
+    def to_settings(self) -> SchedulerSettings:
+        """The plain frozen `SchedulerSettings` the planner takes (same field names)."""
+        return SchedulerSettings(**self.model_dump())
 
 
 class CostConfig(_Strict):

@@ -18,6 +18,9 @@ from cpbcg.cli.common import (
     TimeFieldOpt, TimeScaleOpt, TraceFormatOpt, progress_bar, resolve_config, scheduler_overrides,
     stderr_console,
 )
+from cpbcg.cli.common import (  # decode-aware scheduler options
+    DecodeFixedMsOpt, DecodeMsPerRequestOpt, DecodeOpt, DefaultOutputOpt, MaxTotalTokensOpt, MixedChunkOpt, PageSizeOpt,
+)
 from cpbcg.cli.source_note import ignored_options_note, simulation_note
 from cpbcg.planner.layout import BatchSet
 from cpbcg.planner.requests import TraceFormat
@@ -56,6 +59,13 @@ def batches(
     rate: RateOpt = None,
     time_scale: TimeScaleOpt = None,
     seed: SeedOpt = None,
+    decode: DecodeOpt = None,
+    page_size: PageSizeOpt = None,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    enable_mixed_chunk: MixedChunkOpt = None,
+    default_output_tokens: DefaultOutputOpt = None,
+    decode_fixed_ms: DecodeFixedMsOpt = None,
+    decode_ms_per_request: DecodeMsPerRequestOpt = None,
 ) -> None:
     """Turn a request trace into the prefill forwards the server would run (the scheduler
     simulation, docs/scheduler.md) and write them as a batch trace:

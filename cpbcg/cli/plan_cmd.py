@@ -26,6 +26,9 @@ from cpbcg.cli.recommend import (  # optimiser, guarantee mode, exports, plot
     cost_overrides, emit, run_modes,
 )
 from cpbcg.cli.render import deployment_header, evaluation_json, evaluation_tables, print_json
+from cpbcg.cli.common import (  # decode-aware scheduler options
+    DecodeFixedMsOpt, DecodeMsPerRequestOpt, DecodeOpt, DefaultOutputOpt, MaxTotalTokensOpt, MixedChunkOpt, PageSizeOpt,
+)
 from cpbcg.cli.source_note import report_simulation, warn_ignored_options
 from cpbcg.config import DeploymentConfig
 from cpbcg.errors import ConfigError
@@ -85,6 +88,13 @@ def plan(
     rate: RateOpt = None,
     time_scale: TimeScaleOpt = None,
     seed: SeedOpt = None,
+    decode: DecodeOpt = None,
+    page_size: PageSizeOpt = None,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    enable_mixed_chunk: MixedChunkOpt = None,
+    default_output_tokens: DefaultOutputOpt = None,
+    decode_fixed_ms: DecodeFixedMsOpt = None,
+    decode_ms_per_request: DecodeMsPerRequestOpt = None,
     output_format: FormatOpt = OutputFormat.table,
     # recommendation modes (cpbcg/cli/recommend.py)
     max_buckets: MaxBucketsOpt = None,

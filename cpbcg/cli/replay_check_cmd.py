@@ -28,6 +28,9 @@ from cpbcg.cli.common import (  # request traces and the scheduler simulation
     TimeScaleOpt, TraceFormatOpt, scheduler_overrides,
 )
 from cpbcg.cli.plan_cmd import bucket_table, run_evaluation
+from cpbcg.cli.common import (  # decode-aware scheduler options
+    DecodeFixedMsOpt, DecodeMsPerRequestOpt, DecodeOpt, DefaultOutputOpt, MaxTotalTokensOpt, MixedChunkOpt, PageSizeOpt,
+)
 from cpbcg.cli.source_note import warn_ignored_options
 from cpbcg.planner.requests import TraceFormat
 from cpbcg.cli.render import deployment_header, evaluation_tables, print_json
@@ -237,6 +240,13 @@ def replay_check(
     rate: RateOpt = None,
     time_scale: TimeScaleOpt = None,
     seed: SeedOpt = None,
+    decode: DecodeOpt = None,
+    page_size: PageSizeOpt = None,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    enable_mixed_chunk: MixedChunkOpt = None,
+    default_output_tokens: DefaultOutputOpt = None,
+    decode_fixed_ms: DecodeFixedMsOpt = None,
+    decode_ms_per_request: DecodeMsPerRequestOpt = None,
     min_coverage: MinCovOpt = None,
     min_token_coverage: MinTokCovOpt = None,
     max_padding: MaxPadOpt = None,

@@ -10,11 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from cpbcg.config import SchedulerConfig
 from cpbcg.planner.batch_trace import read_batch_trace
 from cpbcg.planner.layout import BatchSet
 from cpbcg.planner.requests import TraceFormat, detect_format, read_requests, request_spec
-from cpbcg.planner.scheduler import Simulation
+from cpbcg.planner.scheduler import SchedulerSettings, Simulation
 from cpbcg.planner.synthetic import synthetic_batches
 
 EMBEDDED_DEFAULT = "embedded default (seeded synthetic chat workload, 20,000 forwards)"
@@ -35,7 +34,7 @@ class BatchSource:
 def open_source(
     trace: Path | None,
     trace_format: TraceFormat | str = TraceFormat.auto,
-    scheduler: SchedulerConfig | None = None,
+    scheduler: SchedulerSettings | None = None,
     length_field: str | None = None,
     time_field: str | None = None,
 ) -> BatchSource:
@@ -54,14 +53,15 @@ def open_source(
     if fmt is TraceFormat.batches:
         return BatchSource(read_batch_trace(trace), fmt, None)
     spec = request_spec(fmt, length_field, time_field)
-    simulation = Simulation(read_requests(trace, spec), scheduler or SchedulerConfig())
+    settings = scheduler.to_settings() if hasattr(scheduler, "to_settings") else scheduler  # pydantic config
+    simulation = Simulation(read_requests(trace, spec), settings or SchedulerSettings())
     return BatchSource(iter(simulation), fmt, simulation)
 
 
 def open_batches(
     trace: Path | None,
     trace_format: TraceFormat | str = TraceFormat.auto,
-    scheduler: SchedulerConfig | None = None,
+    scheduler: SchedulerSettings | None = None,
     length_field: str | None = None,
     time_field: str | None = None,
 ) -> Iterator[BatchSet]:
