@@ -47,7 +47,7 @@ class Simulation:
         self.tally = Tally()
         self._ratio = self.settings.init_new_token_ratio
         self._batch_full = False
-        self._chunked: list | None = None  # [remaining extend, item, prefix + done tokens]
+        self._chunked: list | None = None  # [remaining extend, item, extend tokens prefilled so far]
         self._start_s: float | None = None
         self._now_s = 0.0
 
@@ -113,10 +113,10 @@ class Simulation:
             batch.append(taken)
             self.tally.cached_tokens += item[0] - extend
             if taken < extend:
-                self._chunked = [extend - taken, item, item[0] - extend + taken]
+                self._chunked = [extend - taken, item, taken]
                 self.tally.chunked_requests += 1
             else:
-                done.append(item)
+                done.append((item, extend))
         if batch:
             self._run_forward(batch, mixed, done)
         return batch + [1] * mixed if batch else []
@@ -128,7 +128,7 @@ class Simulation:
             self._chunked = [remaining - take, item, held + take]
         else:
             self._chunked = None
-            done.append(item)
+            done.append((item, held + take))
         return take
 
     def _note_stop(self, adder: PrefillAdder, result: AddResult, formed: bool, waiting: deque) -> None:
@@ -166,11 +166,11 @@ class Simulation:
             tally.decoded_tokens += mixed
             if self.running.advance(1):
                 self._batch_full = False
-        for item in done:
+        for item, extend in done:
             if self.cache is not None and item[1]:
                 self.cache.insert(item[1])
             if s.decode and item[2] > 1:
-                self.running.add(self.ceil_paged(item[0]) + 1, item[2] - 1)
+                self.running.add(self.ceil_paged(extend) + 1, item[2] - 1)
             elif s.decode:
                 self._batch_full = False  # finished at prefill: the running batch shrank
         tally.see_running(self.running.num_requests, self.running.held_tokens + self._chunked_held(), s.kv_pool_tokens)
