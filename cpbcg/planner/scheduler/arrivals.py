@@ -12,7 +12,7 @@ from cpbcg.planner.scheduler.settings import SchedulerSettings
 
 
 class Arrivals:
-    """Hands out waiting-queue items `[input_tokens, hash_ids or None, output_tokens]`.
+    """Hands out waiting-queue items `(input_tokens, hash_ids or None, output_tokens)`.
 
     Arrival times are the trace's (gaps divided by `time_scale`, origin at the first request),
     or a seeded Poisson process at `rate` requests/s for chunks without them. Requests without
@@ -34,7 +34,7 @@ class Arrivals:
         self._origin_s: float | None = None
         self._clock_s = 0.0
         self._times: list[float] = []
-        self._items: list[list] = []
+        self._items: list[tuple] = []
         self._i = 0
         self.requests = self.input_tokens = self.output_tokens = self.default_outputs = 0
         self.synthetic = False
@@ -77,7 +77,7 @@ class Arrivals:
             self.default_outputs += n
         hashes = chunk.hash_ids if self._keep_hashes and chunk.hash_ids is not None else [None] * n
         self._times = times.tolist()
-        self._items = [list(t) for t in zip(chunk.input_tokens.tolist(), hashes, outputs.tolist())]
+        self._items = list(zip(chunk.input_tokens.tolist(), hashes, outputs.tolist()))
         self._i = 0
         self.requests += n
         self.input_tokens += int(chunk.input_tokens.sum())

@@ -144,7 +144,7 @@ class Simulation:
                 self.tally.kv_oversized_requests += 1
                 self._batch_full = False
 
-    def _lookup(self, item: list) -> tuple[int, int, int]:
+    def _lookup(self, item: tuple) -> tuple[int, int, int]:
         input_tokens, blocks, output = item
         cached = self.cache.cached_tokens(blocks, input_tokens) if blocks and self.cache is not None else 0
         return input_tokens - cached, cached, output
