@@ -235,3 +235,25 @@ def test_decode_conserves_tokens_and_keeps_its_limits(lengths, outputs, gaps, ch
         assert max(map(sum, forwards)) <= chunk
     if slots is not None:
         assert s.max_running <= slots and max(map(len, forwards)) <= slots
+
+
+def test_the_scheduler_package_loads_neither_the_config_nor_pydantic():
+    import subprocess
+    import sys
+
+    code = "import sys, cpbcg.planner.scheduler, cpbcg.planner.synthetic, cpbcg.planner.sources; " \
+        "print(sorted(m for m in ('cpbcg.config', 'pydantic', 'typer', 'rich', 'torch') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_cached_prefix_is_not_charged_to_the_running_request():
+    # B arrives during A's prefill and shares A's two leading 512-token blocks, cached when A's
+    # prefill ends; B is prefilled right after (prefill goes first, no decode step in between).
+    # Only B's 176 computed tokens (+ its first output token) count for it: peak 1201 + 177.
+    hashes = [[1, 2, 3], [1, 2, 9]]
+    cfg = SchedulerSettings(**EXACT, prefix_cache="unlimited")
+    chunk = RequestChunk(np.array([1200, 1200]), np.array([0.0, 0.5]), hashes, np.array([5, 5]))
+    sim = Simulation([chunk], cfg)
+    assert [part.batch(i) for part in sim for i in range(part.num_batches)] == [[1200], [176]]
+    assert sim.summary().peak_kv_tokens == 1201 + 177
