@@ -46,8 +46,11 @@ class PrefillAdder:
     ):
         self.page_size = settings.page_size
         self.clip = settings.clip_max_new_tokens
-        self.max_requests = settings.prefill_max_requests
         self.allocatable = allocatable_requests
+        limit = settings.prefill_max_requests
+        if allocatable_requests is not None:
+            limit = allocatable_requests if limit is None else min(limit, allocatable_requests)
+        self.request_limit = limit
         self.rem_input_tokens = settings.max_prefill_tokens - mixed_decode_tokens
         chunk = settings.chunk_tokens
         self.rem_chunk_tokens = None if chunk is None else chunk - mixed_decode_tokens
@@ -70,7 +73,7 @@ class PrefillAdder:
 
     def budget_state(self) -> AddResult:
         """SGLang `budget_state`: KV first, then the input and chunk budgets."""
-        if self.rem_total_tokens <= 0 or self.cur_rem_tokens <= 0:
+        if self.kv_free is not None and (self.rem_total_tokens <= 0 or self.cur_rem_tokens <= 0):
             return AddResult.NO_TOKEN
         if self.rem_input_tokens <= 0 or (self.rem_chunk_tokens is not None and self.rem_chunk_tokens <= 0):
             return AddResult.OTHER
@@ -79,7 +82,7 @@ class PrefillAdder:
     def charge(self, extend_tokens: int, max_new_tokens: int) -> None:
         """SGLang `_update_prefill_budget`: page-rounded extend charged to every budget; the KV
         budget also reserves the output estimate and one page (`reserve`)."""
-        paged = self.ceil_paged_tokens(extend_tokens)
+        paged = extend_tokens if self.page_size == 1 else self.ceil_paged_tokens(extend_tokens)
         self.rem_total_offset += paged + max_new_tokens + self.page_size
         self.cur_rem_offset += paged
         self.rem_input_tokens -= paged
@@ -105,14 +108,12 @@ class PrefillAdder:
         Returns `(result, tokens taken)`; 0 tokens means the request was not admitted and
         `result` says why; a take below `extend_tokens` starts a chunked request.
         """
-        if self.allocatable is not None and self.num_admitted >= self.allocatable:
-            return AddResult.OTHER, 0
-        if self.max_requests is not None and self.num_admitted >= self.max_requests:
-            return AddResult.OTHER, 0
+        if self.request_limit is not None and self.num_admitted >= self.request_limit:
+            return AddResult.OTHER, 0  # request slots, then prefill_max_requests
         max_new = min(output_tokens, self.clip)
-        if extend_tokens + max_new + self.page_size >= self.rem_total_tokens:
+        if self.kv_free is not None and extend_tokens + max_new + self.page_size >= self.rem_total_tokens:
             return AddResult.NO_TOKEN, 0
-        input_tokens = self.ceil_paged_tokens(extend_tokens)
+        input_tokens = extend_tokens if self.page_size == 1 else self.ceil_paged_tokens(extend_tokens)
         chunk = self.rem_chunk_tokens
         if chunk is None and self.num_admitted and input_tokens >= self.rem_input_tokens:
             return AddResult.OTHER, 0

@@ -45,6 +45,8 @@ class Simulation:
         self.arrivals = Arrivals(chunks, self.settings, self.cache is not None, progress)
         self.running = RunningSet(self.settings.clip_max_new_tokens)
         self.tally = Tally()
+        self._slots = self.settings.request_slots
+        self._pool = self.settings.kv_pool_tokens
         self._ratio = self.settings.init_new_token_ratio
         self._batch_full = False
         self._chunked: list | None = None  # [remaining extend, item, extend tokens prefilled so far]
@@ -59,7 +61,7 @@ class Simulation:
         self._now_s = self._start_s or 0.0
         while True:
             self.arrivals.admit(self._now_s, waiting)
-            batch = self._prefill(waiting)
+            batch = self._prefill(waiting) if waiting or self._chunked is not None else None
             if batch:
                 out_lens.extend(batch)
                 out_sizes.append(len(batch))
@@ -75,6 +77,8 @@ class Simulation:
 
     def _idle(self, waiting: deque) -> bool:
         """Nothing runs: wait for the next arrival (False at the end of the trace)."""
+        self._slots = self.settings.request_slots
+        self._pool = self.settings.kv_pool_tokens
         self._ratio = self.settings.init_new_token_ratio
         self._batch_full = False
         if waiting:
@@ -87,10 +91,9 @@ class Simulation:
 
     def _prefill(self, waiting: deque) -> list[int]:
         """Form and run one prefill forward; its extend lengths, or [] when none can be formed."""
-        s, running = self.settings, self.running
         if self._chunked is None and (not waiting or self._batch_full):
             return []
-        slots = s.request_slots
+        s, running, slots = self.settings, self.running, self._slots
         running_bs = running.num_requests + (self._chunked is not None)
         allocatable = None if slots is None else slots - running_bs
         if self._chunked is None and allocatable is not None and allocatable <= 0:
@@ -99,7 +102,7 @@ class Simulation:
         self.tally.max_waiting = max(self.tally.max_waiting, len(waiting))
         mixed = running.num_requests if s.enable_mixed_chunk else 0
         force = self._chunked is None and not running.num_requests and self.tally.forced_pending
-        kv_free = None if s.kv_pool_tokens is None or force else s.kv_pool_tokens - running.held_tokens - self._chunked_held()
+        kv_free = None if self._pool is None or force else self._pool - running.held_tokens - self._chunked_held()
         adder = PrefillAdder(s, mixed, kv_free, self._ratio * running.reserve_tokens, allocatable)
         batch: list[int] = []
         done: list = []
@@ -173,7 +176,8 @@ class Simulation:
                 self.running.add(self.ceil_paged(extend) + 1, item[2] - 1)
             elif s.decode:
                 self._batch_full = False  # finished at prefill: the running batch shrank
-        tally.see_running(self.running.num_requests, self.running.held_tokens + self._chunked_held(), s.kv_pool_tokens)
+        if s.decode:
+            tally.see_running(self.running.num_requests, self.running.held_tokens + self._chunked_held())
         tally.close_window(self._now_s)
 
     def ceil_paged(self, tokens: int) -> int:
@@ -201,7 +205,7 @@ class Simulation:
         self._ratio = max(self._ratio - steps * s.new_token_ratio_decay, s.min_new_token_ratio)
         if running.advance(steps) or not running.num_requests:
             self._batch_full = False
-        self.tally.see_running(running.num_requests, running.held_tokens + self._chunked_held(), s.kv_pool_tokens)
+        self.tally.see_running(running.num_requests, running.held_tokens + self._chunked_held())
 
     def summary(self) -> SimulationSummary:
         """Counts so far (complete once iteration has finished)."""
