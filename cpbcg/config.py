@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator
 
 from cpbcg.errors import ConfigError
 from cpbcg.planner.capacity import CaptureLayout, CaptureSpec
@@ -72,6 +72,14 @@ class SchedulerConfig(_Strict):
             value = int(value)
         if not (value in ("off", "unlimited") or (type(value) is int and value >= 1)):
             raise ValueError("must be off, unlimited, or a positive size in tokens")
+        return value
+
+    @field_validator("page_size")
+    @classmethod
+    def _page_fits_the_chunk(cls, value: int, info: ValidationInfo) -> int:
+        chunk = info.data.get("chunked_prefill_size", -1)
+        if chunk != -1 and value > chunk:
+            raise ValueError(f"must not exceed chunked_prefill_size {chunk} (no chunk could be cut)")
         return value
 
     def to_settings(self) -> SchedulerSettings:

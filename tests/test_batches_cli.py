@@ -124,6 +124,7 @@ def test_plan_accepts_scheduler_options():
         (["-t", "azure.csv", "--prefix-cache", "-3"], "scheduler.prefix_cache"),
         (["-t", "azure.csv", "--chunked-prefill-size", "0"], "scheduler.chunked_prefill_size"),
         (["-t", "azure.csv", "--rate", "0"], "scheduler.rate"),
+        (["-t", "azure.csv", "--page-size", "32", "--chunked-prefill-size", "16"], "command line: scheduler.page_size: must not exceed chunked_prefill_size 16"),
         (["-t", "binary.jsonl"], "binary.jsonl:1: not a text trace: binary data b'"),
         (["-t", "binary.jsonl", "--trace-format", "vidur"], "binary.jsonl:1: not a text trace: binary data b'"),
         (["-t", "cut-header.jsonl.gz"], "cut-header.jsonl.gz:1: truncated or corrupt gzip"),

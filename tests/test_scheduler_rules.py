@@ -213,6 +213,29 @@ def test_config_converts_to_settings():
     assert SchedulerConfig().to_settings() == SchedulerSettings()
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"scheduler.page_size": 0}, "scheduler.page_size: Input should be greater than or equal to 1"),
+        ({"scheduler.page_size": 64, "scheduler.chunked_prefill_size": 32}, "scheduler.page_size: must not exceed chunked_prefill_size 32"),
+        ({"scheduler.max_total_tokens": 0}, "scheduler.max_total_tokens: Input should be greater than or equal to 1"),
+        ({"scheduler.decode": "sometimes"}, "scheduler.decode: Input should be a valid boolean"),
+        ({"scheduler.default_output_tokens": 0}, "scheduler.default_output_tokens: Input should be greater than or equal to 1"),
+        ({"scheduler.init_new_token_ratio": 1.5}, "scheduler.init_new_token_ratio: Input should be less than or equal to 1"),
+        ({"scheduler.decode_ms_per_request": -1.0}, "scheduler.decode_ms_per_request: Input should be greater than or equal to 0"),
+        ({"scheduler.new_token_ratio_decay": 3}, "scheduler.new_token_ratio_decay: unknown key"),
+    ],
+)
+def test_config_refuses_bad_scheduler_values(overrides, message):
+    from cpbcg.config import load_config
+    from cpbcg.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)
+    with pytest.raises(ValueError):
+        SchedulerSettings(chunked_prefill_size=8, page_size=16)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     lengths=st.lists(st.integers(1, 3000), min_size=1, max_size=30),
