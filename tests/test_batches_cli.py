@@ -39,7 +39,7 @@ def test_batches_writes_a_batch_trace(tmp_path):
     assert lines_of(out) == [{"extend_seq_lens": [1200, 600]}, {"extend_seq_lens": [76]}, {"extend_seq_lens": [1]}]
     assert result.stderr.splitlines() == [
         first,
-        "decode: 0 output lengths from the trace, 4 at default_output_tokens 256; step 5 ms + 0.025 ms/request; "
+        "decode: output lengths none in the trace, default_output_tokens 256 each; step 5 ms + 0.025 ms/request; "
         "decode busy 42.8% (0.0% with requests kept waiting); at most 2 running of 4,096 slots, "
         "KV pool 1,048,576 tokens (peak 1,802); admission stopped by KV 0x, by slots 0x",
         f"3 prefill forwards → 3 lines → {out}",
@@ -52,7 +52,7 @@ def test_batches_states_poisson_arrivals_for_traces_without_timestamps(tmp_path)
     assert result.exit_code == 0, result.output
     note = result.stderr.splitlines()
     assert note[0].startswith("simulated 3 prefill forwards from 3 requests (vidur, no timestamps): no chunking, max_prefill_tokens 16384, ")
-    assert note[1].startswith("decode: 0 output lengths from the trace, 3 at default_output_tokens 256; ")
+    assert note[1].startswith("decode: output lengths none in the trace, default_output_tokens 256 each; ")
     assert note[2] == "Poisson arrivals at 2.5 req/s (no arrival times were read: the trace has none or no --time-field was given; --rate, seed 0)"
 
 

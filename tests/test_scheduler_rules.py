@@ -280,3 +280,21 @@ def test_cached_prefix_is_not_charged_to_the_running_request():
     sim = Simulation([chunk], cfg)
     assert [part.batch(i) for part in sim for i in range(part.num_batches)] == [[1200], [176]]
     assert sim.summary().peak_kv_tokens == 1201 + 177
+
+
+def test_note_states_where_output_lengths_came_from():
+    from cpbcg.cli.source_note import simulation_note, simulation_summary
+    from cpbcg.planner.requests import TraceFormat
+    from cpbcg.planner.sources import BatchSource
+
+    chunks = [
+        RequestChunk(np.array([10, 10]), np.array([0.0, 0.0]), None, np.array([3, 4])),
+        RequestChunk(np.array([10]), np.array([0.0]), None, None),
+    ]
+    sim = Simulation(chunks, SchedulerSettings(**EXACT, default_output_tokens=2))
+    source = BatchSource(iter(sim), TraceFormat.mooncake, sim)
+    assert [part.batch(i) for part in source.batches for i in range(part.num_batches)] == [[10, 10, 10]]
+    decode_line = simulation_note(source).splitlines()[1]
+    assert decode_line.startswith("decode: output lengths from the trace (1 at default_output_tokens 2); step 0 ms + 0.976562 ms/request; ")
+    summary = simulation_summary(source)
+    assert summary["output_tokens"] == 9 and summary["decode_steps"] == 3 and summary["scheduler"]["default_output_tokens"] == 2

@@ -135,9 +135,12 @@ def warn_ignored_options(trace: Path | None, trace_format: TraceFormat | str, gi
 def _decode_note(s, cfg) -> str:
     """The decode line: what the decode model assumed and how much it held the server."""
     pool = "unbounded KV" if s.kv_pool_tokens is None else f"KV pool {s.kv_pool_tokens:,} tokens (peak {s.peak_kv_tokens:,})"
-    outputs = f"{s.requests - s.default_output_requests:,} output lengths from the trace"
-    if s.default_output_requests:
-        outputs += f", {s.default_output_requests:,} at default_output_tokens {cfg.default_output_tokens:,}"
+    if s.default_output_requests == s.requests:
+        outputs = f"output lengths none in the trace, default_output_tokens {cfg.default_output_tokens:,} each"
+    else:
+        outputs = "output lengths from the trace"
+        if s.default_output_requests:
+            outputs += f" ({s.default_output_requests:,} at default_output_tokens {cfg.default_output_tokens:,})"
     step = f"{_num(cfg.decode_step_fixed_ms)} ms + {cfg.decode_step_ms_per_request:g} ms/request"
     mixed = f", {s.mixed_decode_tokens:,} decode tokens mixed into prefills" if s.mixed_decode_tokens else ""
     return (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from cpbcg.planner.batch_trace import read_batch_trace
 from cpbcg.planner.layout import BatchSet
@@ -37,11 +37,13 @@ def open_source(
     scheduler: SchedulerSettings | None = None,
     length_field: str | None = None,
     time_field: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> BatchSource:
     """Open `trace` (or the embedded default when None) as a batch stream.
 
     `trace_format` `auto` detects the format from the first line; request traces are turned
-    into forwards by the scheduler simulation with `scheduler` (defaults when None).
+    into forwards by the scheduler simulation with `scheduler` (defaults when None), which calls
+    `progress(requests read so far)` as it reads the trace.
     Raises `TraceError` (`FILE:LINE: ...`) for unreadable, unknown or malformed traces.
     """
     if trace is None:
@@ -54,7 +56,7 @@ def open_source(
         return BatchSource(read_batch_trace(trace), fmt, None)
     spec = request_spec(fmt, length_field, time_field)
     settings = scheduler.to_settings() if hasattr(scheduler, "to_settings") else scheduler  # pydantic config
-    simulation = Simulation(read_requests(trace, spec), settings or SchedulerSettings())
+    simulation = Simulation(read_requests(trace, spec), settings or SchedulerSettings(), progress)
     return BatchSource(iter(simulation), fmt, simulation)
 
 
