@@ -298,3 +298,47 @@ def test_note_states_where_output_lengths_came_from():
     assert decode_line.startswith("decode: output lengths from the trace (1 at default_output_tokens 2); step 0 ms + 0.976562 ms/request; ")
     summary = simulation_summary(source)
     assert summary["output_tokens"] == 9 and summary["decode_steps"] == 3 and summary["scheduler"]["default_output_tokens"] == 2
+
+
+def _oracle_forwards(lengths: list[int], chunk: int, max_prefill: int, page: int) -> list[list[int]]:
+    """SGLang's packing with every request present at once, restated from its rules alone
+    (no decode, no KV budget): in-progress chunk first, whole while the page-rounded length
+    fits the chunk budget, else cut to the budget rounded down to a page; stop once a budget
+    is spent."""
+    ceil = lambda x: -(-x // page) * page  # noqa: E731
+    queue, chunked, out = list(lengths), 0, []
+    while queue or chunked:
+        rem_chunk, rem_input, batch = chunk, max_prefill, []
+        if chunked:
+            take = min(chunked, rem_chunk)
+            batch.append(take)
+            rem_chunk, rem_input, chunked = rem_chunk - ceil(take), rem_input - ceil(take), chunked - take
+        while queue:
+            head = queue[0]
+            if ceil(head) <= rem_chunk:
+                queue.pop(0)
+                batch.append(head)
+                rem_chunk, rem_input = rem_chunk - ceil(head), rem_input - ceil(head)
+            else:
+                take = rem_chunk // page * page
+                if take > 0:
+                    queue.pop(0)
+                    batch.append(take)
+                    chunked = head - take
+                break
+            if rem_input <= 0 or rem_chunk <= 0:
+                break
+        out.append(batch)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 20000), min_size=1, max_size=25),
+    chunk=st.sampled_from([256, 1000, 4096, 8192]),
+    max_prefill=st.sampled_from([512, 4096, 16384]),
+    page=st.sampled_from([1, 16, 64]),
+)
+def test_packing_matches_the_restated_rules(lengths, chunk, max_prefill, page):
+    got, _ = run(lengths, chunked_prefill_size=chunk, max_prefill_tokens=max_prefill, page_size=page, decode=False)
+    assert got == _oracle_forwards(lengths, chunk, max_prefill, page)
