@@ -40,7 +40,7 @@ class Simulation:
         settings: SchedulerSettings | None = None,
         progress: Callable[[int], None] | None = None,
     ):
-        self.settings = self.cfg = settings or SchedulerSettings()
+        self.settings = self.cfg = settings or SchedulerSettings()  # `cfg`: the name commands read
         self.cache = make_cache(self.settings.prefix_cache)
         self.arrivals = Arrivals(chunks, self.settings, self.cache is not None, progress)
         self.running = RunningSet(self.settings.clip_max_new_tokens)
@@ -77,8 +77,6 @@ class Simulation:
 
     def _idle(self, waiting: deque) -> bool:
         """Nothing runs: wait for the next arrival (False at the end of the trace)."""
-        self._slots = self.settings.request_slots
-        self._pool = self.settings.kv_pool_tokens
         self._ratio = self.settings.init_new_token_ratio
         self._batch_full = False
         if waiting:
