@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator
 
 from cpbcg.check.gates import Gates
 from cpbcg.errors import ConfigError
@@ -22,6 +22,7 @@ from cpbcg.planner.buckets import parse_bucket_spec
 from cpbcg.planner.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.layout import CPLayout, CPStrategy
+from cpbcg.planner.scheduler.settings import DEFAULT_MAX_TOTAL_TOKENS, SchedulerSettings
 
 PRESET_PACKAGE = "cpbcg.configs"
 
@@ -45,6 +46,21 @@ class SchedulerConfig(_Strict):
     rate: StrictFloat = Field(4.0, gt=0, description="Poisson arrival rate for traces without timestamps (req/s).")
     time_scale: StrictFloat = Field(1.0, gt=0, description="Compress inter-arrival gaps this many times.")
     seed: StrictInt = Field(0, ge=0, le=2**63 - 1, description="Seed of synthetic arrivals.")
+    decode: bool = Field(True, strict=True, description="Simulate decode (slots, KV, decode steps); false = prefill-only model.")
+    page_size: StrictInt = Field(1, ge=1, le=1 << 20, description="KV page size in tokens (SGLang --page-size).")
+    max_total_tokens: StrictInt | None = Field(
+        DEFAULT_MAX_TOTAL_TOKENS, ge=1, description="KV pool in tokens (SGLang --max-total-tokens); null = unbounded."
+    )
+    enable_mixed_chunk: bool = Field(False, strict=True, description="Mix decode tokens into prefill forwards (SGLang --enable-mixed-chunk).")
+    default_output_tokens: StrictInt = Field(256, ge=1, le=1 << 31, description="Output length for requests whose trace has none (tokens).")
+    decode_fixed_ms: StrictFloat | None = Field(None, ge=0, description="Fixed time of one decode step (ms); null = prefill_fixed_ms.")
+    decode_ms_per_request: StrictFloat | None = Field(
+        None, ge=0, description="Decode time per running request per step (ms); null = 1000 / prefill_tokens_per_s."
+    )
+    init_new_token_ratio: StrictFloat = Field(0.7, gt=0, le=1, description="SGLANG_INIT_NEW_TOKEN_RATIO.")
+    min_new_token_ratio_factor: StrictFloat = Field(0.14, ge=0, le=1, description="SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR.")
+    new_token_ratio_decay_steps: StrictInt = Field(600, ge=1, description="SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.")
+    clip_max_new_tokens: StrictInt = Field(4096, ge=1, description="SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (tokens).")
 
     @field_validator("chunked_prefill_size")
     @classmethod
@@ -61,6 +77,18 @@ class SchedulerConfig(_Strict):
         if not (value in ("off", "unlimited") or (type(value) is int and value >= 1)):
             raise ValueError("must be off, unlimited, or a positive size in tokens")
         return value
+
+    @field_validator("page_size")
+    @classmethod
+    def _page_fits_the_chunk(cls, value: int, info: ValidationInfo) -> int:
+        chunk = info.data.get("chunked_prefill_size", -1)
+        if chunk != -1 and value > chunk:
+            raise ValueError(f"must not exceed chunked_prefill_size {chunk} (no chunk could be cut)")
+        return value
+
+    def to_settings(self) -> SchedulerSettings:
+        """The plain frozen `SchedulerSettings` the planner takes (same field names)."""
+        return SchedulerSettings(**self.model_dump())
 
 
 class CostConfig(_Strict):
@@ -116,7 +144,7 @@ class DeploymentConfig(_Strict):
         return Deployment(
             cp=self.cp_layout, capture=self.capture_spec, max_padding_factor=self.max_padding_factor,
             buckets=tuple(parse_bucket_spec(self.buckets)), bucket_spec=spec,
-            scheduler=self.scheduler, cost=self.cost.to_cost(cost_source),
+            scheduler=self.scheduler.to_settings(), cost=self.cost.to_cost(cost_source),
         )
 
     @property

@@ -33,12 +33,13 @@ def top_level_imports(path: Path) -> set[str]:
                 if sub.level:
                     base = ".".join(package.split(".")[: len(package.split(".")) - sub.level + 1] + ([base] if base else []))
                 if base.startswith("cpbcg"):
-                    out.add(base)
-                    out |= {f"{base}.{a.name}" for a in sub.names}
+                    submodules = {f"{base}.{a.name}" for a in sub.names} & KNOWN
+                    out |= submodules if len(submodules) == len(sub.names) else submodules | {base}
     return out
 
 
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+KNOWN = set(MODULES)
 GRAPH = {name: {m for m in top_level_imports(path) if m in MODULES and m != name} for name, path in MODULES.items()}
 
 

@@ -21,13 +21,27 @@ def lines_of(path: Path) -> list[dict]:
 
 def test_batches_writes_a_batch_trace(tmp_path):
     out = tmp_path / "lens.jsonl"
-    result = runner.invoke(app, ["batches", "--trace", str(ASSETS / "mooncake.jsonl"), "--prefix-cache", "unlimited", "-o", str(out)])
+    args = ["batches", "--trace", str(ASSETS / "mooncake.jsonl"), "--prefix-cache", "unlimited", "-o", str(out)]
+    first = (
+        "simulated 3 prefill forwards from 4 requests (Mooncake, timestamps): chunked_prefill_size 8192, "
+        "prefill 40,000 tok/s + 5 ms/forward, prefix cache unlimited (2,223 of 4,100 prompt tokens cached); "
+        "prefill busy 1.0%, at most 2 waiting"
+    )
+    result = runner.invoke(app, [*args, "--no-decode"])
+    assert result.exit_code == 0, result.output
+    assert lines_of(out) == [{"extend_seq_lens": [1200, 600]}, {"extend_seq_lens": [76]}, {"extend_seq_lens": [1]}]
+    assert result.stderr.splitlines() == [first, f"3 prefill forwards → 3 lines → {out}"]
+    # With decode: 3 x 255 steps of 256 default output tokens; A and B decode together
+    # (255 x 5.05 ms), C and D alone (255 x 5.025 ms each, D after the last prefill):
+    # 2,569.125 ms of 6,005.025 ms = 42.8%.
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert lines_of(out) == [{"extend_seq_lens": [1200, 600]}, {"extend_seq_lens": [76]}, {"extend_seq_lens": [1]}]
     assert result.stderr.splitlines() == [
-        "simulated 3 prefill forwards from 4 requests (Mooncake, timestamps): chunked_prefill_size 8192, "
-        "prefill 40,000 tok/s + 5 ms/forward, prefix cache unlimited (2,223 of 4,100 prompt tokens cached); "
-        "prefill busy 1.0%, at most 2 waiting",
+        first,
+        "decode: output lengths none in the trace, default_output_tokens 256 each; step 5 ms + 0.025 ms/request; "
+        "decode busy 42.8% (0.0% with requests kept waiting); at most 2 running of 4,096 slots, "
+        "KV pool 1,048,576 tokens (peak 1,802); admission stopped by KV 0x, by slots 0x",
         f"3 prefill forwards → 3 lines → {out}",
     ]
 
@@ -38,7 +52,8 @@ def test_batches_states_poisson_arrivals_for_traces_without_timestamps(tmp_path)
     assert result.exit_code == 0, result.output
     note = result.stderr.splitlines()
     assert note[0].startswith("simulated 3 prefill forwards from 3 requests (vidur, no timestamps): no chunking, max_prefill_tokens 16384, ")
-    assert note[1] == "Poisson arrivals at 2.5 req/s (no arrival times were read: the trace has none or no --time-field was given; --rate, seed 0)"
+    assert note[1].startswith("decode: output lengths none in the trace, default_output_tokens 256 each; ")
+    assert note[2] == "Poisson arrivals at 2.5 req/s (no arrival times were read: the trace has none or no --time-field was given; --rate, seed 0)"
 
 
 def test_batches_warns_that_scheduler_options_ignore_a_batch_trace(tmp_path):
@@ -109,6 +124,7 @@ def test_plan_accepts_scheduler_options():
         (["-t", "azure.csv", "--prefix-cache", "-3"], "scheduler.prefix_cache"),
         (["-t", "azure.csv", "--chunked-prefill-size", "0"], "scheduler.chunked_prefill_size"),
         (["-t", "azure.csv", "--rate", "0"], "scheduler.rate"),
+        (["-t", "azure.csv", "--page-size", "32", "--chunked-prefill-size", "16"], "command line: scheduler.page_size: must not exceed chunked_prefill_size 16"),
         (["-t", "binary.jsonl"], "binary.jsonl:1: not a text trace: binary data b'"),
         (["-t", "binary.jsonl", "--trace-format", "vidur"], "binary.jsonl:1: not a text trace: binary data b'"),
         (["-t", "cut-header.jsonl.gz"], "cut-header.jsonl.gz:1: truncated or corrupt gzip"),
@@ -132,19 +148,37 @@ def test_bad_input_exits_2_with_one_line(tmp_path, command, args, message):
 
 
 def test_help_states_scheduler_defaults():
-    result = runner.invoke(app, ["batches", "--help"], env={"COLUMNS": "200"})
+    result = runner.invoke(app, ["batches", "--help"], env={"COLUMNS": "300"})
     assert result.exit_code == 0
-    for text in ["--chunked-prefill-size", "[default: 8192]", "[default: 16384]", "[default: 40000]", "--prefix-cache", "--time-scale"]:
+    for text in [
+        "--chunked-prefill-size", "[default: 8192]", "[default: 16384]", "[default: 40000]", "--prefix-cache", "--time-scale",
+        "--decode", "--no-decode", "--page-size", "--max-total-tokens", "[default: 1048576]", "--enable-mixed-chunk",
+        "--default-output-tokens", "[default: 256]", "--decode-fixed-ms", "--decode-ms-per-request",
+    ]:
         assert text in result.stdout
 
 
 @pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not present (../shared/traces)")
-def test_plan_on_mooncake_trace():
-    args = ["plan", "-t", str(TRACES / "mooncake-fast25/conversation_trace.jsonl"), "--cp-size", "4", "--buckets", "sglang-default:8192", "-f", "json"]
+@pytest.mark.parametrize("decode, forwards", [("--no-decode", 17_679), ("--decode", 17_753)])
+def test_plan_on_mooncake_trace(decode, forwards):
+    args = ["plan", "-t", str(TRACES / "mooncake-fast25/conversation_trace.jsonl"), "--cp-size", "4", "--buckets", "sglang-default:8192", "-f", "json", decode]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["tokens"] == 144_793_823 and doc["batches"] == 17_679
+    assert doc["tokens"] == 144_793_823 and doc["batches"] == forwards
+    assert doc["simulation"]["decode"] is (decode == "--decode")
+
+
+def test_page_size_reaches_the_simulation(tmp_path):
+    # SGLang's page-16 forwards of [6758, 9000, 3000] with every request present at once.
+    trace = tmp_path / "req.csv"
+    trace.write_text("arrived_at,num_prefill_tokens\n0,6758\n0,9000\n0,3000\n")
+    out = tmp_path / "lens.jsonl"
+    result = runner.invoke(app, ["batches", "-t", str(trace), "-o", str(out), "--page-size", "16", "--fold", "none"])
+    assert result.exit_code == 0, result.output
+    assert [r["extend_seq_lens"] for r in lines_of(out)] == [[6758, 1424], [7576, 608], [2392]]
+    bad = runner.invoke(app, ["batches", "-t", str(trace), "-o", str(out), "--max-total-tokens", "0"])
+    assert bad.exit_code == 2
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,8 @@ from cpbcg.planner.buckets import read_bucket_file
 from cpbcg.planner.export import EmitFormat, export_buckets, parse_sglang_flags
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.layout import CPLayout
-from cpbcg.config import SchedulerConfig
 
-CP4 = Deployment(cp=CPLayout(4), scheduler=SchedulerConfig())
+CP4 = Deployment(cp=CPLayout(4))
 CP1 = Deployment(cp=CPLayout(1))
 
 BUCKETS = [16, 512, 2048, 4096, 8193]
@@ -23,7 +22,7 @@ def test_sglang_flags_round_trip():
         "--enable-prefill-cp --attn-cp-size 4 --cp-strategy zigzag --chunked-prefill-size 8192 --max-prefill-tokens 16384\n"
     )
     assert parse_sglang_flags(text) == BUCKETS
-    assert export_buckets(BUCKETS, "sglang", CP1) == "--cuda-graph-bs-prefill 16 512 2048 4096 8193 --cuda-graph-max-bs-prefill 8193\n"
+    assert export_buckets(BUCKETS, "sglang", CP1) == "--cuda-graph-bs-prefill 16 512 2048 4096 8193 --cuda-graph-max-bs-prefill 8193 --chunked-prefill-size 8192 --max-prefill-tokens 16384\n"
 
 
 @pytest.mark.parametrize("fmt,suffix", [("json", ".json"), ("yaml", ".yaml")])

@@ -363,7 +363,7 @@ def test_real_trace_fails_the_default_list_and_passes_with_headroom(shared_trace
     packed 8192-token forward needs more CP-local rows than C(8192); a captured 8448 bucket
     rescues it."""
     trace = shared_traces / "azure-llm-2023" / "AzureLLMInferenceTrace_conv.csv"
-    base = ["replay-check", "--config", "ci-gates-cp4", "--trace", str(trace), "--format", "json"]
+    base = ["replay-check", "--config", "ci-gates-cp4", "--trace", str(trace), "--format", "json", "--no-decode"]
     failing = runner.invoke(app, base)
     assert failing.exit_code == 1, failing.output
     doc = orjson.loads(failing.stdout)

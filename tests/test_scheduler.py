@@ -1,4 +1,5 @@
-"""Scheduler simulation: hand-worked batch streams, prefix cache, arrivals, conservation."""
+"""Scheduler simulation, prefill-only model (`decode=False`): hand-worked batch streams, prefix
+cache, arrivals, conservation. The SGLang packing rules and decode are in test_scheduler_rules.py."""
 
 from __future__ import annotations
 
@@ -11,17 +12,17 @@ from hypothesis import strategies as st
 
 from cpbcg.config import SchedulerConfig
 from cpbcg.planner.requests import RequestChunk
-from cpbcg.planner.scheduler import PrefixCache, Simulation
+from cpbcg.planner.scheduler import PrefixCache, SchedulerSettings, Simulation
 from cpbcg.planner.sources import open_source
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 # Zero fixed cost and 1,000 tokens/s: a forward of n tokens takes n ms, easy to work by hand.
-HAND = dict(prefill_fixed_ms=0.0, prefill_tokens_per_s=1000.0)
+HAND = dict(prefill_fixed_ms=0.0, prefill_tokens_per_s=1000.0, decode=False)
 
 
 def run(lengths, times=None, hashes=None, **settings_) -> tuple[list[list[int]], Simulation]:
     """Simulate one chunk of requests (all at t=0 unless `times` given); returns the batches."""
-    cfg = SchedulerConfig(**{**HAND, **settings_})
+    cfg = SchedulerSettings(**{**HAND, **settings_})
     arrival = np.zeros(len(lengths)) if times is None else np.asarray(times, dtype=float)
     chunk = RequestChunk(np.asarray(lengths, dtype=np.int64), arrival, hashes)
     sim = Simulation([chunk], cfg)
@@ -122,7 +123,7 @@ def test_lru_evicts_leaf_blocks_first():
 
 def test_poisson_arrivals_are_seeded():
     chunk = lambda: RequestChunk(np.full(200, 3000, dtype=np.int64), None, None)  # noqa: E731
-    cfg = SchedulerConfig(rate=8.0, seed=7)
+    cfg = SchedulerSettings(rate=8.0, seed=7, decode=False)
     first = [b.extend_seq_lens.tolist() for b in Simulation([chunk()], cfg)]
     again = [b.extend_seq_lens.tolist() for b in Simulation([chunk()], cfg)]
     assert first == again
@@ -131,7 +132,7 @@ def test_poisson_arrivals_are_seeded():
     assert sim.summary().synthetic_arrivals
     # 200 requests at 8/s span about 25 s of simulated time
     assert 15.0 < sim.summary().simulated_s < 40.0
-    slow = Simulation([chunk()], SchedulerConfig(rate=0.01, seed=7))
+    slow = Simulation([chunk()], SchedulerSettings(rate=0.01, seed=7, decode=False))
     assert sum(b.num_batches for b in slow) == 200  # idle server: one request per forward
 
 
@@ -180,7 +181,7 @@ def test_simulation_note_and_summary_after_iteration():
     from cpbcg.cli.source_note import simulation_note, simulation_summary
 
     assets = Path(__file__).parent / "assets" / "requests"
-    source = open_source(assets / "mooncake.jsonl", scheduler=SchedulerConfig(prefix_cache="unlimited", time_scale=2.0))
+    source = open_source(assets / "mooncake.jsonl", scheduler=SchedulerConfig(prefix_cache="unlimited", time_scale=2.0, decode=False))
     forwards = sum(part.num_batches for part in source.batches)
     note = simulation_note(source)
     assert note.startswith(f"simulated {forwards} prefill forwards from 4 requests (Mooncake, timestamps / time-scale 2): chunked_prefill_size 8192, ")
@@ -189,7 +190,7 @@ def test_simulation_note_and_summary_after_iteration():
     assert summary["trace_format"] == "mooncake" and summary["arrivals"] == "timestamps"
     assert summary["batches"] == forwards and summary["requests"] == 4 and summary["scheduler"]["prefix_cache"] == "unlimited"
     assert 0.0 <= summary["busy_fraction"] <= 1.0
-    vidur = open_source(assets / "vidur.csv", scheduler=SchedulerConfig(rate=4.0))
+    vidur = open_source(assets / "vidur.csv", scheduler=SchedulerConfig(rate=4.0, decode=False))
     list(vidur.batches)
     assert simulation_note(vidur).splitlines()[1] == "Poisson arrivals at 4 req/s (no arrival times were read: the trace has none or no --time-field was given; --rate, seed 0)"
     assert simulation_summary(vidur)["arrivals"] == "poisson"

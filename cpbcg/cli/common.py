@@ -66,13 +66,20 @@ TimeFieldOpt = Annotated[Optional[str], typer.Option("--time-field", help="Arriv
 ChunkedPrefillOpt = Annotated[Optional[int], typer.Option("--chunked-prefill-size", help="Chunk budget per prefill forward in tokens; -1 disables chunking (SGLang --chunked-prefill-size). [default: 8192]", show_default=False)]
 MaxPrefillTokensOpt = Annotated[Optional[int], typer.Option("--max-prefill-tokens", min=1, help="Token budget of one prefill forward (SGLang --max-prefill-tokens). [default: 16384]", show_default=False)]
 PrefillMaxRequestsOpt = Annotated[Optional[int], typer.Option("--prefill-max-requests", min=1, help="Most requests in one prefill forward (SGLang --prefill-max-requests). [default: unlimited]", show_default=False)]
-MaxRunningRequestsOpt = Annotated[Optional[int], typer.Option("--max-running-requests", min=1, help="Most requests running at once; decode is not simulated, so it caps the requests of one forward. [default: unlimited]", show_default=False)]
+MaxRunningRequestsOpt = Annotated[Optional[int], typer.Option("--max-running-requests", min=1, help="Request slots: requests decoding plus those of the forward being formed (with --no-decode it caps the requests of one forward). [default: min(max_total_tokens // 2, 4096) with decode, unlimited without]", show_default=False)]
 PrefixCacheOpt = Annotated[Optional[str], typer.Option("--prefix-cache", help="Prefix cache over hash_ids (512-token blocks): off, unlimited, or a size in tokens (LRU). [default: off]", show_default=False)]
 PrefillFixedMsOpt = Annotated[Optional[float], typer.Option("--prefill-fixed-ms", min=0.0, help="Fixed time of one prefill forward (ms). [default: 5.0]", show_default=False)]
 PrefillTokensPerSOpt = Annotated[Optional[float], typer.Option("--prefill-tokens-per-s", help="Prefill throughput (tokens/s); a forward of n tokens takes prefill_fixed_ms + n / this. [default: 40000]", show_default=False)]
 RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Poisson arrival rate for request traces without timestamps (requests/s). [default: 4.0]", show_default=False)]
 TimeScaleOpt = Annotated[Optional[float], typer.Option("--time-scale", help="Divide inter-arrival gaps by this to emulate higher load. [default: 1.0]", show_default=False)]
 SeedOpt = Annotated[Optional[int], typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of the synthetic Poisson arrivals. [default: 0]", show_default=False)]
+DecodeOpt = Annotated[Optional[bool], typer.Option("--decode/--no-decode", help="Simulate decode (request slots, KV pool, decode steps between prefills); --no-decode keeps the prefill-only model. [default: decode]", show_default=False)]
+PageSizeOpt = Annotated[Optional[int], typer.Option("--page-size", min=1, help="KV page size in tokens; charges are page-rounded and chunks cut to a page boundary (SGLang --page-size). [default: 1]", show_default=False)]
+MaxTotalTokensOpt = Annotated[Optional[int], typer.Option("--max-total-tokens", min=1, help="KV pool in tokens, with decode (SGLang --max-total-tokens). [default: 1048576]", show_default=False)]
+MixedChunkOpt = Annotated[Optional[bool], typer.Option("--enable-mixed-chunk/--no-mixed-chunk", help="Run the decode tokens of running requests inside prefill forwards (SGLang --enable-mixed-chunk). [default: off]", show_default=False)]
+DefaultOutputOpt = Annotated[Optional[int], typer.Option("--default-output-tokens", min=1, help="Output length for requests whose trace has none (tokens). [default: 256]", show_default=False)]
+DecodeFixedMsOpt = Annotated[Optional[float], typer.Option("--decode-fixed-ms", min=0.0, help="Fixed time of one decode step (ms). [default: --prefill-fixed-ms]", show_default=False)]
+DecodeMsPerRequestOpt = Annotated[Optional[float], typer.Option("--decode-ms-per-request", min=0.0, help="Decode time per running request per step (ms). [default: 1000 / --prefill-tokens-per-s]", show_default=False)]
 
 
 @contextmanager

@@ -29,7 +29,8 @@ from cpbcg.cli.common import (
     AlignOpt, BucketsOpt, CaptureLayoutOpt, ChunkedPrefillOpt, ConfigOpt, CpSizeOpt, FactorOpt, LengthFieldOpt,
     MaxCaptureReqOpt, MaxContextOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
     PrefillMaxRequestsOpt, PrefillTokensPerSOpt, PrefixCacheOpt, RateOpt, SeedOpt, StrategyOpt, TimeFieldOpt,
-    TimeScaleOpt, TraceFormatOpt, TraceOpt,
+    TimeScaleOpt, TraceFormatOpt, TraceOpt, DecodeOpt, PageSizeOpt, MaxTotalTokensOpt, MixedChunkOpt, DefaultOutputOpt,
+    DecodeFixedMsOpt, DecodeMsPerRequestOpt,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -90,14 +91,28 @@ class SchedulerOptions:
     rate: RateOpt = None
     time_scale: TimeScaleOpt = None
     seed: SeedOpt = None
+    decode: DecodeOpt = None
+    page_size: PageSizeOpt = None
+    max_total_tokens: MaxTotalTokensOpt = None
+    enable_mixed_chunk: MixedChunkOpt = None
+    default_output_tokens: DefaultOutputOpt = None
+    decode_fixed_ms: DecodeFixedMsOpt = None
+    decode_ms_per_request: DecodeMsPerRequestOpt = None
 
     def overrides(self) -> dict[str, Any]:
         """Dotted `scheduler.*` config keys (field names are SchedulerConfig's keys)."""
         return {f"scheduler.{f.name}": getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def given_flags(self) -> list[str]:
-        """Flags given on the command line, in declaration order."""
-        return [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(self) if getattr(self, f.name) is not None]
+        """Flags given on the command line, in declaration order (`--no-decode` as given)."""
+        flags = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            name = f.name.replace("_", "-")
+            flags.append(f"--{'no-' if value is False else ''}{'mixed-chunk' if f.name == 'enable_mixed_chunk' and value is False else name}")
+        return flags
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import typer
 from typing import TYPE_CHECKING
 
 from cpbcg.planner.requests import TraceFormat, detect_format
+from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.planner.sources import BatchSource
 
 if TYPE_CHECKING:
@@ -57,7 +58,9 @@ def simulation_note(source: BatchSource) -> str | None:
         f"{chunking}{limits}, prefill {_num(cfg.prefill_tokens_per_s)} tok/s + {_num(cfg.prefill_fixed_ms)} ms/forward, "
         f"{cache}; prefill busy {_busy(s):.1%}, at most {s.max_waiting:,} waiting"
     )
-    if _busy(s) >= SATURATED_BUSY:
+    if s.decode:
+        text += "\n" + _decode_note(s, cfg)
+    if backlog_fraction(s) >= SATURATED_BUSY:
         text += (
             "\nthe simulated prefill is saturated, so most forwards are full chunks: set "
             "--prefill-tokens-per-s and --prefill-fixed-ms to your server's measured prefill speed"
@@ -78,9 +81,10 @@ def simulation_summary(source: BatchSource) -> dict | None:
     return {
         "trace_format": _value(source.trace_format),
         "arrivals": "poisson" if s.synthetic_arrivals else "timestamps",
-        "scheduler": sim.cfg.model_dump(mode="json"),
+        "scheduler": dataclasses.asdict(sim.cfg),
         **dataclasses.asdict(s),
         "busy_fraction": _busy(s),
+        "backlog_fraction": backlog_fraction(s),
     }
 
 
@@ -123,6 +127,28 @@ def warn_ignored_options(trace: "TraceOptions", scheduler: "SchedulerOptions") -
     note = ignored_options_note(kind, flags, trace.trace)
     if note is not None:
         typer.echo(note, err=True)
+
+
+def _decode_note(s, cfg) -> str:
+    """The decode line: what the decode model assumed and how much it held the server."""
+    pool = "unbounded KV" if s.kv_pool_tokens is None else f"KV pool {s.kv_pool_tokens:,} tokens (peak {s.peak_kv_tokens:,})"
+    if s.default_output_requests == s.requests:
+        outputs = f"output lengths none in the trace, default_output_tokens {cfg.default_output_tokens:,} each"
+    else:
+        outputs = "output lengths from the trace"
+        if s.default_output_requests:
+            outputs += f" ({s.default_output_requests:,} at default_output_tokens {cfg.default_output_tokens:,})"
+    step = f"{_num(cfg.decode_step_fixed_ms)} ms + {cfg.decode_step_ms_per_request:g} ms/request"
+    mixed = f", {s.mixed_decode_tokens:,} decode tokens mixed into prefills" if s.mixed_decode_tokens else ""
+    return (
+        f"decode: {outputs}; step {step}; decode busy {_share(s.decode_s, s)} ({_share(s.blocked_decode_s, s)} with requests kept waiting)"
+        f"{mixed}; at most {s.max_running:,} running of {cfg.request_slots:,} slots, {pool}; "
+        f"admission stopped by KV {s.kv_limited_forwards:,}x, by slots {s.slot_limited_forwards:,}x"
+    )
+
+
+def _share(seconds: float, s) -> str:
+    return f"{seconds / s.simulated_s if s.simulated_s else 0.0:.1%}"
 
 
 def _value(kind: TraceFormat | str | None) -> str | None:

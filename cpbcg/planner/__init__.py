@@ -1,17 +1,29 @@
-"""The planner: CP layout model, capacity model, replay selector and bucket evaluation.
+"""The planner: CP layout model, capacity model, replay selector, evaluation and recommendation.
 
-Pure numpy; importing it never imports torch (a test proves it). Functions return typed
-results and never print.
+Pure numpy; it never imports cpbcg.config, pydantic, yaml, typer, rich or torch (tests prove
+it). Functions return typed results and never print. Import what you need from its modules
+(`cpbcg.planner.layout`, `.selector`, `.evaluate`, `.recommend`, ...); the names below are
+loaded on first use.
 """
 
-from cpbcg.planner.buckets import parse_bucket_spec, sglang_default_buckets
-from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, local_capacity
-from cpbcg.planner.evaluate import Demand, Evaluation, evaluate
-from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, cp_active, local_rows, local_tokens
-from cpbcg.planner.selector import BucketTable, EagerReason, select_buckets, select_one
+from __future__ import annotations
 
-__all__ = [
-    "BatchSet", "BucketTable", "CPLayout", "CPStrategy", "CaptureLayout", "CaptureSpec", "Demand",
-    "EagerReason", "Evaluation", "cp_active", "evaluate", "local_capacity", "local_rows",
-    "local_tokens", "parse_bucket_spec", "select_buckets", "select_one", "sglang_default_buckets",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "BatchSet": "layout", "CPLayout": "layout", "CPStrategy": "layout", "cp_active": "layout", "local_rows": "layout",
+    "local_tokens": "layout", "CaptureLayout": "capacity", "CaptureSpec": "capacity", "local_capacity": "capacity",
+    "BucketTable": "selector", "EagerReason": "selector", "select_buckets": "selector", "select_one": "selector",
+    "Demand": "demand", "Evaluation": "evaluate", "evaluate": "evaluate", "parse_bucket_spec": "buckets",
+    "sglang_default_buckets": "buckets", "Deployment": "deployment",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'cpbcg.planner' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"cpbcg.planner.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

@@ -13,6 +13,7 @@ from typing import Any
 from cpbcg.planner.capacity import CaptureSpec
 from cpbcg.planner.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.layout import CPLayout
+from cpbcg.planner.scheduler import SchedulerSettings
 from cpbcg.planner.selector import BucketTable
 
 
@@ -30,8 +31,8 @@ class Deployment:
     """The configured bucket list (tokens, ascending), as the spec resolved."""
     bucket_spec: str = ""
     """The spec the list came from (`sglang-default:8192`, a file, ...), for reports."""
-    scheduler: Any = None
-    """Scheduler settings for request traces (`cpbcg.planner.scheduler`); None = defaults."""
+    scheduler: SchedulerSettings = SchedulerSettings()
+    """How request traces become forwards (`cpbcg.planner.scheduler`)."""
     cost: CostModel = DEFAULT_COST
     """Modelled prefill time (see `cpbcg.planner.cost`)."""
 

@@ -163,10 +163,8 @@ class Recommendation:
 
 def default_chunk_tokens(deployment: Deployment) -> int:
     """The largest forward the scheduler forms: `chunked_prefill_size`, or `max_prefill_tokens`
-    when chunking is off (-1); 8192 (SGLang's H100/H200 default) without scheduler settings."""
+    when chunking is off (-1)."""
     sched = deployment.scheduler
-    if sched is None:
-        return 8192
     chunk = int(sched.chunked_prefill_size)
     return chunk if chunk > 0 else int(sched.max_prefill_tokens)
 

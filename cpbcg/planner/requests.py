@@ -98,6 +98,8 @@ class RequestChunk:
     """[n] float64: arrival time (s, non-decreasing across the whole trace; any origin), or None."""
     hash_ids: list[list[int]] | None
     """[n] prefix-block hashes (512 tokens per block) per request, or None when the trace has none."""
+    output_tokens: np.ndarray | None = None
+    """[n] int64: output (generated) length of each request (tokens, >= 1), or None when not read."""
 
     @property
     def num_requests(self) -> int:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-from cpbcg.config import SchedulerConfig
 from cpbcg.planner.batch_trace import read_batch_trace
 from cpbcg.planner.layout import BatchSet
 from cpbcg.planner.requests import TraceFormat, detect_format, read_requests, request_spec
-from cpbcg.planner.scheduler import Simulation
+from cpbcg.planner.scheduler import SchedulerSettings, Simulation
 from cpbcg.planner.synthetic import synthetic_batches
 
 EMBEDDED_DEFAULT = "embedded default (seeded synthetic chat workload, 20,000 forwards)"
@@ -35,14 +34,16 @@ class BatchSource:
 def open_source(
     trace: Path | None,
     trace_format: TraceFormat | str = TraceFormat.auto,
-    scheduler: SchedulerConfig | None = None,
+    scheduler: SchedulerSettings | None = None,
     length_field: str | None = None,
     time_field: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> BatchSource:
     """Open `trace` (or the embedded default when None) as a batch stream.
 
     `trace_format` `auto` detects the format from the first line; request traces are turned
-    into forwards by the scheduler simulation with `scheduler` (defaults when None).
+    into forwards by the scheduler simulation with `scheduler` (defaults when None), which calls
+    `progress(requests read so far)` as it reads the trace.
     Raises `TraceError` (`FILE:LINE: ...`) for unreadable, unknown or malformed traces.
     """
     if trace is None:
@@ -54,14 +55,15 @@ def open_source(
     if fmt is TraceFormat.batches:
         return BatchSource(read_batch_trace(trace), fmt, None)
     spec = request_spec(fmt, length_field, time_field)
-    simulation = Simulation(read_requests(trace, spec), scheduler or SchedulerConfig())
+    settings = scheduler.to_settings() if hasattr(scheduler, "to_settings") else scheduler  # pydantic config
+    simulation = Simulation(read_requests(trace, spec), settings or SchedulerSettings(), progress)
     return BatchSource(iter(simulation), fmt, simulation)
 
 
 def open_batches(
     trace: Path | None,
     trace_format: TraceFormat | str = TraceFormat.auto,
-    scheduler: SchedulerConfig | None = None,
+    scheduler: SchedulerSettings | None = None,
     length_field: str | None = None,
     time_field: str | None = None,
 ) -> Iterator[BatchSet]:

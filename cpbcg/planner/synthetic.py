@@ -4,9 +4,9 @@
 stand-in for a busy chat deployment, not a measurement: request lengths are log-normal (median
 1,800 tokens, sigma 1.0, clipped to 16..65,536), a random number of requests wait at each
 prefill step (1 + Poisson(1.2)), and they are packed FCFS into chunks of `chunk_tokens` (8,192)
-the way chunked prefill does it (domain §6): the in-progress chunk first, whole requests while
-they fit, the first one that does not fit cut to the remaining budget. Seed 2026, 20,000
-forwards.
+by the scheduler's own packing rule (`scheduler.adder`, page size 1, no KV budget): the
+in-progress chunk first, whole requests while they fit, the first one that does not fit cut
+to the remaining budget. Seed 2026, 20,000 forwards.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from collections import deque
 import numpy as np
 
 from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.scheduler.adder import PrefillAdder, fill_forward
+from cpbcg.planner.scheduler.settings import SchedulerSettings
 
 DEFAULT_SEED = 2026
 DEFAULT_NUM_BATCHES = 20_000
@@ -27,21 +29,26 @@ def synthetic_batches(
 ) -> BatchSet:
     """Generate the default workload (see module doc). Deterministic for a given seed."""
     rng = np.random.default_rng(seed)
+    settings = SchedulerSettings(chunked_prefill_size=chunk_tokens, max_prefill_tokens=1 << 62, decode=False)
     waiting: deque[int] = deque()
+    chunked: int | None = None  # extend tokens left of the in-progress request
     batches: list[list[int]] = []
     while len(batches) < num_batches:
         arrivals = 1 + rng.poisson(1.2)
         lengths = np.clip(rng.lognormal(np.log(1800), 1.0, size=arrivals), 16, 65536).astype(int)
         waiting.extend(int(x) for x in lengths)
-        budget, batch = chunk_tokens, []
-        while waiting and budget > 0:
-            head = waiting[0]
-            if head <= budget:
-                batch.append(waiting.popleft())
-                budget -= head
-            else:
-                batch.append(budget)
-                waiting[0] = head - budget
-                budget = 0
+        adder = PrefillAdder(settings)
+        batch = [] if chunked is None else [adder.add_chunked(chunked, 0)]
+        chunked = None if chunked is None or batch[0] == chunked else chunked - batch[0]
+        if chunked is None:
+            admitted, _ = fill_forward(adder, waiting, _plain)
+            batch += [taken for _, _, taken in admitted]
+            if admitted and admitted[-1][2] < admitted[-1][1]:
+                chunked = admitted[-1][1] - admitted[-1][2]
         batches.append(batch)
     return BatchSet.from_lists(batches)
+
+
+def _plain(length: int) -> tuple[int, int, int]:
+    """`(extend, prefix, output)` tokens of a synthetic request: no cache, no output."""
+    return length, 0, 0

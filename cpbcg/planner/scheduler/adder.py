@@ -1,0 +1,148 @@
+"""How one prefill forward is packed: the rules of SGLang's `PrefillAdder` (schedule_policy.py)
+and the waiting-queue loop of `Scheduler._get_new_batch_prefill_raw` (scheduler.py).
+
+This is the only implementation of chunked-prefill packing in cpbcg: the scheduler simulation
+and the embedded synthetic workload (`planner/synthetic.py`) both call `fill_forward`.
+Budgets are in tokens; `kv_free_tokens=None` means no KV budget (prefill-only model).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from enum import Enum
+from typing import Callable
+
+from cpbcg.planner.scheduler.settings import SchedulerSettings
+
+
+class AddResult(Enum):
+    """SGLang's `AddReqResult`: whether the loop may try the next waiting request."""
+
+    CONTINUE = 0
+    NO_TOKEN = 1
+    """The KV budget is spent (the batch is full until requests finish)."""
+    OTHER = 2
+    """A compute budget or a request limit is spent."""
+
+
+class PrefillAdder:
+    """Budgets of one forward being formed (SGLang `PrefillAdder.__init__`).
+
+    `mixed_decode_tokens` is the running batch size with `enable_mixed_chunk` (it shrinks the
+    chunk and input budgets and is charged to the KV budget); `kv_free_tokens` is the KV pool
+    minus the tokens resident requests hold (None: no KV budget); `running_reserve_tokens` is
+    the running requests' `new_token_ratio x min(remaining output, clip)` sum;
+    `allocatable_requests` is `max_running_requests - running_bs` (None: unlimited).
+    """
+
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        mixed_decode_tokens: int = 0,
+        kv_free_tokens: float | None = None,
+        running_reserve_tokens: float = 0.0,
+        allocatable_requests: int | None = None,
+    ):
+        self.page_size = settings.page_size
+        self.clip = settings.clip_max_new_tokens
+        self.allocatable = allocatable_requests
+        limit = settings.prefill_max_requests
+        if allocatable_requests is not None:
+            limit = allocatable_requests if limit is None else min(limit, allocatable_requests)
+        self.request_limit = limit
+        self.rem_input_tokens = settings.max_prefill_tokens - mixed_decode_tokens
+        chunk = settings.chunk_tokens
+        self.rem_chunk_tokens = None if chunk is None else chunk - mixed_decode_tokens
+        self.kv_free = kv_free_tokens
+        self.rem_total_offset = mixed_decode_tokens + running_reserve_tokens
+        self.cur_rem_offset = mixed_decode_tokens
+        self.num_admitted = 0
+
+    def ceil_paged_tokens(self, tokens: int) -> int:
+        """SGLang `ceil_paged_tokens`: tokens rounded up to whole pages."""
+        return -(-tokens // self.page_size) * self.page_size
+
+    @property
+    def rem_total_tokens(self) -> float:
+        return math.inf if self.kv_free is None else self.kv_free - self.rem_total_offset
+
+    @property
+    def cur_rem_tokens(self) -> float:
+        return math.inf if self.kv_free is None else self.kv_free - self.cur_rem_offset
+
+    def budget_state(self) -> AddResult:
+        """SGLang `budget_state`: KV first, then the input and chunk budgets."""
+        if self.kv_free is not None and (self.rem_total_tokens <= 0 or self.cur_rem_tokens <= 0):
+            return AddResult.NO_TOKEN
+        if self.rem_input_tokens <= 0 or (self.rem_chunk_tokens is not None and self.rem_chunk_tokens <= 0):
+            return AddResult.OTHER
+        return AddResult.CONTINUE
+
+    def charge(self, extend_tokens: int, max_new_tokens: int) -> None:
+        """SGLang `_update_prefill_budget`: page-rounded extend charged to every budget; the KV
+        budget also reserves the output estimate and one page (`reserve`)."""
+        paged = extend_tokens if self.page_size == 1 else self.ceil_paged_tokens(extend_tokens)
+        self.rem_total_offset += paged + max_new_tokens + self.page_size
+        self.cur_rem_offset += paged
+        self.rem_input_tokens -= paged
+        if self.rem_chunk_tokens is not None:
+            self.rem_chunk_tokens -= paged
+        self.num_admitted += 1
+
+    def add_chunked(self, remaining_tokens: int, output_tokens: int) -> int:
+        """SGLang `add_chunked_req`: the in-progress request takes up to the chunk budget (capped
+        by the KV budget unless that is spent), with no page cut. Returns the tokens taken."""
+        limit = self.rem_chunk_tokens
+        if self.kv_free is not None:
+            limit = min(limit, int(self.rem_total_tokens))
+            if limit <= 0:
+                limit = self.rem_chunk_tokens
+        take = min(remaining_tokens, max(limit, 1))  # max: a chunk budget spent by mixed decode tokens
+        self.charge(take, min(output_tokens, self.clip) if take == remaining_tokens else 0)
+        return take
+
+    def add_one(self, extend_tokens: int, prefix_tokens: int, output_tokens: int) -> tuple[AddResult, int]:
+        """SGLang `add_one_req` (and the slot check before it in `_get_new_batch_prefill_raw`).
+
+        Returns `(result, tokens taken)`; 0 tokens means the request was not admitted and
+        `result` says why; a take below `extend_tokens` starts a chunked request.
+        """
+        if self.request_limit is not None and self.num_admitted >= self.request_limit:
+            return AddResult.OTHER, 0  # request slots, then prefill_max_requests
+        max_new = min(output_tokens, self.clip)
+        if self.kv_free is not None and extend_tokens + max_new + self.page_size >= self.rem_total_tokens:
+            return AddResult.NO_TOKEN, 0
+        input_tokens = extend_tokens if self.page_size == 1 else self.ceil_paged_tokens(extend_tokens)
+        chunk = self.rem_chunk_tokens
+        if chunk is None and self.num_admitted and input_tokens >= self.rem_input_tokens:
+            return AddResult.OTHER, 0
+        if chunk is None or input_tokens <= chunk:
+            self.charge(extend_tokens, max_new)
+            return self.budget_state(), extend_tokens
+        page = self.page_size
+        take = (prefix_tokens + chunk // page * page) // page * page - prefix_tokens
+        if take <= 0:
+            return AddResult.OTHER, 0
+        self.charge(take, 0)
+        return self.budget_state(), take
+
+
+def fill_forward(adder: PrefillAdder, waiting: deque, lookup: Callable[[object], tuple[int, int, int]]) -> tuple[list, AddResult]:
+    """The waiting-queue loop of `_get_new_batch_prefill_raw`: FCFS `add_one` until a request is
+    refused or the budgets are spent. `lookup(item)` gives `(extend, prefix, output)` tokens of
+    a waiting item. Admitted items are popped; returns `[(item, extend, taken)]` and the last
+    result (`NO_TOKEN` tells the caller the KV budget stopped the forward).
+    """
+    admitted: list = []
+    result = AddResult.CONTINUE
+    while waiting:
+        item = waiting[0]
+        extend, prefix, output = lookup(item)
+        result, taken = adder.add_one(extend, prefix, output)
+        if taken:
+            waiting.popleft()
+            admitted.append((item, extend, taken))
+        if result is not AddResult.CONTINUE or taken < extend:
+            break
+    return admitted, result

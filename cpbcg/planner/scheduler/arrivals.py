@@ -1,0 +1,87 @@
+"""Requests in arrival order, pulled from a stream of `RequestChunk`s on demand (bounded memory)."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable, Iterable
+
+import numpy as np
+
+from cpbcg.planner.requests import RequestChunk
+from cpbcg.planner.scheduler.settings import SchedulerSettings
+
+
+class Arrivals:
+    """Hands out waiting-queue items `(input_tokens, hash_ids or None, output_tokens)`.
+
+    Arrival times are the trace's (gaps divided by `time_scale`, origin at the first request),
+    or a seeded Poisson process at `rate` requests/s for chunks without them. Requests without
+    output lengths get `default_output_tokens`. `progress(requests)` is called after each chunk.
+    """
+
+    def __init__(
+        self,
+        chunks: Iterable[RequestChunk],
+        settings: SchedulerSettings,
+        keep_hashes: bool,
+        progress: Callable[[int], None] | None = None,
+    ):
+        self._chunks = iter(chunks)
+        self._rng = np.random.default_rng(settings.seed)
+        self._rate, self._scale, self._keep_hashes = settings.rate, settings.time_scale, keep_hashes
+        self._default_output = settings.default_output_tokens
+        self._progress = progress
+        self._origin_s: float | None = None
+        self._clock_s = 0.0
+        self._times: list[float] = []
+        self._items: list[tuple] = []
+        self._i = 0
+        self.requests = self.input_tokens = self.output_tokens = self.default_outputs = 0
+        self.synthetic = False
+
+    def next_time_s(self) -> float | None:
+        """Arrival time of the next request not yet handed out, or None at the end."""
+        if self._i == len(self._times) and not self._refill():
+            return None
+        return self._times[self._i]
+
+    def admit(self, now_s: float, waiting: deque) -> None:
+        """Append every request arrived by `now_s` to `waiting`."""
+        while True:
+            times, i, n = self._times, self._i, len(self._times)
+            j = i
+            while j < n and times[j] <= now_s:
+                j += 1
+            waiting.extend(self._items[i:j])
+            self._i = j
+            if j < n or not self._refill():
+                return
+
+    def _refill(self) -> bool:
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            return False
+        n = chunk.num_requests
+        if chunk.arrival_s is None:
+            self.synthetic = True
+            times = self._clock_s + np.cumsum(self._rng.exponential(1.0 / self._rate, n)) / self._scale
+        else:
+            if self._origin_s is None and n:
+                self._origin_s = float(chunk.arrival_s[0])
+            times = (chunk.arrival_s - (self._origin_s or 0.0)) / self._scale
+        if n:
+            self._clock_s = float(times[-1])
+        outputs = getattr(chunk, "output_tokens", None)
+        if outputs is None:
+            outputs = np.full(n, self._default_output, dtype=np.int64)
+            self.default_outputs += n
+        hashes = chunk.hash_ids if self._keep_hashes and chunk.hash_ids is not None else [None] * n
+        self._times = times.tolist()
+        self._items = list(zip(chunk.input_tokens.tolist(), hashes, outputs.tolist()))
+        self._i = 0
+        self.requests += n
+        self.input_tokens += int(chunk.input_tokens.sum())
+        self.output_tokens += int(outputs.sum())
+        if self._progress is not None:
+            self._progress(self.requests)
+        return True

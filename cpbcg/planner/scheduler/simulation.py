@@ -1,0 +1,211 @@
+"""The event loop: prefill and decode as SGLang's `Scheduler.event_loop_normal` alternates them.
+
+Each turn: requests that arrived join the waiting queue; `get_next_batch_to_run` forms a prefill
+forward if it can (`_get_new_batch_prefill_raw`: the in-progress chunk, then FCFS admission by
+`PrefillAdder`), otherwise the running batch decodes (`update_running_batch`); an empty server
+waits for the next arrival. Decode steps are run in runs between events (a finish, an
+arrival), which is exact because nothing changes in between. docs/scheduler.md has the model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Callable, Iterable, Iterator
+
+from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.requests import RequestChunk
+from cpbcg.planner.scheduler.adder import AddResult, PrefillAdder, fill_forward
+from cpbcg.planner.scheduler.arrivals import Arrivals
+from cpbcg.planner.scheduler.cache import make_cache
+from cpbcg.planner.scheduler.running import RunningSet
+from cpbcg.planner.scheduler.settings import SchedulerSettings
+from cpbcg.planner.scheduler.summary import SimulationSummary, Tally
+
+BATCHES_PER_CHUNK = 65536
+"""Forwards per yielded `BatchSet` (bounds memory)."""
+
+
+class Simulation:
+    """Iterate to get the prefill forwards as `BatchSet` chunks; `summary()` once exhausted.
+
+    `chunks`: the trace's `RequestChunk`s (read lazily); `progress(requests_read)` is called as
+    the trace is read. Memory is bounded by the waiting queue, the running requests and the
+    prefix cache, not by the trace length.
+    """
+
+    def __init__(
+        self,
+        chunks: Iterable[RequestChunk],
+        settings: SchedulerSettings | None = None,
+        progress: Callable[[int], None] | None = None,
+    ):
+        self.settings = self.cfg = settings or SchedulerSettings()  # `cfg`: the name commands read
+        self.cache = make_cache(self.settings.prefix_cache)
+        self.arrivals = Arrivals(chunks, self.settings, self.cache is not None, progress)
+        self.running = RunningSet(self.settings.clip_max_new_tokens)
+        self.tally = Tally()
+        self._slots = self.settings.request_slots
+        self._pool = self.settings.kv_pool_tokens
+        self._ratio = self.settings.init_new_token_ratio
+        self._batch_full = False
+        self._chunked: list | None = None  # [remaining extend, item, extend tokens prefilled so far]
+        self._start_s: float | None = None
+        self._now_s = 0.0
+
+    def __iter__(self) -> Iterator[BatchSet]:
+        waiting: deque = deque()
+        out_lens: list[int] = []
+        out_sizes: list[int] = []
+        self._start_s = self.arrivals.next_time_s()
+        self._now_s = self._start_s or 0.0
+        while True:
+            self.arrivals.admit(self._now_s, waiting)
+            batch = self._prefill(waiting) if waiting or self._chunked is not None else None
+            if batch:
+                out_lens.extend(batch)
+                out_sizes.append(len(batch))
+                if len(out_sizes) >= BATCHES_PER_CHUNK:
+                    yield BatchSet.from_sizes(out_lens, out_sizes)
+                    out_lens, out_sizes = [], []
+            elif self.running.num_requests:
+                self._decode(bool(waiting))
+            elif not self._idle(waiting):
+                break
+        if out_sizes:
+            yield BatchSet.from_sizes(out_lens, out_sizes)
+
+    def _idle(self, waiting: deque) -> bool:
+        """Nothing runs: wait for the next arrival (False at the end of the trace)."""
+        self._ratio = self.settings.init_new_token_ratio
+        self._batch_full = False
+        if waiting:
+            return True  # the head never fits the KV pool: `_prefill` forces it next turn
+        next_s = self.arrivals.next_time_s()
+        if next_s is None:
+            return False
+        self._now_s = max(self._now_s, next_s)
+        return True
+
+    def _prefill(self, waiting: deque) -> list[int]:
+        """Form and run one prefill forward; its extend lengths, or [] when none can be formed."""
+        if self._chunked is None and (not waiting or self._batch_full):
+            return []
+        s, running, slots = self.settings, self.running, self._slots
+        running_bs = running.num_requests + (self._chunked is not None)
+        allocatable = None if slots is None else slots - running_bs
+        if self._chunked is None and allocatable is not None and allocatable <= 0:
+            self._batch_full = True
+            return []
+        self.tally.max_waiting = max(self.tally.max_waiting, len(waiting))
+        mixed = running.num_requests if s.enable_mixed_chunk else 0
+        force = self._chunked is None and not running.num_requests and self.tally.forced_pending
+        kv_free = None if self._pool is None or force else self._pool - running.held_tokens - self._chunked_held()
+        adder = PrefillAdder(s, mixed, kv_free, self._ratio * running.reserve_tokens, allocatable)
+        batch: list[int] = []
+        done: list = []
+        if self._chunked is not None:
+            batch.append(self._continue_chunk(adder, done))
+        admitted: list = []
+        if not self._batch_full:
+            admitted, result = fill_forward(adder, waiting, self._lookup)
+            self._note_stop(adder, result, bool(batch or admitted), waiting)
+        for item, extend, taken in admitted:
+            batch.append(taken)
+            self.tally.cached_tokens += item[0] - extend
+            if taken < extend:
+                self._chunked = [extend - taken, item, taken]
+                self.tally.chunked_requests += 1
+            else:
+                done.append((item, extend))
+        if batch:
+            self._run_forward(batch, mixed, done)
+        return batch + [1] * mixed if batch else []
+
+    def _continue_chunk(self, adder: PrefillAdder, done: list) -> int:
+        remaining, item, held = self._chunked
+        take = adder.add_chunked(remaining, item[2])
+        if take < remaining:
+            self._chunked = [remaining - take, item, held + take]
+        else:
+            self._chunked = None
+            done.append((item, held + take))
+        return take
+
+    def _note_stop(self, adder: PrefillAdder, result: AddResult, formed: bool, waiting: deque) -> None:
+        """SGLang sets `batch_is_full` when the KV budget or the request slots stop admission."""
+        self.tally.forced_pending = False
+        slots_full = adder.allocatable is not None and adder.num_admitted >= adder.allocatable and bool(waiting)
+        if self.settings.decode and (result is AddResult.NO_TOKEN or slots_full):
+            self._batch_full = True
+            self.tally.kv_limited_forwards += result is AddResult.NO_TOKEN
+            self.tally.slot_limited_forwards += slots_full
+            if not formed and not self.running.num_requests and self._chunked is None:
+                self.tally.forced_pending = True  # an empty server cannot fit the head request
+                self.tally.kv_oversized_requests += 1
+                self._batch_full = False
+
+    def _lookup(self, item: tuple) -> tuple[int, int, int]:
+        input_tokens, blocks, output = item
+        cached = self.cache.cached_tokens(blocks, input_tokens) if blocks and self.cache is not None else 0
+        return input_tokens - cached, cached, output
+
+    def _chunked_held(self) -> int:
+        return 0 if self._chunked is None else self._chunked[2]
+
+    def _run_forward(self, batch: list[int], mixed: int, done: list) -> None:
+        """Advance time by the forward; finished prefills join the running batch."""
+        s, tally = self.settings, self.tally
+        num_tokens = sum(batch)
+        duration_s = s.prefill_fixed_ms / 1000.0 + (num_tokens + mixed) / s.prefill_tokens_per_s
+        self._now_s += duration_s
+        tally.busy_s += duration_s
+        tally.extend_tokens += num_tokens
+        tally.batches += 1
+        if mixed:
+            tally.mixed_decode_tokens += mixed
+            tally.decoded_tokens += mixed
+            if self.running.advance(1):
+                self._batch_full = False
+        for item, extend in done:
+            if self.cache is not None and item[1]:
+                self.cache.insert(item[1])
+            if s.decode and item[2] > 1:
+                self.running.add(self.ceil_paged(extend) + 1, item[2] - 1)
+            elif s.decode:
+                self._batch_full = False  # finished at prefill: the running batch shrank
+        if s.decode:
+            tally.see_running(self.running.num_requests, self.running.held_tokens + self._chunked_held())
+        tally.close_window(self._now_s)
+
+    def ceil_paged(self, tokens: int) -> int:
+        page = self.settings.page_size
+        return -(-tokens // page) * page
+
+    def _decode(self, waiting: bool) -> None:
+        """Run decode steps up to the next event: a finish, or (queue empty) an arrival."""
+        s, running = self.settings, self.running
+        n = running.num_requests
+        step_s = (s.decode_step_fixed_ms + s.decode_step_ms_per_request * n) / 1000.0
+        steps = running.steps_to_next_finish()
+        if not waiting and not self._batch_full and self._chunked is None:
+            next_s = self.arrivals.next_time_s()
+            if next_s is not None:
+                steps = min(steps, max(1, math.ceil((next_s - self._now_s) / step_s)))
+        elif not self._batch_full:
+            steps = 1  # a budget below one page stopped the forward: retry after a step
+        self._now_s += steps * step_s
+        self.tally.decode_s += steps * step_s
+        if waiting or self._chunked is not None:
+            self.tally.blocked_decode_s += steps * step_s
+        self.tally.decode_steps += steps
+        self.tally.decoded_tokens += steps * n
+        self._ratio = max(self._ratio - steps * s.new_token_ratio_decay, s.min_new_token_ratio)
+        if running.advance(steps) or not running.num_requests:
+            self._batch_full = False
+        self.tally.see_running(running.num_requests, running.held_tokens + self._chunked_held())
+
+    def summary(self) -> SimulationSummary:
+        """Counts so far (complete once iteration has finished)."""
+        start = self._start_s if self._start_s is not None else 0.0
+        return self.tally.summary(self.arrivals, self.settings, start, self._now_s)
