@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Sequence
 
-import numpy as np
 
 from cpbcg.config import GateConfig
 from cpbcg.errors import ConfigError
-from cpbcg.planner.evaluate import Demand, Evaluation
+from cpbcg.planner.evaluate import Evaluation
+from cpbcg.planner import sampling
 from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner.selector import EAGER_REASONS, GRAPH, BucketTable, select_buckets
+from cpbcg.planner.selector import EAGER_REASONS, BucketTable
 
 Unit = Literal["fraction", "batches"]
 
@@ -199,20 +199,6 @@ def sample_graph_batches(
     chunks: Iterable[BatchSet], table: BucketTable, cp: CPLayout, max_padding_factor: float, k: int, seed: int = 0
 ) -> list[list[int]]:
     """Up to `k` distinct trace lines the selector replays in a graph, uniformly sampled
-    (bottom-k of seeded random keys, so one pass and bounded memory), in trace order."""
-    rng = np.random.default_rng(seed)
-    keys = np.zeros(0)
-    kept: list[tuple[int, list[int]]] = []  # (trace position, extend_seq_lens), aligned with `keys`
-    position = 0
-    for batches in chunks:
-        demand = Demand.of(batches, cp)
-        sel = select_buckets(demand.num_tokens, demand.rows, demand.active, table, max_padding_factor)
-        graph = np.flatnonzero(sel.reason_code == GRAPH)  # [num_graph] int64 indices into the chunk
-        new_keys = rng.random(len(graph))
-        best = np.argsort(new_keys, kind="stable")[:k]
-        pool_keys = np.concatenate([keys, new_keys[best]])
-        pool = kept + [(position + int(graph[i]), batches.batch(int(graph[i]))) for i in best]
-        order = np.argsort(pool_keys, kind="stable")[:k]
-        kept, keys = [pool[j] for j in order], pool_keys[order]
-        position += batches.num_batches
-    return [seq for _, seq in sorted(kept)]
+    (`cpbcg.planner.sampling.sample_graph_batches`), in trace order."""
+    sample = sampling.sample_graph_batches(chunks, table, cp, max_padding_factor, k, seed)
+    return [list(b.extend_seq_lens) for b in sample.batches]
