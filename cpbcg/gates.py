@@ -157,12 +157,10 @@ class ReplayRecord:
     """Replay time (ms); None in a dry run."""
 
     @classmethod
-    def of(cls, record: dict[str, Any]) -> "ReplayRecord":
-        """From one dict of `cpbcg.capture.harness.replay_batches`."""
-        return cls(
-            [int(x) for x in record["extend_seq_lens"]], record.get("bucket"), record.get("verified") is True,
-            record.get("max_abs_err"), record.get("replay_ms"),
-        )
+    def of(cls, record: Any) -> "ReplayRecord":
+        """From one `cpbcg.capture.BatchReplay` of `replay_batches`."""
+        return cls([int(x) for x in record.extend_seq_lens], record.bucket, record.verified is True,
+                   record.max_abs_err, record.replay_ms)
 
 
 def replay_gate(records: Sequence[ReplayRecord]) -> GateResult:

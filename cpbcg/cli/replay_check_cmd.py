@@ -92,7 +92,7 @@ def run_replays(batches: list[list[int]], cfg: DeploymentConfig) -> tuple[Replay
     """Replay `batches` through freshly captured graphs (`cpbcg.capture.harness`); torch is
     imported here only. Raises `CaptureError` when the capture extra is not installed."""
     try:
-        from cpbcg.capture.harness import replay_batches
+        from cpbcg.capture.run import replay_batches
     except ImportError as exc:
         raise CaptureError(f"--replay needs the capture module and torch (pip install 'cpbcg[capture]'): {exc}") from exc
     return tuple(ReplayRecord.of(record) for record in replay_batches(batches, cfg))
