@@ -7,8 +7,8 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 from cpbcg.capture.comm import EmulatedGroup  # noqa: E402
-from cpbcg.capture.forward import cp_forward, eager_runner  # noqa: E402
-from cpbcg.capture.model import build_model, expand_kv, reference_forward  # noqa: E402
+from cpbcg.capture.forward import cp_forward  # noqa: E402
+from cpbcg.capture.model import build_model, expand_kv, piece, reference_forward  # noqa: E402
 from cpbcg.capture.presets import load_model_preset  # noqa: E402
 from cpbcg.capture.zigzag import cp_attention, plan_zigzag, shard, unshard  # noqa: E402
 from cpbcg.errors import CaptureError  # noqa: E402
@@ -89,5 +89,7 @@ def test_cp_forward_equals_unsharded_reference():
     lens = [1534, 161, 353]
     x = torch.randn(sum(lens), 64)
     plan = plan_zigzag(lens, 4, 576, CPU)
-    out = unshard(cp_forward(eager_runner(model), model, EmulatedGroup(4), plan, shard(x, plan)), plan)
+    pieces = [piece(model, k) for k in range(model.num_pieces)]
+    run = lambda k, x, attn: pieces[k](x, attn)  # noqa: E731
+    out = unshard(cp_forward(run, model, EmulatedGroup(4), plan, shard(x, plan)), plan)
     torch.testing.assert_close(out, reference_forward(model, x, lens), atol=1e-4, rtol=1e-4)
