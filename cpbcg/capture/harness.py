@@ -34,6 +34,8 @@ from cpbcg.errors import CaptureError, CpbcgError
 from cpbcg.planner.capacity import CaptureSpec, capture_pieces
 from cpbcg.planner.layout import CPLayout, CPStrategy
 
+CAUSES: tuple[SkipCause, ...] = ("estimate", "out_of_memory", "capture_error", "rank_disagreement")
+"""Skip causes in the order of the status flag ranks all-reduce (0 = ok, i + 1 = `CAUSES[i]`)."""
 REPLAY_ITERS = 5
 """Timed forwards per bucket (after one untimed warm-up)."""
 GIB = 2**30
@@ -140,11 +142,14 @@ class CaptureSession:
             return None, SkippedBucket(bucket, capacity, cause, _reason(exc))
 
     def _agree(self, bucket: int, capacity: int, skip: SkippedBucket | None) -> SkippedBucket | None:
-        """Every rank keeps the bucket, or every rank skips it."""
-        if self.group.agree(0 if skip is None else 1) and skip is None:
+        """Every rank keeps the bucket, or every rank skips it (an all-reduce of the cause)."""
+        mine = 0 if skip is None else CAUSES.index(skip.cause) + 1
+        agreed = self.group.agree(mine)
+        if agreed and skip is None:
             self.graphs.pop(bucket, None)
             self.backend.settle()
-            return SkippedBucket(bucket, capacity, "rank_disagreement", "another CP rank could not capture or verify this bucket")
+            return SkippedBucket(bucket, capacity, "rank_disagreement",
+                                 f"another CP rank skipped this bucket ({CAUSES[agreed - 1]})")
         return skip
 
     def _capture_one(self, bucket: int, capacity: int) -> CaptureRecord:
