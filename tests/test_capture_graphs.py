@@ -249,3 +249,16 @@ def test_replay_returns_clones_not_static_outputs(graphs):
     assert qkv1.shape == (32, 64 + 2 * 32)
     last_x, last_qkv = graphs.run_piece(2, x, torch.zeros(32, 64))
     assert last_qkv is None and last_x.shape == (32, 64)
+
+
+def test_cuda_pool_bytes_sums_the_segments_of_that_pool(monkeypatch):
+    from cpbcg.capture.graphs import CudaBackend, is_out_of_memory
+
+    segments = [{"total_size": 2 << 20, "segment_pool_id": (0, 7)}, {"total_size": 20 << 20, "segment_pool_id": (0, 7)},
+                {"total_size": 2 << 20, "segment_pool_id": (0, 0)}, {"total_size": 4 << 20, "segment_pool_id": (0, 8)}]
+    monkeypatch.setattr(torch.cuda, "memory_snapshot", lambda: segments)
+    backend = CudaBackend.__new__(CudaBackend)  # no CUDA here: only the reading is tested
+    assert backend.pool_bytes((0, 7)) == 22 << 20 and backend.pool_bytes((0, 8)) == 4 << 20 and backend.pool_bytes((0, 9)) == 0
+    assert is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes"))
+    assert not is_out_of_memory(RuntimeError("operation not permitted when stream is capturing"))

@@ -93,3 +93,23 @@ def test_cp_forward_equals_unsharded_reference():
     run = lambda k, x, attn: pieces[k](x, attn)  # noqa: E731
     out = unshard(cp_forward(run, model, EmulatedGroup(4), plan, shard(x, plan)), plan)
     torch.testing.assert_close(out, reference_forward(model, x, lens), atol=1e-4, rtol=1e-4)
+
+
+def test_attention_hands_sdpa_4d_tensors(monkeypatch):
+    """Fused SDPA kernels need `[batch, heads, rows, dim]`; 3-D inputs fall to the math kernel."""
+    from cpbcg.capture import model as model_module
+
+    seen = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, is_causal=False):
+        seen.append((tuple(q.shape), tuple(k.shape), None if attn_mask is None else tuple(attn_mask.shape), is_causal))
+        return real(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+
+    monkeypatch.setattr(model_module.F, "scaled_dot_product_attention", spy)
+    plan = plan_zigzag([40, 24], 4, 16, CPU)
+    q, kv = torch.randn(16, 4, 16), torch.randn(64, 2, 16)
+    assert cp_attention(q, kv, kv, plan, 1).shape == (16, 64)
+    model = build_model(load_model_preset("tiny"), 1, seed=0, device=CPU, dtype=torch.float32)
+    reference_forward(model, torch.randn(40, 64), [40])
+    assert seen == [((1, 4, 16, 16), (1, 4, 64, 16), (1, 1, 16, 64), False), ((1, 4, 40, 16), (1, 4, 40, 16), None, True)]

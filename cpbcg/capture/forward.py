@@ -2,8 +2,10 @@
 
 `cp_forward` runs every local rank's rows through the pieces; at each break it gathers keys and
 values across ranks and runs zigzag CP attention eagerly. `verify_layout` checks a live batch
-fits the bucket (the runtime's refusal message otherwise), shards it, runs it, gathers and
-unshards the output and compares it with the unsharded eager reference.
+fits the bucket (the runtime's refusal message otherwise), shards it, runs it through the graphs
+and through the same pieces eagerly (they must agree bit for bit), unshards the output and
+compares it with the unsharded float32 forward (`tolerance_for` the model dtype).
+`time_forward_ms` times one forward with CUDA events.
 """
 
 from __future__ import annotations

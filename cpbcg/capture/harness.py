@@ -59,6 +59,7 @@ class CaptureSession:
     """Static inputs and outputs, allocated by `capture` for the largest capacity."""
     free_bytes: Callable[[], int | None] | None = None
     """Free memory of the device now (tests replace it); default `available_bytes`."""
+    _kernels: estimate.AttentionKernels | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, cp: CPLayout, spec: CaptureSpec, dims: ModelDims, num_layers: int, seed: int = 0,
@@ -83,11 +84,13 @@ class CaptureSession:
             dist.destroy_process_group()
 
     def kernels(self) -> estimate.AttentionKernels:
-        """SDPA kernel per attention call site on this device and dtype."""
-        dims, device = self.model.dims, self.model.device
-        return estimate.AttentionKernels(sdpa_kernel(dims, device, self.model.dtype, masked=True),
-                                         sdpa_kernel(dims, device, self.model.dtype, masked=False),
-                                         sdpa_kernel(dims, device, torch.float32, masked=False))
+        """SDPA kernel per attention call site on this device and dtype (asked once)."""
+        if self._kernels is None:
+            dims, device = self.model.dims, self.model.device
+            self._kernels = estimate.AttentionKernels(sdpa_kernel(dims, device, self.model.dtype, masked=True),
+                                                      sdpa_kernel(dims, device, self.model.dtype, masked=False),
+                                                      sdpa_kernel(dims, device, torch.float32, masked=False))
+        return self._kernels
 
     def peak_bytes(self, bucket: int, capacity: int) -> int:
         """`estimate.bucket_peak_bytes` of one bucket on this session."""
