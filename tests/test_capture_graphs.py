@@ -262,3 +262,18 @@ def test_cuda_pool_bytes_sums_the_segments_of_that_pool(monkeypatch):
     assert is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes"))
     assert not is_out_of_memory(RuntimeError("operation not permitted when stream is capturing"))
+
+
+def test_standalone_measurement_out_of_memory_still_captures_into_the_shared_pool():
+    backend = MemoryBackend()
+    real = backend.new_piece
+
+    def new_piece(pool):
+        if pool.startswith("private") and pool != "private1":
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+        return real(pool)
+
+    backend.new_piece = new_piece
+    records, skipped = session(backend).capture([128, 256], [32, 64])
+    assert not skipped and [(r.capture_num_tokens, r.graph_bytes, r.standalone_graph_bytes) for r in records] == [
+        (256, 64 * ROW_BYTES, 64 * ROW_BYTES), (128, 0, None)]

@@ -155,16 +155,29 @@ class CaptureSession:
                                  f"another CP rank skipped this bucket ({CAUSES[agreed - 1]})")
         return skip
 
-    def _capture_one(self, bucket: int, capacity: int) -> CaptureRecord:
+    def _standalone_bytes(self, bucket: int, capacity: int) -> int | None:
+        """Pool bytes of this bucket's graphs captured alone into a private pool, then dropped.
+        None in a dry run, or when that extra capture runs out of memory (the shared pool may
+        still fit: there the bucket reuses the larger buckets' temporaries)."""
         backend = self.backend
-        standalone = None
-        if not backend.dry_run:
-            pool = backend.new_pool()
+        if backend.dry_run:
+            return None
+        pool = backend.new_pool()
+        try:
             with torch.inference_mode():
                 alone = capture_bucket(backend, self.model, self.buffers, bucket, capacity, pool)
-            backend.settle()
-            standalone = backend.pool_bytes(pool)
-            del alone
+        except RuntimeError as exc:
+            if not is_out_of_memory(exc):
+                raise
+            return None
+        backend.settle()
+        standalone = backend.pool_bytes(pool)
+        del alone
+        return None if standalone is None else max(standalone, 0)
+
+    def _capture_one(self, bucket: int, capacity: int) -> CaptureRecord:
+        backend = self.backend
+        standalone = self._standalone_bytes(bucket, capacity)
         backend.settle()
         pool_before, reserved_before = backend.pool_bytes(backend.shared_pool), backend.reserved_bytes()
         start = time.perf_counter()
@@ -175,7 +188,7 @@ class CaptureSession:
         backend.settle()
         pool_after, reserved_after = backend.pool_bytes(backend.shared_pool), backend.reserved_bytes()
         return CaptureRecord(bucket, capacity, capture_s, _growth(pool_before, pool_after, reserved_before, reserved_after),
-                             None if standalone is None else max(standalone, 0), _growth(reserved_before, reserved_after))
+                             standalone, _growth(reserved_before, reserved_after))
 
     def check(self, bucket: int, layout: LiveLayout, seed: int) -> LayoutCheck | ProbeCheck:
         """Replay one live layout in `bucket` and compare; an overflow probe must be refused."""
