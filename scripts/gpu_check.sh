@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-shot GPU check of `cpbcg capture` on a bare GPU node (one H200, torch + Python 3.12, no
 # registry): installs the wheels scripts/fetch_wheels.sh put in .whl/, then in <= 5 minutes
-#   1. tiny fp32 capture at cp 4 and its manifest round trip (plan / replay-check --manifest);
+#   1. tiny fp32 capture at cp 4 and its manifest round trip (plan -k / replay-check --manifest);
 #   2. qwen3-32b, 2 layers, bf16, over 512,1024,2048,2304,4096 with a trace holding the rescued
 #      batch [1534, 161, 353], which must replay verified in 2304 (520 rows > C(2048) = 512);
 #   3. qwen3-32b, 2 layers, fp32 over 2048,2304: verification at 1e-4;
@@ -21,6 +21,7 @@ REAL=${REAL_PRESET:-qwen3-32b}
 REAL_BUCKETS=${REAL_BUCKETS:-512,1024,2048,2304,4096}
 FP32_BUCKETS=${FP32_BUCKETS:-2048,2304}
 BUDGET_S=${BUDGET_S:-290}
+SITE=${SITE:-/tmp/site}
 DRY=${GPU_CHECK_DRY_RUN:+--dry-run}
 mkdir -p "$DEST"
 SUMMARY="$DEST/summary.txt"
@@ -45,19 +46,24 @@ step() {  # name cap-seconds command... : run with timeout min(cap, budget left)
 # 0. Wheels -> /tmp/site (numpy only when the image has none).
 if [ -z "${SKIP_INSTALL:-}" ]; then
   if ls .whl/*.whl >/dev/null 2>&1; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && STEPS+=("install: ok") || STEPS+=("install: FAILED")
-    "$PY" -c "import numpy" 2>/dev/null || "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/optional/*.whl
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl && STEPS+=("install: ok") || STEPS+=("install: FAILED")
+    "$PY" -c "import numpy" 2>/dev/null || "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/optional/*.whl
   else
     STEPS+=("install: FAILED (no .whl/: run scripts/fetch_wheels.sh on the development machine and carry .whl)")
   fi
 fi
-export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export CPBCG_WIDTH=140
 
 "$PY" - <<'PY' 2>&1 | tee -a "$SUMMARY"
-import torch
+import sys
+try:
+    import torch
+except ImportError as exc:
+    sys.exit(f"python {sys.version.split()[0]}: torch is missing ({exc}); the capture steps will fail")
 ok = torch.cuda.is_available()
-print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, device: {torch.cuda.get_device_name(0) if ok else 'NONE (CPU rehearsal)'}")
+print(f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
+      f"device: {torch.cuda.get_device_name(0) if ok else 'NONE (CPU rehearsal)'}")
 PY
 
 cat > "$DEST/check_batches.jsonl" <<'JSONL'
@@ -75,7 +81,7 @@ capture() {  # name cap preset layers buckets [extra args...]
 }
 
 capture tiny 45 tiny 2 256,512,1024,2048,2304
-step plan-manifest 20 "$PY" -m cpbcg plan --manifest "$DEST/manifest-tiny.json" --format json
+step plan-manifest 30 "$PY" -m cpbcg plan -k 4 --manifest "$DEST/manifest-tiny.json" --format json  # -k: the cost model reads it
 step replay-check-manifest 40 "$PY" -m cpbcg replay-check --manifest "$DEST/manifest-tiny.json" --trace "$DEST/check_batches.jsonl" \
   --min-coverage 0.8 --replay 2
 capture "$REAL-bf16" 110 "$REAL" 2 "$REAL_BUCKETS" --dtype bfloat16

@@ -39,8 +39,13 @@ def test_capture_manifest_loads_in_plan_and_replay_check(tmp_path):
     assert [b["capture_num_tokens"] for b in data["buckets"]] == [2304, 2048, 1024, 512, 256]
     assert all(b["verified"] and b["capture_s"] >= 0 for b in data["buckets"])
     assert data["model"]["num_layers"] == 2
-    plan = runner.invoke(app, ["plan", "--manifest", str(out), "--format", "json"])
+    plan = runner.invoke(app, ["plan", "-k", "4", "--manifest", str(out), "--format", "json"])  # -k reads the manifest
     assert plan.exit_code == 0, plan.output
+    assert orjson.loads(plan.stdout)["cost_model"]["source"] == "defaults"  # a dry run has no timings to fit
+    out.write_text(out.read_text().replace('"local_rows": 576', '"local_rows": 577', 1))
+    broken = runner.invoke(app, ["plan", "-k", "4", "--manifest", str(out), "--format", "json"])
+    assert broken.exit_code == 2 and "bucket 2304: local_rows 577 contradicts the capture model" in broken.stderr
+    out.write_text(out.read_text().replace('"local_rows": 577', '"local_rows": 576', 1))
     check = runner.invoke(app, ["replay-check", "--manifest", str(out), "--format", "json"])
     assert check.exit_code == 0, check.output
     report = orjson.loads(check.stdout)
