@@ -89,7 +89,7 @@ def gate_overrides(min_coverage: Optional[float], min_token_coverage: Optional[f
 
 
 def run_replays(batches: list[list[int]], cfg: DeploymentConfig) -> tuple[ReplayRecord, ...]:
-    """Replay `batches` through freshly captured graphs (`cpbcg.capture.harness`); torch is
+    """Replay `batches` through freshly captured graphs (`cpbcg.capture.run`); torch is
     imported here only. Raises `CaptureError` when the capture extra is not installed."""
     try:
         from cpbcg.capture.run import replay_batches
