@@ -41,7 +41,7 @@ class Dtype(str, Enum):
 
 BucketsCaptureOpt = Annotated[Optional[str], typer.Option(
     "--buckets", "-b", show_default=False,
-    help=f"Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. A bucket whose estimated attention memory exceeds the free memory of the device (CPU: available RAM) is refused up front. [default: the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}]")]
+    help=f"Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. A bucket whose estimated attention memory exceeds the free memory of the device (CPU: available RAM) is skipped before it is built; if none fits, the run is refused. [default: the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}]")]
 PresetOpt = Annotated[str, typer.Option("--preset", "-p", help="Model preset (gpt-oss-120b, llama-3.1-70b, qwen3-32b, tiny) or a model YAML file.")]
 LayersOpt = Annotated[int, typer.Option("--layers", min=1, max=MAX_LAYERS, help="Proxy transformer layers (each adds one break).")]
 SamplesOpt = Annotated[int, typer.Option("--samples", min=0, help="Trace batches replayed per bucket (with --trace): the heaviest plus random ones.")]
@@ -69,7 +69,8 @@ def capture(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Run the pieces eagerly even if CUDA is present (under torchrun: CPU ranks over gloo).")] = False,
 ) -> None:
     """Capture breakable CUDA graphs per bucket like the server, replay them with the worst live
-    layouts each bucket admits, verify against an unsharded eager forward, and measure them.
+    layouts each bucket admits, check that each replay equals the same pieces run eagerly bit for bit and matches an unsharded
+    float32 forward, and measure them.
 
     Per bucket: static buffers of C(B) CP-local rows, largest bucket first, two warm-ups, one
     shared graph pool; graph pieces between attention breaks (zigzag CP attention, eager).
