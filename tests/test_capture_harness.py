@@ -171,3 +171,21 @@ def test_interleave_and_cp1_are_refused_naming_config_keys():
         with pytest.raises(CaptureError, match="^cp_strategy: capture emulates zigzag CP only") as info:
             open_session(**kw)
         assert "--" not in str(info.value)
+
+
+def test_replay_batches_bucket_that_cannot_be_captured_is_not_verified(monkeypatch):
+    from cpbcg.capture import harness
+
+    real = harness.capture_bucket
+
+    def oom_2304(backend, model, buffers, bucket, rows, pool=None):
+        if bucket == 2304:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 8.00 GiB")
+        return real(backend, model, buffers, bucket, rows, pool)
+
+    monkeypatch.setattr(harness, "capture_bucket", oom_2304)
+    cfg = load_config(None, {"cp_size": 4, "buckets": "2048,2304"})
+    rescued, natural = replay_batches([[1534, 161, 353], [2048]], cfg, layers=1)
+    assert (rescued.bucket, rescued.verified, rescued.max_abs_err) == (2304, False, None)
+    assert rescued.skip_reason == "out_of_memory: CUDA out of memory. Tried to allocate 8.00 GiB"
+    assert natural.bucket == 2048 and natural.verified and natural.skip_reason is None

@@ -237,8 +237,10 @@ class BatchReplay:
     rescued: bool
     """The natural bucket lacked capacity and a larger one took it."""
     verified: bool | None
-    """Graph output matched the reference (None when eager)."""
+    """Graph output matched the reference (None when eager; False when the bucket was skipped)."""
     max_abs_err: float | None
     """Largest error against the reference (None when eager)."""
     replay_ms: float | None
     """Per-rank forward time (None when eager or in a dry run)."""
+    skip_reason: str | None = None
+    """Why its bucket could not be captured (then `verified` is False); None otherwise."""

@@ -75,8 +75,9 @@ def replay_batches(
 
     Buckets come from `cfg.buckets` with capacities from the capture model; only buckets that
     some batch routes to are captured (largest first, one pool). Runs on CUDA when present,
-    else as a dry run (eager pieces, no timings). Returns one `BatchReplay` per batch, in order.
-    Raises `CaptureError` / `ConfigError` for bad settings, or when a bucket cannot be captured.
+    else as a dry run (eager pieces, no timings). Returns one `BatchReplay` per batch, in order; a
+    batch whose bucket could not be captured (estimate, out of memory) is not verified
+    (`verified` False, `skip_reason` set). Raises `CaptureError` / `ConfigError` for bad settings.
     """
     cp, spec = cfg.cp_layout, cfg.capture_spec
     table = BucketTable.build(parse_bucket_spec(cfg.buckets), cp, spec)
@@ -86,23 +87,24 @@ def replay_batches(
     needed = sorted({int(i) for i in sel.bucket_index if i >= 0})
     session = CaptureSession.open(cp, spec, load_model_preset(preset), layers, seed)
     try:
+        skipped = {}
         if needed:
-            _, skipped = session.capture([int(table.capture_num_tokens[i]) for i in needed], [int(table.capacity_rows[i]) for i in needed])
-            if skipped:
-                from cpbcg.errors import CaptureError
-
-                raise CaptureError(f"bucket {skipped[0].capture_num_tokens}: not captured: {skipped[0].reason}")
-        return [_replay_one(session, table, sel, i, tuple(int(x) for x in b)) for i, b in enumerate(batches)]
+            _, lost = session.capture([int(table.capture_num_tokens[i]) for i in needed], [int(table.capacity_rows[i]) for i in needed])
+            skipped = {k.capture_num_tokens: f"{k.cause}: {k.reason}" for k in lost}
+        return [_replay_one(session, table, sel, i, tuple(int(x) for x in b), skipped) for i, b in enumerate(batches)]
     finally:
         session.close()
 
 
-def _replay_one(session: CaptureSession, table: BucketTable, sel, i: int, lens: tuple[int, ...]) -> BatchReplay:
+def _replay_one(session: CaptureSession, table: BucketTable, sel, i: int, lens: tuple[int, ...],
+                skipped: dict[int, str]) -> BatchReplay:
     index, code = int(sel.bucket_index[i]), int(sel.reason_code[i])
     rescued = bool(sel.rescued[i])
     if index < 0:
         return BatchReplay(lens, None, EAGER_REASONS[code - 1].value, rescued, None, None, None)
     bucket = int(table.capture_num_tokens[index])
+    if bucket in skipped:
+        return BatchReplay(lens, bucket, None, rescued, False, None, None, skipped[bucket])
     check = session.check(bucket, LiveLayout("batch", lens), session.seed + i)
     assert isinstance(check, LayoutCheck)
     timing = session.time_bucket(bucket, lens)
