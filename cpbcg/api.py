@@ -54,11 +54,14 @@ def load_config_and_deployment(
         overrides = {**base, **overrides}
     cfg = load_config(config, overrides)
     deployment = cfg.to_deployment(cost_source)
-    if manifest is not None:
-        fitted = manifest.fitted_cost_ms()
-        eager = manifest.eager_fixed_ms()
-        deployment = replace(deployment, cost=with_measured(deployment.cost, fitted, eager, f"manifest {manifest.path}"))
-    return cfg, deployment
+    return cfg, deployment if manifest is None else with_manifest_cost(deployment, manifest)
+
+
+def with_manifest_cost(deployment: Deployment, manifest: Any) -> Deployment:
+    """`deployment` with the cost model fitted to a capture manifest's replay and eager timings,
+    scaled to the real model's layer count (`Manifest.fitted_cost`); unchanged where it measured none."""
+    fitted, eager = manifest.fitted_cost_ms(), manifest.eager_fixed_ms()
+    return replace(deployment, cost=with_measured(deployment.cost, fitted, eager, f"manifest {manifest.path}"))
 
 
 def load_deployment(config: str | None = None, **overrides: Any) -> Deployment:
@@ -160,8 +163,19 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
 
 def _replay(batches: list[list[int]], config: Any) -> tuple[ReplayRecord, ...]:
     try:
-        from cpbcg.capture.harness import replay_batches
+        from cpbcg.capture.run import replay_batches
     except ImportError as exc:
         raise CaptureError(f"replay needs the capture extra and torch (pip install 'cpbcg[capture]'): {exc}") from exc
     return tuple(ReplayRecord.of(record) for record in replay_batches(batches, config))
 
+
+
+def capture(settings: Any, on_step: Callable[[str, int], None] | None = None) -> Any:
+    """Capture and verify breakable CUDA graphs per bucket (`cpbcg.capture.run_capture`; needs
+    torch, CPU dry run without CUDA). `settings` is a `cpbcg.capture.CaptureSettings`; returns a
+    `CaptureResult`, which `cpbcg.manifest.manifest_document` turns into the manifest."""
+    try:
+        from cpbcg.capture import run_capture
+    except ImportError as exc:
+        raise CaptureError(f"capture needs the capture extra and torch (pip install 'cpbcg[capture]'): {exc}") from exc
+    return run_capture(settings, on_step)

@@ -1,40 +1,51 @@
 """Capture manifests: what `cpbcg capture` measured, readable without torch.
 
-`capture` writes one (atomically); `plan` reads its timings for the cost model and
-`replay-check` reads its buckets and capacities. The schema (version `SCHEMA_VERSION`):
+`capture` writes one (atomically, from a typed `CaptureResult` via `manifest_document`, the one
+place capture results become JSON); `plan` reads its timings for the cost model
+(`Manifest.fitted_cost`) and `replay-check` reads its buckets and capacities. The schema
+(version `SCHEMA_VERSION`):
 
 ```
 {
   "schema_version": 1,
   "cpbcg_version": "0.1.0", "torch_version": "2.x", "cuda_version": "12.x" | null,
-  "device_name": "NVIDIA H200" | "cpu", "dry_run": false,
+  "device_name": "NVIDIA H200" | "cpu", "dry_run": false, "complete": true,
   "cp_size": 4, "cp_strategy": "zigzag", "align_size": 8,
   "capture_layout": "single_request", "max_context_size_tokens": null, "max_capture_requests": null,
   "max_padding_factor": 2.0,
   "model": {"preset": "tiny", "hidden_size": ..., "num_attention_heads": ..., "num_key_value_heads": ...,
-            "head_dim": ..., "intermediate_size": ..., "dtype": "bfloat16", "num_layers": 2},
+            "head_dim": ..., "intermediate_size": ..., "dtype": "bfloat16",
+            "num_layers": 2, "num_hidden_layers": 64 | null},
   "buckets": [{"capture_num_tokens": 2048, "local_rows": 512, "capture_s": 0.12,
-               "graph_bytes": 123, "allocator_bytes": 456, "replay_ms": 0.8, "eager_ms": 2.1,
-               "verified": true, "max_abs_err": 0.003, "layouts_checked": 3}, ...]
+               "graph_bytes": 123, "standalone_graph_bytes": 456, "allocator_bytes": 789,
+               "replay_ms": 0.8, "eager_ms": 2.1, "raw_replay_ms": 0.5,
+               "verified": true, "graph_matches_eager": true, "max_abs_err": 0.003,
+               "layouts_checked": 3}, ...],
+  "skipped_buckets": [{"capture_num_tokens": 16384, "local_rows": 4096,
+                       "cause": "out_of_memory", "reason": "..."}]
 }
 ```
-Bucket records are ordered as captured (largest first). Timing and memory fields may be null in
-a dry run.
+Bucket records are ordered as captured (largest first). Timing and memory fields are null in a
+dry run, else finite and >= 0. `graph_bytes` is the growth of the one shared graph pool when the
+bucket was captured (what the server pays for it after the larger buckets); `standalone_graph_bytes`
+the pool of that bucket's graphs captured alone. `model.num_layers` is the proxy's layer count,
+`model.num_hidden_layers` the real model's (timings scale by their ratio in `fitted_cost`).
 
 Extra keys written by `cpbcg capture` (optional for readers): top level `emulated_ranks` (all CP
-ranks in one process), `seed`, `tolerance` (`atol`, `rtol`, `rule`), `skipped_buckets`
-(`[{capture_num_tokens, reason}]`), `model.name`; per bucket `overflow_refused` (true when the
-over-capacity probe was refused, null when the bucket admits none) and `layouts` (one entry per
-replayed live batch: `kind`, `num_tokens`, `num_requests`, `local_rows`, `max_abs_err`,
-`verified`, and for the probe `refused` and `message`).
+ranks in one process), `seed`, `tolerance` (`dtype`, `atol`, `rtol`, `noise_factor`, `rule`),
+`attention_kernels` (SDPA kernel per call site), `model.name`; per bucket `overflow_refused`
+(true when the over-capacity probes were refused, null when the bucket admits none), `layouts`
+(one entry per replayed live batch: `kind`, `extend_seq_lens`, `num_tokens`, `num_requests`,
+`local_rows`, `max_abs_err`, `tolerance`, `noise_floor`, `graph_matches_eager`, `verified`) and
+`probes` (`extend_seq_lens`, `num_tokens`, `local_rows`, `refused`, `message`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -44,9 +55,12 @@ from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_bucket
 from cpbcg.planner.layout import CPLayout, CPStrategy
 from cpbcg.planner.selector import BucketTable
 
+if TYPE_CHECKING:  # typed records of the capture package (not imported at run time)
+    from cpbcg.capture.records import BucketResult, CaptureResult
+
 SCHEMA_VERSION = 1
 REQUIRED_KEYS = ("schema_version", "cp_size", "cp_strategy", "align_size", "capture_layout", "buckets")
-MEASURED_KEYS = ("capture_s", "graph_bytes", "replay_ms", "eager_ms")
+MEASURED_KEYS = ("capture_s", "graph_bytes", "standalone_graph_bytes", "allocator_bytes", "replay_ms", "eager_ms", "raw_replay_ms")
 """Per-bucket measurements: null (not measured) or a finite number >= 0."""
 
 
@@ -79,23 +93,89 @@ class Manifest:
         """Captured buckets with their recorded capacities, ascending."""
         return BucketTable.from_mapping({r["capture_num_tokens"]: r["local_rows"] for r in self.records})
 
-    def fitted_cost_ms(self) -> tuple[float, float] | None:
-        """Least-squares `(graph_fixed_ms, token_ms)` from the replay timings, or None if the
-        manifest has fewer than two timed buckets (e.g. a dry run)."""
-        timed = [(r["capture_num_tokens"], r["replay_ms"]) for r in self.records if r.get("replay_ms") is not None]
+    @property
+    def num_layers(self) -> int | None:
+        """Proxy layers the timings were measured with (`model.num_layers`)."""
+        value = self.data.get("model", {}).get("num_layers")
+        return value if type(value) is int and value >= 1 else None
+
+    @property
+    def num_hidden_layers(self) -> int | None:
+        """Layers of the real model (`model.num_hidden_layers`), if recorded."""
+        value = self.data.get("model", {}).get("num_hidden_layers")
+        return value if type(value) is int and value >= 1 else None
+
+    def fitted_cost(self, num_layers: int | None = None) -> "FittedCost | None":
+        """The cost model fitted to the replay timings and scaled to `num_layers` layers
+        (default: the real model's `num_hidden_layers`, else the proxy's own count).
+
+        `replay_ms(B) = graph_fixed_ms + B * token_ms` by least squares over the timed buckets,
+        `eager_fixed_ms = graph_fixed_ms + median(eager_ms - replay_ms)` (the capture layout has
+        `n = B` tokens, so the per-token parts cancel); then every term times
+        `num_layers / model.num_layers` (per-layer work and launches dominate both paths).
+        None for a dry run or fewer than two timed buckets. Raises `ManifestError` for a
+        manifest without `model.num_layers` or a `num_layers` below 1.
+        """
+        timed = [r for r in self.records if r.get("replay_ms") is not None]
         if len(timed) < 2 or self.data.get("dry_run"):
             return None
-        tokens, ms = np.array(timed, dtype=float).T
-        slope, intercept = np.polyfit(tokens, ms, 1)
-        return max(float(intercept), 0.0), max(float(slope), 0.0)
+        proxy = self.num_layers
+        if proxy is None:
+            raise ManifestError(f"{self.path}: model.num_layers: missing, so its timings cannot be scaled to a model")
+        target = num_layers if num_layers is not None else (self.num_hidden_layers or proxy)
+        if type(target) is not int or target < 1:
+            raise ManifestError(f"{self.path}: num_layers: {target!r} is not a positive integer")
+        tokens, ms = np.array([(r["capture_num_tokens"], r["replay_ms"]) for r in timed], dtype=float).T
+        slope, intercept = (float(v) for v in np.polyfit(tokens, ms, 1))
+        notes = []
+        if intercept < 0 or slope < 0:
+            notes.append(f"the replay fit ({intercept:.4g} ms + B*{slope:.4g}) went below 0 and was clamped to 0")
+        graph_fixed, token = max(intercept, 0.0), max(slope, 0.0)
+        pairs = [r["eager_ms"] - r["replay_ms"] for r in timed if r.get("eager_ms") is not None]
+        eager_fixed = None
+        if pairs:
+            eager_fixed = graph_fixed + float(np.median(pairs))
+            if eager_fixed < 0:
+                notes.append(f"eager forwards ran {-float(np.median(pairs)):.4g} ms faster than replays (median), "
+                             "so eager_fixed_ms is not fitted")
+                eager_fixed = None
+        else:
+            notes.append("no eager timings, so eager_fixed_ms is not fitted")
+        scale = target / proxy
+        return FittedCost(graph_fixed * scale, token * scale, None if eager_fixed is None else eager_fixed * scale,
+                          proxy, target, "; ".join(notes))
+
+    def fitted_cost_ms(self) -> tuple[float, float] | None:
+        """`(graph_fixed_ms, token_ms)` of `fitted_cost()` (scaled to the real model), or None."""
+        fit = self.fitted_cost()
+        return None if fit is None else (fit.graph_fixed_ms, fit.token_ms)
 
     def eager_fixed_ms(self) -> float | None:
-        """Median of `eager_ms - replay_ms` over timed buckets plus the fitted fixed cost, or None."""
-        fitted = self.fitted_cost_ms()
-        pairs = [(r["eager_ms"], r["replay_ms"]) for r in self.records if r.get("eager_ms") is not None and r.get("replay_ms") is not None]
-        if fitted is None or not pairs:
-            return None
-        return fitted[0] + max(float(np.median([e - g for e, g in pairs])), 0.0)
+        """`eager_fixed_ms` of `fitted_cost()` (scaled to the real model), or None when not fitted."""
+        fit = self.fitted_cost()
+        return None if fit is None else fit.eager_fixed_ms
+
+
+@dataclass(frozen=True)
+class FittedCost:
+    """Cost-model terms fitted to a manifest's timings, scaled to a model's layer count."""
+
+    graph_fixed_ms: float
+    """Fixed time of one graph replay (ms), scaled."""
+    token_ms: float
+    """Time per bucket token (ms), scaled."""
+    eager_fixed_ms: float | None
+    """Fixed time of one eager forward (ms), scaled; None when it could not be fitted (see `note`)."""
+    proxy_layers: int
+    """Layers the timings were measured with."""
+    model_layers: int
+    """Layers the terms are scaled to."""
+    note: str
+    """Empty, or what was clamped or left unfitted and why (one line)."""
+
+    @property
+    def scale(self) -> float:
+        return self.model_layers / self.proxy_layers
 
 
 def load_manifest(path: str | Path) -> Manifest:
@@ -185,6 +265,45 @@ def _check_capacities(manifest: Manifest, layout: CPLayout, spec: CaptureSpec) -
                 f"(cp_size {layout.cp_size}, {layout.strategy.value}, align {layout.align_rows}, "
                 f"{spec.layout.value} capture gives {want})"
             )
+
+
+def manifest_document(result: "CaptureResult") -> dict[str, Any]:
+    """The manifest of a `cpbcg.capture.CaptureResult`: versions, device, CP and capture
+    settings, model, one record per captured bucket (capture order), skipped buckets with
+    reasons. The one place capture results become JSON-ready data."""
+    s, dims, tol = result.settings, result.dims, result.tolerance
+    versions = dict(result.versions)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "cpbcg_version": versions.get("cpbcg"), "torch_version": versions.get("torch"), "cuda_version": versions.get("cuda"),
+        "device_name": result.device_name, "dry_run": result.dry_run, "complete": result.complete,
+        "emulated_ranks": result.emulated_ranks,
+        "cp_size": s.cp_layout.cp_size, "cp_strategy": s.cp_layout.strategy.value, "align_size": s.cp_layout.align_rows,
+        "capture_layout": s.capture_spec.layout.value, "max_context_size_tokens": s.capture_spec.max_context_size_tokens,
+        "max_capture_requests": s.capture_spec.max_capture_requests, "max_padding_factor": s.max_padding_factor,
+        "model": {**asdict(dims), "preset": s.preset, "dtype": result.dtype, "num_layers": s.num_layers},
+        "seed": s.seed,
+        "tolerance": {"dtype": tol.dtype, "atol": tol.atol, "rtol": tol.rtol, "noise_factor": tol.noise_factor, "rule": tol.rule},
+        "attention_kernels": dict(result.attention_kernels),
+        "buckets": [_bucket_record(b) for b in result.buckets],
+        "skipped_buckets": [asdict(k) for k in result.skipped],
+    }
+
+
+def _bucket_record(b: "BucketResult") -> dict[str, Any]:
+    timing = {"replay_ms": None, "eager_ms": None, "raw_replay_ms": None} if b.timing is None else asdict(b.timing)
+    layouts = [{"kind": c.kind, "extend_seq_lens": list(c.extend_seq_lens), "num_tokens": c.num_tokens,
+                "num_requests": len(c.extend_seq_lens), "local_rows": c.local_rows, "max_abs_err": c.max_abs_err,
+                "tolerance": c.tolerance, "noise_floor": c.noise_floor, "graph_matches_eager": c.graph_matches_eager,
+                "verified": c.verified} for c in b.layouts]
+    probes = [{"extend_seq_lens": list(p.extend_seq_lens), "num_tokens": sum(p.extend_seq_lens), "local_rows": p.local_rows,
+               "refused": p.refused, "message": p.message} for p in b.probes]
+    return {
+        **asdict(b.capture), **timing, "verified": b.verified, "graph_matches_eager": b.graph_matches_eager,
+        "max_abs_err": b.max_abs_err, "layouts_checked": len(b.layouts),
+        "overflow_refused": all(p.refused for p in b.probes) if b.probes else None,
+        "layouts": layouts, "probes": probes,
+    }
 
 
 def manifest_bytes(data: dict[str, Any]) -> bytes:

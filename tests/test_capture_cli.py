@@ -10,7 +10,7 @@ from cpbcg.capture.presets import load_model_preset, model_preset_names
 from cpbcg.cli import app
 from cpbcg.errors import ConfigError
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 runner = CliRunner()
 
@@ -22,12 +22,77 @@ def test_capture_dry_run_writes_manifest(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "DRY RUN (no CUDA)" in result.stdout
     assert "dry run: no CUDA device" in result.stderr
-    assert "max_abs_err <= 0.0001 + 0.0001 * max|reference|" in result.stderr
+    assert "max_abs_err <= 0.0001 + 0.0001 * max|reference|; graph replay must equal eager pieces bit for bit" in result.stderr
     data = orjson.loads(out.read_bytes())
-    assert data["dry_run"] is True and data["cp_size"] == 4 and data["align_size"] == 8
-    assert [(b["capture_num_tokens"], b["local_rows"], b["verified"]) for b in data["buckets"]] == [(128, 32, True), (64, 16, True)]
+    assert data["dry_run"] is True and data["complete"] is True and data["cp_size"] == 4 and data["align_size"] == 8
+    assert data["model"]["num_layers"] == 1 and data["model"]["num_hidden_layers"] is None and data["skipped_buckets"] == []
+    assert [(b["capture_num_tokens"], b["local_rows"], b["verified"], b["graph_matches_eager"]) for b in data["buckets"]] == [
+        (128, 32, True, True), (64, 16, True, True)]
     rows = [line.split() for line in result.stdout.splitlines() if line.strip().startswith(("128", "64"))]
     assert [(r[0], r[1], r[-3], r[-1]) for r in rows] == [("128", "32", "refused", "yes"), ("64", "16", "refused", "yes")]
+
+
+def test_capture_manifest_loads_in_plan_and_replay_check(tmp_path):
+    out = tmp_path / "m.json"
+    assert runner.invoke(app, ["capture", "--cp-size", "4", "--preset", "tiny", "-o", str(out)]).exit_code == 0
+    data = orjson.loads(out.read_bytes())
+    assert [b["capture_num_tokens"] for b in data["buckets"]] == [2304, 2048, 1024, 512, 256]
+    assert all(b["verified"] and b["capture_s"] >= 0 for b in data["buckets"])
+    assert data["model"]["num_layers"] == 2
+    plan = runner.invoke(app, ["plan", "-k", "4", "--manifest", str(out), "--format", "json"])  # -k reads the manifest
+    assert plan.exit_code == 0, plan.output
+    assert orjson.loads(plan.stdout)["recommendation"]["cost_model"]["source"].startswith("defaults")  # a dry run has no timings to fit
+    out.write_text(out.read_text().replace('"local_rows": 576', '"local_rows": 577', 1))
+    broken = runner.invoke(app, ["plan", "-k", "4", "--manifest", str(out), "--format", "json"])
+    assert broken.exit_code == 2 and "bucket 2304: local_rows 577 contradicts the capture model" in broken.stderr
+    out.write_text(out.read_text().replace('"local_rows": 577', '"local_rows": 576', 1))
+    check = runner.invoke(app, ["replay-check", "--manifest", str(out), "--format", "json"])
+    assert check.exit_code == 0, check.output
+    report = orjson.loads(check.stdout)
+    assert report["manifest"] == str(out) and report["buckets"] == [256, 512, 1024, 2048, 2304]
+    assert report["capacity_rows"] == [64, 128, 256, 512, 576]
+
+
+def test_capture_out_of_memory_writes_partial_manifest_and_exits_3(tmp_path, monkeypatch):
+    from cpbcg.capture import graphs
+
+    real = graphs.capture_bucket
+
+    def oom_at_2048(backend, model, buffers, bucket, capacity_rows, pool=None):
+        if bucket == 2048:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB. GPU 0 has a total capacity of 139.8 GiB")
+        return real(backend, model, buffers, bucket, capacity_rows, pool)
+
+    monkeypatch.setattr("cpbcg.capture.harness.capture_bucket", oom_at_2048)
+    out = tmp_path / "m.json"
+    result = runner.invoke(app, ["capture", "-b", "1024,2048,2304", "--layers", "1", "-o", str(out)])
+    assert result.exit_code == 3, result.output
+    assert "skipped bucket 2048 (out_of_memory): CUDA out of memory. Tried to allocate 64.00 GiB." in result.stderr
+    assert result.stderr.endswith("cpbcg: capture incomplete: bucket(s) 2048 skipped (see skipped_buckets)\n")
+    data = orjson.loads(out.read_bytes())
+    assert data["complete"] is False and [b["capture_num_tokens"] for b in data["buckets"]] == [2304, 1024]
+    assert data["skipped_buckets"] == [{"capture_num_tokens": 2048, "local_rows": 512, "cause": "out_of_memory",
+                                        "reason": "CUDA out of memory. Tried to allocate 64.00 GiB. GPU 0 has a total capacity of 139.8 GiB"}]
+    assert runner.invoke(app, ["replay-check", "--manifest", str(out)]).exit_code == 0  # the rest is usable
+
+
+def test_capture_out_of_memory_in_verification_is_skipped_too(tmp_path, monkeypatch):
+    from cpbcg.capture.harness import CaptureSession
+
+    real = CaptureSession.verify
+
+    def verify(self, record, samples):
+        if record.capture_num_tokens == 128:
+            raise RuntimeError("[enforce fail at alloc_cpu.cpp:118] DefaultCPUAllocator: can't allocate memory: you tried to allocate 68719476736 bytes")
+        return real(self, record, samples)
+
+    monkeypatch.setattr(CaptureSession, "verify", verify)
+    out = tmp_path / "m.json"
+    result = runner.invoke(app, ["capture", "-b", "64,128", "--layers", "1", "-o", str(out)])
+    assert result.exit_code == 3, result.output
+    (skip,) = orjson.loads(out.read_bytes())["skipped_buckets"]
+    assert (skip["capture_num_tokens"], skip["cause"]) == (128, "out_of_memory")
+    assert skip["reason"].startswith("verification: out of memory: [enforce fail at alloc_cpu.cpp:118] DefaultCPUAllocator")
 
 
 def test_capture_with_trace_samples(tmp_path):
@@ -48,7 +113,7 @@ def test_capture_with_trace_samples(tmp_path):
     (["--trace", "/nonexistent.jsonl", "-b", "64"], "/nonexistent.jsonl: cannot open"),
     (["-o", "."], "-o .: is a directory, not a file"),
     (["-o", "/nonexistent-dir/m.json"], "-o /nonexistent-dir/m.json: directory /nonexistent-dir does not exist"),
-    (["-b", "4194304"], "--buckets: bucket 4194304 (C(B)=1048576 rows) needs about"),
+    (["-b", "4194304"], "buckets: no bucket fits: the smallest, 4194304 (C(B)=1048576 rows), needs about"),
 ])
 def test_capture_errors_exit_2(args, message):
     result = runner.invoke(app, ["capture", *args])
@@ -104,25 +169,39 @@ def test_capture_read_only_output_dir_refused_before_work(tmp_path, monkeypatch)
     assert result.stderr == f"cpbcg: error: -o {ro / 'm.json'}: directory {ro} is not writable\n"
 
 
-def test_capture_refuses_bucket_that_cannot_fit_in_memory(tmp_path, monkeypatch):
-    from cpbcg.capture import harness
+def test_capture_skips_bucket_that_cannot_fit_in_memory_before_building(tmp_path, monkeypatch):
+    from cpbcg.capture import estimate, harness
 
-    monkeypatch.setattr(harness, "available_bytes", lambda device: 2**16)
+    tiny, kernels = load_model_preset("tiny"), estimate.AttentionKernels("flash", "flash", "flash")
+    small = estimate.bucket_peak_bytes(tiny, 64, 16, 64, 4, 4, 4, kernels)
+    monkeypatch.setattr(harness, "available_bytes", lambda device: small)
     out = tmp_path / "m.json"
     result = runner.invoke(app, ["capture", "-b", "64,128", "-o", str(out)])
-    assert result.exit_code == 2 and not out.exists()
-    assert result.stderr.startswith("cpbcg: error: --buckets: bucket 128 (C(B)=32 rows) needs about ")
+    assert result.exit_code == 3
+    (skip,) = orjson.loads(out.read_bytes())["skipped_buckets"]
+    assert (skip["capture_num_tokens"], skip["local_rows"], skip["cause"]) == (128, 32, "estimate")
+    assert skip["reason"].endswith(f"only {small / 2**30:.1f} GiB free on cpu")
+    monkeypatch.setattr(harness, "available_bytes", lambda device: small - 1)
+    result = runner.invoke(app, ["capture", "-b", "64,128", "-o", str(tmp_path / "none.json")])
+    assert result.exit_code == 2 and not (tmp_path / "none.json").exists()
+    assert result.stderr.startswith("cpbcg: error: buckets: no bucket fits: the smallest, 64 (C(B)=16 rows), needs about ")
     assert result.stderr.endswith("GiB is free on cpu; capture smaller buckets\n") and result.stderr.count("\n") == 1
 
 
-def test_attention_bytes_estimate():
-    from cpbcg.capture.harness import attention_bytes
+def test_attention_bytes_estimate_counts_the_kernel_used():
+    from cpbcg.capture.estimate import AttentionKernels, attention_bytes, bucket_peak_bytes
 
-    tiny = load_model_preset("tiny")
-    # CPU: 4 cached [32, 128] masks + float32 scores/softmax of one rank and of the reference.
-    assert attention_bytes(128, 32, 4, 4, tiny, 4, dense_scores=True) == 4 * 32 * 128 + 8 * 4 * (32 * 128 + 128 * 128)
-    # CUDA (one torchrun rank): its mask + the mask as a bf16 bias.
-    assert attention_bytes(128, 32, 4, 1, tiny, 2, dense_scores=False) == 32 * 128 + 2 * 32 * 128
+    tiny = load_model_preset("tiny")  # 4 heads of 16
+    # fused: expanded K/V (2*keys) and output (rows) per head, plus the mask as a bias
+    assert attention_bytes(tiny, 32, 128, 4, "flash", masked=True) == 4 * (2 * 128 + 32) * 4 * 16 + 4 * 32 * 128
+    # math adds float32 scores and softmax, [heads, rows, keys] each
+    assert attention_bytes(tiny, 32, 128, 4, "math", masked=False) == 4 * (2 * 128 + 32) * 4 * 16 + 8 * 4 * 32 * 128
+    qwen = load_model_preset("qwen3-32b")
+    math = AttentionKernels("efficient", "math", "math")
+    fused = AttentionKernels("efficient", "flash", "efficient")
+    # 16384 tokens, cp 4, one emulating process: the math reference needs two 64 GiB float32 score tensors
+    need = bucket_peak_bytes(qwen, 16384, 4096, 16384, 4, 4, 2, math)
+    assert need > 128 * 2**30 and bucket_peak_bytes(qwen, 16384, 4096, 16384, 4, 4, 2, fused) < 16 * 2**30
 
 
 def test_preset_short_option_is_p_only():
@@ -152,6 +231,7 @@ def test_model_presets_have_public_dims():
     assert (llama.hidden_size, llama.num_attention_heads, llama.num_key_value_heads, llama.head_dim,
             llama.intermediate_size, llama.dtype) == (8192, 64, 8, 128, 28672, "bfloat16")
     assert load_model_preset("qwen3-32b").intermediate_size == 25600
+    assert [load_model_preset(n).num_hidden_layers for n in model_preset_names()] == [36, 80, 64, None]
     assert load_model_preset("gpt-oss-120b").head_dim == 64
 
 

@@ -7,8 +7,8 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 from cpbcg.capture.comm import EmulatedGroup  # noqa: E402
-from cpbcg.capture.forward import cp_forward, eager_runner  # noqa: E402
-from cpbcg.capture.model import build_model, expand_kv, reference_forward  # noqa: E402
+from cpbcg.capture.forward import cp_forward  # noqa: E402
+from cpbcg.capture.model import build_model, expand_kv, piece, reference_forward  # noqa: E402
 from cpbcg.capture.presets import load_model_preset  # noqa: E402
 from cpbcg.capture.zigzag import cp_attention, plan_zigzag, shard, unshard  # noqa: E402
 from cpbcg.errors import CaptureError  # noqa: E402
@@ -89,5 +89,27 @@ def test_cp_forward_equals_unsharded_reference():
     lens = [1534, 161, 353]
     x = torch.randn(sum(lens), 64)
     plan = plan_zigzag(lens, 4, 576, CPU)
-    out = unshard(cp_forward(eager_runner(model), model, EmulatedGroup(4), plan, shard(x, plan)), plan)
+    pieces = [piece(model, k) for k in range(model.num_pieces)]
+    run = lambda k, x, attn: pieces[k](x, attn)  # noqa: E731
+    out = unshard(cp_forward(run, model, EmulatedGroup(4), plan, shard(x, plan)), plan)
     torch.testing.assert_close(out, reference_forward(model, x, lens), atol=1e-4, rtol=1e-4)
+
+
+def test_attention_hands_sdpa_4d_tensors(monkeypatch):
+    """Fused SDPA kernels need `[batch, heads, rows, dim]`; 3-D inputs fall to the math kernel."""
+    from cpbcg.capture import model as model_module
+
+    seen = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, is_causal=False):
+        seen.append((tuple(q.shape), tuple(k.shape), None if attn_mask is None else tuple(attn_mask.shape), is_causal))
+        return real(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+
+    monkeypatch.setattr(model_module.F, "scaled_dot_product_attention", spy)
+    plan = plan_zigzag([40, 24], 4, 16, CPU)
+    q, kv = torch.randn(16, 4, 16), torch.randn(64, 2, 16)
+    assert cp_attention(q, kv, kv, plan, 1).shape == (16, 64)
+    model = build_model(load_model_preset("tiny"), 1, seed=0, device=CPU, dtype=torch.float32)
+    reference_forward(model, torch.randn(40, 64), [40])
+    assert seen == [((1, 4, 16, 16), (1, 4, 64, 16), (1, 1, 16, 64), False), ((1, 4, 40, 16), (1, 4, 40, 16), None, True)]

@@ -127,8 +127,10 @@ def test_parse_max_eager_refuses_bad_specs(spec, message):
 
 
 def test_replay_gate_counts_unverified_replays():
-    good = ReplayRecord.of({"extend_seq_lens": [1534, 161, 353], "bucket": 2304, "verified": True, "max_abs_err": 0.001, "replay_ms": 1.0})
-    bad = ReplayRecord.of({"extend_seq_lens": [100, 28], "bucket": 128, "verified": False, "max_abs_err": 0.5, "replay_ms": None})
+    from cpbcg.capture.records import BatchReplay
+
+    good = ReplayRecord.of(BatchReplay((1534, 161, 353), 2304, None, True, True, 0.001, 1.0))
+    bad = ReplayRecord.of(BatchReplay((100, 28), 128, None, False, False, 0.5, None))
     assert replay_gate([good]).passed
     result = replay_gate([good, bad])
     assert not result.passed and (result.measured, result.threshold) == (1, 0)

@@ -118,3 +118,62 @@ def test_context_bounded_manifest_with_matching_capacities_loads(assets, tmp_pat
 def test_unreadable_manifest(tmp_path):
     with pytest.raises(ManifestError, match="cannot read manifest"):
         load_manifest(tmp_path / "absent.json")
+
+
+def timed(assets, tmp_path, diffs, num_hidden_layers=64):
+    """valid.json with replay_ms = 0.5 + 0.001*B and eager_ms = replay_ms + diffs (bucket order)."""
+    def change(d):
+        d["model"]["num_hidden_layers"] = num_hidden_layers
+        for record, diff in zip(d["buckets"], diffs):
+            record["replay_ms"] = 0.5 + 0.001 * record["capture_num_tokens"]
+            record["eager_ms"] = record["replay_ms"] + diff
+
+    return load_manifest(mutated(assets, tmp_path, change))
+
+
+def test_fitted_cost_scales_to_the_real_model_layer_count(assets, tmp_path):
+    from cpbcg.api import with_manifest_cost
+    from cpbcg.planner.deployment import Deployment
+
+    manifest = timed(assets, tmp_path, [3.0, 3.5, 3.0, 2.5])  # median eager - replay = 3.0 ms
+    fit = manifest.fitted_cost()  # 2 proxy layers -> qwen3-32b's 64: every term x 32
+    assert (fit.proxy_layers, fit.model_layers, fit.scale, fit.note) == (2, 64, 32.0, "")
+    assert fit.graph_fixed_ms == pytest.approx(16.0) and fit.token_ms == pytest.approx(0.032)
+    assert fit.eager_fixed_ms == pytest.approx(112.0)  # (0.5 + 3.0) x 32
+    own = manifest.fitted_cost(num_layers=2)
+    assert (own.graph_fixed_ms, own.token_ms, own.eager_fixed_ms) == pytest.approx((0.5, 0.001, 3.5))
+    cost = with_manifest_cost(Deployment(), manifest).cost  # the cost model reads the scaled terms
+    assert (cost.graph_fixed_ms, cost.token_ms, cost.eager_fixed_ms) == pytest.approx((16.0, 0.032, 112.0))
+    unknown = timed(assets, tmp_path, [3.0] * 4, num_hidden_layers=None).fitted_cost()
+    assert unknown.model_layers == 2 and unknown.graph_fixed_ms == pytest.approx(0.5)
+
+
+def test_eager_faster_than_graph_is_not_clamped_to_zero_silently(assets, tmp_path):
+    manifest = timed(assets, tmp_path, [-0.6] * 4)  # eager_fixed would be 0.5 - 0.6 < 0
+    fit = manifest.fitted_cost()
+    assert fit.eager_fixed_ms is None and manifest.eager_fixed_ms() is None
+    assert fit.note == "eager forwards ran 0.6 ms faster than replays (median), so eager_fixed_ms is not fitted"
+    with pytest.raises(ManifestError, match="num_layers: 0 is not a positive integer"):
+        manifest.fitted_cost(num_layers=0)
+
+
+def test_manifest_document_is_the_one_writer(tmp_path):
+    torch = pytest.importorskip("torch")  # noqa: F841
+    from cpbcg.capture import CaptureSettings, run_capture
+    from cpbcg.manifest import manifest_document
+    from cpbcg.planner.capacity import CaptureSpec
+    from cpbcg.planner.layout import CPLayout
+
+    result = run_capture(CaptureSettings(CPLayout(4), CaptureSpec(), 2.0, (64, 128), num_layers=1, dry_run=True))
+    path = tmp_path / "m.json"
+    path.write_bytes(manifest_bytes(manifest_document(result)))
+    manifest = load_manifest(path)
+    assert manifest.table().as_dict() == {64: 16, 128: 32} and manifest.num_layers == 1 and manifest.fitted_cost() is None
+    data = orjson.loads(path.read_bytes())
+    assert data["dry_run"] is True and data["device_name"] == "cpu" and data["emulated_ranks"] is True and data["complete"] is True
+    assert data["tolerance"] == {"dtype": "float32", "atol": 1e-4, "rtol": 1e-4, "noise_factor": 0.0,
+                                 "rule": "max_abs_err <= 0.0001 + 0.0001 * max|reference|"}
+    record = data["buckets"][0]
+    assert [layout["kind"] for layout in record["layouts"]] == ["capture", "many_short", "long_plus_short"]
+    assert record["probes"][0]["refused"] is True and record["overflow_refused"] is True
+    assert all(record[k] is None for k in ("graph_bytes", "standalone_graph_bytes", "allocator_bytes", "replay_ms", "raw_replay_ms"))

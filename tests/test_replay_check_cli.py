@@ -289,21 +289,20 @@ def test_no_annotations_outside_github(monkeypatch):
 
 @pytest.fixture
 def fake_harness(monkeypatch):
-    """A stand-in for `cpbcg.capture.harness` that records its call and verifies all but `bad`."""
+    """A stand-in for `cpbcg.capture.run` that records its call and verifies all but `bad`."""
+    from cpbcg.capture.records import BatchReplay
+
     calls = []
     bad = []
 
     def replay_batches(batches, cfg, *, preset="tiny", layers=2, seed=0):
         calls.append((batches, cfg))
-        return [
-            {"extend_seq_lens": b, "bucket": 2304 if sum(b) == 2048 else sum(b), "verified": b not in bad,
-             "max_abs_err": 0.5 if b in bad else 0.0, "replay_ms": None}
-            for b in batches
-        ]
+        return [BatchReplay(tuple(b), 2304 if sum(b) == 2048 else sum(b), None, False, b not in bad,
+                            0.5 if b in bad else 0.0, None) for b in batches]
 
-    module = types.ModuleType("cpbcg.capture.harness")
+    module = types.ModuleType("cpbcg.capture.run")
     module.replay_batches = replay_batches
-    monkeypatch.setitem(sys.modules, "cpbcg.capture.harness", module)
+    monkeypatch.setitem(sys.modules, "cpbcg.capture.run", module)
     return calls, bad
 
 
@@ -327,7 +326,7 @@ def test_replay_failure_fails_the_check(fake_harness):
 
 
 def test_replay_without_the_capture_module_exits_2(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cpbcg.capture.harness", None)
+    monkeypatch.setitem(sys.modules, "cpbcg.capture.run", None)
     result = check("--manifest", VALID, "--replay", "2")
     assert result.exit_code == 2 and "replay needs the capture extra and torch" in result.stderr
 

@@ -1,8 +1,39 @@
 """`cpbcg capture`: real breakable CUDA graphs per bucket on a proxy model (the only torch user).
 
-Modules: `presets` (model dims, no torch), `model` (proxy layers and graph pieces), `zigzag`
+Public entry point: `run_capture(settings: CaptureSettings, on_step=None) -> CaptureResult`
+(typed records in `records`, serialised by `cpbcg.manifest.manifest_document`). Importing this
+package does not import torch; `run_capture` and `replay_batches` import it when called.
+
+Modules: `records` (typed settings and results, no torch), `presets` (model dims, no torch),
+`estimate` (memory estimate, no torch), `model` (proxy layers, graph pieces, SDPA), `zigzag`
 (CP sharding, gather, attention), `graphs` (capture/replay with static buffers and one pool),
-`comm` (emulated or NCCL rank groups), `layouts` (live layouts to replay), `forward`
-(CP forward, verification, timing), `harness` (orchestration, `replay_batches`), `report`
-(manifest document). See docs/capture.md.
+`comm` (emulated or torchrun rank groups), `layouts` (live layouts to replay), `forward` (CP
+forward, verification, timing), `harness` (the session), `run` (entry points). See docs/capture.md.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from cpbcg.capture.records import BatchReplay, CaptureResult, CaptureSettings
+
+if TYPE_CHECKING:
+    from cpbcg.capture.run import ReplayConfig
+
+__all__ = ["BatchReplay", "CaptureResult", "CaptureSettings", "replay_batches", "run_capture"]
+
+
+def run_capture(settings: CaptureSettings, on_step: Callable[[str, int], None] | None = None) -> CaptureResult:
+    """Capture, verify and measure `settings.buckets` (see `cpbcg.capture.run.run_capture`).
+
+    Raises `ImportError` without torch, else what `cpbcg.capture.run.run_capture` raises."""
+    from cpbcg.capture.run import run_capture as run
+
+    return run(settings, on_step)
+
+
+def replay_batches(batches: Sequence[Sequence[int]], cfg: "ReplayConfig", **kw) -> list[BatchReplay]:
+    """Route, capture and replay `batches` (see `cpbcg.capture.run.replay_batches`)."""
+    from cpbcg.capture.run import replay_batches as replay
+
+    return replay(batches, cfg, **kw)

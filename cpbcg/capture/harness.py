@@ -1,214 +1,256 @@
 """Capture orchestration: capture every bucket like the server, verify and measure each one.
 
-`CaptureSession` owns the proxy model, the graph backend (CUDA, or eager for a dry run), the
-rank group and the shared static buffers. `capture_all` captures the buckets largest first into
-one pool, then replays per bucket the capture layout, adversarial layouts and sampled trace
-batches, compares each with an unsharded eager forward, and times graph replay vs eager pieces.
-`replay_batches` does the same for an explicit list of batches (used by `replay-check`).
+`CaptureSession` owns the proxy model (and its float32 twin, the reference), the graph backend
+(CUDA, or eager for a dry run), the rank group and the shared static buffers. `capture` takes the
+buckets largest first into one pool; per bucket it first compares the memory estimate with the
+free memory (and skips a bucket that cannot fit before building it), then captures, catching
+out-of-memory; every rank agrees on each bucket's status. `verify` replays the capture layout,
+adversarial layouts and sampled trace batches, and times graph replay vs eager pieces.
+`run_capture` (settings in, `CaptureResult` out) and `replay_batches` are the entry points.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import torch
 
-from cpbcg.capture.comm import NcclGroup, RankGroup, init_group
-from cpbcg.capture.forward import (
-    ForwardOps, batch_input, cp_forward, eager_runner, time_forward_ms, verify_layout,
+from cpbcg.capture import estimate
+from cpbcg.capture.comm import DistGroup, RankGroup, init_group
+from cpbcg.capture.forward import ForwardOps, batch_input, cp_forward, time_forward_ms, verify_layout
+from cpbcg.capture.graphs import (
+    BucketGraphs, CudaBackend, EagerBackend, GraphBackend, StaticBuffers, capture_bucket, is_out_of_memory,
 )
-from cpbcg.capture.graphs import BucketGraphs, CudaBackend, EagerBackend, GraphBackend, StaticBuffers, capture_bucket
-from cpbcg.capture.layouts import LiveLayout, bucket_layouts, rows_needed, sample_trace_batches
-from cpbcg.capture.model import ProxyModel, build_model, torch_dtype
-from cpbcg.capture.presets import ModelDims, load_model_preset
+from cpbcg.capture.layouts import LiveLayout, bucket_layouts, rows_needed
+from cpbcg.capture.model import ProxyModel, build_model, sdpa_kernel, torch_dtype, upcast
+from cpbcg.capture.presets import ModelDims
+from cpbcg.capture.records import (
+    BucketResult, BucketTiming, CaptureRecord, LayoutCheck, ProbeCheck, SkipCause, SkippedBucket,
+)
 from cpbcg.capture.zigzag import shard
-from cpbcg.config import DeploymentConfig
 from cpbcg.errors import CaptureError, CpbcgError
-from cpbcg.planner.buckets import parse_bucket_spec
-from cpbcg.planner.capacity import capturable_buckets, local_capacity
-from cpbcg.planner.layout import BatchSet, CPStrategy, cp_active, local_rows
-from cpbcg.planner.selector import EAGER_REASONS, BucketTable, select_buckets
+from cpbcg.planner.capacity import CaptureSpec, capture_pieces
+from cpbcg.planner.layout import CPLayout, CPStrategy
 
+CAUSES: tuple[SkipCause, ...] = ("estimate", "out_of_memory", "capture_error", "rank_disagreement")
+"""Skip causes in the order of the status flag ranks all-reduce (0 = ok, i + 1 = `CAUSES[i]`)."""
 REPLAY_ITERS = 5
 """Timed forwards per bucket (after one untimed warm-up)."""
-
-
-@dataclass(frozen=True)
-class CaptureRecord:
-    """What capturing one bucket cost."""
-
-    capture_num_tokens: int
-    """Global bucket `B` (tokens)."""
-    local_rows: int
-    """Local capacity `C(B)` (rows per rank)."""
-    capture_s: float
-    """Seconds for the two warm-ups plus the capture of every piece."""
-    graph_bytes: int | None
-    """Drop in device free memory across the capture (bytes); None in a dry run."""
-    allocator_bytes: int | None
-    """Growth of the caching allocator's reserved memory, graph pool included (bytes); None in a dry run."""
-
-
-@dataclass(frozen=True)
-class SkippedBucket:
-    """A bucket that could not be captured, with the reason."""
-
-    capture_num_tokens: int
-    """Global bucket `B` (tokens)."""
-    reason: str
-    """Why (out of memory, invalid layout, ...)."""
-
-
-@dataclass(frozen=True)
-class BucketResult:
-    """One captured bucket: capture cost, replay timings and verification."""
-
-    capture: CaptureRecord
-    """Capture measurements."""
-    replay_ms: float | None
-    """Per-rank forward through the graphs plus eager attention (ms, CUDA events); None in a dry run."""
-    eager_ms: float | None
-    """The same forward with the pieces run eagerly (ms); None in a dry run."""
-    layouts: tuple[dict, ...]
-    """Per live layout: kind, num_tokens, num_requests, local_rows, max_abs_err, verified / refused."""
-
-    @property
-    def verified(self) -> bool:
-        return all(l["verified"] for l in self.layouts if l["kind"] != "overflow_probe")
-
-    @property
-    def max_abs_err(self) -> float:
-        errs = [l["max_abs_err"] for l in self.layouts if l["max_abs_err"] is not None]
-        return max(errs, default=0.0)
-
-    def to_record(self) -> dict:
-        """The manifest's bucket record (schema v1 keys plus `overflow_refused` and `layouts`)."""
-        probes = [l for l in self.layouts if l["kind"] == "overflow_probe"]
-        return {
-            **self.capture.__dict__, "replay_ms": self.replay_ms, "eager_ms": self.eager_ms,
-            "verified": self.verified, "max_abs_err": self.max_abs_err,
-            "layouts_checked": len(self.layouts) - len(probes),
-            "overflow_refused": all(l["refused"] for l in probes) if probes else None,
-            "layouts": list(self.layouts),
-        }
+GIB = 2**30
 
 
 @dataclass
 class CaptureSession:
-    """Model, backend, rank group, static buffers and the captured buckets of one run."""
+    """Model, reference, backend, rank group, static buffers and the captured buckets of one run."""
 
-    cfg: DeploymentConfig
+    cp: CPLayout
+    spec: CaptureSpec
     model: ProxyModel
+    truth: ProxyModel
+    """The same weights in float32 (the reference every layout is compared with)."""
     backend: GraphBackend
     group: RankGroup
     seed: int = 0
     ops: ForwardOps = field(default_factory=ForwardOps)
     graphs: dict[int, BucketGraphs] = field(default_factory=dict)
+    buffers: StaticBuffers | None = None
+    """Static inputs and outputs, allocated by `capture` for the largest capacity."""
+    free_bytes: Callable[[], int | None] | None = None
+    """Free memory of the device now (tests replace it); default `available_bytes`."""
+    _kernels: estimate.AttentionKernels | None = field(default=None, repr=False)
 
     @classmethod
-    def open(cls, cfg: DeploymentConfig, dims: ModelDims, num_layers: int, seed: int = 0,
+    def open(cls, cp: CPLayout, spec: CaptureSpec, dims: ModelDims, num_layers: int, seed: int = 0,
              dry_run: bool = False, dtype: str | None = None) -> "CaptureSession":
-        """Pick CUDA (or torchrun NCCL ranks) when present and not `dry_run`, else the CPU.
+        """Pick CUDA (or torchrun ranks) when present and not `dry_run`, else the CPU.
 
-        Raises `CaptureError` for an interleave deployment (zigzag only) or a bad torchrun world.
+        Raises `CaptureError` for an interleave deployment or `cp_size < 2` (zigzag only) or a
+        bad torchrun world; `ConfigError` for an unknown dtype.
         """
-        if cfg.cp_strategy is not CPStrategy.zigzag or cfg.cp_size < 2:
-            raise CaptureError("capture emulates zigzag CP only: use --cp-strategy zigzag and --cp-size >= 2")
-        group, device = init_group(cfg.cp_size, want_cuda=not dry_run)
+        if cp.strategy is not CPStrategy.zigzag or cp.cp_size < 2:
+            raise CaptureError("cp_strategy: capture emulates zigzag CP only (cp_strategy zigzag with cp_size >= 2)")
+        group, device = init_group(cp.cp_size, want_cuda=not dry_run)
         backend: GraphBackend = CudaBackend() if device.type == "cuda" else EagerBackend()
         model = build_model(dims, num_layers, seed, device, torch_dtype(dtype or dims.dtype))
-        return cls(cfg, model, backend, group, seed)
+        return cls(cp, spec, model, upcast(model), backend, group, seed)
 
     def close(self) -> None:
-        """Tear down the NCCL process group of a torchrun launch (no-op when emulating)."""
-        if isinstance(self.group, NcclGroup):
+        """Tear down the process group of a torchrun launch (no-op when emulating)."""
+        if isinstance(self.group, DistGroup):
             import torch.distributed as dist
 
             dist.destroy_process_group()
 
-    def capture(self, buckets: list[int], capacities: list[int], continue_on_error: bool = False,
+    def kernels(self) -> estimate.AttentionKernels:
+        """SDPA kernel per attention call site on this device and dtype (asked once)."""
+        if self._kernels is None:
+            dims, device = self.model.dims, self.model.device
+            self._kernels = estimate.AttentionKernels(sdpa_kernel(dims, device, self.model.dtype, masked=True),
+                                                      sdpa_kernel(dims, device, self.model.dtype, masked=False),
+                                                      sdpa_kernel(dims, device, torch.float32, masked=False))
+        return self._kernels
+
+    def peak_bytes(self, bucket: int, capacity: int) -> int:
+        """`estimate.bucket_peak_bytes` of one bucket on this session."""
+        longest = max(capture_pieces(bucket, self.cp, self.spec))
+        return estimate.bucket_peak_bytes(self.model.dims, bucket, capacity, longest, self.cp.cp_size,
+                                          len(self.group.local_ranks), self.model.dtype.itemsize, self.kernels())
+
+    def capture(self, buckets: list[int], capacities: list[int],
                 on_bucket: Callable[[int], None] = lambda b: None) -> tuple[list[CaptureRecord], list[SkippedBucket]]:
         """Allocate static buffers for the largest capacity, then capture largest bucket first.
 
-        Raises `CaptureError` on the first failure unless `continue_on_error`.
+        A bucket whose estimate exceeds the free memory is skipped before it is built; one that
+        runs out of memory or fails to capture is skipped with the reason, and so is a bucket
+        another rank skipped. Raises `CaptureError` when the estimate refuses every bucket.
         """
-        check_memory(self, buckets, capacities)
         order = sorted(zip(buckets, capacities), reverse=True)
-        buffers = StaticBuffers.allocate(max(capacities), self.model)
+        refuse_if_none_fits(self, order)
+        self.buffers = StaticBuffers.allocate(max(capacities), self.model)
         records, skipped = [], []
         for bucket, capacity in order:
-            try:
-                records.append(self._capture_one(buffers, bucket, capacity))
-            except (CpbcgError, RuntimeError) as exc:
-                reason = _reason(exc)
-                if not continue_on_error:
-                    raise CaptureError(f"bucket {bucket}: capture failed: {reason}") from exc
-                skipped.append(SkippedBucket(bucket, reason))
+            skip, record = self._estimate_skip(bucket, capacity), None
+            if skip is None:
+                record, skip = self._guarded(bucket, capacity, lambda: self._capture_one(bucket, capacity))
+            skip = self._agree(bucket, capacity, skip)
+            if skip is None:
+                records.append(record)
+            else:
+                skipped.append(skip)
             on_bucket(bucket)
         return records, skipped
 
-    def _capture_one(self, buffers: StaticBuffers, bucket: int, capacity: int) -> CaptureRecord:
-        before = self.backend.memory_bytes()
-        self.backend.synchronize()
+    def _estimate_skip(self, bucket: int, capacity: int) -> SkippedBucket | None:
+        self.backend.settle()
+        free, need = self.available(), self.peak_bytes(bucket, capacity)
+        if free is None or need <= free:
+            return None
+        return SkippedBucket(bucket, capacity, "estimate", (
+            f"needs about {need / GIB:.1f} GiB for attention (kernels {self.kernels().cp_attention}/"
+            f"{self.kernels().reference}), only {free / GIB:.1f} GiB free on {self.model.device.type}"))
+
+    def available(self) -> int | None:
+        return (self.free_bytes or (lambda: available_bytes(self.model.device)))()
+
+    def _guarded(self, bucket: int, capacity: int, step: Callable[[], object]) -> tuple[object, SkippedBucket | None]:
+        """Run `step`; out-of-memory or a capture failure becomes a `SkippedBucket`."""
+        try:
+            return step(), None
+        except (CpbcgError, RuntimeError, MemoryError) as exc:
+            cause: SkipCause = "out_of_memory" if is_out_of_memory(exc) else "capture_error"
+            self.graphs.pop(bucket, None)
+            self.backend.settle()
+            return None, SkippedBucket(bucket, capacity, cause, _reason(exc))
+
+    def _agree(self, bucket: int, capacity: int, skip: SkippedBucket | None) -> SkippedBucket | None:
+        """Every rank keeps the bucket, or every rank skips it (an all-reduce of the cause)."""
+        mine = 0 if skip is None else CAUSES.index(skip.cause) + 1
+        agreed = self.group.agree(mine)
+        if agreed and skip is None:
+            self.graphs.pop(bucket, None)
+            self.backend.settle()
+            return SkippedBucket(bucket, capacity, "rank_disagreement",
+                                 f"another CP rank skipped this bucket ({CAUSES[agreed - 1]})")
+        return skip
+
+    def _standalone_bytes(self, bucket: int, capacity: int) -> int | None:
+        """Pool bytes of this bucket's graphs captured alone into a private pool, then dropped.
+        None in a dry run, or when that extra capture runs out of memory (the shared pool may
+        still fit: there the bucket reuses the larger buckets' temporaries)."""
+        backend = self.backend
+        if backend.dry_run:
+            return None
+        pool = backend.new_pool()
+        try:
+            with torch.inference_mode():
+                alone = capture_bucket(backend, self.model, self.buffers, bucket, capacity, pool)
+        except RuntimeError as exc:
+            if not is_out_of_memory(exc):
+                raise
+            return None
+        backend.settle()
+        standalone = backend.pool_bytes(pool)
+        del alone
+        return None if standalone is None else max(standalone, 0)
+
+    def _capture_one(self, bucket: int, capacity: int) -> CaptureRecord:
+        backend = self.backend
+        standalone = self._standalone_bytes(bucket, capacity)
+        backend.settle()
+        pool_before, reserved_before = backend.pool_bytes(backend.shared_pool), backend.reserved_bytes()
         start = time.perf_counter()
         with torch.inference_mode():
-            self.graphs[bucket] = capture_bucket(self.backend, self.model, buffers, bucket, capacity)
-        self.backend.synchronize()
+            self.graphs[bucket] = capture_bucket(backend, self.model, self.buffers, bucket, capacity)
+        backend.synchronize()
         capture_s = time.perf_counter() - start
-        after = self.backend.memory_bytes()
-        if before is None or after is None:
-            return CaptureRecord(bucket, capacity, capture_s, None, None)
-        return CaptureRecord(bucket, capacity, capture_s, before[0] - after[0], after[1] - before[1])
+        backend.settle()
+        pool_after, reserved_after = backend.pool_bytes(backend.shared_pool), backend.reserved_bytes()
+        return CaptureRecord(bucket, capacity, capture_s, _growth(pool_before, pool_after, reserved_before, reserved_after),
+                             standalone, _growth(reserved_before, reserved_after))
 
-    def check(self, bucket: int, layout: LiveLayout, seed: int) -> dict:
+    def check(self, bucket: int, layout: LiveLayout, seed: int) -> LayoutCheck | ProbeCheck:
         """Replay one live layout in `bucket` and compare; an overflow probe must be refused."""
-        graphs, cp = self.graphs[bucket], self.cfg.cp_layout
-        rows = rows_needed(layout.extend_seq_lens, cp)
-        entry = {"kind": layout.kind, "num_tokens": layout.num_tokens,
-                 "num_requests": len(layout.extend_seq_lens), "local_rows": rows}
+        graphs = self.graphs[bucket]
+        rows = rows_needed(layout.extend_seq_lens, self.cp)
         try:
-            result = verify_layout(graphs.run_piece, self.model, self.group, layout.extend_seq_lens,
-                                   bucket, graphs.capacity_rows, rows, seed, self.ops)
+            return verify_layout(graphs, self.model, self.truth, self.group, layout.kind, layout.extend_seq_lens,
+                                 rows, seed, self.ops)
         except CaptureError as exc:
             if layout.kind != "overflow_probe":
                 raise
-            return {**entry, "max_abs_err": None, "verified": None, "refused": True, "message": str(exc)}
-        refused = {"refused": False} if layout.kind == "overflow_probe" else {}
-        return {**entry, "max_abs_err": result.max_abs_err, "verified": result.verified, **refused}
+            return ProbeCheck(layout.extend_seq_lens, rows, True, str(exc))
 
-    def time_bucket(self, bucket: int, extend_seq_lens: tuple[int, ...]) -> tuple[float | None, float | None]:
-        """`(replay_ms, eager_ms)` of one layout in `bucket` (None, None in a dry run)."""
+    def time_bucket(self, bucket: int, extend_seq_lens: tuple[int, ...]) -> BucketTiming | None:
+        """Replay, eager and raw-replay milliseconds of one layout in `bucket` (None in a dry run).
+
+        Replay and eager go through the same wrapper (`BucketGraphs.run_piece`) and the same
+        attention; raw is `graph.replay()` of every piece, once per local rank.
+        """
         if self.backend.dry_run:
-            return None, None
+            return None
         graphs = self.graphs[bucket]
         plan = self.ops.plan(list(extend_seq_lens), self.group.cp_size, graphs.capacity_rows, self.model.device)
         x_local = shard(batch_input(self.model, sum(extend_seq_lens), self.seed), plan)
-        eager = eager_runner(self.model)
         forward = lambda run: lambda: cp_forward(run, self.model, self.group, plan, x_local, self.ops)  # noqa: E731
-        return (time_forward_ms(self.backend, self.group, forward(graphs.run_piece), REPLAY_ITERS),
-                time_forward_ms(self.backend, self.group, forward(eager), REPLAY_ITERS))
+        timed = lambda fn: time_forward_ms(self.backend, self.group, fn, REPLAY_ITERS)  # noqa: E731
+        raw = lambda: [graphs.replay_raw() for _ in self.group.local_ranks]  # noqa: E731
+        return BucketTiming(timed(forward(graphs.run_piece)), timed(forward(graphs.run_eager)), timed(raw))
+
+    def verify(self, record: CaptureRecord, samples: list[LiveLayout]) -> BucketResult:
+        """Every live layout of one captured bucket checked, then the capture layout timed."""
+        bucket, capacity = record.capture_num_tokens, record.local_rows
+        layouts = bucket_layouts(bucket, capacity, self.cp, self.spec)
+        seen = {l.extend_seq_lens for l in layouts}
+        layouts += [s for s in samples if s.extend_seq_lens not in seen]
+        checks = [self.check(bucket, layout, self.seed + i) for i, layout in enumerate(layouts)]
+        timing = self.time_bucket(bucket, layouts[0].extend_seq_lens)
+        return BucketResult(record, timing, tuple(c for c in checks if isinstance(c, LayoutCheck)),
+                            tuple(c for c in checks if isinstance(c, ProbeCheck)))
+
+    def verify_all(self, records: list[CaptureRecord], samples: dict[int, list[LiveLayout]],
+                   on_bucket: Callable[[int], None] = lambda b: None) -> tuple[list[BucketResult], list[SkippedBucket]]:
+        """`verify` every record; out-of-memory skips the bucket (on every rank)."""
+        results, skipped = [], []
+        for record in records:
+            bucket, capacity = record.capture_num_tokens, record.local_rows
+            result, skip = self._guarded(bucket, capacity, lambda: self.verify(record, samples.get(bucket, [])))
+            if skip is not None:
+                skip = SkippedBucket(bucket, capacity, skip.cause, f"verification: {skip.reason}")
+            skip = self._agree(bucket, capacity, skip)
+            results.append(result) if skip is None else skipped.append(skip)
+            on_bucket(bucket)
+        return results, skipped
 
 
-def attention_bytes(bucket: int, capacity: int, cp_size: int, local_ranks: int, dims: ModelDims,
-                    element_bytes: int, dense_scores: bool) -> int:
-    """Estimated peak bytes of capturing and verifying one bucket, dominated by attention.
-
-    Every local rank caches a `[C(B), cp_size*C(B)]` bool attention mask; on CUDA one rank's mask
-    is also expanded to a bias in the model dtype. `dense_scores` (the CPU / dry run, whose SDPA
-    materializes scores) adds float32 scores and softmax of one rank, `[heads, C(B), cp*C(B)]`,
-    and of the unsharded reference over one request of `B` tokens, `[heads, B, B]`. Weights and
-    static buffers are small beside these and left out, so this is an estimate from below.
-    """
-    keys = cp_size * capacity
-    total = local_ranks * capacity * keys
-    if dense_scores:
-        total += 8 * dims.num_attention_heads * (capacity * keys + bucket * bucket)
-    else:
-        total += element_bytes * capacity * keys
-    return total
+def _growth(before: int | None, after: int | None, fallback_before: int | None = None,
+            fallback_after: int | None = None) -> int | None:
+    """`after - before` clamped at 0 (pool bytes never shrink while its graphs live); falls back
+    to the second pair when the first is unknown; None when neither is known (dry run)."""
+    if before is None or after is None:
+        before, after = fallback_before, fallback_after
+    return None if before is None or after is None else max(after - before, 0)
 
 
 def available_bytes(device: torch.device) -> int | None:
@@ -225,97 +267,21 @@ def available_bytes(device: torch.device) -> int | None:
     return None
 
 
-def check_memory(session: CaptureSession, buckets: list[int], capacities: list[int]) -> None:
-    """Refuse, before any allocation, a bucket whose `attention_bytes` exceed the free memory.
-
-    Raises `CaptureError` naming the bucket, the estimate and the memory available.
-    """
-    model, free = session.model, available_bytes(session.model.device)
+def refuse_if_none_fits(session: CaptureSession, order: list[tuple[int, int]]) -> None:
+    """Raise `CaptureError` (nothing built) when the free memory cannot hold even the smallest
+    bucket's estimate: the bucket list asks for more than this device has."""
+    free = session.available()
     if free is None:
         return
-    for bucket, capacity in sorted(zip(buckets, capacities), reverse=True):
-        need = attention_bytes(bucket, capacity, session.group.cp_size, len(session.group.local_ranks), model.dims,
-                               model.dtype.itemsize, session.backend.dry_run)
-        if need > free:
-            raise CaptureError(
-                f"--buckets: bucket {bucket} (C(B)={capacity} rows) needs about {need / 2**30:.1f} GiB for "
-                f"attention, but only {free / 2**30:.1f} GiB is free on {model.device.type}; capture smaller buckets"
-            )
-
-
-def capture_all(
-    session: CaptureSession, buckets: list[int], *, trace: Path | None = None, samples: int = 2,
-    continue_on_error: bool = False, on_step: Callable[[str, int], None] = lambda phase, b: None,
-) -> tuple[list[BucketResult], list[SkippedBucket]]:
-    """Capture `buckets` (largest first), then verify and time each captured bucket.
-
-    `on_step(phase, bucket)` is called after each capture (`"capture"`) and verification
-    (`"verify"`). Raises `CaptureError` on a failed capture (unless `continue_on_error`), a
-    replay input mismatch, or a live layout that does not fit (never truncated).
-    """
-    cfg, cp = session.cfg, session.cfg.cp_layout
-    kept = capturable_buckets(buckets, cp)
-    capacities = local_capacity(kept, cp, cfg.capture_spec).tolist()
-    table = BucketTable.build(kept, cp, cfg.capture_spec)
-    sampled = {} if trace is None else sample_trace_batches(trace, table, cp, cfg.max_padding_factor, samples, session.seed)
-    records, skipped = session.capture(kept, capacities, continue_on_error, lambda b: on_step("capture", b))
-    results = []
-    for record in records:
-        results.append(_verify_bucket(session, record, sampled.get(record.capture_num_tokens, [])))
-        on_step("verify", record.capture_num_tokens)
-    return results, skipped
-
-
-def _verify_bucket(session: CaptureSession, record: CaptureRecord, samples: list[LiveLayout]) -> BucketResult:
-    bucket, capacity = record.capture_num_tokens, record.local_rows
-    layouts = bucket_layouts(bucket, capacity, session.cfg.cp_layout, session.cfg.capture_spec) + samples
-    checks = tuple(session.check(bucket, layout, session.seed + i) for i, layout in enumerate(layouts))
-    replay_ms, eager_ms = session.time_bucket(bucket, layouts[0].extend_seq_lens)
-    return BucketResult(record, replay_ms, eager_ms, checks)
+    bucket, capacity = min(order)
+    need = session.peak_bytes(bucket, capacity)
+    if need > free:
+        raise CaptureError(
+            f"buckets: no bucket fits: the smallest, {bucket} (C(B)={capacity} rows), needs about {need / GIB:.1f} GiB "
+            f"for attention, but only {free / GIB:.1f} GiB is free on {session.model.device.type}; capture smaller buckets"
+        )
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, torch.cuda.OutOfMemoryError):
-        return "out of memory: " + str(exc).splitlines()[0]
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def replay_batches(
-    batches: list[list[int]], cfg: DeploymentConfig, *, preset: str = "tiny", layers: int = 2, seed: int = 0
-) -> list[dict]:
-    """Capture the buckets the runtime selector picks for `batches`, then replay and verify each.
-
-    Buckets come from `cfg.buckets` with capacities from the capture model; only buckets that
-    some batch routes to are captured (largest first, one pool). Runs on CUDA when present,
-    else as a dry run (eager pieces, no timings).
-
-    Returns one dict per batch, in order: `extend_seq_lens` (list), `bucket` (int, or None when
-    the selector runs it eagerly), `eager_reason` (str or None), `rescued` (bool), `verified`
-    (bool, None when eager), `max_abs_err` (float, None when eager), `replay_ms` (float, None
-    when eager or dry run). Raises `CaptureError` / `ConfigError` for bad settings.
-    """
-    table = BucketTable.build(parse_bucket_spec(cfg.buckets), cfg.cp_layout, cfg.capture_spec)
-    batch_set = BatchSet.from_lists(batches)
-    rows = local_rows(batch_set, cfg.cp_layout)
-    sel = select_buckets(batch_set.num_tokens, rows, cp_active(batch_set, cfg.cp_layout), table, cfg.max_padding_factor)
-    needed = sorted({int(i) for i in sel.bucket_index if i >= 0})
-    session = CaptureSession.open(cfg, load_model_preset(preset), layers, seed)
-    try:
-        if needed:
-            session.capture([int(table.capture_num_tokens[i]) for i in needed], [int(table.capacity_rows[i]) for i in needed])
-        return [_replay_one(session, table, sel, i, list(b)) for i, b in enumerate(batches)]
-    finally:
-        session.close()
-
-
-def _replay_one(session: CaptureSession, table: BucketTable, sel, i: int, lens: list[int]) -> dict:
-    index, code = int(sel.bucket_index[i]), int(sel.reason_code[i])
-    out = {"extend_seq_lens": lens, "bucket": None, "eager_reason": None, "rescued": bool(sel.rescued[i]),
-           "verified": None, "max_abs_err": None, "replay_ms": None}
-    if index < 0:
-        return {**out, "eager_reason": EAGER_REASONS[code - 1].value}
-    bucket = int(table.capture_num_tokens[index])
-    check = session.check(bucket, LiveLayout("batch", tuple(lens)), session.seed + i)
-    replay_ms, _ = session.time_bucket(bucket, tuple(lens))
-    return {**out, "bucket": bucket, "verified": check["verified"], "max_abs_err": check["max_abs_err"], "replay_ms": replay_ms}
-
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"out of memory: {text}" if is_out_of_memory(exc) and "out of memory" not in text.lower() else text

@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from cpbcg.planner.capacity import CaptureSpec, capture_pieces
-from cpbcg.planner.layout import BatchSet, CPLayout, cp_active, local_rows
-from cpbcg.planner.selector import BucketTable, select_buckets
+from cpbcg.planner.layout import BatchSet, CPLayout, local_rows
+from cpbcg.planner.sampling import sample_graph_batches
+from cpbcg.planner.selector import BucketTable
 from cpbcg.planner.sources import open_batches
 
 
@@ -91,29 +90,12 @@ def bucket_layouts(bucket: int, capacity: int, cp: CPLayout, spec: CaptureSpec) 
 def sample_trace_batches(
     trace: Path, table: BucketTable, cp: CPLayout, max_padding_factor: float, samples: int, seed: int
 ) -> dict[int, list[LiveLayout]]:
-    """Up to `samples` distinct batches of `trace` per bucket, among those the runtime selector
-    replays in that bucket: the batch needing the most rows first, then a seeded random sample.
-    Streams the trace chunk by chunk (vectorised per chunk)."""
-    rng = np.random.default_rng(seed)
-    heaviest: dict[int, tuple[int, tuple[int, ...]]] = {}
-    pools: dict[int, dict[tuple[int, ...], float]] = {}
-    for chunk in open_batches(trace):
-        rows = local_rows(chunk, cp)
-        chosen = select_buckets(chunk.num_tokens, rows, cp_active(chunk, cp), table, max_padding_factor).bucket_index
-        keys = rng.random(chunk.num_batches)
-        for index in np.unique(chosen[chosen >= 0]):
-            bucket, routed = int(table.capture_num_tokens[index]), np.flatnonzero(chosen == index)
-            top = routed[np.argmax(rows[routed])]
-            if bucket not in heaviest or rows[top] > heaviest[bucket][0]:
-                heaviest[bucket] = (int(rows[top]), tuple(chunk.batch(int(top))))
-            pool = pools.setdefault(bucket, {})
-            for i in routed[np.argsort(keys[routed])[:samples]]:
-                lens = tuple(chunk.batch(int(i)))
-                pool[lens] = min(pool.get(lens, 1.0), float(keys[i]))
-            pools[bucket] = dict(sorted(pool.items(), key=lambda kv: kv[1])[:samples])
-    return {b: _pick(heaviest[b][1], pools[b], samples) for b in heaviest}
-
-
-def _pick(heaviest: tuple[int, ...], pool: dict[tuple[int, ...], float], samples: int) -> list[LiveLayout]:
-    rest = [lens for lens, _ in sorted(pool.items(), key=lambda kv: kv[1]) if lens != heaviest]
-    return [LiveLayout("trace", lens) for lens in [heaviest, *rest][: max(samples, 0)]]
+    """Up to `samples` batches of `trace` per bucket, among those the runtime selector replays
+    in that bucket: the batch needing the most rows first, then a seeded uniform sample
+    (`cpbcg.planner.sampling.sample_graph_batches`, one streaming pass)."""
+    got = sample_graph_batches(open_batches(trace), table, cp, max_padding_factor, samples, seed, per_bucket=True)
+    out: dict[int, list[LiveLayout]] = {}
+    for top in got.heaviest:
+        picked = got.for_bucket(top.capture_num_tokens)[: max(samples, 0)]
+        out[top.capture_num_tokens] = list(dict.fromkeys(LiveLayout("trace", b.extend_seq_lens) for b in picked))
+    return out

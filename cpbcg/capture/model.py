@@ -155,22 +155,67 @@ def expand_kv(t: torch.Tensor, num_heads: int) -> torch.Tensor:
     return t.repeat_interleave(num_heads // t.shape[1], dim=1)
 
 
+def sdpa_inputs(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Token-major `q [rows, H, D]`, `k, v [keys, KV, D]` and `mask [rows, keys]` → the 4-D
+    `[1, H, rows, D]`, `[1, H, keys, D]`, `[1, 1, rows, keys]` layout SDPA's fused kernels
+    (flash, memory-efficient; CPU flash) need. 3-D inputs fall back to the math kernel, which
+    materialises `[H, rows, keys]` scores."""
+    heads = q.shape[1]
+    q4 = q.transpose(0, 1).unsqueeze(0)
+    k4, v4 = (expand_kv(t, heads).transpose(0, 1).unsqueeze(0) for t in (k, v))
+    return q4, k4, v4, None if mask is None else mask[None, None]
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+              is_causal: bool = False) -> torch.Tensor:
+    """SDPA over token-major tensors (see `sdpa_inputs`): `[rows, H, D]` queries → `[rows, H*D]`."""
+    q4, k4, v4, m4 = sdpa_inputs(q, k, v, mask)
+    out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=m4, is_causal=is_causal)  # [1, H, rows, D]
+    return out[0].transpose(0, 1).reshape(q.shape[0], -1)
+
+
+SDPA_KERNELS = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}
+"""`torch._fused_sdp_choice` codes (`torch.nn.attention.SDPBackend`) → names."""
+
+
+def sdpa_kernel(dims: ModelDims, device: torch.device, dtype: torch.dtype, masked: bool) -> str:
+    """Name of the SDPA kernel PyTorch picks for this model's attention on `device` (`math`,
+    `flash`, `efficient`, `cudnn`), asked of `torch._fused_sdp_choice` with small inputs of the
+    same layout, dtype and head size; `math` when PyTorch cannot say (the safe, costly guess)."""
+    rows, heads = 16, dims.num_attention_heads
+    q = torch.zeros(rows, heads, dims.head_dim, device=device, dtype=dtype)
+    kv = torch.zeros(rows, dims.num_key_value_heads, dims.head_dim, device=device, dtype=dtype)
+    mask = torch.ones(rows, rows, dtype=torch.bool, device=device) if masked else None
+    q4, k4, v4, m4 = sdpa_inputs(q, kv, kv, mask)
+    try:
+        code = int(torch._fused_sdp_choice(q4, k4, v4, attn_mask=m4, is_causal=not masked))
+    except (AttributeError, RuntimeError, TypeError):
+        return "math"
+    return SDPA_KERNELS.get(code, "math")
+
+
 def reference_forward(model: ProxyModel, x: torch.Tensor, extend_seq_lens: Sequence[int]) -> torch.Tensor:
     """Unsharded eager forward of a whole batch: `x [n, hidden]` → `[n, hidden]`.
 
     Attention is causal within each request (requests concatenated in order), computed one
     request at a time with `is_causal=True`: independent of the CP code it verifies.
     """
-    dims, heads = model.dims, model.dims.num_attention_heads
+    dims = model.dims
     for layer in model.layers:
         q, k, v = split_qkv(pre_attention(layer, x), dims)
         outs, start = [], 0
         for length in extend_seq_lens:
             sl = slice(start, start + length)
-            o = F.scaled_dot_product_attention(
-                q[sl].transpose(0, 1), expand_kv(k[sl], heads).transpose(0, 1),
-                expand_kv(v[sl], heads).transpose(0, 1), is_causal=True)
-            outs.append(o.transpose(0, 1).reshape(length, dims.q_width))
+            outs.append(attention(q[sl], k[sl], v[sl], is_causal=True))
             start += length
         x = post_attention(layer, x, torch.cat(outs))
     return x
+
+
+def upcast(model: ProxyModel) -> ProxyModel:
+    """The same weights in float32 (the reference a low-precision run is judged against)."""
+    layers = tuple(ProxyLayer(*(t.float() for t in (l.attn_norm, l.w_qkv, l.w_o, l.mlp_norm, l.w_gate_up, l.w_down)))
+                   for l in model.layers)
+    return ProxyModel(model.dims, layers)

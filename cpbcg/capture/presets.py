@@ -18,6 +18,8 @@ from cpbcg.errors import ConfigError
 MODELS_PACKAGE = "cpbcg.configs"
 MODELS_DIR = "models"
 DTYPES = ("float32", "bfloat16", "float16")
+OPTIONAL_KEYS = {"num_hidden_layers"}
+"""Preset keys that may be left out."""
 
 
 @dataclass(frozen=True)
@@ -38,12 +40,16 @@ class ModelDims:
     """Gated MLP width (elements per token)."""
     dtype: str
     """Parameter and activation dtype: float32, bfloat16 or float16."""
+    num_hidden_layers: int | None = None
+    """Layers of the real model (scales the proxy's timings in the cost model); None = unknown."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name in ("name", "dtype") and not isinstance(value, str):
                 raise ConfigError(f"model {self.name}: {f.name}: {value!r} is not a string")
+            if f.name == "num_hidden_layers" and value is None:
+                continue
             if f.name not in ("name", "dtype") and (type(value) is not int or value < 1):
                 raise ConfigError(f"model {self.name}: {f.name}: {value!r} is not a positive integer")
         if self.num_attention_heads % self.num_key_value_heads:
@@ -101,7 +107,7 @@ def load_model_preset(source: str) -> ModelDims:
     data.setdefault("name", path.stem)
     known = {f.name for f in fields(ModelDims)}
     unknown = sorted(str(key) for key in set(data) - known)
-    missing = sorted(known - set(data))
+    missing = sorted(known - set(data) - OPTIONAL_KEYS)
     if unknown or missing:
         what = f"unknown key(s) {', '.join(unknown)}" if unknown else f"missing key(s) {', '.join(missing)}"
         raise ConfigError(f"{label}: {what}")

@@ -1,8 +1,8 @@
 """Zigzag CP sharding in torch: shard a batch's rows over ranks, gather them back, and attend.
 
-The split is the runtime's (domain brief §2, SGLang's zigzag prefill split, and the same rule as
-`cpbcg.planner.layout.zigzag_blocks`): each request of `L` tokens is cut into `seg = 2*cp_size`
-blocks, block `j` holding `base + 1` tokens if `j < rem` else `base` (`base, rem = divmod(L, seg)`);
+The split is the runtime's (domain brief §2, SGLang's zigzag prefill split), taken from the
+planner's one implementation `cpbcg.planner.layout.zigzag_blocks`: each request of `L` tokens
+is cut into `seg = 2*cp_size` blocks, block `j` holding `base + 1` tokens if `j < rem` else `base` (`base, rem = divmod(L, seg)`);
 rank `r` holds block `r` then block `seg-1-r` of every request, requests in batch order, then
 padding rows up to the bucket's captured capacity.
 
@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-
-from cpbcg.capture.model import expand_kv
+from cpbcg.capture.model import attention
 from cpbcg.errors import CaptureError
+from cpbcg.planner.layout import zigzag_blocks
 
 PAD = -1
 """Index, request id and position of a padding row."""
@@ -66,17 +65,19 @@ class ShardPlan:
 
 
 def rank_token_index(extend_seq_lens: list[int], cp_size: int) -> list[np.ndarray]:
-    """[cp_size] arrays of global token indices each rank holds, in row order (no padding)."""
-    seg = 2 * cp_size
+    """[cp_size] arrays of global token indices each rank holds, in row order (no padding).
+
+    The blocks are the planner's (`cpbcg.planner.layout.zigzag_blocks`): rank `r` takes block
+    `r` then block `2*cp_size-1-r` of every request, requests in batch order.
+    """
     per_rank: list[list[np.ndarray]] = [[] for _ in range(cp_size)]
     offset = 0
     for length in extend_seq_lens:
-        base, rem = divmod(length, seg)
-        sizes = np.array([base + (j < rem) for j in range(seg)])
-        starts = offset + np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        for rank in range(cp_size):
-            for block in (rank, seg - 1 - rank):
-                per_rank[rank].append(np.arange(starts[block], starts[block] + sizes[block]))
+        blocks = zigzag_blocks(length, cp_size)
+        starts = offset + np.concatenate([[0], np.cumsum(blocks.block_tokens)[:-1]])
+        for rank, owned in enumerate(blocks.rank_blocks):
+            for block in owned:
+                per_rank[rank].append(np.arange(starts[block], starts[block] + blocks.block_tokens[block]))
         offset += length
     return [np.concatenate(parts).astype(np.int64) for parts in per_rank]
 
@@ -150,11 +151,6 @@ def cp_attention(
         k_all, v_all: [cp_size*rows, KV, D] keys and values of every rank, rank 0 first.
         plan: the batch's shard plan; rank: this rank.
     Returns:
-        [rows, H*D] attention output in `q.dtype`.
+        [rows, H*D] attention output in `q.dtype` (4-D SDPA, so fused kernels run where they can).
     """
-    heads = q.shape[1]
-    out = F.scaled_dot_product_attention(
-        q.transpose(0, 1), expand_kv(k_all, heads).transpose(0, 1), expand_kv(v_all, heads).transpose(0, 1),
-        attn_mask=plan.attention_mask(rank),
-    )
-    return out.transpose(0, 1).reshape(q.shape[0], -1)
+    return attention(q, k_all, v_all, mask=plan.attention_mask(rank))

@@ -17,10 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-import numpy as np
 
 from cpbcg.errors import ConfigError
-from cpbcg.planner.demand import Demand
+from cpbcg.planner import sampling
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.layout import BatchSet, CPLayout
 from cpbcg.planner.selector import EAGER_REASONS, BucketTable
@@ -171,12 +170,10 @@ class ReplayRecord:
     """Replay time (ms); None in a dry run."""
 
     @classmethod
-    def of(cls, record: dict[str, Any]) -> "ReplayRecord":
-        """From one dict of `cpbcg.capture.harness.replay_batches`."""
-        return cls(
-            [int(x) for x in record["extend_seq_lens"]], record.get("bucket"), record.get("verified") is True,
-            record.get("max_abs_err"), record.get("replay_ms"),
-        )
+    def of(cls, record: Any) -> "ReplayRecord":
+        """From one `cpbcg.capture.BatchReplay` of `replay_batches`."""
+        return cls([int(x) for x in record.extend_seq_lens], record.bucket, record.verified is True,
+                   record.max_abs_err, record.replay_ms)
 
 
 def replay_gate(records: Sequence[ReplayRecord]) -> GateResult:
@@ -213,18 +210,6 @@ def sample_graph_batches(
     chunks: Iterable[BatchSet], table: BucketTable, cp: CPLayout, max_padding_factor: float, k: int, seed: int = 0
 ) -> list[list[int]]:
     """Up to `k` distinct trace lines the selector replays in a graph, uniformly sampled
-    (bottom-k of seeded random keys, so one pass and bounded memory), in trace order."""
-    rng = np.random.default_rng(seed)
-    keys = np.zeros(0)
-    kept: list[tuple[int, list[int]]] = []  # (trace position, extend_seq_lens), aligned with `keys`
-    position = 0
-    for batches in chunks:
-        graph = np.flatnonzero(Demand.of(batches, cp).select(table, max_padding_factor).graph)  # [num_graph] int64
-        new_keys = rng.random(len(graph))
-        best = np.argsort(new_keys, kind="stable")[:k]
-        pool_keys = np.concatenate([keys, new_keys[best]])
-        pool = kept + [(position + int(graph[i]), batches.batch(int(graph[i]))) for i in best]
-        order = np.argsort(pool_keys, kind="stable")[:k]
-        kept, keys = [pool[j] for j in order], pool_keys[order]
-        position += batches.num_batches
-    return [seq for _, seq in sorted(kept)]
+    (`cpbcg.planner.sampling.sample_graph_batches`), in trace order."""
+    sample = sampling.sample_graph_batches(chunks, table, cp, max_padding_factor, k, seed)
+    return [list(b.extend_seq_lens) for b in sample.batches]

@@ -5,6 +5,7 @@ Torch is imported inside the command only, so `import cpbcg.cli` and `cpbcg plan
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -24,6 +25,9 @@ from cpbcg.errors import CaptureError
 
 CAPTURE_DEFAULT_BUCKETS = "256,512,1024,2048,2304"
 """Buckets captured when neither `--buckets` nor the config names any (CPU-friendly)."""
+EXIT_INCOMPLETE = 3
+"""Exit code when some bucket was skipped (estimate, out of memory, capture error); the manifest
+still holds the others."""
 MAX_LAYERS = 256
 """Most proxy layers `--layers` accepts (real models have at most a few hundred)."""
 
@@ -38,7 +42,7 @@ class Dtype(str, Enum):
 
 BucketsCaptureOpt = Annotated[Optional[str], typer.Option(
     "--buckets", "-b", show_default=False,
-    help=f"Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. A bucket whose estimated attention memory exceeds the free memory of the device (CPU: available RAM) is refused up front. [default: the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}]")]
+    help=f"Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. A bucket whose estimated attention memory exceeds the free memory of the device (CPU: available RAM) is skipped before it is built; if none fits, the run is refused. [default: the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}]")]
 PresetOpt = Annotated[str, typer.Option("--preset", "-p", help="Model preset (gpt-oss-120b, llama-3.1-70b, qwen3-32b, tiny) or a model YAML file.")]
 LayersOpt = Annotated[int, typer.Option("--layers", min=1, max=MAX_LAYERS, help="Proxy transformer layers (each adds one break).")]
 SamplesOpt = Annotated[int, typer.Option("--samples", min=0, help="Trace batches replayed per bucket (with --trace): the heaviest plus random ones.")]
@@ -63,11 +67,11 @@ def capture(
     max_capture_requests: MaxCaptureReqOpt = None,
     dtype: Annotated[Optional[Dtype], typer.Option("--dtype", help="Override the preset dtype.", show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of weights, inputs and trace sampling.")] = 0,
-    continue_on_error: Annotated[bool, typer.Option("--continue-on-error", help="Report a bucket that cannot be captured and go on.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Run the pieces eagerly even if CUDA is present.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Run the pieces eagerly even if CUDA is present (under torchrun: CPU ranks over gloo).")] = False,
 ) -> None:
     """Capture breakable CUDA graphs per bucket like the server, replay them with the worst live
-    layouts each bucket admits, verify against an unsharded eager forward, and measure them.
+    layouts each bucket admits, check that each replay equals the same pieces run eagerly bit for bit and matches an unsharded
+    float32 forward, and measure them.
 
     Per bucket: static buffers of C(B) CP-local rows, largest bucket first, two warm-ups, one
     shared graph pool; graph pieces between attention breaks (zigzag CP attention, eager).
@@ -76,7 +80,9 @@ def capture(
     to the bucket. Without CUDA it is a dry run: the same pieces run eagerly on the CPU.
 
     One GPU emulates all CP ranks; `torchrun --nproc-per-node 4 -m cpbcg capture --cp-size 4`
-    runs one rank per GPU over NCCL. Exit 1 if a bucket fails verification.
+    runs one rank per GPU over NCCL. A bucket that cannot fit (memory estimate), runs out of
+    memory or fails to capture is skipped with its reason and the rest are still written.
+    Exit 1 if a bucket fails verification, 3 if a bucket was skipped (capture incomplete).
 
     Example: `cpbcg capture --cp-size 4 --preset tiny -o manifest.json`
     """
@@ -86,30 +92,25 @@ def capture(
     cfg = load_config(config, overrides)
     if "buckets" not in cfg.model_fields_set:
         cfg = cfg.model_copy(update={"buckets": CAPTURE_DEFAULT_BUCKETS})
-    try:
-        from cpbcg.capture import harness, report, presets
-    except ImportError as exc:
-        raise CaptureError(f"cpbcg capture needs torch ({exc}); install it with: pip install 'cpbcg[capture]'") from exc
+    from cpbcg.capture import CaptureSettings, run_capture
+    from cpbcg.manifest import manifest_bytes, manifest_document
     from cpbcg.planner.buckets import parse_bucket_spec
 
-    bucket_list = parse_bucket_spec(cfg.buckets)
-    session = harness.CaptureSession.open(cfg, presets.load_model_preset(preset), layers, seed, dry_run, dtype.value if dtype else None)
-    writer = session.group.is_writer
-    try:
-        with progress_bar("capture + verify", total=2 * len(bucket_list), enabled=writer) as advance:
-            results, skipped = harness.capture_all(
-                session, bucket_list, trace=trace, samples=samples, continue_on_error=continue_on_error,
-                on_step=lambda phase, bucket: advance(1),
-            )
-        doc = report.manifest_document(session, preset, results, skipped)
-    finally:
-        session.close()
-    if not writer:
+    settings = CaptureSettings(
+        cfg.cp_layout, cfg.capture_spec, cfg.max_padding_factor, tuple(parse_bucket_spec(cfg.buckets)), preset=preset,
+        num_layers=layers, dtype=dtype.value if dtype else None, seed=seed, trace=trace, samples=samples, dry_run=dry_run,
+    )
+    rank0 = os.environ.get("RANK", "0") == "0"  # torchrun: only rank 0 shows progress
+    with progress_bar("capture + verify", total=2 * len(settings.buckets), enabled=rank0) as advance:
+        try:
+            result = run_capture(settings, on_step=lambda phase, bucket: advance(1))
+        except ImportError as exc:
+            raise CaptureError(f"cpbcg capture needs torch ({exc}); install it with: pip install 'cpbcg[capture]'") from exc
+    if not result.is_writer:
         return
+    doc = manifest_document(result)
     _render(doc)
     if output is not None:
-        from cpbcg.manifest import manifest_bytes
-
         write_atomic(output, manifest_bytes(doc))
         stderr_console().print(f"wrote {output}")
     else:
@@ -118,6 +119,10 @@ def capture(
     if failed:
         typer.echo(f"cpbcg: verification failed for bucket(s) {', '.join(map(str, failed))}", err=True)
         raise typer.Exit(1)
+    if not result.complete:
+        skipped = ", ".join(str(k.capture_num_tokens) for k in result.skipped)
+        typer.echo(f"cpbcg: capture incomplete: bucket(s) {skipped} skipped (see skipped_buckets)", err=True)
+        raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def _fmt(value: float | int | None, spec: str) -> str:
@@ -129,15 +134,17 @@ def bucket_table(doc: dict) -> Table:
     mode = "DRY RUN (no CUDA)" if doc["dry_run"] else doc["device_name"]
     model = doc["model"]
     title = (f"capture: {model['name']} x{model['num_layers']} layers {model['dtype']}, cp {doc['cp_size']} "
-             f"(align {doc['align_size']}), {mode}; times in ms, graph memory in MiB")
+             f"(align {doc['align_size']}), {mode}; times in ms per rank, graph pool MiB (pool+ = growth of the "
+             "shared pool, alone = this bucket's graphs alone)")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for name in ("bucket", "C(B)", "capture_s", "MiB", "replay", "eager", "checks", "overflow", "max_err", "ok"):
+    for name in ("bucket", "C(B)", "capture_s", "pool+", "alone", "replay", "eager", "raw", "checks", "overflow", "max_err", "ok"):
         table.add_column(name, justify="left" if name in ("ok", "overflow") else "right", no_wrap=True)
     for r in doc["buckets"]:
-        mib = None if r["graph_bytes"] is None else r["graph_bytes"] / 2**20
+        mib = lambda key: None if r[key] is None else r[key] / 2**20  # noqa: E731
         overflow = {True: "refused", False: "NOT refused", None: "-"}[r["overflow_refused"]]
-        table.add_row(str(r["capture_num_tokens"]), str(r["local_rows"]), f"{r['capture_s']:.3f}", _fmt(mib, ".1f"),
-                      _fmt(r["replay_ms"], ".3f"), _fmt(r["eager_ms"], ".3f"), str(r["layouts_checked"]), overflow,
+        table.add_row(str(r["capture_num_tokens"]), str(r["local_rows"]), f"{r['capture_s']:.3f}",
+                      _fmt(mib("graph_bytes"), ".1f"), _fmt(mib("standalone_graph_bytes"), ".1f"),
+                      _fmt(r["replay_ms"], ".3f"), _fmt(r["eager_ms"], ".3f"), _fmt(r["raw_replay_ms"], ".3f"), str(r["layouts_checked"]), overflow,
                       f"{r['max_abs_err']:.1e}", "yes" if r["verified"] else "NO")
     return table
 
@@ -148,6 +155,6 @@ def _render(doc: dict) -> None:
     if doc["dry_run"]:
         err.print("dry run: no CUDA device, so the pieces ran eagerly on the CPU (no graph memory or timings).")
     tol = doc["tolerance"]
-    err.print(f"tolerance ({doc['model']['dtype']}): max_abs_err <= {tol['atol']:g} + {tol['rtol']:g} * max|reference|")
+    err.print(f"tolerance ({tol['dtype']}): {tol['rule']}; graph replay must equal eager pieces bit for bit")
     for s in doc["skipped_buckets"]:
-        err.print(f"skipped bucket {s['capture_num_tokens']}: {s['reason']}")
+        err.print(f"skipped bucket {s['capture_num_tokens']} ({s['cause']}): {s['reason']}")

@@ -64,9 +64,10 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     cost_source = "command line" if cost.given else None
     cfg, dep = api.load_config_and_deployment(deployment.config, overrides, cost_source=cost_source)
     if manifest is not None:
-        from cpbcg.planner.cost import with_measured
-
-        dep = replace(dep, cost=with_measured(dep.cost, manifest.fitted_cost_ms(), manifest.eager_fixed_ms(), f"manifest {manifest.path}"))
+        dep = api.with_manifest_cost(dep, manifest)
+        note = manifest.fitted_cost().note if manifest.fitted_cost() is not None else ""
+        if note:
+            stderr_console().print(f"cpbcg: note: {note}", highlight=False, markup=False)
     if req.guarantee or req.check_guarantee:
         _guarantee(req, cfg, dep)
         return

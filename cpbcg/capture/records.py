@@ -1,0 +1,246 @@
+"""Typed results of `cpbcg capture` (no torch): settings in, records out.
+
+`run_capture(CaptureSettings) -> CaptureResult`; `cpbcg.manifest.manifest_document` is the one
+place that turns a `CaptureResult` into JSON. `replay_batches` returns `BatchReplay`s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from cpbcg.capture.presets import ModelDims
+from cpbcg.planner.capacity import CaptureSpec
+from cpbcg.planner.layout import CPLayout
+
+SkipCause = Literal["estimate", "out_of_memory", "capture_error", "rank_disagreement"]
+
+
+@dataclass(frozen=True)
+class CaptureSettings:
+    """What to capture and how (plain data; the CLI builds it from the config and its flags)."""
+
+    cp_layout: CPLayout
+    """CP size, strategy (zigzag only) and row alignment."""
+    capture_spec: CaptureSpec
+    """Capture layout of the dummy batch (single request or context-bounded)."""
+    max_padding_factor: float
+    """Selector's padding limit (routes `trace` samples; domain brief §4)."""
+    buckets: tuple[int, ...]
+    """`capture_num_tokens` to capture; those below `2*cp_size` are dropped."""
+    preset: str = "tiny"
+    """Model preset name or model YAML path (`cpbcg.capture.presets`)."""
+    num_layers: int = 2
+    """Proxy layers captured (each adds one attention break)."""
+    dtype: str | None = None
+    """`float32`, `bfloat16` or `float16`; None = the preset's dtype."""
+    seed: int = 0
+    """Seed of weights, inputs and trace sampling."""
+    trace: Path | None = None
+    """Batch or request trace whose routed batches are replayed per bucket; None = none."""
+    samples: int = 2
+    """Trace batches replayed per bucket (the heaviest plus a seeded sample)."""
+    dry_run: bool = False
+    """Run the pieces eagerly (no CUDA graphs) even where CUDA is present."""
+
+
+@dataclass(frozen=True)
+class CaptureRecord:
+    """What capturing one bucket cost. Memory is read after `synchronize()` + `empty_cache()`."""
+
+    capture_num_tokens: int
+    """Global bucket `B` (tokens)."""
+    local_rows: int
+    """Local capacity `C(B)` (rows per rank)."""
+    capture_s: float
+    """Seconds for the two warm-ups plus the capture of every piece into the shared pool."""
+    graph_bytes: int | None
+    """Growth of the shared graph pool when this bucket was captured (bytes, >= 0); None in a dry run."""
+    standalone_graph_bytes: int | None
+    """Pool bytes of this bucket's graphs captured alone into a private pool (bytes, >= 0); None in a dry run."""
+    allocator_bytes: int | None
+    """Growth of the caching allocator's reserved memory across the capture (bytes, >= 0); None in a dry run."""
+
+
+@dataclass(frozen=True)
+class LayoutCheck:
+    """One live batch replayed in one bucket and compared."""
+
+    kind: str
+    """`capture`, `many_short`, `long_plus_short`, `trace` or `batch`."""
+    extend_seq_lens: tuple[int, ...]
+    """Extend tokens per request."""
+    local_rows: int
+    """CP-local rows per rank the batch needs (`<= C(B)`)."""
+    max_abs_err: float
+    """Largest |graph output - reference| over real tokens; the reference is the unsharded
+    forward in float32 (inf if the output is not finite)."""
+    tolerance: float
+    """Largest error accepted (see `Tolerance`)."""
+    noise_floor: float | None
+    """|unsharded forward in the model dtype - float32 reference| (low precision only; else None)."""
+    graph_matches_eager: bool
+    """The graph replay equals the same pieces run eagerly on the same sharded input, bit for bit."""
+
+    @property
+    def verified(self) -> bool:
+        return self.graph_matches_eager and self.max_abs_err <= self.tolerance
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.extend_seq_lens)
+
+
+@dataclass(frozen=True)
+class ProbeCheck:
+    """A live batch with `n <= B` but more rows than `C(B)`: it must be refused."""
+
+    extend_seq_lens: tuple[int, ...]
+    """Extend tokens per request."""
+    local_rows: int
+    """Rows per rank it needs (`> C(B)`)."""
+    refused: bool
+    """True when the harness refused it (never truncated)."""
+    message: str
+    """The runtime's refusal message (empty if not refused)."""
+
+
+@dataclass(frozen=True)
+class BucketTiming:
+    """Per-rank milliseconds of one CP forward of the capture layout (CUDA events)."""
+
+    replay_ms: float
+    """Graph pieces through the replay wrapper (copy-in, replay, clone-out) plus eager attention."""
+    eager_ms: float
+    """The same pieces run eagerly through the same wrapper, plus the same attention."""
+    raw_replay_ms: float
+    """`graph.replay()` of every piece back to back (no copies, no attention)."""
+
+
+@dataclass(frozen=True)
+class BucketResult:
+    """One captured bucket: capture cost, timings and verification."""
+
+    capture: CaptureRecord
+    """Capture measurements."""
+    timing: BucketTiming | None
+    """None in a dry run."""
+    layouts: tuple[LayoutCheck, ...]
+    """Live batches replayed and compared, capture layout first."""
+    probes: tuple[ProbeCheck, ...]
+    """Over-capacity probes (empty when the bucket admits none)."""
+
+    @property
+    def capture_num_tokens(self) -> int:
+        return self.capture.capture_num_tokens
+
+    @property
+    def verified(self) -> bool:
+        """Every layout verified and every probe refused."""
+        return all(c.verified for c in self.layouts) and all(p.refused for p in self.probes)
+
+    @property
+    def max_abs_err(self) -> float:
+        return max((c.max_abs_err for c in self.layouts), default=0.0)
+
+    @property
+    def graph_matches_eager(self) -> bool:
+        return all(c.graph_matches_eager for c in self.layouts)
+
+
+@dataclass(frozen=True)
+class SkippedBucket:
+    """A bucket that was not captured or not verified, with the reason."""
+
+    capture_num_tokens: int
+    """Global bucket `B` (tokens)."""
+    local_rows: int
+    """Local capacity `C(B)` (rows per rank)."""
+    cause: SkipCause
+    """`estimate` (refused before building), `out_of_memory`, `capture_error`, or
+    `rank_disagreement` (another CP rank failed on it)."""
+    reason: str
+    """One line: what failed."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How a layout's error is judged for the model dtype."""
+
+    dtype: str
+    """Model dtype."""
+    atol: float
+    """Absolute part (model dtype units)."""
+    rtol: float
+    """Relative part, times `max|reference|` (float32 only; 0 for low precision)."""
+    noise_factor: float
+    """Times the measured noise floor (low precision only; 0 for float32)."""
+
+    @property
+    def rule(self) -> str:
+        if self.noise_factor:
+            return f"max_abs_err <= {self.noise_factor:g} * noise_floor + {self.atol:g}"
+        return f"max_abs_err <= {self.atol:g} + {self.rtol:g} * max|reference|"
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    """Everything one capture run found (rank 0's view; ranks agree on every bucket's status)."""
+
+    settings: CaptureSettings
+    """What was asked."""
+    dims: ModelDims
+    """Model dimensions of the preset."""
+    dtype: str
+    """Dtype the proxy ran in."""
+    device_name: str
+    """`torch.cuda.get_device_name`, or `cpu`."""
+    dry_run: bool
+    """True when the pieces ran eagerly (no CUDA graphs, no timings or memory)."""
+    emulated_ranks: bool
+    """All CP ranks in one process."""
+    versions: tuple[tuple[str, str | None], ...]
+    """`(("cpbcg", ...), ("torch", ...), ("cuda", ... or None))`."""
+    attention_kernels: tuple[tuple[str, str], ...]
+    """SDPA kernel chosen per attention call site (`cp_attention`, `reference`, ...)."""
+    tolerance: Tolerance
+    """Verification rule."""
+    buckets: tuple[BucketResult, ...]
+    """Captured buckets, in capture order (largest first)."""
+    skipped: tuple[SkippedBucket, ...]
+    """Buckets not captured or not verified."""
+    is_writer: bool = True
+    """False on the torchrun ranks other than 0 (they print and write nothing)."""
+
+    @property
+    def complete(self) -> bool:
+        """Every requested bucket captured (none skipped)."""
+        return not self.skipped
+
+    @property
+    def verified(self) -> bool:
+        """Every captured bucket verified."""
+        return all(b.verified for b in self.buckets)
+
+
+@dataclass(frozen=True)
+class BatchReplay:
+    """One batch routed by the runtime selector and, when it replays in a graph, verified."""
+
+    extend_seq_lens: tuple[int, ...]
+    """The batch (tokens per request)."""
+    bucket: int | None
+    """Bucket it replayed in; None when the selector runs it eagerly."""
+    eager_reason: str | None
+    """Why it runs eagerly (`cpbcg.planner.selector.EAGER_REASONS` value), else None."""
+    rescued: bool
+    """The natural bucket lacked capacity and a larger one took it."""
+    verified: bool | None
+    """Graph output matched the reference (None when eager; False when the bucket was skipped)."""
+    max_abs_err: float | None
+    """Largest error against the reference (None when eager)."""
+    replay_ms: float | None
+    """Per-rank forward time (None when eager or in a dry run)."""
+    skip_reason: str | None = None
+    """Why its bucket could not be captured (then `verified` is False); None otherwise."""
