@@ -21,11 +21,18 @@ def test_default_grid_segments():
     assert 4096 in b and 4352 not in b and 4608 in b and 5120 in b
 
 
-def test_off_grid_max_bs_appended_only_by_newer_releases():
-    assert sglang_default_buckets(3000, append_max_bs=False)[-1] == 2816
-    assert sglang_default_buckets(3000)[-2:] == [2816, 3000]
-    assert parse_bucket_spec("sglang-legacy:3000")[-1] == 2816
-    assert parse_bucket_spec("sglang-default:3000")[-1] == 3000
+def test_sglang_default_follows_the_released_generator_without_appending():
+    # SGLang's _generate_piecewise_cuda_graph_tokens keeps the grid <= max_bs and stops there
+    assert sglang_default_buckets(3000)[-2:] == [2560, 2816]
+    assert parse_bucket_spec("sglang-default:3000")[-1] == 2816
+    assert parse_bucket_spec("sglang-legacy:3000") == parse_bucket_spec("sglang-default:3000")
+    assert len(parse_bucket_spec("sglang-default:3000")) == 45  # 8 + 14 + 8 + 8 + 7 (1280..2816 step 256)
+
+
+def test_sglang_append_adds_the_off_grid_max_bs():
+    assert sglang_default_buckets(3000, append_max_bs=True)[-2:] == [2816, 3000]
+    assert parse_bucket_spec("sglang-append:3000")[-3:] == [2560, 2816, 3000]
+    assert parse_bucket_spec("sglang-append:8192") == parse_bucket_spec("sglang-default:8192")  # on-grid: same list
 
 
 def test_spec_forms(tmp_path):
@@ -46,14 +53,14 @@ def test_spec_forms(tmp_path):
     "spec, message",
     [
         ("sglang-default:lots", "must be a token count"),
-        ("2048,-1", "not a list like"),
-        ("warp-speed", "not a list like 2048,2304, a file, or one of sglang-default:MAX"),
-        ("missing.yaml", "missing.yaml: cannot read bucket file"),
+        ("2048,-1", "2048,-1: bucket 1: '-1' is not a positive integer"),
+        ("warp-speed", "cannot read 'warp-speed': not a list like 2048,2304, a file, or one of sglang-default:MAX"),
+        ("missing.yaml", "missing.yaml: no such file"),
         ("sglang-default:2", "max_bs must be between 4 and 4194304, got 2"),
         ("sglang-default:99999999999", "max_bs must be between 4 and 4194304"),
         ("sglang-default:", "the part after ':' must be a token count"),
         ("", "the bucket spec is empty"),
-        ("99999999999999999999", "above the largest supported bucket 4194304"),
+        ("99999999999999999999", "bucket 0: 99999999999999999999 is above the largest accepted value 4194304"),
     ],
 )
 def test_bad_specs(spec, message):
