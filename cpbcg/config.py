@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Sequence, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
 
 from cpbcg.errors import ConfigError, CpbcgError
-from cpbcg.inputs import load_yaml, read_input_bytes
+from cpbcg.inputs import decode_text, load_yaml, read_input_bytes, yaml_key_lines
 from cpbcg.planner.buckets import MAX_BUCKET_TOKENS, parse_bucket_spec
 from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_buckets
 from cpbcg.planner.layout import CPLayout, CPStrategy
@@ -120,15 +120,19 @@ def read_yaml(source: str) -> tuple[str, Any]:
     files are at most 16 MiB, and duplicate keys, alias bombs, deep nesting and huge integers
     are refused. Raises `ConfigError` (`FILE:LINE: ...`).
     """
+    label, text = _read_source(source)
+    return label, load_yaml(text, label)
+
+
+def _read_source(source: str) -> tuple[str, str]:
     path = Path(source)
     if _exists(path):
         label = str(path)
-        return label, load_yaml(read_input_bytes(path), label)
+        return label, decode_text(read_input_bytes(path), label)
     preset = resources.files(PRESET_PACKAGE) / f"{source}.yaml"
     if not _is_preset_name(source) or not preset.is_file():
         raise ConfigError(f"{_show(source)[1:-1]}: no such config file or preset (presets: {', '.join(preset_names())})")
-    label = f"preset {source}"
-    return label, load_yaml(preset.read_text(), label)
+    return f"preset {source}", preset.read_text()
 
 
 def load_config(
@@ -146,7 +150,8 @@ def load_config(
     naming where the bad value came from and its key (`cfg.yaml: buckets: ...`,
     `command line: cp_size: ...`, `m.json: max_padding_factor: ...`).
     """
-    label, data = ("defaults", {}) if source is None else read_yaml(source)
+    label, text = ("defaults", "") if source is None else _read_source(source)
+    data = load_yaml(text, label) if text else {}
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -162,10 +167,21 @@ def load_config(
         loc = tuple(p for p in first["loc"] if not _is_type_tag(p))
         key = ".".join(str(p) for p in loc) or "(top level)"
         message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-        origin = _origin(loc, stack)
+        origin = _located(_origin(loc, stack), label, text, loc)
         raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))})") from None
-    _check_buckets(cfg, _origin(("buckets",), stack))
+    _check_buckets(cfg, _located(_origin(("buckets",), stack), label, text, ("buckets",)))
     return cfg
+
+
+def _located(origin: str, label: str, text: str, loc: tuple) -> str:
+    """`origin`, with `:LINE` of the key when the value came from the YAML file itself."""
+    if origin != label or not text:
+        return origin
+    lines = yaml_key_lines(text)
+    path = tuple(str(p) for p in loc)
+    while path and path not in lines:
+        path = path[:-1]
+    return f"{label}:{lines[path]}" if path else label
 
 
 def _check_buckets(cfg: DeploymentConfig, origin: str) -> None:

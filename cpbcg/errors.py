@@ -18,11 +18,16 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 def one_line(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
     """`text` as one plain line of at most `limit` characters: terminal escape codes removed,
-    newlines and other control characters turned into spaces, runs of spaces collapsed, and
+    newlines and tabs turned into spaces, other control characters escaped (`\\x00`), runs of spaces collapsed, and
     the tail cut with `...` when too long (the file, line and key come first, so they stay)."""
-    plain = _CONTROL.sub(" ", _ANSI.sub("", str(text)))
+    plain = _CONTROL.sub(_escape, _ANSI.sub("", str(text)))
     plain = " ".join(plain.split())
     return plain if len(plain) <= limit else plain[: limit - 3].rstrip() + "..."
+
+
+def _escape(match: re.Match) -> str:
+    char = match.group()
+    return " " if char in "\t\n\r\v\f" else f"\\x{ord(char):02x}"
 
 
 class CpbcgError(Exception):

@@ -52,6 +52,8 @@ def regular_file_problem(path: Path) -> Optional[str]:
         return "no such file"
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"
+    except ValueError:  # a NUL character in the name
+        return "cannot read: the name holds a NUL character"
     if stat.S_ISDIR(info.st_mode):
         return "is a directory, not a file"
     if not stat.S_ISREG(info.st_mode):
@@ -198,6 +200,33 @@ def load_yaml(text: str | bytes, label: str, error: type[CpbcgError] = ConfigErr
         raise error(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
     finally:
         loader.dispose()
+
+
+def yaml_key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """Line (1-based) of every mapping key and list item in a YAML document already loaded by
+    `load_yaml`, by key path (`("scheduler", "rate")`, `("buckets", "1")`), for messages."""
+    loader = _StrictLoader(text)
+    try:
+        root = loader.get_single_node()
+    except (yaml.YAMLError, RecursionError):
+        return {}
+    finally:
+        loader.dispose()
+    lines: dict[tuple[str, ...], int] = {}
+    stack = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                child = (*path, str(key_node.value))
+                lines.setdefault(child, key_node.start_mark.line + 1)
+                stack.append((child, value_node))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                child = (*path, str(index))
+                lines.setdefault(child, item.start_mark.line + 1)
+                stack.append((child, item))
+    return lines
 
 
 # --------------------------------------------------------------------------- JSON
