@@ -109,7 +109,7 @@ def load_manifest(path: str | Path) -> Manifest:
     data = load_json(read_input_bytes(path, error=ManifestError, what="manifest"), str(path), ManifestError, what="manifest")
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: manifest must be a JSON object")
-    if data.get("schema_version") != SCHEMA_VERSION:
+    if type(data.get("schema_version")) is not int or data.get("schema_version") != SCHEMA_VERSION:
         raise ManifestError(
             f"{path}: schema_version {data.get('schema_version')!r} is not supported (expected {SCHEMA_VERSION})"
         )

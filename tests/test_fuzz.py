@@ -55,6 +55,7 @@ KNOWN_OPEN: dict[str, str] = {
     "limit (lead: cpbcg.planner.buckets.parse_positive_int(text, where, maximum=MAX_BUCKET_TOKENS))",
     "max-eager-option": "--max-eager local_capacity=² or =<5,000 digits> -> ValueError, =٣ accepted as 3 (lead: gates.py, "
     "parse_positive_int(..., allow_zero=True))",
+    "option-bounds": "--bucket-multiple 18446744073709551616 is accepted: the option has no upper bound (lead)",
     "trace-deep": "a batch line nested 1,000 deep: TypeError: Recursion limit reached (traces helper)",
     "trace-mooncake-list": 'Mooncake "input_length": [100, 200] is flattened into two requests (traces helper)',
     "trace-leading-zeros": "[0123] in a trace line is read as 123 (traces helper)",
@@ -113,7 +114,7 @@ CONFIG_KEYS: dict[str, list[str]] = {
         "[]", "[0]", "[-1]", "[4194305]", "[true]", "[1.5]", "{a: 1}", "[4]", "'2048,,4096'", "'x" + "y" * 3000 + "'",
         "[" + "9" * 5000 + "]", _deep(200), "'" + ",".join(["2048"] * 5) + ",-8'",
     ],
-    "scheduler.chunked_prefill_size": BAD_INT_YAML + ["-2"],
+    "scheduler.chunked_prefill_size": [v for v in BAD_INT_YAML if v != "-1"] + ["-2"],  # -1: no chunking
     "scheduler.max_prefill_tokens": BAD_INT_YAML,
     "scheduler.prefill_max_requests": BAD_INT_YAML,
     "scheduler.max_running_requests": BAD_INT_YAML,
@@ -380,6 +381,8 @@ def gen_option(rng: random.Random) -> Case:
         if option == "--chunked-prefill-size" and value == "-1":
             value = "-2"
         tag = "non-ascii-int-option" if value == "\u0663" else None
+        if option == "--bucket-multiple" and value in HUGE + ["9" * 5000]:
+            tag = "option-bounds"
         return Case("option", [*prefix, option, value], True, tag=tag, note=f"{option} {value[:40]}")
     if roll < 0.5:  # --replay N > 0 runs a CPU capture (seconds): only values refused while parsing
         value = rng.choice(["abc", "-5", "\u00b2", "", "1.5"])
