@@ -19,26 +19,31 @@ STDOUT = "-"
 """An output path meaning standard output."""
 
 
+class OutputPath(type(Path())):  # type: ignore[misc]
+    """A `Path` that keeps the text it was given in `given`: `Path("newdir/")` drops the `/`
+    that says the user meant a directory."""
+
+    given: str
+
+
+def output_path(text: str) -> Path:
+    """Typer `parser=` for output options: the path, remembering the text as given so that
+    `check_outputs` and `write_atomic` can refuse `-o newdir/`. Never raises."""
+    path = OutputPath(text)
+    path.given = text
+    return path
+
+
 def directory_problem(path: str | os.PathLike[str]) -> Optional[str]:
     """Why `path` names a directory rather than a file (`newdir/`, `.`, an existing directory),
-    or None. A `pathlib.Path` drops a trailing `/`: pass the text as given to catch `newdir/`."""
-    text = os.fspath(path)
+    or None. A plain `pathlib.Path` has lost a trailing `/`: pass the text as given, or an
+    `OutputPath` from `output_path`."""
+    text = getattr(path, "given", None) or os.fspath(path)
     if text.endswith(("/", os.sep)):
         return "names a directory (ends in '/'); give a file name"
     if Path(text).name in ("", ".", "..") or Path(text).is_dir():
         return "is a directory, not a file"
     return None
-
-
-def output_path(text: str) -> Path:
-    """Typer `parser=` for output options: the path, refusing one that names a directory
-    (`-o newdir/`) while the trailing `/` is still there. Raises `ValueError` (typer reports it
-    as a usage error, exit 2)."""
-    if text != STDOUT:
-        problem = directory_problem(text)
-        if problem is not None:
-            raise ValueError(f"{text}: {problem}")
-    return Path(text)
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -63,7 +68,7 @@ def check_outputs(
             continue
         problem = directory_problem(given)
         if problem is not None:
-            raise ConfigError(f"{option} {given}: {problem}")
+            raise ConfigError(f"{option} {getattr(given, 'given', None) or given}: {problem}")
         path = Path(given)
         parent = path.parent if str(path.parent) else Path(".")
         if not parent.is_dir():

@@ -89,11 +89,15 @@ def test_an_output_naming_a_directory_is_refused(tmp_path, monkeypatch, given):
     assert not (tmp_path / "newdir").exists() and not (tmp_path / "sub" / "newdir").exists()
 
 
-def test_output_path_parser_keeps_the_trailing_slash_check(tmp_path):
+def test_output_path_parser_keeps_the_trailing_slash_for_the_check(tmp_path, monkeypatch):
     from cpbcg.atomic import output_path
 
-    assert output_path("-") == Path("-") and output_path(str(tmp_path / "a.json")) == tmp_path / "a.json"
-    with pytest.raises(ValueError, match="newdir/: names a directory"):
-        output_path("newdir/")
-    with pytest.raises(ValueError, match="is a directory"):
-        output_path(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert output_path("-") == Path("-") and output_path("a.json") == Path("a.json")
+    given = output_path("newdir/")
+    assert given == Path("newdir") and isinstance(given, Path)
+    with pytest.raises(ConfigError, match="^-o newdir/: names a directory"):
+        check_outputs({"-o": given})
+    with pytest.raises(IsADirectoryError):
+        write_atomic(given, b"x")
+    check_outputs({"-o": output_path("newdir.json")})
