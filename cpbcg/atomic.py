@@ -1,7 +1,7 @@
 """Output files: checked before any work is done, then written atomically.
 
-`check_outputs` refuses, before a command starts its work, an output that is a directory, lies
-in a missing or read-only directory, names the same file as an input, or names the same file as
+`check_outputs` refuses, before a command starts its work, an output that is a directory or
+is written as one (`newdir/`), lies in a missing or read-only directory, names the same file as an input, or names the same file as
 another output. `write_atomic` writes to a temporary file beside the target and renames it over
 the target, so readers see the old file or the whole new one, never half of one.
 """
@@ -19,6 +19,33 @@ STDOUT = "-"
 """An output path meaning standard output."""
 
 
+class OutputPath(type(Path())):  # type: ignore[misc]
+    """A `Path` that keeps the text it was given in `given`: `Path("newdir/")` drops the `/`
+    that says the user meant a directory."""
+
+    given: str
+
+
+def output_path(text: str) -> Path:
+    """Typer `parser=` for output options: the path, remembering the text as given so that
+    `check_outputs` and `write_atomic` can refuse `-o newdir/`. Never raises."""
+    path = OutputPath(text)
+    path.given = text
+    return path
+
+
+def directory_problem(path: str | os.PathLike[str]) -> Optional[str]:
+    """Why `path` names a directory rather than a file (`newdir/`, `.`, an existing directory),
+    or None. A plain `pathlib.Path` has lost a trailing `/`: pass the text as given, or an
+    `OutputPath` from `output_path`."""
+    text = getattr(path, "given", None) or os.fspath(path)
+    if text.endswith(("/", os.sep)):
+        return "names a directory (ends in '/'); give a file name"
+    if Path(text).name in ("", ".", "..") or Path(text).is_dir():
+        return "is a directory, not a file"
+    return None
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return a.exists() and b.exists() and os.path.samefile(a, b)
@@ -26,19 +53,23 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def check_outputs(outputs: Mapping[str, Optional[Path]], inputs: Mapping[str, Optional[Path]] = {}) -> None:
+def check_outputs(
+    outputs: Mapping[str, Optional[str | os.PathLike[str]]], inputs: Mapping[str, Optional[str | os.PathLike[str]]] = {}
+) -> None:
     """Refuse unusable output paths up front. Keys are option names (`--json`), for the message.
 
-    Raises `ConfigError` for: an output that is a directory, whose directory is missing or not
-    writable, that is the same file as an input, or the same path as another output.
+    Raises `ConfigError` for: an output that is or names a directory (`newdir/`: pass the text,
+    not a `Path`, to keep the `/`), whose directory is missing or not writable, that is the same
+    file as an input, or the same path as another output.
     """
     seen: dict[Path, str] = {}
-    for option, path in outputs.items():
-        if path is None or str(path) == STDOUT:
+    for option, given in outputs.items():
+        if given is None or str(given) == STDOUT:
             continue
-        path = Path(path)
-        if path.is_dir():
-            raise ConfigError(f"{option} {path}: is a directory, not a file")
+        problem = directory_problem(given)
+        if problem is not None:
+            raise ConfigError(f"{option} {getattr(given, 'given', None) or given}: {problem}")
+        path = Path(given)
         parent = path.parent if str(path.parent) else Path(".")
         if not parent.is_dir():
             raise ConfigError(f"{option} {path}: directory {parent} does not exist")
@@ -58,8 +89,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
 
     The new file gets the usual permissions (0666 less the umask). A target that exists and is
     not a regular file (a device or pipe) is written in place. Raises `OSError` naming `path` if
-    it cannot be written; no partial file is ever left behind.
+    it cannot be written or names a directory (`IsADirectoryError` for `out/` or a directory); no partial file is ever left behind.
     """
+    problem = directory_problem(path)
+    if problem is not None:
+        raise IsADirectoryError(21, problem, os.fspath(path))
     target = Path(path)
     payload = data.encode() if isinstance(data, str) else data
     if target.exists() and not target.is_file():  # /dev/null, a FIFO, /dev/stdout: never rename over it

@@ -8,23 +8,27 @@ naming the key (`ConfigError`, exit 2).
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Sequence, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator
 
 from cpbcg.check.gates import Gates
-from cpbcg.errors import ConfigError
-from cpbcg.planner.capacity import CaptureLayout, CaptureSpec
-from cpbcg.planner.buckets import parse_bucket_spec
+from cpbcg.errors import ConfigError, CpbcgError
+from cpbcg.inputs import decode_text, load_yaml, read_input_bytes, yaml_key_lines
+from cpbcg.planner.buckets import MAX_BUCKET_TOKENS, parse_bucket_spec
+from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_buckets
 from cpbcg.planner.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.layout import CPLayout, CPStrategy
 from cpbcg.planner.scheduler.settings import DEFAULT_MAX_TOTAL_TOKENS, SchedulerSettings
 
 PRESET_PACKAGE = "cpbcg.configs"
+MAX_INT32 = 2**31 - 1
+"""Upper bound of token and request counts read from a config (SGLang holds them in int32)."""
+MAX_INT64 = 2**63 - 1
 
 
 class _Strict(BaseModel):
@@ -34,10 +38,10 @@ class _Strict(BaseModel):
 class SchedulerConfig(_Strict):
     """How the server forms prefill batches from requests (domain §6; `cpbcg batches`)."""
 
-    chunked_prefill_size: StrictInt = Field(8192, description="Chunk budget in tokens (-1 disables chunking).")
-    max_prefill_tokens: StrictInt = Field(16384, ge=1, description="Token budget of one prefill forward.")
-    prefill_max_requests: StrictInt | None = Field(None, ge=1, description="Most requests in one prefill forward.")
-    max_running_requests: StrictInt | None = Field(None, ge=1, description="Most requests admitted at once.")
+    chunked_prefill_size: StrictInt = Field(8192, le=MAX_INT32, description="Chunk budget in tokens (-1 disables chunking).")
+    max_prefill_tokens: StrictInt = Field(16384, ge=1, le=MAX_INT32, description="Token budget of one prefill forward.")
+    prefill_max_requests: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Most requests in one prefill forward.")
+    max_running_requests: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Most requests admitted at once.")
     prefix_cache: Union[Literal["off", "unlimited"], int] = Field(
         "off", description="Prefix cache from hash_ids: off, unlimited, or a size in tokens (LRU)."
     )
@@ -45,7 +49,7 @@ class SchedulerConfig(_Strict):
     prefill_tokens_per_s: StrictFloat = Field(40000.0, gt=0, description="Prefill throughput (tokens/s).")
     rate: StrictFloat = Field(4.0, gt=0, description="Poisson arrival rate for traces without timestamps (req/s).")
     time_scale: StrictFloat = Field(1.0, gt=0, description="Compress inter-arrival gaps this many times.")
-    seed: StrictInt = Field(0, ge=0, le=2**63 - 1, description="Seed of synthetic arrivals.")
+    seed: StrictInt = Field(0, ge=0, le=MAX_INT64, description="Seed of synthetic arrivals.")
     decode: bool = Field(True, strict=True, description="Simulate decode (slots, KV, decode steps); false = prefill-only model.")
     page_size: StrictInt = Field(1, ge=1, le=1 << 20, description="KV page size in tokens (SGLang --page-size).")
     max_total_tokens: StrictInt | None = Field(
@@ -72,9 +76,9 @@ class SchedulerConfig(_Strict):
     @field_validator("prefix_cache", mode="before")
     @classmethod
     def _cache(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        if isinstance(value, str) and value.strip().isascii() and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 20:
             value = int(value)
-        if not (value in ("off", "unlimited") or (type(value) is int and value >= 1)):
+        if not (value in ("off", "unlimited") or (type(value) is int and 1 <= value <= MAX_INT32)):
             raise ValueError("must be off, unlimited, or a positive size in tokens")
         return value
 
@@ -116,7 +120,7 @@ class GateConfig(_Strict):
     min_token_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of tokens in graphs.")
     max_padding: StrictFloat | None = Field(None, ge=0, description="Most padding overhead (padded/real graph tokens).")
     max_eager: dict[
-        Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity"], Annotated[int, Field(ge=0)]
+        Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity"], Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
     ] = Field(default_factory=dict, description="Most eager batches per reason.")
 
 
@@ -125,12 +129,12 @@ class DeploymentConfig(_Strict):
 
     cp_size: StrictInt = Field(4, ge=1, le=1024, description="CP ranks (SGLang --attn-cp-size).")
     cp_strategy: CPStrategy = Field(CPStrategy.zigzag, description="Sequence split (SGLang --cp-strategy).")
-    align_size: StrictInt | None = Field(None, ge=1, description="Row alignment; default 2*cp_size zigzag, cp_size interleave.")
+    align_size: StrictInt | None = Field(None, ge=1, le=MAX_BUCKET_TOKENS, description="Row alignment; default 2*cp_size zigzag, cp_size interleave.")
     max_padding_factor: StrictFloat = Field(2.0, ge=1, le=100, description="Largest allowed bucket/tokens ratio at replay.")
     capture_layout: CaptureLayout = Field(CaptureLayout.single_request, description="Dummy batch used to capture.")
-    max_context_size_tokens: StrictInt | None = Field(None, ge=1, description="Longest dummy request (context_bounded).")
-    max_capture_requests: StrictInt | None = Field(None, ge=1, description="Request slots of the dummy batch.")
-    buckets: Union[list[Annotated[StrictInt, Field(ge=1, le=1 << 22)]], str] = Field("sglang-default:8192", description="Bucket spec (see --buckets).")
+    max_context_size_tokens: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Longest dummy request (context_bounded).")
+    max_capture_requests: StrictInt | None = Field(None, ge=1, le=MAX_BUCKET_TOKENS, description="Request slots of the dummy batch.")
+    buckets: Union[list[Annotated[StrictInt, Field(ge=1, le=MAX_BUCKET_TOKENS)]], str] = Field("sglang-default:8192", description="Bucket spec (see --buckets).")
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
     gates: GateConfig = Field(default_factory=GateConfig)
@@ -163,43 +167,97 @@ def preset_names() -> list[str]:
 
 
 def read_yaml(source: str) -> tuple[str, Any]:
-    """Load a YAML file or preset by name; returns `(display name, data)`. Raises `ConfigError`."""
+    """Load a YAML file or preset by name; returns `(display name, data)`.
+
+    Reads through `cpbcg.inputs`: a FIFO, device or directory is refused before it is opened,
+    files are at most 16 MiB, and duplicate keys, alias bombs, deep nesting and huge integers
+    are refused. Raises `ConfigError` (`FILE:LINE: ...`).
+    """
+    label, text = _read_source(source)
+    return label, load_yaml(text, label)
+
+
+def _read_source(source: str) -> tuple[str, str]:
     path = Path(source)
-    if path.exists():
-        label, text = str(path), _read_text(path)
-    else:
-        preset = resources.files(PRESET_PACKAGE) / f"{source}.yaml"
-        if not preset.is_file():
-            raise ConfigError(f"{source}: no such config file or preset (presets: {', '.join(preset_names())})")
-        label, text = f"preset {source}", preset.read_text()
-    try:
-        return label, yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{label}:{mark.line + 1}" if mark else label
-        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    if _exists(path):
+        label = str(path)
+        return label, decode_text(read_input_bytes(path), label)
+    preset = resources.files(PRESET_PACKAGE) / f"{source}.yaml"
+    if not _is_preset_name(source) or not preset.is_file():
+        raise ConfigError(f"{_show(source)[1:-1]}: no such config file or preset (presets: {', '.join(preset_names())})")
+    return f"preset {source}", preset.read_text()
 
 
-def load_config(source: str | None, overrides: dict[str, Any] | None = None) -> DeploymentConfig:
+def load_config(
+    source: str | None,
+    overrides: dict[str, Any] | None = None,
+    *,
+    layers: Sequence[tuple[str, dict[str, Any]]] = (),
+) -> DeploymentConfig:
     """Load a config file or preset (or the defaults when `source` is None) and apply overrides.
 
-    `overrides` maps dotted keys (`"scheduler.rate"`) to values; `None` values are ignored.
-    Raises `ConfigError` naming the key for unknown keys and bad values.
+    `layers` are `(label, dotted keys → values)` applied in order over the file (e.g.
+    `("m.json", {...})` for a capture manifest's settings); `overrides` (the command line) come
+    last. `None` values are ignored. The whole config is validated here, the bucket spec
+    included (parsed, files read), whatever the command later uses. Raises `ConfigError`
+    naming where the bad value came from and its key (`cfg.yaml: buckets: ...`,
+    `command line: cp_size: ...`, `m.json: max_padding_factor: ...`).
     """
-    label, data = ("defaults", {}) if source is None else read_yaml(source)
+    label, text = ("defaults", "") if source is None else _read_source(source)
+    data = load_yaml(text, label) if text else {}
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{label}: expected a mapping of settings, got {type(data).__name__}")
-    merged = _nested_update(data, {k: v for k, v in (overrides or {}).items() if v is not None})
+    stack = [(label, {}), *((name, _given(values)) for name, values in layers), ("command line", _given(overrides))]
+    merged = data
+    for _, values in stack[1:]:
+        merged = _nested_update(merged, values)
     try:
-        return DeploymentConfig.model_validate(merged)
+        cfg = DeploymentConfig.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"] if not _is_type_tag(p)) or "(top level)"
+        loc = tuple(p for p in first["loc"] if not _is_type_tag(p))
+        key = ".".join(str(p) for p in loc) or "(top level)"
         message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-        origin = "command line" if _from_overrides(first["loc"], overrides) else label
-        raise ConfigError(f"{origin}: {key}: {message} (got {first.get('input')!r})") from None
+        origin = _located(_origin(loc, stack), label, text, loc)
+        raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))})") from None
+    _check_buckets(cfg, _located(_origin(("buckets",), stack), label, text, ("buckets",)))
+    return cfg
+
+
+def _located(origin: str, label: str, text: str, loc: tuple) -> str:
+    """`origin`, with `:LINE` of the key when the value came from the YAML file itself."""
+    if origin != label or not text:
+        return origin
+    lines = yaml_key_lines(text)
+    path = tuple(str(p) for p in loc)
+    while path and path not in lines:
+        path = path[:-1]
+    return f"{label}:{lines[path]}" if path else label
+
+
+def _check_buckets(cfg: DeploymentConfig, origin: str) -> None:
+    """Parse the bucket spec now (files included) so every command refuses a bad one."""
+    try:
+        capturable_buckets(parse_bucket_spec(cfg.buckets), cfg.cp_layout)
+    except CpbcgError as exc:
+        raise ConfigError(f"{origin}: buckets: {exc}") from None
+
+
+def _given(values: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (values or {}).items() if v is not None}
+
+
+def _origin(loc: tuple, stack: list[tuple[str, dict[str, Any]]]) -> str:
+    """The label of the last layer that set the key at `loc` (or a section above it)."""
+    path = [str(p) for p in loc]
+    for name, values in reversed(stack[1:]):
+        for dotted in values:
+            parts = dotted.split(".")
+            if path[: len(parts)] == parts or parts[: len(path)] == path:
+                return name
+    return stack[0][0]
 
 
 def _is_type_tag(part: object) -> bool:
@@ -221,13 +279,18 @@ def _nested_update(data: dict, dotted: dict[str, Any]) -> dict:
     return out
 
 
-def _from_overrides(loc: tuple, overrides: dict[str, Any] | None) -> bool:
-    dotted = ".".join(str(p) for p in loc)
-    return any(v is not None and dotted.startswith(k) for k, v in (overrides or {}).items())
-
-
-def _read_text(path: Path) -> str:
+def _exists(path: Path) -> bool:
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+        os.stat(path)
+    except (OSError, ValueError):  # missing, name too long, embedded NUL
+        return False
+    return True
+
+
+def _is_preset_name(source: str) -> bool:
+    return bool(source) and len(source) <= 100 and "/" not in source and "\\" not in source and "\0" not in source
+
+
+def _show(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -5,11 +5,39 @@ Exit codes (also in the README): 0 ok, 1 a gate failed, 2 bad input or usage.
 
 from __future__ import annotations
 
+import re
+
+MAX_MESSAGE_CHARS = 300
+"""Longest error line the CLI prints, `cpbcg: error: ` included."""
+MAX_LIBRARY_MESSAGE_CHARS = MAX_MESSAGE_CHARS - len("cpbcg: error: ")
+"""Longest `CpbcgError` message, so that the CLI's line fits `MAX_MESSAGE_CHARS`."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`text` as one plain line of at most `limit` characters: terminal escape codes removed,
+    newlines and tabs turned into spaces, other control characters escaped (`\\x00`), runs of spaces collapsed, and
+    the tail cut with `...` when too long (the file, line and key come first, so they stay)."""
+    plain = _CONTROL.sub(_escape, _ANSI.sub("", str(text)))
+    plain = " ".join(plain.split())
+    return plain if len(plain) <= limit else plain[: limit - 3].rstrip() + "..."
+
+
+def _escape(match: re.Match) -> str:
+    char = match.group()
+    return " " if char in "\t\n\r\v\f" else f"\\x{ord(char):02x}"
+
 
 class CpbcgError(Exception):
-    """Base of every error cpbcg raises on purpose; its message is one line for the user."""
+    """Base of every error cpbcg raises on purpose; its message is one line for the user,
+    at most `MAX_LIBRARY_MESSAGE_CHARS` characters (made so here, whatever the raiser passed)."""
 
     exit_code = 2
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(one_line(message, MAX_LIBRARY_MESSAGE_CHARS), *args)
 
 
 class TraceError(CpbcgError):

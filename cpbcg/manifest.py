@@ -51,7 +51,8 @@ import numpy as np
 import orjson
 
 from cpbcg.errors import CpbcgError, ManifestError
-from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_buckets, local_capacity
+from cpbcg.inputs import load_json, read_input_bytes
+from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_buckets, local_capacity, minimum_capture_tokens
 from cpbcg.planner.layout import CPLayout, CPStrategy
 from cpbcg.planner.selector import BucketTable
 
@@ -60,6 +61,8 @@ if TYPE_CHECKING:  # typed records of the capture package (not imported at run t
 
 SCHEMA_VERSION = 1
 REQUIRED_KEYS = ("schema_version", "cp_size", "cp_strategy", "align_size", "capture_layout", "buckets")
+MAX_MANIFEST_INT = 2**31 - 1
+"""Largest count (tokens, rows, ranks, requests) a manifest may record."""
 MEASURED_KEYS = ("capture_s", "graph_bytes", "standalone_graph_bytes", "allocator_bytes", "replay_ms", "eager_ms", "raw_replay_ms")
 """Per-bucket measurements: null (not measured) or a finite number >= 0."""
 
@@ -183,15 +186,10 @@ def load_manifest(path: str | Path) -> Manifest:
     schema version, missing keys or buckets, a bucket that failed verification (`"verified":
     false`), a negative or non-finite measurement, or capacities that contradict the capture model."""
     path = Path(path)
-    try:
-        data = orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read manifest: {exc.strerror}") from exc
-    except orjson.JSONDecodeError as exc:
-        raise ManifestError(f"{path}:{exc.lineno}: manifest is not valid JSON ({exc.msg})") from exc
+    data = load_json(read_input_bytes(path, error=ManifestError, what="manifest"), str(path), ManifestError, what="manifest")
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: manifest must be a JSON object")
-    if data.get("schema_version") != SCHEMA_VERSION:
+    if type(data.get("schema_version")) is not int or data.get("schema_version") != SCHEMA_VERSION:
         raise ManifestError(
             f"{path}: schema_version {data.get('schema_version')!r} is not supported (expected {SCHEMA_VERSION})"
         )
@@ -219,8 +217,8 @@ def _check_records(path: Path, records: list[Any]) -> None:
             raise ManifestError(f"{path}: buckets[{i}]: expected an object, got {type(record).__name__}")
         for key in ("capture_num_tokens", "local_rows"):
             value = record.get(key)
-            if type(value) is not int or value < 1:
-                raise ManifestError(f"{path}: buckets[{i}].{key}: {value!r} is not a positive integer")
+            if type(value) is not int or not 1 <= value <= MAX_MANIFEST_INT:
+                raise ManifestError(f"{path}: buckets[{i}].{key}: {value!r} is not a positive integer <= {MAX_MANIFEST_INT}")
         if record["capture_num_tokens"] in seen:
             raise ManifestError(f"{path}: buckets[{i}]: bucket {record['capture_num_tokens']} is recorded twice")
         bucket = record["capture_num_tokens"]
@@ -237,12 +235,17 @@ def _check_settings(path: Path, data: dict[str, Any]) -> None:
     """Types of the scalar settings (a bool or a string is not a count)."""
     for key, nullable in (("cp_size", False), ("align_size", True), ("max_context_size_tokens", True), ("max_capture_requests", True)):
         value = data.get(key)
-        if (value is None and nullable) or (type(value) is int and value >= 1):
+        if (value is None and nullable) or (type(value) is int and 1 <= value <= MAX_MANIFEST_INT):
             continue
-        raise ManifestError(f"{path}: {key}: {value!r} is not a positive integer")
+        raise ManifestError(f"{path}: {key}: {value!r} is not a positive integer <= {MAX_MANIFEST_INT}")
+    for key, enum in (("cp_strategy", CPStrategy), ("capture_layout", CaptureLayout)):
+        if data.get(key) not in [member.value for member in enum]:
+            raise ManifestError(f"{path}: {key}: {data.get(key)!r} is not one of {', '.join(m.value for m in enum)}")
     factor = data.get("max_padding_factor")
     if factor is not None and (type(factor) not in (int, float) or factor < 1):
         raise ManifestError(f"{path}: max_padding_factor: {factor!r} is not a number >= 1")
+    if factor is not None and factor > 100:
+        raise ManifestError(f"{path}: max_padding_factor: {factor!r} is above 100")
 
 
 def _check_capacities(manifest: Manifest, layout: CPLayout, spec: CaptureSpec) -> None:
@@ -253,10 +256,11 @@ def _check_capacities(manifest: Manifest, layout: CPLayout, spec: CaptureSpec) -
         expected = local_capacity(buckets, layout, spec)
     except CpbcgError as exc:
         raise ManifestError(f"{manifest.path}: the capture model refuses these settings: {exc}") from exc
+    rule = "2*cp_size" if layout.strategy is CPStrategy.zigzag else "cp_size"
     for bucket in buckets:
         if bucket not in kept:
             raise ManifestError(
-                f"{manifest.path}: bucket {bucket} is below 2*cp_size={2 * layout.cp_size} and cannot be captured with zigzag"
+                f"{manifest.path}: bucket {bucket} is below {rule}={minimum_capture_tokens(layout)} and cannot be captured with {layout.strategy.value}"
             )
     for bucket, got, want in zip(table.capture_num_tokens, table.capacity_rows, expected):
         if got != want:

@@ -76,3 +76,28 @@ def test_check_outputs_refuses(tmp_path, outputs, inputs, message):
 
 def test_check_outputs_accepts_stdout_new_files_and_devices(tmp_path):
     check_outputs({"-o": Path("-"), "--json": tmp_path / "new.json", "--junit": Path("/dev/null"), "--plot": None})
+
+
+@pytest.mark.parametrize("given", ["newdir/", "sub/newdir/", "."])
+def test_an_output_naming_a_directory_is_refused(tmp_path, monkeypatch, given):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(ConfigError, match=f"^-o {given}: (names a directory|is a directory)"):
+        check_outputs({"-o": given})
+    with pytest.raises(IsADirectoryError):
+        write_atomic(given, b"x")
+    assert not (tmp_path / "newdir").exists() and not (tmp_path / "sub" / "newdir").exists()
+
+
+def test_output_path_parser_keeps_the_trailing_slash_for_the_check(tmp_path, monkeypatch):
+    from cpbcg.atomic import output_path
+
+    monkeypatch.chdir(tmp_path)
+    assert output_path("-") == Path("-") and output_path("a.json") == Path("a.json")
+    given = output_path("newdir/")
+    assert given == Path("newdir") and isinstance(given, Path)
+    with pytest.raises(ConfigError, match="^-o newdir/: names a directory"):
+        check_outputs({"-o": given})
+    with pytest.raises(IsADirectoryError):
+        write_atomic(given, b"x")
+    check_outputs({"-o": output_path("newdir.json")})

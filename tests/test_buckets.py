@@ -1,10 +1,12 @@
 """Bucket lists: SGLang defaults (domain §5), explicit lists and files."""
 
+import os
+
 import orjson
 import pytest
 
 from cpbcg.errors import ConfigError
-from cpbcg.planner.buckets import parse_bucket_spec, sglang_default_buckets
+from cpbcg.planner.buckets import parse_bucket_spec, parse_positive_int, sglang_default_buckets
 
 
 @pytest.mark.parametrize("max_bs, count", [(2048, 42), (4096, 50), (8192, 58), (16384, 74)])
@@ -21,11 +23,18 @@ def test_default_grid_segments():
     assert 4096 in b and 4352 not in b and 4608 in b and 5120 in b
 
 
-def test_off_grid_max_bs_appended_only_by_newer_releases():
-    assert sglang_default_buckets(3000, append_max_bs=False)[-1] == 2816
-    assert sglang_default_buckets(3000)[-2:] == [2816, 3000]
-    assert parse_bucket_spec("sglang-legacy:3000")[-1] == 2816
-    assert parse_bucket_spec("sglang-default:3000")[-1] == 3000
+def test_sglang_default_follows_the_released_generator_without_appending():
+    # SGLang's _generate_piecewise_cuda_graph_tokens keeps the grid <= max_bs and stops there
+    assert sglang_default_buckets(3000)[-2:] == [2560, 2816]
+    assert parse_bucket_spec("sglang-default:3000")[-1] == 2816
+    assert parse_bucket_spec("sglang-legacy:3000") == parse_bucket_spec("sglang-default:3000")
+    assert len(parse_bucket_spec("sglang-default:3000")) == 45  # 8 + 14 + 8 + 8 + 7 (1280..2816 step 256)
+
+
+def test_sglang_append_adds_the_off_grid_max_bs():
+    assert sglang_default_buckets(3000, append_max_bs=True)[-2:] == [2816, 3000]
+    assert parse_bucket_spec("sglang-append:3000")[-3:] == [2560, 2816, 3000]
+    assert parse_bucket_spec("sglang-append:8192") == parse_bucket_spec("sglang-default:8192")  # on-grid: same list
 
 
 def test_spec_forms(tmp_path):
@@ -46,14 +55,14 @@ def test_spec_forms(tmp_path):
     "spec, message",
     [
         ("sglang-default:lots", "must be a token count"),
-        ("2048,-1", "not a list like"),
-        ("warp-speed", "not a list like 2048,2304, a file, or one of sglang-default:MAX"),
-        ("missing.yaml", "missing.yaml: cannot read bucket file"),
+        ("2048,-1", "2048,-1: bucket 1: '-1' is not a positive integer"),
+        ("warp-speed", "cannot read 'warp-speed': not a list like 2048,2304, a file, or one of sglang-default:MAX"),
+        ("missing.yaml", "missing.yaml: no such file"),
         ("sglang-default:2", "max_bs must be between 4 and 4194304, got 2"),
         ("sglang-default:99999999999", "max_bs must be between 4 and 4194304"),
         ("sglang-default:", "the part after ':' must be a token count"),
         ("", "the bucket spec is empty"),
-        ("99999999999999999999", "above the largest supported bucket 4194304"),
+        ("99999999999999999999", "bucket 0: 99999999999999999999 is above the largest accepted value 4194304"),
     ],
 )
 def test_bad_specs(spec, message):
@@ -76,3 +85,68 @@ def test_bad_files(tmp_path, body, message):
     path.write_text(body)
     with pytest.raises(ConfigError, match=message):
         parse_bucket_spec(str(path))
+
+
+def test_a_spec_that_looks_like_a_list_is_a_list_however_long():
+    spec = ",".join(str(b) for b in range(8, 3993, 8))  # $(seq -s, 8 8 3992): 499 buckets, 1,900+ characters
+    assert parse_bucket_spec(spec) == list(range(8, 3993, 8))
+    assert parse_bucket_spec("4096") == [4096] and parse_bucket_spec(" 16 , 8 ,") == [8, 16]
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("2048,\u00b2", "2048,\u00b2: bucket 1: '\u00b2' is not a positive integer"),  # '²'.isdigit() is True
+        ("2048,\u0663", "bucket 1: '\u0663' is not a positive integer"),  # Arabic-Indic three: int() accepts it
+        ("sglang-default:\u00b2", "sglang-default:\u00b2: the part after ':' must be a token count"),
+        ("sglang-default:\u0663\u0663", "the part after ':' must be a token count"),
+        ("pow2:" + "9" * 5000, "the part after ':' must be a token count"),
+        ("8," + "9" * 5000, "is not a positive integer"),
+        ("sglang-default:0", "sglang-default:0: max_bs must be between 4 and 4194304, got 0"),
+        ("/dev/zero", "/dev/zero: is not a regular file"),
+        ("x" * 5000, "cannot read 'xxxxxxxxxxxx"),  # too long for a file name: no OSError
+        ("a\0b.yaml", "a\\x00b.yaml: cannot read: the name holds a NUL character"),
+    ],
+)
+def test_hostile_specs(spec, message):
+    with pytest.raises(ConfigError) as info:
+        parse_bucket_spec(spec)
+    assert message in str(info.value) and len(str(info.value)) <= 286
+
+
+def test_bucket_files_are_read_safely(tmp_path):
+    fifo = tmp_path / "b.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="b.yaml: is not a regular file"):
+        parse_bucket_spec(str(fifo))
+    cases = {
+        "dup.json": ('{"prefill": {"bs": [8],\n "bs": [16]}}', "dup.json:2: duplicate key 'bs' (first on line 1)"),
+        "dup.yaml": ("capture_num_tokens: [8]\ncapture_num_tokens: [16]\n", "dup.yaml:2: duplicate key 'capture_num_tokens' (first on line 1)"),
+        "deep.json": ("[" * 5000 + "]" * 5000, "deep.json:1: not valid JSON (depth limit exceeded"),
+        "deep.yaml": ("[" * 100 + "]" * 100, "deep.yaml:1: nested more than 64 levels deep"),
+        "tab.yaml": ("prefill:\n\tbs: [8]\n", "tab.yaml:2: not valid YAML: found character '\\t' that cannot start any token"),
+        "digits.yaml": ("- 8\n- 1" + "0" * 30 + "\n", "digits.yaml:2: integer of 31 digits"),
+        "big.json": ("[8, 1" + "0" * 30 + "]", "big.json:1: integer of 31 digits"),
+        "bool.json": ("[8, true]", "bool.json: bucket 1: True is not a positive integer"),
+    }
+    for name, (body, message) in cases.items():
+        (tmp_path / name).write_text(body)
+        with pytest.raises(ConfigError) as info:
+            parse_bucket_spec(str(tmp_path / name))
+        assert str(info.value).startswith(str(tmp_path / name)) and message in str(info.value), str(info.value)
+        assert "\n" not in str(info.value)
+
+
+def test_parse_positive_int_is_ascii_only_and_bounded():
+    assert parse_positive_int(" 42 ", "x") == 42 and parse_positive_int("0", "x", allow_zero=True) == 0
+    for text, message in [
+        ("\u00b2", "x: '\u00b2' is not a positive integer"),
+        ("\uff14", "x: '\uff14' is not a positive integer"),  # fullwidth 4
+        ("-3", "x: '-3' is not a positive integer"),
+        ("0", "x: 0 is not a positive integer"),
+        ("1" * 21, "is not a positive integer"),
+        ("4194305", "x: 4194305 is above the largest accepted value 4194304"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            parse_positive_int(text, "x", maximum=1 << 22)
+        assert message in str(info.value) and str(info.value).startswith("x: "), str(info.value)

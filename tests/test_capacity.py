@@ -40,7 +40,8 @@ def test_context_bounded_needs_a_context_size():
 
 def test_small_buckets_dropped_for_zigzag_only():
     assert capturable_buckets([4, 8, 12, 16, 8], CP4) == [8, 12, 16]
-    assert capturable_buckets([4, 8], CPLayout(4, CPStrategy.interleave)) == [4, 8]
+    # interleave: SGLang keeps buckets >= cp_size (one token per rank)
+    assert capturable_buckets([2, 3, 4, 8], CPLayout(4, CPStrategy.interleave)) == [4, 8]
     assert capturable_buckets([4, 16], CPLayout(1)) == [4, 16]
     with pytest.raises(ModelError, match="no capture bucket is >= 2\\*cp_size=8"):
         capturable_buckets([4, 7], CP4)
@@ -48,3 +49,8 @@ def test_small_buckets_dropped_for_zigzag_only():
 
 def test_capacity_without_cp_equals_bucket():
     assert local_capacity([4, 16], CPLayout(1)).tolist() == [4, 16]
+
+
+def test_interleave_with_no_bucket_of_cp_size_is_an_error():
+    with pytest.raises(ModelError, match="no capture bucket is >= cp_size=8"):
+        capturable_buckets([4, 7], CPLayout(8, CPStrategy.interleave))

@@ -1,5 +1,7 @@
 """Deployment config: presets, overrides, and refusals naming the key."""
 
+import os
+
 import pytest
 
 from cpbcg.config import load_config, preset_names
@@ -56,3 +58,100 @@ def test_bad_override_blames_the_command_line():
 def test_unknown_preset_lists_presets():
     with pytest.raises(ConfigError, match="no such config file or preset \\(presets: .*gpt-oss-120b-cp4"):
         load_config("gpt-oss-999b")
+
+
+CONFIG_CASES = [
+    ("duplicate-key.yaml", ":3: duplicate key 'cp_size' (first on line 1)"),
+    ("duplicate-key-nested.yaml", ":4: duplicate key 'rate' (first on line 2)"),
+    ("alias-bomb-scheduler.yaml", ":7: expands to more than 100,000 values (aliases)"),
+    ("alias-bomb-buckets.yaml", ":6: expands to more than 100,000 values (aliases)"),
+    ("recursive-alias.yaml", ":1: alias *b refers to its own enclosing node"),
+    ("deep-buckets.yaml", ":1: nested more than 64 levels deep"),
+    ("huge-int-cp-size.yaml", ":1: integer of 5000 digits; at most 20 are accepted"),
+    ("tab-indented.yaml", ":2: not valid YAML: found character '\\t' that cannot start any token"),
+    ("non-ascii-digit-buckets.yaml", ":1: buckets: 2048,²: bucket 1: '²' is not a positive integer"),
+    ("bucket-max-bs-zero.yaml", ":1: buckets: sglang-default:0: max_bs must be between 4 and 4194304, got 0"),
+    ("unknown-bucket-list.yaml", ":1: buckets: cannot read 'nope:5': not a list like 2048,2304"),
+    ("chunk-above-int32.yaml", ":2: scheduler.chunked_prefill_size: Input should be less than or equal to 2147483647"),
+    ("align-size-huge.yaml", ":1: align_size: Input should be less than or equal to 4194304 (got 4194305)"),
+    ("bucket-above-limit.yaml", ":1: buckets.1: Input should be less than or equal to 4194304 (got 4194305)"),
+    ("max-eager-huge.yaml", ":3: gates.max_eager.local_capacity: Input should be less than or equal to 9223372036854775807"),
+    ("buckets-below-cp.yaml", ":2: buckets: no capture bucket is >= 2*cp_size=8; nothing to capture"),
+    ("interleave-buckets-below-cp.yaml", ":3: buckets: no capture bucket is >= cp_size=4; nothing to capture"),
+    ("prefix-cache-superscript.yaml", ":2: scheduler.prefix_cache: must be off, unlimited, or a positive size in tokens (got '²')"),
+    ("python-tag.yaml", ":1: not valid YAML: could not determine a constructor for the tag"),
+    ("not-utf8.yaml", ":2: not UTF-8 text (byte 20)"),
+    ("long-string.yaml", ":1: cp_strategy: Input should be 'zigzag' or 'interleave' (got 'zzzz"),
+]
+
+
+@pytest.mark.parametrize("name, message", CONFIG_CASES)
+def test_hostile_config_assets(assets, name, message):
+    path = assets / "configs" / name
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path))
+    text = str(info.value)
+    assert text.startswith(f"{path}{message}"), text
+    assert "\n" not in text and len(text) <= 286
+
+
+def test_every_config_asset_has_a_case(assets):
+    assert sorted(p.name for p in (assets / "configs").iterdir()) == sorted(name for name, _ in CONFIG_CASES)
+
+
+def test_fifo_device_and_directory_configs_are_refused_without_opening(tmp_path):
+    fifo = tmp_path / "cfg.yaml"
+    os.mkfifo(fifo)  # opening it for reading would block forever
+    for source, message in ((fifo, "is not a regular file"), ("/dev/zero", "is not a regular file"), (tmp_path, "is a directory")):
+        with pytest.raises(ConfigError, match=f"^{source}: {message}"):
+            load_config(str(source))
+
+
+def test_a_config_above_16_mib_is_refused(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_bytes(b"#" * (16 * 1024 * 1024) + b"\ncp_size: 4\n")
+    with pytest.raises(ConfigError, match="big.yaml: larger than the 16 MiB limit"):
+        load_config(str(path))
+
+
+def test_the_bucket_spec_is_validated_at_load_whatever_the_command(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    path.write_text("cp_size: 4\nbuckets: b.yaml\n")
+    with pytest.raises(ConfigError, match="cfg.yaml:2: buckets: b.yaml: no such file"):
+        load_config(str(path))
+    with pytest.raises(ConfigError, match="^command line: buckets: 2048,0: bucket 1: 0 is not a positive integer"):
+        load_config(None, {"buckets": "2048,0"})
+
+
+def test_errors_are_blamed_on_the_layer_that_set_the_key(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    path.write_text("cp_size: 4\nscheduler:\n  rate: 2.0\n")
+    with pytest.raises(ConfigError, match=r"^m\.json: max_padding_factor: Input should be less than or equal to 100"):
+        load_config(str(path), {"cp_size": 2}, layers=[("m.json", {"max_padding_factor": 500.0})])
+    with pytest.raises(ConfigError, match="^command line: scheduler.rate: Input should be greater than 0"):
+        load_config(str(path), {"scheduler.rate": -1.0}, layers=[("m.json", {"max_padding_factor": 2.0})])
+    # a key only the file sets is the file's, with its line, even when overrides share a prefix
+    path.write_text("cp_size: 4\nscheduler:\n  rate: -2.0\n")
+    with pytest.raises(ConfigError, match=f"^{path}:3: scheduler.rate: "):
+        load_config(str(path), {"scheduler.seed": 3, "cp_size_": None})
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"scheduler.chunked_prefill_size": 18446744073709551616}, "scheduler.chunked_prefill_size: Input should be less than or equal to 2147483647"),
+        ({"scheduler.max_prefill_tokens": 2**31}, "scheduler.max_prefill_tokens: Input should be less than or equal to 2147483647"),
+        ({"scheduler.prefill_max_requests": 2**31}, "scheduler.prefill_max_requests: Input should be less than or equal to 2147483647"),
+        ({"scheduler.max_running_requests": 2**31}, "scheduler.max_running_requests: Input should be less than or equal to 2147483647"),
+        ({"scheduler.prefix_cache": 2**31}, "scheduler.prefix_cache: must be off, unlimited, or a positive size in tokens"),
+        ({"scheduler.seed": 2**63}, "scheduler.seed: Input should be less than or equal to 9223372036854775807"),
+        ({"cp_size": 1025}, "cp_size: Input should be less than or equal to 1024"),
+        ({"align_size": 2**22 + 1}, "align_size: Input should be less than or equal to 4194304"),
+        ({"max_context_size_tokens": 2**31}, "max_context_size_tokens: Input should be less than or equal to 2147483647"),
+        ({"max_capture_requests": 2**22 + 1}, "max_capture_requests: Input should be less than or equal to 4194304"),
+        ({"gates.max_eager.padding_limit": 2**63}, "gates.max_eager.padding_limit: Input should be less than or equal to 9223372036854775807"),
+    ],
+)
+def test_every_integer_key_has_an_upper_bound(override, message):
+    with pytest.raises(ConfigError, match="^command line: " + message.replace(".", r"\.").replace("(", r"\(")):
+        load_config(None, override)

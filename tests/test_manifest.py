@@ -1,7 +1,6 @@
 """Capture manifests (`cpbcg.manifest`): the valid asset loads; each bad asset is refused with a
 clear one-line message (and `replay-check --manifest` exits 2 on it)."""
 
-import types
 
 import orjson
 import pytest
@@ -20,7 +19,7 @@ BAD = [
     ("contradicting-capacity.json", "bucket 2048: local_rows 520 contradicts the capture model (cp_size 4, zigzag, align 8, single_request capture gives 512)"),
     ("non-integer-local-rows.json", "buckets[1].local_rows: '576' is not a positive integer"),
     ("not-json.json", "not-json.json:2: manifest is not valid JSON"),
-    ("unknown-cp-strategy.json", "bad CP or capture settings: 'ring' is not a valid CPStrategy"),
+    ("unknown-cp-strategy.json", "unknown-cp-strategy.json: cp_strategy: 'ring' is not one of zigzag, interleave"),
     ("bucket-not-verified.json", "bucket 2304 failed verification in the capture; recapture it or drop it"),
     ("negative-replay-ms.json", "buckets[2].replay_ms: -0.5 is not a finite number >= 0 (bucket 2048)"),
     ("negative-eager-ms.json", "buckets[0].eager_ms: -2.1 is not a finite number >= 0 (bucket 8192)"),
@@ -91,7 +90,7 @@ def test_non_finite_or_non_numeric_measurements_are_refused(assets, tmp_path, mo
     path = mutated(assets, tmp_path, lambda d: None)
     data = orjson.loads(path.read_bytes())
     data["buckets"][1][key] = value
-    monkeypatch.setattr("cpbcg.manifest.orjson", types.SimpleNamespace(loads=lambda _: data, JSONDecodeError=orjson.JSONDecodeError))
+    monkeypatch.setattr("cpbcg.manifest.load_json", lambda *args, **kwargs: data)
     with pytest.raises(ManifestError) as info:
         load_manifest(path)
     assert f"m.json: buckets[1].{key}: {value!r} is not a finite number >= 0 (bucket 2304)" in str(info.value)

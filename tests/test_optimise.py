@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from cpbcg.config import CostConfig
 from cpbcg.errors import ConfigError
-from cpbcg.planner.baselines import pow2_buckets, trtllm_buckets, uniform_buckets, vllm_buckets
+from cpbcg.planner.bucket_lists import pow2_buckets, trtllm_buckets, uniform_buckets, vllm_buckets
 from cpbcg.planner.buckets import parse_bucket_spec
 from cpbcg.planner.capacity import CaptureLayout, CaptureSpec
 from cpbcg.planner.cost import CostModel, demand_cost_ms, evaluation_cost_ms, with_measured

@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from cpbcg.cli.app import app
+from cpbcg.cli.app import app, report_error, sanitize_environment
 from cpbcg.cli import batches_cmd, layout_cmd, plan_cmd, presets_cmd  # noqa: F401  (registers commands)
 from cpbcg.cli import replay_check_cmd  # noqa: F401  (registers replay-check)
 from cpbcg.cli import capture_cmd  # noqa: F401  (registers capture; torch is imported lazily)
@@ -18,6 +18,7 @@ from cpbcg.cli import capture_cmd  # noqa: F401  (registers capture; torch is im
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point. Usage errors (unknown option, value out of range) are one
     line plus a hint, exit 2, instead of a boxed panel; everything else is the app's own."""
+    sanitize_environment()
     try:
         code = app(args=argv, prog_name="cpbcg", standalone_mode=False)
     except typer.Abort:
@@ -30,6 +31,6 @@ def main(argv: list[str] | None = None) -> None:
             print(ctx.get_help())
             sys.exit(0)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-        print(f"cpbcg: error: {message}{hint}", file=sys.stderr)
+        report_error(f"{message}{hint}")
         sys.exit(getattr(exc, "exit_code", 2))
     sys.exit(code if isinstance(code, int) else 0)

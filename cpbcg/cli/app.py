@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import zlib
 from typing import Annotated, Callable, TypeVar
 
 import typer
 
 from cpbcg import __version__
-from cpbcg.errors import CpbcgError
+from cpbcg.errors import MAX_MESSAGE_CHARS, CpbcgError, one_line
 
 app = typer.Typer(
     name="cpbcg",
@@ -35,11 +37,59 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+ENV_INTS = {
+    "CPBCG_WIDTH": (0, 10_000), "COLUMNS": (1, 10_000), "LINES": (1, 10_000),
+    "WORLD_SIZE": (1, 1024), "LOCAL_RANK": (0, 1023),
+}
+"""Integer environment variables cpbcg (or rich, or torchrun) reads, with their accepted range."""
+ENV_FILES = ("GITHUB_STEP_SUMMARY",)
+"""Environment variables naming a file cpbcg appends to: never a FIFO or device."""
+
+
+def sanitize_environment() -> None:
+    """Drop bad environment values with a one-line warning each instead of failing later:
+    integers (`ENV_INTS`) that are not ASCII digits in range (`CPBCG_WIDTH=abc`, `COLUMNS=²`),
+    and `ENV_FILES` that name a FIFO, socket or device (reading a FIFO to append would block; a
+    directory is left to the writer, which warns that it cannot append)."""
+    for name, (low, high) in ENV_INTS.items():
+        raw = os.environ.get(name)
+        if raw is None or raw.strip() == "":
+            continue
+        text = raw.strip()
+        if not (text.isascii() and text.isdigit() and len(text) <= 6 and low <= int(text) <= high):
+            _drop(name, raw, f"not a whole number from {low} to {high}")
+    for name in ENV_FILES:
+        raw = os.environ.get(name)
+        if raw:
+            try:
+                bad = os.path.exists(raw) and not os.path.isfile(raw) and not os.path.isdir(raw)
+            except (OSError, ValueError):
+                bad = True
+            if bad:
+                _drop(name, raw, "not a regular file")
+
+
+def _drop(name: str, raw: str, why: str) -> None:
+    sys.stderr.write(one_line(f"cpbcg: warning: ignoring {name}={raw!r}: {why}", MAX_MESSAGE_CHARS) + "\n")
+    del os.environ[name]
+
+
+def env_width() -> int | None:
+    """`CPBCG_WIDTH` as a table width in columns, or None when unset or 0 (bad values were
+    dropped by `sanitize_environment`; this re-checks, so it never raises)."""
+    text = os.environ.get("CPBCG_WIDTH", "").strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 6):
+        return None
+    width = int(text)
+    return width if 0 < width <= ENV_INTS["CPBCG_WIDTH"][1] else None
+
+
 @app.callback()
 def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
     """Plan, capture and check CUDA-graph buckets for context-parallel (CP) prefill."""
+    sanitize_environment()
 
 
 def error_boundary(command: F) -> F:
@@ -50,14 +100,21 @@ def error_boundary(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except CpbcgError as exc:
-            typer.echo(f"cpbcg: error: {exc}", err=True)
+            report_error(exc)
             raise typer.Exit(exc.exit_code) from None
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
-            typer.echo(f"cpbcg: error: {where}{exc.strerror or exc}", err=True)
+            report_error(f"{where}{exc.strerror or exc}")
             raise typer.Exit(2) from None
         except (EOFError, zlib.error) as exc:  # a truncated or corrupt compressed input
-            typer.echo(f"cpbcg: error: truncated or corrupt compressed input: {exc}", err=True)
+            report_error(f"truncated or corrupt compressed input: {exc}")
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def report_error(message: object) -> None:
+    """Print `cpbcg: error: MESSAGE` to stderr: the one place every error line is made. Always
+    plain text (no colour, whatever FORCE_COLOR says), one line, at most `MAX_MESSAGE_CHARS`."""
+    sys.stderr.write(one_line(f"cpbcg: error: {message}", MAX_MESSAGE_CHARS) + "\n")
+    sys.stderr.flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -12,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from cpbcg.cli.app import env_width
 from cpbcg.planner.capacity import CaptureLayout
 from cpbcg.planner.layout import CPStrategy
 from cpbcg.planner.requests import TraceFormat
@@ -29,7 +31,7 @@ PIPE_WIDTH = 120
 def stdout_console() -> Console:
     """Console for the command's main output (a table): `CPBCG_WIDTH` or `COLUMNS` if set, the
     terminal's width, or `PIPE_WIDTH` when not a terminal."""
-    width = int(os.environ.get("CPBCG_WIDTH", "0") or 0) or None
+    width = env_width()
     console = Console(width=width, soft_wrap=False)
     if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(width=PIPE_WIDTH, soft_wrap=False)
@@ -38,7 +40,7 @@ def stdout_console() -> Console:
 
 def stderr_console() -> Console:
     """Console for progress, notes and reports sent to stderr (same width rule as stdout)."""
-    width = int(os.environ.get("CPBCG_WIDTH", "0") or 0) or None
+    width = env_width()
     console = Console(stderr=True, width=width)
     if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(stderr=True, width=PIPE_WIDTH)
@@ -86,7 +88,7 @@ DecodeMsPerRequestOpt = Annotated[Optional[float], typer.Option("--decode-ms-per
 def progress_bar(description: str, total: Optional[float] = None, enabled: bool = True) -> Iterator:
     """A rich progress bar on stderr; yields `advance(amount)`. Hidden when stderr is no terminal."""
     console = stderr_console()
-    if not enabled or not console.is_terminal:
+    if not enabled or not console.is_terminal or not sys.stderr.isatty():  # FORCE_COLOR fakes a terminal
         yield lambda amount=1: None
         return
     columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}"), TimeElapsedColumn()]

@@ -2,102 +2,102 @@
 
 A bucket spec (what `--buckets` and the config's `buckets:` take) is one of:
 
-* `sglang-default:MAX_BS` — SGLang's default prefill list, newer releases (an off-grid
-  `MAX_BS` is appended). `sglang-default` alone means `MAX_BS = 8192` (H100/H200 default
-  `chunked_prefill_size`).
-* `sglang-legacy:MAX_BS` — the same grid, older releases (no off-grid `MAX_BS`).
-* other named generators registered in `NAMED_LISTS` (e.g. `pow2:8192`).
-* `2048,2304,...` — an explicit list.
-* a path to a YAML or JSON file: a list of ints, cpbcg's own bucket file
-  (`{"capture_num_tokens": [...]}`), or an SGLang `--cuda-graph-config` JSON
+* `sglang-default:MAX_BS` — SGLang's default prefill list as SGLang main's released generator
+  builds it (`ServerArgs._generate_piecewise_cuda_graph_tokens`): the grid kept `<= MAX_BS`,
+  no off-grid `MAX_BS` appended (3000 → last bucket 2816). `sglang-default` alone means
+  `MAX_BS = 8192` (the H100/H200 default `chunked_prefill_size`). `sglang-legacy:MAX_BS` is
+  an older name for the same list.
+* `sglang-append:MAX_BS` — the same grid with an off-grid `MAX_BS` appended so that the
+  largest bucket is the budget (3000 → ..., 2816, 3000), as ladders built on SGLang's grid
+  outside SGLang's own server arguments do.
+* the other generators of `cpbcg.planner.bucket_lists.NAMED_LISTS` (e.g. `pow2:8192`).
+* `2048,2304,...` — an explicit list. A spec made only of digits, commas, signs and spaces is
+  always read as a list (never tried as a file name), and only ASCII digits count.
+* a path to a YAML or JSON file (a regular file of at most 16 MiB): a list of ints, cpbcg's own
+  bucket file (`{"capture_num_tokens": [...]}`), or an SGLang `--cuda-graph-config` JSON
   (`{"prefill": {"bs": [...], "max_bs": N}}`).
+
+Messages start with the spec or file (`2048,x: bucket 1: ...`, `b.yaml: ...`) and never
+name a command-line flag; the config loader prefixes the file and key.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
-from typing import Callable
-
-import orjson
-import yaml
 
 from cpbcg.errors import ConfigError
+from cpbcg.planner.bucket_lists import DEFAULT_MAX_BS, MAX_BUCKET_TOKENS, NAMED_LISTS, sglang_default_buckets
 
-MAX_BUCKET_TOKENS = 1 << 22
-"""Largest bucket cpbcg accepts (4,194,304 tokens): 32x the largest chunked prefill in use."""
-DEFAULT_MAX_BS = 8192
-"""SGLang's default `chunked_prefill_size` (hence prefill `max_bs`) on 80-160 GB GPUs."""
+MAX_INT_DIGITS = 20
+"""Longest integer text `parse_positive_int` reads (any 64-bit integer fits)."""
 
-_SGLANG_GRID = (  # (start, stop inclusive, step) — domain brief §5
-    (4, 32, 4),
-    (48, 256, 16),
-    (288, 512, 32),
-    (576, 1024, 64),
-    (1280, 4096, 256),
-)
+_ASCII_INT = re.compile(r"[0-9]+")
+_LIST_CHARS = frozenset(", \t+-")
 
 
-def sglang_default_buckets(max_bs: int = DEFAULT_MAX_BS, append_max_bs: bool = True) -> list[int]:
-    """SGLang's default prefill `capture_num_tokens` for `max_bs` (domain §5).
+def parse_positive_int(text: str, where: str, *, maximum: int | None = None, allow_zero: bool = False) -> int:
+    """The integer written in `text`: ASCII digits `0-9` only (surrounding spaces allowed).
 
-    4..32 step 4, 48..256 step 16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256,
-    4608..max_bs step 512, keeping `<= max_bs`. Newer releases append an off-grid `max_bs`
-    (`append_max_bs=True`); older ones do not (3000 → last bucket 2816).
-    Counts: 2048 → 42, 4096 → 50, 8192 → 58, 16384 → 74. Raises `ConfigError` if `max_bs < 4`.
+    `str.isdigit` and `int()` accept '²' or Arabic-Indic digits; this does not. Raises
+    `ConfigError` (`WHERE: 'TEXT' is not a positive integer`) for anything else, for more than
+    `MAX_INT_DIGITS` digits, for 0 unless `allow_zero`, and for a value above `maximum`.
     """
-    if not 4 <= max_bs <= MAX_BUCKET_TOKENS:
-        raise ConfigError(f"max_bs must be between 4 and {MAX_BUCKET_TOKENS}, got {max_bs}")
-    grid = [b for start, stop, step in _SGLANG_GRID for b in range(start, stop + 1, step)]
-    grid += list(range(4608, max_bs + 1, 512))
-    kept = [b for b in grid if b <= max_bs]
-    if append_max_bs and kept[-1] != max_bs:
-        kept.append(max_bs)
-    return kept
-
-
-def _sglang_legacy(max_bs: int) -> list[int]:
-    return sglang_default_buckets(max_bs, append_max_bs=False)
-
-
-NAMED_LISTS: dict[str, Callable[[int], list[int]]] = {
-    "sglang-default": sglang_default_buckets,
-    "sglang-legacy": _sglang_legacy,
-}
-"""Named bucket generators `name:MAX_TOKENS`; other modules register baselines here."""
+    stripped = str(text).strip()
+    kind = "a non-negative" if allow_zero else "a positive"
+    if not _ASCII_INT.fullmatch(stripped) or len(stripped) > MAX_INT_DIGITS:
+        raise ConfigError(f"{where}: {_show(repr(stripped))} is not {kind} integer")
+    value = int(stripped)
+    if value == 0 and not allow_zero:
+        raise ConfigError(f"{where}: 0 is not {kind} integer")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{where}: {value} is above the largest accepted value {maximum}")
+    return value
 
 
 def parse_bucket_spec(spec: str | list[int], *, base_dir: Path | None = None) -> list[int]:
     """Resolve a bucket spec (see module doc) into a sorted, de-duplicated list of tokens.
 
-    Raises `ConfigError` naming the spec or file for anything unreadable or not a positive int.
+    Raises `ConfigError` naming the spec or file for anything unreadable or not a positive int
+    (at most `MAX_BUCKET_TOKENS`).
     """
     if isinstance(spec, list):
-        return _validated(spec, "buckets")
+        return _validated(spec, "bucket list")
     text = str(spec).strip()
     if not text:
-        raise ConfigError("buckets: the bucket spec is empty")
+        raise ConfigError("the bucket spec is empty")
+    if all(ch.isdigit() or ch in _LIST_CHARS for ch in text):
+        parts = text.split(",")
+        if parts[-1].strip() == "" and len(parts) > 1:
+            parts = parts[:-1]
+        return sorted({_bucket(p, f"{_show(text)}: bucket {i}") for i, p in enumerate(parts)})
     name, _, arg = text.partition(":")
     if name in NAMED_LISTS:
-        return _validated(NAMED_LISTS[name](_int_arg(arg, text)), text)
+        try:
+            generated = NAMED_LISTS[name](_int_arg(arg, text))
+        except ConfigError as exc:
+            if str(exc).startswith(_show(text)):
+                raise
+            raise ConfigError(f"{_show(text)}: {exc}") from None
+        return _validated(generated, _show(text))
     path = Path(text) if base_dir is None or Path(text).is_absolute() else base_dir / text
-    if path.suffix.lower() in {".yaml", ".yml", ".json"} or path.exists():
+    if path.suffix.lower() in {".yaml", ".yml", ".json"} or _exists(path):
         return read_bucket_file(path)
-    if all(part.strip().isdigit() for part in text.split(",")):
-        return _validated([int(p) for p in text.split(",")], text)
     known = ", ".join(f"{n}:MAX" for n in NAMED_LISTS)
-    raise ConfigError(f"buckets: cannot read {text!r}: not a list like 2048,2304, a file, or one of {known}")
+    raise ConfigError(f"cannot read {_show(text)!r}: not a list like 2048,2304, a file, or one of {known}")
 
 
 def read_bucket_file(path: Path) -> list[int]:
-    """Read a YAML/JSON bucket file (list, cpbcg bucket file, or SGLang cuda-graph-config)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read bucket file: {exc.strerror}") from exc
-    try:
-        data = orjson.loads(raw) if path.suffix.lower() == ".json" else yaml.safe_load(raw)
-    except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
+    """Read a YAML/JSON bucket file (list, cpbcg bucket file, or SGLang cuda-graph-config).
+
+    Refuses (`ConfigError`, `FILE:LINE: ...`) a FIFO, device or directory before opening it, a
+    file above 16 MiB, duplicate keys, alias bombs, deep nesting and non-integer buckets.
+    """
+    from cpbcg.inputs import load_json, load_yaml, read_input_bytes  # noqa: PLC0415 (planner stays yaml-free at import)
+
+    raw = read_input_bytes(path)
+    data = load_json(raw, str(path)) if path.suffix.lower() == ".json" else load_yaml(raw, str(path))
     if isinstance(data, dict) and "capture_num_tokens" in data:
         data = data["capture_num_tokens"]
     elif isinstance(data, dict) and isinstance(data.get("prefill"), dict):
@@ -115,19 +115,31 @@ def read_bucket_file(path: Path) -> list[int]:
     return _validated(data, str(path))
 
 
+def _exists(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except (OSError, ValueError):  # missing, name too long, embedded NUL
+        return False
+    return True
+
+
 def _int_arg(arg: str, text: str) -> int:
     if not arg and not text.endswith(":"):
         return DEFAULT_MAX_BS
-    if not arg.isdigit():
-        raise ConfigError(f"buckets: {text!r}: the part after ':' must be a token count")
+    if not _ASCII_INT.fullmatch(arg.strip()) or len(arg.strip()) > MAX_INT_DIGITS:
+        raise ConfigError(f"{_show(text)}: the part after ':' must be a token count")
     return int(arg)
+
+
+def _bucket(text: str, where: str) -> int:
+    return parse_positive_int(text, where, maximum=MAX_BUCKET_TOKENS)
 
 
 def _positive(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where}: {value!r} is not a positive integer")
+        raise ConfigError(f"{where}: {_show(value)} is not a positive integer")
     if value > MAX_BUCKET_TOKENS:
-        raise ConfigError(f"{where}: {value} is above the largest supported bucket {MAX_BUCKET_TOKENS}")
+        raise ConfigError(f"{where}: {_show(value)} is above the largest supported bucket {MAX_BUCKET_TOKENS}")
     return value
 
 
@@ -139,7 +151,12 @@ def _validated(values: list, where: str) -> list[int]:
     return sorted(set(values))
 
 
-from cpbcg.planner import baselines as _baselines  # noqa: E402,F401  (registers pow2, vllm, trtllm, uniform)
+def _show(value: object, limit: int = 40) -> str:
+    """A value for a message, cut to `limit` characters (a 4,000-character spec stays readable)."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 
 
 def parse_positive_list(text: str, key: str) -> list[int]:

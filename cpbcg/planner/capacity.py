@@ -9,8 +9,8 @@ The runtime captures bucket `B` from a dummy batch and records that batch's phys
   each (full pieces, then the remainder). An error if that needs more than
   `max_capture_requests` request slots or leaves a piece shorter than `2*cp_size`.
 
-Buckets below `2*cp_size` cannot be captured under zigzag and are dropped; if none remain,
-that is an error.
+Buckets below `2*cp_size` (zigzag) or below `cp_size` (interleave) cannot be captured and are
+dropped, as SGLang's capture filter does; if none remain, that is an error.
 """
 
 from __future__ import annotations
@@ -75,16 +75,26 @@ def capture_pieces(bucket_tokens: int, cp: CPLayout, spec: CaptureSpec) -> list[
 
 
 def capturable_buckets(buckets: Sequence[int], cp: CPLayout) -> list[int]:
-    """Sorted unique buckets, dropping those below `2*cp_size` under zigzag.
+    """Sorted unique buckets that SGLang's CP capture keeps: `>= 2*cp_size` under zigzag (every
+    rank needs a block of each of its two halves), `>= cp_size` under interleave (a token per
+    rank). Without CP (`cp_size` 1) every bucket is kept.
 
     Raises `ModelError` if no bucket remains.
     """
     unique = sorted({int(b) for b in buckets})
-    if cp.cp_size > 1 and cp.strategy is CPStrategy.zigzag:
-        unique = [b for b in unique if b >= 2 * cp.cp_size]
+    least = minimum_capture_tokens(cp)
+    unique = [b for b in unique if b >= least]
     if not unique:
-        raise ModelError(f"no capture bucket is >= 2*cp_size={2 * cp.cp_size}; nothing to capture")
+        rule = "2*cp_size" if cp.strategy is CPStrategy.zigzag else "cp_size"
+        raise ModelError(f"no capture bucket is >= {rule}={least}; nothing to capture")
     return unique
+
+
+def minimum_capture_tokens(cp: CPLayout) -> int:
+    """Smallest bucket the CP capture keeps: `2*cp_size` zigzag, `cp_size` interleave, 1 without CP."""
+    if cp.cp_size <= 1:
+        return 1
+    return 2 * cp.cp_size if cp.strategy is CPStrategy.zigzag else cp.cp_size
 
 
 def local_capacity(buckets: Sequence[int], cp: CPLayout, spec: CaptureSpec = CaptureSpec()) -> np.ndarray:

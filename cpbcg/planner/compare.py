@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cpbcg.planner.baselines import BASELINES
+from cpbcg.planner.bucket_lists import BASELINES
 from cpbcg.planner.capacity import CaptureSpec
 from cpbcg.planner.cost import CostModel, demand_cost_ms, evaluation_cost_ms
 from cpbcg.planner.demand import Demand

@@ -1,0 +1,346 @@
+"""The one safe way to read a whole input file (configs, bucket files, manifests).
+
+Every reader here refuses hostile input with a one-line `CpbcgError` naming the file and line,
+instead of hanging, exhausting memory or raising a Python exception:
+
+* `read_input_bytes` stats the path before opening it and refuses anything that is not a
+  regular file (a FIFO would block forever, `/dev/zero` never ends, a directory is no file),
+  and any file above `MAX_INPUT_BYTES`.
+* `load_yaml` parses with PyYAML's safe loader (no `!!python` tags) and refuses duplicate keys
+  (naming both lines), aliases whose expansion exceeds `MAX_YAML_NODES` nodes (the
+  "billion laughs" bomb), nesting deeper than `MAX_DEPTH`, and integers longer than
+  `MAX_INT_DIGITS` digits.
+* `load_json` does the same for JSON (duplicate keys by both lines, depth, long integers,
+  NaN/Infinity).
+* `check_inputs` checks, before a command starts work, that every input it was given exists
+  and is a readable regular file, so an input the command ends up not using is still checked.
+
+Python's `str.isdigit` accepts digits such as '²'; integers here are ASCII `0-9` only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import yaml
+
+from cpbcg.errors import ConfigError, CpbcgError
+
+MAX_INPUT_BYTES = 16 << 20
+"""Largest config, bucket file or manifest read whole (16 MiB); traces are streamed instead."""
+MAX_DEPTH = 64
+"""Deepest nesting of lists/mappings accepted in a YAML or JSON input."""
+MAX_YAML_NODES = 100_000
+"""Most YAML nodes a document may expand to once its aliases are followed."""
+MAX_INT_DIGITS = 20
+"""Longest integer literal accepted (20 digits holds any 64-bit integer)."""
+
+
+def regular_file_problem(path: Path) -> Optional[str]:
+    """Why `path` cannot be read as a whole input file, or None if it is a regular file.
+
+    Uses `os.stat` only: a FIFO or device is never opened here.
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    except ValueError:  # a NUL character in the name
+        return "cannot read: the name holds a NUL character"
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory, not a file"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file (a FIFO, socket or device); give a file"
+    return None
+
+
+def read_input_bytes(
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES, error: type[CpbcgError] = ConfigError, what: str = ""
+) -> bytes:
+    """The whole content of the regular file `path`, at most `max_bytes` bytes.
+
+    Raises `error` (`FILE: ...`, or `FILE: cannot read WHAT: ...`) for a missing or unreadable
+    path, a directory, a FIFO or device (refused before it is opened, so a FIFO never blocks),
+    or a larger file.
+    """
+    path = Path(path)
+    prefix = f"{path}: cannot read {what}: " if what else f"{path}: "
+    problem = regular_file_problem(path)
+    if problem is not None:
+        raise error(prefix + problem)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise error(prefix + f"{exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise error(prefix + f"larger than the {max_bytes >> 20} MiB limit")
+    return data
+
+
+def decode_text(data: bytes, label: str, error: type[CpbcgError] = ConfigError) -> str:
+    """`data` as UTF-8 text (a BOM is dropped). Raises `error` naming the line of a bad byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise error(f"{label}:{line}: not UTF-8 text (byte {exc.start})") from None
+
+
+def check_inputs(inputs: Mapping[str, Optional[str | os.PathLike[str]]], error: type[CpbcgError] = ConfigError) -> None:
+    """Refuse, before any work, an input path that is missing, a directory or not a regular file.
+
+    Keys name the input for the message (a config key or whatever the caller uses); None values
+    (not given) and `-` (standard input) are skipped. Raises `error` (`NAME PATH: ...`).
+    """
+    for name, path in inputs.items():
+        if path is None or str(path) == "-":
+            continue
+        problem = regular_file_problem(Path(path))
+        if problem is not None:
+            raise error(f"{name} {path}: {problem}")
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe loader with budgets on alias expansion, depth and integer length, and no duplicate keys."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._weights: dict[int, int] = {}
+        self._depth = 0
+
+    def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            target = self.anchors.get(event.anchor)
+            if target is not None and id(target) not in self._weights:
+                raise _budget(event.start_mark, f"alias *{event.anchor} refers to its own enclosing node")
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _budget(self.peek_event().start_mark, f"nested more than {MAX_DEPTH} levels deep")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        weight = 1 + sum(self._weights.get(id(child), 1) for child in _children(node))
+        if weight > MAX_YAML_NODES:
+            raise _budget(node.start_mark, f"expands to more than {MAX_YAML_NODES:,} values (aliases); write it out")
+        self._weights[id(node)] = weight
+        return node
+
+    def construct_mapping(self, node, deep=False):  # noqa: ANN001
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise _budget(key_node.start_mark, f"duplicate key {_short(key)} (first on line {seen[key]})")
+                    seen[key] = line
+                except TypeError:  # an unhashable key: PyYAML refuses it below
+                    continue
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node):  # noqa: ANN001
+        text = str(node.value).replace("_", "").lstrip("+-")
+        if len(text) > MAX_INT_DIGITS:
+            raise _budget(node.start_mark, f"integer of {len(text)} digits; at most {MAX_INT_DIGITS} are accepted")
+        return super().construct_yaml_int(node)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+
+
+class _Budget(yaml.YAMLError):
+    def __init__(self, mark, problem: str) -> None:  # noqa: ANN001
+        super().__init__(problem)
+        self.problem_mark, self.problem = mark, problem
+
+
+def _budget(mark, problem: str) -> _Budget:  # noqa: ANN001
+    return _Budget(mark, problem)
+
+
+def _children(node) -> list:  # noqa: ANN001
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def load_yaml(text: str | bytes, label: str, error: type[CpbcgError] = ConfigError) -> Any:
+    """Parse one YAML document safely (see module doc). Raises `error` as `LABEL:LINE: ...`."""
+    if isinstance(text, bytes):
+        text = decode_text(text, label, error)
+    loader = _StrictLoader(text)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{label}:{mark.line + 1}" if mark is not None else label
+        problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc).splitlines()[0]
+        if isinstance(exc, _Budget):
+            raise error(f"{where}: {problem}") from None
+        raise error(f"{where}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise error(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
+    finally:
+        loader.dispose()
+
+
+def yaml_key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """Line (1-based) of every mapping key and list item in a YAML document already loaded by
+    `load_yaml`, by key path (`("scheduler", "rate")`, `("buckets", "1")`), for messages."""
+    loader = _StrictLoader(text)
+    try:
+        root = loader.get_single_node()
+    except (yaml.YAMLError, RecursionError):
+        return {}
+    finally:
+        loader.dispose()
+    lines: dict[tuple[str, ...], int] = {}
+    stack = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                child = (*path, str(key_node.value))
+                lines.setdefault(child, key_node.start_mark.line + 1)
+                stack.append((child, value_node))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                child = (*path, str(index))
+                lines.setdefault(child, item.start_mark.line + 1)
+                stack.append((child, item))
+    return lines
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"integer of {len(text.lstrip('-'))} digits; at most {MAX_INT_DIGITS} are accepted")
+    return int(text)
+
+
+def load_json(data: str | bytes, label: str, error: type[CpbcgError] = ConfigError, what: str = "") -> Any:
+    """Parse JSON strictly (see module doc). Raises `error` as `LABEL:LINE: ...` (`what`, e.g.
+    "manifest", names the document in a syntax error); a duplicate key names both its lines.
+
+    orjson checks the syntax first (fast, with line numbers; it refuses NaN, Infinity and
+    numbers that overflow a double); the standard parser then finds duplicate keys and long
+    integers (orjson keeps the last duplicate and turns integers above 2**64 into floats).
+    """
+    import orjson  # noqa: PLC0415
+
+    raw = data.encode() if isinstance(data, str) else data
+    noun = f"{what} is " if what else ""
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        message = str(exc.msg).split(":")[0]
+        raise error(f"{label}:{exc.lineno}: {noun}not valid JSON ({message})") from None
+    text = decode_text(raw, label, error)
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_bounded_int)
+    except _Duplicate as exc:
+        lines = duplicate_key_lines(text, exc.key)
+        where = f"{label}:{lines[1]}" if lines else label
+        first = f" (first on line {lines[0]})" if lines else ""
+        raise error(f"{where}: duplicate key {_short(exc.key)}{first}") from None
+    except ValueError as exc:  # parse_int (JSONDecodeError cannot happen: orjson parsed it)
+        long_int = re.search(r"[0-9]{%d,}" % (MAX_INT_DIGITS + 1), text)
+        line = f":{text.count(chr(10), 0, long_int.start()) + 1}" if long_int else ""
+        raise error(f"{label}{line}: {exc}") from None
+    except RecursionError:
+        raise error(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
+    if _depth(value) > MAX_DEPTH:
+        raise error(f"{label}: nested more than {MAX_DEPTH} levels deep")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of lists and dicts (iterative: safe at any depth)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def duplicate_key_lines(text: str, key: str) -> Optional[tuple[int, int]]:
+    """Lines `(first, second)` of the first key `key` repeated within one JSON object of `text`
+    (already known to parse), or None. A small scanner: strings, objects and arrays only."""
+    stack: list[Optional[dict[str, int]]] = []
+    line, i, n = 1, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+        elif ch == '"':
+            end = _string_end(text, i)
+            j = end
+            while j < n and text[j] in " \t\r\n":
+                j += 1
+            if stack and stack[-1] is not None and j < n and text[j] == ":" and json.loads(text[i:end]) == key:
+                if key in stack[-1]:
+                    return stack[-1][key], line
+                stack[-1][key] = line
+            line += text.count("\n", i, end)
+            i = end
+            continue
+        elif ch in "{[":
+            stack.append({} if ch == "{" else None)
+        elif ch in "}]" and stack:
+            stack.pop()
+        i += 1
+    return None
+
+
+def _string_end(text: str, start: int) -> int:
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == '"':
+            return i + 1
+        i += 1
+    return len(text)
+
+
+def _short(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,473 @@
+"""Seeded generators of hostile input for `tests/test_fuzz.py`, one per input surface.
+
+Each generator returns a `Case`: the command line, the files to create in the case's directory,
+the environment, whether the input is known-bad (must exit 2), the file the error must name,
+and a `KNOWN_OPEN` tag (see test_fuzz.py) when the case exercises an issue still open in code
+this module's author does not own.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+ASSETS = Path(__file__).parent / "assets"
+GOOD_TRACE = str(ASSETS / "traces" / "good.jsonl")
+MOONCAKE = str(ASSETS / "requests" / "mooncake.jsonl")
+VALID_MANIFEST = json.loads((ASSETS / "manifests" / "valid.json").read_text())
+FIFO, DIR = "<fifo>", "<dir>"
+"""Special file contents: make a FIFO or a directory at that name."""
+
+
+@dataclass
+class Case:
+    surface: str
+    argv: list[str]
+    bad: bool
+    """A known-bad input: must exit 2."""
+    files: dict[str, object] = field(default_factory=dict)
+    """Name (relative to the case directory) -> bytes, str, FIFO or DIR."""
+    env: dict[str, str] = field(default_factory=dict)
+    place: Optional[str] = None
+    """Text the exit-2 error line must contain (the file it blames)."""
+    tag: Optional[str] = None
+    """A `KNOWN_OPEN` tag when the case exercises a known open issue."""
+    note: str = ""
+
+
+# ----------------------------------------------------------------------------- values
+
+HUGE = ["9" * 5000, "18446744073709551616", "9223372036854775808", str(2**31), "1" + "0" * 25]
+BAD_INT_YAML = ["0", "-1", "1.5", "true", "'4'", '"\u00b2"', "[4]", "{a: 1}", ".nan", "abc", *HUGE]
+BAD_FLOAT_YAML = ["-1", ".nan", ".inf", "-.inf", "'2.0'", "true", "[1.0]", "{a: 1}", "1e999", "x"]
+BAD_ENUM_YAML = ["ring", "''", "1", "[zigzag]", "{a: b}", "null", '"\u00b2"', "z" * 3000]
+RANDOM_SCALARS = ["0", "1", "-1", "2", "8", "4096", "1e3", "null", "~", "yes", "no", "''", "' '", "[]", "{}", "0x10", "0o17", "1_000", "+5"]
+
+
+def _deep(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+def _alias_bomb(levels: int = 8, fan: int = 9) -> str:
+    names = [f"l{i}" for i in range(levels + 1)]
+    lines = [f"  {names[0]}: &{names[0]} [" + ",".join(["x"] * fan) + "]"]
+    lines += [f"  {names[i]}: &{names[i]} [" + ",".join([f"*{names[i - 1]}"] * fan) + "]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+CONFIG_KEYS: dict[str, list[str]] = {
+    "cp_size": BAD_INT_YAML + ["1025", "null"],
+    "cp_strategy": BAD_ENUM_YAML,
+    "align_size": [v for v in BAD_INT_YAML if v not in ("[4]",)] + ["4194305"],
+    "max_padding_factor": BAD_FLOAT_YAML + ["0.5", "101", "null"],
+    "capture_layout": BAD_ENUM_YAML,
+    "max_context_size_tokens": BAD_INT_YAML,
+    "max_capture_requests": BAD_INT_YAML + ["4194305"],
+    "buckets": [
+        "''", "nope:5", "'sglang-default:0'", "'sglang-default:\u00b2'", "'2048,\u00b2'", "'2048,\u0663'", "/dev/zero",
+        "[]", "[0]", "[-1]", "[4194305]", "[true]", "[1.5]", "{a: 1}", "[4]", "'2048,,4096'", "'x" + "y" * 3000 + "'",
+        "[" + "9" * 5000 + "]", _deep(200), "'" + ",".join(["2048"] * 5) + ",-8'",
+    ],
+    "scheduler.chunked_prefill_size": [v for v in BAD_INT_YAML if v != "-1"] + ["-2"],  # -1: no chunking
+    "scheduler.max_prefill_tokens": BAD_INT_YAML,
+    "scheduler.prefill_max_requests": BAD_INT_YAML,
+    "scheduler.max_running_requests": BAD_INT_YAML,
+    "scheduler.prefix_cache": ["sometimes", "0", "-5", '"\u00b2"', "1.5", str(2**31), "[1]", "9" * 5000],
+    "scheduler.rate": BAD_FLOAT_YAML + ["0"],
+    "scheduler.time_scale": BAD_FLOAT_YAML + ["0"],
+    "scheduler.prefill_tokens_per_s": BAD_FLOAT_YAML + ["0"],
+    "scheduler.prefill_fixed_ms": BAD_FLOAT_YAML,
+    "scheduler.seed": ["-1", str(2**63), "1.5", "abc", "9" * 5000],
+    "gates.min_coverage": ["-0.1", "1.5", "x", ".nan", "[0.5]"],
+    "gates.max_padding": ["-0.1", "x", ".nan", ".inf"],
+    "gates.max_eager": ["{slow: 1}", "{local_capacity: -1}", "{local_capacity: " + str(2**63) + "}", "{local_capacity: 1.5}", "[1]", "x"],
+    "cost.graph_fixed_ms": BAD_FLOAT_YAML,
+    "cost.eager_fixed_ms": BAD_FLOAT_YAML,
+    "cost.token_ms": BAD_FLOAT_YAML,
+    "cp_sise": ["4"],
+    "scheduler.ratee": ["1.0"],
+}
+"""Config key -> YAML values that are known-bad there."""
+
+BASE_CONFIG = {
+    "cp_size": "4", "cp_strategy": "zigzag", "max_padding_factor": "2.0", "buckets": "'2048,4096,8192'",
+    "scheduler.chunked_prefill_size": "8192", "scheduler.max_prefill_tokens": "16384", "gates.min_coverage": "0.0",
+}
+
+
+def render_config(values: dict[str, str], tabs: bool = False) -> str:
+    top = {k: v for k, v in values.items() if "." not in k}
+    sections: dict[str, dict[str, str]] = {}
+    for key, value in values.items():
+        if "." in key:
+            head, rest = key.split(".", 1)
+            sections.setdefault(head, {})[rest] = value
+    lines = [f"{k}: {v}" for k, v in top.items()]
+    indent = "\t" if tabs else "  "
+    for head, items in sections.items():
+        lines.append(f"{head}:")
+        lines += [f"{indent}{k}: {v}" for k, v in items.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _config_command(rng: random.Random, cfg: str) -> list[str]:
+    return rng.choice([
+        ["plan", "-c", cfg, "-t", GOOD_TRACE, "-k", "2"],
+        ["plan", "-c", cfg, "-t", GOOD_TRACE, "-f", "json"],
+        ["batches", "-c", cfg, "-t", MOONCAKE, "-o", "out.jsonl"],
+        ["replay-check", "-c", cfg, "-t", GOOD_TRACE],
+        ["layout", "-c", cfg, "1534", "161", "353"],
+    ])
+
+
+# ----------------------------------------------------------------------------- generators
+
+
+def gen_config(rng: random.Random) -> Case:
+    values = dict(BASE_CONFIG)
+    kind = rng.random()
+    name = "cfg.yaml"
+    files: dict[str, object] = {}
+    if kind < 0.6:
+        key = rng.choice(sorted(CONFIG_KEYS))
+        value = rng.choice(CONFIG_KEYS[key])
+        values[key] = value
+        bad = value not in ("null",) or key in ("cp_size", "cp_strategy", "capture_layout", "max_padding_factor")
+        files[name] = render_config(values)
+        note = f"{key}: {value[:60]}"
+    elif kind < 0.7:
+        key = rng.choice(sorted(BASE_CONFIG))
+        values[key] = rng.choice(RANDOM_SCALARS)
+        files[name], bad, note = render_config(values), False, f"{key}: {values[key]} (random)"
+    else:
+        text, bad, note = rng.choice(STRUCTURAL)(rng, values)
+        files[name] = text
+    return Case("config", _config_command(rng, name), bad, files, place=name, note=note)
+
+
+def _s_duplicate(rng, values):
+    key = rng.choice([k for k in values if "." not in k])
+    return render_config(values) + f"{key}: {values[key]}\n", True, f"duplicate {key}"
+
+
+def _s_bomb(rng, values):
+    where = rng.choice(["scheduler", "buckets", "gates"])
+    if where == "buckets":
+        return render_config({k: v for k, v in values.items() if k != "buckets"}) + "bomb:\n" + _alias_bomb() + "buckets: *l8\n", True, "alias bomb (buckets)"
+    return render_config(values).replace(f"{where}:\n", f"{where}:\n" + _alias_bomb(), 1) if f"{where}:\n" in render_config(values) else render_config(values) + f"{where}:\n" + _alias_bomb(), True, f"alias bomb ({where})"
+
+
+def _s_deep(rng, values):
+    return render_config(values) + "extra: " + _deep(rng.choice([100, 1000, 8192])) + "\n", True, "deep nesting"
+
+
+def _s_tabs(rng, values):
+    return render_config(values, tabs=True), True, "tab indentation"
+
+
+def _s_binary(rng, values):
+    return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))) + b"\xff", True, "binary"
+
+
+def _s_truncate(rng, values):
+    text = render_config(values)
+    return text[: rng.randrange(len(text))], False, "truncated"
+
+
+def _s_flip(rng, values):
+    text = bytearray(render_config(values).encode())
+    for _ in range(rng.randrange(1, 4)):
+        text[rng.randrange(len(text))] = rng.randrange(32, 127)
+    return bytes(text), False, "byte flips"
+
+
+def _s_list(rng, values):
+    return "- 1\n- 2\n", True, "top-level list"
+
+
+def _s_python(rng, values):
+    return "cp_size: !!python/object/apply:os.system ['echo pwned']\n", True, "python tag"
+
+
+def _s_anchor_self(rng, values):
+    return "buckets: &b [8, *b]\n", True, "recursive alias"
+
+
+def _s_bom_crlf(rng, values):
+    return ("\ufeff" + render_config(values)).replace("\n", "\r\n"), False, "BOM + CRLF"
+
+
+STRUCTURAL: list[Callable] = [_s_duplicate, _s_bomb, _s_deep, _s_tabs, _s_binary, _s_truncate, _s_flip, _s_list, _s_python, _s_anchor_self, _s_bom_crlf]
+
+
+def gen_config_path(rng: random.Random) -> Case:
+    choice = rng.choice(["fifo", "dir", "/dev/zero", "missing", "nul"])
+    files: dict[str, object] = {}
+    if choice == "fifo":
+        files["cfg.yaml"], path = FIFO, "cfg.yaml"
+    elif choice == "dir":
+        files["cfg.yaml"], path = DIR, "cfg.yaml"
+    elif choice == "missing":
+        path = "no-such.yaml"
+    elif choice == "nul":
+        path = "cfg\x00.yaml"
+    else:
+        path = "/dev/zero"
+    return Case("config-path", _config_command(rng, path), True, files, place=path.split("\x00")[0], note=choice)
+
+
+BAD_SPECS = [
+    "", ",", "2048,\u00b2", "\u00b2", "2048,\u0663", "sglang-default:\u00b2", "sglang-default:0", "sglang-default:3",
+    "sglang-default:" + "9" * 5000, "nope:5", "pow2:0", "vllm:-3", "2048,-1", "0", "-5", "2048,,4096", "4194305",
+    "/dev/zero", "x" * 5000, "2048;4096", "2048 4096", "1e3", "0x800", "4", "4,6",
+]
+
+
+def gen_bucket_spec(rng: random.Random) -> Case:
+    if rng.random() < 0.75:
+        spec, bad = rng.choice(BAD_SPECS), True
+        if spec in ("2048 4096",):  # spaces inside a number: refused
+            bad = True
+    else:
+        spec = ",".join(str(rng.choice([rng.randrange(8, 9000), 2048, 4096])) for _ in range(rng.randrange(1, 600)))
+        bad = False
+    argv = rng.choice([["plan", "-t", GOOD_TRACE, "-b", spec], ["replay-check", "-t", GOOD_TRACE, "-b", spec], ["layout", "-b", spec, "100"]])
+    return Case("bucket-spec", argv, bad, note=spec[:60])
+
+
+BAD_BUCKET_FILES = [
+    ("b.json", '{"prefill": {"bs": [8],\n "bs": [16]}}'), ("b.yaml", "capture_num_tokens: [8]\ncapture_num_tokens: [16]\n"),
+    ("b.json", _deep(3000)), ("b.yaml", _deep(500)), ("b.json", "[8, 1" + "0" * 40 + "]"), ("b.yaml", "- 8\n- " + "9" * 5000 + "\n"),
+    ("b.json", "[8, NaN]"), ("b.json", "[8, true]"), ("b.json", '{"prefill": {}}'), ("b.json", '{"prefill": {"max_bs": 0}}'),
+    ("b.json", '{"prefill": {"max_bs": "\u00b2"}}'), ("b.yaml", ""), ("b.yaml", "prefill:\n\tbs: [8]\n"), ("b.json", "[]"),
+    ("b.json", "[8, 1.5]"), ("b.json", "[8, -8]"), ("b.yaml", "bomb:\n" + _alias_bomb() + "capture_num_tokens: *l8\n"),
+    ("b.json", b"\xff\xfe[8]"), ("b.yaml", FIFO), ("b.yaml", DIR), ("b.json", '{"capture_num_tokens": [8], "capture_num_tokens": [9]}'),
+]
+
+
+def gen_bucket_file(rng: random.Random) -> Case:
+    name, body = rng.choice(BAD_BUCKET_FILES)
+    argv = rng.choice([["plan", "-t", GOOD_TRACE, "-b", name], ["replay-check", "-t", GOOD_TRACE, "-b", name]])
+    return Case("bucket-file", argv, True, {name: body}, place=name, note=str(body)[:60])
+
+
+def _manifest_mutations(rng: random.Random) -> tuple[object, str]:
+    doc = json.loads(json.dumps(VALID_MANIFEST))
+    i = rng.randrange(len(doc["buckets"]))
+    mutations = [
+        lambda: doc.update(cp_size=rng.choice([0, -1, 2**31, 2**63, "4", True, 1.5, None])),
+        lambda: doc.update(cp_strategy=rng.choice(["ring", 3, None, ""])),
+        lambda: doc.update(capture_layout=rng.choice(["ring", 3, None])),
+        lambda: doc.update(align_size=rng.choice([0, -8, 2**63, "8"])),
+        lambda: doc.update(schema_version=rng.choice([2, "1", None, 1.0])),
+        lambda: doc.update(max_padding_factor=rng.choice([500, 0.5, "2", -1])),
+        lambda: doc["buckets"][i].update(local_rows=rng.choice([2**63, 9223372036854775808, -1, 0, "x", 1.5, None, 10**19])),
+        lambda: doc["buckets"][i].update(capture_num_tokens=rng.choice([2**63, -1, 0, "x", 1.5, 4])),
+        lambda: doc["buckets"][i].update(replay_ms=rng.choice([-1, "fast", [1]])),
+        lambda: doc["buckets"][i].update(verified=False),
+        lambda: doc.pop(rng.choice(["schema_version", "cp_size", "cp_strategy", "align_size", "capture_layout", "buckets"])),
+        lambda: doc.update(buckets=rng.choice([[], {}, "x", [1], [None]])),
+    ]
+    rng.choice(mutations)()
+    return doc, "mutated"
+
+
+def gen_manifest(rng: random.Random) -> Case:
+    kind = rng.random()
+    text: object
+    if kind < 0.6:
+        doc, note = _manifest_mutations(rng)
+        text = json.dumps(doc, indent=2)
+    else:
+        base = json.dumps(VALID_MANIFEST, indent=2)
+        text, note = rng.choice([
+            (base.replace('"cp_size": 4,', '"cp_size": 4,\n  "cp_size": 8,', 1), "duplicate key"),
+            (base.replace('"align_size": 8', '"align_size": ' + "9" * 5000, 1), "5000-digit int"),
+            (base[: len(base) // 2], "truncated"),
+            (_deep(3000), "deep"),
+            ('{"x": ' + _deep(100) + "}", "deep-ish"),
+            (base.replace("2.0", "NaN", 1), "NaN"),
+            (b"\xff" + base.encode(), "not UTF-8"),
+            (FIFO, "fifo"), (DIR, "dir"),
+        ])
+    argv = rng.choice([["replay-check", "--manifest", "m.json", "-t", GOOD_TRACE], ["plan", "-t", GOOD_TRACE, "--manifest", "m.json", "-k", "2"]])
+    return Case("manifest", argv, True, {"m.json": text}, place="m.json", note=note)
+
+
+def gen_manifest_path(rng: random.Random) -> Case:
+    path = rng.choice(["does-not-exist.json", "/dev/zero", "."])
+    argv = rng.choice([["plan", "-t", GOOD_TRACE, "--manifest", path], ["plan", "-t", GOOD_TRACE, "--manifest", path, "-k", "2"], ["replay-check", "-t", GOOD_TRACE, "--manifest", path]])
+    tag = "unused-input" if argv[0] == "plan" and "-k" not in argv else None
+    return Case("manifest-path", argv, True, place=path, tag=tag, note=path)
+
+
+INT_OPTIONS = [  # (command prefix, option, least valid value)
+    (["plan", "-t", GOOD_TRACE], "--cp-size", 1), (["plan", "-t", GOOD_TRACE], "--align-size", 1),
+    (["plan", "-t", GOOD_TRACE], "--max-context-size", 1), (["plan", "-t", GOOD_TRACE], "--max-capture-requests", 1),
+    (["plan", "-t", MOONCAKE], "--chunked-prefill-size", 1), (["plan", "-t", MOONCAKE], "--max-prefill-tokens", 1),
+    (["plan", "-t", MOONCAKE], "--prefill-max-requests", 1), (["plan", "-t", MOONCAKE], "--max-running-requests", 1),
+    (["plan", "-t", MOONCAKE], "--seed", 0), (["plan", "-t", GOOD_TRACE], "--max-buckets", 1),
+    (["plan", "-t", GOOD_TRACE, "-k", "2"], "--max-tokens", 1), (["plan", "-t", GOOD_TRACE, "-k", "2"], "--bucket-multiple", 1),
+    (["batches", "-t", MOONCAKE, "-o", "o.jsonl"], "--chunked-prefill-size", 1),
+    (["layout", "100"], "--cp-size", 1),
+]
+BAD_INT_TEXT = ["\u00b2", "abc", "", "1.5", "1e3", "0x10", "9" * 5000, "18446744073709551616", "-5", "--", "4 4"]
+FLOAT_OPTIONS = [
+    (["plan", "-t", GOOD_TRACE], "--max-padding-factor"), (["plan", "-t", MOONCAKE], "--rate"), (["plan", "-t", MOONCAKE], "--time-scale"),
+    (["plan", "-t", MOONCAKE], "--prefill-tokens-per-s"), (["plan", "-t", MOONCAKE], "--prefill-fixed-ms"),
+    (["plan", "-t", GOOD_TRACE], "--graph-fixed-ms"), (["plan", "-t", GOOD_TRACE], "--token-ms"), (["replay-check", "-t", GOOD_TRACE], "--min-coverage"),
+]
+BAD_FLOAT_TEXT = ["nan", "inf", "-inf", "-1", "x", "1e999", "", "\u00b2"]
+STRING_OPTIONS = [
+    (["plan", "-t", GOOD_TRACE, "-k", "2", "--include"], ["\u00b2", "8192,\u00b2", "0", "-1", "abc", "4194305", "9" * 5000, "8192,x"]),
+    (["replay-check", "-t", GOOD_TRACE, "--max-eager"], ["local_capacity=\u00b2", "local_capacity=-1", "slow=1", "local_capacity", "=3", "local_capacity=" + "9" * 5000, "local_capacity=\u0663"]),
+    (["plan", "-t", MOONCAKE, "--prefix-cache"], ["sometimes", "0", "-5", "\u00b2", "9" * 5000, "1.5"]),
+    (["plan", "-t", GOOD_TRACE, "--cp-strategy"], ["ring", "", "ZIGZAG "]),
+    (["plan", "-t", GOOD_TRACE, "--trace-format"], ["parquet", ""]),
+]
+
+
+def gen_option(rng: random.Random) -> Case:
+    roll = rng.random()
+    if roll < 0.45:
+        prefix, option, least = rng.choice(INT_OPTIONS)
+        value = rng.choice(BAD_INT_TEXT + [str(least - 1), str(least - 1000), "\u0663"])
+        if option == "--chunked-prefill-size" and value == "-1":
+            value = "-2"
+        tag = None
+        if option == "--bucket-multiple" and value in HUGE + ["9" * 5000]:
+            tag = "option-bounds"
+        return Case("option", [*prefix, option, value], True, tag=tag, note=f"{option} {value[:40]}")
+    if roll < 0.5:  # --replay N > 0 runs a CPU capture (seconds): only values refused while parsing
+        value = rng.choice(["abc", "-5", "\u00b2", "", "1.5"])
+        return Case("option", ["replay-check", "-t", GOOD_TRACE, "--replay", value], True, note=f"--replay {value}")
+    if roll < 0.7:
+        prefix, option = rng.choice(FLOAT_OPTIONS)
+        value = rng.choice(BAD_FLOAT_TEXT)
+        return Case("option", [*prefix, option, value], True, note=f"{option} {value}")
+    if roll < 0.9:
+        prefix, values = rng.choice(STRING_OPTIONS)
+        value = rng.choice(values)
+        tag = None
+        if prefix[-1] == "--include" and (value in ("4194305", "9" * 5000) or "\u00b2" in value):
+            tag = "include-option"
+        elif prefix[-1] == "--max-eager" and (value[-1] in "\u00b2\u0663" or len(value) > 4000):
+            tag = "max-eager-option"
+        return Case("option", [*prefix, value], True, tag=tag, note=f"{prefix[-1]} {value[:40]}")
+    prefix, option, least = rng.choice(INT_OPTIONS)
+    value = str(rng.choice([least, least + 1, 2, 8, 64, 4096]))
+    return Case("option", [*prefix, option, value], False, note=f"{option} {value}")
+
+
+def gen_output(rng: random.Random) -> Case:
+    target, bad, files, tag = rng.choice([
+        ("newdir/", True, {}, "output-slash"), ("d", True, {"d": DIR}, None), ("d/", True, {"d": DIR}, None),
+        ("missing/x.out", True, {}, None), (".", True, {}, None), ("/dev/null", False, {}, None), ("ok.out", False, {}, None),
+    ])
+    argv = rng.choice([
+        ["plan", "-t", GOOD_TRACE, "--emit", "yaml", "-o", target],
+        ["replay-check", "-t", GOOD_TRACE, "--junit", target],
+        ["replay-check", "-t", GOOD_TRACE, "--json", target],
+        ["batches", "-t", MOONCAKE, "-o", target],
+    ])
+    if target == "d" and rng.random() < 0.2:
+        argv = ["capture", "--cp-size", "2", "-b", "64", "-o", target]  # refused before torch is imported
+    return Case("output", argv, bad, files, place=target.rstrip("/") or target, tag=tag if bad else None, note=f"{argv[0]} -> {target}")
+
+
+def gen_output_is_input(rng: random.Random) -> Case:
+    return Case("output", ["batches", "-t", "t.jsonl", "-o", "t.jsonl"], True, {"t.jsonl": Path(MOONCAKE).read_bytes()}, place="t.jsonl", note="output = input")
+
+
+ENV_VALUES = ["abc", "\u00b2", "-1", "0", "99999999999", "", " 80 ", "1e3", "80x", "\u0663\u0663"]
+
+
+def gen_env(rng: random.Random) -> Case:
+    env: dict[str, str] = {}
+    files: dict[str, object] = {}
+    for _ in range(rng.randrange(1, 4)):
+        name = rng.choice(["CPBCG_WIDTH", "COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "TERM", "GITHUB_STEP_SUMMARY", "GITHUB_ACTIONS"])
+        if name == "GITHUB_STEP_SUMMARY":
+            choice = rng.choice(["fifo", "dir", "/dev/zero", "missing/s.md", "s.md"])
+            if choice == "fifo":
+                files["s.md"], env[name] = FIFO, "s.md"
+            elif choice == "dir":
+                files["sd"], env[name] = DIR, "sd"
+            else:
+                env[name] = choice
+        elif name in ("FORCE_COLOR", "NO_COLOR", "GITHUB_ACTIONS"):
+            env[name] = rng.choice(["1", "true", "0", ""])
+        elif name == "TERM":
+            env[name] = rng.choice(["dumb", "xterm-256color", ""])
+        else:
+            env[name] = rng.choice(ENV_VALUES)
+    argv, bad, place = rng.choice([
+        (["presets"], False, None), (["plan", "-t", GOOD_TRACE], False, None), (["replay-check", "-t", GOOD_TRACE, "--min-coverage", "0"], False, None),
+        (["plan", "-t", "missing.jsonl"], True, "missing.jsonl"), (["replay-check", "-t", GOOD_TRACE, "--cp-size", "0"], True, None),
+        (["plan", "-t", GOOD_TRACE, "-b", "nope:5"], True, None), (["layout", "1534", "161", "353"], False, None),
+    ])
+    return Case("env", argv, bad, files, env=env, place=place, note=" ".join(f"{k}={v!r}" for k, v in env.items()))
+
+
+BATCH_LINE_TAGS = {"[" * 1000 + "5" + "]" * 1000: "trace-deep", '{"extend_seq_lens": [0123]}': "trace-leading-zeros"}
+NOT_BAD_BATCH_LINES = {'{"extend_seq_lens": [4194305]}', '{"extend_seq_lens": [5], "extend_seq_lens": [6]}'}
+"""Legal data (eager above the largest bucket), or not in this project's rules for traces yet."""
+BAD_BATCH_LINES = [
+    "[" * 1000 + "5" + "]" * 1000, '{"extend_seq_lens": [0123]}', '{"extend_seq_lens": [-5]}', '{"extend_seq_lens": [0]}',
+    '{"extend_seq_lens": [1.5]}', '{"extend_seq_lens": [true]}', '{"extend_seq_lens": ["5"]}', '{"extend_seq_lens": []}',
+    '{"extend_seq_lens": [NaN]}', '{"extend_seq_lens": [' + "9" * 5000 + "]}", '{"extend_seq_lens": [18446744073709551616]}',
+    '{"extend_seq_lens": [5], "count": -1}', '{"extend_seq_lens": [5], "count": 0}', '{"extend_seq_lens": [5], "count": 1e30}',
+    '{"extend_seq_lens": 5}', '{"extend_seq_lens": [[5]]}', '{"lens": [5]}', "[5, 6", "\x00\x01\x02", '{"extend_seq_lens": [5], "extend_seq_lens": [6]}',
+    '{"extend_seq_lens": [4194305]}',
+]
+REQUEST_TAGS = {"input_length\": [100": "trace-mooncake-list", "0123,": "trace-leading-zeros", "3000-01-01": "trace-azure-date"}
+BAD_REQUEST_FILES = [
+    ("t.jsonl", '{"timestamp": 0, "input_length": [100, 200], "output_length": 1}\n'),
+    ("t.jsonl", '{"timestamp": 0, "input_length": -5, "output_length": 1}\n'),
+    ("t.jsonl", '{"timestamp": 0, "input_length": ' + "9" * 5000 + ', "output_length": 1}\n'),
+    ("t.jsonl", '{"timestamp": 0, "input_length": 0123, "output_length": 1}\n'),
+    ("t.jsonl", '{"timestamp": "x", "input_length": 100, "output_length": 1}\n'),
+    ("t.jsonl", '{"timestamp": 0, "input_length": 100, "output_length": 1, "hash_ids": "abc"}\n'),
+    ("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n3000-01-01 00:00:00,100,10\n"),
+    ("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,-100,10\n"),
+    ("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,\u00b2,10\n"),
+    ("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46," + "9" * 5000 + ",10\n"),
+    ("t.csv", "num_prefill_tokens,num_decode_tokens\nabc,1\n"),
+    ("t.jsonl", "\xff\xfe\x00garbage\n"),
+]
+
+
+def gen_trace(rng: random.Random) -> Case:
+    roll = rng.random()
+    if roll < 0.55:
+        good = ['{"extend_seq_lens": [1534, 161, 353]}'] * rng.randrange(0, 3)
+        line = rng.choice(BAD_BATCH_LINES)
+        body = "\n".join([*good, line, *good]) + "\n"
+        name = "t.jsonl"
+        argv = rng.choice([["plan", "-t", name], ["plan", "-t", name, "-k", "2"], ["replay-check", "-t", name], ["plan", "-t", name, "--trace-format", "batches"]])
+        bad = line not in NOT_BAD_BATCH_LINES
+        return Case("trace", argv, bad, {name: body.encode("utf-8", "surrogatepass")}, place=name if bad else None, tag=BATCH_LINE_TAGS.get(line), note=line[:60])
+    if roll < 0.85:
+        name, body = rng.choice(BAD_REQUEST_FILES)
+        argv = rng.choice([["plan", "-t", name], ["batches", "-t", name, "-o", "o.jsonl"]])
+        tag = next((t for key, t in REQUEST_TAGS.items() if key in body), None)
+        return Case("trace", argv, True, {name: body.encode("utf-8", "surrogateescape")}, place=name, tag=tag, note=body[:60])
+    name = rng.choice(["t.jsonl", "t.csv"])
+    body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300)))
+    argv = rng.choice([["plan", "-t", name], ["batches", "-t", name, "-o", "o.jsonl"]])
+    return Case("trace", argv, False, {name: body}, note="random bytes")
+
+
+GENERATORS: list[tuple[Callable[[random.Random], Case], int]] = [
+    (gen_config, 20), (gen_config_path, 3), (gen_bucket_spec, 10), (gen_bucket_file, 6), (gen_manifest, 10),
+    (gen_manifest_path, 2), (gen_option, 20), (gen_output, 7), (gen_output_is_input, 1), (gen_env, 8), (gen_trace, 13),
+]
+
+
+def generate(count: int, seed: int) -> list[Case]:
+    rng = random.Random(seed)
+    makers = [g for g, weight in GENERATORS for _ in range(weight)]
+    return [rng.choice(makers)(rng) for _ in range(count)]

@@ -1,0 +1,80 @@
+"""cpbcg.inputs: whole-file reading that never hangs, never explodes, and names the place."""
+
+import os
+
+import pytest
+
+from cpbcg.errors import ConfigError, ManifestError, one_line
+from cpbcg.inputs import MAX_YAML_NODES, check_inputs, duplicate_key_lines, load_json, load_yaml, read_input_bytes
+
+
+def test_non_regular_files_are_refused_before_opening(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path, message in ((fifo, "is not a regular file"), ("/dev/zero", "is not a regular file"), (tmp_path, "is a directory, not a file"), (tmp_path / "nope", "no such file")):
+        with pytest.raises(ManifestError, match=f"^{path}: cannot read manifest: {message}"):
+            read_input_bytes(path, error=ManifestError, what="manifest")
+
+
+def test_size_limit_is_named(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 2049)
+    assert read_input_bytes(path, max_bytes=2049) == b"x" * 2049
+    with pytest.raises(ConfigError, match="f: larger than the 0 MiB limit"):
+        read_input_bytes(path, max_bytes=2048)
+
+
+def test_yaml_alias_budget_allows_small_reuse_and_refuses_bombs():
+    assert load_yaml("a: &a [1, 2]\nb: *a\n", "c.yaml") == {"a": [1, 2], "b": [1, 2]}
+    # 10 aliases of a 10,000-item list: 100,012 nodes once expanded
+    text = "a: &a [" + ",".join(["1"] * 10_000) + "]\nb: [" + ",".join(["*a"] * 10) + "]\n"
+    with pytest.raises(ConfigError, match=f"c.yaml:2: expands to more than {MAX_YAML_NODES:,} values"):
+        load_yaml(text, "c.yaml")
+
+
+def test_yaml_merge_keys_are_not_duplicates():
+    assert load_yaml("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  x: 3\n", "c.yaml")["use"] == {"x": 3, "y": 2}
+
+
+def test_yaml_errors_are_one_line():
+    with pytest.raises(ConfigError) as info:
+        load_yaml("a:\n  - 1\n b: [\n", "c.yaml")
+    assert "\n" not in str(info.value) and str(info.value).startswith("c.yaml:")
+
+
+def test_json_duplicate_keys_name_both_lines():
+    text = '{"buckets": [{"local_rows": 1,\n  "capture_num_tokens": 8}, {"local_rows": 2,\n  "x": 1,\n  "local_rows": 3}]}'
+    assert duplicate_key_lines(text, "local_rows") == (2, 4)
+    with pytest.raises(ManifestError, match=r"^m\.json:4: duplicate key 'local_rows' \(first on line 2\)$"):
+        load_json(text, "m.json", ManifestError)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"a": 1e999}', "m.json:1: manifest is not valid JSON (number is infinity when parsed as double"),
+        ('{"a": NaN}', "m.json:1: manifest is not valid JSON"),
+        ('{\n"a": 18446744073709551616' + "0" * 5 + "}", "m.json:2: integer of 25 digits"),
+        ("[" * 70 + "]" * 70, "m.json: nested more than 64 levels deep"),
+        ('{"a": [1,\n 2,', "m.json:2: manifest is not valid JSON"),
+    ],
+)
+def test_json_refusals(text, message):
+    with pytest.raises(ManifestError) as info:
+        load_json(text, "m.json", ManifestError, what="manifest")
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_check_inputs_checks_every_given_input(tmp_path):
+    good = tmp_path / "m.json"
+    good.write_text("{}")
+    check_inputs({"--manifest": good, "--trace": None, "--config": "-"})
+    with pytest.raises(ConfigError, match="^--manifest .*does-not-exist.json: no such file$"):
+        check_inputs({"--trace": good, "--manifest": tmp_path / "does-not-exist.json"})
+
+
+def test_one_line_strips_escapes_and_caps_length():
+    assert one_line("\x1b[31mred\x1b[0m\nnext\ttab\x00nul") == "red next tab\\x00nul"
+    long = one_line("f.yaml:1: " + "x" * 1000, 300)
+    assert len(long) == 300 and long.startswith("f.yaml:1: x") and long.endswith("...")
+    assert len(str(ConfigError("y" * 10_000))) == 286
