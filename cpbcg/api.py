@@ -43,16 +43,17 @@ def load_config_and_deployment(
     With `manifest` (a loaded `cpbcg.manifest.Manifest`) its buckets, capacities and CP settings
     replace the config's, and giving one of those as an override is a `ConfigError`."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    layers: list[tuple[str, dict[str, Any]]] = []
     if manifest is not None:
         fixed = [k for k in (*MANIFEST_KEYS, "buckets") if k in overrides]
         if fixed:
             raise ConfigError(f"{manifest.path}: the manifest fixes the buckets and CP settings; drop {', '.join(fixed)}")
         base: dict[str, Any] = {key: manifest.data.get(key) for key in MANIFEST_KEYS}
         base["buckets"] = manifest.table().capture_num_tokens.tolist()
-        if manifest.data.get("max_padding_factor") is not None and "max_padding_factor" not in overrides:
+        if manifest.data.get("max_padding_factor") is not None:
             base["max_padding_factor"] = manifest.data["max_padding_factor"]
-        overrides = {**base, **overrides}
-    cfg = load_config(config, overrides)
+        layers.append((str(manifest.path), base))
+    cfg = load_config(config, overrides, layers=layers)
     deployment = cfg.to_deployment(cost_source)
     return cfg, deployment if manifest is None else with_manifest_cost(deployment, manifest)
 

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 
 from cpbcg.errors import ConfigError
+from cpbcg.planner.buckets import parse_positive_int
 from cpbcg.planner import sampling
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.layout import BatchSet, CPLayout
@@ -148,9 +149,10 @@ def parse_max_eager(specs: Sequence[str]) -> dict[str, int]:
             raise ConfigError(f"--max-eager {spec!r}: expected REASON=N, e.g. local_capacity=0")
         if reason not in valid:
             raise ConfigError(f"--max-eager {spec!r}: unknown reason {reason!r} (choose from {', '.join(valid)})")
-        if not (count.isascii() and count.isdigit()) or len(count) > 18:
-            raise ConfigError(f"--max-eager {spec!r}: N must be a non-negative integer, got {count!r}")
-        out[reason] = int(count)
+        try:
+            out[reason] = parse_positive_int(count, "N", allow_zero=True, maximum=2**63 - 1)
+        except ConfigError:
+            raise ConfigError(f"--max-eager {spec[:40]!r}: N must be a non-negative integer, got {count[:20]!r}") from None
     return out
 
 

@@ -54,7 +54,7 @@ def batches(
 
     Example: `cpbcg batches --trace conversation_trace.jsonl --prefix-cache unlimited -o lens.jsonl`
     """
-    check_outputs({"-o": Path(output)}, {"--trace": trace})
+    check_outputs({"-o": output}, {"--trace": trace})
     cfg = load_config(config, scheduler.overrides())
     source = open_source(trace, trace_format, cfg.scheduler, length_field, time_field)
     given = TraceOptions(trace, trace_format, length_field, time_field)

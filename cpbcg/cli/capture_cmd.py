@@ -14,7 +14,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from cpbcg.atomic import check_outputs, write_atomic
+from cpbcg.atomic import check_outputs, output_path, write_atomic
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import (
     AlignOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, MaxCaptureReqOpt, MaxContextOpt,
@@ -45,8 +45,8 @@ BucketsCaptureOpt = Annotated[Optional[str], typer.Option(
     help=f"Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. A bucket whose estimated attention memory exceeds the free memory of the device (CPU: available RAM) is skipped before it is built; if none fits, the run is refused. [default: the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}]")]
 PresetOpt = Annotated[str, typer.Option("--preset", "-p", help="Model preset (gpt-oss-120b, llama-3.1-70b, qwen3-32b, tiny) or a model YAML file.")]
 LayersOpt = Annotated[int, typer.Option("--layers", min=1, max=MAX_LAYERS, help="Proxy transformer layers (each adds one break).")]
-SamplesOpt = Annotated[int, typer.Option("--samples", min=0, help="Trace batches replayed per bucket (with --trace): the heaviest plus random ones.")]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the capture manifest (JSON, atomic).", show_default=False)]
+SamplesOpt = Annotated[int, typer.Option("--samples", min=0, max=1024, help="Trace batches replayed per bucket (with --trace): the heaviest plus random ones.")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", parser=output_path, help="Write the capture manifest (JSON, atomic).", show_default=False)]
 
 
 @app.command()

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from cpbcg.atomic import output_path
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import FormatOpt, OutputFormat, progress_bar, stderr_console, stdout_console
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions, with_options
@@ -34,7 +35,7 @@ MaxBucketsOpt = Annotated[Optional[int], typer.Option("--max-buckets", "-k", min
 TargetCoverageOpt = Annotated[Optional[float], typer.Option("--target-coverage", min=0.0, max=1.0, help="Recommend the fewest buckets (up to --max-buckets) that replay at least this fraction of forwards in graphs, e.g. 0.99: capture time and graph memory grow with the count.", show_default=False)]
 ObjectiveOpt = Annotated[Objective, typer.Option("--objective", help="coverage = most forwards in graphs first, then least modelled time; time = least modelled time alone.")]
 MaxTokensOpt = Annotated[Optional[int], typer.Option("--max-tokens", min=1, max=1 << 22, help="The largest forward the list must serve (tokens), for the recommendation and guarantee mode. [default: scheduler.chunked_prefill_size]", show_default=False)]
-BucketMultipleOpt = Annotated[int, typer.Option("--bucket-multiple", min=1, max=1 << 16, help="Candidate bucket sizes are multiples of this (coarser = faster, optimal on that grid only; 1 = exact).")]
+BucketMultipleOpt = Annotated[int, typer.Option("--bucket-multiple", min=1, max=131072, help="Candidate bucket sizes are multiples of this (coarser = faster, optimal on that grid only; 1 = exact).")]
 IncludeOpt = Annotated[Optional[str], typer.Option("--include", help="Buckets every recommended list must contain, e.g. 8192,4096.", show_default=False)]
 MaxRequestsOpt = Annotated[Optional[int], typer.Option("--max-requests", min=1, max=1024, help="Requests in the worst-case full chunk the list must serve (headroom), and in guarantee mode the most requests per forward. [default: the most any forward of the trace held; guarantee: scheduler.prefill_max_requests]", show_default=False)]
 NoHeadroomOpt = Annotated[bool, typer.Option("--no-headroom", help="Keep every bucket at or below the chunk size (full chunks of several requests may then run eagerly).")]
@@ -44,8 +45,8 @@ CompareOpt = Annotated[bool, typer.Option("--compare", help="Also compare with S
 GuaranteeOpt = Annotated[bool, typer.Option("--guarantee", help="Trace-free: the fewest buckets that replay every CP-active forward of <= --max-requests requests and <= --max-tokens tokens.")]
 CheckGuaranteeOpt = Annotated[bool, typer.Option("--check-guarantee", help="Prove that --buckets replay every such forward, or name the smallest that falls back (exit 1).")]
 EmitOpt = Annotated[Optional[EmitChoice], typer.Option("--emit", help="Export the recommended list (the configured one with --no-recommend): sglang (server flags with the CP and scheduler flags), sglang-json (--cuda-graph-config), yaml|json (bucket file for --buckets). On stdout, or -o.", show_default=False)]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the --emit export to this file (atomically); - for stdout.", show_default=False)]
-PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Write a PNG: Pareto curve (buckets vs modelled time, coverage) and the forward-size distribution with the recommended buckets.", show_default=False)]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", parser=output_path, help="Write the --emit export to this file (atomically); - for stdout.", show_default=False)]
+PlotOpt = Annotated[Optional[Path], typer.Option("--plot", parser=output_path, help="Write a PNG: Pareto curve (buckets vs modelled time, coverage) and the forward-size distribution with the recommended buckets.", show_default=False)]
 
 
 @app.command()

@@ -15,7 +15,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.atomic import STDOUT, check_outputs
+from cpbcg.atomic import STDOUT, check_outputs, output_path
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.api import check, load_config_and_deployment
 from cpbcg.cli.common import FormatOpt, OutputFormat, progress_bar, stderr_console, stdout_console
@@ -32,9 +32,9 @@ MinCovOpt = Annotated[Optional[float], typer.Option("--min-coverage", min=0.0, m
 MinTokCovOpt = Annotated[Optional[float], typer.Option("--min-token-coverage", min=0.0, max=1.0, help="Gate: least fraction of tokens replayed in graphs (0..1).", show_default=False)]
 MaxPadOpt = Annotated[Optional[float], typer.Option("--max-padding", min=0.0, help="Gate: most padding overhead, padded / real graph tokens (0.05 = 5%).", show_default=False)]
 MaxEagerOpt = Annotated[Optional[list[str]], typer.Option("--max-eager", metavar="REASON=N", help="Gate: at most N eager batches for REASON (not_cp_active, above_largest_bucket, padding_limit, local_capacity). Repeatable.", show_default=False)]
-JunitOpt = Annotated[Optional[Path], typer.Option("--junit", help="Write a JUnit XML report (one test case per gate); `-` writes it to stdout.", show_default=False)]
-JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout.", show_default=False)]
-ReplayOpt = Annotated[int, typer.Option("--replay", min=0, help="Replay N sampled graph batches through freshly captured graphs and compare with eager (needs torch; CUDA if present, else a dry run). Adds the replay_verified gate.")]
+JunitOpt = Annotated[Optional[Path], typer.Option("--junit", parser=output_path, help="Write a JUnit XML report (one test case per gate); `-` writes it to stdout.", show_default=False)]
+JsonOpt = Annotated[Optional[Path], typer.Option("--json", parser=output_path, help="Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout.", show_default=False)]
+ReplayOpt = Annotated[int, typer.Option("--replay", min=0, max=4096, help="Replay N sampled graph batches through freshly captured graphs and compare with eager (needs torch; CUDA if present, else a dry run). Adds the replay_verified gate.")]
 
 def gate_overrides(min_coverage: Optional[float], min_token_coverage: Optional[float], max_padding: Optional[float], max_eager: list[str]) -> dict[str, Any]:
     """Dotted config overrides for the gate options (`--max-eager` merges into the config's)."""

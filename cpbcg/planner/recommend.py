@@ -215,6 +215,8 @@ def _fit(demand: Demand, deployment: Deployment, settings: RecommendSettings, ma
     factor = deployment.max_padding_factor
     top = int(np.floor(chunk * factor)) if headroom is not None else chunk
     pinned = sorted(set(settings.include) | ({chunk} if headroom is None else set()))
+    if pinned and pinned[-1] > top:
+        raise ConfigError(f"include: bucket {pinned[-1]} is above the largest candidate {top} (max_padding_factor x the chunk {chunk})")
     if len(pinned) > max_buckets:
         raise ConfigError(f"include: {len(pinned)} pinned buckets exceed max_buckets {max_buckets}")
     if headroom is not None:
