@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.batch_trace import read_batch_trace
+from cpbcg.planner.traces.batches import read_batch_trace
 from cpbcg.planner.layout import BatchSet
 
 

@@ -10,21 +10,28 @@ import numpy as np
 import pytest
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.requests import TraceFormat, detect_format, read_requests, request_spec
+from cpbcg.planner.traces import ReadOptions, TraceFormat, detect_format, read_requests
 
 ASSETS = Path(__file__).parent / "assets" / "requests"
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 
 
-def read_all(name: str | Path, fmt: TraceFormat = TraceFormat.auto, length_field=None, time_field=None):
+def read_chunks(name: str | Path, fmt: TraceFormat = TraceFormat.auto, **options):
     path = ASSETS / name if isinstance(name, str) else name
-    if fmt is TraceFormat.auto:
-        fmt = detect_format(path, length_field)
-    chunks = list(read_requests(path, request_spec(fmt, length_field, time_field)))
+    return list(read_requests(path, fmt, ReadOptions(**options)))
+
+
+def read_all(name: str | Path, fmt: TraceFormat = TraceFormat.auto, length_field=None, time_field=None):
+    chunks = read_chunks(name, fmt, length_field=length_field, time_field=time_field)
     lengths = np.concatenate([c.input_tokens for c in chunks])
     times = None if chunks[0].arrival_s is None else np.concatenate([c.arrival_s for c in chunks])
     hashes = None if chunks[0].hash_ids is None else [h for c in chunks for h in c.hash_ids]
     return lengths.tolist(), times, hashes
+
+
+def outputs_of(name: str | Path, fmt: TraceFormat = TraceFormat.auto, **options):
+    chunks = read_chunks(name, fmt, **options)
+    return None if chunks[0].output_tokens is None else np.concatenate([c.output_tokens for c in chunks]).tolist()
 
 
 @pytest.mark.parametrize(
@@ -103,18 +110,18 @@ def test_gzip_is_read_transparently(tmp_path):
         ("bad-json.jsonl", TraceFormat.auto, {}, "bad-json.jsonl:2: not valid JSON"),
         ("empty.csv", TraceFormat.auto, {}, "empty.csv:1: empty trace: no requests"),
         ("header-only.csv", TraceFormat.auto, {}, "header-only.csv:1: empty trace: no requests"),
-        ("unknown-columns.csv", TraceFormat.auto, {}, "unknown-columns.csv:1: unknown CSV trace (columns: when, tokens); accepted: Mooncake JSONL"),
+        ("unknown-columns.csv", TraceFormat.auto, {}, "unknown-columns.csv:1: unknown CSV trace (columns: when, tokens); known formats: batches, parquet, vllm, mooncake"),
         ("unknown-keys.jsonl", TraceFormat.auto, {}, "unknown-keys.jsonl:1: unknown JSONL trace (keys: when, tokens)"),
         ("azure.csv", TraceFormat.mooncake, {}, "azure.csv:1: not a JSON object: mooncake traces are JSONL"),
         ("mooncake.jsonl", TraceFormat.azure, {}, "mooncake.jsonl:1: not a CSV header: azure traces are CSV"),
         ("azure.csv", TraceFormat.vidur, {}, 'azure.csv:1: missing column "num_prefill_tokens"'),
-        ("azure.csv", TraceFormat.csv, {}, "azure.csv: --trace-format csv needs --length-field"),
+        ("azure.csv", TraceFormat.csv, {}, "azure.csv: trace format csv needs length_field"),
         ("generic.jsonl", TraceFormat.jsonl, {"length_field": "prompt", "time_field": "nope"}, 'generic.jsonl:1: missing field "nope"'),
         ("binary.jsonl", TraceFormat.auto, {}, "binary.jsonl:1: not a text trace: binary data b'"),
         ("binary.jsonl", TraceFormat.azure, {}, "binary.jsonl:1: not a text trace: binary data b'"),
         ("cut-header.jsonl.gz", TraceFormat.auto, {}, "cut-header.jsonl.gz:1: truncated or corrupt gzip"),
         ("cut-header.jsonl.gz", TraceFormat.mooncake, {}, "cut-header.jsonl.gz:1: truncated or corrupt gzip"),
-        ("not-gzip.jsonl.gz", TraceFormat.auto, {}, "not-gzip.jsonl.gz:1: unknown CSV trace (columns: not gzip; read as plain text: no gzip magic bytes despite the .gz name); accepted: "),
+        ("not-gzip.jsonl.gz", TraceFormat.auto, {}, "not-gzip.jsonl.gz:1: unknown CSV trace (columns: not gzip; read as plain text: no gzip magic bytes despite the .gz name); known formats: "),
         ("cr-in-header.csv", TraceFormat.auto, {}, "cr-in-header.csv:1: not a CSV header (new-line character seen in unquoted field): 'when\\rtokens,x'"),
         ("cr-in-header.csv", TraceFormat.vidur, {}, "cr-in-header.csv:1: not a CSV header (new-line character seen in unquoted field)"),
         ("huge-length.jsonl", TraceFormat.auto, {}, "huge-length.jsonl:2: input_length: 2147483648 is above the largest supported length 2147483647"),

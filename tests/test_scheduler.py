@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpbcg.config import SchedulerConfig
-from cpbcg.planner.requests import RequestChunk
+from cpbcg.planner.traces import RequestChunk
 from cpbcg.planner.scheduler import PrefixCache, Simulation
 from cpbcg.planner.sources import open_source
 

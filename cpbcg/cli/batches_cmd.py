@@ -20,7 +20,7 @@ from cpbcg.cli.common import (
 )
 from cpbcg.cli.source_note import ignored_options_note, simulation_note
 from cpbcg.planner.layout import BatchSet
-from cpbcg.planner.requests import TraceFormat
+from cpbcg.planner.traces import TraceFormat
 from cpbcg.planner.sources import BatchSource, open_source
 
 

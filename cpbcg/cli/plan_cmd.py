@@ -31,7 +31,7 @@ from cpbcg.config import DeploymentConfig
 from cpbcg.errors import ConfigError
 from cpbcg.planner.buckets import parse_bucket_spec
 from cpbcg.planner.evaluate import Evaluation, evaluate
-from cpbcg.planner.requests import TraceFormat
+from cpbcg.planner.traces import TraceFormat
 from cpbcg.planner.selector import BucketTable
 from cpbcg.planner.sources import describe_source, open_source
 

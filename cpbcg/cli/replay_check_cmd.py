@@ -29,7 +29,7 @@ from cpbcg.cli.common import (  # request traces and the scheduler simulation
 )
 from cpbcg.cli.plan_cmd import bucket_table, run_evaluation
 from cpbcg.cli.source_note import warn_ignored_options
-from cpbcg.planner.requests import TraceFormat
+from cpbcg.planner.traces import TraceFormat
 from cpbcg.cli.render import deployment_header, evaluation_tables, print_json
 from cpbcg.config import DeploymentConfig
 from cpbcg.errors import CaptureError, ConfigError

@@ -14,7 +14,7 @@ import typer
 
 from cpbcg.cli.common import SCHEDULER_OPTIONS
 
-from cpbcg.planner.requests import TraceFormat, detect_format
+from cpbcg.planner.traces import TraceFormat, detect_format
 from cpbcg.planner.sources import BatchSource
 
 FORMAT_LABELS = {"mooncake": "Mooncake", "azure": "Azure", "vidur": "vidur", "csv": "CSV", "jsonl": "JSONL"}

@@ -29,7 +29,7 @@ import numpy as np
 
 from cpbcg.config import SchedulerConfig
 from cpbcg.planner.layout import BatchSet
-from cpbcg.planner.requests import BLOCK_TOKENS, RequestChunk
+from cpbcg.planner.traces.records import BLOCK_TOKENS, RequestChunk
 
 BATCHES_PER_CHUNK = 65536
 """Forwards per yielded `BatchSet` (bounds memory)."""
