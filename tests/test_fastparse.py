@@ -39,6 +39,11 @@ def test_all_canonical_shapes_in_one_chunk():
         b"[0123]\n",
         b"[5, 00]\n",
         b"[,5]\n",
+        b"[5], 6\n",
+        b'{"extend_seq_lens": [1, 2], "x1": 7}\n',
+        b'{"extend_seq_lens": [1, 2], 3}\n',
+        b'{"extend_seq_lens": [1, 2], "count": 3, 4}\n',
+        b'{"extend_seq_lens": [1, 2], "count":3,4}\n',
         b'{"extend_seq_lens": [1, 2], "id": 07}\n',
         b'{"count": 2, "extend_seq_lens": [1, 2]}\n',
         b'{"extend_seq_lens":  [1, 2]}\n',
@@ -60,7 +65,7 @@ def test_extra_integer_keys_are_read_past():
         b'{"extend_seq_lens": [1534, 161, 353], "count": 2, "id": 7}\n'
         b'{"extend_seq_lens":[8],"request_id":12,"count":3}\n'
         b'{"extend_seq_lens": [100, 28], "arrival_ms": 1700000000000}\n'
-        b'{"extend_seq_lens": [9], "x1": 7, "countD": 4}\n'
+        b'{"extend_seq_lens": [9], "countD": 4}\n'
         b"[5, 6]\n"
     )
     seqs, counts = as_lists(parse_canonical(blob))

@@ -22,11 +22,10 @@ import numpy as np
 
 from cpbcg.planner.layout import BatchSet
 
-_LIST_RUN = re.compile(rb"D(?:, ?D)+")
 _SHAPE = re.compile(rb'\[D\]|\{"extend_seq_lens": ?\[D\]((?:, ?"[A-Za-z_]+": ?D)*)\}')
 _KEY = re.compile(rb'"([A-Za-z_]+)"')
 _PLAIN_SHAPES = frozenset({b"[D]", b'{"extend_seq_lens": [D]}', b'{"extend_seq_lens":[D]}'})
-_NEWLINE, _ZERO, _NINE, _MARK, _CLOSE = ord("\n"), ord("0"), ord("9"), ord("D"), ord("]")
+_NEWLINE, _ZERO, _NINE, _MARK, _CLOSE, _QUOTE = ord("\n"), ord("0"), ord("9"), ord("D"), ord("]"), ord('"')
 _COUNT_KEYS = (np.frombuffer(b'"count": ', np.uint8), np.frombuffer(b'"count":', np.uint8))
 MAX_DIGITS = 15
 """Longer digit runs are left to the careful path (they could overflow int64 or mean a typo)."""
@@ -67,19 +66,28 @@ def parse_canonical(blob: bytes, max_line_bytes: int = 1 << 20) -> BatchSet | No
     newlines = np.flatnonzero(data == _NEWLINE)
     if np.diff(newlines, prepend=-1).max() > max_line_bytes + 1:
         return None
+    close = np.flatnonzero(data == _CLOSE)  # exactly one `]` per line (the shapes have one)
     values = _right_aligned_values(data, ends, int(digits.max()), digits)
     if shapes <= _PLAIN_SHAPES:
         last = np.searchsorted(starts, newlines) - 1  # index of each line's last number
+        if (starts[last] > close).any():
+            return None  # a number after the list (`[5], 6`), hidden by the `, D` fold
         return BatchSet.from_sizes(values, np.diff(last, prepend=-1), np.ones(len(newlines), dtype=np.int64))
-    return _with_keys(data, starts, values, newlines)
+    return _with_keys(data, starts, values, newlines, close)
 
 
-def _with_keys(data: np.ndarray, starts: np.ndarray, values: np.ndarray, newlines: np.ndarray) -> BatchSet:
+def _with_keys(data: np.ndarray, starts: np.ndarray, values: np.ndarray, newlines: np.ndarray, close: np.ndarray) -> BatchSet | None:
     """Lines with integer keys after the list: numbers after a line's `]` are key values; the
-    one right after `"count":` is the line's weight, the others are ignored."""
+    one right after `"count":` is the line's weight, the others are ignored. Each line must
+    have exactly one number per key there (a stray `, 4` hidden by the fold is refused; so is a
+    digit inside a key name, left to the careful path)."""
     line_of = np.searchsorted(newlines, starts)
-    close = np.flatnonzero(data == _CLOSE)  # exactly one `]` per line (checked shapes)
     tail = starts > close[line_of]
+    quotes = np.flatnonzero(data == _QUOTE)
+    quote_line = np.searchsorted(newlines, quotes)
+    keys_per_line = np.bincount(quote_line[quotes > close[quote_line]], minlength=len(newlines)) // 2
+    if not np.array_equal(np.bincount(line_of[tail], minlength=len(newlines)), keys_per_line):
+        return None
     counts = np.ones(len(newlines), dtype=np.int64)
     tail_starts = starts[tail]
     is_count = np.zeros(len(tail_starts), dtype=bool)
@@ -112,7 +120,7 @@ def _right_aligned_values(data: np.ndarray, ends: np.ndarray, width: int, digits
 def _shapes(shape: bytes) -> frozenset[bytes] | None:
     """The distinct folded line shapes, or None if one is not accepted or the blob does not end
     with a newline."""
-    lines = _LIST_RUN.sub(b"D", shape).split(b"\n")
+    lines = shape.replace(b", D", b"").replace(b",D", b"").split(b"\n")
     if lines[-1] != b"":
         return None
     distinct = frozenset(lines[:-1])
