@@ -217,3 +217,24 @@ def test_corrupt_gzip_anywhere_is_one_trace_error(tmp_path):
         for fmt in (TraceFormat.auto, TraceFormat.mooncake):
             message = _message(tmp_path / name, fmt)
             assert message.startswith(f"{tmp_path / name}:") and message.endswith(": truncated or corrupt gzip"), message
+
+
+def test_a_list_where_a_length_belongs_is_refused_not_flattened():
+    with pytest.raises(TraceError, match=r"mooncake-list-length.jsonl:1: input_length: \[100,200\] is not a positive integer$"):
+        read_all("mooncake-list-length.jsonl")
+
+
+def test_dates_beyond_2199_are_refused_not_wrapped():
+    with pytest.raises(TraceError, match=r"azure-year-3000.csv:3: TIMESTAMP: '3000-01-01 00:00:00' is outside the supported dates \(years 1970..2199\)"):
+        read_all("azure-year-3000.csv")
+
+
+@pytest.mark.parametrize("value", ["1_000", "\u0663", " 5"])
+def test_csv_lengths_follow_one_rule_on_both_paths(tmp_path, value):
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"num_prefill_tokens\n5\n{value}\n")
+    if value == " 5":
+        assert read_all(trace)[0] == [5, 5]  # surrounding spaces are fine on both paths
+        return
+    with pytest.raises(TraceError, match=r"t.csv:3: num_prefill_tokens: .* is not a positive integer"):
+        read_all(trace)

@@ -20,7 +20,7 @@ from cpbcg.planner.traces.jsonl_table import length_too_large
 
 from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, lengths_ok, parse_time_values
 from cpbcg.planner.traces.text import (
-    CONTROL_BYTES, binary_error, excerpt, first_line, iter_line_chunks, line_excerpt, looks_binary, show_names,
+    CONTROL_BYTES, binary_error, excerpt, first_line, iter_line_chunks, line_excerpt, looks_binary, show_names, time_problem,
 )
 
 REQUEST_CHUNK_BYTES = 4 << 20
@@ -157,8 +157,8 @@ def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns: Columns,
         if columns.time is not None:
             try:
                 times.append(float(parse_time_values([row[columns.time]], spec.time_unit)[0]))
-            except (ValueError, TypeError, OverflowError):
-                raise TraceError(located(path, line_no, f"{spec.time_field}: {excerpt(row[columns.time])} is not a timestamp")) from None
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise TraceError(located(path, line_no, time_problem(spec.time_field or "", excerpt(row[columns.time]), exc))) from None
     arrival = None if columns.time is None else np.array(times, dtype=np.float64)
     output = None if columns.output is None else np.array(outputs, dtype=np.int64)
     return RequestChunk(np.array(lengths, dtype=np.int64), arrival, None, output)

@@ -15,7 +15,7 @@ import orjson
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, lengths_ok, parse_time_values
-from cpbcg.planner.traces.text import EXCERPT_CHARS, excerpt, first_line, iter_line_chunks
+from cpbcg.planner.traces.text import EXCERPT_CHARS, excerpt, first_line, iter_line_chunks, time_problem
 
 REQUEST_CHUNK_BYTES = 4 << 20
 """Bytes of lines parsed at once (bounds memory: a chunk's Python objects are ~10x its bytes)."""
@@ -132,8 +132,8 @@ def json_time(path: Path, line_no: int, spec: RequestSpec, value: object) -> flo
     """One JSON timestamp in seconds, else `TraceError` naming the field."""
     try:
         return float(parse_time_values([value], spec.time_unit)[0])
-    except (TypeError, ValueError, OverflowError):
-        raise TraceError(located(path, line_no, f"{spec.time_field}: {json_excerpt(value)} is not a timestamp")) from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TraceError(located(path, line_no, time_problem(spec.time_field or "", json_excerpt(value), exc))) from None
 
 
 def _json_hashes(path: Path, line_no: int, field: str, blocks: object) -> list[int]:

@@ -23,7 +23,7 @@ from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, Trace
 from cpbcg.planner.traces.records import (
     FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, datetime_seconds, numeric_seconds,
 )
-from cpbcg.planner.traces.text import display, excerpt, is_stdin
+from cpbcg.planner.traces.text import display, excerpt, is_stdin, require_regular
 
 MAGIC = b"PAR1"
 LAST_SECOND = float((LAST_DATE - FIRST_DATE) / np.timedelta64(1, "s"))
@@ -58,6 +58,7 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
     """Yield `(chunk, row_numbers)` per batch of rows."""
     if is_stdin(path):
         raise TraceError(f"{display(path)}: Parquet cannot be read from standard input; give the file")
+    require_regular(path)
     pq = _pyarrow()
     try:
         parquet = pq.ParquetFile(path)

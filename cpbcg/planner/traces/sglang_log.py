@@ -28,7 +28,7 @@ from cpbcg.planner.traces.records import ForwardSizes
 from cpbcg.planner.traces.text import check_blob_lines, iter_blob_chunks, line_excerpt, split_lines
 
 MARK = b"Prefill batch"
-_LINE = re.compile(rb"Prefill batch\b[^#\n]*#new-seq: (\d{1,12}), #new-token: (\d{1,12}), #cached-token: (\d{1,12})")
+_LINE = re.compile(rb"Prefill batch\b[^\n]*?#new-seq: (\d{1,12}), #new-token: (\d{1,12}), #cached-token: (\d{1,12})")
 _MARK_SEEN = re.compile(rb"Prefill batch[.,( ]")
 
 

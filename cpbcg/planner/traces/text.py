@@ -78,6 +78,8 @@ class _StdinTap:
     def __init__(self) -> None:
         self.stream = sys.stdin.buffer
         self.head = self.stream.read(STDIN_HEAD_BYTES)
+        self.complete = len(self.head) < STDIN_HEAD_BYTES
+        """The whole input fits in `head`: it can be re-read any number of times."""
         self.passed_head = False
 
     def open(self, path: Path | str) -> IO[bytes]:
@@ -95,7 +97,7 @@ class _TapReader(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         head = self.tap.head
-        if self.pos < len(head):
+        if self.pos < len(head) or self.tap.complete:
             data = head[self.pos : self.pos + len(buffer)]
         else:
             self.tap.passed_head = True
@@ -237,16 +239,28 @@ def read_head(path: Path | str, limit: int = MAX_LINE_BYTES) -> bytes:
         return handle.read(limit)
 
 
+def require_regular(path: Path | str) -> None:
+    """`TraceError` unless `path` is a regular file (formats read whole or by seeking)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise TraceError(f"{path}: not a regular file (this format is read whole)")
+
+
+def time_problem(field: str, text: str, exc: Exception) -> str:
+    """`FIELD: 'VALUE' is not a timestamp`, or `... is outside ...` for an out-of-range date."""
+    if "out of range" in str(exc):
+        return f"{field}: {text} is outside the supported dates (years 1970..2199)"
+    return f"{field}: {text} is not a timestamp"
+
+
 def read_whole(path: Path | str, limit: int = MAX_WHOLE_BYTES) -> bytes:
     """All bytes of a trace read whole. Refuses anything but a regular file or `-` (a device
     or FIFO could be endless) and more than `limit` bytes."""
     if not is_stdin(path):
-        try:
-            mode = os.stat(path).st_mode
-        except OSError as exc:
-            raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from None
-        if not stat.S_ISREG(mode):
-            raise TraceError(f"{path}: not a regular file (this format is read whole)")
+        require_regular(path)
     with open_binary(path) as handle, read_errors(path, 1):
         data = handle.read(limit + 1)
     if len(data) > limit:
