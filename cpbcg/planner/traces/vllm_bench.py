@@ -7,6 +7,7 @@ The file is one JSON document, so it is read whole: a regular file (or `-`) of a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -22,9 +23,14 @@ CHUNK_REQUESTS = 1 << 16
 """Requests per yielded chunk."""
 
 
+_INPUT_LENS = re.compile(rb'"input_lens"\s*:\s*\[')
+
+
 def recognises(sniff: Sniff, options: ReadOptions) -> bool:
+    """A JSON object whose first 1 MiB holds an `"input_lens": [` array (`output_lens` follows
+    it in vLLM's files, possibly beyond the first MiB)."""
     head = sniff.head.lstrip()
-    return head[:1] == b"{" and b'"input_lens"' in head and b'"output_lens"' in head
+    return head[:1] == b"{" and _INPUT_LENS.search(head) is not None
 
 
 def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, object]]:
