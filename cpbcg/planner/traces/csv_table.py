@@ -115,6 +115,9 @@ def _columns(path: Path, line_no: int, header: bytes, spec: RequestSpec) -> Colu
     for name in wanted:
         if name not in names:
             raise TraceError(located(path, line_no, f'missing column "{name}" (header has: {show_names(names)})'))
+    for name in (spec.length_field, spec.time_field, spec.output_field, *(f for f, _ in spec.filters)):
+        if name and names.count(name) > 1:
+            raise TraceError(located(path, line_no, f'column "{excerpt(name)[1:-1]}" appears {names.count(name)} times in the header'))
     where = lambda name: names.index(name) if name and name in names else None  # noqa: E731
     filters = tuple((names.index(name), value) for name, value in spec.filters)
     return Columns(len(names), names.index(spec.length_field), where(spec.time_field), where(spec.output_field), filters)

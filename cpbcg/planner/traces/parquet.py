@@ -23,7 +23,7 @@ from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, Trace
 from cpbcg.planner.traces.records import (
     FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, datetime_seconds, numeric_seconds,
 )
-from cpbcg.planner.traces.text import display, excerpt, is_stdin, require_regular
+from cpbcg.planner.traces.text import display, excerpt, is_stdin, require_regular, show_names
 
 MAGIC = b"PAR1"
 LAST_SECOND = float((LAST_DATE - FIRST_DATE) / np.timedelta64(1, "s"))
@@ -50,8 +50,7 @@ def table_spec(path: Path, names: list[str], options: ReadOptions) -> RequestSpe
     for spec in (azure.SPEC, burstgpt.spec(options), splitwise.SPEC, vidur.SPEC, mooncake.SPEC):
         if spec.length_field in names:
             return spec
-    shown = ", ".join(excerpt(n) if len(n) > 40 else n for n in names[:8])
-    raise TraceError(f"{display(path)}: unknown Parquet request log (columns: {shown}); expected ContextTokens, Request tokens, prompt_size, num_prefill_tokens or input_length, or give length_field")
+    raise TraceError(f"{display(path)}: unknown Parquet request log (columns: {show_names(names)}); no known length column: give length_field")
 
 
 def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, object]]:

@@ -4,6 +4,7 @@ and the value rules every format shares (lengths, output lengths, timestamps).""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from enum import Enum
 
@@ -113,12 +114,14 @@ def datetime_seconds(values: np.ndarray) -> np.ndarray:
     Parsed at second resolution first (no wrap-around for any year numpy reads), checked
     against `FIRST_DATE`/`LAST_DATE`, then re-read at nanoseconds for sub-second precision.
     """
-    coarse = np.array(values, dtype="datetime64[s]")
-    if np.isnat(coarse).any():
-        raise ValueError("not a datetime")
-    if ((coarse < FIRST_DATE) | (coarse >= LAST_DATE)).any():
-        raise ValueError("date out of range (1970..2199)")
-    return np.array(values, dtype="datetime64[ns]").astype(np.int64) / 1e9
+    with warnings.catch_warnings():  # `...Z` / `+01:00` offsets are converted to UTC
+        warnings.simplefilter("ignore", UserWarning)
+        coarse = np.array(values, dtype="datetime64[s]")
+        if np.isnat(coarse).any():
+            raise ValueError("not a datetime")
+        if ((coarse < FIRST_DATE) | (coarse >= LAST_DATE)).any():
+            raise ValueError("date out of range (1970..2199)")
+        return np.array(values, dtype="datetime64[ns]").astype(np.int64) / 1e9
 
 
 def lengths_ok(values: np.ndarray, minimum: int) -> bool:

@@ -147,8 +147,9 @@ def _unknown(path, first: Sniff) -> TraceError:
 
 def _unknown_kind(path, line_no: int, kind: str, names: str) -> TraceError:
     plain = "; read as plain text: no gzip magic bytes despite the .gz name" if gz_note(path) else ""
-    accepted = ", ".join(f.name for f in FORMATS if f.name not in ("csv", "jsonl"))
-    return TraceError(located(path, line_no, f"unknown {kind} trace ({names[:80]}{plain}); known formats: {accepted}, or csv/jsonl with length_field (docs/traces.md)"))
+    shown = names if len(names) <= 48 else names[:45] + "..."
+    known = ", ".join(f.name for f in FORMATS if f.name not in ("csv", "jsonl"))
+    return TraceError(located(path, line_no, f"unknown {kind} trace ({shown}{plain}); formats: {known}; or csv/jsonl with length_field"))
 
 
 def format_info(trace_format: str | Enum) -> TraceFormatInfo | None:

@@ -282,9 +282,11 @@ def line_excerpt(line: bytes) -> str:
 
 def show_names(names: list[str], limit: int = 8) -> str:
     """`a, b, c` for a header's columns or a record's keys; odd names quoted with `excerpt`."""
-    shown = [n if n.isascii() and n.isprintable() and len(n) <= EXCERPT_CHARS else excerpt(n) for n in names[:limit]]
-    more = f", ... ({len(names)} in all)" if len(names) > limit else ""
-    return ", ".join(shown) + more
+    shown = [n if n.isascii() and n.isprintable() and len(n) <= 24 else excerpt(n, 20) for n in names[:limit]]
+    text = ", ".join(shown)
+    if len(text) > 100:
+        text = text[:97] + "..."
+    return text + (f" ({len(names)} in all)" if len(names) > limit or text.endswith("...") else "")
 
 
 def looks_binary(line: bytes) -> bool:
