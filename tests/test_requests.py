@@ -136,18 +136,20 @@ def test_malformed_inputs_name_file_and_line(name, fmt, options, message):
 
 @pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not present (../shared/traces)")
 @pytest.mark.parametrize(
-    "rel, fmt, count, first",
+    "rel, fmt, count, first, first_output",
     [
-        ("mooncake-fast25/conversation_trace.jsonl", TraceFormat.mooncake, 12031, 6758),
-        ("azure-llm-2023/AzureLLMInferenceTrace_conv.csv", TraceFormat.azure, 19366, 374),
-        ("vidur/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv", TraceFormat.vidur, 28257, 3772),
-        ("sarathi-serve/sharegpt_8k_filtered_stats_llama2_tokenizer.csv", TraceFormat.vidur, 30731, 74),
+        ("mooncake-fast25/conversation_trace.jsonl", TraceFormat.mooncake, 12031, 6758, 500),
+        ("azure-llm-2023/AzureLLMInferenceTrace_conv.csv", TraceFormat.azure, 19366, 374, 44),
+        ("vidur/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv", TraceFormat.vidur, 28257, 3772, 54),
+        ("sarathi-serve/sharegpt_8k_filtered_stats_llama2_tokenizer.csv", TraceFormat.vidur, 30731, 74, 918),
     ],
 )
-def test_real_traces(rel, fmt, count, first):
+def test_real_traces(rel, fmt, count, first, first_output):
     assert detect_format(TRACES / rel) is fmt
     lengths, _, _ = read_all(TRACES / rel)
     assert len(lengths) == count and lengths[0] == first
+    outputs = outputs_of(TRACES / rel)
+    assert len(outputs) == count and outputs[0] == first_output and min(outputs) >= 0
 
 
 def test_largest_supported_length_is_accepted(tmp_path):

@@ -166,3 +166,35 @@ def test_stdin_read_past_its_start_cannot_be_reread(monkeypatch):
     assert sum(b.num_batches for b in open_trace("-", "batches").items) == 1_000_000
     with pytest.raises(TraceError, match="standard input was already read"):
         list(open_trace("-", "batches").items)
+
+
+@pytest.mark.parametrize(
+    "name, requests",
+    [("burstgpt.csv", 5), ("splitwise.csv", 3), ("vllm-bench.json", 3), ("aibrix.jsonl", 4), ("azure-2024.csv", 3), ("azure-2025.csv", 2), ("azure.parquet", 3)],
+)
+def test_each_new_format_plans_end_to_end(name, requests):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    result = CliRunner().invoke(app, ["plan", "-t", str(REQUESTS / name), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert f"from {requests} requests" in result.output  # the simulation note on stderr
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    assert report["simulation"]["requests"] == requests
+
+
+def test_plan_reads_the_trace_from_stdin():
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    data = (REQUESTS / "mooncake.jsonl").read_bytes()
+    result = CliRunner().invoke(app, ["plan", "-t", "-", "--format", "json"], input=data)
+    assert result.exit_code == 0, result.output
+    assert "from 4 requests (mooncake" in result.output.lower()
+    bad = CliRunner().invoke(app, ["plan", "-t", "-"], input=b"[5]\n[0123]\n")
+    assert bad.exit_code == 2
+    assert bad.output.strip() == "cpbcg: error: <stdin>:2: not valid JSON (number with leading zero is not allowed)"
