@@ -67,4 +67,4 @@ def _line(path: Path, line_no: int, line: bytes) -> tuple[float, list]:
     return json_time(path, line_no, SPEC, record["timestamp"]), record["requests"]
 
 
-FORMAT = TraceFormatInfo("aibrix", "AIBrix", TraceKind.requests, recognises, read, "AIBrix workload JSONL (timestamp, requests)")
+FORMAT = TraceFormatInfo("aibrix", "AIBrix", TraceKind.requests, recognises, read)

@@ -16,5 +16,5 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
 
 FORMAT = TraceFormatInfo(
     "azure", "Azure", TraceKind.requests, recognises,
-    lambda path, options: read_csv_requests(path, SPEC), "Azure CSV (ContextTokens)",
+    lambda path, options: read_csv_requests(path, SPEC)
 )

@@ -77,5 +77,3 @@ class TraceFormatInfo:
     """Whether a trace starting like `Sniff` is in this format (auto-detection)."""
     read: Callable[[Path, ReadOptions], Iterator]
     """Stream the trace (lazily); raises `TraceError` naming file and line."""
-    accepted: str
-    """How `unknown trace` messages describe what this format looks like."""

@@ -173,5 +173,5 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
 
 FORMAT = TraceFormatInfo(
     "batches", "batch trace", TraceKind.batches, recognises,
-    lambda path, options: read_batch_trace(path), "batch trace JSONL (extend_seq_lens)",
+    lambda path, options: read_batch_trace(path)
 )

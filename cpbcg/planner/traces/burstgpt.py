@@ -24,5 +24,5 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
 
 FORMAT = TraceFormatInfo(
     "burstgpt", "BurstGPT", TraceKind.requests, recognises,
-    lambda path, options: read_csv_requests(path, spec(options)), "BurstGPT CSV (Request tokens)",
+    lambda path, options: read_csv_requests(path, spec(options))
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
+from cpbcg.planner.traces.base import ReadOptions, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.csv_table import read_csv_requests
 from cpbcg.planner.traces.jsonl_table import read_jsonl_requests
 from cpbcg.planner.traces.records import RequestSpec
@@ -24,10 +24,10 @@ def spec(path: Path, label: str, options: ReadOptions) -> RequestSpec:
 CSV_FORMAT = TraceFormatInfo(
     "csv", "CSV", TraceKind.requests,
     lambda sniff, options: bool(options.length_field) and sniff.columns is not None,
-    lambda path, options: read_csv_requests(path, spec(path, "csv", options)), "any CSV/JSONL with length_field",
+    lambda path, options: read_csv_requests(path, spec(path, "csv", options))
 )
 JSONL_FORMAT = TraceFormatInfo(
     "jsonl", "JSONL", TraceKind.requests,
     lambda sniff, options: bool(options.length_field) and isinstance(sniff.record, dict),
-    lambda path, options: read_jsonl_requests(path, spec(path, "jsonl", options)), "any CSV/JSONL with length_field",
+    lambda path, options: read_jsonl_requests(path, spec(path, "jsonl", options))
 )

@@ -16,5 +16,5 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
 
 FORMAT = TraceFormatInfo(
     "mooncake", "Mooncake", TraceKind.requests, recognises,
-    lambda path, options: read_jsonl_requests(path, SPEC), "Mooncake JSONL (input_length)",
+    lambda path, options: read_jsonl_requests(path, SPEC)
 )

@@ -142,4 +142,4 @@ def _times(path: Path, row: int, batch, spec: RequestSpec) -> np.ndarray:
     raise TraceError(f"{path}: column {spec.time_field}: type {column.type}, expected timestamps, numbers or datetime strings")
 
 
-FORMAT = TraceFormatInfo("parquet", "Parquet", TraceKind.requests, recognises, read, "Parquet request logs (pyarrow)")
+FORMAT = TraceFormatInfo("parquet", "Parquet", TraceKind.requests, recognises, read)

@@ -75,4 +75,4 @@ def _refuse_unparsed(path: Path, first: int, blob: bytes) -> None:
             raise TraceError(located(path, line_no, "two Prefill batch records on one line"))
 
 
-FORMAT = TraceFormatInfo("sglang-log", "SGLang server log (bound)", TraceKind.forwards, recognises, read, 'SGLang server log ("Prefill batch" lines)')
+FORMAT = TraceFormatInfo("sglang-log", "SGLang server log (bound)", TraceKind.forwards, recognises, read)

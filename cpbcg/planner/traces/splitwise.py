@@ -19,5 +19,5 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
 
 FORMAT = TraceFormatInfo(
     "splitwise", "SplitwiseSim", TraceKind.requests, recognises,
-    lambda path, options: read_csv_requests(path, SPEC), "SplitwiseSim CSV (prompt_size)",
+    lambda path, options: read_csv_requests(path, SPEC)
 )

@@ -7,19 +7,16 @@ Every reader opens its input here, so one set of rules holds for every format:
 * a line longer than `MAX_LINE_BYTES` is refused (a file without newlines, `/dev/zero`,
   cannot exhaust memory);
 * formats read whole (`read_whole`) accept only regular files (or `-`) up to `MAX_WHOLE_BYTES`;
-* the path `-` is standard input; it may be opened several times (format detection reads its
-  first line first) as long as only the last opener reads past the first `STDIN_HEAD_BYTES`;
+* the path `-` is standard input (`stdin.py`: it may be opened again after format detection);
 * messages quote at most `EXCERPT_CHARS` characters of file content (`excerpt`).
 """
 
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import re
 import stat
-import sys
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import IO, Iterator
 
 import numpy as np
 from cpbcg.errors import TraceError, located
+from cpbcg.planner.traces.stdin import open_stdin
 
 STDIN = "-"
 """The path that means standard input."""
@@ -36,8 +34,6 @@ MAX_LINE_BYTES = 1 << 20
 """Longest line accepted (1 MiB, newline excluded) in every line-based format."""
 MAX_WHOLE_BYTES = 2 << 30
 """Largest file a whole-file format (vLLM result JSON) reads (2 GiB, decompressed)."""
-STDIN_HEAD_BYTES = 2 << 20
-"""Bytes of stdin kept so that format detection and the reader both see the start."""
 EXCERPT_CHARS = 40
 """Most characters of file content quoted in a message."""
 CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -72,51 +68,6 @@ def display(path: object) -> str:
     return str(trace_path(path))  # type: ignore[arg-type]
 
 
-class _StdinTap:
-    """Standard input with its first `STDIN_HEAD_BYTES` kept for re-reading."""
-
-    def __init__(self) -> None:
-        self.stream = sys.stdin.buffer
-        self.head = self.stream.read(STDIN_HEAD_BYTES)
-        self.complete = len(self.head) < STDIN_HEAD_BYTES
-        """The whole input fits in `head`: it can be re-read any number of times."""
-        self.passed_head = False
-
-    def open(self, path: Path | str) -> IO[bytes]:
-        if self.passed_head:
-            raise TraceError(f"{display(path)}: standard input was already read; give the trace as a file")
-        return _TapReader(self)
-
-
-class _TapReader(io.RawIOBase):
-    def __init__(self, tap: _StdinTap):
-        self.tap, self.pos = tap, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        head = self.tap.head
-        if self.pos < len(head) or self.tap.complete:
-            data = head[self.pos : self.pos + len(buffer)]
-        else:
-            self.tap.passed_head = True
-            data = self.tap.stream.read(len(buffer))
-        buffer[: len(data)] = data
-        self.pos += len(data)
-        return len(data)
-
-
-_tap: _StdinTap | None = None
-
-
-def _stdin(path: Path | str) -> IO[bytes]:
-    global _tap
-    if _tap is None or _tap.stream is not sys.stdin.buffer:
-        _tap = _StdinTap()
-    return io.BufferedReader(_tap.open(path), 1 << 16)
-
-
 def open_binary(path: Path | str) -> IO[bytes]:
     """Open a trace (`-` = stdin) for reading bytes, gunzipping when it starts with the gzip magic.
 
@@ -124,7 +75,7 @@ def open_binary(path: Path | str) -> IO[bytes]:
     """
     try:
         if is_stdin(path):
-            handle = _stdin(path)
+            handle = open_stdin(display(path))
             if handle.peek(2)[:2] == b"\x1f\x8b":
                 return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
             return handle

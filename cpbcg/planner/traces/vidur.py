@@ -16,5 +16,5 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
 
 FORMAT = TraceFormatInfo(
     "vidur", "vidur", TraceKind.requests, recognises,
-    lambda path, options: read_csv_requests(path, SPEC), "vidur/Sarathi CSV (num_prefill_tokens)",
+    lambda path, options: read_csv_requests(path, SPEC)
 )
