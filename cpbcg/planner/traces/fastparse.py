@@ -25,7 +25,7 @@ from cpbcg.planner.layout import BatchSet
 _SHAPE = re.compile(rb'\[D\]|\{"extend_seq_lens": ?\[D\]((?:, ?"[A-Za-z_]+": ?D)*)\}')
 _KEY = re.compile(rb'"([A-Za-z_]+)"')
 _PLAIN_SHAPES = frozenset({b"[D]", b'{"extend_seq_lens": [D]}', b'{"extend_seq_lens":[D]}'})
-_NEWLINE, _ZERO, _NINE, _MARK, _CLOSE, _QUOTE = ord("\n"), ord("0"), ord("9"), ord("D"), ord("]"), ord('"')
+_NEWLINE, _ZERO, _NINE, _MARK, _CLOSE = ord("\n"), ord("0"), ord("9"), ord("D"), ord("]")
 _COUNT_KEYS = (np.frombuffer(b'"count": ', np.uint8), np.frombuffer(b'"count":', np.uint8))
 MAX_DIGITS = 15
 """Longer digit runs are left to the careful path (they could overflow int64 or mean a typo)."""
@@ -73,32 +73,34 @@ def parse_canonical(blob: bytes, max_line_bytes: int = 1 << 20) -> BatchSet | No
         if (starts[last] > close).any():
             return None  # a number after the list (`[5], 6`), hidden by the `, D` fold
         return BatchSet.from_sizes(values, np.diff(last, prepend=-1), np.ones(len(newlines), dtype=np.int64))
-    return _with_keys(data, starts, values, newlines, close)
+    num_keys = (blob.count(b'"') - 2 * blob.count(b"{")) // 2  # quotes of the keys after each list
+    return _with_keys(data, starts, values, newlines, close, num_keys)
 
 
-def _with_keys(data: np.ndarray, starts: np.ndarray, values: np.ndarray, newlines: np.ndarray, close: np.ndarray) -> BatchSet | None:
+def _with_keys(data: np.ndarray, starts: np.ndarray, values: np.ndarray, newlines: np.ndarray, close: np.ndarray, num_keys: int) -> BatchSet | None:
     """Lines with integer keys after the list: numbers after a line's `]` are key values; the
-    one right after `"count":` is the line's weight, the others are ignored. Each line must
-    have exactly one number per key there (a stray `, 4` hidden by the fold is refused; so is a
-    digit inside a key name, left to the careful path)."""
-    line_of = np.searchsorted(newlines, starts)
-    tail = starts > close[line_of]
-    quotes = np.flatnonzero(data == _QUOTE)
-    quote_line = np.searchsorted(newlines, quotes)
-    keys_per_line = np.bincount(quote_line[quotes > close[quote_line]], minlength=len(newlines)) // 2
-    if not np.array_equal(np.bincount(line_of[tail], minlength=len(newlines)), keys_per_line):
+    one right after `"count":` is the line's weight, the others are ignored.
+
+    Every key of a checked shape holds a number, so a line has at least as many numbers after
+    its `]` as keys; equal totals (`num_keys`, from the quotes) mean exactly one per key: a
+    stray `, 4` hidden by the fold, or a digit inside a key name, is left to the careful path.
+    """
+    before_close = np.searchsorted(starts, close)  # numbers before each line's `]`
+    before_end = np.searchsorted(starts, newlines)  # numbers before each line's end
+    sizes = before_close - np.concatenate([[0], before_end[:-1]])
+    if int((before_end - before_close).sum()) != num_keys:
         return None
-    counts = np.ones(len(newlines), dtype=np.int64)
-    tail_starts = starts[tail]
-    is_count = np.zeros(len(tail_starts), dtype=bool)
+    edges = np.bincount(before_close, minlength=len(starts) + 1) - np.bincount(before_end, minlength=len(starts) + 1)
+    tail = np.cumsum(edges[:-1]) > 0
+    tail_at = np.flatnonzero(tail)
+    is_count = np.zeros(len(tail_at), dtype=bool)
     for key in _COUNT_KEYS:
-        window = data[tail_starts[:, None] - len(key) + np.arange(len(key))]
+        window = data[starts[tail_at][:, None] - len(key) + np.arange(len(key))]
         is_count |= (window == key).all(axis=1)
-    counted = np.flatnonzero(tail)[is_count]
-    counts[line_of[counted]] = values[counted]
-    keep = ~tail
-    sizes = np.bincount(line_of[keep], minlength=len(newlines))
-    return BatchSet.from_sizes(values[keep], sizes, counts)
+    counted = tail_at[is_count]
+    counts = np.ones(len(newlines), dtype=np.int64)
+    counts[np.searchsorted(newlines, starts[counted])] = values[counted]
+    return BatchSet.from_sizes(values[~tail], sizes, counts)
 
 
 def _right_aligned_values(data: np.ndarray, ends: np.ndarray, width: int, digits: np.ndarray) -> np.ndarray:
