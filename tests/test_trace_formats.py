@@ -198,3 +198,17 @@ def test_plan_reads_the_trace_from_stdin():
     bad = CliRunner().invoke(app, ["plan", "-t", "-"], input=b"[5]\n[0123]\n")
     assert bad.exit_code == 2
     assert bad.output.strip() == "cpbcg: error: <stdin>:2: not valid JSON (number with leading zero is not allowed)"
+
+
+def test_readers_load_neither_the_config_nor_pyarrow_unless_reading_parquet():
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from cpbcg.planner.traces import open_trace\n"
+        f"for name in ['mooncake.jsonl', 'azure.csv', 'burstgpt.csv', 'vllm-bench.json', 'aibrix.jsonl', '../traces/good.jsonl', '../traces/sglang-server.log']:\n"
+        f"    list(open_trace({str(REQUESTS)!r} + '/' + name).items)\n"
+        "print(sorted(m for m in ('cpbcg.config', 'pydantic', 'pyarrow', 'typer', 'rich', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
