@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 import numpy as np
+
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.stdin import open_stdin
 
@@ -52,7 +53,7 @@ class _StdinPath:
 STDIN_PATH = _StdinPath()
 
 
-def trace_path(path: "Path | str | _StdinPath") -> "Path | _StdinPath":
+def trace_path(path: Path | str | _StdinPath) -> Path | _StdinPath:
     """`Path(path)`, or `STDIN_PATH` for `-`: what every reader holds and names in messages."""
     if path is STDIN_PATH or str(path) == STDIN:
         return STDIN_PATH
