@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.batch_trace import read_batch_trace
+from cpbcg.planner.traces.batches import read_batch_trace
 from cpbcg.planner.layout import BatchSet
 
 
@@ -79,3 +79,81 @@ def test_chunked_read_equals_whole_read(tmp_path):
     whole = read_all(path)
     assert [small.batch(i) for i in range(len(rows))] == rows
     assert np.array_equal(small.counts, whole.counts) and small.counts[:3].tolist() == [1, 2, 3]
+
+
+# Hostile inputs (one asset, one test per root cause).
+
+
+def test_a_line_nested_1000_deep_is_one_clean_error(assets):
+    path = assets / "traces" / "deep-nesting.jsonl"
+    with pytest.raises(TraceError) as info:
+        read_all(path)
+    assert str(info.value) == f"{path}:1: list[0]: a deeply nested list is not a positive integer"
+
+
+def test_a_line_nested_1000_deep_exits_2_from_the_cli(assets):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    result = CliRunner().invoke(app, ["plan", "-t", str(assets / "traces" / "deep-nesting.jsonl")])
+    assert result.exit_code == 2 and result.exception is None or isinstance(result.exception, SystemExit)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines == [f"cpbcg: error: {assets / 'traces' / 'deep-nesting.jsonl'}:1: list[0]: a deeply nested list is not a positive integer"]
+
+
+@pytest.mark.parametrize("name, line", [("leading-zero-line1.jsonl", 1), ("leading-zero-line2.jsonl", 2)])
+def test_leading_zeros_are_refused_on_every_line(assets, name, line):
+    path = assets / "traces" / name
+    with pytest.raises(TraceError, match=f"^{path}:{line}: not valid JSON \\(number with leading zero is not allowed\\)$"):
+        read_all(path)
+
+
+def test_extra_keys_are_ignored_on_every_path(assets):
+    batches = read_all(assets / "traces" / "extra-keys.jsonl")
+    assert [batches.batch(i) for i in range(3)] == [[16, 32], [8], [4, 4]]
+    assert batches.counts.tolist() == [2, 1, 1]
+
+
+def test_extra_integer_keys_stay_on_the_fast_path(tmp_path, monkeypatch):
+    import cpbcg.planner.traces.batches as reader
+
+    path = tmp_path / "ids.jsonl"
+    path.write_text("".join(f'{{"extend_seq_lens": [{i + 1}, 7], "count": 2, "id": {i}}}\n' for i in range(1000)))
+    monkeypatch.setattr(reader, "_parse_fast", None)  # the orjson and line-by-line paths would fail
+    monkeypatch.setattr(reader, "_parse_slow", None)
+    batches = read_all(path)
+    assert batches.num_batches == 1000 and batches.batch(999) == [1000, 7] and set(batches.counts.tolist()) == {2}
+
+
+@pytest.mark.parametrize("fmt", ["auto", "batches", "mooncake", "azure", "sglang-log"])
+def test_dev_zero_is_refused_by_the_line_bound(fmt):
+    from cpbcg.planner.traces import open_trace
+
+    with pytest.raises(TraceError, match=r"^/dev/zero:1: line longer than 1048576 bytes \(1 MiB\)"):
+        list(open_trace("/dev/zero", fmt).items)
+
+
+@pytest.mark.parametrize("fmt", ["vllm", "parquet"])
+def test_dev_zero_is_refused_where_a_file_is_read_whole(fmt):
+    from cpbcg.planner.traces import open_trace
+
+    with pytest.raises(TraceError, match=r"^/dev/zero: not a regular file"):
+        list(open_trace("/dev/zero", fmt).items)
+
+
+def test_a_long_line_inside_a_chunk_is_refused_on_every_path(tmp_path):
+    path = tmp_path / "long.jsonl"
+    long_list = ", ".join(["7"] * 400_000)  # 1.2 MB, canonical
+    path.write_text('{"extend_seq_lens": [5]}\n{"extend_seq_lens": [%s]}\n' % long_list)
+    with pytest.raises(TraceError, match=r"long.jsonl:2: line longer than 1048576 bytes"):
+        read_all(path)
+
+
+def test_error_messages_quote_a_short_excerpt(tmp_path):
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"extend_seq_lens": [5]}\n{"extend_seq_lens": [5, "%s"]}\n' % ("x" * 500_000))
+    with pytest.raises(TraceError) as info:
+        read_all(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:2: extend_seq_lens[1]: ") and len(message) <= 300 and "\n" not in message

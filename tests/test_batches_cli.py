@@ -21,7 +21,9 @@ def lines_of(path: Path) -> list[dict]:
 
 def test_batches_writes_a_batch_trace(tmp_path):
     out = tmp_path / "lens.jsonl"
-    args = ["batches", "--trace", str(ASSETS / "mooncake.jsonl"), "--prefix-cache", "unlimited", "-o", str(out)]
+    trace = tmp_path / "mooncake.jsonl"  # the fixture without its output lengths: the 256-token default applies
+    trace.write_text("".join(line.replace(', "output_length"', ', "unused"') + "\n" for line in (ASSETS / "mooncake.jsonl").read_text().splitlines()))
+    args = ["batches", "--trace", str(trace), "--prefix-cache", "unlimited", "-o", str(out)]
     first = (
         "simulated 3 prefill forwards from 4 requests (Mooncake, timestamps): chunked_prefill_size 8192, "
         "prefill 40,000 tok/s + 5 ms/forward, prefix cache unlimited (2,223 of 4,100 prompt tokens cached); "
@@ -52,7 +54,7 @@ def test_batches_states_poisson_arrivals_for_traces_without_timestamps(tmp_path)
     assert result.exit_code == 0, result.output
     note = result.stderr.splitlines()
     assert note[0].startswith("simulated 3 prefill forwards from 3 requests (vidur, no timestamps): no chunking, max_prefill_tokens 16384, ")
-    assert note[1].startswith("decode: output lengths none in the trace, default_output_tokens 256 each; ")
+    assert note[1].startswith("decode: output lengths from the trace; ")
     assert note[2] == "Poisson arrivals at 2.5 req/s (no arrival times were read: the trace has none or no --time-field was given; --rate, seed 0)"
 
 
@@ -159,7 +161,7 @@ def test_help_states_scheduler_defaults():
 
 
 @pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not present (../shared/traces)")
-@pytest.mark.parametrize("decode, forwards", [("--no-decode", 17_679), ("--decode", 17_753)])
+@pytest.mark.parametrize("decode, forwards", [("--no-decode", 17_679), ("--decode", 20_169)])  # decode: the trace's output lengths
 def test_plan_on_mooncake_trace(decode, forwards):
     args = ["plan", "-t", str(TRACES / "mooncake-fast25/conversation_trace.jsonl"), "--cp-size", "4", "--buckets", "sglang-default:8192", "-f", "json", decode]
     result = runner.invoke(app, args)

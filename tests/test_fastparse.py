@@ -6,7 +6,7 @@ import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cpbcg.planner.fastparse import parse_canonical
+from cpbcg.planner.traces.fastparse import parse_canonical
 
 
 def as_lists(batches):
@@ -32,7 +32,19 @@ def test_all_canonical_shapes_in_one_chunk():
         b'{"extend_seq_lens": [1, -2]}\n',
         b'{"extend_seq_lens": [1, 2.5]}\n',
         b'{"extend_seq_lens": [1, "2"]}\n',
-        b'{"extend_seq_lens": [1, 2], "timestamp": 3}\n',
+        b'{"extend_seq_lens": [1, 2], "timestamp": 3.5}\n',
+        b'{"extend_seq_lens": [1, 2], "id": "a7"}\n',
+        b'{"extend_seq_lens": [1, 2], "id": 7, "id": 8}\n',
+        b'{"extend_seq_lens": [1, 2], "extend_seq_lens": [3]}\n',
+        b"[0123]\n",
+        b"[5, 00]\n",
+        b"[,5]\n",
+        b"[5], 6\n",
+        b'{"extend_seq_lens": [1, 2], "x1": 7}\n',
+        b'{"extend_seq_lens": [1, 2], 3}\n',
+        b'{"extend_seq_lens": [1, 2], "count": 3, 4}\n',
+        b'{"extend_seq_lens": [1, 2], "count":3,4}\n',
+        b'{"extend_seq_lens": [1, 2], "id": 07}\n',
         b'{"count": 2, "extend_seq_lens": [1, 2]}\n',
         b'{"extend_seq_lens":  [1, 2]}\n',
         b'{"extend_seq_lens": [1,, 2]}\n',
@@ -48,6 +60,25 @@ def test_anything_else_is_declined(line):
     assert parse_canonical(b"[1, 2]\n" + line) is None
 
 
+def test_extra_integer_keys_are_read_past():
+    blob = (
+        b'{"extend_seq_lens": [1534, 161, 353], "count": 2, "id": 7}\n'
+        b'{"extend_seq_lens":[8],"request_id":12,"count":3}\n'
+        b'{"extend_seq_lens": [100, 28], "arrival_ms": 1700000000000}\n'
+        b'{"extend_seq_lens": [9], "countD": 4}\n'
+        b"[5, 6]\n"
+    )
+    seqs, counts = as_lists(parse_canonical(blob))
+    assert seqs == [[1534, 161, 353], [8], [100, 28], [9], [5, 6]]
+    assert counts == [2, 3, 1, 1, 1]  # digits inside key names are not values
+
+
+def test_zero_alone_is_a_number_leading_zeros_are_not():
+    seqs, _ = as_lists(parse_canonical(b"[0, 10, 100]\n"))
+    assert seqs == [[0, 10, 100]]  # zeros come back for the caller's range check
+    assert parse_canonical(b"[10, 010]\n") is None
+
+
 def test_requires_trailing_newline():
     assert parse_canonical(b"[1, 2]") is None
 
@@ -59,6 +90,7 @@ def test_requires_trailing_newline():
             st.lists(st.integers(0, 10**12), min_size=1, max_size=9),
             st.one_of(st.none(), st.integers(1, 10**6)),
             st.sampled_from(["dumps", "orjson", "bare"]),
+            st.dictionaries(st.sampled_from(["id", "arrival_ms", "rank"]), st.integers(0, 10**12), max_size=2),
         ),
         min_size=1,
         max_size=40,
@@ -66,8 +98,9 @@ def test_requires_trailing_newline():
 )
 def test_agrees_with_json_on_canonical_writers(rows):
     lines = []
-    for seq, count, writer in rows:
+    for seq, count, writer, extra in rows:
         record = {"extend_seq_lens": seq} if count is None else {"extend_seq_lens": seq, "count": count}
+        record.update(extra)
         if writer == "bare":
             lines.append(json.dumps(seq).encode())
         elif writer == "dumps":
@@ -75,5 +108,5 @@ def test_agrees_with_json_on_canonical_writers(rows):
         else:
             lines.append(orjson.dumps(record))
     seqs, counts = as_lists(parse_canonical(b"\n".join(lines) + b"\n"))
-    assert seqs == [seq for seq, _, _ in rows]
-    assert counts == [1 if c is None or w == "bare" else c for _, c, w in rows]
+    assert seqs == [seq for seq, _, _, _ in rows]
+    assert counts == [1 if c is None or w == "bare" else c for _, c, w, _ in rows]

@@ -10,21 +10,28 @@ import numpy as np
 import pytest
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.requests import TraceFormat, detect_format, read_requests, request_spec
+from cpbcg.planner.traces import ReadOptions, TraceFormat, detect_format, read_requests
 
 ASSETS = Path(__file__).parent / "assets" / "requests"
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 
 
-def read_all(name: str | Path, fmt: TraceFormat = TraceFormat.auto, length_field=None, time_field=None):
+def read_chunks(name: str | Path, fmt: TraceFormat = TraceFormat.auto, **options):
     path = ASSETS / name if isinstance(name, str) else name
-    if fmt is TraceFormat.auto:
-        fmt = detect_format(path, length_field)
-    chunks = list(read_requests(path, request_spec(fmt, length_field, time_field)))
+    return list(read_requests(path, fmt, ReadOptions(**options)))
+
+
+def read_all(name: str | Path, fmt: TraceFormat = TraceFormat.auto, length_field=None, time_field=None):
+    chunks = read_chunks(name, fmt, length_field=length_field, time_field=time_field)
     lengths = np.concatenate([c.input_tokens for c in chunks])
     times = None if chunks[0].arrival_s is None else np.concatenate([c.arrival_s for c in chunks])
     hashes = None if chunks[0].hash_ids is None else [h for c in chunks for h in c.hash_ids]
     return lengths.tolist(), times, hashes
+
+
+def outputs_of(name: str | Path, fmt: TraceFormat = TraceFormat.auto, **options):
+    chunks = read_chunks(name, fmt, **options)
+    return None if chunks[0].output_tokens is None else np.concatenate([c.output_tokens for c in chunks]).tolist()
 
 
 @pytest.mark.parametrize(
@@ -103,18 +110,18 @@ def test_gzip_is_read_transparently(tmp_path):
         ("bad-json.jsonl", TraceFormat.auto, {}, "bad-json.jsonl:2: not valid JSON"),
         ("empty.csv", TraceFormat.auto, {}, "empty.csv:1: empty trace: no requests"),
         ("header-only.csv", TraceFormat.auto, {}, "header-only.csv:1: empty trace: no requests"),
-        ("unknown-columns.csv", TraceFormat.auto, {}, "unknown-columns.csv:1: unknown CSV trace (columns: when, tokens); accepted: Mooncake JSONL"),
+        ("unknown-columns.csv", TraceFormat.auto, {}, "unknown-columns.csv:1: unknown CSV trace (columns: when, tokens); formats: batches, parquet, vllm"),
         ("unknown-keys.jsonl", TraceFormat.auto, {}, "unknown-keys.jsonl:1: unknown JSONL trace (keys: when, tokens)"),
         ("azure.csv", TraceFormat.mooncake, {}, "azure.csv:1: not a JSON object: mooncake traces are JSONL"),
         ("mooncake.jsonl", TraceFormat.azure, {}, "mooncake.jsonl:1: not a CSV header: azure traces are CSV"),
         ("azure.csv", TraceFormat.vidur, {}, 'azure.csv:1: missing column "num_prefill_tokens"'),
-        ("azure.csv", TraceFormat.csv, {}, "azure.csv: --trace-format csv needs --length-field"),
+        ("azure.csv", TraceFormat.csv, {}, "azure.csv: trace format csv needs length_field"),
         ("generic.jsonl", TraceFormat.jsonl, {"length_field": "prompt", "time_field": "nope"}, 'generic.jsonl:1: missing field "nope"'),
         ("binary.jsonl", TraceFormat.auto, {}, "binary.jsonl:1: not a text trace: binary data b'"),
         ("binary.jsonl", TraceFormat.azure, {}, "binary.jsonl:1: not a text trace: binary data b'"),
         ("cut-header.jsonl.gz", TraceFormat.auto, {}, "cut-header.jsonl.gz:1: truncated or corrupt gzip"),
         ("cut-header.jsonl.gz", TraceFormat.mooncake, {}, "cut-header.jsonl.gz:1: truncated or corrupt gzip"),
-        ("not-gzip.jsonl.gz", TraceFormat.auto, {}, "not-gzip.jsonl.gz:1: unknown CSV trace (columns: not gzip; read as plain text: no gzip magic bytes despite the .gz name); accepted: "),
+        ("not-gzip.jsonl.gz", TraceFormat.auto, {}, "not-gzip.jsonl.gz:1: unknown CSV trace (columns: not gzip; read as plain text: no gzip magic bytes despite the .gz name); formats: "),
         ("cr-in-header.csv", TraceFormat.auto, {}, "cr-in-header.csv:1: not a CSV header (new-line character seen in unquoted field): 'when\\rtokens,x'"),
         ("cr-in-header.csv", TraceFormat.vidur, {}, "cr-in-header.csv:1: not a CSV header (new-line character seen in unquoted field)"),
         ("huge-length.jsonl", TraceFormat.auto, {}, "huge-length.jsonl:2: input_length: 2147483648 is above the largest supported length 2147483647"),
@@ -129,18 +136,20 @@ def test_malformed_inputs_name_file_and_line(name, fmt, options, message):
 
 @pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not present (../shared/traces)")
 @pytest.mark.parametrize(
-    "rel, fmt, count, first",
+    "rel, fmt, count, first, first_output",
     [
-        ("mooncake-fast25/conversation_trace.jsonl", TraceFormat.mooncake, 12031, 6758),
-        ("azure-llm-2023/AzureLLMInferenceTrace_conv.csv", TraceFormat.azure, 19366, 374),
-        ("vidur/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv", TraceFormat.vidur, 28257, 3772),
-        ("sarathi-serve/sharegpt_8k_filtered_stats_llama2_tokenizer.csv", TraceFormat.vidur, 30731, 74),
+        ("mooncake-fast25/conversation_trace.jsonl", TraceFormat.mooncake, 12031, 6758, 500),
+        ("azure-llm-2023/AzureLLMInferenceTrace_conv.csv", TraceFormat.azure, 19366, 374, 44),
+        ("vidur/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv", TraceFormat.vidur, 28257, 3772, 54),
+        ("sarathi-serve/sharegpt_8k_filtered_stats_llama2_tokenizer.csv", TraceFormat.vidur, 30731, 74, 918),
     ],
 )
-def test_real_traces(rel, fmt, count, first):
+def test_real_traces(rel, fmt, count, first, first_output):
     assert detect_format(TRACES / rel) is fmt
     lengths, _, _ = read_all(TRACES / rel)
     assert len(lengths) == count and lengths[0] == first
+    outputs = outputs_of(TRACES / rel)
+    assert len(outputs) == count and outputs[0] == first_output and min(outputs) >= 0
 
 
 def test_largest_supported_length_is_accepted(tmp_path):
@@ -210,3 +219,24 @@ def test_corrupt_gzip_anywhere_is_one_trace_error(tmp_path):
         for fmt in (TraceFormat.auto, TraceFormat.mooncake):
             message = _message(tmp_path / name, fmt)
             assert message.startswith(f"{tmp_path / name}:") and message.endswith(": truncated or corrupt gzip"), message
+
+
+def test_a_list_where_a_length_belongs_is_refused_not_flattened():
+    with pytest.raises(TraceError, match=r"mooncake-list-length.jsonl:1: input_length: \[100,200\] is not a positive integer$"):
+        read_all("mooncake-list-length.jsonl")
+
+
+def test_dates_beyond_2199_are_refused_not_wrapped():
+    with pytest.raises(TraceError, match=r"azure-year-3000.csv:3: TIMESTAMP: '3000-01-01 00:00:00' is outside the supported dates \(years 1970..2199\)"):
+        read_all("azure-year-3000.csv")
+
+
+@pytest.mark.parametrize("value", ["1_000", "\u0663", " 5"])
+def test_csv_lengths_follow_one_rule_on_both_paths(tmp_path, value):
+    trace = tmp_path / "t.csv"
+    trace.write_text(f"num_prefill_tokens\n5\n{value}\n")
+    if value == " 5":
+        assert read_all(trace)[0] == [5, 5]  # surrounding spaces are fine on both paths
+        return
+    with pytest.raises(TraceError, match=r"t.csv:3: num_prefill_tokens: .* is not a positive integer"):
+        read_all(trace)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpbcg.config import SchedulerConfig
-from cpbcg.planner.requests import RequestChunk
+from cpbcg.planner.traces import RequestChunk
 from cpbcg.planner.scheduler import PrefixCache, SchedulerSettings, Simulation
 from cpbcg.planner.sources import open_source
 
@@ -167,7 +167,7 @@ def test_conservation_and_limits(lengths, gaps, chunk, max_requests, cache, seed
 @pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not present (../shared/traces)")
 @pytest.mark.parametrize("cache", ["off", "unlimited", 262144])
 def test_conservation_on_mooncake(cache):
-    source = open_source(TRACES / "mooncake-fast25/conversation_trace.jsonl", scheduler=SchedulerConfig(prefix_cache=cache))
+    source = open_source(TRACES / "mooncake-fast25/conversation_trace.jsonl", scheduler=SchedulerConfig(prefix_cache=cache).to_settings())
     tokens = sum(int(b.num_tokens.sum()) for b in source.batches)
     summary = source.simulation.summary()
     assert summary.requests == 12031 and summary.input_tokens == 144_793_823
@@ -181,7 +181,7 @@ def test_simulation_note_and_summary_after_iteration():
     from cpbcg.cli.source_note import simulation_note, simulation_summary
 
     assets = Path(__file__).parent / "assets" / "requests"
-    source = open_source(assets / "mooncake.jsonl", scheduler=SchedulerConfig(prefix_cache="unlimited", time_scale=2.0, decode=False))
+    source = open_source(assets / "mooncake.jsonl", scheduler=SchedulerConfig(prefix_cache="unlimited", time_scale=2.0, decode=False).to_settings())
     forwards = sum(part.num_batches for part in source.batches)
     note = simulation_note(source)
     assert note.startswith(f"simulated {forwards} prefill forwards from 4 requests (Mooncake, timestamps / time-scale 2): chunked_prefill_size 8192, ")
@@ -190,7 +190,7 @@ def test_simulation_note_and_summary_after_iteration():
     assert summary["trace_format"] == "mooncake" and summary["arrivals"] == "timestamps"
     assert summary["batches"] == forwards and summary["requests"] == 4 and summary["scheduler"]["prefix_cache"] == "unlimited"
     assert 0.0 <= summary["busy_fraction"] <= 1.0
-    vidur = open_source(assets / "vidur.csv", scheduler=SchedulerConfig(rate=4.0, decode=False))
+    vidur = open_source(assets / "vidur.csv", scheduler=SchedulerConfig(rate=4.0, decode=False).to_settings())
     list(vidur.batches)
     assert simulation_note(vidur).splitlines()[1] == "Poisson arrivals at 4 req/s (no arrival times were read: the trace has none or no --time-field was given; --rate, seed 0)"
     assert simulation_summary(vidur)["arrivals"] == "poisson"

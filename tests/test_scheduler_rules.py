@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpbcg.config import SchedulerConfig
-from cpbcg.planner.requests import RequestChunk
+from cpbcg.planner.traces.records import RequestChunk
 from cpbcg.planner.scheduler import AddResult, PrefillAdder, SchedulerSettings, Simulation
 from cpbcg.planner.scheduler.running import RunningSet
 
@@ -284,7 +284,7 @@ def test_cached_prefix_is_not_charged_to_the_running_request():
 
 def test_note_states_where_output_lengths_came_from():
     from cpbcg.cli.source_note import simulation_note, simulation_summary
-    from cpbcg.planner.requests import TraceFormat
+    from cpbcg.planner.traces import TraceFormat
     from cpbcg.planner.sources import BatchSource
 
     chunks = [

@@ -17,7 +17,7 @@ from cpbcg.cli.options import SchedulerOptions, TraceOptions, with_options
 from cpbcg.cli.source_note import ignored_options_note, request_only_flags, simulation_note
 from cpbcg.config import load_config
 from cpbcg.planner.layout import BatchSet
-from cpbcg.planner.requests import TraceFormat
+from cpbcg.planner.traces import TraceFormat
 from cpbcg.planner.sources import BatchSource, open_source
 
 
@@ -56,7 +56,7 @@ def batches(
     """
     check_outputs({"-o": output}, {"--trace": trace})
     cfg = load_config(config, scheduler.overrides())
-    source = open_source(trace, trace_format, cfg.scheduler, length_field, time_field)
+    source = open_source(trace, trace_format, cfg.scheduler.to_settings(), length_field, time_field)
     given = TraceOptions(trace, trace_format, length_field, time_field)
     ignored = ignored_options_note(source.trace_format, request_only_flags(given, scheduler), trace)
     if ignored is not None:

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from cpbcg.cli.app import env_width
 from cpbcg.planner.capacity import CaptureLayout
 from cpbcg.planner.layout import CPStrategy
-from cpbcg.planner.requests import TraceFormat
+from cpbcg.planner.traces import TraceFormat
 
 
 class OutputFormat(str, Enum):
@@ -62,7 +62,7 @@ FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="table f
 
 # Request traces and the scheduler simulation (docs/scheduler.md). Defaults live in
 # `cpbcg.config.SchedulerConfig`; `None` means "keep the config's value".
-TraceFormatOpt = Annotated[TraceFormat, typer.Option("--trace-format", case_sensitive=False, help="What --trace holds; auto detects it from the first line.")]
+TraceFormatOpt = Annotated[TraceFormat, typer.Option("--trace-format", case_sensitive=False, metavar="FORMAT", help=f"What --trace holds: {', '.join(f.value for f in TraceFormat)} (docs/traces.md); auto detects it from the first line.")]
 LengthFieldOpt = Annotated[Optional[str], typer.Option("--length-field", help="Prompt-length field of a generic CSV/JSONL request trace (tokens).", show_default=False)]
 TimeFieldOpt = Annotated[Optional[str], typer.Option("--time-field", help="Arrival-time field of a generic request trace: seconds, or wall-clock datetimes. Without it arrivals are Poisson at --rate.", show_default=False)]
 ChunkedPrefillOpt = Annotated[Optional[int], typer.Option("--chunked-prefill-size", min=-1, max=2**31 - 1, help="Chunk budget per prefill forward in tokens; -1 disables chunking (SGLang --chunked-prefill-size). [default: 8192]", show_default=False)]

@@ -13,7 +13,7 @@ import typer
 
 from typing import TYPE_CHECKING
 
-from cpbcg.planner.requests import TraceFormat, detect_format
+from cpbcg.planner.traces import TraceFormat, detect_format
 from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.planner.sources import BatchSource
 

@@ -7,7 +7,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from cpbcg.planner.requests import RequestChunk
+from cpbcg.planner.traces.records import RequestChunk
 from cpbcg.planner.scheduler.settings import SchedulerSettings
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from cpbcg.planner.requests import BLOCK_TOKENS
+from cpbcg.planner.traces.records import BLOCK_TOKENS
 
 
 class PrefixCache:

@@ -14,7 +14,7 @@ from collections import deque
 from typing import Callable, Iterable, Iterator
 
 from cpbcg.planner.layout import BatchSet
-from cpbcg.planner.requests import RequestChunk
+from cpbcg.planner.traces.records import RequestChunk
 from cpbcg.planner.scheduler.adder import AddResult, PrefillAdder, fill_forward
 from cpbcg.planner.scheduler.arrivals import Arrivals
 from cpbcg.planner.scheduler.cache import make_cache

@@ -13,72 +13,22 @@ line-by-line parse that names the first offending line: `FILE:LINE: what is wron
 from __future__ import annotations
 
 import gc
-import gzip
-import zlib
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
-from typing import IO, Iterator
+from typing import Iterator
 
 import numpy as np
 import orjson
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.fastparse import parse_canonical
 from cpbcg.planner.layout import MAX_TOKENS, BatchSet
+from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
+from cpbcg.planner.traces.fastparse import parse_canonical
+from cpbcg.planner.traces.jsonl_table import json_excerpt, load_json_line
+from cpbcg.planner.traces.text import CHUNK_BYTES, MAX_LINE_BYTES, check_line_lengths, iter_blob_chunks, split_lines, trace_path
 
-CHUNK_BYTES = 16 << 20
-"""Bytes of lines parsed at once (bounds memory on huge traces)."""
 FIELD = "extend_seq_lens"
-
-
-def open_binary(path: Path) -> IO[bytes]:
-    """Open a trace for reading bytes, gunzipping when it starts with the gzip magic.
-
-    Raises `TraceError` when the file cannot be opened.
-    """
-    try:
-        handle = open(path, "rb")
-        if handle.read(2) == b"\x1f\x8b":
-            handle.close()
-            return gzip.open(path, "rb")
-        handle.seek(0)
-        return handle
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from exc
-
-
-@contextmanager
-def read_errors(path: Path, line_no: int) -> Iterator[None]:
-    """Turn decompression and read errors into `TraceError` (`FILE:LINE: ...`)."""
-    try:
-        yield
-    except (EOFError, zlib.error, gzip.BadGzipFile):
-        raise TraceError(located(path, line_no, "truncated or corrupt gzip")) from None
-    except OSError as exc:
-        raise TraceError(located(path, line_no, f"cannot read: {exc.strerror or exc}")) from None
-
-
-def iter_blob_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """Yield `(first_line_number, blob)`: about `chunk_bytes` of whole lines at a time (the last
-    line may lack its newline). Raises `TraceError` on unreadable or corrupt input."""
-    line_no, carry = 1, b""
-    with open_binary(path) as handle:
-        while True:
-            with read_errors(path, line_no):
-                block = handle.read(chunk_bytes)
-            if not block:
-                if carry:
-                    yield line_no, carry
-                return
-            block = carry + block
-            cut = block.rfind(b"\n") + 1
-            if cut == 0:
-                carry = block
-                continue
-            blob, carry = block[:cut], block[cut:]
-            yield line_no, blob
-            line_no += blob.count(b"\n")
 
 
 def read_batch_trace(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[BatchSet]:
@@ -86,12 +36,13 @@ def read_batch_trace(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterat
 
     Raises `TraceError` (`FILE:LINE: ...`) for malformed lines and for a trace with no batch.
     """
-    path = Path(path)
+    path = trace_path(path)
     seen_any = False
     for first_line, blob in iter_blob_chunks(path, chunk_bytes):
         batches = _parse_canonical_checked(blob)
         if batches is None:
-            lines = blob.splitlines(keepends=True)
+            lines = split_lines(blob)
+            check_line_lengths(path, first_line, lines)
             batches = _parse_fast(lines)
         if batches is None:
             batches = _parse_slow(path, first_line, lines)
@@ -103,8 +54,8 @@ def read_batch_trace(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterat
 
 
 def _parse_canonical_checked(blob: bytes) -> BatchSet | None:
-    """The numpy byte parse (`cpbcg.planner.fastparse`) when the chunk is canonical and in range."""
-    batches = parse_canonical(blob if blob.endswith(b"\n") else blob + b"\n")
+    """The numpy byte parse (`cpbcg.planner.traces.fastparse`) when the chunk is canonical and in range."""
+    batches = parse_canonical(blob if blob.endswith(b"\n") else blob + b"\n", MAX_LINE_BYTES)
     if batches is None or not _in_range(batches.extend_seq_lens) or not _in_range(batches.counts):
         return None
     return batches
@@ -113,10 +64,12 @@ def _parse_canonical_checked(blob: bytes) -> BatchSet | None:
 def _parse_fast(lines: list[bytes]) -> BatchSet | None:
     """One-call parse of a chunk; `None` when anything needs the careful path.
 
-    Accepts only chunks whose every record is a batch with integer lengths: no strings other than
-    the two known keys (checked by counting quotes), no floats, booleans or nulls. The cyclic
-    garbage collector is paused while millions of small objects are created (it would otherwise
-    rescan them repeatedly and triple the parse time).
+    Accepts only chunks whose every record is a batch (an object with `extend_seq_lens`, any
+    other keys ignored, or a bare list) of integer lengths: numpy must type the flattened lengths
+    and the counts as int64 (a float, string, nested list or huge integer does not), and no
+    boolean or null may appear anywhere (numpy would read `true` as 1). The cyclic garbage
+    collector is paused while millions of small objects are created (it would otherwise rescan
+    them repeatedly and triple the parse time).
     """
     body = lines
     while body and body[-1].isspace():  # trailing blank lines; any other blank line fails the parse
@@ -124,33 +77,23 @@ def _parse_fast(lines: list[bytes]) -> BatchSet | None:
     if not body:
         return BatchSet(np.zeros(0, np.int64), np.zeros(1, np.int64))
     blob = b"[" + b",".join(body) + b"]"
-    if b"true" in blob or b"false" in blob or b"null" in blob or b"." in blob or b"E" in blob:
+    if b"true" in blob or b"false" in blob or b"null" in blob:
         return None
-    num_count_keys = blob.count(b'"count"')
     with _gc_paused():
         try:
             records = orjson.loads(blob)
-            try:
-                seqs = [r[FIELD] for r in records]
-                num_dicts = len(records)
-            except TypeError:  # some lines are bare lists
-                seqs = [r[FIELD] if type(r) is dict else r for r in records]
-                num_dicts = sum(type(r) is dict for r in records)
-            # Only key names may hold quotes, and "e" appears only in the field name: so no other
-            # key, no string and no exponent-notation number hides among the lengths or counts.
-            if blob.count(b'"') != 2 * (num_dicts + num_count_keys) or blob.count(b"e") != FIELD.count("e") * num_dicts:
+            seqs = [r[FIELD] if type(r) is dict else r for r in records]
+            if any(type(seq) is not list for seq in seqs):
                 return None
-            if num_count_keys:
-                counts = [r.get("count", 1) if type(r) is dict else 1 for r in records]
-                weights = np.fromiter(counts, dtype=np.int64, count=len(counts))
-            else:
-                weights = np.ones(len(seqs), dtype=np.int64)
             sizes = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-            flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=int(sizes.sum()))
+            flat = np.array(list(chain.from_iterable(seqs)))
+            weights = np.array([r.get("count", 1) if type(r) is dict else 1 for r in records]) if b'"count"' in blob else np.ones(len(seqs), np.int64)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError):
             return None
         finally:
             records = seqs = None  # free before the collector resumes
+    if flat.dtype != np.int64 or flat.ndim != 1 or weights.dtype != np.int64 or weights.ndim != 1:
+        return None
     if not np.all(sizes > 0) or not _in_range(flat) or not _in_range(weights):
         return None
     return BatchSet.from_sizes(flat, sizes, weights)
@@ -177,14 +120,6 @@ def _parse_slow(path: Path, first_line: int, lines: list[bytes]) -> BatchSet:
         seqs.append(seq)
         counts.append(count)
     return BatchSet.from_lists(seqs, counts) if seqs else BatchSet(np.zeros(0, np.int64), np.zeros(1, np.int64))
-
-
-def load_json_line(path: Path, line_no: int, line: bytes) -> object:
-    """`orjson.loads(line)`, or `TraceError` `FILE:LINE: not valid JSON (...)`."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise TraceError(located(path, line_no, f"not valid JSON ({exc.msg})")) from None
 
 
 def parse_batch_line(path: Path, line_no: int, line: bytes) -> tuple[list[int], int]:
@@ -227,5 +162,16 @@ def _in_range(values: np.ndarray) -> bool:
 
 
 def _shown(value: object) -> str:
-    """A JSON value as the user wrote it (big integers in full, not as floats)."""
-    return str(value) if type(value) is int else orjson.dumps(value).decode()
+    """A JSON value as the user wrote it (big integers in full, not as floats), cut short."""
+    return str(value) if type(value) is int else json_excerpt(value)
+
+
+def recognises(sniff: Sniff, options: ReadOptions) -> bool:
+    """A bare JSON list, or an object with `extend_seq_lens`."""
+    return isinstance(sniff.record, list) or FIELD in sniff.keys
+
+
+FORMAT = TraceFormatInfo(
+    "batches", "batch trace", TraceKind.batches, recognises,
+    lambda path, options: read_batch_trace(path)
+)

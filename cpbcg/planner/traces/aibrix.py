@@ -1,0 +1,70 @@
+"""AIBrix workload JSONL: `{"timestamp": ms, "requests": [{"prompt_length": n, "output_length": m, ...}]}`
+per line; every request of a line arrives at that line's timestamp.
+
+The timestamp is in milliseconds: AIBrix's benchmark client sends a line's requests at
+`start + timestamp / 1000` seconds (`benchmarks/client/client.py`). `output_length` may be
+null (unknown); then no output lengths are read, and a trace must not mix null and numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from cpbcg.errors import TraceError, located
+from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
+from cpbcg.planner.traces.jsonl_table import REQUEST_CHUNK_BYTES, json_length, json_time, load_json_line
+from cpbcg.planner.traces.records import RequestChunk, RequestSpec, TimeUnit
+from cpbcg.planner.traces.text import iter_line_chunks
+
+SPEC = RequestSpec("aibrix", "prompt_length", "timestamp", TimeUnit.ms, output_field="output_length")
+
+
+def recognises(sniff: Sniff, options: ReadOptions) -> bool:
+    return {"timestamp", "requests"} <= sniff.keys
+
+
+def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, object]]:
+    """Yield `(chunk, line_numbers)`: one request per entry of each line's `requests`."""
+    with_outputs: bool | None = None
+    for first, lines in iter_line_chunks(path, REQUEST_CHUNK_BYTES):
+        lengths, outputs, times, line_nos = [], [], [], []
+        for line_no, line in enumerate(lines, start=first):
+            if line.isspace():
+                continue
+            time_s, group = _line(path, line_no, line)
+            for i, request in enumerate(group):
+                where = f"requests[{i}]."
+                if not isinstance(request, dict) or "prompt_length" not in request:
+                    raise TraceError(located(path, line_no, f'{where[:-1]}: expected an object with "prompt_length"'))
+                lengths.append(json_length(path, line_no, where + "prompt_length", request["prompt_length"], 1))
+                output = request.get("output_length")
+                if with_outputs is None:
+                    with_outputs = output is not None
+                if (output is not None) != with_outputs:
+                    raise TraceError(located(path, line_no, f"{where}output_length: null mixed with numbers in one trace"))
+                if with_outputs:
+                    outputs.append(json_length(path, line_no, where + "output_length", output, 0))
+                times.append(time_s)
+                line_nos.append(line_no)
+        chunk = RequestChunk(np.array(lengths, dtype=np.int64), np.array(times, dtype=np.float64), None,
+                             np.array(outputs, dtype=np.int64) if with_outputs else None)
+        numbers = np.array(line_nos, dtype=np.int64)
+        yield chunk, lambda numbers=numbers: numbers
+
+
+def _line(path: Path, line_no: int, line: bytes) -> tuple[float, list]:
+    record = load_json_line(path, line_no, line)
+    if not isinstance(record, dict):
+        raise TraceError(located(path, line_no, f'expected {{"timestamp": ..., "requests": [...]}}, got {type(record).__name__}'))
+    for field in ("timestamp", "requests"):
+        if field not in record:
+            raise TraceError(located(path, line_no, f'missing field "{field}"'))
+    if not isinstance(record["requests"], list):
+        raise TraceError(located(path, line_no, "requests: expected a list of request objects"))
+    return json_time(path, line_no, SPEC, record["timestamp"]), record["requests"]
+
+
+FORMAT = TraceFormatInfo("aibrix", "AIBrix", TraceKind.requests, recognises, read)

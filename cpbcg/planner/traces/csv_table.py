@@ -1,0 +1,188 @@
+"""CSV request tables (Azure, vidur / Sarathi, BurstGPT, Splitwise, generic): a header line, then
+one request per line.
+
+The common path converts a whole chunk's column at once with numpy; any problem in a chunk
+sends it through a line-by-line pass that names the first bad line (`FILE:LINE: ...`).
+Quoted fields are allowed, fields spanning several lines are not.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from cpbcg.errors import TraceError, located
+from cpbcg.planner.traces.jsonl_table import length_too_large
+
+from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, lengths_ok, parse_time_values
+from cpbcg.planner.traces.text import (
+    CONTROL_BYTES, binary_error, excerpt, first_line, iter_line_chunks, line_excerpt, looks_binary, show_names, time_problem,
+)
+
+REQUEST_CHUNK_BYTES = 4 << 20
+"""Bytes of lines parsed at once (bounds memory: a chunk's Python objects are ~10x its bytes)."""
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Positions of a spec's fields in the header (None: absent and optional)."""
+
+    width: int
+    length: int
+    time: int | None
+    output: int | None
+    filters: tuple[tuple[int, str], ...]
+
+
+def csv_reason(exc: csv.Error) -> str:
+    """The csv module's complaint without its advice (`new-line character seen in unquoted field`)."""
+    return str(exc).split(" - ")[0]
+
+
+def header_columns(path: Path, line_no: int, line: bytes) -> list[str]:
+    """Column names of a CSV header line; `TraceError` for binary data or an unparsable line."""
+    if looks_binary(line):
+        raise binary_error(path, line_no, line)
+    try:
+        return [c.strip() for c in next(csv.reader([line.decode("utf-8", "replace").strip()]), [])]
+    except csv.Error as exc:
+        raise TraceError(located(path, line_no, f"not a CSV header ({csv_reason(exc)}): {line_excerpt(line)}")) from None
+
+
+def read_csv_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestChunk, object]]:
+    """Yield `(chunk, line_numbers)` per chunk of lines; `line_numbers()` gives the [n] int64
+    line of each request (computed only when needed, for messages)."""
+    header_line, header = first_line(path)
+    columns = _columns(path, header_line, header, spec)
+    for first, lines in iter_line_chunks(path, REQUEST_CHUNK_BYTES):
+        if first <= header_line:
+            skip = header_line - first + 1
+            lines, first = lines[skip:], first + skip
+        rows = _split_rows(path, first, lines)
+        if columns.filters:
+            rows = _filtered(rows, columns)
+        chunk = _chunk_fast(rows, columns, spec)
+        if chunk is None:
+            chunk = _chunk_slow(path, first, rows, columns, spec)
+        yield chunk, _line_numbers(rows, first)
+
+
+def _filtered(rows: list[list[str]], columns: Columns) -> list[list[str]]:
+    """Rows failing a filter become `[]` (skipped like blank lines; line numbers stay right).
+    Rows of the wrong width are kept so that the careful path names them."""
+    keep = lambda row: len(row) != columns.width or all(row[i].strip() == value for i, value in columns.filters)  # noqa: E731
+    return [row if row and keep(row) else [] for row in rows]
+
+
+def _split_rows(path: Path, first: int, lines: list[bytes]) -> list[list[str]]:
+    """Fields of each line (`[]` for a blank line); plain `split` unless the chunk has quotes.
+
+    Raises `TraceError` naming the first line that is binary data or not a CSV row.
+    """
+    blob = b"".join(lines)
+    text = blob.decode("utf-8", "replace")
+    parts = text.split("\n")
+    if parts and parts[-1] == "":
+        parts.pop()
+    if "\ufffd" in text or CONTROL_BYTES.search(blob):
+        for line_no, line in enumerate(lines, start=first):
+            if looks_binary(line):
+                raise TraceError(located(path, line_no, f"binary data, not a CSV row: {excerpt(line.strip(), 16)}"))
+    if '"' in text or len(parts) != len(lines):
+        return [_csv_row(path, line_no, line) for line_no, line in enumerate(lines, start=first)]
+    return [line.rstrip("\r").split(",") if line.strip() else [] for line in parts]
+
+
+def _csv_row(path: Path, line_no: int, line: bytes) -> list[str]:
+    try:
+        return next(csv.reader([line.decode("utf-8", "replace")]), [])
+    except csv.Error as exc:
+        raise TraceError(located(path, line_no, f"not a CSV row ({csv_reason(exc)}): {line_excerpt(line)}")) from None
+
+
+def _columns(path: Path, line_no: int, header: bytes, spec: RequestSpec) -> Columns:
+    """Positions of the spec's fields in the header; `TraceError` for a missing required column."""
+    if header.lstrip()[:1] in (b"{", b"["):
+        raise TraceError(located(path, line_no, f"not a CSV header: {spec.label} traces are CSV with a header line (see --trace-format)"))
+    names = header_columns(path, line_no, header)
+    wanted = [spec.length_field, *(name for name, _ in spec.filters)]
+    wanted += [spec.time_field] if spec.time_field and not spec.optional_time else []
+    wanted += [spec.output_field] if spec.output_field and not spec.optional_output else []
+    for name in wanted:
+        if name not in names:
+            raise TraceError(located(path, line_no, f'missing column "{name}" (header has: {show_names(names)})'))
+    for name in (spec.length_field, spec.time_field, spec.output_field, *(f for f, _ in spec.filters)):
+        if name and names.count(name) > 1:
+            raise TraceError(located(path, line_no, f'column "{excerpt(name)[1:-1]}" appears {names.count(name)} times in the header'))
+    where = lambda name: names.index(name) if name and name in names else None  # noqa: E731
+    filters = tuple((names.index(name), value) for name, value in spec.filters)
+    return Columns(len(names), names.index(spec.length_field), where(spec.time_field), where(spec.output_field), filters)
+
+
+def _chunk_fast(rows: list[list[str]], columns: Columns, spec: RequestSpec) -> RequestChunk | None:
+    body = [row for row in rows if row]
+    if any(len(row) != columns.width for row in body):
+        return None
+    try:
+        lengths = _digits([row[columns.length] for row in body])
+        outputs = None if columns.output is None else _digits([row[columns.output] for row in body])
+        arrival = None if columns.time is None else parse_time_values([row[columns.time] for row in body], spec.time_unit)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if not lengths_ok(lengths, 1) or (outputs is not None and not lengths_ok(outputs, 0)):
+        return None
+    return RequestChunk(lengths, arrival, None, outputs)
+
+
+def _digits(texts: list[str]) -> np.ndarray:
+    """[n] int64 of plain ASCII digit strings; `ValueError` for anything else (spaces, signs,
+    `1_000`, non-ASCII digits: the careful path decides those, by `csv_length`'s rule)."""
+    joined = "".join(texts)
+    if texts and not (joined.isascii() and joined.isdigit()):
+        raise ValueError("not plain digits")
+    return np.array(texts, dtype=np.int64)
+
+
+def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns: Columns, spec: RequestSpec) -> RequestChunk:
+    lengths, outputs, times = [], [], []
+    for line_no, row in enumerate(rows, start=first):
+        if not row:
+            continue
+        if len(row) != columns.width:
+            raise TraceError(located(path, line_no, f"expected {columns.width} fields, got {len(row)}"))
+        lengths.append(csv_length(path, line_no, row[columns.length], spec.length_field, 1))
+        if columns.output is not None:
+            outputs.append(csv_length(path, line_no, row[columns.output], spec.output_field or "", 0))
+        if columns.time is not None:
+            try:
+                times.append(float(parse_time_values([row[columns.time]], spec.time_unit)[0]))
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise TraceError(located(path, line_no, time_problem(spec.time_field or "", excerpt(row[columns.time]), exc))) from None
+    arrival = None if columns.time is None else np.array(times, dtype=np.float64)
+    output = None if columns.output is None else np.array(outputs, dtype=np.int64)
+    return RequestChunk(np.array(lengths, dtype=np.int64), arrival, None, output)
+
+
+def csv_length(path: Path, line_no: int, text: str, field: str, minimum: int) -> int:
+    """A CSV token count: a decimal integer in [minimum, MAX_REQUEST_TOKENS], else `TraceError`."""
+    stripped = text.strip()
+    value = int(stripped) if stripped.isascii() and stripped.lstrip("+-").isdigit() and len(stripped) < 400 else None
+    if value is not None and value > MAX_REQUEST_TOKENS:
+        raise TraceError(located(path, line_no, length_too_large(field, str(value))))
+    if value is None or value < minimum:
+        what = "a positive integer" if minimum == 1 else "a non-negative integer"
+        raise TraceError(located(path, line_no, f"{field}: {excerpt(text)} is not {what}"))
+    return value
+
+
+def _line_numbers(rows: list[list[str]], first: int):
+    """Line of each request, as a thunk that keeps no reference to `rows`."""
+    if all(rows):
+        count = len(rows)
+        return lambda: first + np.arange(count, dtype=np.int64)
+    numbers = np.array([i for i, row in enumerate(rows, start=first) if row], dtype=np.int64)
+    return lambda: numbers

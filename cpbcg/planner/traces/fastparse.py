@@ -1,0 +1,129 @@
+"""Byte-level numpy parse of plain batch-trace lines (the hot path of `cpbcg plan`).
+
+A chunk is taken here only if every line has one of the shapes `line_shape_ok` accepts once
+each run of digits is replaced by `D` and each list of numbers is folded to one `D`, e.g.
+
+    {"extend_seq_lens": [1534, 161, 353], "count": 3, "id": 7}  ->  {"extend_seq_lens": [D], "count": D, "id": D}
+
+That is what `json.dumps`, `orjson.dumps` and `cpbcg batches` write, plus any number of extra
+integer-valued keys after the list (ids, timestamps in ms). Anything else (other key orders or
+values, floats, signs, strings, leading zeros, blank lines inside the chunk) returns `None`, and
+the caller parses the chunk with orjson, and line by line for error messages: one rule for
+every path. The numbers are read with numpy: digit runs located with shifted comparisons,
+values built by Horner's rule one digit column at a time. No Python object per request.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numpy as np
+
+from cpbcg.planner.layout import BatchSet
+
+_SHAPE = re.compile(rb'\[D\]|\{"extend_seq_lens": ?\[D\]((?:, ?"[A-Za-z_]+": ?D)*)\}')
+_KEY = re.compile(rb'"([A-Za-z_]+)"')
+_PLAIN_SHAPES = frozenset({b"[D]", b'{"extend_seq_lens": [D]}', b'{"extend_seq_lens":[D]}'})
+_NEWLINE, _ZERO, _NINE, _MARK, _CLOSE = ord("\n"), ord("0"), ord("9"), ord("D"), ord("]")
+_COUNT_KEYS = (np.frombuffer(b'"count": ', np.uint8), np.frombuffer(b'"count":', np.uint8))
+MAX_DIGITS = 15
+"""Longer digit runs are left to the careful path (they could overflow int64 or mean a typo)."""
+
+
+@lru_cache(maxsize=256)
+def line_shape_ok(shape: bytes) -> bool:
+    """Whether a folded line shape is a batch this parser reads: a bare list, or the
+    `extend_seq_lens` object with distinct extra integer keys (letters and `_` only) after it."""
+    match = _SHAPE.fullmatch(shape)
+    if match is None:
+        return False
+    keys = _KEY.findall(match.group(1) or b"")
+    return len(set(keys)) == len(keys) and b"extend_seq_lens" not in keys
+
+
+def parse_canonical(blob: bytes, max_line_bytes: int = 1 << 20) -> BatchSet | None:
+    """Parse `blob` (whole lines, each ending in a newline) or return None if any line is not
+    plain or is longer than `max_line_bytes`.
+
+    Returns batches with lengths and counts as int64; zero values are returned as they are
+    (the caller's range check sends such chunks to the careful path for a precise message).
+    """
+    data = np.frombuffer(blob, dtype=np.uint8)
+    is_digit = (data >= _ZERO) & (data <= _NINE)
+    run_start = is_digit.copy()
+    run_start[1:] &= ~is_digit[:-1]
+    shape = np.where(is_digit, np.uint8(_MARK), data)[~is_digit | run_start]
+    shapes = _shapes(shape.tobytes())
+    if shapes is None:
+        return None
+    run_end = is_digit
+    run_end[:-1] &= ~is_digit[1:]
+    starts, ends = np.flatnonzero(run_start), np.flatnonzero(run_end)
+    digits = ends - starts + 1
+    if len(starts) == 0 or digits.max() > MAX_DIGITS or ((data[starts] == _ZERO) & (digits > 1)).any():
+        return None  # leading zeros are not JSON: refused here as orjson refuses them
+    newlines = np.flatnonzero(data == _NEWLINE)
+    if np.diff(newlines, prepend=-1).max() > max_line_bytes + 1:
+        return None
+    close = np.flatnonzero(data == _CLOSE)  # exactly one `]` per line (the shapes have one)
+    values = _right_aligned_values(data, ends, int(digits.max()), digits)
+    if shapes <= _PLAIN_SHAPES:
+        last = np.searchsorted(starts, newlines) - 1  # index of each line's last number
+        if (starts[last] > close).any():
+            return None  # a number after the list (`[5], 6`), hidden by the `, D` fold
+        return BatchSet.from_sizes(values, np.diff(last, prepend=-1), np.ones(len(newlines), dtype=np.int64))
+    num_keys = (blob.count(b'"') - 2 * blob.count(b"{")) // 2  # quotes of the keys after each list
+    return _with_keys(data, starts, values, newlines, close, num_keys)
+
+
+def _with_keys(data: np.ndarray, starts: np.ndarray, values: np.ndarray, newlines: np.ndarray, close: np.ndarray, num_keys: int) -> BatchSet | None:
+    """Lines with integer keys after the list: numbers after a line's `]` are key values; the
+    one right after `"count":` is the line's weight, the others are ignored.
+
+    Every key of a checked shape holds a number, so a line has at least as many numbers after
+    its `]` as keys; equal totals (`num_keys`, from the quotes) mean exactly one per key: a
+    stray `, 4` hidden by the fold, or a digit inside a key name, is left to the careful path.
+    """
+    before_close = np.searchsorted(starts, close)  # numbers before each line's `]`
+    before_end = np.searchsorted(starts, newlines)  # numbers before each line's end
+    sizes = before_close - np.concatenate([[0], before_end[:-1]])
+    if int((before_end - before_close).sum()) != num_keys:
+        return None
+    edges = np.bincount(before_close, minlength=len(starts) + 1) - np.bincount(before_end, minlength=len(starts) + 1)
+    tail = np.cumsum(edges[:-1]) > 0
+    tail_at = np.flatnonzero(tail)
+    is_count = np.zeros(len(tail_at), dtype=bool)
+    for key in _COUNT_KEYS:
+        window = data[starts[tail_at][:, None] - len(key) + np.arange(len(key))]
+        is_count |= (window == key).all(axis=1)
+    counted = tail_at[is_count]
+    counts = np.ones(len(newlines), dtype=np.int64)
+    counts[np.searchsorted(newlines, starts[counted])] = values[counted]
+    return BatchSet.from_sizes(values[~tail], sizes, counts)
+
+
+def _right_aligned_values(data: np.ndarray, ends: np.ndarray, width: int, digits: np.ndarray) -> np.ndarray:
+    """[num_numbers] int64 values of the digit runs ending at `ends` (`digits` long, <= `width`).
+
+    One pass per digit column, right to left: the byte `column` places before each run's end,
+    counted only for runs at least that long, times its power of ten.
+    """
+    values = (data[ends] - _ZERO).astype(np.int64)
+    scale = 1
+    for column in range(1, width):
+        scale *= 10
+        column_digit = data[np.maximum(ends - column, 0)] - np.uint8(_ZERO)  # uint8, wraps if not a digit
+        column_digit[digits <= column] = 0
+        values += column_digit.astype(np.int64) * scale
+    return values
+
+
+def _shapes(shape: bytes) -> frozenset[bytes] | None:
+    """The distinct folded line shapes, or None if one is not accepted or the blob does not end
+    with a newline."""
+    lines = shape.replace(b", D", b"").replace(b",D", b"").split(b"\n")
+    if lines[-1] != b"":
+        return None
+    distinct = frozenset(lines[:-1])
+    return distinct if all(line_shape_ok(s) for s in distinct) else None

@@ -1,0 +1,159 @@
+"""JSONL request tables (Mooncake, generic JSONL): one JSON object per request per line.
+
+The common path parses a chunk of lines in one `orjson.loads` call and checks the columns with
+numpy; anything unusual sends the chunk through a line-by-line pass that names the first bad
+line (`FILE:LINE: ...`). Both paths apply the same rules (`records.py`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import orjson
+
+from cpbcg.errors import TraceError, located
+from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, lengths_ok, parse_time_values
+from cpbcg.planner.traces.text import EXCERPT_CHARS, excerpt, first_line, iter_line_chunks, time_problem
+
+REQUEST_CHUNK_BYTES = 4 << 20
+"""Bytes of lines parsed at once (bounds memory: a chunk's Python objects are ~10x its bytes)."""
+
+
+def load_json_line(path: Path, line_no: int, line: bytes) -> object:
+    """`orjson.loads(line)`, or `TraceError` `FILE:LINE: not valid JSON (...)` (also for nesting
+    beyond orjson's depth limit)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise TraceError(located(path, line_no, f"not valid JSON ({exc.msg[:80]})")) from None
+
+
+def read_jsonl_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestChunk, object]]:
+    """Yield `(chunk, line_numbers)`; `line_numbers()` gives the [n] int64 line of each request."""
+    line_no, line = first_line(path)
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        record = None
+    if not isinstance(record, dict):
+        raise TraceError(located(path, line_no, f"not a JSON object: {spec.label} traces are JSONL, one request object per line (see --trace-format)"))
+    hashes = spec.hash_field if spec.hash_field and spec.hash_field in record else None
+    output = spec.output_field if spec.output_field and (spec.output_field in record or not spec.optional_output) else None
+    for first, lines in iter_line_chunks(path, REQUEST_CHUNK_BYTES):
+        chunk = _fast(first, lines, spec, hashes, output)
+        yield chunk if chunk is not None else _slow(path, first, lines, spec, hashes, output)
+
+
+def _fast(first: int, lines: list[bytes], spec: RequestSpec, hash_field: str | None, output_field: str | None):
+    body = [line for line in lines if not line.isspace()]
+    blob = b"[" + b",".join(body) + b"]"
+    if b"true" in blob or b"false" in blob or b"null" in blob:
+        return None
+    try:
+        records = orjson.loads(blob)
+        lengths = np.array([r[spec.length_field] for r in records])
+        outputs = np.array([r[output_field] for r in records]) if output_field else None
+        times = [r[spec.time_field] for r in records] if spec.time_field else None
+        hashes = [r.get(hash_field, []) for r in records] if hash_field else None
+        arrival = None if times is None else parse_time_values(times, spec.time_unit)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, OverflowError):
+        return None
+    if records and (lengths.ndim != 1 or not lengths_ok(lengths, 1)):
+        return None  # a list where a length belongs is refused by the careful path, never flattened
+    if outputs is not None and records and (outputs.ndim != 1 or not lengths_ok(outputs, 0)):
+        return None
+    if hashes is not None and not _hashes_ok(hashes):
+        return None
+    empty = np.zeros(0, np.int64)
+    chunk = RequestChunk(
+        lengths.astype(np.int64) if records else empty, arrival, hashes,
+        None if outputs is None else (outputs.astype(np.int64) if records else empty),
+    )
+    return chunk, _nonblank_line_numbers(lines, first)
+
+
+def _nonblank_line_numbers(lines: list[bytes], first: int):
+    """Line of each request, as a thunk that keeps no reference to `lines`."""
+    if not any(line.isspace() for line in lines):
+        count = len(lines)
+        return lambda: first + np.arange(count, dtype=np.int64)
+    numbers = np.array([i for i, line in enumerate(lines, start=first) if not line.isspace()], dtype=np.int64)
+    return lambda: numbers
+
+
+def _hashes_ok(hashes: list) -> bool:
+    if any(type(h) is not list for h in hashes):
+        return False
+    return all(type(x) is int for h in hashes for x in h)
+
+
+def _slow(path: Path, first: int, lines: list[bytes], spec: RequestSpec, hash_field: str | None, output_field: str | None):
+    lengths, outputs, times, hashes, line_nos = [], [], [], [], []
+    for line_no, line in enumerate(lines, start=first):
+        if line.isspace():
+            continue
+        record = load_json_line(path, line_no, line)
+        if not isinstance(record, dict):
+            raise TraceError(located(path, line_no, f"expected a JSON object, got {type(record).__name__}"))
+        for field in (spec.length_field, spec.time_field, output_field):
+            if field and field not in record:
+                raise TraceError(located(path, line_no, f'missing field "{field}"'))
+        lengths.append(json_length(path, line_no, spec.length_field, record[spec.length_field], 1))
+        if output_field:
+            outputs.append(json_length(path, line_no, output_field, record[output_field], 0))
+        if spec.time_field:
+            times.append(json_time(path, line_no, spec, record[spec.time_field]))
+        if hash_field:
+            hashes.append(_json_hashes(path, line_no, hash_field, record.get(hash_field, [])))
+        line_nos.append(line_no)
+    chunk = RequestChunk(
+        np.array(lengths, dtype=np.int64),
+        np.array(times, dtype=np.float64) if spec.time_field else None,
+        hashes if hash_field else None,
+        np.array(outputs, dtype=np.int64) if output_field else None,
+    )
+    return chunk, lambda: np.array(line_nos, dtype=np.int64)
+
+
+def json_length(path: Path, line_no: int, field: str, value: object, minimum: int) -> int:
+    """A JSON token count: an integer in [minimum, MAX_REQUEST_TOKENS], else `TraceError`."""
+    integral = type(value) is int or (type(value) is float and value.is_integer())
+    if integral and value > MAX_REQUEST_TOKENS:  # type: ignore[operator]
+        raise TraceError(located(path, line_no, length_too_large(field, json_excerpt(value))))
+    if type(value) is not int or value < minimum:
+        what = "a positive integer" if minimum == 1 else "a non-negative integer"
+        raise TraceError(located(path, line_no, f"{field}: {json_excerpt(value)} is not {what}"))
+    return value
+
+
+def json_time(path: Path, line_no: int, spec: RequestSpec, value: object) -> float:
+    """One JSON timestamp in seconds, else `TraceError` naming the field."""
+    try:
+        return float(parse_time_values([value], spec.time_unit)[0])
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TraceError(located(path, line_no, time_problem(spec.time_field or "", json_excerpt(value), exc))) from None
+
+
+def _json_hashes(path: Path, line_no: int, field: str, blocks: object) -> list[int]:
+    if type(blocks) is not list or not all(type(x) is int for x in blocks):
+        raise TraceError(located(path, line_no, f"{field}: expected a list of integers"))
+    return blocks
+
+
+def length_too_large(field: str, text: str) -> str:
+    """The message for a length above `MAX_REQUEST_TOKENS`."""
+    shown = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
+    return f"{field}: {shown} is above the largest supported length {MAX_REQUEST_TOKENS}"
+
+
+def json_excerpt(value: object) -> str:
+    """A JSON value as written in the trace, cut to a short excerpt when long."""
+    try:
+        text = orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:  # nested beyond orjson's depth limit
+        return f"a deeply nested {type(value).__name__}"
+    if len(text) <= EXCERPT_CHARS and text.isascii():
+        return text
+    return excerpt(value) if isinstance(value, str) else excerpt(text)

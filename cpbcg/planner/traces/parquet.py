@@ -1,0 +1,145 @@
+"""Parquet request logs with the columns of a known request table: Azure (`ContextTokens`, ...),
+BurstGPT, SplitwiseSim, vidur, Mooncake-style (`input_length`), or any with `length_field`.
+
+Needs pyarrow (the optional extra `cpbcg[parquet]`), imported only when a Parquet file is read.
+Streams row groups in batches of `BATCH_ROWS`; in messages the line number is the 1-based row.
+Timestamps may be Parquet timestamps, numbers (the table's unit) or datetime strings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from cpbcg.errors import TraceError, located
+import cpbcg.planner.traces.azure as azure
+import cpbcg.planner.traces.burstgpt as burstgpt
+import cpbcg.planner.traces.mooncake as mooncake
+import cpbcg.planner.traces.splitwise as splitwise
+import cpbcg.planner.traces.vidur as vidur
+from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
+from cpbcg.planner.traces.records import (
+    FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, datetime_seconds, numeric_seconds,
+)
+from cpbcg.planner.traces.text import display, excerpt, is_stdin, require_regular, show_names
+
+MAGIC = b"PAR1"
+LAST_SECOND = float((LAST_DATE - FIRST_DATE) / np.timedelta64(1, "s"))
+BATCH_ROWS = 1 << 16
+"""Rows converted at once (bounds memory)."""
+
+
+def recognises(sniff: Sniff, options: ReadOptions) -> bool:
+    return sniff.head.startswith(MAGIC)
+
+
+def _pyarrow():
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise TraceError("reading Parquet traces needs pyarrow: pip install 'cpbcg[parquet]'") from None
+    return pq
+
+
+def table_spec(path: Path, names: list[str], options: ReadOptions) -> RequestSpec:
+    """The request table whose length column the file has (or the generic `length_field`)."""
+    if options.length_field:
+        return RequestSpec("parquet", options.length_field, options.time_field, output_field=options.output_field, optional_output=False)
+    for spec in (azure.SPEC, burstgpt.spec(options), splitwise.SPEC, vidur.SPEC, mooncake.SPEC):
+        if spec.length_field in names:
+            return spec
+    raise TraceError(f"{display(path)}: unknown Parquet request log (columns: {show_names(names)}); no known length column: give length_field")
+
+
+def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, object]]:
+    """Yield `(chunk, row_numbers)` per batch of rows."""
+    if is_stdin(path):
+        raise TraceError(f"{display(path)}: Parquet cannot be read from standard input; give the file")
+    require_regular(path)
+    pq = _pyarrow()
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
+        raise TraceError(f"{path}: not a readable Parquet file ({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 120)[1:-1]})") from None
+    names = parquet.schema_arrow.names
+    spec = table_spec(path, names, options)
+    wanted = _columns(path, spec, names)
+    row = 1
+    for batch in _batches(path, parquet, wanted):
+        yield _chunk(path, row, batch, spec, names), lambda lo=row, n=batch.num_rows: lo + np.arange(n, dtype=np.int64)
+        row += batch.num_rows
+
+
+def _columns(path: Path, spec: RequestSpec, names: list[str]) -> list[str]:
+    required = [spec.length_field, *(f for f, _ in spec.filters)]
+    required += [spec.time_field] if spec.time_field and not spec.optional_time else []
+    required += [spec.output_field] if spec.output_field and not spec.optional_output else []
+    for name in required:
+        if name not in names:
+            raise TraceError(f'{path}: missing column "{name}"')
+    optional = [f for f in (spec.time_field, spec.output_field) if f and f in names and f not in required]
+    return required + optional
+
+
+def _batches(path: Path, parquet, columns: list[str]):
+    try:
+        yield from parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+    except (OSError, ValueError) as exc:
+        raise TraceError(f"{path}: corrupt Parquet data ({excerpt(str(exc), 120)[1:-1]})") from None
+
+
+def _chunk(path: Path, row: int, batch, spec: RequestSpec, names: list[str]) -> RequestChunk:
+    keep = np.ones(batch.num_rows, dtype=bool)
+    for field, value in spec.filters:
+        keep &= np.asarray(batch.column(field).to_pylist(), dtype=object) == value
+    lengths = _ints(path, row, batch, spec.length_field, 1)[keep]
+    outputs = _ints(path, row, batch, spec.output_field, 0)[keep] if spec.output_field in batch.schema.names else None
+    times = _times(path, row, batch, spec)[keep] if spec.time_field in batch.schema.names else None
+    return RequestChunk(lengths, times, None, outputs)
+
+
+def _ints(path: Path, row: int, batch, field: str, minimum: int) -> np.ndarray:
+    import pyarrow.types as pat
+
+    column = batch.column(field)
+    if column.null_count:
+        bad = int(np.flatnonzero(np.asarray(column.is_null()))[0])
+        raise TraceError(located(path, row + bad, f"{field}: null is not a token count"))
+    if not pat.is_integer(column.type):
+        raise TraceError(f"{path}: column {field}: type {column.type}, expected integers (token counts)")
+    values = column.to_numpy(zero_copy_only=False).astype(np.int64)
+    bad = np.flatnonzero((values < minimum) | (values > MAX_REQUEST_TOKENS)) if column.type != "uint64" else np.flatnonzero(column.to_numpy() > MAX_REQUEST_TOKENS)
+    if len(bad):
+        value = column[int(bad[0])].as_py()
+        what = "a positive integer" if minimum else "a non-negative integer"
+        raise TraceError(located(path, row + int(bad[0]), f"{field}: {value} is not {what} up to {MAX_REQUEST_TOKENS}"))
+    return values
+
+
+def _times(path: Path, row: int, batch, spec: RequestSpec) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.types as pat
+
+    column = batch.column(spec.time_field)
+    if column.null_count:
+        bad = int(np.flatnonzero(np.asarray(column.is_null()))[0])
+        raise TraceError(located(path, row + bad, f"{spec.time_field}: null is not a timestamp"))
+    try:
+        if pat.is_timestamp(column.type):
+            per_s = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[column.type.unit]
+            seconds = column.cast(pa.int64()).to_numpy(zero_copy_only=False) / per_s
+            if ((seconds < 0) | (seconds >= LAST_SECOND)).any():
+                raise ValueError("date out of range (1970..2199)")
+            return seconds
+        if pat.is_string(column.type) or pat.is_large_string(column.type):
+            return datetime_seconds(np.array(column.to_pylist()))
+        if pat.is_integer(column.type) or pat.is_floating(column.type):
+            return numeric_seconds(column.to_numpy(zero_copy_only=False).astype(np.float64), spec.time_unit)
+    except ValueError as exc:
+        raise TraceError(located(path, row, f"{spec.time_field}: {exc} (in this batch of rows)")) from None
+    raise TraceError(f"{path}: column {spec.time_field}: type {column.type}, expected timestamps, numbers or datetime strings")
+
+
+FORMAT = TraceFormatInfo("parquet", "Parquet", TraceKind.requests, recognises, read)

@@ -1,0 +1,153 @@
+"""What trace readers yield: `RequestChunk`s (request traces), `BatchSet`s (batch traces) or
+`ForwardSizes` (server logs that give each forward's size and request count, not its lengths),
+and the value rules every format shares (lengths, output lengths, timestamps)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from cpbcg.planner.layout import MAX_TOKENS
+
+BLOCK_TOKENS = 512
+"""Tokens per prefix-hash block (Mooncake `hash_ids`)."""
+MAX_REQUEST_TOKENS = MAX_TOKENS
+"""Longest prompt or output accepted (tokens, 2**31 - 1, as for batch traces): no sum
+downstream can overflow int64."""
+FIRST_DATE, LAST_DATE = np.datetime64("1970-01-01", "s"), np.datetime64("2200-01-01", "s")
+"""Wall-clock timestamps outside [1970, 2200) are refused (datetime64[ns] wraps near 2262)."""
+
+
+@dataclass(frozen=True)
+class RequestChunk:
+    """Consecutive requests of a trace, in file order."""
+
+    input_tokens: np.ndarray
+    """[n] int64: prompt length of each request (tokens, >= 1)."""
+    arrival_s: np.ndarray | None
+    """[n] float64: arrival time (s, non-decreasing across the whole trace; any origin), or None."""
+    hash_ids: list[list[int]] | None
+    """[n] prefix-block hashes (512 tokens per block) per request, or None when the trace has none."""
+    output_tokens: np.ndarray | None = None
+    """[n] int64: output (generated) length of each request (tokens, >= 0), or None when the
+    trace has none."""
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.input_tokens)
+
+
+@dataclass(frozen=True)
+class ForwardSizes:
+    """Prefill forwards known only by size: `num_tokens[i]` extend tokens in `num_requests[i]`
+    requests (SGLang's `Prefill batch` log line). The lengths inside are unknown, so a plan
+    from them is a bound: every forward is taken at the worst case over its request count."""
+
+    num_tokens: np.ndarray
+    """[N] int64: extend tokens of each forward (`#new-token`, >= 1)."""
+    num_requests: np.ndarray
+    """[N] int64: requests in each forward (`#new-seq`, 1 <= k <= num_tokens)."""
+    counts: np.ndarray
+    """[N] int64: occurrences of each forward (>= 1)."""
+    cached_tokens: np.ndarray
+    """[N] int64: prefix-cache hits of each forward (`#cached-token`; informative only)."""
+
+    @property
+    def num_forwards(self) -> int:
+        return len(self.num_tokens)
+
+    def aggregate(self) -> "ForwardSizes":
+        """Equal `(num_tokens, num_requests)` pairs merged, counts summed (sorted by the pair).
+        The worst case of a forward depends on nothing else."""
+        key = np.stack([self.num_tokens, self.num_requests], axis=1)
+        uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        counts = np.bincount(inverse, weights=self.counts, minlength=len(uniq)).astype(np.int64)
+        cached = np.bincount(inverse, weights=self.cached_tokens, minlength=len(uniq)).astype(np.int64)
+        return ForwardSizes(uniq[:, 0].copy(), uniq[:, 1].copy(), counts, cached)
+
+
+class TimeUnit(str, Enum):
+    """How a timestamp field is read."""
+
+    ms = "ms"
+    s = "s"
+    auto = "auto"
+    """Numbers are seconds, strings are wall-clock datetimes."""
+
+
+def parse_time_values(values: list, unit: TimeUnit) -> np.ndarray:
+    """[n] float64 seconds from numbers or numeric strings (ms or s by `unit`), or, with
+    `TimeUnit.auto`, wall-clock datetime strings (seconds since 1970, years 1970..2199).
+
+    Raises `ValueError` or `TypeError` when a value cannot be read (callers locate it).
+    """
+    if values and isinstance(values[0], str):
+        if any(type(v) is not str for v in values):
+            raise TypeError("mixed timestamp types")
+        try:
+            numbers = np.array(values, dtype=np.float64)
+        except ValueError:
+            if unit is not TimeUnit.auto:
+                raise
+            return datetime_seconds(np.array(values))
+    else:
+        if any(type(v) not in (int, float) for v in values):
+            raise TypeError("not a number")
+        numbers = np.array(values, dtype=np.float64)
+    return numeric_seconds(numbers, unit)
+
+
+def numeric_seconds(numbers: np.ndarray, unit: TimeUnit) -> np.ndarray:
+    """Seconds from numeric timestamps; `ValueError` unless all finite."""
+    if not np.isfinite(numbers).all():
+        raise ValueError("not a finite number")
+    return numbers / 1000.0 if unit is TimeUnit.ms else numbers
+
+
+def datetime_seconds(values: np.ndarray) -> np.ndarray:
+    """Seconds since 1970 of datetime strings; `ValueError` for unreadable or out-of-range dates.
+
+    Parsed at second resolution first (no wrap-around for any year numpy reads), checked
+    against `FIRST_DATE`/`LAST_DATE`, then re-read at nanoseconds for sub-second precision.
+    """
+    with warnings.catch_warnings():  # `...Z` / `+01:00` offsets are converted to UTC
+        warnings.simplefilter("ignore", UserWarning)
+        coarse = np.array(values, dtype="datetime64[s]")
+        if np.isnat(coarse).any():
+            raise ValueError("not a datetime")
+        if ((coarse < FIRST_DATE) | (coarse >= LAST_DATE)).any():
+            raise ValueError("date out of range (1970..2199)")
+        return np.array(values, dtype="datetime64[ns]").astype(np.int64) / 1e9
+
+
+def lengths_ok(values: np.ndarray, minimum: int) -> bool:
+    """All values integral int64 within [minimum, MAX_REQUEST_TOKENS]."""
+    return values.dtype == np.int64 and (values.size == 0 or (values.min() >= minimum and values.max() <= MAX_REQUEST_TOKENS))
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """Where a per-request table (CSV, JSONL or Parquet) keeps each field."""
+
+    label: str
+    """Format name for messages (`mooncake`, `azure`, ...)."""
+    length_field: str
+    """Field holding the prompt (input) length in tokens."""
+    time_field: str | None
+    """Field holding the arrival time, or None (Poisson arrivals are drawn)."""
+    time_unit: TimeUnit = TimeUnit.auto
+    """Unit of `time_field`."""
+    optional_time: bool = False
+    """Use `time_field` only when the header has it (vidur's `arrived_at`)."""
+    output_field: str | None = None
+    """Field holding the output length in tokens, or None."""
+    optional_output: bool = True
+    """Use `output_field` only when the header (first record) has it."""
+    filters: tuple[tuple[str, str], ...] = ()
+    """`(field, value)`: keep only rows whose text field equals the value (BurstGPT `Model`)."""
+    hash_field: str | None = None
+    """Field holding prefix-block hashes (JSONL only: Mooncake `hash_ids`), or None."""

@@ -1,0 +1,189 @@
+"""The one list of trace formats, and format detection.
+
+`FORMATS` is the registry: detection asks each format, in this order, whether it recognises the
+trace's first line (`Sniff`); the first that does reads it. Adding a format is one module with
+a `FORMAT` and one line here.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Iterator
+
+import orjson
+
+from cpbcg.errors import TraceError, located
+import cpbcg.planner.traces.aibrix as aibrix
+import cpbcg.planner.traces.azure as azure
+import cpbcg.planner.traces.batches as batches
+import cpbcg.planner.traces.burstgpt as burstgpt
+import cpbcg.planner.traces.generic as generic
+import cpbcg.planner.traces.mooncake as mooncake
+import cpbcg.planner.traces.parquet as parquet
+import cpbcg.planner.traces.sglang_log as sglang_log
+import cpbcg.planner.traces.splitwise as splitwise
+import cpbcg.planner.traces.vidur as vidur
+import cpbcg.planner.traces.vllm_bench as vllm_bench
+from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
+from cpbcg.planner.traces.csv_table import header_columns
+from cpbcg.planner.traces.stream import checked_requests
+from cpbcg.planner.traces.text import MAX_LINE_BYTES, binary_error, display, gz_note, long_line, looks_binary, read_head, trace_path
+
+FORMATS: tuple[TraceFormatInfo, ...] = (
+    batches.FORMAT,
+    parquet.FORMAT,
+    vllm_bench.FORMAT,
+    generic.JSONL_FORMAT,
+    generic.CSV_FORMAT,
+    mooncake.FORMAT,
+    aibrix.FORMAT,
+    sglang_log.FORMAT,
+    azure.FORMAT,
+    burstgpt.FORMAT,
+    splitwise.FORMAT,
+    vidur.FORMAT,
+)
+"""Every trace format, in detection order (generic formats only match with `length_field`)."""
+BY_NAME = {f.name: f for f in FORMATS}
+
+TraceFormat = Enum("TraceFormat", {"auto": "auto", **{f.name.replace("-", "_"): f.name for f in FORMATS}}, type=str)  # type: ignore[misc]
+TraceFormat.__doc__ = "What a trace holds (`--trace-format`); `auto` detects it from the first line."
+
+
+@dataclass(frozen=True)
+class OpenedTrace:
+    """A trace opened for streaming: what it is and its (lazy) items."""
+
+    format: TraceFormatInfo
+    """The format read (never `auto`)."""
+    items: Iterator
+    """`BatchSet`, `RequestChunk` or `ForwardSizes` chunks by `format.kind` (reading happens while iterating)."""
+
+    @property
+    def kind(self) -> TraceKind:
+        return self.format.kind
+
+    @property
+    def is_bound(self) -> bool:
+        """True when the trace gives forward sizes only, so plans from it are worst-case bounds."""
+        return self.format.kind is TraceKind.forwards
+
+
+def sniff(path: Path) -> Sniff:
+    """The first non-blank line of `path` as JSON and as a CSV header, and its first bytes.
+
+    Raises `TraceError` for an empty, unreadable or corrupt trace.
+    """
+    head = read_head(path, MAX_LINE_BYTES + 2)
+    text = head.lstrip(b"\xef\xbb\xbf")
+    offset = 0
+    while True:
+        end = text.find(b"\n", offset)
+        line = text[offset:] if end < 0 else text[offset:end + 1]
+        if line.strip() or end < 0:
+            break
+        offset = end + 1
+    if not line.strip():
+        raise TraceError(located(display(path), 1, "empty trace: no requests"))
+    line_no = text.count(b"\n", 0, offset) + 1
+    cut = end < 0 and len(head) > MAX_LINE_BYTES
+    return Sniff(line_no, line, _json(line) if not cut else None, _header(line) if not cut else None, head, cut)
+
+
+def _json(line: bytes) -> object | None:
+    if line.lstrip()[:1] not in (b"{", b"["):
+        return None
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _header(line: bytes) -> list[str] | None:
+    if line.lstrip()[:1] in (b"{", b"[") or looks_binary(line):
+        return None
+    try:
+        return [c.strip() for c in next(csv.reader([line.decode("utf-8", "replace").strip()]), [])]
+    except csv.Error:
+        return None
+
+
+def detect_format(path: Path | str, options: ReadOptions | str | None = None) -> Enum:
+    """The `TraceFormat` of a trace (see `detect`); `options` may be just a `length_field`."""
+    if not isinstance(options, ReadOptions):
+        options = ReadOptions(length_field=options)
+    return TraceFormat(detect(path, options).name)
+
+
+def detect(path: Path | str, options: ReadOptions = ReadOptions()) -> TraceFormatInfo:
+    """The first format in `FORMATS` that recognises the trace. Raises `TraceError` naming the
+    first line when none does (binary data, invalid JSON, unknown keys or columns)."""
+    path = trace_path(path)
+    first = sniff(path)
+    for fmt in FORMATS:
+        if fmt.recognises(first, options):
+            return fmt
+    raise _unknown(path, first)
+
+
+def _unknown(path, first: Sniff) -> TraceError:
+    if first.cut:
+        return long_line(path, first.line_no)
+    if looks_binary(first.line):
+        return binary_error(path, first.line_no, first.line)
+    if first.line.lstrip()[:1] in (b"{", b"["):
+        try:
+            record = orjson.loads(first.line)
+        except orjson.JSONDecodeError as exc:
+            return TraceError(located(path, first.line_no, f"not valid JSON ({exc.msg[:80]})"))
+        keys = ", ".join(str(k)[:40] for k in list(record)[:8]) if isinstance(record, dict) else type(record).__name__
+        return _unknown_kind(path, first.line_no, "JSONL", f"keys: {keys}")
+    names = header_columns(path, first.line_no, first.line)
+    return _unknown_kind(path, first.line_no, "CSV", "columns: " + ", ".join(n[:40] for n in names[:8]))
+
+
+def _unknown_kind(path, line_no: int, kind: str, names: str) -> TraceError:
+    plain = "; read as plain text: no gzip magic bytes despite the .gz name" if gz_note(path) else ""
+    shown = names if len(names) <= 48 else names[:45] + "..."
+    known = ", ".join(f.name for f in FORMATS if f.name not in ("csv", "jsonl"))
+    return TraceError(located(path, line_no, f"unknown {kind} trace ({shown}{plain}); formats: {known}; or csv/jsonl with length_field"))
+
+
+def format_info(trace_format: str | Enum) -> TraceFormatInfo | None:
+    """The registered format named `trace_format`, or None for `auto`."""
+    name = trace_format.value if isinstance(trace_format, Enum) else str(trace_format)
+    if name == "auto":
+        return None
+    if name not in BY_NAME:
+        raise TraceError(f"unknown trace format {name[:40]!r}; choose one of: auto, {', '.join(BY_NAME)}")
+    return BY_NAME[name]
+
+
+def open_trace(path: Path | str, trace_format: str | Enum = "auto", options: ReadOptions = ReadOptions()) -> OpenedTrace:
+    """Open a trace (`-` = standard input) in `trace_format` (`auto` detects it) for streaming.
+
+    Request formats yield `RequestChunk`s checked for time order and emptiness; batch traces
+    `BatchSet`s; server logs `ForwardSizes` (a bound). Raises `TraceError` (`FILE:LINE: ...`).
+    """
+    path = trace_path(path)
+    fmt = format_info(trace_format) or detect(path, options)
+    items = fmt.read(path, options)
+    if fmt.kind is TraceKind.requests:
+        items = checked_requests(path, items, _filter_note(options) if fmt is burstgpt.FORMAT else "")
+    return OpenedTrace(fmt, items)
+
+
+def _filter_note(options: ReadOptions) -> str:
+    shown = [f"{key}={value[:40]!r}" for key, value in (("model", options.model), ("log_type", options.log_type)) if value]
+    return f" (after the filters {', '.join(shown)})" if shown else ""
+
+
+def read_requests(path: Path | str, trace_format: str | Enum = "auto", options: ReadOptions = ReadOptions()) -> Iterator:
+    """The `RequestChunk` stream of a request trace; `TraceError` if the trace is of another kind."""
+    opened = open_trace(path, trace_format, options)
+    if opened.kind is not TraceKind.requests:
+        raise TraceError(f"{display(path)}: a {opened.format.label}, not a request trace")
+    return opened.items

@@ -1,0 +1,46 @@
+"""Rules every request stream obeys, whatever its format: arrival times never decrease, and a
+trace holds at least one request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from cpbcg.errors import TraceError, located
+from cpbcg.planner.traces.records import RequestChunk
+
+
+def checked_requests(path: Path, chunks: Iterable[tuple[RequestChunk, object]], empty_note: str = "") -> Iterator[RequestChunk]:
+    """The chunks of a reader (`(chunk, line_numbers)` pairs), checked across chunk borders.
+
+    Raises `TraceError` naming the first line whose timestamp goes backwards, and
+    `FILE:1: empty trace: no requests` (plus `empty_note`) when nothing was read.
+    """
+    order = _TimeOrder(path)
+    seen_any = False
+    for chunk, line_nos in chunks:
+        order.check(chunk.arrival_s, line_nos)
+        if chunk.num_requests:
+            seen_any = True
+            yield chunk
+    if not seen_any:
+        raise TraceError(located(path, 1, "empty trace: no requests" + empty_note))
+
+
+class _TimeOrder:
+    """Refuses decreasing arrival times, naming the first offending line."""
+
+    def __init__(self, path: Path):
+        self.path, self.last_s = path, -np.inf
+
+    def check(self, arrival_s: np.ndarray | None, line_nos) -> None:
+        if arrival_s is None or not len(arrival_s):
+            return
+        previous = np.concatenate([[self.last_s], arrival_s[:-1]])
+        bad = np.flatnonzero(arrival_s < previous)
+        if len(bad):
+            i = int(bad[0])
+            raise TraceError(located(self.path, int(line_nos()[i]), "timestamp goes backwards (arrival times must not decrease)"))
+        self.last_s = float(arrival_s[-1])

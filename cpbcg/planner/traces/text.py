@@ -1,0 +1,275 @@
+"""Reading trace bytes safely: files, gzip, stdin (`-`), bounded lines, short quotes in messages.
+
+Every reader opens its input here, so one set of rules holds for every format:
+
+* `.gz` is decided by the gzip magic bytes, not the name; corrupt gzip is a `TraceError`
+  naming the line reached;
+* a line longer than `MAX_LINE_BYTES` is refused (a file without newlines, `/dev/zero`,
+  cannot exhaust memory);
+* formats read whole (`read_whole`) accept only regular files (or `-`) up to `MAX_WHOLE_BYTES`;
+* the path `-` is standard input (`stdin.py`: it may be opened again after format detection);
+* messages quote at most `EXCERPT_CHARS` characters of file content (`excerpt`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import stat
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Iterator
+
+import numpy as np
+
+from cpbcg.errors import TraceError, located
+from cpbcg.planner.traces.stdin import open_stdin
+
+STDIN = "-"
+"""The path that means standard input."""
+CHUNK_BYTES = 16 << 20
+"""Bytes of whole lines handed to a parser at once (bounds memory on huge traces)."""
+MAX_LINE_BYTES = 1 << 20
+"""Longest line accepted (1 MiB, newline excluded) in every line-based format."""
+MAX_WHOLE_BYTES = 2 << 30
+"""Largest file a whole-file format (vLLM result JSON) reads (2 GiB, decompressed)."""
+EXCERPT_CHARS = 40
+"""Most characters of file content quoted in a message."""
+CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""Bytes that never occur in a text trace (control characters other than tab, CR, LF)."""
+
+
+class _StdinPath:
+    """The trace path `-`: standard input, shown as `<stdin>` in messages."""
+
+    def __str__(self) -> str:
+        return "<stdin>"
+
+    __repr__ = __str__
+
+
+STDIN_PATH = _StdinPath()
+
+
+def trace_path(path: Path | str | _StdinPath) -> Path | _StdinPath:
+    """`Path(path)`, or `STDIN_PATH` for `-`: what every reader holds and names in messages."""
+    if path is STDIN_PATH or str(path) == STDIN:
+        return STDIN_PATH
+    return Path(path)
+
+
+def is_stdin(path: object) -> bool:
+    return path is STDIN_PATH or str(path) == STDIN
+
+
+def display(path: object) -> str:
+    """How a trace is named in messages (`<stdin>` for `-`)."""
+    return str(trace_path(path))  # type: ignore[arg-type]
+
+
+def open_binary(path: Path | str) -> IO[bytes]:
+    """Open a trace (`-` = stdin) for reading bytes, gunzipping when it starts with the gzip magic.
+
+    Raises `TraceError` when it cannot be opened or is a directory.
+    """
+    try:
+        if is_stdin(path):
+            handle = open_stdin(display(path))
+            if handle.peek(2)[:2] == b"\x1f\x8b":
+                return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+            return handle
+        handle = open(path, "rb")
+        if handle.read(2) == b"\x1f\x8b":
+            handle.close()
+            return gzip.open(path, "rb")  # type: ignore[return-value]
+        handle.seek(0)
+        return handle
+    except IsADirectoryError:
+        raise TraceError(f"{display(path)}: is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceError(f"{display(path)}: cannot open: {exc.strerror or exc}") from exc
+
+
+@contextmanager
+def read_errors(path: Path | str, line_no: int) -> Iterator[None]:
+    """Turn decompression and read errors into `TraceError` (`FILE:LINE: ...`)."""
+    try:
+        yield
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        raise TraceError(located(display(path), line_no, "truncated or corrupt gzip")) from None
+    except OSError as exc:
+        raise TraceError(located(display(path), line_no, f"cannot read: {exc.strerror or exc}")) from None
+
+
+def long_line(path: Path | str, line_no: int) -> TraceError:
+    return TraceError(located(display(path), line_no, f"line longer than {MAX_LINE_BYTES} bytes (1 MiB), the longest a trace line may be"))
+
+
+def iter_blob_chunks(path: Path | str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """Yield `(first_line_number, blob)`: about `chunk_bytes` of whole lines at a time (the last
+    line may lack its newline). Raises `TraceError` on unreadable or corrupt input and on a
+    line longer than `MAX_LINE_BYTES` (checked by the parsers for lines inside a blob, here for
+    a line that spans reads)."""
+    line_no, carry = 1, b""
+    with open_binary(path) as handle:
+        while True:
+            with read_errors(path, line_no):
+                block = handle.read(chunk_bytes)
+            if not block:
+                if carry:
+                    yield line_no, carry
+                return
+            block = carry + block
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                if len(block) > MAX_LINE_BYTES:
+                    raise long_line(path, line_no)
+                carry = block
+                continue
+            blob, carry = block[:cut], block[cut:]
+            if len(carry) > MAX_LINE_BYTES:
+                raise long_line(path, line_no + blob.count(b"\n"))
+            yield line_no, blob
+            line_no += blob.count(b"\n")
+
+
+def split_lines(blob: bytes) -> list[bytes]:
+    """Lines of a blob, each keeping its `\\n` (only `\\n` ends a line, as for `readlines`)."""
+    lines = blob.split(b"\n")
+    last = lines.pop()
+    out = [line + b"\n" for line in lines]
+    if last:
+        out.append(last)
+    return out
+
+
+def check_line_lengths(path: Path | str, first: int, lines: list[bytes]) -> None:
+    """`TraceError` naming the first line longer than `MAX_LINE_BYTES`."""
+    if max(map(len, lines), default=0) <= MAX_LINE_BYTES + 2:
+        return
+    for line_no, line in enumerate(lines, start=first):
+        if len(line.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+            raise long_line(path, line_no)
+
+
+def check_blob_lines(path: Path | str, first: int, blob: bytes) -> None:
+    """`check_line_lengths` for a blob of whole lines, without splitting it."""
+    if len(blob) <= MAX_LINE_BYTES:
+        return
+    ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
+    lengths = np.diff(np.concatenate([[-1], ends, [len(blob)]])) - 1
+    long = np.flatnonzero(lengths > MAX_LINE_BYTES + 1)
+    if len(long):
+        raise long_line(path, first + int(long[0]))
+
+
+def iter_line_chunks(path: Path | str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, list[bytes]]]:
+    """Yield `(first_line_number, lines)` chunks, every line bounded by `MAX_LINE_BYTES`."""
+    for first, blob in iter_blob_chunks(path, chunk_bytes):
+        lines = split_lines(blob)
+        check_line_lengths(path, first, lines)
+        yield first, lines
+
+
+def first_line(path: Path | str) -> tuple[int, bytes]:
+    """`(line number, bytes)` of the first non-blank line (a leading UTF-8 BOM dropped).
+
+    Raises `TraceError` for an empty, unreadable or corrupt (gzip) file or an over-long line.
+    """
+    for first, lines in iter_line_chunks(path, 1 << 16):
+        for line_no, line in enumerate(lines, start=first):
+            if line.strip():
+                return line_no, line.lstrip(b"\xef\xbb\xbf")
+    raise TraceError(located(display(path), 1, "empty trace: no requests"))
+
+
+def read_head(path: Path | str, limit: int = MAX_LINE_BYTES) -> bytes:
+    """The first `limit` bytes (decompressed), for format detection."""
+    with open_binary(path) as handle, read_errors(path, 1):
+        return handle.read(limit)
+
+
+def require_regular(path: Path | str) -> None:
+    """`TraceError` unless `path` is a regular file (formats read whole or by seeking)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise TraceError(f"{path}: not a regular file (this format is read whole)")
+
+
+def time_problem(field: str, text: str, exc: Exception) -> str:
+    """`FIELD: 'VALUE' is not a timestamp`, or `... is outside ...` for an out-of-range date."""
+    if "out of range" in str(exc):
+        return f"{field}: {text} is outside the supported dates (years 1970..2199)"
+    return f"{field}: {text} is not a timestamp"
+
+
+def read_whole(path: Path | str, limit: int = MAX_WHOLE_BYTES) -> bytes:
+    """All bytes of a trace read whole. Refuses anything but a regular file or `-` (a device
+    or FIFO could be endless) and more than `limit` bytes."""
+    if not is_stdin(path):
+        require_regular(path)
+    with open_binary(path) as handle, read_errors(path, 1):
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise TraceError(f"{display(path)}: larger than {limit >> 30} GiB, the most a whole-file trace may hold")
+    return data
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """A short, printable quote of file content for messages: `ascii()` of at most `limit`
+    characters (or bytes), with `...` when cut. Never prints raw binary."""
+    cut = len(value) > limit if isinstance(value, (str, bytes)) else False
+    return ascii(value[:limit] if cut else value) + ("..." if cut else "")
+
+
+def line_excerpt(line: bytes) -> str:
+    """`excerpt` of a text line (decoded, stripped)."""
+    return excerpt(line[: 4 * EXCERPT_CHARS].decode("utf-8", "replace").strip())
+
+
+def show_names(names: list[str], limit: int = 8) -> str:
+    """`a, b, c` for a header's columns or a record's keys; odd names quoted with `excerpt`."""
+    shown = [n if n.isascii() and n.isprintable() and len(n) <= 24 else excerpt(n, 20) for n in names[:limit]]
+    text = ", ".join(shown)
+    if len(text) > 100:
+        text = text[:97] + "..."
+    return text + (f" ({len(names)} in all)" if len(names) > limit or text.endswith("...") else "")
+
+
+def looks_binary(line: bytes) -> bool:
+    """True when a line is not UTF-8 text (or holds control characters other than tab/CR/LF)."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return CONTROL_BYTES.search(line) is not None
+
+
+def gzip_magic(path: Path | str) -> bool:
+    """Whether the file starts with the gzip magic bytes (`.gz` names alone decide nothing)."""
+    if is_stdin(path):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def gz_note(path: Path | str) -> str:
+    if str(path).endswith(".gz") and not gzip_magic(path):
+        return " (read as plain text: no gzip magic bytes despite the .gz name)"
+    return ""
+
+
+def binary_error(path: Path | str, line_no: int, line: bytes) -> TraceError:
+    """`FILE:LINE: not a text trace ...` for a line of binary data."""
+    return TraceError(located(display(path), line_no, (
+        f"not a text trace: binary data {excerpt(line.strip(), 16)}{gz_note(path)}; "
+        "traces are JSONL or CSV text, optionally gzipped"
+    )))

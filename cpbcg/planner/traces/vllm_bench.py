@@ -1,0 +1,82 @@
+"""vLLM `bench serve` result JSON (`--save-result --save-detailed`): one JSON object with the
+arrays `input_lens` and `output_lens` (tokens) and, in recent releases, `start_times` (s, the
+client's send time of each request). Without `start_times` arrivals are drawn (Poisson).
+
+The file is one JSON document, so it is read whole: a regular file (or `-`) of at most 2 GiB.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import orjson
+
+from cpbcg.errors import TraceError, located
+from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
+from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk
+from cpbcg.planner.traces.text import display, excerpt, read_whole
+
+CHUNK_REQUESTS = 1 << 16
+"""Requests per yielded chunk."""
+
+
+_INPUT_LENS = re.compile(rb'"input_lens"\s*:\s*\[')
+
+
+def recognises(sniff: Sniff, options: ReadOptions) -> bool:
+    """A JSON object whose first 1 MiB holds an `"input_lens": [` array (`output_lens` follows
+    it in vLLM's files, possibly beyond the first MiB)."""
+    head = sniff.head.lstrip()
+    return head[:1] == b"{" and _INPUT_LENS.search(head) is not None
+
+
+def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, object]]:
+    """Yield `(chunk, line_numbers)`; every request is on line 1 (the document's), so errors
+    name the array and index instead: `result.json: input_lens[17]: ...`."""
+    try:
+        result = orjson.loads(read_whole(path))
+    except orjson.JSONDecodeError as exc:
+        raise TraceError(located(display(path), exc.lineno, f"not valid JSON ({exc.msg[:80]})")) from None
+    if not isinstance(result, dict):
+        raise TraceError(f"{display(path)}: expected a vLLM bench result object, got {type(result).__name__}")
+    inputs = _array(path, result, "input_lens", 1)
+    outputs = _array(path, result, "output_lens", 0, len(inputs))
+    starts = _times(path, result, len(inputs)) if "start_times" in result else None
+    if starts is not None and np.any(np.diff(starts) < 0):  # concurrency-limited sends: in time order
+        order = np.argsort(starts, kind="stable")
+        inputs, outputs, starts = inputs[order], outputs[order], starts[order]
+    for lo in range(0, len(inputs), CHUNK_REQUESTS):
+        hi = min(lo + CHUNK_REQUESTS, len(inputs))
+        chunk = RequestChunk(inputs[lo:hi], None if starts is None else starts[lo:hi], None, outputs[lo:hi])
+        yield chunk, lambda n=hi - lo: np.ones(n, dtype=np.int64)
+
+
+def _array(path: Path, result: dict, key: str, minimum: int, length: int | None = None) -> np.ndarray:
+    if key not in result:
+        raise TraceError(f'{display(path)}: missing key "{key}" (saved with --save-detailed?)')
+    values = result[key]
+    if not isinstance(values, list):
+        raise TraceError(f"{display(path)}: {key}: expected a list of token counts")
+    if length is not None and len(values) != length:
+        raise TraceError(f"{display(path)}: {key}: {len(values)} entries, input_lens has {length}")
+    for i, value in enumerate(values):
+        if type(value) is not int or not minimum <= value <= MAX_REQUEST_TOKENS:
+            what = "a positive integer" if minimum else "a non-negative integer"
+            raise TraceError(f"{display(path)}: {key}[{i}]: {excerpt(str(value))} is not {what} up to {MAX_REQUEST_TOKENS}")
+    return np.array(values, dtype=np.int64).reshape(-1)
+
+
+def _times(path: Path, result: dict, length: int) -> np.ndarray:
+    values = result["start_times"]
+    if not isinstance(values, list) or len(values) != length:
+        raise TraceError(f"{display(path)}: start_times: expected {length} numbers, one per input_lens entry")
+    for i, value in enumerate(values):
+        if type(value) not in (int, float) or not np.isfinite(value):
+            raise TraceError(f"{display(path)}: start_times[{i}]: {excerpt(str(value))} is not a time in seconds")
+    return np.array(values, dtype=np.float64)
+
+
+FORMAT = TraceFormatInfo("vllm", "vLLM bench", TraceKind.requests, recognises, read)

@@ -1,0 +1,59 @@
+"""Mutated fixtures of every format: a reader either reads them or raises one short `TraceError`
+naming the file (never another exception, never a multi-line or huge message).
+
+Fast by default (300 seeded cases); `CPBCG_TRACE_FUZZ_CASES=20000 pytest tests/test_traces_hostile.py`
+runs the long mode.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from cpbcg.errors import TraceError
+from cpbcg.planner.traces import FORMATS, open_trace
+
+ASSETS = Path(__file__).parent / "assets"
+SEEDS = sorted(p for d in ("requests", "traces") for p in (ASSETS / d).iterdir() if p.is_file())
+TOKENS = [
+    b"0", b"-1", b"1e400", b"99999999999999999999", b"[", b"]", b"{", b"}", b",", b'"', b"\n", b"\r\n",
+    b"\x00", b"\xff", b"null", b"true", b"NaN", b"[[[[[[[[", b'"input_length": [1,2]', b"\xef\xbb\xbf",
+    b"2023-13-45 99:99:99", b"9999-01-01 00:00:00", b"Prefill batch, #new-seq: 0, #new-token: 5, #cached-token: 0",
+    b"PAR1", b"\x1f\x8b", b"0123", b'"count": 0', b', "id": 7',
+]
+CASES = int(os.environ.get("CPBCG_TRACE_FUZZ_CASES", "300"))
+
+
+def mutate(rng: random.Random) -> bytes:
+    data = bytearray(rng.choice(SEEDS).read_bytes())
+    for _ in range(rng.randint(1, 4)):
+        pos = rng.randint(0, len(data))
+        if data and rng.random() < 0.5:
+            del data[pos : pos + rng.randint(1, 8)]
+        data[pos:pos] = rng.choice(TOKENS)
+    return bytes(data)
+
+
+@pytest.mark.parametrize("block", range(10))
+def test_mutated_traces_read_or_fail_with_one_short_line(tmp_path, block):
+    rng = random.Random(block)
+    names = ["auto"] * 4 + [f.name for f in FORMATS]
+    for case in range(CASES // 10):
+        path = tmp_path / f"case{case}.trace"
+        path.write_bytes(mutate(rng))
+        fmt = rng.choice(names)
+        try:
+            for _ in open_trace(path, fmt).items:
+                pass
+        except TraceError as exc:
+            message = str(exc)
+            assert message.startswith(str(path)) and "\n" not in message and len(message) <= 300, (fmt, message)
+
+
+def test_a_duplicate_column_is_refused():
+    path = ASSETS / "requests" / "duplicate-column.csv"
+    with pytest.raises(TraceError, match=f'^{path}:1: column "ContextTokens" appears 2 times in the header$'):
+        list(open_trace(path).items)
