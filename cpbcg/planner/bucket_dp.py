@@ -163,7 +163,7 @@ def _segment_cumsum(values: np.ndarray, seg_start: np.ndarray, length: np.ndarra
 class _Monge:
     """Divide and conquer per layer (module doc)."""
 
-    def __init__(self, p: Problem, step: int = ANCHOR_STEP):
+    def __init__(self, p: Problem, step: int):
         self.p = p
         self.pre = _Prefix(p)
         self.anchors = _Anchors(p, self.pre, step)
@@ -240,9 +240,10 @@ class _Monge:
         return out
 
 
-def solve_monge(p: Problem, stop=None) -> Solution:
-    """Exact for Monge instances (module doc). `stop(k, key)` may end the layers early."""
-    solver = _Monge(p)
+def solve_monge(p: Problem, stop=None, step: int | None = None) -> Solution:
+    """Exact for Monge instances (module doc). `stop(k, key)` may end the layers early; `step`
+    is the anchor spacing (default `ANCHOR_STEP`; any value >= 1 gives the same result)."""
+    solver = _Monge(p, step or ANCHOR_STEP)
     dp = solver.first_layer()
     layers, args = [dp], [np.zeros(p.m + 1, np.int32)]
     for _ in range(2, p.max_buckets + 1):

@@ -81,6 +81,17 @@ def _zigzag_worst_tokens(n: np.ndarray, max_requests: int, cp_size: int) -> tupl
     return best, tables
 
 
+def headroom_required(max_tokens: int, max_requests: int, cp: CPLayout) -> list[tuple[int, int]]:
+    """`[(max_tokens, rows)]`: a full chunk of at most `max_requests` requests at its exact
+    worst-case rows, for `optimise(..., required=...)` (with `max_bucket_tokens` above the chunk:
+    at cp 4 a full 8192-token chunk of 32 requests needs 2,072 rows, bucket 8192 holds 2,048).
+    Empty when no CP-active forward of `max_tokens` tokens exists."""
+    if cp.cp_size > 1 and cp.strategy is CPStrategy.zigzag and max_tokens < 2 * cp.cp_size:
+        return []
+    n, rows = worst_rows(Limits(max_requests, max_tokens), cp)
+    return [(int(n[-1]), int(rows[-1]))] if n.size and n[-1] == max_tokens else []
+
+
 @dataclass(frozen=True)
 class GuaranteeCheck:
     """Whether a bucket list replays every CP-active batch within the limits."""
