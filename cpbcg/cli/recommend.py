@@ -127,6 +127,7 @@ def recommend(
     optimal = optimise(
         demand, cp, cost, k_top, max_tokens, spec=spec, max_padding_factor=factor,
         bucket_multiple=bucket_multiple, pinned=include, objective=objective.value,
+        allow_gaps=True,  # today's lists; the lead wires --allow-gaps (gap-free is the library default)
     )
     lists = {"recommended": optimal.best(max_buckets), **baselines}
     reports = compare_lists(batches, lists, cp, spec, factor, cost, optimal)
