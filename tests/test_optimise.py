@@ -280,6 +280,8 @@ def test_context_bounded_capacity_is_monotone_and_optimiser_exact():
     grid = candidate_grid(cp, spec, 40)
     assert np.all(np.diff(grid.capacity_rows) >= 0)
     assert 10 not in grid.sizes.tolist()  # 9 + 1: a piece shorter than 2*cp cannot be captured
+    slots = CaptureSpec(CaptureLayout.context_bounded, max_context_size_tokens=9, max_capture_requests=3)
+    assert candidate_grid(cp, slots, 40).sizes.max() == 27  # 28 would need a fourth request slot
     demand = Demand.of(BatchSet.from_lists([[12, 5], [20], [9, 9, 9], [30]], [3, 1, 2, 4]), cp).aggregate()
     cost = CostModel(0.5, 4.0, 0.3)
     result = optimise(demand, cp, cost, 2, 40, spec=spec, allow_gaps=True)

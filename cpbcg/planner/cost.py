@@ -14,10 +14,12 @@ replays in a heavily padded graph pays the graph cost even where eager would be 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cpbcg.config import CostConfig
+if TYPE_CHECKING:  # the planner never imports cpbcg.config (pydantic) at run time
+    from cpbcg.config import CostConfig
 from cpbcg.errors import ConfigError
 from cpbcg.planner.evaluate import Demand, Evaluation
 from cpbcg.planner.selector import GRAPH, BucketTable, select_buckets
