@@ -202,14 +202,16 @@ def test_transition_costs_match_their_definition(seed):
         assert val[row] == min(totals) and at[row] == lf + max(i for i, t in enumerate(totals) if t == min(totals))
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_divide_and_conquer_matches_the_band_scan_on_larger_instances(seed, monkeypatch):
+@pytest.mark.parametrize("seed,scale", [(s, 1) for s in range(6)] + [(6, 3 * 10**4), (8, 3 * 10**4)])
+def test_divide_and_conquer_matches_the_band_scan_on_larger_instances(seed, scale, monkeypatch):
     # The two solvers share only the prefix sums; the anchor table (every 32nd candidate, or
-    # every 3rd) is exercised here, not in the small brute-force instances above.
+    # every 3rd) is exercised here, not in the small brute-force instances above. scale 3e4:
+    # coverage keys near 10**18 (int64 keys, just below the 2**61 limit of the exact path).
     rng = np.random.default_rng(seed)
     cp = CPLayout(int(rng.choice([2, 4])))
     batches = [[int(x) for x in rng.integers(8, 400, size=rng.integers(1, 5))] for _ in range(300)]
-    demand = Demand.of(BatchSet.from_lists(batches, rng.integers(1, 9, size=300).tolist()), cp).aggregate()
+    counts = (rng.integers(1, 9, size=300) * scale).tolist()
+    demand = Demand.of(BatchSet.from_lists(batches, counts), cp).aggregate()
     objective, cost = [("coverage", CostModel(0.5, 4.0, 0.025)), ("time", CostModel(0.5, 4.0, 0.0001))][seed % 2]
     options = dict(objective=objective, allow_gaps=seed % 3 == 0, max_bucket_tokens=1600, required=[(1200, 320)])
     want = {}

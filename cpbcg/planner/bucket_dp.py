@@ -17,14 +17,19 @@ lie), as is the final floor on the last state.
 
 `solve_monge`: when every item's value is nondecreasing in `b` (`w_i * gamma[hi_i] <= e_i`:
 always true under the coverage objective's lexicographic key), `tcost` is Monge: for
-`a < a'`, `b < b'`, `tcost(a, b) + tcost(a', b') - tcost(a, b') - tcost(a', b)` is minus the sum,
-over the items with `lo` in `[a, a')`, of `value(b') - value(b) >= 0`. Then the largest
-minimising `a` is nondecreasing in `b`, also with the monotone `lower` bound, so each layer is
-one divide-and-conquer over rows (vectorised level by level: each level evaluates every row's
-column range at once). `tcost(a, b)` for a row's range comes from the items with `lo` in the
-range (a suffix sum) plus one anchor value `tcost(x, b)` at a multiple `x` of `ANCHOR_STEP`,
-read from a precomputed table, or from prefix sums when every item with `lo < x` that could
-still be replayed at `b` ... (see `_anchor`). Integer keys stay exact (int64).
+`a < a'`, `b < b'`, `tcost(a, b') + tcost(a', b) - tcost(a, b) - tcost(a', b')` is the sum,
+over the items with `lo` in `[a, a')`, of `value(b') - value(b) >= 0`. Adding `dp_{j-1}[a]`
+(a per-column constant, also for infeasible states, which hold an exact sentinel) keeps it
+Monge, so the largest minimising `a` is nondecreasing in `b` (also under the monotone `lower`
+bound: rows with no admissible column split the recursion at `clip(b)`, which bounds both
+sides' optima correctly). Each layer is one divide and conquer over rows, vectorised level by
+level (each level evaluates every row's column range at once, O(m) work per level, ~log2(m)
+levels). A row's `tcost(a, b)` comes from one anchor `x` with known `tcost(x, b)` plus a
+prefix sum over the items with `lo` between `x` and `a`. Anchors: any `x <= band_lo[b]` (no
+item with `lo < x` is live at `b`, so prefix sums over states give it in O(1)), `x = b + 1`
+(zero), or a multiple of `ANCHOR_STEP`, read from a table of `tcost(x, b)` for the `b` whose
+band starts below `x` (about `sum of band lengths / ANCHOR_STEP` values). Integer keys stay
+exact (int64); the time objective uses float64.
 
 `solve_band`: the general case (time objective, where a padded replay can cost more than
 eager, so `tcost` is not Monge): for each `b` the states split into those below the first
@@ -222,12 +227,15 @@ class _Monge:
         ncol = right - left + 1
         cstart = _cumsum0(ncol)
         col = np.arange(cstart[-1]) - np.repeat(cstart[:-1] - left, ncol)
-        total = dp_prev[col] - prefix[np.repeat(istart[:-1] - first, ncol) + pos[col]]
+        # tcost(a, b) = anchor - rel(a), rel = prefix at a minus prefix at the row's anchor end:
+        # differences of the flat prefix are exact (int64 wraps, the true values fit)
+        ref = prefix[np.where(use_left, istart[:-1], istart[1:])]
+        rel = prefix[np.repeat(istart[:-1] - first, ncol) + pos[col]] - np.repeat(ref, ncol)
+        total = dp_prev[col] - rel
         best = np.minimum.reduceat(total, cstart[:-1])
         hit = np.where(total == np.repeat(best, ncol), np.arange(len(total)), -1)
         anchor = self._anchor(np.where(use_left, x_left, x_right), b)
-        const = anchor + prefix[np.where(use_left, istart[:-1], istart[1:])]
-        return col[np.maximum.reduceat(hit, cstart[:-1])], best + const
+        return col[np.maximum.reduceat(hit, cstart[:-1])], best + anchor
 
     def _anchor(self, x: np.ndarray, b: np.ndarray) -> np.ndarray:
         """`tcost(x, b)`: 0 for `x = b + 1`, prefix sums when `x <= band_lo[b]`, else the table."""

@@ -46,7 +46,7 @@ scan `bucket_dp.solve_band` (`O(K * sum of band lengths)`) runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
