@@ -9,7 +9,7 @@ from cpbcg.errors import ModelError
 from cpbcg.planner.buckets import sglang_default_buckets
 from cpbcg.planner.layout import BatchSet, CPLayout, local_rows, worst_case_rows
 from cpbcg.planner.guarantee import Limits, check_guarantee, guarantee_buckets, headroom_required, worst_rows
-from cpbcg.planner.optimise import candidate_grid
+from cpbcg.planner.grid import candidate_grid
 from cpbcg.planner.selector import GRAPH, BucketTable, select_buckets
 
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from cpbcg.errors import ModelError
 from cpbcg.planner.capacity import CaptureSpec
+from cpbcg.planner.grid import candidate_grid
 from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, align_up, local_rows, worst_case_rows
-from cpbcg.planner.optimise import candidate_grid
 from cpbcg.planner.selector import GRAPH, EAGER_REASONS, BucketTable, select_buckets
 
 
