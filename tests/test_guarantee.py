@@ -8,8 +8,8 @@ import pytest
 from cpbcg.errors import ModelError
 from cpbcg.planner.buckets import sglang_default_buckets
 from cpbcg.planner.layout import BatchSet, CPLayout, local_rows, worst_case_rows
-from cpbcg.planner.guarantee import Limits, check_guarantee, guarantee_buckets, worst_rows
-from cpbcg.planner.optimise import candidate_grid
+from cpbcg.planner.guarantee import Limits, check_guarantee, guarantee_buckets, headroom_required, worst_rows
+from cpbcg.planner.grid import candidate_grid
 from cpbcg.planner.selector import GRAPH, BucketTable, select_buckets
 
 
@@ -83,3 +83,39 @@ def test_check_names_the_smallest_falling_back_batch():
 def test_impossible_guarantee_is_a_model_error():
     with pytest.raises(ModelError, match="no bucket can replay"):
         guarantee_buckets(Limits(32, 64), CPLayout(4), max_padding_factor=1.0)
+
+
+def rank_tokens(length: int, rank: int, cp: int) -> int:
+    """Zigzag tokens rank `rank` holds of one request (domain §2), in plain Python."""
+    base, rem = divmod(length, 2 * cp)
+    return 2 * base + (rank < rem) + (2 * cp - 1 - rank < rem)
+
+
+@pytest.mark.parametrize("cp_size,max_requests", [(2, 5), (4, 3), (4, 17), (3, 9)])
+def test_worst_rows_match_a_plain_knapsack(cp_size, max_requests):
+    # most[c][t]: most tokens one rank holds over c requests (each >= 2*cp) of t tokens in all
+    cp, top = CPLayout(cp_size), 160
+    short, none = 2 * cp_size, -1
+    want = [none] * (top + 1)
+    for rank in range(cp_size):
+        most = [[none] * (top + 1) for _ in range(max_requests + 1)]
+        most[0][0] = 0
+        for c in range(1, max_requests + 1):
+            for t in range(short, top + 1):
+                options = [most[c - 1][t - length] + rank_tokens(length, rank, cp_size)
+                           for length in range(short, t + 1) if most[c - 1][t - length] >= 0]
+                most[c][t] = max(options, default=none)
+        for t in range(top + 1):
+            want[t] = max([want[t]] + [most[c][t] for c in range(1, max_requests + 1)])
+    n, rows = worst_rows(Limits(max_requests, top), cp)
+    align = cp.align_rows
+    assert rows.tolist() == [-(-want[t] // align) * align for t in n.tolist()]
+
+
+def test_worst_rows_for_1024_requests():
+    # 1024 requests of residue 1 (>= 9 tokens each, 9216 <= 16384 in all): rank 0 holds
+    # (16384 - 1024) / 4 + 1024 = 4864 rows, the §2 bound; n = 8192: 2048 + 24 with 32 requests
+    n, rows = worst_rows(Limits(1024, 16384), CPLayout(4))
+    assert rows[-1] == 4864 == worst_case_rows(16384, 1024, CPLayout(4))
+    assert worst_rows(Limits(32, 8192), CPLayout(4))[1][-1] == 2072
+    assert headroom_required(8192, 32, CPLayout(4)) == [(8192, 2072)]

@@ -34,17 +34,25 @@ def test_recommendation_has_headroom_above_the_chunk(small_trace):
     rec = doc["recommendation"]
     # a full 4096-token chunk of 3 requests needs up to align((4096 + 3*3)//4, 8) = 1032 rows; C(4096) = 1024, C(4097) = 1032
     assert rec["headroom"] == {"chunk_tokens": 4096, "max_requests": 3, "worst_rows": 1032, "chunk_capacity_rows": 1024}
-    assert rec["buckets"] == [1000, 2049, 4097] and rec["num_buckets"] == 3
+    assert rec["buckets"] == [1024, 2049, 4097] and rec["num_buckets"] == 3
     assert rec["evaluation"]["graph_batches"] == 14  # all but the 2 inactive [40, 3] forwards
-    assert rec["evaluation"]["bucket_hits"] == {"1000": 5, "2049": 7, "4097": 2}
+    assert rec["evaluation"]["bucket_hits"] == {"1024": 5, "2049": 7, "4097": 2}
     assert doc["graph_batches"] == 14 and doc["rescued"] == 4  # the configured list, unchanged at the top level
-    assert rec["deploy"].startswith("--cuda-graph-bs-prefill 1000 2049 4097 --cuda-graph-max-bs-prefill 4097 --enable-prefill-cp")
+    assert rec["deploy"].startswith("--cuda-graph-bs-prefill 1024 2049 4097 --cuda-graph-max-bs-prefill 4097 --enable-prefill-cp")
     assert "--chunked-prefill-size 4096" in rec["deploy"]
+
+
+def test_gap_free_by_default_and_allow_gaps(small_trace):
+    # gap-free: consecutive buckets p < b need b <= 2 * (p + 1), so 2049 pulls the first bucket up to 1024
+    gap_free = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096")["recommendation"]["buckets"]
+    assert gap_free == [1024, 2049, 4097] and all(b <= 2 * (p + 1) for p, b in zip(gap_free, gap_free[1:]))
+    rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--allow-gaps")["recommendation"]
+    assert rec["buckets"] == [1000, 2049, 4097]  # sizes 1001..1024 would now fall back for the padding limit
 
 
 def test_no_headroom_keeps_the_list_at_the_chunk(small_trace):
     rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--no-headroom")["recommendation"]
-    assert rec["buckets"] == [1000, 2049, 4096] and rec["headroom"] is None
+    assert rec["buckets"] == [1024, 2049, 4096] and rec["headroom"] is None
 
 
 def test_validation_fits_the_head_and_replays_the_tail(small_trace):
@@ -60,15 +68,19 @@ def test_compare_beats_baselines(small_trace):
     doc = recommendation("--trace", str(small_trace), "-k", "3", "--max-tokens", "4096", "--compare")
     lists = {entry["name"]: entry for entry in doc["comparison"]["lists"]}
     assert set(lists) == {"recommended", "sglang-default", "pow2", "vllm", "trtllm", "uniform"}
-    best = lists["recommended"]["modelled_ms"]
-    assert all(entry["modelled_ms"] >= best for entry in lists.values())
+    rec = lists["recommended"]
+    assert rec["modelled_ms"] == rec["optimal_same_size_ms"]  # the recommendation is the optimiser's best of its size
+    assert rec["graph_batches"] == 14 >= lists["sglang-default"]["graph_batches"]
+    # 3 buckets beat every baseline of up to 50; only vLLM's 272-bucket ladder pads less
+    assert all(e["modelled_ms"] > rec["modelled_ms"] for n, e in lists.items() if n != "recommended" and len(e["buckets"]) <= 50)
+    assert lists["vllm"]["modelled_ms"] < rec["modelled_ms"] and len(lists["vllm"]["buckets"]) == 272
     assert [p["max_buckets"] for p in doc["comparison"]["pareto"]][:3] == [1, 2, 3]
 
 
 @pytest.mark.parametrize("objective", ["coverage", "time"])
 def test_objective_choice_is_reported(small_trace, objective):
     rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--objective", objective)["recommendation"]
-    assert rec["objective"] == objective and rec["buckets"] == [1000, 2049, 4097]
+    assert rec["objective"] == objective and rec["buckets"] == [1024, 2049, 4097]
     text = " ".join(invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", objective).stdout.split())
     assert {"coverage": "most forwards in graphs, then least modelled time", "time": "least modelled time"}[objective] in text
     assert invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", "speed").exit_code == 2
@@ -84,7 +96,7 @@ def test_target_coverage_takes_the_fewest_buckets(small_trace, target, count):
 
 
 def test_cost_options_change_the_model(small_trace):
-    rec = recommendation("-t", str(small_trace), "-k", "3", "--token-ms", "0", "--eager-fixed-ms", "1", "--graph-fixed-ms", "0")["recommendation"]
+    rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--token-ms", "0", "--eager-fixed-ms", "1", "--graph-fixed-ms", "0")["recommendation"]
     assert rec["cost_model"] == {"graph_fixed_ms": 0.0, "eager_fixed_ms": 1.0, "token_ms": 0.0, "source": "command line"}
     assert rec["modelled_ms"] == pytest.approx(2.0)  # only the 2 inactive [40, 3] forwards pay
 
@@ -95,15 +107,15 @@ def test_emit_to_file_reads_back(small_trace, tmp_path, fmt):
     result = invoke("plan", "-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--emit", fmt, "-o", str(out))
     assert result.exit_code == 0, result.output
     got = read_bucket_file(out) if fmt in ("yaml", "json") else parse_sglang_flags(out.read_text())
-    assert got == [1000, 2049, 4097]
+    assert got == [1024, 2049, 4097]
     assert "Recommended 3 buckets" in result.stdout
 
 
 def test_emit_sglang_on_stdout_is_only_the_flags(small_trace):
     result = invoke("plan", "-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--emit", "sglang")
     assert result.exit_code == 0
-    assert result.stdout.count("\n") == 1 and result.stdout.startswith("--cuda-graph-bs-prefill 1000 2049 4097 ")
-    assert parse_sglang_flags(result.stdout) == [1000, 2049, 4097]
+    assert result.stdout.count("\n") == 1 and result.stdout.startswith("--cuda-graph-bs-prefill 1024 2049 4097 ")
+    assert parse_sglang_flags(result.stdout) == [1024, 2049, 4097]
 
 
 def test_no_recommend_emits_the_configured_list():

@@ -13,14 +13,15 @@ full-chunk batches need CP-local headroom above the chunk size.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from cpbcg.errors import ModelError
 from cpbcg.planner.capacity import CaptureSpec
+from cpbcg.planner.grid import candidate_grid
 from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, align_up, local_rows, worst_case_rows
-from cpbcg.planner.optimise import candidate_grid
 from cpbcg.planner.selector import GRAPH, EAGER_REASONS, BucketTable, select_buckets
 
 
@@ -34,51 +35,112 @@ class Limits:
     """Most tokens in one forward (the chunk size)."""
 
 
+@functools.lru_cache(maxsize=4)
 def worst_rows(limits: Limits, cp: CPLayout) -> tuple[np.ndarray, np.ndarray]:
     """`(num_tokens [N] int64, rows [N] int64)`: every CP-active batch size and the most rows any
-    batch of that size needs (exact for zigzag via `_zigzag_worst_tokens`, else the §2 formula)."""
+    batch of that size needs (exact for zigzag via `_zigzag_worst_tokens`, else the §2 formula).
+    Cached (guarantee and check ask for the same limits); the arrays are read-only."""
+    n, rows = _worst_rows(limits, cp)
+    n.flags.writeable = rows.flags.writeable = False
+    return n, rows
+
+
+def _worst_rows(limits: Limits, cp: CPLayout) -> tuple[np.ndarray, np.ndarray]:
     smallest = cp.min_request_tokens if cp.cp_size > 1 else 1
     if cp.cp_size > 1 and cp.strategy is CPStrategy.interleave:
         smallest = cp.cp_size
     n = np.arange(smallest, limits.max_tokens + 1, dtype=np.int64)
     if cp.cp_size == 1 or cp.strategy is CPStrategy.interleave:
         return n, np.asarray(worst_case_rows(n, np.ones_like(n), cp), dtype=np.int64)
-    tokens, _ = _zigzag_worst_tokens(n, limits.max_requests, cp.cp_size)
+    tokens = _zigzag_worst_tokens(n, limits.max_requests, cp.cp_size)
     return n, np.asarray(align_up(tokens, cp.align_rows), dtype=np.int64)
 
 
-def _zigzag_worst_tokens(n: np.ndarray, max_requests: int, cp_size: int) -> tuple[np.ndarray, dict]:
-    """[N] most logical tokens one rank can hold for a zigzag batch of `n` tokens, and the DP.
+_NONE = -(1 << 30)
+"""Marks an unreachable residue sum in the DP tables."""
+
+
+def _zigzag_worst_tokens(n: np.ndarray, max_requests: int, cp_size: int) -> np.ndarray:
+    """[N] most logical tokens one rank can hold for a zigzag batch of `n` tokens (n ascending).
 
     A request `L = seg*base + m` (`base >= 1`) gives rank `r` `2*base + h_r(m)` tokens with
-    `h_r(m) = [r < m] + [seg-1-r < m]`, so a batch gives `(n - S)/cp + H`, `S`/`H` the sums of
-    `m`/`h_r(m)` over its requests. A DP over (requests, S) finds the largest `H` for each; the
-    answer takes the best rank, request count `k <= min(max_requests, n // seg)` and
-    `S = n mod seg` with `S <= n - seg*k`. Tighter than the §2 bound: n=8100, 32 requests, cp 4
-    needs at most 2048 rows, the bound says 2056."""
+    `h_r(m) = [r < m] + [seg-1-r < m]`, so `k` requests with residues summing to `S` and bases
+    summing to `u = (n - S) / seg >= k` give `2u + H`, `H = sum h_r(m)`. A DP over (requests,
+    `S`) gives the largest `H` (`Q[k, S]`: at most `k` requests, `k >= 1`); then for each `n` the
+    answer is the best rank and `u` with `S = n - seg*u`, `1 <= u`, `k = min(max_requests, u)`.
+    For `u >= max_requests` that is a running maximum over `S`; below it only
+    `n / (2*seg - 1) <= u` can reach `S` (each residue is `< seg`), a short range per `n`.
+    Tighter than the §2 bound: n=8100, 32 requests, cp 4 needs at most 2048 rows, the bound
+    says 2056. Time: O(cp * (k_top * seg * s_top + k_top**2 * seg)), a second or two for
+    1024 requests."""
     seg = 2 * cp_size
-    k_top = int(min(max_requests, int(n.max()) // seg)) if n.size else 0
-    s_top = k_top * (seg - 1)
-    best = np.full(len(n), -1, dtype=np.int64)
-    tables = {}
+    if not n.size:
+        return np.zeros(0, dtype=np.int64)
+    k_top = int(min(max_requests, int(n.max()) // seg))
+    best = np.full(len(n), _NONE, dtype=np.int64)
     for rank in range(cp_size):
         h = np.array([(rank < m) + (seg - 1 - rank < m) for m in range(seg)], dtype=np.int64)
-        table = np.full((k_top + 1, s_top + 1), -(1 << 40), dtype=np.int64)
-        table[0, 0] = 0
-        for c in range(1, k_top + 1):
-            for m in range(seg):
-                shifted = table[c - 1, : s_top + 1 - m] + h[m]
-                np.maximum(table[c, m:], shifted, out=table[c, m:])
-        tables[rank] = table
-        for k in range(1, k_top + 1):
-            ok = (n // seg >= k) & (k <= max_requests)
-            for s in range(0, s_top + 1):
-                if table[k, s] < 0:
-                    continue
-                valid = ok & ((n - s) % seg == 0) & (n - s >= seg * k)
-                cand = np.where(valid, (n - s) // cp_size + table[k, s], -1)
-                np.maximum(best, cand, out=best)
-    return best, tables
+        q = _most_extra_tokens(h, k_top, seg)
+        np.maximum(best, _best_over_bases(q, n, max_requests, seg), out=best)
+    return best
+
+
+def _most_extra_tokens(h: np.ndarray, k_top: int, seg: int) -> np.ndarray:
+    """[k_top + 1, S] int32: most `H` with 1..k requests whose residues sum to exactly `S`."""
+    s_top = k_top * (seg - 1)
+    table = np.full((k_top + 1, s_top + 1), _NONE, dtype=np.int32)
+    table[0, 0] = 0
+    for c in range(1, k_top + 1):
+        width = c * (seg - 1) + 1  # residue sums c requests can reach
+        row, prev = table[c, :width], table[c - 1]
+        for m in range(seg):
+            np.maximum(row[m:], prev[: width - m] + h[m], out=row[m:])
+    table[0, 0] = _NONE  # a batch holds at least one request
+    np.maximum.accumulate(table, axis=0, out=table)
+    return table
+
+
+def _best_over_bases(q: np.ndarray, n: np.ndarray, max_requests: int, seg: int) -> np.ndarray:
+    """[N] max over `u >= 1` of `2u + q[min(max_requests, u), n - seg*u]` (see caller)."""
+    k_top, width = q.shape[0] - 1, q.shape[1]
+    out = np.full(len(n), _NONE, dtype=np.int64)
+    if max_requests <= k_top:  # u >= max_requests: q's last row, a running max over S per residue
+        last = q[max_requests].astype(np.int64)
+        j = np.arange(width) // seg
+        for res in range(seg):
+            col = last[res::seg] - 2 * j[res::seg]  # value - 2q for S = res + seg*j
+            run = np.maximum.accumulate(col)
+            mine = np.flatnonzero(n % seg == res)
+            top_j = (n[mine] - res) // seg - max_requests  # S <= n - seg*max_requests
+            ok = top_j >= 0
+            top_j = np.minimum(top_j, len(run) - 1)
+            value = 2 * ((n[mine] - res) // seg) + run[np.maximum(top_j, 0)]
+            out[mine[ok]] = np.maximum(out[mine[ok]], value[ok])
+    # 1 <= u < max_requests (and u <= k_top): S = n - seg*u must be <= u*(seg-1)
+    u_low = np.maximum(-(-n // (2 * seg - 1)), 1)
+    u_high = np.minimum(np.minimum(n // seg, max_requests - 1), k_top)
+    count = np.maximum(u_high - u_low + 1, 0)
+    if count.sum():
+        starts = np.zeros(len(n) + 1, dtype=np.int64)
+        np.cumsum(count, out=starts[1:])
+        u = np.arange(starts[-1]) - np.repeat(starts[:-1] - u_low, count)
+        s = np.repeat(n, count) - seg * u
+        fits = s < width
+        value = np.where(fits, 2 * u + q[u, np.minimum(s, width - 1)], _NONE)
+        has = count > 0
+        out[has] = np.maximum(out[has], np.maximum.reduceat(value, starts[:-1][has]))
+    return out
+
+
+def headroom_required(max_tokens: int, max_requests: int, cp: CPLayout) -> list[tuple[int, int]]:
+    """`[(max_tokens, rows)]`: a full chunk of at most `max_requests` requests at its exact
+    worst-case rows, for `optimise(..., required=...)` (with `max_bucket_tokens` above the chunk:
+    at cp 4 a full 8192-token chunk of 32 requests needs 2,072 rows, bucket 8192 holds 2,048).
+    Empty when no CP-active forward of `max_tokens` tokens exists."""
+    if cp.cp_size > 1 and cp.strategy is CPStrategy.zigzag and max_tokens < 2 * cp.cp_size:
+        return []
+    n, rows = worst_rows(Limits(max_requests, max_tokens), cp)
+    return [(int(n[-1]), int(rows[-1]))] if n.size and n[-1] == max_tokens else []
 
 
 @dataclass(frozen=True)
@@ -117,7 +179,7 @@ def guarantee_buckets(
         i = int(impossible[0])
         raise ModelError(
             f"no bucket can replay every batch of {n[i]} tokens: worst case needs {rows[i]} rows "
-            f"within {max_padding_factor:g}x (try --bucket-multiple 1 or a larger --max-padding-factor)"
+            f"within {max_padding_factor:g}x (try bucket_multiple 1 or a larger max_padding_factor)"
         )
     chosen: list[int] = []
     last = -1
@@ -151,15 +213,18 @@ def _witness(num_tokens: int, limits: Limits, cp: CPLayout, table: BucketTable, 
     rank 0 each) plus one remainder request; tries every request count, most first."""
     short = cp.min_request_tokens if cp.cp_size > 1 else 1
     seq = 2 * cp.cp_size + 1 if cp.cp_size > 1 else 1
-    tries = []
-    for k in range(min(limits.max_requests, max(num_tokens // short, 1)), 0, -1):
-        for first in (seq, short):
-            rest = num_tokens - (k - 1) * first
-            if rest >= short:
-                tries.append([first] * (k - 1) + [rest])
-    if not tries:
+    k = np.arange(min(limits.max_requests, max(num_tokens // short, 1)), 0, -1, dtype=np.int64)
+    k = np.repeat(k, 2)  # [tries]: request counts, most first, each with both filler lengths
+    first = np.tile(np.array([seq, short], dtype=np.int64), len(k) // 2)
+    rest = num_tokens - (k - 1) * first
+    keep = rest >= short
+    if not keep.any():
         return None
-    batches = BatchSet.from_lists(tries)
+    k, first, rest = k[keep], first[keep], rest[keep]
+    lens = np.repeat(first, k)  # each try: k - 1 fillers, then the remainder in its last slot
+    ends = np.cumsum(k) - 1
+    lens[ends] = rest
+    batches = BatchSet.from_sizes(lens, k)
     n = batches.num_tokens
     sel = select_buckets(n, local_rows(batches, cp), np.ones(len(n), dtype=bool), table, factor)
     bad = np.flatnonzero(sel.reason_code != GRAPH)

@@ -19,82 +19,50 @@ replayed). The second only hurts when `j`'s graph can cost more than eager, i.e.
 `P = {lo_i} ∪ {hi_j + 1 : j such a batch} ∪ pinned` in `(p, b]` never costs more, and some
 optimal list lies in `P`. The DP below searches all lists over `P` exactly.
 
-DP. With chosen buckets `b_1 < ... < b_k`, batch `i` belongs to the gap `(b_{j-1}, b_j]` that
-holds `lo_i`, so `cost = sum_j cost(b_{j-1}, b_j) + eager tail`, with
-`cost(a, b) = sum_{a < lo_i <= b} (w_i*(g + t*B_b) if hi_i >= b else E_i)`. Per layer `j`:
-`dp_j[b] = E(<=b) + min_a (dp_{j-1}[a] - E(<=a) + S_b(a))`, where `S_b(a)` sums the graph-minus-
-eager cost of the batches *active* at `b` (`lo_i <= b <= hi_i`) with `lo_i > a`. For `a` below
-the first active `lo` it is constant (a running minimum), so only the band of `a` between the
-first active `lo` and `b` is scanned, vectorised over all K layers at once. Because the graph
-can cost more than eager, `cost(a, b)` is not Monge, so no SMAWK/divide-and-conquer shortcut is
-exact; the band scan is `O(K * sum_b band(b))` (see benchmarks/bench_optimise.py).
+Required forwards, pins and gaps. `required` forwards (e.g. a full chunk of many requests at
+its exact worst-case rows, `guarantee.headroom_required`) must each be replayed: the list must
+hold a bucket in each one's window, so a lowered bucket also stops at their `lo` (added to
+`P`). A pinned bucket is a required window of one size. Gap-free lists (the default): for
+consecutive buckets `p < b` with `p` below the chunk size (`max_tokens`), `b <= factor*(p + 1)`
+(the selector's own float comparison), so every forward size from the smallest bucket to the
+chunk has a bucket within the padding factor; the largest bucket is `>= max_tokens`. Lowering
+`b` must then keep `b`'s successor `q` within reach, so the lowest admissible `b` is
+`G(q)`, the smallest grid size with `factor*(G(q) + 1) >= q` (or the chunk size): `P` is
+closed under `G`. Every constraint bounds the previous bucket from below by a nondecreasing
+function of the next one, which keeps the DP exact.
+
+DP and objectives (`bucket_dp.py`). With chosen buckets `b_1 < ... < b_k`, batch `i` is settled
+by the bucket that closes the gap holding `lo_i`, so the cost is a sum over consecutive pairs,
+a layered DP (layer = bucket count). Objective `coverage` is exact in integers: modelled time is
+`graph_fixed*G + eager_fixed*E + token_ms*X` with `G + E` fixed and `X` = graph bucket tokens +
+eager tokens (an integer), so "most graph forwards, then least time" is the lexicographic
+order of `(E, X)` (`token_ms > 0`; with `token_ms = 0` every such list ties on time), encoded
+as the int64 key `E*M + X`, `M > max X`. Its per-batch cost rises with the bucket, so the DP is
+Monge and each layer is a divide and conquer (`bucket_dp.solve_monge`). Objective `time` uses
+float milliseconds; it is Monge only when no replay can cost more than eager, else the band
+scan `bucket_dp.solve_band` (`O(K * sum of band lengths)`) runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
-from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capture_pieces
+from cpbcg.planner import bucket_dp
+from cpbcg.planner.capacity import CaptureSpec
 from cpbcg.planner.cost import CostModel
 from cpbcg.planner.evaluate import Demand
-from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, local_rows
+from cpbcg.planner.grid import CandidateGrid, candidate_grid
+from cpbcg.planner.layout import CPLayout
 
+__all__ = ["CandidateGrid", "FewestBuckets", "OptimalLists", "candidate_grid", "fewest_for_coverage", "optimise"]
 
-@dataclass(frozen=True)
-class CandidateGrid:
-    """Bucket sizes the optimiser may choose from, with their capacities."""
-
-    sizes: np.ndarray
-    """[M] int64 ascending: capturable bucket sizes (tokens)."""
-    capacity_rows: np.ndarray
-    """[M] int64 nondecreasing: `C(B)` of each size (rows per rank)."""
-    bucket_multiple: int
-    """Grid step (tokens); 1 = every size, exact."""
-    max_tokens: int
-    """Largest size on the grid (pinned buckets may exceed it)."""
-
-
-def candidate_grid(
-    cp: CPLayout, spec: CaptureSpec, max_tokens: int, bucket_multiple: int = 1, pinned: Sequence[int] = ()
-) -> CandidateGrid:
-    """Multiples of `bucket_multiple` up to `max_tokens`, plus `max_tokens` and `pinned`, keeping
-    capturable sizes (`>= 2*cp_size` under zigzag; context-bounded capture possible).
-
-    Raises `ConfigError` for a bad limit, `ModelError` if nothing is capturable or capacity is
-    not monotone (impossible for the capture model; see module doc)."""
-    if max_tokens < 1 or bucket_multiple < 1:
-        raise ConfigError(f"max_tokens and bucket_multiple must be >= 1 (got {max_tokens}, {bucket_multiple})")
-    smallest = 2 * cp.cp_size if cp.cp_size > 1 and cp.strategy is CPStrategy.zigzag else 1
-    sizes = np.arange(bucket_multiple, max_tokens + 1, bucket_multiple, dtype=np.int64)
-    sizes = np.unique(np.concatenate([sizes, [max_tokens], np.asarray(pinned, dtype=np.int64)]))
-    sizes = sizes[sizes >= smallest]
-    sizes, capacity = _capacities(sizes, cp, spec)
-    if sizes.size == 0:
-        raise ModelError(f"no bucket size up to {max_tokens} is capturable (cp_size {cp.cp_size})")
-    if np.any(np.diff(capacity) < 0):
-        at = int(np.flatnonzero(np.diff(capacity) < 0)[0])
-        raise ModelError(f"local capacity is not monotone: C({sizes[at]})={capacity[at]} > C({sizes[at + 1]})={capacity[at + 1]}")
-    return CandidateGrid(sizes, capacity, bucket_multiple, max_tokens)
-
-
-def _capacities(sizes: np.ndarray, cp: CPLayout, spec: CaptureSpec) -> tuple[np.ndarray, np.ndarray]:
-    if spec.layout is CaptureLayout.single_request:
-        single = BatchSet(sizes, np.arange(len(sizes) + 1, dtype=np.int64))
-        return sizes, local_rows(single, cp)
-    kept, pieces = [], []
-    for size in sizes.tolist():
-        try:
-            pieces.append(capture_pieces(size, cp, spec))
-            kept.append(size)
-        except ModelError:
-            continue
-    if not kept:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.asarray(kept, dtype=np.int64), local_rows(BatchSet.from_lists(pieces), cp)
+OBJECTIVES = ("coverage", "time")
+_KEY_LIMIT = 1 << 61
+"""Largest int64 coverage key (the DP adds one more key and a sentinel of 2**62)."""
 
 
 @dataclass(frozen=True)
@@ -111,34 +79,24 @@ class Windows:
     """[N] int64: n."""
     eager_ms: np.ndarray
     """[N] float64: weight * eager time (ms)."""
-    fixed_eager_ms: float
+    unservable_eager_ms: float
     """Eager time of the batches no grid bucket can ever replay (ms)."""
 
 
+def _windows(num_tokens, rows, sizes, capacity, factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """`(lo, hi)` grid indices; the `hi` bound uses the selector's float comparison `B <= n*factor`."""
+    lo = np.maximum(np.searchsorted(sizes, num_tokens, side="left"), np.searchsorted(capacity, rows, side="left"))
+    hi = np.searchsorted(sizes, num_tokens * float(factor), side="right") - 1
+    return lo, hi
+
+
 def batch_windows(demand: Demand, sizes: np.ndarray, capacity: np.ndarray, cost: CostModel, factor: float) -> Windows:
-    """Feasible windows of `demand` on sizes/capacity (capacity nondecreasing). The `hi` bound uses
-    the selector's own float comparison `B <= n * factor`."""
-    n, rows = demand.num_tokens, demand.rows
-    lo = np.maximum(np.searchsorted(sizes, n, side="left"), np.searchsorted(capacity, rows, side="left"))
-    hi = np.searchsorted(sizes, n * float(factor), side="right") - 1
+    """Feasible windows of `demand` on sizes/capacity (capacity nondecreasing)."""
+    n = demand.num_tokens
+    lo, hi = _windows(n, demand.rows, sizes, capacity, factor)
     ok = demand.active & (lo <= hi) & (lo < len(sizes))
     eager = cost.eager_ms(n) * demand.counts
     return Windows(lo[ok], hi[ok], demand.counts[ok], n[ok], eager[ok], float(eager[~ok].sum()))
-
-
-def exact_candidates(
-    w: Windows, sizes: np.ndarray, cost: CostModel, pinned_index: np.ndarray, eager_penalty_ms: float = 0.0
-) -> np.ndarray:
-    """Grid indices that provably contain an optimal list (module doc): every `lo`, `hi + 1` of
-    batches whose graph can cost more than eager, the pinned buckets, and one size no batch can
-    replay in (if any: a list must hold a bucket even when every replay would cost more than
-    eager). Sorted, unique."""
-    bad = cost.graph_ms(sizes[w.hi]) > cost.eager_ms(w.num_tokens) + eager_penalty_ms
-    above = w.hi[bad] + 1
-    m = len(sizes)
-    covered = np.cumsum(np.bincount(w.lo, minlength=m + 1) - np.bincount(w.hi + 1, minlength=m + 1))[:m]
-    idle = np.flatnonzero(covered == 0)[-1:]  # a bucket that replays nothing: a list's cheapest filler
-    return np.unique(np.concatenate([w.lo, above[above < m], pinned_index, idle]))
 
 
 @dataclass(frozen=True)
@@ -156,16 +114,51 @@ class OptimalLists:
     bucket_multiple: int
     """Grid step (tokens); > 1 means the result is optimal on that coarser grid only."""
     max_tokens: int
-    """Largest bucket allowed (pinned buckets aside)."""
+    """Chunk size: the largest forward the lists are planned for (tokens)."""
     pinned: list[int] = field(default_factory=list)
     """Buckets every list contains."""
+    graph_forwards: dict[int, int] = field(default_factory=dict)
+    """Count limit k → forwards of the demand that list replays in graphs (count-weighted)."""
+    forwards: int = 0
+    """Forwards in the demand (count-weighted), CP-active or not."""
+    max_bucket_tokens: int = 0
+    """Largest bucket the grid allowed (tokens; `>= max_tokens` with headroom)."""
+    gap_free: bool = False
+    """Whether every list obeys the gap-free rule (module doc)."""
 
     def best(self, max_buckets: int) -> list[int]:
-        """The list for `max_buckets` (or the largest feasible limit below it)."""
+        """The list for `max_buckets` (or the largest feasible limit below it). Raises
+        `ConfigError` when no feasible list has at most `max_buckets` buckets."""
         feasible = [k for k in self.buckets if k <= max_buckets]
         if not feasible:
-            raise ConfigError(f"no list of at most {max_buckets} buckets holds the {len(self.pinned)} pinned buckets")
+            raise ConfigError(
+                f"max_buckets: no list of at most {max_buckets} buckets holds the {len(self.pinned)} pinned "
+                "buckets and the required forwards"
+            )
         return self.buckets[max(feasible)]
+
+    def coverage(self, max_buckets: int) -> float:
+        """Fraction of forwards the list for `max_buckets` replays in graphs."""
+        feasible = [k for k in self.buckets if k <= max_buckets]
+        return self.graph_forwards[max(feasible)] / self.forwards if feasible and self.forwards else 0.0
+
+
+@dataclass(frozen=True)
+class FewestBuckets:
+    """The fewest buckets that reach a coverage target (`fewest_for_coverage`)."""
+
+    buckets: list[int]
+    """The list (tokens, ascending): the best (coverage objective) list of `num_buckets` buckets."""
+    num_buckets: int
+    """Its length (the fewest that reach the target, or `max_buckets` when none does)."""
+    coverage: float
+    """Its fraction of forwards replayed in graphs."""
+    target_coverage: float
+    """The target asked for."""
+    reached: bool
+    """Whether `coverage >= target_coverage`."""
+    optimal: OptimalLists
+    """The best lists for 1..num_buckets buckets."""
 
 
 def optimise(
@@ -180,160 +173,194 @@ def optimise(
     bucket_multiple: int = 1,
     pinned: Sequence[int] = (),
     objective: str = "coverage",
+    max_bucket_tokens: int | None = None,
+    required: Sequence[tuple[int, int]] = (),
+    allow_gaps: bool = False,
 ) -> OptimalLists:
     """Best bucket lists of at most 1..`max_buckets` buckets for `demand` (aggregate it first).
 
-    Exact over the grid of multiples of `bucket_multiple` up to `max_tokens` (see module doc).
-    `objective="time"` minimises modelled time alone, so it may leave a batch eager where its
-    graph replay would cost more than eager. `objective="coverage"` (the default) first
-    maximises the forwards replayed in graphs, then minimises modelled time among those lists:
-    every eager forward is charged a penalty larger than any possible time difference, which
-    keeps the DP exact (lexicographic order). `cost_ms` is always the plain modelled time.
-    Raises `ConfigError` if `max_buckets < 1` or the pinned buckets alone exceed it or are not
-    capturable, `ModelError` from the capture model."""
+    Exact over the grid of multiples of `bucket_multiple` up to `max_bucket_tokens` (default
+    `max_tokens`, the chunk size; pass e.g. `floor(max_padding_factor * max_tokens)` to allow
+    headroom buckets above the chunk). `objective="coverage"` (default): most forwards replayed
+    in graphs, then least modelled time (exact lexicographic order, module doc);
+    `objective="time"`: least modelled time alone (it may leave a batch eager where its padded
+    replay would cost more). `required`: `(num_tokens, rows)` forwards every list must replay
+    (e.g. `guarantee.headroom_required`); they are constraints, not demand. `allow_gaps=False`
+    (default): gap-free lists (module doc). `cost_ms` is always the plain modelled time.
+
+    Raises `ConfigError` for `max_buckets < 1`, an unknown objective, pinned buckets that exceed
+    `max_buckets` or cannot be captured, `max_bucket_tokens < max_tokens`; `ModelError` when a
+    required forward fits no bucket, nothing is replayable, or from the capture model."""
+    return _optimise(demand, cp, cost, max_buckets, max_tokens, spec, max_padding_factor, bucket_multiple,
+                     pinned, objective, max_bucket_tokens, required, allow_gaps, None)
+
+
+def fewest_for_coverage(
+    demand: Demand,
+    cp: CPLayout,
+    cost: CostModel,
+    target_coverage: float,
+    max_tokens: int,
+    *,
+    max_buckets: int = 512,
+    spec: CaptureSpec = CaptureSpec(),
+    max_padding_factor: float = 2.0,
+    bucket_multiple: int = 1,
+    pinned: Sequence[int] = (),
+    max_bucket_tokens: int | None = None,
+    required: Sequence[tuple[int, int]] = (),
+    allow_gaps: bool = False,
+) -> FewestBuckets:
+    """The fewest buckets whose best list (coverage objective, same options as `optimise`)
+    replays at least `target_coverage` of the forwards (count-weighted, as `Evaluation.coverage`).
+    Exact: the DP's layer k holds the most coverage any list of k buckets reaches, so the first
+    layer that reaches the target is the answer; the layers stop there. When no list of at most
+    `max_buckets` reaches it, the best one is returned with `reached=False`.
+    Raises `ConfigError` unless `0 < target_coverage <= 1`, else as `optimise`."""
+    if not 0 < target_coverage <= 1:
+        raise ConfigError(f"target_coverage: must be in (0, 1], got {target_coverage!r}")
+    need = int(np.ceil(target_coverage * int(demand.counts.sum()) - 1e-9))
+    lists = _optimise(demand, cp, cost, max_buckets, max_tokens, spec, max_padding_factor, bucket_multiple,
+                      pinned, "coverage", max_bucket_tokens, required, allow_gaps, need)
+    reached = [k for k in sorted(lists.buckets) if lists.graph_forwards[k] >= need]
+    k = reached[0] if reached else max(lists.buckets)
+    best = lists.buckets[k]
+    return FewestBuckets(best, len(best), lists.coverage(k), target_coverage, bool(reached), lists)
+
+
+@dataclass(frozen=True)
+class _Constraints:
+    """Required windows and the gap rule on the grid."""
+
+    lo: np.ndarray
+    """[R] int64 grid index: required windows (pins included)."""
+    hi: np.ndarray
+    chunk: int
+    """Grid index of the smallest size >= max_tokens."""
+    gap_free: bool
+
+
+def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_multiple, pinned, objective,
+              max_bucket_tokens, required, allow_gaps, need_graph) -> OptimalLists:
     if max_buckets < 1:
-        raise ConfigError(f"--max-buckets must be >= 1, got {max_buckets}")
-    grid = candidate_grid(cp, spec, max_tokens, bucket_multiple, pinned)
-    pin_index = np.searchsorted(grid.sizes, np.unique(np.asarray(pinned, dtype=np.int64)))
-    if len(pin_index) and not np.array_equal(grid.sizes[np.minimum(pin_index, len(grid.sizes) - 1)], np.unique(pinned)):
-        raise ConfigError(f"pinned buckets {sorted(set(pinned))} include a size that cannot be captured")
-    if len(pin_index) > max_buckets:
-        raise ConfigError(f"{len(pin_index)} pinned buckets exceed --max-buckets {max_buckets}")
-    if objective not in ("coverage", "time"):
-        raise ConfigError(f"objective must be 'coverage' or 'time', got {objective!r}")
-    w = batch_windows(demand, grid.sizes, grid.capacity_rows, cost, max_padding_factor)
-    penalty = _coverage_penalty_ms(w, grid.sizes, cost) if objective == "coverage" else 0.0
-    cand = exact_candidates(w, grid.sizes, cost, pin_index, penalty)
-    w = replace(w, eager_ms=w.eager_ms + penalty * w.weight)
-    if cand.size == 0:
-        raise ModelError(f"no CP-active batch fits any bucket up to {max_tokens} tokens; nothing to optimise")
+        raise ConfigError(f"max_buckets: must be >= 1, got {max_buckets}")
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"objective: must be 'coverage' or 'time', got {objective!r}")
+    top = max_tokens if max_bucket_tokens is None else int(max_bucket_tokens)
+    if top < max_tokens:
+        raise ConfigError(f"max_bucket_tokens: must be >= max_tokens {max_tokens}, got {top}")
+    pins = sorted({int(p) for p in pinned})
+    grid = candidate_grid(cp, spec, top, bucket_multiple, pins + [max_tokens])
+    pin_index = np.searchsorted(grid.sizes, np.asarray(pins, dtype=np.int64))
+    if pins and not np.array_equal(grid.sizes[np.minimum(pin_index, len(grid.sizes) - 1)], pins):
+        raise ConfigError(f"pinned buckets {pins} include a size that cannot be captured")
+    if len(pins) > max_buckets:
+        raise ConfigError(f"max_buckets: {len(pins)} pinned buckets exceed max_buckets {max_buckets}")
+    w = batch_windows(demand, grid.sizes, grid.capacity_rows, cost, factor)
+    rules = _constraints(grid, required, pin_index, max_tokens, factor, allow_gaps)
+    cand = _candidates(w, grid, cost, rules, factor, objective)
+    problem, m_key = _problem(w, grid, cand, rules, cost, factor, objective, max_buckets)
+    stop = None
+    if need_graph is not None and m_key is not None:
+        total_w = int(w.weight.sum())
+        stop = lambda k, key: total_w - int(key) // m_key >= need_graph  # noqa: E731
+    monge = problem.dead.dtype == np.int64 or bool(np.all(problem.weight * problem.gamma[problem.hi] <= problem.dead))
+    solution = bucket_dp.solve_monge(problem, stop) if monge else bucket_dp.solve_band(problem)
     sizes = grid.sizes[cand]
-    lo = np.searchsorted(cand, w.lo)  # lo is a candidate itself
-    hi = np.searchsorted(sizes, w.num_tokens * float(max_padding_factor), side="right") - 1
-    pins = np.searchsorted(cand, pin_index)
-    solver = _Solver(lo, hi, w, sizes, cost, pins, max_buckets)
-    lists, costs = solver.solve()
-    if penalty:  # report the plain modelled time of each list
-        costs = {k: _windows_cost_ms(w, lo, hi, idx, sizes, cost, penalty) for k, idx in lists.items()}
+    lists = {k: sizes[idx].tolist() for k, idx in solution.lists.items()}
+    graph, times = {}, {}
+    for k, chosen in lists.items():
+        graph[k], times[k] = _list_outcome(w, grid, chosen, cost)
+    forwards = int(demand.counts.sum())
     return OptimalLists(
-        {k: sizes[idx].tolist() for k, idx in lists.items()},
-        {k: c + w.fixed_eager_ms for k, c in costs.items()},
-        len(cand), len(grid.sizes), bucket_multiple, max_tokens, sorted({int(p) for p in pinned}),
+        lists, {k: t + w.unservable_eager_ms for k, t in times.items()}, len(cand), len(grid.sizes),
+        bucket_multiple, max_tokens, pins, graph, forwards, top, not allow_gaps,
     )
 
 
-def _coverage_penalty_ms(w: Windows, sizes: np.ndarray, cost: CostModel) -> float:
-    """A per-forward eager penalty above any difference in modelled time between two lists:
-    the total time of every batch at its slowest (eager or the largest bucket), plus one."""
-    slowest = np.maximum(w.eager_ms, cost.graph_ms(sizes[-1]) * w.weight) if len(sizes) else w.eager_ms
-    return 2.0 * float(slowest.sum()) + 1.0
+def _constraints(grid, required, pin_index, max_tokens, factor, allow_gaps) -> _Constraints:
+    req = np.asarray(list(required), dtype=np.int64).reshape(-1, 2)
+    if req.size and (np.any(req[:, 0] < 1) or np.any(req[:, 1] < 0)):
+        raise ConfigError("required: each forward is (num_tokens >= 1, rows >= 0)")
+    lo, hi = _windows(req[:, 0], req[:, 1], grid.sizes, grid.capacity_rows, factor)
+    bad = np.flatnonzero((lo > hi) | (lo >= len(grid.sizes)))
+    if bad.size:
+        n, rows = req[bad[0]]
+        raise ModelError(
+            f"required forward of {n} tokens needing {rows} CP-local rows fits no capturable bucket up to "
+            f"{int(grid.sizes[-1])} tokens within max_padding_factor {factor:g} (raise max_bucket_tokens)"
+        )
+    chunk = int(np.searchsorted(grid.sizes, max_tokens, side="left"))
+    if not allow_gaps and chunk >= len(grid.sizes):
+        raise ModelError(f"no capturable bucket >= max_tokens {max_tokens}: a gap-free list cannot reach the chunk size")
+    pin_index = np.asarray(pin_index, dtype=np.int64)
+    return _Constraints(np.concatenate([lo, pin_index]), np.concatenate([hi, pin_index]), chunk, not allow_gaps)
 
 
-def _windows_cost_ms(w: Windows, lo, hi, chosen: np.ndarray, sizes: np.ndarray, cost: CostModel, penalty: float) -> float:
-    """Plain modelled time (ms) of the batches in `w` under the list `chosen` (candidate indices):
-    each batch replays in the first chosen bucket at or above `lo` if it is within `hi`."""
-    first = np.searchsorted(chosen, lo, side="left")
-    at = chosen[np.minimum(first, len(chosen) - 1)]
-    graph = (first < len(chosen)) & (at <= hi)
-    eager = w.eager_ms - penalty * w.weight
-    return float(np.where(graph, cost.graph_ms(sizes[at]) * w.weight, eager).sum())
+def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constraints, factor: float, objective: str) -> np.ndarray:
+    """Grid indices that provably contain an optimal list (module doc): every `lo` (batches and
+    required windows), `hi + 1` of batches whose graph can cost more than eager (time objective
+    only: under coverage a replay is never worse), the chunk size, one size no batch can replay
+    in (a list must hold a bucket even when every replay would cost more than eager), and, for
+    gap-free lists, the closure under `G`. Sorted, unique."""
+    sizes, m = grid.sizes, len(grid.sizes)
+    parts = [w.lo, rules.lo, [min(rules.chunk, m - 1)]]
+    if objective == "time":
+        bad = cost.graph_ms(sizes[w.hi]) > cost.eager_ms(w.num_tokens)
+        above = w.hi[bad] + 1
+        parts.append(above[above < m])
+    covered = np.cumsum(np.bincount(w.lo, minlength=m + 1) - np.bincount(w.hi + 1, minlength=m + 1))[:m]
+    parts.append(np.flatnonzero(covered == 0)[-1:])
+    cand = np.unique(np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]))
+    if rules.gap_free:
+        reach = (sizes + 1) * float(factor)  # [M] largest bucket the next one may be
+        frontier = cand
+        while frontier.size:
+            low = np.searchsorted(reach, sizes[frontier], side="left")
+            low = low[low < rules.chunk]
+            frontier = np.setdiff1d(low, cand)
+            cand = np.union1d(cand, frontier)
+    return cand
 
 
-class _Solver:
-    """The layered DP of the module doc over candidate indices 0..m-1; state s = last bucket + 1."""
+def _problem(w, grid, cand, rules: _Constraints, cost, factor, objective, max_buckets):
+    """The `bucket_dp.Problem` on the candidates, and the key's `M` (coverage) or None."""
+    sizes = grid.sizes[cand]
+    m = len(cand)
+    order = np.argsort(w.lo, kind="stable")
+    lo = np.searchsorted(cand, w.lo[order])  # every lo is a candidate
+    hi = np.searchsorted(sizes, w.num_tokens[order] * float(factor), side="right") - 1
+    weight, n = w.weight[order], w.num_tokens[order]
+    if objective == "coverage":
+        m_key = int((weight * sizes[hi]).sum()) + 1
+        if (int(weight.sum()) + 1) * m_key < _KEY_LIMIT:
+            dead, gamma = weight * m_key + weight * n, sizes.astype(np.int64)
+        else:  # too large for exact int64 keys: the same order in float64 (ties may round)
+            dead, gamma, m_key = (weight * float(m_key) + weight * n).astype(np.float64), sizes.astype(np.float64), None
+    else:
+        m_key = None
+        dead, gamma = w.eager_ms[order], np.asarray(cost.graph_ms(sizes), dtype=np.float64)
+    r_lo = np.searchsorted(cand, rules.lo)
+    r_hi = np.searchsorted(cand, rules.hi, side="right") - 1
+    floor = np.zeros(m + 1, dtype=np.int64)  # transition into b needs state > lo of a window ending before b
+    np.maximum.at(floor, r_hi + 1, r_lo + 1)
+    floor = np.maximum.accumulate(floor)[:m]
+    lower = np.maximum(floor, 1)
+    final_floor = int(r_lo.max()) + 1 if r_lo.size else 1
+    if rules.gap_free:
+        chunk = int(np.searchsorted(cand, rules.chunk))
+        reach = (sizes + 1) * float(factor)
+        lower = np.maximum(lower, 1 + np.minimum(chunk, np.searchsorted(reach, sizes, side="left")))
+        final_floor = max(final_floor, chunk + 1)
+    problem = bucket_dp.Problem(lo, hi, weight, dead, gamma, lower, floor == 0, final_floor, max_buckets)
+    return problem, m_key
 
-    def __init__(self, lo, hi, w: Windows, sizes, cost: CostModel, pins, max_buckets: int):
-        order = np.argsort(lo, kind="stable")
-        self.lo, self.hi = lo[order], hi[order]
-        self.weight, self.eager = w.weight[order].astype(np.float64), w.eager_ms[order]
-        self.sizes, self.cost, self.k = sizes, cost, max_buckets
-        m = len(sizes)
-        self.m = m
-        self.e_pre = np.zeros(m + 1)
-        self.e_pre[1:] = np.cumsum(np.bincount(self.lo, weights=self.eager, minlength=m))
-        self.first_active = np.searchsorted(np.maximum.accumulate(self.hi), np.arange(m), side="left")
-        self.last_le = np.searchsorted(self.lo, np.arange(m), side="right")
-        is_pin = np.zeros(m, dtype=bool)
-        is_pin[pins] = True
-        self.is_pin = is_pin
-        last_pin = np.maximum.accumulate(np.where(is_pin, np.arange(m), -1))
-        # floor_state[b]: smallest state a transition into b may come from (no pin skipped)
-        self.floor_state = np.concatenate([[0], last_pin[:-1] + 1])
-        self.final_floor = int(last_pin[-1] + 1) if m else 0
 
-    def solve(self) -> tuple[dict[int, np.ndarray], dict[int, float]]:
-        k, m = self.k, self.m
-        dp = np.full((k + 1, m + 1), np.inf)
-        dp[0, 0] = 0.0
-        arg = np.zeros((k + 1, m + 1), dtype=np.int32)
-        g = np.full((k + 1, m + 1), np.inf)  # dp - e_pre, per state
-        run_min = np.full((k + 1, m + 1), np.inf)
-        run_arg = np.zeros((k + 1, m + 1), dtype=np.int32)
-        g[:, 0] = dp[:, 0]
-        run_min[:, 0], run_arg[:, 0] = g[:, 0], 0
-        rows = np.arange(k)
-        for b in range(m):
-            band_from, s_band, s_total = self._band(b)
-            floor = self.floor_state[b]
-            best = np.full(k, np.inf)
-            best_arg = np.zeros(k, dtype=np.int64)
-            upper = min(band_from - 1, b)
-            if upper >= floor:
-                best = run_min[:k, upper] + s_total
-                best_arg = run_arg[:k, upper].astype(np.int64)
-            start = max(band_from, floor)
-            if start <= b:
-                block = g[:k, start : b + 1] + s_band[start - band_from :]
-                pos = np.argmin(block, axis=1)
-                val = block[rows, pos]
-                take = val < best
-                best = np.where(take, val, best)
-                best_arg = np.where(take, pos + start, best_arg)
-            s = b + 1
-            dp[1:, s] = best + self.e_pre[s]
-            arg[1:, s] = best_arg
-            g[:, s] = dp[:, s] - self.e_pre[s]
-            if self.is_pin[b]:
-                run_min[:, s], run_arg[:, s] = g[:, s], s
-            else:
-                prev = run_min[:, s - 1]
-                take = g[:, s] < prev
-                run_min[:, s] = np.where(take, g[:, s], prev)
-                run_arg[:, s] = np.where(take, s, run_arg[:, s - 1])
-        return self._lists(dp, arg)
-
-    def _band(self, b: int) -> tuple[int, np.ndarray, float]:
-        """First state of the band of `b`, `S_b` over states band_from..b, and `S_b` below it."""
-        i0, i1 = int(self.first_active[b]), int(self.last_le[b])
-        if i0 >= i1:
-            return b + 1, np.zeros(0), 0.0
-        active = self.hi[i0:i1] >= b
-        lo = self.lo[i0:i1][active]
-        delta = self.weight[i0:i1][active] * float(self.cost.graph_ms(self.sizes[b])) - self.eager[i0:i1][active]
-        first = int(lo[0])
-        binned = np.bincount(lo - first, weights=delta, minlength=b - first + 1)
-        suffix = np.cumsum(binned[::-1])[::-1]
-        # state s (= last bucket + 1) sees the batches with lo >= s
-        return first + 1, suffix[1:], float(suffix[0])
-
-    def _lists(self, dp, arg) -> tuple[dict[int, np.ndarray], dict[int, float]]:
-        tail = self.e_pre[-1] - self.e_pre  # eager cost of batches with lo >= state
-        total = dp + tail
-        total[:, : self.final_floor] = np.inf
-        lists, costs = {}, {}
-        best_j, best_s, best_cost = -1, -1, np.inf
-        for j in range(1, self.k + 1):
-            s = int(np.argmin(total[j]))
-            if total[j, s] < best_cost:
-                best_j, best_s, best_cost = j, s, float(total[j, s])
-            if j >= 1 and best_j >= 0:
-                lists[j] = self._walk(arg, best_j, best_s)
-                costs[j] = best_cost
-        return lists, costs
-
-    def _walk(self, arg, j: int, s: int) -> np.ndarray:
-        chosen = []
-        while s > 0:
-            chosen.append(s - 1)
-            s, j = int(arg[j, s]), j - 1
-        return np.asarray(chosen[::-1], dtype=np.int64)
+def _list_outcome(w: Windows, grid: CandidateGrid, chosen: list[int], cost: CostModel) -> tuple[int, float]:
+    """(graph forwards, modelled ms) of the windowed batches under `chosen` (bucket sizes)."""
+    idx = np.searchsorted(grid.sizes, np.asarray(chosen, dtype=np.int64))
+    first = np.searchsorted(idx, w.lo, side="left")
+    at = idx[np.minimum(first, len(idx) - 1)]
+    graph = (first < len(idx)) & (at <= w.hi)
+    ms = np.where(graph, cost.graph_ms(grid.sizes[at]) * w.weight, w.eager_ms)
+    return int(w.weight[graph].sum()), float(ms.sum())

@@ -18,7 +18,7 @@ Every number comes from `evaluate_demand`, the code `plan` and `replay-check` us
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,8 +30,8 @@ from cpbcg.planner.demand_log import DemandLog
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.export import deploy_flags
-from cpbcg.planner.guarantee import Limits, worst_rows
-from cpbcg.planner.optimise import OptimalLists, optimise
+from cpbcg.planner.guarantee import headroom_required
+from cpbcg.planner.optimise import OptimalLists, fewest_for_coverage, optimise
 from cpbcg.planner.selector import BucketTable
 
 OUT_OF_SAMPLE_DROP = 0.005
@@ -181,9 +181,7 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
     requests = settings.max_requests or max(log.max_requests(), 1)
     headroom = _headroom(deployment, chunk, requests) if settings.headroom else None
     whole = log.whole()
-    optimal = _fit(whole, deployment, settings, max_buckets, chunk, headroom)
-    optimal = replace(optimal, cost_ms={k: _cost(whole, b, deployment) for k, b in optimal.buckets.items()})  # without the required chunk
-    buckets = _choose(optimal, whole, deployment, settings, max_buckets)
+    buckets, optimal = _fit(whole, deployment, settings, max_buckets, chunk, headroom)
     evaluation = evaluate_demand(whole, BucketTable.build(buckets, deployment.cp, deployment.capture), deployment.cp, deployment.max_padding_factor)
     validation = None
     if settings.validate_fraction > 0:
@@ -194,7 +192,8 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
         modelled_ms=_cost(whole, buckets, deployment), configured_modelled_ms=demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor),
         cost=deployment.cost, validation=validation, headroom=headroom,
         capture=_estimate(buckets, settings), configured_capture=_estimate(list(deployment.buckets), settings),
-        deploy=deploy_flags(buckets, deployment, chunk if chunk != default_chunk_tokens(deployment) else None), optimal=optimal, demand=whole, target_coverage=settings.target_coverage,
+        deploy=deploy_flags(buckets, deployment, chunk if chunk != default_chunk_tokens(deployment) else None),
+        optimal=optimal, demand=whole, target_coverage=settings.target_coverage,
     )
 
 
@@ -203,50 +202,33 @@ def _estimate(buckets: list[int], settings: RecommendSettings) -> CaptureEstimat
 
 
 def _headroom(deployment: Deployment, chunk: int, requests: int) -> Headroom:
-    n, rows = worst_rows(Limits(requests, chunk), deployment.cp)
-    if len(n) == 0 or int(n[-1]) != chunk:
-        raise ModelError(f"a full chunk of {chunk} tokens is not CP-active under cp_size {deployment.cp.cp_size}")
+    required = headroom_required(chunk, requests, deployment.cp)
+    if not required:
+        raise ModelError(f"max_bucket_tokens: a full chunk of {chunk} tokens is not CP-active under cp_size {deployment.cp.cp_size}")
     capacity = int(BucketTable.build([chunk], deployment.cp, deployment.capture).capacity_rows[0])
-    return Headroom(chunk, requests, int(rows[-1]), capacity)
+    return Headroom(chunk, requests, required[0][1], capacity)
 
 
-def _fit(demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int, headroom: Headroom | None) -> OptimalLists:
-    """The optimiser on `demand`, with the headroom chunk as a required forward."""
+def _fit(demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int,
+         headroom: Headroom | None) -> tuple[list[int], OptimalLists]:
+    """The list for `demand` (best of `max_buckets`, or the fewest reaching the coverage target)
+    and the optimiser's best lists; the headroom chunk is a required forward."""
     factor = deployment.max_padding_factor
     top = int(np.floor(chunk * factor)) if headroom is not None else chunk
-    pinned = sorted(set(settings.include) | ({chunk} if headroom is None else set()))
-    if pinned and pinned[-1] > top:
-        raise ConfigError(f"include: bucket {pinned[-1]} is above the largest candidate {top} (max_padding_factor x the chunk {chunk})")
-    if len(pinned) > max_buckets:
-        raise ConfigError(f"include: {len(pinned)} pinned buckets exceed max_buckets {max_buckets}")
-    if headroom is not None:
-        demand = _with_required(demand, headroom)
-    return optimise(
-        demand, deployment.cp, deployment.cost, max(max_buckets, settings.pareto_max_buckets), top, spec=deployment.capture, max_padding_factor=factor,
-        bucket_multiple=settings.bucket_multiple, pinned=pinned, objective=settings.objective,
+    if settings.include and max(settings.include) > top:
+        raise ConfigError(f"include: bucket {max(settings.include)} is above the largest candidate {top} (max_padding_factor x the chunk {chunk})")
+    common = dict(
+        spec=deployment.capture, max_padding_factor=factor, bucket_multiple=settings.bucket_multiple,
+        pinned=sorted(set(settings.include)), max_bucket_tokens=top, allow_gaps=settings.allow_gaps,
+        required=[] if headroom is None else [(headroom.chunk_tokens, headroom.worst_rows)],
     )
-
-
-def _with_required(demand: Demand, headroom: Headroom) -> Demand:
-    """`demand` plus the full chunk's worst case, weighted above all real forwards together, so
-    every optimal list serves it whenever some list can (coverage and time objectives alike)."""
-    weight = np.array([demand.num_forwards + 1], dtype=np.int64)
-    extra = Demand(np.array([headroom.chunk_tokens]), np.array([headroom.worst_rows]), np.array([True]),
-                   np.array([headroom.max_requests]), weight)
-    return Demand.concat([demand, extra])
-
-
-def _choose(optimal: OptimalLists, demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int) -> list[int]:
-    """The list for `max_buckets`, or the shortest reaching `target_coverage` (coverage grows with K)."""
-    if settings.target_coverage is None:
-        return optimal.best(max_buckets)
-    for k in sorted(optimal.buckets):
-        buckets = optimal.buckets[k]
-        table = BucketTable.build(buckets, deployment.cp, deployment.capture)
-        graph = demand.select(table, deployment.max_padding_factor).graph
-        if demand.counts[graph].sum() >= settings.target_coverage * demand.num_forwards:
-            return buckets
-    return optimal.best(max_buckets)
+    if settings.target_coverage is not None:
+        fewest = fewest_for_coverage(demand, deployment.cp, deployment.cost, settings.target_coverage, chunk,
+                                     max_buckets=max_buckets, **common)
+        return fewest.buckets, fewest.optimal
+    k_top = max(max_buckets, settings.pareto_max_buckets)
+    optimal = optimise(demand, deployment.cp, deployment.cost, k_top, chunk, objective=settings.objective, **common)
+    return optimal.best(max_buckets), optimal
 
 
 def _cost(demand: Demand, buckets: list[int], deployment: Deployment) -> float:
@@ -258,8 +240,7 @@ def _validate(log: DemandLog, deployment: Deployment, settings: RecommendSetting
     head, tail, used = log.split(1.0 - settings.validate_fraction)
     if head.num_forwards == 0 or tail.num_forwards == 0:
         return None
-    optimal = _fit(head, deployment, settings, max_buckets, chunk, headroom)
-    buckets = _choose(optimal, head, deployment, settings, max_buckets)
+    buckets, _ = _fit(head, deployment, settings, max_buckets, chunk, headroom)
     table = BucketTable.build(buckets, deployment.cp, deployment.capture)
     cp, factor = deployment.cp, deployment.max_padding_factor
     return Validation(used, buckets, evaluate_demand(head, table, cp, factor), evaluate_demand(tail, table, cp, factor))
