@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 
 from cpbcg.errors import ConfigError
+from cpbcg.planner.export import parse_sglang_flags
 from cpbcg.planner.bucket_lists import DEFAULT_MAX_BS, MAX_BUCKET_TOKENS, NAMED_LISTS, sglang_default_buckets
 
 MAX_INT_DIGITS = 20
@@ -89,7 +90,8 @@ def parse_bucket_spec(spec: str | list[int], *, base_dir: Path | None = None) ->
 
 
 def read_bucket_file(path: Path) -> list[int]:
-    """Read a YAML/JSON bucket file (list, cpbcg bucket file, or SGLang cuda-graph-config).
+    """Read a YAML/JSON bucket file (list, cpbcg bucket file, or SGLang cuda-graph-config), or
+    the SGLang server flags `plan --emit sglang|sglang-json` wrote (a file starting with `--`).
 
     Refuses (`ConfigError`, `FILE:LINE: ...`) a FIFO, device or directory before opening it, a
     file above 16 MiB, duplicate keys, alias bombs, deep nesting and non-integer buckets.
@@ -97,6 +99,11 @@ def read_bucket_file(path: Path) -> list[int]:
     from cpbcg.inputs import load_json, load_yaml, read_input_bytes  # noqa: PLC0415 (planner stays yaml-free at import)
 
     raw = read_input_bytes(path)
+    if raw.lstrip().startswith(b"--"):
+        try:
+            return _validated(parse_sglang_flags(raw.decode("utf-8", "replace")), str(path))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
     data = load_json(raw, str(path)) if path.suffix.lower() == ".json" else load_yaml(raw, str(path))
     if isinstance(data, dict) and "capture_num_tokens" in data:
         data = data["capture_num_tokens"]
