@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 from cpbcg.errors import ConfigError
 
@@ -84,8 +84,10 @@ def check_outputs(
         seen[key] = option
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
-    """Write `data` to `path` so that readers see either the old file or the whole new one.
+def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[bytes]) -> None:
+    """Write `data` (bytes, text, or an iterable of byte chunks written as they come, so a
+    long output streams in bounded memory) to `path` so that readers see either the old file or
+    the whole new one.
 
     The new file gets the usual permissions (0666 less the umask). A target that exists and is
     not a regular file (a device or pipe) is written in place. Raises `OSError` naming `path` if
@@ -95,10 +97,10 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
     if problem is not None:
         raise IsADirectoryError(21, problem, os.fspath(path))
     target = Path(path)
-    payload = data.encode() if isinstance(data, str) else data
+    chunks = [data.encode()] if isinstance(data, str) else [data] if isinstance(data, (bytes, bytearray)) else data
     if target.exists() and not target.is_file():  # /dev/null, a FIFO, /dev/stdout: never rename over it
         with open(target, "wb") as handle:
-            handle.write(payload)
+            handle.writelines(chunks)
         return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
@@ -106,7 +108,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
         raise OSError(exc.errno, exc.strerror, str(target)) from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+            handle.writelines(chunks)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())

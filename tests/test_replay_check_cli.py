@@ -250,7 +250,7 @@ def test_json_dash_is_stdout(tmp_path, monkeypatch):
     assert not (tmp_path / "-").exists()
     assert orjson.loads(result.stdout)["passed"] is True  # stdout holds the report alone
     help_words = " ".join(runner.invoke(app, ["replay-check", "--help"]).stdout.replace("│", " ").split())
-    assert "Write the JSON report (the plan JSON plus gates) to this file; - writes it to stdout." in help_words
+    assert "Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout." in help_words
 
 
 @pytest.mark.parametrize("where", ["missing/summary.md", "."])

@@ -24,7 +24,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
+    rich_markup_mode=None,  # plain click help: 0.17 s for `plan --help` where rich panels take 0.29 s
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -10,9 +10,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich import box
-from rich.table import Table
 
 from cpbcg.atomic import check_outputs, output_path, write_atomic
 from cpbcg.cli.app import app, error_boundary
@@ -20,8 +20,10 @@ from cpbcg.cli.common import (
     AlignOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, MaxCaptureReqOpt, MaxContextOpt,
     TraceOpt, progress_bar, stderr_console, stdout_console,
 )
-from cpbcg.config import load_config
 from cpbcg.errors import CaptureError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 CAPTURE_DEFAULT_BUCKETS = "256,512,1024,2048,2304"
 """Buckets captured when neither `--buckets` nor the config names any (CPU-friendly)."""
@@ -86,6 +88,8 @@ def capture(
 
     Example: `cpbcg capture --cp-size 4 --preset tiny -o manifest.json`
     """
+    from cpbcg.config import load_config
+
     check_outputs({"-o": output}, {"--trace": trace})
     overrides = {"cp_size": cp_size, "align_size": align_size, "max_padding_factor": max_padding_factor, "buckets": buckets,
                  "capture_layout": capture_layout, "max_context_size_tokens": max_context_size, "max_capture_requests": max_capture_requests}
@@ -131,6 +135,9 @@ def _fmt(value: float | int | None, spec: str) -> str:
 
 def bucket_table(doc: dict) -> Table:
     """Per-bucket table of a manifest document (capture order)."""
+    from rich import box
+    from rich.table import Table
+
     mode = "DRY RUN (no CUDA)" if doc["dry_run"] else doc["device_name"]
     model = doc["model"]
     title = (f"capture: {model['name']} x{model['num_layers']} layers {model['dtype']}, cp {doc['cp_size']} "

@@ -9,14 +9,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Iterator, Optional
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cpbcg.cli.app import env_width
-from cpbcg.planner.capacity import CaptureLayout
-from cpbcg.planner.layout import CPStrategy
-from cpbcg.planner.traces import TraceFormat
+from cpbcg.planner.choices import CaptureLayout, CPStrategy
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class OutputFormat(str, Enum):
@@ -28,9 +29,11 @@ PIPE_WIDTH = 120
 """Table width when stdout is not a terminal (CI logs, files): rich would otherwise use 80."""
 
 
-def stdout_console() -> Console:
+def stdout_console() -> "Console":
     """Console for the command's main output (a table): `CPBCG_WIDTH` or `COLUMNS` if set, the
     terminal's width, or `PIPE_WIDTH` when not a terminal."""
+    from rich.console import Console
+
     width = env_width()
     console = Console(width=width, soft_wrap=False)
     if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
@@ -38,8 +41,10 @@ def stdout_console() -> Console:
     return console
 
 
-def stderr_console() -> Console:
+def stderr_console() -> "Console":
     """Console for progress, notes and reports sent to stderr (same width rule as stdout)."""
+    from rich.console import Console
+
     width = env_width()
     console = Console(stderr=True, width=width)
     if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
@@ -62,7 +67,7 @@ FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="table f
 
 # Request traces and the scheduler simulation (docs/scheduler.md). Defaults live in
 # `cpbcg.config.SchedulerConfig`; `None` means "keep the config's value".
-TraceFormatOpt = Annotated[TraceFormat, typer.Option("--trace-format", case_sensitive=False, metavar="FORMAT", help=f"What --trace holds: {', '.join(f.value for f in TraceFormat)} (docs/traces.md); auto detects it from the first line.")]
+TraceFormatOpt = Annotated[str, typer.Option("--trace-format", metavar="FORMAT", help="What --trace holds: auto (detect it from the first line), batches, mooncake, azure, vidur, burstgpt, splitwise, vllm-bench, aibrix, parquet, sglang-log, csv or jsonl (docs/traces.md lists every format).")]
 LengthFieldOpt = Annotated[Optional[str], typer.Option("--length-field", help="Prompt-length field of a generic CSV/JSONL request trace (tokens).", show_default=False)]
 TimeFieldOpt = Annotated[Optional[str], typer.Option("--time-field", help="Arrival-time field of a generic request trace: seconds, or wall-clock datetimes. Without it arrivals are Poisson at --rate.", show_default=False)]
 ChunkedPrefillOpt = Annotated[Optional[int], typer.Option("--chunked-prefill-size", min=-1, max=2**31 - 1, help="Chunk budget per prefill forward in tokens; -1 disables chunking (SGLang --chunked-prefill-size). [default: 8192]", show_default=False)]
@@ -91,6 +96,8 @@ def progress_bar(description: str, total: Optional[float] = None, enabled: bool 
     if not enabled or not console.is_terminal or not sys.stderr.isatty():  # FORCE_COLOR fakes a terminal
         yield lambda amount=1: None
         return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}"), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(description, total=total)

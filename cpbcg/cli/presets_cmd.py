@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from rich.table import Table
-
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import stdout_console
-from cpbcg.config import load_config, preset_names
 
 
 @app.command()
 @error_boundary
 def presets() -> None:
     """List the shipped deployment presets (use one with `--config NAME`)."""
+    from rich.table import Table
+
+    from cpbcg.config import load_config, preset_names
+
     table = Table(title="Deployment presets (cpbcg/configs/)", title_justify="left")
     for column in ("name", "cp_size", "strategy", "chunked_prefill_size", "buckets"):
         table.add_column(column)

@@ -10,22 +10,21 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-import typer
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
-from cpbcg.atomic import STDOUT, check_outputs, output_path
+import typer
+
+from cpbcg.atomic import STDOUT, output_path
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.api import check, load_config_and_deployment
 from cpbcg.cli.common import FormatOpt, OutputFormat, progress_bar, stderr_console, stdout_console
 from cpbcg.cli.options import DeploymentOptions, SchedulerOptions, TraceOptions, with_options
-from cpbcg.cli.render import evaluation_tables, print_json
-from cpbcg.cli.source_note import report_simulation, warn_ignored_options
 from cpbcg.errors import ConfigError
-from cpbcg.check.gates import CheckReport, ReplayRecord, count_of, parse_max_eager
-from cpbcg.manifest import load_manifest
-from cpbcg.check.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown, write_report
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+
+    from cpbcg.check.gates import CheckReport, ReplayRecord
 
 ManifestOpt = Annotated[Optional[Path], typer.Option("--manifest", "-m", help="Capture manifest (`cpbcg capture -o`): buckets, capacities and CP settings come from it.", show_default=False)]
 MinCovOpt = Annotated[Optional[float], typer.Option("--min-coverage", min=0.0, max=1.0, help="Gate: least fraction of batches replayed in graphs (0..1).", show_default=False)]
@@ -38,6 +37,8 @@ ReplayOpt = Annotated[int, typer.Option("--replay", min=0, max=4096, help="Repla
 
 def gate_overrides(min_coverage: Optional[float], min_token_coverage: Optional[float], max_padding: Optional[float], max_eager: list[str]) -> dict[str, Any]:
     """Dotted config overrides for the gate options (`--max-eager` merges into the config's)."""
+    from cpbcg.check.gates import parse_max_eager
+
     out: dict[str, Any] = {
         "gates.min_coverage": min_coverage, "gates.min_token_coverage": min_token_coverage, "gates.max_padding": max_padding,
     }
@@ -47,6 +48,8 @@ def gate_overrides(min_coverage: Optional[float], min_token_coverage: Optional[f
 
 def gates_table(report: CheckReport) -> Table:
     """Gate, measured value, threshold and verdict per gate."""
+    from rich.table import Table
+
     table = Table(title="Gates", title_justify="left")
     for name, justify in (("gate", "left"), ("measured", "right"), ("threshold", "right"), ("result", "left")):
         table.add_column(name, justify=justify)
@@ -62,6 +65,10 @@ NO_TRACE_WARNING = "cpbcg: warning: no --trace given; the gates ran on the embed
 
 def overflow_text(report: CheckReport) -> Text:
     """The first natural-bucket overflows as `extend_seq_lens` (old runtime crashed on them)."""
+    from rich.text import Text
+
+    from cpbcg.check.gates import count_of
+
     ev = report.evaluation
     text = Text(f"Natural bucket overflow (crashed before the runtime's bucket search): {count_of(ev.natural_overflow, 'batch', 'batches')}\n")
     for seq in ev.overflow_examples:
@@ -71,6 +78,8 @@ def overflow_text(report: CheckReport) -> Text:
 
 def replays_table(replays: tuple[ReplayRecord, ...]) -> Table:
     """One row per replayed batch: bucket, verified against eager, error and time."""
+    from rich.table import Table
+
     table = Table(title=f"Replays through captured graphs ({len(replays)})", title_justify="left")
     for name in ("extend_seq_lens", "bucket", "verified", "max_abs_err", "replay_ms"):
         table.add_column(name)
@@ -90,6 +99,12 @@ def _or_dash(value: object) -> str:
 def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool = False) -> None:
     """Main output on stdout: the plan tables plus overflow and gates, or the JSON report; on
     stderr when a report file goes to stdout (`--json -` or `--junit -`)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from cpbcg.check.reports import report_json
+    from cpbcg.cli.render import evaluation_tables, print_json
+
     console = stderr_console() if stdout_taken else stdout_console()
     if output_format is OutputFormat.json:
         print_json(console, report_json(report))
@@ -107,6 +122,8 @@ def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path
     """Report files (`--json -`: stdout), GitHub annotations (`GITHUB_ACTIONS=true`) and the
     step summary. The outputs were checked up front (`check_outputs`); the annotations and the
     step summary never change the verdict: a summary that cannot be appended is a warning."""
+    from cpbcg.check.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
+
     if junit is not None:
         _write(junit, junit_xml(report))
     if json_path is not None:
@@ -124,6 +141,8 @@ def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path
 
 def _write(path: Path, data: bytes) -> None:
     """A report file, written atomically; `-` is stdout."""
+    from cpbcg.check.reports import write_report
+
     if str(path) == STDOUT:
         typer.echo(data.decode(), nl=False)
     else:
@@ -131,6 +150,8 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def verdict(report: CheckReport) -> str:
+    from cpbcg.check.gates import count_of
+
     if not report.gates:
         return "replay-check: no gates configured (nothing to fail on)"
     if report.passed:
@@ -175,6 +196,11 @@ def replay_check(
 
     Example: `cpbcg replay-check --config ci-gates-cp4 --trace lens.jsonl --junit report.xml`
     """
+    from cpbcg.api import check, load_config_and_deployment
+    from cpbcg.atomic import check_outputs
+    from cpbcg.cli.source_note import report_simulation, warn_ignored_options
+    from cpbcg.manifest import load_manifest
+
     check_outputs({"--junit": junit, "--json": json_path}, {"--trace": trace.trace, "--manifest": manifest})
     if str(junit) == STDOUT and str(json_path) == STDOUT:
         raise ConfigError("--junit - and --json - would both write to stdout; send one to a file")

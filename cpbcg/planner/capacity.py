@@ -16,20 +16,13 @@ dropped, as SGLang's capture filter does; if none remain, that is an error.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Sequence
 
 import numpy as np
 
 from cpbcg.errors import ModelError
+from cpbcg.planner.choices import CaptureLayout
 from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, local_rows
-
-
-class CaptureLayout(str, Enum):
-    """Shape of the dummy batch a bucket is captured from."""
-
-    single_request = "single_request"
-    context_bounded = "context_bounded"
 
 
 @dataclass(frozen=True)

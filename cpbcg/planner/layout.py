@@ -18,24 +18,17 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from functools import cached_property
-from enum import Enum
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
 from cpbcg.errors import ConfigError, TraceError
+from cpbcg.planner.choices import CPStrategy
 
 
 MAX_TOKENS = 2**31 - 1
 """Largest length, count or bucket cpbcg accepts (tokens): far above any real context, and small
 enough that no sum over a trace can overflow int64."""
-
-
-class CPStrategy(str, Enum):
-    """How a prefill batch is split across CP ranks (SGLang `--cp-strategy`)."""
-
-    zigzag = "zigzag"
-    interleave = "interleave"
 
 
 def align_up(x: np.ndarray | int, align: int) -> np.ndarray | int:
