@@ -6,8 +6,10 @@ Run: `python benchmarks/bench_plan.py [--batches 1000000] [--workdir /tmp/cpbcg-
    `select_buckets`) against a straightforward per-request Python loop of the same rule
    (`zigzag rows` per request, then `select_one`), in the same run, on the same batches.
    The loop's answers are checked against the vectorised ones.
-2. `cpbcg plan --trace T --format json` as a subprocess on an N-line batch trace (wall time,
-   Python start-up included), against a plain `json.loads` per line plus the same loop.
+2. `cpbcg --help`, `cpbcg plan --help`, and `cpbcg plan --trace T --format json` with and
+   without the recommendation, each in a fresh process per run (wall time and peak RSS, Python
+   start-up included), against a plain `json.loads` per line plus the same loop.
+Every figure is min-median-max over `--runs` fresh processes.
 
 Numbers go in the README; nothing here is asserted by the test suite.
 """
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import time
@@ -74,44 +78,70 @@ def bench_model(batches: BatchSet, table: BucketTable) -> tuple[float, float]:
     chosen = [loop_rule(b, CP.cp_size, CP.align_rows, caps) for b in lists]
     loop_s = time.perf_counter() - t0
     hits = Counter(b for b in chosen if b is not None)
-    assert {str(b): hits.get(b, 0) for b in ev.buckets} == ev.bucket_hits, "loop and vectorised selector disagree"
+    assert {b: hits.get(b, 0) for b in ev.buckets} == ev.bucket_hits, "loop and vectorised selector disagree"
     return vec_s, loop_s
 
 
-def bench_end_to_end(trace: Path, table: BucketTable) -> tuple[float, float]:
+def run_child(argv: list[str]) -> tuple[float, float]:
+    """`(wall s, peak RSS MB)` of one fresh process running `argv` (output discarded)."""
     t0 = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "cpbcg", "plan", "--trace", str(trace), "--format", "json", "--cp-size", "4"],
-        check=True, stdout=subprocess.DEVNULL,
-    )
-    cli_s = time.perf_counter() - t0
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if status != 0:
+        raise SystemExit(f"failed: {' '.join(argv)}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def spread(values: list[float], fmt: str = ".2f") -> str:
+    """`min-median-max` of the runs."""
+    return "-".join(format(v, fmt) for v in (min(values), statistics.median(values), max(values)))
+
+
+def naive_end_to_end(trace: Path, table: BucketTable) -> float:
+    """`json.loads` per line plus the plain loop (the plain-Python reference), one run."""
     caps = table.as_dict()
     t0 = time.perf_counter()
     with open(trace) as handle:
         for line in handle:
             loop_rule(json.loads(line)["extend_seq_lens"], CP.cp_size, CP.align_rows, caps)
-    naive_s = time.perf_counter() - t0
-    return cli_s, naive_s
+    return time.perf_counter() - t0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=5, help="fresh processes per figure")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/cpbcg-bench"))
+    parser.add_argument("--model-once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    args.workdir.mkdir(parents=True, exist_ok=True)
     batches = make_batches(args.batches)
     table = BucketTable.build(sglang_default_buckets(8192), CP)
-    vec_s, loop_s = bench_model(batches, table)
-    print(f"layout+selector, {args.batches:,} batches ({len(batches.extend_seq_lens):,} requests), cp 4:")
-    print(f"  vectorised {vec_s:.3f} s   python loop {loop_s:.2f} s   speed-up {loop_s / vec_s:.0f}x")
+    if args.model_once:  # one child run of the in-process comparison
+        print(*bench_model(batches, table))
+        return
+    args.workdir.mkdir(parents=True, exist_ok=True)
     trace = args.workdir / f"batches-{args.batches}.jsonl"
     if not trace.exists():
         write_trace(batches, trace)
-    size_mb = trace.stat().st_size / 1e6
-    cli_s, naive_s = bench_end_to_end(trace, table)
-    print(f"end to end on {trace} ({size_mb:.0f} MB):")
-    print(f"  cpbcg plan {cli_s:.2f} s   json.loads + loop {naive_s:.2f} s   speed-up {naive_s / cli_s:.1f}x")
+    num_requests = len(batches.extend_seq_lens)
+    del batches  # children are forked from this process: keep it small so their peak RSS is their own
+    me = [sys.executable, __file__, "--batches", str(args.batches), "--model-once"]
+    model = [tuple(map(float, subprocess.run(me, check=True, capture_output=True, text=True).stdout.split())) for _ in range(args.runs)]
+    vec, loop = [m[0] for m in model], [m[1] for m in model]
+    print(f"layout+selector+tallies, {args.batches:,} forwards ({num_requests:,} requests), cp 4, {args.runs} runs (min-median-max):")
+    print(f"  vectorised {spread(vec, '.3f')} s   plain Python loop {spread(loop)} s   speed-up {min(loop) / max(vec):.0f}-{max(loop) / min(vec):.0f}x")
+    cpbcg = [sys.executable, "-m", "cpbcg"]
+    figures = {
+        "cpbcg --help": cpbcg + ["--help"],
+        "cpbcg plan --help": cpbcg + ["plan", "--help"],
+        f"plan --trace ({trace.stat().st_size / 1e6:.0f} MB) --no-recommend": cpbcg + ["plan", "-t", str(trace), "-f", "json", "--no-recommend"],
+        f"plan --trace ({trace.stat().st_size / 1e6:.0f} MB), with the recommendation": cpbcg + ["plan", "-t", str(trace), "-f", "json"],
+    }
+    for name, argv in figures.items():
+        runs = [run_child(argv) for _ in range(args.runs)]
+        print(f"  {name}: {spread([r[0] for r in runs])} s, peak {spread([r[1] for r in runs], '.0f')} MB")
+    print(f"  plain-Python reference (json.loads per line + loop), 1 run: {naive_end_to_end(trace, table):.2f} s")
 
 
 if __name__ == "__main__":

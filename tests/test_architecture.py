@@ -81,3 +81,15 @@ def test_importing_the_planner_loads_no_heavy_dependency():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_help_loads_neither_numpy_nor_the_planner():
+    code = (
+        "import sys; from cpbcg.cli import main\n"
+        "for argv in (['--help'], ['plan', '--help'], ['replay-check', '--help'], ['batches', '--help']):\n"
+        "    try: main(argv)\n"
+        "    except SystemExit: pass\n"
+        "print(sorted(m for m in ('numpy', 'yaml', 'orjson', 'cpbcg.planner.layout', 'cpbcg.config') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

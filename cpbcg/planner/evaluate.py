@@ -114,21 +114,23 @@ class Evaluator:
     def add_demand(self, demand: Demand, batches: BatchSet | None = None) -> None:
         """Select and tally `demand`; `batches` (the same forwards) supplies examples."""
         w, n = demand.counts, demand.num_tokens
-        if float(np.dot(w.astype(np.float64), n)) + self._totals["tokens"] >= MAX_TOTAL_TOKENS:
+        if float(np.dot(w, n.astype(np.float64))) + self._totals["tokens"] >= MAX_TOTAL_TOKENS:
             raise TraceError(f"the trace's count-weighted token total exceeds {MAX_TOTAL_TOKENS:.3g}: check the \"count\" fields")
         sel = demand.select(self.table, self.factor)
-        graph, t = sel.graph, self._totals
+        wn = w * n  # [N] int64 count-weighted tokens
+        gw = np.where(sel.graph, w, 0)  # [N] int64 weights of graph forwards (no boolean indexing: cheaper)
+        t = self._totals
         t["batches"] += int(w.sum())
-        t["tokens"] += int((w * n).sum())
-        t["graph_batches"] += int(w[graph].sum())
-        t["graph_tokens"] += int((w * n)[graph].sum())
-        t["padded_tokens"] += int((w * (sel.bucket_tokens - n))[graph].sum())
-        t["rescued"] += int(w[sel.rescued].sum())
-        t["natural_overflow"] += int(w[sel.natural_overflow].sum())
-        self._hits += np.bincount(sel.bucket_index[graph], weights=w[graph], minlength=len(self._hits)).astype(np.int64)
+        t["tokens"] += int(wn.sum())
+        t["graph_batches"] += int(gw.sum())
+        t["graph_tokens"] += int(np.dot(gw, n))
+        t["padded_tokens"] += int(np.dot(gw, sel.bucket_tokens - n))
+        t["rescued"] += int(np.dot(w, sel.rescued))
+        t["natural_overflow"] += int(np.dot(w, sel.natural_overflow))
+        self._hits += np.bincount(np.maximum(sel.bucket_index, 0), weights=gw, minlength=len(self._hits)).astype(np.int64)
         for reason, count in sel.eager_counts(w).items():
             self._eager[reason.value] += count
-        for reason, count in sel.eager_counts(w * n).items():
+        for reason, count in sel.eager_counts(wn).items():
             self._eager_tokens[reason.value] += count
         if batches is not None:
             self._keep_examples(batches, sel)
