@@ -29,6 +29,7 @@ from cpbcg.planner.plan import PlanResult, plan as _plan
 from cpbcg.planner.recommend import Recommendation, RecommendSettings, default_chunk_tokens
 from cpbcg.planner.selector import BucketTable
 from cpbcg.planner.sources import BatchSource, describe_source, open_source
+from cpbcg.planner.traces import ForwardSizes, ReadOptions
 
 MANIFEST_KEYS = ("cp_size", "cp_strategy", "align_size", "capture_layout", "max_context_size_tokens", "max_capture_requests")
 """Config keys a capture manifest fixes (besides the buckets and, when recorded, the padding factor)."""
@@ -80,30 +81,50 @@ def load_deployment(config: str | None = None, **overrides: Any) -> Deployment:
 
 def open_trace(
     path: str | Path | None = None, deployment: Deployment | None = None, *, trace_format: str = "auto",
-    length_field: str | None = None, time_field: str | None = None,
+    length_field: str | None = None, time_field: str | None = None, options: ReadOptions | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> BatchSource:
     """Prefill forwards of a trace, lazily (iterate `.batches` once): a batch trace as written,
-    a request trace through the scheduler simulation with `deployment.scheduler`; None = the
-    embedded default workload. Raises `TraceError` (`FILE:LINE: ...`)."""
+    a request trace through the scheduler simulation with `deployment.scheduler` (calling
+    `progress(requests read so far)` as it reads); None = the embedded default workload; `-` =
+    stdin. An SGLang server log gives forward sizes only (`.is_bound`, `.forwards`): `plan`,
+    `evaluate` and `check` take it at its worst case. `options` (a `ReadOptions`: generic fields,
+    BurstGPT filters) wins over `length_field`/`time_field`. Raises `TraceError` (`FILE:LINE: ...`)."""
     scheduler = deployment.scheduler if deployment is not None else None
+    if options is None:
+        options = ReadOptions(length_field=length_field, time_field=time_field)
     return open_source(None if path is None else Path(path), trace_format=trace_format, scheduler=scheduler,
-                       length_field=length_field, time_field=time_field)
+                       options=options, progress=progress)
 
 
-def _chunks(trace: BatchSource | Iterable[BatchSet]) -> Iterable[BatchSet]:
-    return trace.batches if isinstance(trace, BatchSource) else trace
+def _chunks(trace: BatchSource | Iterable[BatchSet]) -> Iterable[BatchSet] | Iterable[ForwardSizes]:
+    if isinstance(trace, BatchSource):
+        return trace.forwards if trace.is_bound else trace.batches  # type: ignore[return-value]
+    return trace
+
+
+def report_header(deployment: Deployment, trace: BatchSource | str | Path | None, path: str | Path | None = None) -> dict[str, Any]:
+    """The report header (`Deployment.header`) of a trace: its source line and `bound`, True
+    when the trace gives forward sizes only and every number is a worst-case bound."""
+    bound = isinstance(trace, BatchSource) and trace.is_bound
+    source = path if isinstance(trace, BatchSource) else trace
+    return {**deployment.header(describe_source(source, bound=bound)), "bound": bound}
 
 
 def evaluate(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, table: BucketTable | None = None,
              on_chunk: Callable[[BatchSet], Any] | None = None) -> Evaluation:
-    """Replay every forward with the deployment's list (or `table`) through the runtime selector."""
+    """Replay every forward with the deployment's list (or `table`) through the runtime selector
+    (a bound source at its worst case, as `plan`)."""
     table = deployment.table() if table is None else table
+    if isinstance(trace, BatchSource) and trace.is_bound:
+        return _plan(_chunks(trace), deployment, None, table, on_chunk).evaluation
     return _evaluate(_chunks(trace), table, deployment.cp, deployment.max_padding_factor, on_chunk)
 
 
 def plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings | None = RecommendSettings(),
          table: BucketTable | None = None, on_chunk: Callable[[BatchSet], Any] | None = None) -> PlanResult:
-    """Evaluate the configured list and recommend one, in one pass (`cpbcg plan`)."""
+    """Evaluate the configured list and recommend one, in one pass (`cpbcg plan`); a bound
+    source (`BatchSource.is_bound`) is planned at each forward's exact worst case."""
     return _plan(_chunks(trace), deployment, settings, table, on_chunk)
 
 
@@ -144,17 +165,21 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
           config: Any = None) -> tuple[CheckReport, BatchSource]:
     """Evaluate a trace as `plan` does, check the gates, and with `replay > 0` replay that many
     sampled graph forwards through freshly captured graphs (torch). Returns the report and the
-    opened source (its simulation summary is complete)."""
+    opened source (its simulation summary is complete). A bound source (server log) is checked
+    at its worst case (header `bound` True); it has no extend lengths to replay (`ConfigError`)."""
     options = dict(trace_options or {})
     table = manifest.table() if manifest is not None else deployment.table()
     source = open_trace(trace_path, deployment, **options)
+    if replay and source.is_bound:
+        raise ConfigError(f"{describe_source(trace_path)}: an SGLang server log gives forward sizes, not extend lengths: nothing to replay through graphs")
     ev = evaluate(source, deployment, table, on_chunk)
-    header = deployment.header(describe_source(None if trace_path is None else Path(trace_path)))
+    header = report_header(deployment, source, trace_path)
     if manifest is not None:
         header["manifest"] = str(manifest.path)
     results = check_gates(ev, gates)
     replays: tuple[ReplayRecord, ...] = ()
     if replay:
+        options.pop("progress", None)
         sampled = sample_graph_batches(open_trace(trace_path, deployment, **options).batches, table, deployment.cp,
                                        deployment.max_padding_factor, replay)
         replays = _replay(sampled, config)

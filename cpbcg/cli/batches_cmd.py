@@ -40,7 +40,7 @@ def batches(
     """
     from cpbcg.api import load_config_and_deployment
     from cpbcg.atomic import check_outputs, write_atomic
-    from cpbcg.cli.common import progress_bar, stderr_console
+    from cpbcg.cli.common import stderr_console
     from cpbcg.cli.options import TraceOptions
     from cpbcg.cli.source_note import ignored_options_note, request_only_flags, simulation_note
     from cpbcg.planner.sources import open_source
@@ -48,7 +48,10 @@ def batches(
 
     check_outputs({"-o": output}, {"--trace": trace})
     _, dep = load_config_and_deployment(config, scheduler.overrides())
-    source = open_source(trace, trace_format, dep.scheduler, length_field, time_field)
+    from cpbcg.cli.trace_progress import TraceProgress
+
+    bar = TraceProgress("forming forwards")
+    source = open_source(trace, trace_format, dep.scheduler, length_field, time_field, progress=bar.requests)
     given = TraceOptions(trace, trace_format, length_field, time_field)
     ignored = ignored_options_note(source.trace_format, request_only_flags(given, scheduler), trace)
     if ignored is not None:
@@ -58,7 +61,7 @@ def batches(
     def counted(chunks):
         for chunk in chunks:
             tally["forwards"] += int(chunk.counts.sum())
-            advance(chunk.num_batches)
+            bar.forwards(chunk)
             yield chunk
 
     def lines():
@@ -66,7 +69,7 @@ def batches(
             tally["lines"] += 1
             yield line
 
-    with progress_bar("forming forwards") as advance:
+    with bar:
         if str(output) == "-":
             import sys
 

@@ -67,14 +67,22 @@ class TraceOptions:
     trace_format: TraceFormatOpt = "auto"
     length_field: LengthFieldOpt = None
     time_field: TimeFieldOpt = None
+    output_field: Annotated[Optional[str], typer.Option("--output-field", help="Output-length field of a generic CSV/JSONL request trace (tokens); decode uses it.", show_default=False)] = None
+    model: Annotated[Optional[str], typer.Option("--model", help="BurstGPT: keep only the rows of this Model (e.g. ChatGPT, GPT-4).", show_default=False)] = None
+    log_type: Annotated[Optional[str], typer.Option("--log-type", help="BurstGPT: keep only the rows of this Log Type (e.g. 'Conversation log', 'API log').", show_default=False)] = None
 
     def reader_options(self) -> dict[str, Any]:
-        """Keyword arguments of `cpbcg.api.open_trace` besides the path."""
-        return {"trace_format": getattr(self.trace_format, "value", self.trace_format), "length_field": self.length_field, "time_field": self.time_field}
+        """Keyword arguments of `cpbcg.api.open_trace` besides the path (a `ReadOptions`)."""
+        from cpbcg.planner.traces import ReadOptions
+
+        options = ReadOptions(length_field=self.length_field, time_field=self.time_field, output_field=self.output_field,
+                              model=self.model, log_type=self.log_type)
+        return {"trace_format": getattr(self.trace_format, "value", self.trace_format), "options": options}
 
     def request_only(self) -> dict[str, Any]:
         """The options only request traces use, by flag (for the ignored-options warning)."""
-        return {"--length-field": self.length_field, "--time-field": self.time_field}
+        return {"--length-field": self.length_field, "--time-field": self.time_field, "--output-field": self.output_field,
+                "--model": self.model, "--log-type": self.log_type}
 
 
 @dataclass(frozen=True)

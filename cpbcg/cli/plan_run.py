@@ -11,13 +11,14 @@ import typer
 
 from cpbcg import api
 from cpbcg.atomic import STDOUT, check_outputs, write_atomic
-from cpbcg.cli.common import OutputFormat, progress_bar, stderr_console, stdout_console
+from cpbcg.cli.common import OutputFormat, stderr_console, stdout_console
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions
 from cpbcg.cli.render import evaluation_tables, print_json
 from cpbcg.cli.render_recommend import (
     comparison_document, comparison_table, guarantee_renderable, pareto_table, recommendation_renderable,
 )
 from cpbcg.cli.source_note import report_simulation, warn_ignored_options
+from cpbcg.cli.trace_progress import TraceProgress
 from cpbcg.documents import as_dict, dumps, plan_document
 from cpbcg.errors import ConfigError
 from cpbcg.planner.buckets import parse_positive_list
@@ -25,7 +26,6 @@ from cpbcg.planner.compare import compare_recommendation
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import export_buckets
 from cpbcg.planner.recommend import RecommendSettings
-from cpbcg.planner.sources import describe_source
 
 PARETO_MAX_BUCKETS = 128
 """With --compare or --plot the optimiser also finds the best list of every count up to this."""
@@ -73,9 +73,9 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         return
     warn_ignored_options(trace, scheduler)
     settings = _settings(req) if req.recommend else None
-    source = api.open_trace(trace.trace, dep, **trace.reader_options())
-    with progress_bar("replaying forwards") as advance:
-        result = api.plan(source, dep, settings, on_chunk=lambda b: advance(b.num_batches))
+    with TraceProgress() as bar:
+        source = api.open_trace(trace.trace, dep, **trace.reader_options(), progress=bar.requests)
+        result = api.plan(source, dep, settings, on_chunk=bar.forwards)
     simulation = report_simulation(source)
     rec = result.recommendation
     comparison = compare_recommendation(rec, dep) if rec is not None and (req.compare or req.plot) else None
@@ -83,9 +83,9 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         from cpbcg.cli.plot import write_plot
 
         write_plot(req.plot, rec, comparison)
-    header = dep.header(describe_source(trace.trace))
+    header = api.report_header(dep, source, trace.trace)
     exported = rec.buckets if rec is not None else result.evaluation.buckets
-    meta = {"source": header["source"], "cp_size": dep.cp.cp_size, "cp_strategy": dep.cp.strategy.value,
+    meta = {"source": header["source"], "bound": header["bound"], "cp_size": dep.cp.cp_size, "cp_strategy": dep.cp.strategy.value,
             "max_padding_factor": dep.max_padding_factor, "cost_model": dep.cost.to_dict()}
     _emit(req, exported, dep, meta)
     if req.emit is not None and req.output is None:

@@ -211,9 +211,11 @@ def replay_check(
     overrides = {**deployment.overrides(), **scheduler.overrides(), **dotted}
     cfg, dep = load_config_and_deployment(deployment.config, overrides, manifest=loaded)
     warn_ignored_options(trace, scheduler)
-    with progress_bar("replaying forwards") as advance:
+    from cpbcg.cli.trace_progress import TraceProgress
+
+    with TraceProgress() as bar:
         report, source = check(trace.trace, dep, cfg.gates.to_gates(), manifest=loaded, replay=replay, config=cfg,
-                               trace_options=trace.reader_options(), on_chunk=lambda b: advance(b.num_batches))
+                               trace_options={**trace.reader_options(), "progress": bar.requests}, on_chunk=bar.forwards)
     report_simulation(source)
     render(report, output_format, stdout_taken=STDOUT in (str(junit), str(json_path)))
     publish(report, junit, json_path)

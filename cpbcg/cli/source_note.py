@@ -14,14 +14,21 @@ import typer
 from typing import TYPE_CHECKING
 
 from cpbcg.planner.traces import TraceFormat, detect_format
+from cpbcg.planner.traces.registry import BY_NAME
 from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.planner.sources import BatchSource
 
 if TYPE_CHECKING:
     from cpbcg.cli.options import SchedulerOptions, TraceOptions
 
-FORMAT_LABELS = {"mooncake": "Mooncake", "azure": "Azure", "vidur": "vidur", "csv": "CSV", "jsonl": "JSONL"}
-"""How each request-trace format is named in the note."""
+FORMAT_LABELS = {name: fmt.label for name, fmt in BY_NAME.items()}
+"""How each trace format is named in the note (the registry's labels)."""
+
+BOUND_NOTE = (
+    "cpbcg: note: the trace is an SGLang server log: it gives each forward's size and request count, "
+    "not its extend lengths, so every forward is taken at the most rows any such forward can need: "
+    "the results are a worst-case bound (the real forwards replayed in graphs at least as often)"
+)
 
 
 SATURATED_BUSY = 0.95
@@ -89,11 +96,17 @@ def simulation_summary(source: BatchSource) -> dict | None:
 
 
 def report_simulation(source: BatchSource) -> dict | None:
-    """Print `simulation_note` to stderr (if any) and return `simulation_summary`."""
-    note = simulation_note(source)
+    """Print `simulation_note` (or, for a server log, `bound_note`) to stderr and return
+    `simulation_summary`."""
+    note = simulation_note(source) or bound_note(source)
     if note is not None:
         typer.echo(note, err=True)
     return simulation_summary(source)
+
+
+def bound_note(source: BatchSource) -> str | None:
+    """The stderr note of a bound source (an SGLang server log), or None."""
+    return BOUND_NOTE if source.is_bound else None
 
 
 def ignored_options_note(trace_kind: TraceFormat | str | None, flags: list[str], trace: Path | str | None = None) -> str | None:
@@ -101,9 +114,11 @@ def ignored_options_note(trace_kind: TraceFormat | str | None, flags: list[str],
     a batch stream, or None. `trace_kind` is the trace's format as read (None for the embedded
     default); a request trace uses them all."""
     kind = _value(trace_kind)
-    if kind not in (None, TraceFormat.batches.value) or not flags:
+    if kind not in (None, TraceFormat.batches.value, TraceFormat.sglang_log.value) or not flags:
         return None
-    what = f"{trace} is a batch trace" if kind is not None else "the embedded default workload is already a batch stream"
+    what = "the embedded default workload is already a batch stream"
+    if kind is not None:
+        what = f"{trace} is {'an SGLang server log' if kind == TraceFormat.sglang_log.value else 'a batch trace'}"
     verb = "applies" if len(flags) == 1 else "apply"
     return f"cpbcg: warning: {', '.join(flags)} {verb} to request traces only; {what}"
 

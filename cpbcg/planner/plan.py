@@ -9,12 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from cpbcg.planner.bound import bound_demand
 from cpbcg.planner.demand_log import DemandLog
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, Evaluator
 from cpbcg.planner.layout import BatchSet
 from cpbcg.planner.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.traces.records import ForwardSizes
 
 
 @dataclass(frozen=True)
@@ -28,23 +30,30 @@ class PlanResult:
 
 
 def plan(
-    chunks: Iterable[BatchSet],
+    chunks: Iterable[BatchSet] | Iterable[ForwardSizes],
     deployment: Deployment,
     settings: RecommendSettings | None = RecommendSettings(),
     table: BucketTable | None = None,
-    on_chunk: Callable[[BatchSet], Any] | None = None,
+    on_chunk: Callable[[BatchSet | ForwardSizes], Any] | None = None,
 ) -> PlanResult:
     """Replay `chunks` with `table` (default: the deployment's configured list) and, unless
-    `settings` is None, recommend a list for the same forwards.
+    `settings` is None, recommend a list for the same forwards. `ForwardSizes` chunks (an SGLang
+    server log) are taken at their exact worst case (`bound_demand`): the result is a bound.
 
     `on_chunk` sees each chunk after it was tallied (progress). Raises `TraceError` from the
     trace, `ConfigError`/`ModelError` from the recommendation."""
     table = deployment.table() if table is None else table
     evaluator = Evaluator(table, deployment.cp, deployment.max_padding_factor)
     log = DemandLog() if settings is not None else None
-    for batches in chunks:
-        evaluator.add(batches, None if log is None else log.add)
+    for chunk in chunks:
+        if isinstance(chunk, ForwardSizes):
+            demand = bound_demand(chunk, deployment.cp)
+            evaluator.add_demand(demand)
+            if log is not None:
+                log.add(demand)
+        else:
+            evaluator.add(chunk, None if log is None else log.add)
         if on_chunk is not None:
-            on_chunk(batches)
+            on_chunk(chunk)
     recommendation = None if log is None else recommend(log, deployment, settings)
     return PlanResult(evaluator.result(), recommendation)
