@@ -173,6 +173,10 @@ def test_reader_options_warned_on_batch_traces():
     assert f"cpbcg: warning: --model applies to request traces only; {GOOD} is a batch trace" in result.stderr
     log = runner.invoke(app, ["plan", "-t", LOG, "--rate", "3", "--no-recommend"])
     assert f"cpbcg: warning: --rate applies to request traces only; {LOG} is an SGLang server log" in log.stderr
+    with open(GOOD, "rb") as handle:
+        piped = runner.invoke(app, ["plan", "-t", "-", "--log-type", "API log", "--no-recommend"], input=handle.read())
+    assert piped.exit_code == 0, piped.output
+    assert "cpbcg: warning: --log-type applies to request traces only; <stdin> is a batch trace" in piped.stderr
 
 
 def test_format_labels_come_from_the_registry():

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from cpbcg.planner.traces import TraceFormat, detect_format
 from cpbcg.planner.traces.registry import BY_NAME
+from cpbcg.planner.traces.text import display
 from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.planner.sources import BatchSource
 
@@ -139,7 +140,7 @@ def warn_ignored_options(trace: "TraceOptions", scheduler: "SchedulerOptions") -
         kind = TraceFormat(trace.trace_format)
         if kind is TraceFormat.auto:
             kind = detect_format(Path(trace.trace), trace.length_field)
-    note = ignored_options_note(kind, flags, trace.trace)
+    note = ignored_options_note(kind, flags, None if trace.trace is None else display(trace.trace))
     if note is not None:
         typer.echo(note, err=True)
 
