@@ -16,7 +16,7 @@ import typer
 
 from cpbcg.atomic import STDOUT, output_path
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import FormatOpt, OutputFormat, progress_bar, stderr_console, stdout_console
+from cpbcg.cli.common import FormatOpt, OutputFormat, stderr_console, stdout_console
 from cpbcg.cli.options import DeploymentOptions, SchedulerOptions, TraceOptions, with_options
 from cpbcg.errors import ConfigError
 
