@@ -25,7 +25,8 @@ def dumps(doc: Any) -> bytes:
 
 
 def plan_document(header: dict[str, Any], evaluation: Evaluation, recommendation: Recommendation | None = None,
-                  simulation: dict[str, Any] | None = None, comparison: dict[str, Any] | None = None) -> dict[str, Any]:
+                  simulation: dict[str, Any] | None = None, comparison: dict[str, Any] | None = None,
+                  recommendation_error: str | None = None) -> dict[str, Any]:
     """`plan --format json`: the header, the configured list's evaluation at the top level, then
     `recommendation` (and `comparison` with `--compare`)."""
     doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **header}
@@ -34,6 +35,9 @@ def plan_document(header: dict[str, Any], evaluation: Evaluation, recommendation
     doc.update(evaluation.to_dict())
     if recommendation is not None:
         doc["recommendation"] = recommendation_document(recommendation)
+    elif recommendation_error is not None:
+        doc["recommendation"] = None
+        doc["recommendation_error"] = recommendation_error
     if comparison is not None:
         doc["comparison"] = comparison
     return doc
@@ -59,6 +63,7 @@ def recommendation_document(rec: Recommendation) -> dict[str, Any]:
         "configured_modelled_ms": rec.configured_modelled_ms,
         "cost_model": rec.cost.to_dict(),
         "headroom": None if rec.headroom is None else dataclasses.asdict(rec.headroom),
+        "headroom_note": rec.headroom_note,
         "validation": validation,
         "capture_estimate": dataclasses.asdict(rec.capture),
         "configured_capture_estimate": dataclasses.asdict(rec.configured_capture),

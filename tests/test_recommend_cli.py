@@ -160,3 +160,33 @@ def test_errors_are_one_line_exit_2(args, message):
     result = invoke("plan", *args)
     assert result.exit_code == 2
     assert message in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_headroom_that_cannot_fit_is_dropped_with_a_note(tmp_path, assets):
+    # max_padding_factor 1: no bucket above the 8192 chunk is allowed, so the full chunk's
+    # worst case (3 requests: 2,056 rows > C(8192) = 2,048) cannot be served; the plan still answers
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("max_padding_factor: 1\nbuckets: '2048,4096,8192'\n")
+    rec = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "-k", "2")["recommendation"]
+    assert rec["headroom"] is None and "no bucket up to max_padding_factor x 8192 = 8192 holds them" in rec["headroom_note"]
+    assert rec["buckets"][-1] == 8192
+
+
+def test_no_recommendation_when_nothing_can_be_captured(tmp_path, assets):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("scheduler: {chunked_prefill_size: 2}\nbuckets: '2048,4096,8192'\n")
+    result = invoke("plan", "-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "-f", "json")
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)
+    assert doc["recommendation"] is None and doc["recommendation_error"].startswith("no recommendation: ")
+    assert doc["graph_batches"] == 4 and doc["eager"]["padding_limit"] == 1  # the configured list's evaluation stands ([100, 28] is below 2048 / 2)
+    emitted = invoke("plan", "-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "--emit", "sglang")
+    assert emitted.exit_code == 2 and emitted.stderr.startswith("cpbcg: error: no recommendation: ")
+
+
+def test_very_wide_cp_plans_quickly_with_the_bound(tmp_path, assets):
+    # cp 1000: the exact worst-case DP would take minutes; the section-2 bound stands in
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("cp_size: 1000\nbuckets: '2048,4096,8192'\n")
+    doc = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"))
+    assert doc["recommendation"]["buckets"] == [8192]

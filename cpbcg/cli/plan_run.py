@@ -20,7 +20,7 @@ from cpbcg.cli.render_recommend import (
 from cpbcg.cli.source_note import report_simulation, warn_ignored_options
 from cpbcg.cli.trace_progress import TraceProgress
 from cpbcg.documents import as_dict, dumps, plan_document
-from cpbcg.errors import ConfigError
+from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.buckets import parse_positive_list
 from cpbcg.planner.compare import compare_recommendation
 from cpbcg.planner.deployment import Deployment
@@ -78,6 +78,10 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         result = api.plan(source, dep, settings, on_chunk=bar.forwards)
     simulation = report_simulation(source)
     rec = result.recommendation
+    if result.recommendation_error is not None:
+        if req.emit is not None and req.recommend:
+            raise ModelError(result.recommendation_error)  # never export the configured list in its place
+        stderr_console().print(f"cpbcg: note: {result.recommendation_error}", highlight=False, markup=False)
     comparison = compare_recommendation(rec, dep) if rec is not None and (req.compare or req.plot) else None
     if req.plot is not None and comparison is not None:
         from cpbcg.cli.plot import write_plot
@@ -91,7 +95,8 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     if req.emit is not None and req.output is None:
         return  # the export is the stdout document
     if req.output_format is OutputFormat.json:
-        doc = plan_document(header, result.evaluation, rec, simulation, None if comparison is None else comparison_document(comparison))
+        doc = plan_document(header, result.evaluation, rec, simulation, None if comparison is None else comparison_document(comparison),
+                            recommendation_error=result.recommendation_error)
         print_json(stdout_console(), dumps(doc))
         return
     console = stdout_console()

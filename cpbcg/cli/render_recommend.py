@@ -50,13 +50,15 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
     text = Text()
     how = (f"fewest buckets reaching {rec.target_coverage:.2%} of forwards in graphs" if rec.target_coverage
            else f"at most {rec.max_buckets} buckets, {OBJECTIVE_TEXT[rec.objective]}")
-    text.append(f"Recommended {len(rec.buckets)} buckets ({how}):\n", style="bold")
+    text.append(f"Recommended {len(rec.buckets)} bucket{'' if len(rec.buckets) == 1 else 's'} ({how}):\n", style="bold")
     text.append("  " + ",".join(map(str, rec.buckets)) + "\n")
     if rec.headroom is not None:
         h = rec.headroom
         text.append(
             f"Headroom: serves a full {h.chunk_tokens}-token chunk of up to {h.max_requests} requests by its worst case "
             f"({h.worst_rows:,} CP-local rows; a bucket of exactly {h.chunk_tokens} holds {h.chunk_capacity_rows:,}).\n")
+    if rec.headroom_note:
+        text.append(f"Note: {rec.headroom_note}.\n", style="yellow")
     if rec.validation is not None:
         v = rec.validation
         text.append(

@@ -52,10 +52,17 @@ def _worst_rows(limits: Limits, cp: CPLayout) -> tuple[np.ndarray, np.ndarray]:
     n = np.arange(smallest, limits.max_tokens + 1, dtype=np.int64)
     if cp.cp_size == 1 or cp.strategy is CPStrategy.interleave:
         return n, np.asarray(worst_case_rows(n, np.ones_like(n), cp), dtype=np.int64)
+    k_top = min(limits.max_requests, limits.max_tokens // (2 * cp.cp_size))
+    if cp.cp_size * max(k_top, 1) * 2 * cp.cp_size > EXACT_DP_STEPS:  # very wide CP: the §2 bound (>= the truth)
+        return n, np.asarray(worst_case_rows(n, np.minimum(limits.max_requests, n // (2 * cp.cp_size)), cp), dtype=np.int64)
     tokens = _zigzag_worst_tokens(n, limits.max_requests, cp.cp_size)
     return n, np.asarray(align_up(tokens, cp.align_rows), dtype=np.int64)
 
 
+EXACT_DP_STEPS = 1 << 20
+"""Most numpy steps (`cp_size * requests * 2*cp_size`) the exact zigzag worst case may take; above
+it (cp 64 with 128 requests, cp 1,000 at all) the §2 upper bound stands in: never below the truth,
+so headroom and guarantees stay safe, and at most `align` rows above it."""
 _NONE = -(1 << 30)
 """Marks an unreachable residue sum in the DP tables."""
 

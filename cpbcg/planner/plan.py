@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from cpbcg.planner.bound import bound_demand
+from cpbcg.errors import ModelError
 from cpbcg.planner.demand_log import DemandLog
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, Evaluator
@@ -26,7 +27,9 @@ class PlanResult:
     evaluation: Evaluation
     """The configured (or given) list replayed on every forward."""
     recommendation: Recommendation | None
-    """The recommended list; None when not asked for."""
+    """The recommended list; None when not asked for or when none can be made."""
+    recommendation_error: str | None = None
+    """Why no recommendation could be made (e.g. no forward is CP-active), else None."""
 
 
 def plan(
@@ -55,5 +58,9 @@ def plan(
             evaluator.add(chunk, None if log is None else log.add)
         if on_chunk is not None:
             on_chunk(chunk)
-    recommendation = None if log is None else recommend(log, deployment, settings)
-    return PlanResult(evaluator.result(), recommendation)
+    if log is None:
+        return PlanResult(evaluator.result(), None)
+    try:
+        return PlanResult(evaluator.result(), recommend(log, deployment, settings))
+    except ModelError as exc:  # the evaluation stands; say why there is no list to recommend
+        return PlanResult(evaluator.result(), None, f"no recommendation: {exc}")

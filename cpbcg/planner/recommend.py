@@ -24,6 +24,7 @@ import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.capture_cost import CaptureEstimate, estimate_capture
+from cpbcg.planner.capacity import local_capacity
 from cpbcg.planner.cost import CostModel, demand_cost_ms
 from cpbcg.planner.demand import Demand
 from cpbcg.planner.demand_log import DemandLog
@@ -159,6 +160,8 @@ class Recommendation:
     """The whole trace's forwards, aggregated (comparisons, plots)."""
     target_coverage: float | None = None
     """The coverage target, when the fewest buckets reaching it were asked for."""
+    headroom_note: str | None = None
+    """Why headroom was asked for but not applied (no bucket within the padding factor fits)."""
 
 
 def default_chunk_tokens(deployment: Deployment) -> int:
@@ -179,7 +182,7 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
     max_buckets = settings.max_buckets or len(deployment.table().capture_num_tokens)
     chunk = settings.max_bucket_tokens or default_chunk_tokens(deployment)
     requests = settings.max_requests or max(log.max_requests(), 1)
-    headroom = _headroom(deployment, chunk, requests) if settings.headroom else None
+    headroom, headroom_note = _headroom(deployment, chunk, requests) if settings.headroom else (None, None)
     whole = log.whole()
     buckets, optimal = _fit(whole, deployment, settings, max_buckets, chunk, headroom)
     evaluation = evaluate_demand(whole, BucketTable.build(buckets, deployment.cp, deployment.capture), deployment.cp, deployment.max_padding_factor)
@@ -193,7 +196,7 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
         cost=deployment.cost, validation=validation, headroom=headroom,
         capture=_estimate(buckets, settings), configured_capture=_estimate(list(deployment.buckets), settings),
         deploy=deploy_flags(buckets, deployment, chunk if chunk != default_chunk_tokens(deployment) else None),
-        optimal=optimal, demand=whole, target_coverage=settings.target_coverage,
+        optimal=optimal, demand=whole, target_coverage=settings.target_coverage, headroom_note=headroom_note,
     )
 
 
@@ -201,12 +204,22 @@ def _estimate(buckets: list[int], settings: RecommendSettings) -> CaptureEstimat
     return estimate_capture(buckets, settings.capture_s_per_bucket, settings.graph_mib_per_token, settings.capture_source)
 
 
-def _headroom(deployment: Deployment, chunk: int, requests: int) -> Headroom:
+def _headroom(deployment: Deployment, chunk: int, requests: int) -> tuple[Headroom | None, str | None]:
+    """The full chunk the list must serve, or `(None, why not)` when no bucket within the padding
+    factor could hold it (the list then ends at the chunk, as without headroom)."""
     required = headroom_required(chunk, requests, deployment.cp)
     if not required:
-        raise ModelError(f"max_bucket_tokens: a full chunk of {chunk} tokens is not CP-active under cp_size {deployment.cp.cp_size}")
-    capacity = int(BucketTable.build([chunk], deployment.cp, deployment.capture).capacity_rows[0])
-    return Headroom(chunk, requests, required[0][1], capacity)
+        return None, f"no headroom: a full chunk of {chunk} tokens is not CP-active under cp_size {deployment.cp.cp_size}"
+    rows = required[0][1]
+    top = int(np.floor(chunk * deployment.max_padding_factor))
+    try:
+        capacity, top_capacity = (int(c) for c in local_capacity([chunk, top], deployment.cp, deployment.capture))
+    except ModelError as exc:
+        return None, f"no headroom: {exc}"
+    if top_capacity < rows:
+        return None, (f"no headroom: a full {chunk}-token chunk of {requests} requests needs {rows} rows and no bucket "
+                      f"up to max_padding_factor x {chunk} = {top} holds them")
+    return Headroom(chunk, requests, rows, capacity), None
 
 
 def _fit(demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int,
