@@ -113,22 +113,26 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per figure")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/cpbcg-bench"))
-    parser.add_argument("--model-once", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("model", "write"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    batches = make_batches(args.batches)
     table = BucketTable.build(sglang_default_buckets(8192), CP)
-    if args.model_once:  # one child run of the in-process comparison
-        print(*bench_model(batches, table))
-        return
-    args.workdir.mkdir(parents=True, exist_ok=True)
     trace = args.workdir / f"batches-{args.batches}.jsonl"
+    if args.child == "model":  # one child run of the in-process comparison
+        batches = make_batches(args.batches)
+        print(*bench_model(batches, table), len(batches.extend_seq_lens))
+        return
+    if args.child == "write":
+        write_trace(make_batches(args.batches), trace)
+        return
+    # The parent builds nothing big: children are forked from it, and a child's peak RSS
+    # counts what it inherited, so the figures below are the children's own.
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    me = [sys.executable, __file__, "--batches", str(args.batches), "--workdir", str(args.workdir), "--child"]
     if not trace.exists():
-        write_trace(batches, trace)
-    num_requests = len(batches.extend_seq_lens)
-    del batches  # children are forked from this process: keep it small so their peak RSS is their own
-    me = [sys.executable, __file__, "--batches", str(args.batches), "--model-once"]
+        subprocess.run(me + ["write"], check=True)
+    me = me + ["model"]
     model = [tuple(map(float, subprocess.run(me, check=True, capture_output=True, text=True).stdout.split())) for _ in range(args.runs)]
-    vec, loop = [m[0] for m in model], [m[1] for m in model]
+    vec, loop, num_requests = [m[0] for m in model], [m[1] for m in model], int(model[0][2])
     print(f"layout+selector+tallies, {args.batches:,} forwards ({num_requests:,} requests), cp 4, {args.runs} runs (min-median-max):")
     print(f"  vectorised {spread(vec, '.3f')} s   plain Python loop {spread(loop)} s   speed-up {min(loop) / max(vec):.0f}-{max(loop) / min(vec):.0f}x")
     cpbcg = [sys.executable, "-m", "cpbcg"]
