@@ -212,3 +212,17 @@ def test_readers_load_neither_the_config_nor_pyarrow_unless_reading_parquet():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_parquet_without_pyarrow_is_one_line_naming_the_file(monkeypatch, tmp_path):
+    import sys
+
+    from cpbcg.errors import TraceError
+    from cpbcg.planner.traces import parquet
+
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    path = tmp_path / "log.parquet"
+    path.write_bytes(b"PAR1")
+    with pytest.raises(TraceError) as info:
+        list(parquet.read(path, parquet.ReadOptions()))
+    assert str(info.value) == f"{path}: reading Parquet traces needs pyarrow: pip install 'cpbcg[parquet]'"

@@ -35,11 +35,11 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
     return sniff.head.startswith(MAGIC)
 
 
-def _pyarrow():
+def _pyarrow(path: Path):
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise TraceError("reading Parquet traces needs pyarrow: pip install 'cpbcg[parquet]'") from None
+        raise TraceError(f"{display(path)}: reading Parquet traces needs pyarrow: pip install 'cpbcg[parquet]'") from None
     return pq
 
 
@@ -58,7 +58,7 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
     if is_stdin(path):
         raise TraceError(f"{display(path)}: Parquet cannot be read from standard input; give the file")
     require_regular(path)
-    pq = _pyarrow()
+    pq = _pyarrow(path)
     try:
         parquet = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
