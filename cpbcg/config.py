@@ -8,7 +8,6 @@ naming the key (`ConfigError`, exit 2).
 
 from __future__ import annotations
 
-import os
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Valid
 from cpbcg.check.gates import Gates
 from cpbcg.errors import ConfigError, CpbcgError
 from cpbcg.inputs import decode_text, load_yaml, read_input_bytes, yaml_key_lines
-from cpbcg.planner.buckets import MAX_BUCKET_TOKENS, parse_bucket_spec
+from cpbcg.planner.buckets import MAX_BUCKET_TOKENS, parse_bucket_spec, path_exists
 from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_buckets
 from cpbcg.planner.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.deployment import Deployment
@@ -179,7 +178,7 @@ def read_yaml(source: str) -> tuple[str, Any]:
 
 def _read_source(source: str) -> tuple[str, str]:
     path = Path(source)
-    if _exists(path):
+    if path_exists(path):
         label = str(path)
         return label, decode_text(read_input_bytes(path), label)
     preset = resources.files(PRESET_PACKAGE) / f"{source}.yaml"
@@ -277,14 +276,6 @@ def _nested_update(data: dict, dotted: dict[str, Any]) -> dict:
         else:
             out[head] = value
     return out
-
-
-def _exists(path: Path) -> bool:
-    try:
-        os.stat(path)
-    except (OSError, ValueError):  # missing, name too long, embedded NUL
-        return False
-    return True
 
 
 def _is_preset_name(source: str) -> bool:

@@ -1,6 +1,5 @@
 """Exports parse back to the same bucket list."""
 
-import orjson
 import pytest
 
 from cpbcg.errors import ConfigError

@@ -6,7 +6,6 @@ render (tables on stdout, notes on stderr, or JSON) -> export (`--emit`).
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -14,20 +13,9 @@ import typer
 
 from cpbcg.atomic import output_path
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import FormatOpt, OutputFormat, progress_bar, stderr_console, stdout_console
+from cpbcg.cli.common import FormatOpt, OutputFormat
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions, with_options
-
-
-class Objective(str, Enum):
-    coverage = "coverage"
-    time = "time"
-
-
-class EmitChoice(str, Enum):
-    sglang = "sglang"
-    sglang_json = "sglang-json"
-    yaml = "yaml"
-    json = "json"
+from cpbcg.planner.choices import EmitFormat, Objective
 
 
 NoRecommendOpt = Annotated[bool, typer.Option("--no-recommend", help="Only evaluate the configured list (no recommendation).")]
@@ -44,7 +32,7 @@ ValidateOpt = Annotated[float, typer.Option("--validate-fraction", min=0.0, max=
 CompareOpt = Annotated[bool, typer.Option("--compare", help="Also compare with SGLang's default, powers of two, vLLM-, TensorRT-LLM-style and uniform lists, and print the Pareto curve.")]
 GuaranteeOpt = Annotated[bool, typer.Option("--guarantee", help="Trace-free: the fewest buckets that replay every CP-active forward of <= --max-requests requests and <= --max-tokens tokens.")]
 CheckGuaranteeOpt = Annotated[bool, typer.Option("--check-guarantee", help="Prove that --buckets replay every such forward, or name the smallest that falls back (exit 1).")]
-EmitOpt = Annotated[Optional[EmitChoice], typer.Option("--emit", help="Export the recommended list (the configured one with --no-recommend): sglang (server flags with the CP and scheduler flags), sglang-json (--cuda-graph-config), yaml|json (bucket file for --buckets). On stdout, or -o.", show_default=False)]
+EmitOpt = Annotated[Optional[EmitFormat], typer.Option("--emit", help="Export the recommended list (the configured one with --no-recommend): sglang (server flags with the CP and scheduler flags), sglang-json (--cuda-graph-config), yaml|json (bucket file for --buckets). On stdout, or -o.", show_default=False)]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", parser=output_path, help="Write the --emit export to this file (atomically); - for stdout.", show_default=False)]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", parser=output_path, help="Write a PNG: Pareto curve (buckets vs modelled time, coverage) and the forward-size distribution with the recommended buckets.", show_default=False)]
 

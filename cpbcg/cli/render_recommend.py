@@ -9,7 +9,7 @@ from rich.text import Text
 
 from cpbcg.check.summary import pct
 from cpbcg.cli.render import REASON_HELP
-from cpbcg.planner.compare import Comparison, ListReport, ParetoPoint
+from cpbcg.planner.compare import Comparison, ParetoPoint
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.recommend import Recommendation
 

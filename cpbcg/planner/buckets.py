@@ -83,7 +83,7 @@ def parse_bucket_spec(spec: str | list[int], *, base_dir: Path | None = None) ->
             raise ConfigError(f"{_show(text)}: {exc}") from None
         return _validated(generated, _show(text))
     path = Path(text) if base_dir is None or Path(text).is_absolute() else base_dir / text
-    if path.suffix.lower() in {".yaml", ".yml", ".json"} or _exists(path):
+    if path.suffix.lower() in {".yaml", ".yml", ".json"} or path_exists(path):
         return read_bucket_file(path)
     known = ", ".join(f"{n}:MAX" for n in NAMED_LISTS)
     raise ConfigError(f"cannot read {_show(text)!r}: not a list like 2048,2304, a file, or one of {known}")
@@ -122,7 +122,8 @@ def read_bucket_file(path: Path) -> list[int]:
     return _validated(data, str(path))
 
 
-def _exists(path: Path) -> bool:
+def path_exists(path: Path) -> bool:
+    """Whether `path` names anything (False, not an error, for a name too long or with a NUL)."""
     try:
         os.stat(path)
     except (OSError, ValueError):  # missing, name too long, embedded NUL

@@ -20,6 +20,23 @@ class CaptureLayout(str, Enum):
     context_bounded = "context_bounded"
 
 
+class EmitFormat(str, Enum):
+    """Export formats of `--emit` (`cpbcg.planner.export`)."""
+
+    sglang = "sglang"
+    sglang_json = "sglang-json"
+    yaml = "yaml"
+    json = "json"
+
+
+class Objective(str, Enum):
+    """What the optimiser minimises: `coverage` (most forwards in graphs, then least modelled
+    time) or `time` (least modelled time alone)."""
+
+    coverage = "coverage"
+    time = "time"
+
+
 class Fold(str, Enum):
     """How identical forwards are merged into one batch-trace line with a `count`."""
 

@@ -11,25 +11,16 @@
 from __future__ import annotations
 
 import shlex
-from enum import Enum
 from typing import TYPE_CHECKING
 
 import orjson
 
 from cpbcg.errors import ConfigError
+from cpbcg.planner.choices import EmitFormat
 from cpbcg.planner.layout import CPLayout
 
 if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
-
-
-class EmitFormat(str, Enum):
-    """Export formats of `--emit`."""
-
-    sglang = "sglang"
-    sglang_json = "sglang-json"
-    yaml = "yaml"
-    json = "json"
 
 
 def export_buckets(buckets: list[int], fmt: EmitFormat | str, deployment: "Deployment", metadata: dict | None = None) -> str:
