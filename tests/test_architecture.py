@@ -93,3 +93,9 @@ def test_help_loads_neither_numpy_nor_the_planner():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_every_source_folder_is_a_package():
+    # setuptools' find_packages skips folders without __init__.py: `pip install .` would drop them
+    folders = {p.parent for p in PACKAGE.rglob("*.py")}
+    assert sorted(str(f) for f in folders if not (f / "__init__.py").exists()) == []

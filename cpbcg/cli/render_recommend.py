@@ -76,6 +76,8 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
     if rec.optimal.bucket_multiple == 1:
         text.append("Sizes are exact token counts; --bucket-multiple 8 keeps them round (optimal on that grid).\n", style="dim")
     text.append("Deploy (SGLang server flags; an explicit list is captured as given, buckets above the chunk included):\n", style="bold")
+    text.append("  (under DP attention an explicit list skips SGLang's per-DP clamp; with DeepEP buckets are rounded up to\n"
+                "  multiples of 8: plan with --bucket-multiple 8 there)\n", style="dim")
     text.append(f"  {rec.deploy}\n")
     return Group(before_after_table(configured, rec), text)
 
