@@ -190,3 +190,12 @@ def test_very_wide_cp_plans_quickly_with_the_bound(tmp_path, assets):
     cfg.write_text("cp_size: 1000\nbuckets: '2048,4096,8192'\n")
     doc = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"))
     assert doc["recommendation"]["buckets"] == [8192]
+
+
+def test_padding_factor_one_plans_in_time(tmp_path, assets):
+    # gap-free at factor 1 chains every size below a bucket: the candidate closure must stay linear
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("max_padding_factor: 1\nbuckets: '2048,4096,8192'\n")
+    rec = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "-k", "2")["recommendation"]
+    assert rec["buckets"] == [8192]  # only the 3 full chunks can replay at factor 1 ([8192] x3)
+    assert rec["evaluation"]["graph_batches"] == 3

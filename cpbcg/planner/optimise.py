@@ -314,12 +314,16 @@ def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constr
     cand = np.unique(np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]))
     if rules.gap_free:
         reach = (sizes + 1) * float(factor)  # [M] largest bucket the next one may be
+        lowest = np.searchsorted(reach, sizes, side="left")  # [M] G: lowest admissible predecessor
+        chosen = np.zeros(m, dtype=bool)
+        chosen[cand] = True
         frontier = cand
-        while frontier.size:
-            low = np.searchsorted(reach, sizes[frontier], side="left")
-            low = low[low < rules.chunk]
-            frontier = np.setdiff1d(low, cand)
-            cand = np.union1d(cand, frontier)
+        while frontier.size:  # each step touches only the new candidates (a factor of 1 chains every size)
+            low = np.unique(lowest[frontier])
+            low = low[(low < rules.chunk) & ~chosen[low]]
+            chosen[low] = True
+            frontier = low
+        cand = np.flatnonzero(chosen)
     return cand
 
 
