@@ -222,7 +222,17 @@ def load_config(
         origin = _located(_origin(loc, stack), label, text, loc)
         raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))})") from None
     _check_buckets(cfg, _located(_origin(("buckets",), stack), label, text, ("buckets",)))
+    _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
     return cfg
+
+
+def _check_chunk(cfg: DeploymentConfig, origin: str) -> None:
+    """A chunk below the smallest CP-active forward (`2*cp_size` under zigzag) makes every
+    prefill forward eager and a long request millions of forwards: refused."""
+    chunk, smallest = cfg.scheduler.chunked_prefill_size, cfg.cp_layout.min_active_tokens
+    if chunk != -1 and chunk < smallest:
+        raise ConfigError(f"{origin}: scheduler.chunked_prefill_size: {chunk} is below {smallest}, the smallest CP-active "
+                          f"forward at cp_size {cfg.cp_size} ({cfg.cp_strategy.value}): no forward could replay in a graph")
 
 
 def _located(origin: str, label: str, text: str, loc: tuple) -> str:

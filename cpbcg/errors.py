@@ -19,10 +19,14 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def one_line(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
     """`text` as one plain line of at most `limit` characters: terminal escape codes removed,
     newlines and tabs turned into spaces, other control characters escaped (`\\x00`), runs of spaces collapsed, and
-    the tail cut with `...` when too long (the file, line and key come first, so they stay)."""
+    the middle cut with `...` when too long: the start (file, line, key) and the end (the
+    reason) stay, so a 400-character path still leaves its line number and the reason readable."""
     plain = _CONTROL.sub(_escape, _ANSI.sub("", str(text)))
     plain = " ".join(plain.split())
-    return plain if len(plain) <= limit else plain[: limit - 3].rstrip() + "..."
+    if len(plain) <= limit:
+        return plain
+    head = (limit - 5) // 2
+    return plain[:head].rstrip() + " ... " + plain[len(plain) - (limit - 5 - head):].lstrip()
 
 
 def _escape(match: re.Match) -> str:

@@ -155,3 +155,13 @@ def test_errors_are_blamed_on_the_layer_that_set_the_key(tmp_path):
 def test_every_integer_key_has_an_upper_bound(override, message):
     with pytest.raises(ConfigError, match="^command line: " + message.replace(".", r"\.").replace("(", r"\(")):
         load_config(None, override)
+
+
+def test_a_chunk_below_the_smallest_cp_active_forward_is_refused():
+    from cpbcg.config import load_config
+    from cpbcg.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^command line: scheduler.chunked_prefill_size: 7 is below 8, the smallest CP-active forward at cp_size 4"):
+        load_config(None, {"scheduler.chunked_prefill_size": 7})
+    assert load_config(None, {"scheduler.chunked_prefill_size": 8}).scheduler.chunked_prefill_size == 8
+    assert load_config(None, {"cp_size": 1, "scheduler.chunked_prefill_size": 1}).scheduler.chunked_prefill_size == 1

@@ -226,3 +226,15 @@ def test_parquet_without_pyarrow_is_one_line_naming_the_file(monkeypatch, tmp_pa
     with pytest.raises(TraceError) as info:
         list(parquet.read(path, parquet.ReadOptions()))
     assert str(info.value) == f"{path}: reading Parquet traces needs pyarrow: pip install 'cpbcg[parquet]'"
+
+
+def test_a_fifo_or_directory_as_a_trace_is_refused_without_blocking(tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, kind in ((fifo, "a pipe, FIFO or device"), (tmp_path, "a directory")):
+        for call in (lambda p: open_trace(p), lambda p: detect_format(p)):
+            with pytest.raises(TraceError) as info:
+                call(path)
+            assert str(info.value) == f"{path}: {kind}, not a trace file; give a file, or stream it on standard input as '-'"

@@ -8,6 +8,8 @@ a `FORMAT` and one line here.
 from __future__ import annotations
 
 import csv
+import os
+import stat
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -30,7 +32,7 @@ import cpbcg.planner.traces.vllm_bench as vllm_bench
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.csv_table import header_columns
 from cpbcg.planner.traces.stream import checked_requests
-from cpbcg.planner.traces.text import MAX_LINE_BYTES, binary_error, display, gz_note, long_line, looks_binary, read_head, trace_path
+from cpbcg.planner.traces.text import MAX_LINE_BYTES, binary_error, display, gz_note, is_stdin, long_line, looks_binary, read_head, trace_path
 
 FORMATS: tuple[TraceFormatInfo, ...] = (
     batches.FORMAT,
@@ -122,6 +124,8 @@ def detect(path: Path | str, options: ReadOptions = ReadOptions()) -> TraceForma
     """The first format in `FORMATS` that recognises the trace. Raises `TraceError` naming the
     first line when none does (binary data, invalid JSON, unknown keys or columns)."""
     path = trace_path(path)
+    if not is_stdin(path):
+        _require_file(path)
     first = sniff(path)
     for fmt in FORMATS:
         if fmt.recognises(first, options):
@@ -169,11 +173,23 @@ def open_trace(path: Path | str, trace_format: str | Enum = "auto", options: Rea
     `BatchSet`s; server logs `ForwardSizes` (a bound). Raises `TraceError` (`FILE:LINE: ...`).
     """
     path = trace_path(path)
+    if not is_stdin(path):  # a FIFO or /dev/fd/N would block or be read once: detection reads the start twice
+        _require_file(path)
     fmt = format_info(trace_format) or detect(path, options)
     items = fmt.read(path, options)
     if fmt.kind is TraceKind.requests:
         items = checked_requests(path, items, _filter_note(options) if fmt is burstgpt.FORMAT else "")
     return OpenedTrace(fmt, items)
+
+
+def _require_file(path: Path) -> None:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # a missing file is reported by the reader, with its own message
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a pipe, FIFO or device"
+        raise TraceError(f"{display(path)}: {kind}, not a trace file; give a file, or stream it on standard input as '-'")
 
 
 def _filter_note(options: ReadOptions) -> str:
