@@ -156,7 +156,7 @@ def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None 
     the deployment's configured list does."""
     limits = Limits(max_requests, max_tokens or default_chunk_tokens(deployment))
     cp, spec, factor = deployment.cp, deployment.capture, deployment.max_padding_factor
-    buckets = guarantee_buckets(limits, cp, spec, factor, bucket_multiple) if recommend_list else list(deployment.buckets)
+    buckets = guarantee_buckets(limits, cp, spec, factor, bucket_multiple) if recommend_list else deployment.table().capture_num_tokens.tolist()
     return GuaranteeResult(limits, buckets, check_guarantee(buckets, limits, cp, spec, factor), recommend_list)
 
 

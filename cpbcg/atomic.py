@@ -99,8 +99,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
     target = Path(path)
     chunks = [data.encode()] if isinstance(data, str) else [data] if isinstance(data, (bytes, bytearray)) else data
     if target.exists() and not target.is_file():  # /dev/null, a FIFO, /dev/stdout: never rename over it
-        with open(target, "wb") as handle:
-            handle.writelines(chunks)
+        try:
+            with open(target, "wb") as handle:
+                handle.writelines(chunks)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
         return
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")

@@ -128,7 +128,7 @@ def test_no_recommend_emits_the_configured_list():
 def test_guarantee_mode_and_check():
     result = invoke("plan", "--guarantee", "--max-requests", "32", "--max-tokens", "8192", "--cp-size", "4")
     assert result.exit_code == 0, result.output
-    assert "11 buckets: 16,34,70,142,250,394,654,1166,2190,4238,8334" in result.stdout
+    assert "11 buckets: 16, 34, 70, 142, 250, 394, 654, 1166, 2190, 4238, 8334" in result.stdout
     failed = invoke("plan", "--check-guarantee", "--buckets", "sglang-default:8192", "--max-requests", "32", "--max-tokens", "8192")
     assert failed.exit_code == 1
     assert "smallest n = 8103" in failed.stdout and "extend_seq_lens" in failed.stdout
@@ -172,15 +172,20 @@ def test_headroom_that_cannot_fit_is_dropped_with_a_note(tmp_path, assets):
     assert rec["buckets"][-1] == 8192
 
 
-def test_no_recommendation_when_nothing_can_be_captured(tmp_path, assets):
-    cfg = tmp_path / "cfg.yaml"
-    cfg.write_text("scheduler: {chunked_prefill_size: 2}\nbuckets: '2048,4096,8192'\n")
-    result = invoke("plan", "-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "-f", "json")
+def test_no_recommendation_keeps_the_evaluation_and_never_exports_in_its_place(monkeypatch, assets):
+    from cpbcg.errors import ModelError
+    from cpbcg.planner import plan as plan_module
+
+    def refuse(*args, **kwargs):
+        raise ModelError("no CP-active forward fits any bucket up to 8192 tokens; nothing to optimise")
+
+    monkeypatch.setattr(plan_module, "recommend", refuse)
+    result = invoke("plan", "-t", str(assets / "traces" / "good.jsonl"), "-f", "json")
     assert result.exit_code == 0, result.output
     doc = orjson.loads(result.stdout)
-    assert doc["recommendation"] is None and doc["recommendation_error"].startswith("no recommendation: ")
-    assert doc["graph_batches"] == 4 and doc["eager"]["padding_limit"] == 1  # the configured list's evaluation stands ([100, 28] is below 2048 / 2)
-    emitted = invoke("plan", "-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "--emit", "sglang")
+    assert doc["recommendation"] is None and doc["recommendation_error"].startswith("no recommendation: no CP-active forward")
+    assert doc["graph_batches"] == 5  # the configured list's evaluation stands
+    emitted = invoke("plan", "-t", str(assets / "traces" / "good.jsonl"), "--emit", "sglang")
     assert emitted.exit_code == 2 and emitted.stderr.startswith("cpbcg: error: no recommendation: ")
 
 
@@ -199,3 +204,14 @@ def test_padding_factor_one_plans_in_time(tmp_path, assets):
     rec = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "-k", "2")["recommendation"]
     assert rec["buckets"] == [8192]  # only the 3 full chunks can replay at factor 1 ([8192] x3)
     assert rec["evaluation"]["graph_batches"] == 3
+
+
+def test_a_recommendation_worse_than_the_configured_list_says_so(small_trace):
+    # one bucket (4097, the headroom bucket) replays only [4096] x2; the default list replays 14 of 16
+    text = " ".join(invoke("plan", "-t", str(small_trace), "-k", "1", "--max-tokens", "4096").stdout.split())
+    assert "Warning: this list replays fewer forwards in graphs than the configured one (12.50% against 87.50%)" in text
+
+
+def test_plot_must_be_a_png(small_trace, tmp_path):
+    result = invoke("plan", "-t", str(small_trace), "--plot", str(tmp_path / "p.svg"))
+    assert result.exit_code == 2 and "the plot is a PNG; give a file name ending in .png" in result.stderr

@@ -19,7 +19,7 @@ app = typer.Typer(
         "Plan, capture and check CUDA-graph buckets for context-parallel (CP) prefill "
         "with breakable CUDA graphs.\n\n"
         "Start with `cpbcg plan` (embedded default workload), then `cpbcg plan --trace lens.jsonl`.\n\n"
-        "Exit codes: 0 ok, 1 a gate failed, 2 bad input or usage."
+        "Exit codes: 0 ok, 1 a gate (or a capture's verification) failed, 2 bad input or usage, 3 capture incomplete."
     ),
     no_args_is_help=True,
     add_completion=False,

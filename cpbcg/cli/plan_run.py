@@ -64,6 +64,9 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     cost_source = "command line" if cost.given else None
     cfg, dep = api.load_config_and_deployment(deployment.config, overrides, cost_source=cost_source)
     if manifest is not None:
+        if manifest.data.get("dry_run") or manifest.fitted_cost_ms() is None:
+            stderr_console().print(f"cpbcg: warning: {manifest.path} has no replay timings (a CPU dry run): the cost model keeps its numbers",
+                                   highlight=False, markup=False)
         dep = api.with_manifest_cost(dep, manifest)
         note = manifest.fitted_cost().note if manifest.fitted_cost() is not None else ""
         if note:
@@ -87,6 +90,7 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         from cpbcg.cli.plot import write_plot
 
         write_plot(req.plot, rec, comparison)
+        stderr_console().print(f"wrote {req.plot}", highlight=False, markup=False)
     header = api.report_header(dep, source, trace.trace)
     exported = rec.buckets if rec is not None else result.evaluation.buckets
     meta = {"source": header["source"], "bound": header["bound"], "cp_size": dep.cp.cp_size, "cp_strategy": dep.cp.strategy.value,
@@ -121,6 +125,8 @@ def _check_usage(req: PlanRequest, trace: TraceOptions, cost: CostOptions) -> No
                             (req.include, "--include"), (req.plot, "--plot"), (req.compare or None, "--compare")):
             if given is not None:
                 raise ConfigError(f"{flag} shapes the recommendation; drop --no-recommend")
+    if req.plot is not None and req.plot.suffix.lower() != ".png":
+        raise ConfigError(f"--plot {req.plot}: the plot is a PNG; give a file name ending in .png")
     check_outputs({"-o": req.output, "--plot": req.plot}, {"--trace": trace.trace, "--manifest": cost.manifest})
 
 

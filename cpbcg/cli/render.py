@@ -10,7 +10,7 @@ from cpbcg.check.summary import cell, pct, summary_rows
 from cpbcg.planner.evaluate import Evaluation
 
 REASON_HELP = {
-    "not_cp_active": "a request shorter than 2*cp_size (zigzag needs every request >= 2*cp_size)",
+    "not_cp_active": "not CP-active (zigzag needs every request >= 2*cp_size tokens, interleave a forward >= cp_size)",
     "above_largest_bucket": "more tokens than the largest captured bucket",
     "padding_limit": "the first bucket with enough local rows is beyond max_padding_factor * n",
     "local_capacity": "no bucket >= n has enough CP-local rows",

@@ -51,12 +51,22 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
     how = (f"fewest buckets reaching {rec.target_coverage:.2%} of forwards in graphs" if rec.target_coverage
            else f"at most {rec.max_buckets} buckets, {OBJECTIVE_TEXT[rec.objective]}")
     text.append(f"Recommended {len(rec.buckets)} bucket{'' if len(rec.buckets) == 1 else 's'} ({how}):\n", style="bold")
-    text.append("  " + ",".join(map(str, rec.buckets)) + "\n")
+    text.append("  " + ", ".join(map(str, rec.buckets)) + "\n")  # wraps between numbers, never inside one
     if rec.headroom is not None:
         h = rec.headroom
         text.append(
             f"Headroom: serves a full {h.chunk_tokens}-token chunk of up to {h.max_requests} requests by its worst case "
             f"({h.worst_rows:,} CP-local rows; a bucket of exactly {h.chunk_tokens} holds {h.chunk_capacity_rows:,}).\n")
+    worse = rec.evaluation.graph_batches < configured.graph_batches
+    if worse:
+        text.append(f"Warning: this list replays fewer forwards in graphs than the configured one ({rec.evaluation.coverage:.2%} "
+                    f"against {configured.coverage:.2%}); keep the configured list, or allow more buckets or a finer --bucket-multiple.\n",
+                    style="bold yellow")
+    if rec.target_coverage and rec.evaluation.coverage < rec.target_coverage:
+        text.append(f"Warning: no list of at most {rec.max_buckets} buckets reaches {rec.target_coverage:.2%}; this is the best one.\n", style="bold yellow")
+    elif rec.target_coverage and rec.validation is not None and rec.validation.evaluation.coverage < rec.target_coverage:
+        text.append(f"Warning: out of sample the list replays {rec.validation.evaluation.coverage:.2%}, below the "
+                    f"{rec.target_coverage:.2%} target: ask for a little more than you need.\n", style="bold yellow")
     if rec.headroom_note:
         text.append(f"Note: {rec.headroom_note}.\n", style="yellow")
     if rec.validation is not None:
@@ -128,7 +138,7 @@ def guarantee_renderable(result, cp_size: int, cp_strategy: str, factor: float) 
     what = "Fewest buckets replaying" if result.recommended else "Bucket list checked against"
     out.append(f"{what} every CP-active batch of <= {limits.max_requests} requests and <= {limits.max_tokens} tokens "
                f"(cp_size {cp_size} {cp_strategy}, max_padding_factor {factor:g}):\n", style="bold")
-    out.append(f"  {len(buckets)} buckets: {','.join(map(str, buckets))}\n")
+    out.append(f"  {len(buckets)} buckets: {', '.join(map(str, buckets))}\n")
     if check.ok:
         out.append("  guarantee holds: every such batch replays in a graph.\n", style="green")
     else:

@@ -182,6 +182,8 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
     max_buckets = settings.max_buckets or len(deployment.table().capture_num_tokens)
     chunk = settings.max_bucket_tokens or default_chunk_tokens(deployment)
     requests = settings.max_requests or max(log.max_requests(), 1)
+    if settings.bucket_multiple > chunk:
+        raise ConfigError(f"bucket_multiple: {settings.bucket_multiple} is above the chunk of {chunk} tokens: no bucket below it could be a candidate")
     headroom, headroom_note = _headroom(deployment, chunk, requests) if settings.headroom else (None, None)
     whole = log.whole()
     buckets, optimal = _fit(whole, deployment, settings, max_buckets, chunk, headroom)
