@@ -21,6 +21,7 @@ from cpbcg.planner.buckets import MAX_BUCKET_TOKENS, parse_bucket_spec, path_exi
 from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_buckets
 from cpbcg.planner.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
 from cpbcg.planner.layout import CPLayout, CPStrategy
 from cpbcg.planner.scheduler.settings import DEFAULT_MAX_TOTAL_TOKENS, SchedulerSettings
 
@@ -222,8 +223,30 @@ def load_config(
         origin = _located(_origin(loc, stack), label, text, loc)
         raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))})") from None
     _check_buckets(cfg, _located(_origin(("buckets",), stack), label, text, ("buckets",)))
+    _check_flags_file(cfg)
     _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
     return cfg
+
+
+def _check_flags_file(cfg: DeploymentConfig) -> None:
+    """A bucket spec that is an SGLang flags file (`plan --emit sglang`) also states the CP and
+    scheduler settings it was planned under; checking under other settings would test another
+    deployment, so a disagreement is refused, naming both."""
+    spec = cfg.buckets
+    if not isinstance(spec, str) or "," in spec or not path_exists(Path(spec)):
+        return
+    try:
+        raw = read_input_bytes(Path(spec))
+    except CpbcgError:
+        return  # the bucket check reports it
+    if not raw.lstrip().startswith(b"--"):
+        return
+    actual = {"cp_size": cfg.cp_size, "cp_strategy": cfg.cp_strategy.value, **{f"scheduler.{k}": v for k, v in cfg.scheduler.model_dump().items()}}
+    for key, written in sglang_flag_settings(raw.decode("utf-8", "replace")).items():
+        if str(actual.get(key)) != written:
+            flag = next(f for f, k in FLAG_KEYS.items() if k == key)
+            raise ConfigError(f"{spec}: {flag} {written[:20]} but {key} is {actual.get(key)}: the flags were planned under other "
+                              f"settings; set {key}: {written[:20]} (or re-plan) so the check tests the deployment the flags describe")
 
 
 def _check_chunk(cfg: DeploymentConfig, origin: str) -> None:

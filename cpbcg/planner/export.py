@@ -82,6 +82,20 @@ def scheduler_flags(deployment: "Deployment", chunk_tokens: int | None = None) -
     return out
 
 
+FLAG_KEYS = {
+    "--attn-cp-size": "cp_size", "--cp-strategy": "cp_strategy", "--chunked-prefill-size": "scheduler.chunked_prefill_size",
+    "--max-prefill-tokens": "scheduler.max_prefill_tokens", "--prefill-max-requests": "scheduler.prefill_max_requests",
+    "--max-running-requests": "scheduler.max_running_requests", "--page-size": "scheduler.page_size",
+}
+"""SGLang flags of an export that state a deployment setting, and the config key each sets."""
+
+
+def sglang_flag_settings(text: str) -> dict[str, str]:
+    """`{config key: value as written}` for the `FLAG_KEYS` flags in a flags line (last wins)."""
+    words = shlex.split(text)
+    return {FLAG_KEYS[w]: words[i + 1] for i, w in enumerate(words[:-1]) if w in FLAG_KEYS}
+
+
 def parse_sglang_flags(text: str) -> list[int]:
     """Buckets of a `--emit sglang` or `--emit sglang-json` flags line (round trips, scripts).
 
