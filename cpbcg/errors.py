@@ -18,15 +18,25 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 def one_line(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
     """`text` as one plain line of at most `limit` characters: terminal escape codes removed,
-    newlines and tabs turned into spaces, other control characters escaped (`\\x00`), runs of spaces collapsed, and
-    the middle cut with `...` when too long: the start (file, line, key) and the end (the
-    reason) stay, so a 400-character path still leaves its line number and the reason readable."""
+    newlines and tabs turned into spaces, other control characters escaped (`\\x00`), runs of
+    spaces collapsed. When too long, a word over `LONG_WORD_CHARS` (a very long path) is cut in its
+    middle first, so the line number and the reason after it stay; then the tail is cut with `...`
+    (the file, line and key come first, so they stay)."""
     plain = _CONTROL.sub(_escape, _ANSI.sub("", str(text)))
     plain = " ".join(plain.split())
-    if len(plain) <= limit:
-        return plain
-    head = (limit - 5) // 2
-    return plain[:head].rstrip() + " ... " + plain[len(plain) - (limit - 5 - head):].lstrip()
+    if len(plain) > limit:
+        words = plain.split(" ")
+        i = max(range(len(words)), key=lambda j: len(words[j]))
+        if len(words[i]) > LONG_WORD_CHARS:  # only as much as needed, never below LONG_WORD_CHARS
+            keep = max(len(words[i]) - (len(plain) - limit) - 3, LONG_WORD_CHARS)
+            words[i] = words[i][: keep * 2 // 5] + "..." + words[i][len(words[i]) - (keep - keep * 2 // 5):]
+            plain = " ".join(words)
+    return plain if len(plain) <= limit else plain[: limit - 3].rstrip() + "..."
+
+
+LONG_WORD_CHARS = 200
+"""Words longer than this (paths, mostly) are cut in the middle when a message is too long
+(a checkout path stays whole; a 400-character one is shortened)."""
 
 
 def _escape(match: re.Match) -> str:

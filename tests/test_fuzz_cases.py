@@ -112,5 +112,5 @@ def test_an_error_line_is_capped_at_300_characters(tmp_path):
     name = "t" * 280 + ".jsonl"
     result = cli(tmp_path, ["plan", "-t", name])
     line = error_line(result)
-    assert len(line) == 300 and line.startswith("cpbcg: error: ttt") and " ... " in line  # the middle is cut
+    assert len(line) <= 300 and line.startswith("cpbcg: error: ttt") and "t...t" in line  # the long path is cut in its middle
     assert line.endswith(".jsonl: cannot open: File name too long")  # the reason stays
