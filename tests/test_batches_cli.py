@@ -211,3 +211,12 @@ def test_warn_ignored_options_sniffs_the_trace(tmp_path, capsys):
     warn_ignored_options(TraceOptions(ASSETS / "azure.csv"), SchedulerOptions(time_scale=2.0))
     warn_ignored_options(TraceOptions(trace), SchedulerOptions())
     assert capsys.readouterr().err == ""
+
+
+def test_a_kv_pool_smaller_than_the_requests_is_warned_about(tmp_path):
+    trace = tmp_path / "bench.json"
+    trace.write_text('{"input_lens": [100, 200], "output_lens": [5, 5]}\n')
+    result = runner.invoke(app, ["batches", "-t", str(trace), "--max-total-tokens", "50", "-o", str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert ("cpbcg: warning: requests held 201 KV tokens, more than the 50-token pool: SGLang would retract them or never "
+            "admit the largest (not simulated); set --max-total-tokens to your server's") in result.stderr.splitlines()

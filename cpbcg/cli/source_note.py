@@ -156,11 +156,15 @@ def _decode_note(s, cfg) -> str:
             outputs += f" ({s.default_output_requests:,} at default_output_tokens {cfg.default_output_tokens:,})"
     step = f"{_num(cfg.decode_step_fixed_ms)} ms + {cfg.decode_step_ms_per_request:g} ms/request"
     mixed = f", {s.mixed_decode_tokens:,} decode tokens mixed into prefills" if s.mixed_decode_tokens else ""
-    return (
+    text = (
         f"decode: {outputs}; step {step}; decode busy {_share(s.decode_s, s)} ({_share(s.blocked_decode_s, s)} with requests kept waiting)"
         f"{mixed}; at most {s.max_running:,} running of {cfg.request_slots:,} slots, {pool}; "
         f"admission stopped by KV {s.kv_limited_forwards:,}x, by slots {s.slot_limited_forwards:,}x"
     )
+    if s.kv_pool_tokens is not None and s.peak_kv_tokens > s.kv_pool_tokens:
+        text += (f"\ncpbcg: warning: requests held {s.peak_kv_tokens:,} KV tokens, more than the {s.kv_pool_tokens:,}-token pool: "
+                 "SGLang would retract them or never admit the largest (not simulated); set --max-total-tokens to your server's")
+    return text
 
 
 def _share(seconds: float, s) -> str:
