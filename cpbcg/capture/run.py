@@ -15,7 +15,7 @@ from cpbcg.capture.records import BatchReplay, CaptureResult, CaptureSettings, L
 from cpbcg.planner.buckets import parse_bucket_spec
 from cpbcg.planner.capacity import CaptureSpec, capturable_buckets, local_capacity
 from cpbcg.planner.layout import BatchSet, CPLayout, cp_active, local_rows
-from cpbcg.planner.selector import EAGER_REASONS, BucketTable, select_buckets
+from cpbcg.planner.selector import BucketTable, select_buckets
 
 StepCallback = Callable[[str, int], None]
 """`(phase, bucket)`: called after each bucket's `capture` and `verify` step."""
@@ -98,10 +98,9 @@ def replay_batches(
 
 def _replay_one(session: CaptureSession, table: BucketTable, sel, i: int, lens: tuple[int, ...],
                 skipped: dict[int, str]) -> BatchReplay:
-    index, code = int(sel.bucket_index[i]), int(sel.reason_code[i])
-    rescued = bool(sel.rescued[i])
+    index, rescued = int(sel.bucket_index[i]), bool(sel.rescued[i])
     if index < 0:
-        return BatchReplay(lens, None, EAGER_REASONS[code - 1].value, rescued, None, None, None)
+        return BatchReplay(lens, None, sel.reason_of(i).value, rescued, None, None, None)
     bucket = int(table.capture_num_tokens[index])
     if bucket in skipped:
         return BatchReplay(lens, bucket, None, rescued, False, None, None, skipped[bucket])

@@ -22,7 +22,7 @@ from cpbcg.errors import ModelError
 from cpbcg.planner.capacity import CaptureSpec
 from cpbcg.planner.grid import candidate_grid
 from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, align_up, local_rows, worst_case_rows
-from cpbcg.planner.selector import GRAPH, EAGER_REASONS, BucketTable, select_buckets
+from cpbcg.planner.selector import BucketTable, select_buckets
 
 
 @dataclass(frozen=True)
@@ -206,11 +206,11 @@ def check_guarantee(
     table = BucketTable.build(buckets, cp, spec)
     n, rows = worst_rows(limits, cp)
     sel = select_buckets(n, rows, np.ones(len(n), dtype=bool), table, max_padding_factor)
-    failing = np.flatnonzero(sel.reason_code != GRAPH)
+    failing = np.flatnonzero(~sel.graph)
     if failing.size == 0:
         return GuaranteeCheck(True, None, None, None, None, 0)
     i = int(failing[0])
-    reason = EAGER_REASONS[int(sel.reason_code[i]) - 1].value
+    reason = sel.reason_of(i).value
     witness = _witness(int(n[i]), limits, cp, table, max_padding_factor)
     return GuaranteeCheck(False, int(n[i]), int(rows[i]), reason, witness, int(failing.size))
 
@@ -234,5 +234,5 @@ def _witness(num_tokens: int, limits: Limits, cp: CPLayout, table: BucketTable, 
     batches = BatchSet.from_sizes(lens, k)
     n = batches.num_tokens
     sel = select_buckets(n, local_rows(batches, cp), np.ones(len(n), dtype=bool), table, factor)
-    bad = np.flatnonzero(sel.reason_code != GRAPH)
+    bad = np.flatnonzero(~sel.graph)
     return batches.batch(int(bad[0])) if bad.size else None

@@ -15,7 +15,7 @@ import numpy as np
 
 from cpbcg.planner.evaluate import Demand
 from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner.selector import GRAPH, BucketTable, select_buckets
+from cpbcg.planner.selector import BucketTable
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,8 @@ def sample_graph_batches(
     position = 0
     for batches in chunks:
         demand = Demand.of(batches, cp)
-        sel = select_buckets(demand.num_tokens, demand.rows, demand.active, table, max_padding_factor)
-        graph = np.flatnonzero(sel.reason_code == GRAPH)  # [num_graph] int64 indices into the chunk
+        sel = demand.select(table, max_padding_factor)
+        graph = np.flatnonzero(sel.graph)  # [num_graph] int64 indices into the chunk
         keys = rng.random(len(graph))
         bucket_of = table.capture_num_tokens[sel.bucket_index[graph]]  # [num_graph] int64
 
