@@ -9,26 +9,23 @@ import typer
 
 from cpbcg.atomic import output_path
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import ConfigOpt, LengthFieldOpt, TimeFieldOpt, TraceFormatOpt
-from cpbcg.cli.options import SchedulerOptions, with_options
+from cpbcg.cli.common import ConfigOpt
+from cpbcg.cli.options import SchedulerOptions, TraceOptions, with_options
+from cpbcg.errors import ConfigError
 from cpbcg.planner.choices import Fold
 
-TRACE_HELP = "Request trace (Mooncake, Azure, BurstGPT, vidur/Sarathi, vLLM bench, AIBrix, ... or generic CSV/JSONL; docs/traces.md) or batch trace; .gz ok; - for stdin."
 FOLD_HELP = "Merge identical forwards into one line with a count: consecutive runs (keeps the order, streams), all (first-seen order), or none."
 
 
 @app.command()
 @error_boundary
-@with_options(scheduler=SchedulerOptions)
+@with_options(trace_options=TraceOptions, scheduler=SchedulerOptions)
 def batches(
-    trace: Annotated[Path, typer.Option("--trace", "-t", help=TRACE_HELP, show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", parser=output_path, help="Batch trace to write (JSONL, written atomically); - for stdout.", show_default=False)],
     fold: Annotated[Fold, typer.Option("--fold", help=FOLD_HELP)] = Fold.consecutive,
     config: ConfigOpt = None,
-    trace_format: TraceFormatOpt = "auto",
-    length_field: LengthFieldOpt = None,
-    time_field: TimeFieldOpt = None,
     *,
+    trace_options: TraceOptions,
     scheduler: SchedulerOptions,
 ) -> None:
     """Turn a request trace into the prefill forwards the server would run (the scheduler
@@ -41,19 +38,20 @@ def batches(
     from cpbcg.api import load_config_and_deployment
     from cpbcg.atomic import check_outputs, write_atomic
     from cpbcg.cli.common import stderr_console
-    from cpbcg.cli.options import TraceOptions
     from cpbcg.cli.source_note import ignored_options_note, request_only_flags, simulation_note
     from cpbcg.planner.sources import open_source
     from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
 
+    trace = trace_options.trace
+    if trace is None:
+        raise ConfigError("batches needs --trace (a request trace to simulate, or a batch trace to re-fold)")
     check_outputs({"-o": output}, {"--trace": trace})
     _, dep = load_config_and_deployment(config, scheduler.overrides())
     from cpbcg.cli.trace_progress import TraceProgress
 
     bar = TraceProgress("forming forwards")
-    source = open_source(trace, trace_format, dep.scheduler, length_field, time_field, progress=bar.requests)
-    given = TraceOptions(trace, trace_format, length_field, time_field)
-    ignored = ignored_options_note(source.trace_format, request_only_flags(given, scheduler), trace)
+    source = open_source(trace, scheduler=dep.scheduler, progress=bar.requests, **trace_options.reader_options())
+    ignored = ignored_options_note(source.trace_format, request_only_flags(trace_options, scheduler), trace)
     if ignored is not None:
         typer.echo(ignored, err=True)
     tally = {"forwards": 0, "lines": 0}
