@@ -166,17 +166,6 @@ def preset_names() -> list[str]:
     return sorted(p.name[:-5] for p in files if p.name.endswith(".yaml") and not p.name.startswith("model-"))
 
 
-def read_yaml(source: str) -> tuple[str, Any]:
-    """Load a YAML file or preset by name; returns `(display name, data)`.
-
-    Reads through `cpbcg.inputs`: a FIFO, device or directory is refused before it is opened,
-    files are at most 16 MiB, and duplicate keys, alias bombs, deep nesting and huge integers
-    are refused. Raises `ConfigError` (`FILE:LINE: ...`).
-    """
-    label, text = _read_source(source)
-    return label, load_yaml(text, label)
-
-
 def _read_source(source: str) -> tuple[str, str]:
     path = Path(source)
     if path_exists(path):

@@ -136,10 +136,6 @@ def step_summary_markdown(report: CheckReport) -> str:
     return "\n".join(out) + "\n"
 
 
-def _pct(fraction: float) -> str:
-    return f"{100.0 * fraction:.2f}%"
-
-
 def write_report(path: str | os.PathLike[str], data: bytes | str) -> None:
     """Write one report file atomically (raises `OSError` if the directory is not writable)."""
     write_atomic(path, data)

@@ -1,5 +1,4 @@
-"""Side-by-side comparison of bucket lists on one batch stream, the Pareto curve of the optimiser,
-and the headroom finding (full-chunk batches the largest bucket cannot hold).
+"""Side-by-side comparison of bucket lists on one batch stream and the Pareto curve of the optimiser.
 
 Every number comes from `evaluate` / `select_buckets`, the code `plan`'s evaluation uses.
 """
@@ -9,16 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from cpbcg.planner.bucket_lists import BASELINES
 from cpbcg.planner.capacity import CaptureSpec
-from cpbcg.planner.cost import CostModel, demand_cost_ms, evaluation_cost_ms
+from cpbcg.planner.cost import CostModel, evaluation_cost_ms
 from cpbcg.planner.demand import Demand
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.layout import CPLayout
-from cpbcg.planner.optimise import OptimalLists, candidate_grid
-from cpbcg.planner.selector import EagerReason, BucketTable
+from cpbcg.planner.optimise import OptimalLists
+from cpbcg.planner.selector import BucketTable
 
 if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
@@ -81,60 +78,6 @@ def pareto(optimal: OptimalLists, demand: Demand, cp: CPLayout, spec: CaptureSpe
             float(w[graph].sum() / w.sum()), float((w * n)[graph].sum() / (w * n).sum()),
         ))
     return points
-
-
-@dataclass(frozen=True)
-class Headroom:
-    """Full-chunk batches that fall back because the largest bucket lacks CP-local headroom."""
-
-    chunk_tokens: int
-    """The chunk size `n` of these batches (= the largest bucket)."""
-    batches: int
-    """How many forwards of `n = chunk_tokens` fall back for lack of local capacity."""
-    rows_needed: int
-    """Most rows one of them needs."""
-    capacity_rows: int
-    """`C(chunk_tokens)` of the largest bucket."""
-    extra_bucket: int | None
-    """Smallest bucket above the chunk that holds them all within the padding factor."""
-    extra_capacity_rows: int | None
-    """Its capacity."""
-    modelled_ms_with_extra: float | None
-    """Modelled time of the list plus the extra bucket (ms)."""
-
-    def sentence(self) -> str:
-        fix = (
-            f"add bucket {self.extra_bucket} (C={self.extra_capacity_rows} rows; allow it with --max-tokens "
-            f"{self.extra_bucket} or --include {self.extra_bucket})"
-            if self.extra_bucket else "no bucket within the padding factor can hold them"
-        )
-        return (
-            f"{self.batches:,} full-chunk batch{'' if self.batches == 1 else 'es'} (n = {self.chunk_tokens}) "
-            f"{'falls' if self.batches == 1 else 'fall'} back to eager: bucket "
-            f"{self.chunk_tokens} holds {self.capacity_rows} CP-local rows, they need up to {self.rows_needed}; {fix}."
-        )
-
-
-def headroom_finding(
-    demand: Demand, buckets: list[int], cp: CPLayout, spec: CaptureSpec, factor: float, cost: CostModel
-) -> Headroom | None:
-    """The headroom finding for `buckets` (None when no full-chunk batch falls back for capacity)."""
-    table = BucketTable.build(buckets, cp, spec)
-    largest = int(table.capture_num_tokens[-1])
-    sel = demand.select(table, factor)
-    hit = (demand.num_tokens == largest) & sel.eager_mask(EagerReason.local_capacity)
-    if not hit.any():
-        return None
-    need = int(demand.rows[hit].max())
-    grid = candidate_grid(cp, spec, int(np.floor(largest * factor)))
-    ok = np.flatnonzero((grid.sizes > largest) & (grid.capacity_rows >= need))
-    extra = int(grid.sizes[ok[0]]) if ok.size else None
-    extra_cap = int(grid.capacity_rows[ok[0]]) if ok.size else None
-    with_extra = None
-    if extra is not None:
-        with_extra = demand_cost_ms(demand, BucketTable.build(buckets + [extra], cp, spec), cost, factor)
-    cap = int(table.capacity_rows[-1])
-    return Headroom(largest, int(demand.counts[hit].sum()), need, cap, extra, extra_cap, with_extra)
 
 
 PARETO_COUNTS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
