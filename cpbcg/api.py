@@ -22,7 +22,7 @@ from cpbcg.config import DeploymentConfig, load_config
 from cpbcg.errors import CaptureError, ConfigError
 from cpbcg.planner.cost import with_measured
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.evaluate import Evaluation, evaluate as _evaluate
+from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.layout import BatchSet
 from cpbcg.planner.plan import PlanResult, plan as _plan
@@ -115,10 +115,7 @@ def evaluate(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, ta
              on_chunk: Callable[[BatchSet], Any] | None = None) -> Evaluation:
     """Replay every forward with the deployment's list (or `table`) through the runtime selector
     (a bound source at its worst case, as `plan`)."""
-    table = deployment.table() if table is None else table
-    if isinstance(trace, BatchSource) and trace.is_bound:
-        return _plan(_chunks(trace), deployment, None, table, on_chunk).evaluation
-    return _evaluate(_chunks(trace), table, deployment.cp, deployment.max_padding_factor, on_chunk)
+    return _plan(_chunks(trace), deployment, None, table, on_chunk).evaluation  # plan without a recommendation
 
 
 def plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings | None = RecommendSettings(),
@@ -193,7 +190,6 @@ def _replay(batches: list[list[int]], config: Any) -> tuple[ReplayRecord, ...]:
     except ImportError as exc:
         raise CaptureError(f"replay needs the capture extra and torch (pip install 'cpbcg[capture]'): {exc}") from exc
     return tuple(ReplayRecord.of(record) for record in replay_batches(batches, config))
-
 
 
 def capture(settings: Any, on_step: Callable[[str, int], None] | None = None) -> Any:

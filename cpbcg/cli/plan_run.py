@@ -64,13 +64,12 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     cost_source = "command line" if cost.given else None
     cfg, dep = api.load_config_and_deployment(deployment.config, overrides, cost_source=cost_source)
     if manifest is not None:
-        if manifest.data.get("dry_run") or manifest.fitted_cost_ms() is None:
-            stderr_console().print(f"cpbcg: warning: {manifest.path} has no replay timings (a CPU dry run): the cost model keeps its numbers",
-                                   highlight=False, markup=False)
+        fit = manifest.fitted_cost()
+        if fit is None:
+            typer.echo(f"cpbcg: warning: {manifest.path} has no replay timings (a CPU dry run): the cost model keeps its numbers", err=True)
+        elif fit.note:
+            typer.echo(f"cpbcg: note: {fit.note}", err=True)
         dep = api.with_manifest_cost(dep, manifest)
-        note = manifest.fitted_cost().note if manifest.fitted_cost() is not None else ""
-        if note:
-            stderr_console().print(f"cpbcg: note: {note}", highlight=False, markup=False)
     if req.guarantee or req.check_guarantee:
         _guarantee(req, cfg, dep)
         return
@@ -84,13 +83,13 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     if result.recommendation_error is not None:
         if req.emit is not None and req.recommend:
             raise ModelError(result.recommendation_error)  # never export the configured list in its place
-        stderr_console().print(f"cpbcg: note: {result.recommendation_error}", highlight=False, markup=False)
+        typer.echo(f"cpbcg: note: {result.recommendation_error}", err=True)
     comparison = compare_recommendation(rec, dep) if rec is not None and (req.compare or req.plot) else None
     if req.plot is not None and comparison is not None:
         from cpbcg.cli.plot import write_plot
 
         write_plot(req.plot, rec, comparison)
-        stderr_console().print(f"wrote {req.plot}", highlight=False, markup=False)
+        typer.echo(f"wrote {req.plot}", err=True)
     header = api.report_header(dep, source, trace.trace)
     exported = rec.buckets if rec is not None else result.evaluation.buckets
     meta = {"source": header["source"], "bound": header["bound"], "cp_size": dep.cp.cp_size, "cp_strategy": dep.cp.strategy.value,
