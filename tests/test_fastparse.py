@@ -6,6 +6,9 @@ import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import numpy as np
+
+from cpbcg.planner.traces import fastparse
 from cpbcg.planner.traces.fastparse import parse_canonical
 
 
@@ -110,3 +113,66 @@ def test_agrees_with_json_on_canonical_writers(rows):
     seqs, counts = as_lists(parse_canonical(b"\n".join(lines) + b"\n"))
     assert seqs == [seq for seq, _, _, _ in rows]
     assert counts == [1 if c is None or w == "bare" else c for _, c, w, _ in rows]
+
+
+_CANONICAL_LINES = st.lists(st.integers(0, 10**6), min_size=1, max_size=6).flatmap(
+    lambda seq: st.sampled_from([json.dumps({"extend_seq_lens": seq}).encode(), orjson.dumps({"extend_seq_lens": seq}), json.dumps(seq).encode()])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(_CANONICAL_LINES, min_size=1, max_size=12),
+    edits=st.lists(st.tuples(st.integers(0, 10**4), st.sampled_from(list(b' ,0123456789[]{}":\nax-.'))), max_size=3),
+    kind=st.sampled_from(["replace", "insert", "delete"]),
+)
+def test_uniform_path_never_accepts_what_the_shape_check_refuses(lines, edits, kind):
+    """The unfolded fast path (`_parse_uniform`) answers only where the folded shape check
+    agrees, with the same batches; on edited bytes it must decline or match."""
+    blob = bytearray(b"\n".join(lines) + b"\n")
+    for at, byte in edits:
+        at %= len(blob)
+        if kind == "replace":
+            blob[at] = byte
+        elif kind == "insert":
+            blob.insert(at, byte)
+        elif len(blob) > 1:
+            del blob[at]
+    data = np.frombuffer(bytes(blob), np.uint8)
+    fast = fastparse._parse_uniform(data, 1 << 20)
+    if fast is not None:
+        folded = fastparse._parse_folded(data, 1 << 20)
+        assert folded is not None, bytes(blob)
+        assert as_lists(fast) == as_lists(folded)
+
+
+def test_uniform_path_takes_plain_chunks():
+    blob = b'{"extend_seq_lens": [1534, 161, 353]}\n{"extend_seq_lens": [7]}\n'
+    assert as_lists(fastparse._parse_uniform(np.frombuffer(blob, np.uint8), 1 << 20)) == ([[1534, 161, 353], [7]], [1, 1])
+    mixed = b'{"extend_seq_lens": [1, 2]}\n{"extend_seq_lens":[3,4]}\n'  # two writers: the folded path reads it
+    assert fastparse._parse_uniform(np.frombuffer(mixed, np.uint8), 1 << 20) is None
+    assert as_lists(parse_canonical(mixed)) == ([[1, 2], [3, 4]], [1, 1])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[1, 2,34 5]", b"[1,2, 34]", b"[1, 2 ,3]", b"[1 2, 3]", b"[1, 2]]", b"[[1, 2]", b"[1, 2]x",
+        b"[1,, 2]", b"[1,,2]", b"[,1]", b"[1,]", b"[ 1, 2]", b"[1, 2 ]", b"[01, 2]", b"[1, -2]", b"[1, 2.0]", b"[]",
+    ],
+)
+def test_uniform_path_declines_near_misses(body):
+    for frame in (b'{"extend_seq_lens": %s}\n', b'{"extend_seq_lens":%s}\n', b"%s\n"):
+        for first in (b"[7, 8]", b"[7,8]"):
+            blob = frame % first + frame % body
+            assert fastparse._parse_uniform(np.frombuffer(blob, np.uint8), 1 << 20) is None, blob
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b'{"extend_seq_lenz": [1, 2]}', b'{"extend_seq_lens": [1, 2]]', b'{"extend_seq_lens": [1, 2],', b"(1, 2]", b"[1, 2)"],
+)
+def test_uniform_path_checks_every_frame(line):
+    for first in (b'{"extend_seq_lens": [7, 8]}', b"[7, 8]"):
+        blob = first + b"\n" + line + b"\n"
+        assert fastparse._parse_uniform(np.frombuffer(blob, np.uint8), 1 << 20) is None, blob

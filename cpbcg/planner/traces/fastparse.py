@@ -26,6 +26,7 @@ _SHAPE = re.compile(rb'\[D\]|\{"extend_seq_lens": ?\[D\]((?:, ?"[A-Za-z_]+": ?D)
 _KEY = re.compile(rb'"([A-Za-z_]+)"')
 _PLAIN_SHAPES = frozenset({b"[D]", b'{"extend_seq_lens": [D]}', b'{"extend_seq_lens":[D]}'})
 _NEWLINE, _ZERO, _NINE, _MARK, _CLOSE = ord("\n"), ord("0"), ord("9"), ord("D"), ord("]")
+_COMMA, _SPACE = ord(","), ord(" ")
 _COUNT_KEYS = (np.frombuffer(b'"count": ', np.uint8), np.frombuffer(b'"count":', np.uint8))
 MAX_DIGITS = 15
 """Longer digit runs are left to the careful path (they could overflow int64 or mean a typo)."""
@@ -50,6 +51,12 @@ def parse_canonical(blob: bytes, max_line_bytes: int = 1 << 20) -> BatchSet | No
     (the caller's range check sends such chunks to the careful path for a precise message).
     """
     data = np.frombuffer(blob, dtype=np.uint8)
+    uniform = _parse_uniform(data, max_line_bytes)
+    return uniform if uniform is not None else _parse_folded(data, max_line_bytes)
+
+
+def _parse_folded(data: np.ndarray, max_line_bytes: int) -> BatchSet | None:
+    """Every shape `line_shape_ok` accepts, checked by folding each line to its shape."""
     is_digit = (data >= _ZERO) & (data <= _NINE)
     run_start = is_digit.copy()
     run_start[1:] &= ~is_digit[:-1]
@@ -73,7 +80,7 @@ def parse_canonical(blob: bytes, max_line_bytes: int = 1 << 20) -> BatchSet | No
         if (starts[last] > close).any():
             return None  # a number after the list (`[5], 6`), hidden by the `, D` fold
         return BatchSet.from_sizes(values, np.diff(last, prepend=-1), np.ones(len(newlines), dtype=np.int64))
-    num_keys = (blob.count(b'"') - 2 * blob.count(b"{")) // 2  # quotes of the keys after each list
+    num_keys = (int(np.count_nonzero(data == ord('"'))) - 2 * int(np.count_nonzero(data == ord("{")))) // 2  # quotes of the keys after each list
     return _with_keys(data, starts, values, newlines, close, num_keys)
 
 
@@ -107,16 +114,18 @@ def _right_aligned_values(data: np.ndarray, ends: np.ndarray, width: int, digits
     """[num_numbers] int64 values of the digit runs ending at `ends` (`digits` long, <= `width`).
 
     One pass per digit column, right to left: the byte `column` places before each run's end,
-    counted only for runs at least that long, times its power of ten.
+    counted only for runs at least that long, times its power of ten (summed in int32 while
+    the values fit, nine digits).
     """
-    values = (data[ends] - _ZERO).astype(np.int64)
+    dtype = np.int32 if width <= 9 else np.int64
+    values = (data[ends] - np.uint8(_ZERO)).astype(dtype)
     scale = 1
     for column in range(1, width):
         scale *= 10
         column_digit = data[np.maximum(ends - column, 0)] - np.uint8(_ZERO)  # uint8, wraps if not a digit
-        column_digit[digits <= column] = 0
-        values += column_digit.astype(np.int64) * scale
-    return values
+        column_digit *= digits > column
+        values += column_digit * dtype(scale)
+    return values.astype(np.int64, copy=False)
 
 
 def _shapes(shape: bytes) -> frozenset[bytes] | None:
@@ -127,3 +136,90 @@ def _shapes(shape: bytes) -> frozenset[bytes] | None:
         return None
     distinct = frozenset(lines[:-1])
     return distinct if all(line_shape_ok(s) for s in distinct) else None
+
+
+_UNIFORM = tuple(
+    (prefix, suffix, prefix.count(b" "))
+    for prefix, suffix in ((b'{"extend_seq_lens": [', b"]}"), (b'{"extend_seq_lens":[', b"]}"), (b"[", b"]"))
+)
+"""Line frames of the uniform fast path: (prefix, suffix, spaces in the prefix)."""
+
+
+def _parse_uniform(data: np.ndarray, max_line_bytes: int) -> BatchSet | None:
+    """The commonest chunk, checked without folding shapes: every line is one frame of `_UNIFORM`
+    (the first line's) around a list `D(SEP D)*` whose separator is `", "` or `","` throughout.
+
+    Why the checks below prove that shape: the frame bytes are compared at every line's ends,
+    and they hold no digit or comma (and spaces only where counted), so the digits, commas and
+    other spaces of the chunk all lie in the list bodies; their count equal to the bodies'
+    total length means a body holds nothing else. Every comma follows a digit and is followed
+    by the separator's rest and a digit, and with `", "` the spaces are exactly one per comma
+    (so no body starts or ends with a comma or a space). None when anything differs (the
+    general path decides).
+    """
+    newlines = np.flatnonzero(data == _NEWLINE)
+    n = len(newlines)
+    if n == 0 or newlines[-1] != len(data) - 1:
+        return None
+    line_start = np.empty(n, dtype=np.int64)
+    line_start[0], line_start[1:] = 0, newlines[:-1] + 1
+    line_bytes = newlines - line_start
+    for prefix, suffix, prefix_spaces in _UNIFORM:
+        if data[: len(prefix)].tobytes() == prefix:
+            break
+    else:
+        return None
+    body_start, body_end = line_start + len(prefix), newlines - len(suffix)  # body: [start, end)
+    if line_bytes.min() < len(prefix) + len(suffix) + 1 or line_bytes.max() > max_line_bytes:
+        return None
+    if not (_bytes_at(data, line_start, prefix) and _bytes_at(data, body_end, suffix)):
+        return None
+    commas = np.flatnonzero(data == _COMMA)
+    wide = len(commas) > 0 and data[commas[0] + 1] == _SPACE  # the separator is ", "
+    body_spaces = int(np.count_nonzero(data == _SPACE)) - n * prefix_spaces
+    if body_spaces != (len(commas) if wide else 0):
+        return None
+    digits = int(np.count_nonzero((data - np.uint8(_ZERO)) < 10))
+    if digits + len(commas) + body_spaces != int((body_end - body_start).sum()):
+        return None
+    after = commas + 1 + wide  # first digit of the number after each comma
+    if not (_digit(data[commas - 1]).all() and _digit(data[after]).all()):
+        return None
+    if wide and not (data[commas + 1] == _SPACE).all():
+        return None
+    # numbers in order: a line's first, then one after each of its commas (and its last
+    # ends at its body's end, the others before a comma)
+    before = np.searchsorted(commas, newlines)  # commas up to the end of each line
+    per_line = np.diff(before, prepend=0) + 1
+    first = np.arange(n) + before - per_line + 1  # index of each line's first number
+    last = first + per_line - 1
+    starts = np.empty(len(commas) + n, dtype=np.int64)
+    ends = np.empty_like(starts)
+    not_first = np.ones(len(starts), dtype=bool)
+    not_first[first] = False
+    starts[not_first], starts[first] = after, body_start
+    not_last = np.ones(len(starts), dtype=bool)
+    not_last[last] = False
+    ends[not_last], ends[last] = commas - 1, body_end - 1
+    width = ends - starts + 1
+    if width.max() > MAX_DIGITS or ((data[starts] == _ZERO) & (width > 1)).any():
+        return None
+    values = _right_aligned_values(data, ends, int(width.max()), width)
+    return BatchSet.from_sizes(values, per_line, np.ones(n, dtype=np.int64))
+
+
+def _bytes_at(data: np.ndarray, positions: np.ndarray, pattern: bytes) -> bool:
+    """Whether `pattern` occurs at every position (each `len(pattern)` bytes inside `data`);
+    patterns of 8 bytes or more are compared as unaligned 64-bit words."""
+    if len(pattern) < 8:
+        window = data[positions[:, None] + np.arange(len(pattern))]
+        return bool((window == np.frombuffer(pattern, np.uint8)).all())
+    words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+    offsets = sorted({*range(0, len(pattern) - 8, 8), len(pattern) - 8})
+    return all(
+        bool((words[positions + off] == np.frombuffer(pattern[off : off + 8], "<u8")[0]).all()) for off in offsets
+    )
+
+
+def _digit(values: np.ndarray) -> np.ndarray:
+    return (values >= _ZERO) & (values <= _NINE)
