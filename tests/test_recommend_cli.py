@@ -64,6 +64,14 @@ def test_validation_fits_the_head_and_replays_the_tail(small_trace):
     assert recommendation("-t", str(small_trace), "-k", "3", "--validate-fraction", "0")["recommendation"]["validation"] is None
 
 
+def test_validation_fit_is_the_same_in_a_child_process_and_in_place(small_trace, monkeypatch):
+    args = ("-t", str(small_trace), "-k", "3", "--max-tokens", "4096")
+    forked = recommendation(*args)["recommendation"]["validation"]
+    monkeypatch.setenv("CPBCG_JOBS", "1")
+    in_place = recommendation(*args)["recommendation"]["validation"]
+    assert forked == in_place and forked["buckets"] == [1024, 2049, 4097]
+
+
 def test_compare_beats_baselines(small_trace):
     doc = recommendation("--trace", str(small_trace), "-k", "3", "--max-tokens", "4096", "--compare")
     lists = {entry["name"]: entry for entry in doc["comparison"]["lists"]}

@@ -18,11 +18,13 @@ Every number comes from `evaluate_demand`, the code `plan` and `replay-check` us
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
+from cpbcg.planner.background import Background
 from cpbcg.planner.capture_cost import CaptureEstimate, estimate_capture
 from cpbcg.planner.capacity import local_capacity
 from cpbcg.planner.cost import CostModel, demand_cost_ms
@@ -186,11 +188,14 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
         raise ConfigError(f"bucket_multiple: {settings.bucket_multiple} is above the chunk of {chunk} tokens: no bucket below it could be a candidate")
     headroom, headroom_note = _headroom(deployment, chunk, requests) if settings.headroom else (None, None)
     whole = log.whole()
-    buckets, optimal = _fit(whole, deployment, settings, max_buckets, chunk, headroom)
-    evaluation = evaluate_demand(whole, BucketTable.build(buckets, deployment.cp, deployment.capture), deployment.cp, deployment.max_padding_factor)
-    validation = None
-    if settings.validate_fraction > 0:
-        validation = _validate(log, deployment, settings, max_buckets, chunk, headroom)
+    split = log.split(1.0 - settings.validate_fraction) if settings.validate_fraction > 0 else None
+    if split is not None and (split[0].num_forwards == 0 or split[1].num_forwards == 0):
+        split = None
+    # the out-of-sample fit shares nothing with the final one: on a second core when there is one
+    with Background(_fit_buckets, split[0], deployment, settings, max_buckets, chunk, headroom) if split else nullcontext() as held_out:
+        buckets, optimal = _fit(whole, deployment, settings, max_buckets, chunk, headroom)
+        evaluation = evaluate_demand(whole, BucketTable.build(buckets, deployment.cp, deployment.capture), deployment.cp, deployment.max_padding_factor)
+        validation = _validation(split, held_out.result(), deployment) if split else None
     table = deployment.table()
     return Recommendation(
         buckets=buckets, max_buckets=max_buckets, objective=settings.objective, evaluation=evaluation,
@@ -251,11 +256,14 @@ def _cost(demand: Demand, buckets: list[int], deployment: Deployment) -> float:
     return demand_cost_ms(demand, table, deployment.cost, deployment.max_padding_factor)
 
 
-def _validate(log: DemandLog, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int, headroom: Headroom | None) -> Validation | None:
-    head, tail, used = log.split(1.0 - settings.validate_fraction)
-    if head.num_forwards == 0 or tail.num_forwards == 0:
-        return None
-    buckets, _ = _fit(head, deployment, settings, max_buckets, chunk, headroom)
+def _fit_buckets(demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int,
+                 headroom: Headroom | None) -> list[int]:
+    return _fit(demand, deployment, settings, max_buckets, chunk, headroom)[0]
+
+
+def _validation(split: tuple[Demand, Demand, float], buckets: list[int], deployment: Deployment) -> Validation:
+    """The list fitted on the head of the trace (`split[0]`), replayed on both parts."""
+    head, tail, used = split
     table = BucketTable.build(buckets, deployment.cp, deployment.capture)
     cp, factor = deployment.cp, deployment.max_padding_factor
     return Validation(used, buckets, evaluate_demand(head, table, cp, factor), evaluate_demand(tail, table, cp, factor))
