@@ -39,7 +39,7 @@ def _version(value: bool) -> None:
 
 ENV_INTS = {
     "CPBCG_WIDTH": (0, 10_000), "COLUMNS": (1, 10_000), "LINES": (1, 10_000),
-    "WORLD_SIZE": (1, 1024), "LOCAL_RANK": (0, 1023),
+    "WORLD_SIZE": (1, 1024), "LOCAL_RANK": (0, 1023), "CPBCG_JOBS": (1, 1024),
 }
 """Integer environment variables cpbcg (or rich, or torchrun) reads, with their accepted range."""
 ENV_FILES = ("GITHUB_STEP_SUMMARY",)

@@ -24,7 +24,8 @@ from typing import Any, Callable, Generic, TypeVar
 T = TypeVar("T")
 
 JOBS_ENV = "CPBCG_JOBS"
-"""Environment variable: `1` runs everything in one process."""
+"""Environment variable: processes `plan` may use; `1` runs everything in one process (the CLI
+drops a value that is not a whole number from 1 to 1024, with a warning)."""
 
 
 def can_fork() -> bool:
