@@ -121,7 +121,9 @@ def evaluate(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, ta
 def plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings | None = RecommendSettings(),
          table: BucketTable | None = None, on_chunk: Callable[[BatchSet], Any] | None = None) -> PlanResult:
     """Evaluate the configured list and recommend one, in one pass (`cpbcg plan`); a bound
-    source (`BatchSource.is_bound`) is planned at each forward's exact worst case."""
+    source (`BatchSource.is_bound`) is planned at each forward's exact worst case. On Linux
+    with two or more CPUs the held-out validation fit runs in a forked child process
+    (`CPBCG_JOBS=1` in the environment keeps one process; same answer)."""
     return _plan(_chunks(trace), deployment, settings, table, on_chunk)
 
 

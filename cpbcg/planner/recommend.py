@@ -13,6 +13,10 @@ the trace streamed) and answers:
   replayed on the rest; the final list is fitted on the whole trace;
 * and the SGLang flags that deploy it under the settings the plan assumed.
 
+The held-out fit and the final fit share nothing: on Linux with two or more usable CPUs the
+first runs in a forked child process beside the second (`background.py`; `CPBCG_JOBS=1` keeps
+one process). The answer is the same either way.
+
 Every number comes from `evaluate_demand`, the code `plan` and `replay-check` use.
 """
 
