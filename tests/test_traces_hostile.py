@@ -57,3 +57,35 @@ def test_a_duplicate_column_is_refused():
     path = ASSETS / "requests" / "duplicate-column.csv"
     with pytest.raises(TraceError, match=f'^{path}:1: column "ContextTokens" appears 2 times in the header$'):
         list(open_trace(path).items)
+
+
+def _batches(path):
+    items = list(open_trace(path).items)
+    return sum(b.num_batches for b in items), sum(int(b.extend_seq_lens.sum()) for b in items)
+
+
+def test_millions_of_blank_lines_read_in_linear_time(tmp_path):
+    # 17 MiB of newlines between two batches: a chunk of nothing but blank lines (this took
+    # quadratic time, minutes, when trailing blank lines were dropped one list copy at a time)
+    path = tmp_path / "blank.jsonl"
+    path.write_bytes(b"[5]\n" + b"\n" * (17 << 20) + b"[7]\n")
+    assert _batches(path) == (2, 12)
+
+
+@pytest.mark.parametrize("blank", [(1 << 20) - 1, 1 << 20, 5 << 20])
+def test_leading_blank_lines_longer_than_the_detection_head(tmp_path, blank):
+    path = tmp_path / "lead.jsonl"
+    path.write_bytes(b"\n" * blank + b'{"extend_seq_lens":[5]}\n{"extend_seq_lens":[7]}\n')
+    assert _batches(path) == (2, 12)
+
+
+def test_only_blank_lines_say_so(tmp_path, monkeypatch):
+    from cpbcg.planner.traces import registry
+
+    path = tmp_path / "blank.jsonl"
+    path.write_bytes(b"\n \n" * (1 << 20))
+    with pytest.raises(TraceError, match=f"^{path}:1: empty trace: no requests$"):
+        list(open_trace(path).items)
+    monkeypatch.setattr(registry, "MAX_BLANK_BYTES", 1 << 20)
+    with pytest.raises(TraceError, match=f"^{path}:\\d+: more than 1 MiB of blank lines before the first record$"):
+        list(open_trace(path).items)

@@ -71,9 +71,10 @@ def _parse_fast(lines: list[bytes]) -> BatchSet | None:
     collector is paused while millions of small objects are created (it would otherwise rescan
     them repeatedly and triple the parse time).
     """
-    body = lines
-    while body and body[-1].isspace():  # trailing blank lines; any other blank line fails the parse
-        body = body[:-1]
+    end = len(lines)
+    while end and lines[end - 1].isspace():  # trailing blank lines; any other blank line fails the parse
+        end -= 1
+    body = lines[:end]
     if not body:
         return BatchSet(np.zeros(0, np.int64), np.zeros(1, np.int64))
     blob = b"[" + b",".join(body) + b"]"

@@ -32,7 +32,9 @@ import cpbcg.planner.traces.vllm_bench as vllm_bench
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.csv_table import header_columns
 from cpbcg.planner.traces.stream import checked_requests
-from cpbcg.planner.traces.text import MAX_LINE_BYTES, binary_error, display, gz_note, is_stdin, long_line, looks_binary, read_head, trace_path
+from cpbcg.planner.traces.text import (
+    MAX_LINE_BYTES, binary_error, display, gz_note, is_stdin, long_line, looks_binary, open_binary, read_errors, read_head, trace_path,
+)
 
 FORMATS: tuple[TraceFormatInfo, ...] = (
     batches.FORMAT,
@@ -81,6 +83,12 @@ def sniff(path: Path) -> Sniff:
     """
     head = read_head(path, MAX_LINE_BYTES + 2)
     text = head.lstrip(b"\xef\xbb\xbf")
+    skipped = 0
+    first = len(text) - len(text.lstrip())  # the first non-blank byte
+    if len(head) > MAX_LINE_BYTES and (first == len(text) or (text.rfind(b"\n", 0, first) >= 0 > text.find(b"\n", first))):
+        # blank lines fill the head, or the first record's line starts in it and runs past it
+        skipped, text = _after_blank_lines(path)
+        head = text
     offset = 0
     while True:
         end = text.find(b"\n", offset)
@@ -90,9 +98,39 @@ def sniff(path: Path) -> Sniff:
         offset = end + 1
     if not line.strip():
         raise TraceError(located(display(path), 1, "empty trace: no requests"))
-    line_no = text.count(b"\n", 0, offset) + 1
+    line_no = skipped + text.count(b"\n", 0, offset) + 1
     cut = end < 0 and len(head) > MAX_LINE_BYTES
     return Sniff(line_no, line, _json(line) if not cut else None, _header(line) if not cut else None, head, cut)
+
+
+MAX_BLANK_BYTES = 256 << 20
+"""Most bytes of blank lines format detection reads past before the first record."""
+
+
+def _after_blank_lines(path: Path) -> tuple[int, bytes]:
+    """`(blank lines skipped, the bytes from the first non-blank line on)`, at most
+    `MAX_LINE_BYTES + 2` of them, reading past up to `MAX_BLANK_BYTES` of blank lines (a
+    `TraceError` beyond; an empty result when the trace holds nothing else)."""
+    lines, seen = 0, 0
+    with open_binary(path) as handle, read_errors(path, 1):
+        rest = handle.read(3).removeprefix(b"\xef\xbb\xbf")  # a BOM, as `sniff` drops it
+        while True:
+            block = handle.read(1 << 20)
+            if not block and not rest.strip():
+                return lines, b""
+            block = rest + block
+            text = block.lstrip()
+            if text:
+                start = block.rfind(b"\n", 0, len(block) - len(text)) + 1  # the first record's line
+                lines += block.count(b"\n", 0, start)
+                data = block[start:]
+                return lines, data + handle.read(max(0, MAX_LINE_BYTES + 2 - len(data)))
+            cut = block.rfind(b"\n") + 1
+            lines += block.count(b"\n", 0, cut)
+            rest = block[cut:]
+            seen += len(block) - len(rest)
+            if seen > MAX_BLANK_BYTES:
+                raise TraceError(located(display(path), lines + 1, f"more than {MAX_BLANK_BYTES >> 20} MiB of blank lines before the first record"))
 
 
 def _json(line: bytes) -> object | None:
