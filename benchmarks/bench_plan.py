@@ -85,6 +85,11 @@ def bench_model(batches: BatchSet, table: BucketTable) -> tuple[float, float]:
     return vec_s, loop_s
 
 
+INSTALLED_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""The children run as an installed cpbcg does: with bytecode caching (a warm-up run writes the
+`.pyc` files of an editable checkout; `pip install` writes them at install time)."""
+
+
 def run_child(argv: list[str]) -> tuple[float, float]:
     """`(wall s, peak RSS MB)` of one fresh process running `argv` (output discarded)."""
     t0 = time.perf_counter()
@@ -94,11 +99,6 @@ def run_child(argv: list[str]) -> tuple[float, float]:
     if status != 0:
         raise SystemExit(f"failed: {' '.join(argv)}")
     return wall, usage.ru_maxrss / 1024
-
-
-INSTALLED_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-"""The children run as an installed cpbcg does: with bytecode caching (a warm-up run writes the
-`.pyc` files of an editable checkout; `pip install` writes them at install time)."""
 
 
 def spread(values: list[float], fmt: str = ".2f") -> str:

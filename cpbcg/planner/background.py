@@ -39,10 +39,10 @@ def can_fork() -> bool:
 class Background(Generic[T]):
     """`fn(*args)` started in a forked child now (see the module doc); `result()` waits for it."""
 
-    def __init__(self, fn: Callable[..., T], *args: Any, fork: bool | None = None):
+    def __init__(self, fn: Callable[..., T], *args: Any):
         self._fn, self._args = fn, args
         self._process = None
-        if can_fork() if fork is None else fork:
+        if can_fork():
             context = multiprocessing.get_context("fork")
             for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice
                 stream.flush()

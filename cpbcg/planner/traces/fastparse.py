@@ -25,7 +25,7 @@ from cpbcg.planner.layout import BatchSet
 _SHAPE = re.compile(rb'\[D\]|\{"extend_seq_lens": ?\[D\]((?:, ?"[A-Za-z_]+": ?D)*)\}')
 _KEY = re.compile(rb'"([A-Za-z_]+)"')
 _PLAIN_SHAPES = frozenset({b"[D]", b'{"extend_seq_lens": [D]}', b'{"extend_seq_lens":[D]}'})
-_NEWLINE, _ZERO, _NINE, _MARK, _CLOSE = ord("\n"), ord("0"), ord("9"), ord("D"), ord("]")
+_NEWLINE, _ZERO, _MARK, _CLOSE = ord("\n"), ord("0"), ord("D"), ord("]")
 _COMMA, _SPACE = ord(","), ord(" ")
 _COUNT_KEYS = (np.frombuffer(b'"count": ', np.uint8), np.frombuffer(b'"count":', np.uint8))
 MAX_DIGITS = 15
@@ -57,7 +57,7 @@ def parse_canonical(blob: bytes, max_line_bytes: int = 1 << 20) -> BatchSet | No
 
 def _parse_folded(data: np.ndarray, max_line_bytes: int) -> BatchSet | None:
     """Every shape `line_shape_ok` accepts, checked by folding each line to its shape."""
-    is_digit = (data >= _ZERO) & (data <= _NINE)
+    is_digit = _digit(data)
     run_start = is_digit.copy()
     run_start[1:] &= ~is_digit[:-1]
     shape = np.where(is_digit, np.uint8(_MARK), data)[~is_digit | run_start]
@@ -179,7 +179,7 @@ def _parse_uniform(data: np.ndarray, max_line_bytes: int) -> BatchSet | None:
     body_spaces = int(np.count_nonzero(data == _SPACE)) - n * prefix_spaces
     if body_spaces != (len(commas) if wide else 0):
         return None
-    digits = int(np.count_nonzero((data - np.uint8(_ZERO)) < 10))
+    digits = int(np.count_nonzero(_digit(data)))
     if digits + len(commas) + body_spaces != int((body_end - body_start).sum()):
         return None
     after = commas + 1 + wide  # first digit of the number after each comma
@@ -222,4 +222,5 @@ def _bytes_at(data: np.ndarray, positions: np.ndarray, pattern: bytes) -> bool:
 
 
 def _digit(values: np.ndarray) -> np.ndarray:
-    return (values >= _ZERO) & (values <= _NINE)
+    """[n] bool: which bytes (uint8) are ASCII digits (one comparison: below `0` wraps high)."""
+    return (values - np.uint8(_ZERO)) < 10
