@@ -89,3 +89,13 @@ def test_only_blank_lines_say_so(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "MAX_BLANK_BYTES", 1 << 20)
     with pytest.raises(TraceError, match=f"^{path}:\\d+: more than 1 MiB of blank lines before the first record$"):
         list(open_trace(path).items)
+
+
+def test_a_blank_line_longer_than_any_line_is_refused_while_detecting(tmp_path):
+    # detection stops at the limit instead of holding an endless line of spaces in memory
+    from cpbcg.planner.traces.registry import sniff
+
+    path = tmp_path / "spaces.jsonl"
+    path.write_bytes(b"\n" + b" " * (3 << 20) + b"\n[5]\n")
+    with pytest.raises(TraceError, match=f"^{path}:2: line longer than"):
+        sniff(path)

@@ -128,6 +128,8 @@ def _after_blank_lines(path: Path) -> tuple[int, bytes]:
             cut = block.rfind(b"\n") + 1
             lines += block.count(b"\n", 0, cut)
             rest = block[cut:]
+            if len(rest) > MAX_LINE_BYTES:  # a blank line longer than any line may be
+                raise long_line(path, lines + 1)
             seen += len(block) - len(rest)
             if seen > MAX_BLANK_BYTES:
                 raise TraceError(located(display(path), lines + 1, f"more than {MAX_BLANK_BYTES >> 20} MiB of blank lines before the first record"))
