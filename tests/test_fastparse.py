@@ -176,3 +176,13 @@ def test_uniform_path_checks_every_frame(line):
     for first in (b'{"extend_seq_lens": [7, 8]}', b"[7, 8]"):
         blob = first + b"\n" + line + b"\n"
         assert fastparse._parse_uniform(np.frombuffer(blob, np.uint8), 1 << 20) is None, blob
+
+
+@pytest.mark.parametrize("frame", [b'{"extend_seq_lens": [%s]}\n', b"[%s]\n", b'{"extend_seq_lens": [%s], "count": 2}\n'])
+def test_digit_runs_past_fifteen_digits_are_left_to_the_careful_path(frame):
+    # 2**64 + 5 would wrap to 5 in int64 arithmetic: no fast path may read it as an in-range value
+    for value in (b"18446744073709551621", b"1234567890123456", b"9" * 40):
+        blob = frame % b"7, 8" + frame % (b"3, " + value)
+        assert parse_canonical(blob) is None, blob
+    fifteen = frame % b"123456789012345"
+    assert as_lists(parse_canonical(fifteen))[0] == [[123456789012345]]

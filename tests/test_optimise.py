@@ -168,44 +168,88 @@ def test_optimiser_matches_an_independent_brute_force(
         assert ms == pytest.approx(want[limit][1], rel=1e-9, abs=1e-9)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_transition_costs_match_their_definition(seed):
-    # tcost(a, b) = sum over items with a <= lo <= b of (w * gamma[b] if hi >= b else e), read
-    # from prefix sums, the anchor table and per-row suffix sums (bucket_dp._Monge).
-    rng = np.random.default_rng(seed)
-    m, count = 60, 80
+def _random_items(rng, m, count, reach, lower=None):
+    """A random `bucket_dp.Problem` (items with windows up to `reach` long) and its `tcost` by definition."""
     lo = np.sort(rng.integers(0, m, size=count))
-    hi = np.minimum(lo + rng.integers(0, 25, size=count), m - 1)
+    hi = np.minimum(lo + rng.integers(0, reach, size=count), m - 1)
     weight = rng.integers(1, 5, size=count)
     gamma = np.sort(rng.integers(1, 50, size=m))
     dead = weight * 1000 + rng.integers(0, 50, size=count)
-    problem = bucket_dp.Problem(lo, hi, weight, dead, gamma, np.ones(m, np.int64), np.ones(m, bool), 1, 2)
-    step = int(rng.integers(2, 9))
-    solver = bucket_dp._Monge(problem, step=step)
+    lower = np.ones(m, np.int64) if lower is None else lower
+    problem = bucket_dp.Problem(lo, hi, weight, dead, gamma, lower, np.ones(m, bool), 1, 2)
 
-    def tcost(a, b):
+    def tcost(a, b):  # sum over items with a <= lo <= b of (w * gamma[b] if hi >= b else e)
         keep = (lo >= a) & (lo <= b)
         return int(np.where(hi[keep] >= b, weight[keep] * gamma[b], dead[keep]).sum())
 
+    return problem, tcost
+
+
+def _check_rows(rng, evaluate, tcost, b, left):
+    """`evaluate(dp_prev, b, left, right)` against the definition on random column ranges."""
+    dp_prev = rng.integers(0, 10**5, size=int(b[-1]) + 2)  # states 0..m
+    right = np.array([int(rng.integers(lf, r + 1)) for lf, r in zip(left, b)])
+    at, val = evaluate(dp_prev, b, left, right)
+    for row, (bb, lf, r) in enumerate(zip(b, left, right)):
+        totals = [dp_prev[a] + tcost(a, bb) for a in range(lf, r + 1)]
+        assert val[row] == min(totals) and at[row] == lf + max(i for i, t in enumerate(totals) if t == min(totals))
+    return right
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_transition_costs_match_their_definition(seed):
+    # The anchor evaluator (bucket_dp._AnchorRows): prefix sums, the anchor table, per-row sums.
+    rng = np.random.default_rng(seed)
+    m = 60
+    problem, tcost = _random_items(rng, m, 80, 25)
+    step = int(rng.integers(2, 9))
+    solver = bucket_dp._AnchorRows(problem, bucket_dp._Prefix(problem), step)
     band = solver.pre.band_lo  # anchors: b + 1, any x <= band_lo[b], multiples of step
     pairs = [(a, b) for b in range(m) for a in range(b + 2) if a == b + 1 or a <= band[b] or a % step == 0]
     assert sum(a % step == 0 and band[b] < a <= b for a, b in pairs) > 50  # the table is read
     xs, bs = np.array(pairs).T
-    assert solver._anchor(xs, bs).tolist() == [tcost(a, b) for a, b in pairs]
-    dp_prev = rng.integers(0, 10**5, size=m + 1)
+    assert solver.anchor(xs, bs).tolist() == [tcost(a, b) for a, b in pairs]
     b = np.arange(5, m)
-    left = rng.integers(1, 6, size=len(b))
-    right = np.array([int(rng.integers(lf, r + 1)) for lf, r in zip(left, b)])
-    at, val = solver._rows(dp_prev, b, left, right)
-    for row, (bb, lf, r) in enumerate(zip(b, left, right)):
-        totals = [dp_prev[a] + tcost(a, bb) for a in range(lf, r + 1)]
-        assert val[row] == min(totals) and at[row] == lf + max(i for i, t in enumerate(totals) if t == min(totals))
+    _check_rows(rng, solver, tcost, b, rng.integers(1, 6, size=len(b)))
+
+
+def test_each_row_takes_its_last_minimum():
+    # The divide and conquer relies on the largest minimising state (module doc of bucket_dp).
+    total = np.array([3, 1, 1, 2, 5, 5, 0, 4, 0, 0, 7])
+    ncol = np.array([4, 2, 5])
+    cstart = np.concatenate([[0], np.cumsum(ncol)])
+    col = np.arange(len(total)) + 100
+    arg, best = bucket_dp._last_argmin(total, col, cstart, ncol)
+    assert best.tolist() == [1, 5, 0] and arg.tolist() == [102, 105, 109]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_zone_evaluator_matches_the_definition_of_tcost(seed):
+    # bucket_dp._ZoneRows: zone A (every item below a is dead at b), the table (dead and live
+    # items interleave in lo: nested windows) and zone B (every item from a on is live), with a
+    # random nondecreasing lower bound on the columns.
+    rng = np.random.default_rng(seed)
+    m = 70
+    lower = np.maximum(np.minimum(np.sort(rng.integers(-20, m, size=m)) // 2, np.arange(m)), 1)
+    problem, tcost = _random_items(rng, m, 90, 30, lower)
+    pre = bucket_dp._Prefix(problem)
+    rows = bucket_dp._ZoneRows.build(problem, pre, 10**6)
+    assert rows is not None and len(rows.table) > 30  # the table is read
+    assert bucket_dp._ZoneRows.build(problem, pre, len(rows.table) - 2) is None  # and declines past its limit
+    b = np.arange(2, m)
+    left = lower[b]
+    right = _check_rows(rng, rows, tcost, b, left)
+    zones = {"a": 0, "table": 0, "b": 0}
+    for bb, lf, r in zip(b, left, right):
+        for a in range(lf, r + 1):
+            zones["a" if a <= pre.band_lo[bb] else "table" if a <= rows.last_table[bb] else "b"] += 1
+    assert min(zones.values()) > 20, zones  # every zone is evaluated
 
 
 @pytest.mark.parametrize("seed,scale", [(s, 1) for s in range(6)] + [(6, 3 * 10**4), (8, 3 * 10**4)])
 def test_divide_and_conquer_matches_the_band_scan_on_larger_instances(seed, scale, monkeypatch):
-    # The two solvers share only the prefix sums; the anchor table (every 32nd candidate, or
-    # every 3rd) is exercised here, not in the small brute-force instances above. scale 3e4:
+    # The two solvers share only the prefix sums; the zone table and the anchor evaluator (an
+    # anchor every 32nd candidate, or every 3rd) must agree on instances larger than the brute force's. scale 3e4:
     # coverage keys near 10**18 (int64 keys, just below the 2**61 limit of the exact path).
     rng = np.random.default_rng(seed)
     cp = CPLayout(int(rng.choice([2, 4])))
@@ -215,7 +259,8 @@ def test_divide_and_conquer_matches_the_band_scan_on_larger_instances(seed, scal
     objective, cost = [("coverage", CostModel(0.5, 4.0, 0.025)), ("time", CostModel(0.5, 4.0, 0.0001))][seed % 2]
     options = dict(objective=objective, allow_gaps=seed % 3 == 0, max_bucket_tokens=1600, required=[(1200, 320)])
     want = {}
-    for step in (None, 3):
+    for zones, step in ((True, None), (False, None), (False, 3)):  # zone table, anchors every 32nd or 3rd
+        monkeypatch.setattr(bucket_dp, "ZONE_TABLE_LIMIT", 1 << 22 if zones else -1)
         monkeypatch.setattr(bucket_dp, "ANCHOR_STEP", step or 32)
         got = optimise(demand, cp, cost, 12, 1200, **options)
         want.setdefault("dc", got)

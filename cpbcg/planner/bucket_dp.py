@@ -24,12 +24,21 @@ Monge, so the largest minimising `a` is nondecreasing in `b` (also under the mon
 bound: rows with no admissible column split the recursion at `clip(b)`, which bounds both
 sides' optima correctly). Each layer is one divide and conquer over rows, vectorised level by
 level (each level evaluates every row's column range at once, O(m) work per level, ~log2(m)
-levels). A row's `tcost(a, b)` comes from one anchor `x` with known `tcost(x, b)` plus a
-prefix sum over the items with `lo` between `x` and `a`. Anchors: any `x <= band_lo[b]` (no
-item with `lo < x` is live at `b`, so prefix sums over states give it in O(1)), `x = b + 1`
-(zero), or a multiple of `ANCHOR_STEP`, read from a table of `tcost(x, b)` for the `b` whose
-band starts below `x` (about `sum of band lengths / ANCHOR_STEP` values). Integer keys stay
-exact (int64); the time objective uses float64.
+levels). Two evaluators of `tcost(a, b)`, same answers:
+
+* `_ZoneRows` (used when its table is small, as on every trace tried): O(1) per pair from
+  three zones of states. At or below `band_lo[b]` no item with `lo < a` is live at `b`
+  (prefix sums over states); above `dead_lo[b]`, the largest `lo` of an item dead at `b`, every
+  item from `a` on is live (`gamma[b]` times a weight prefix sum); in between, where dead and
+  live items interleave (nested windows: a small forward pushed up by its rows), a table built
+  once. On the 1M-forward benchmark the table holds 32k values for 16k candidates.
+* `_AnchorRows` (the general fallback): a row's `tcost(a, b)` comes from one anchor `x` with
+  known `tcost(x, b)` plus a prefix sum over the items with `lo` between `x` and `a`. Anchors:
+  any `x <= band_lo[b]`, `x = b + 1` (zero), or a multiple of `ANCHOR_STEP`, read from a table
+  of `tcost(x, b)` for the `b` whose band starts below `x` (about `sum of band lengths /
+  ANCHOR_STEP` values).
+
+Integer keys stay exact (int64); the time objective uses float64.
 
 `solve_band`: the general case (time objective, where a padded replay can cost more than
 eager, so `tcost` is not Monge): for each `b` the states split into those below the first
@@ -43,6 +52,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+ZONE_TABLE_LIMIT = 1 << 22
+"""Largest zone table (values, and item-state pairs to build it) before the anchor evaluator
+takes over: about 32 MiB of int64 (`_ZoneRows`)."""
 ANCHOR_STEP = 32
 """Spacing of the anchor table's rows (candidates): memory ~ sum(band) / step, extra work per
 row ~ step / 2 items."""
@@ -179,13 +191,13 @@ def _segment_cumsum(values: np.ndarray, seg_start: np.ndarray, length: np.ndarra
 
 
 class _Monge:
-    """Divide and conquer per layer (module doc)."""
+    """Divide and conquer per layer (module doc), over one of two `tcost` evaluators: `_ZoneRows`
+    when its table fits in `ZONE_TABLE_LIMIT` values, else `_AnchorRows`."""
 
     def __init__(self, p: Problem, step: int):
         self.p = p
         self.pre = _Prefix(p)
-        self.anchors = _Anchors(p, self.pre, step)
-        self.step = step
+        self.rows = _ZoneRows.build(p, self.pre, ZONE_TABLE_LIMIT) or _AnchorRows(p, self.pre, step)
 
     def first_layer(self) -> np.ndarray:
         p, m = self.p, self.p.m
@@ -208,7 +220,7 @@ class _Monge:
             val = np.full(len(mid), inf, dtype=dp.dtype)
             ok = left_col <= right_col
             if ok.any():
-                opt[ok], val[ok] = self._rows(dp_prev, mid[ok], left_col[ok], right_col[ok])
+                opt[ok], val[ok] = self.rows(dp_prev, mid[ok], left_col[ok], right_col[ok])
             dp[mid + 1], arg[mid + 1] = np.minimum(val, inf), opt
             go_left, go_right = r1 < mid, mid < r2
             r1, r2, c1, c2 = (
@@ -219,7 +231,93 @@ class _Monge:
             )
         return dp, arg
 
-    def _rows(self, dp_prev, b, left, right) -> tuple[np.ndarray, np.ndarray]:
+
+def _last_argmin(total: np.ndarray, col: np.ndarray, cstart: np.ndarray, ncol: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (segments of `total` starting at `cstart[:-1]`): the column of the last minimum and the minimum."""
+    best = np.minimum.reduceat(total, cstart[:-1])
+    hits = np.flatnonzero(total == np.repeat(best, ncol))
+    return col[hits[np.searchsorted(hits, cstart[1:], side="left") - 1]], best
+
+
+def _columns(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`(col, cstart, ncol)`: every row's columns `left..right` laid end to end."""
+    ncol = right - left + 1
+    cstart = _cumsum0(ncol)
+    return np.arange(cstart[-1]) - np.repeat(cstart[:-1] - left, ncol), cstart, ncol
+
+
+class _ZoneRows:
+    """`tcost(a, b)` in O(1) for every admissible pair, in three zones of states per row `b`:
+
+    * `a <= band_lo[b]` (every item with `lo < a` is dead at `b`): `_Prefix.tcost`;
+    * `a > dead_lo[b]`, the largest `lo` of an item dead at `b` (every item with `lo` in
+      `[a, b]` is live): `gamma[b] * (W(b + 1) - W(a))`, `W(s)` = weight of the items with `lo < s`;
+    * in between (items dead and live at `b` interleave in `lo`): a table of `tcost(a, b)` for
+      `a` in `(band_lo[b], dead_lo[b]]` at or above `lower[b]`, built once from the items there.
+
+    The table is small on real traces (a dead item above `band_lo` has a window nested inside a
+    live one's: a small forward pushed up by its rows); `build` declines when it would exceed
+    `limit` values (items times states), and the anchor evaluator takes over.
+    """
+
+    def __init__(self, p: Problem, pre: _Prefix, dead_lo: np.ndarray, mix_lo: np.ndarray, length: np.ndarray):
+        m = p.m
+        self.gamma, self.band_lo, self.e_below, self.mix_lo = p.gamma, pre.band_lo, pre.e_below, mix_lo
+        self.w_below = _cumsum0(p.weight)[pre.pos]  # [m+1] W(s)
+        self.const = p.gamma * self.w_below[1:]  # [m] gamma[b] * W(b + 1), added after the minimum
+        self.zone_a = pre.e_dead + p.gamma * pre.w_live - self.const  # [m] zone A is zone_a[b] - e_below[a]
+        self.last_table = np.maximum(pre.band_lo, dead_lo)  # [m] states up to here are in zone A or the table
+        offset = _cumsum0(length)
+        self.offset = offset[:-1]
+        rows = np.flatnonzero(length)
+        first = pre.pos[mix_lo[rows]]
+        count = pre.pos[dead_lo[rows] + 1] - first
+        starts = _cumsum0(count)
+        item = np.arange(starts[-1]) - np.repeat(starts[:-1] - first, count)
+        b = np.repeat(rows, count)
+        value = np.where(p.hi[item] >= b, p.weight[item] * p.gamma[b], p.dead[item])
+        suffix = _cumsum0(_histogram(self.offset[b] + p.lo[item] - mix_lo[b], value, int(offset[-1])))
+        at = np.repeat(np.arange(m), length)  # [table] row of each entry
+        # entry (a, b) = tcost(a, b) - const[b]: the items with lo in [a, dead_lo[b]], then zone B at dead_lo[b] + 1
+        self.table = np.append(suffix[np.repeat(offset[1:], length)] - suffix[:-1] - p.gamma[at] * self.w_below[dead_lo[at] + 1], 0)
+
+    @classmethod
+    def build(cls, p: Problem, pre: _Prefix, limit: int) -> "_ZoneRows | None":
+        by_hi = np.argsort(p.hi, kind="stable")
+        dead = np.searchsorted(p.hi[by_hi], np.arange(p.m), side="left")  # [m] items with hi < b
+        dead_lo = np.concatenate([[-1], np.maximum.accumulate(p.lo[by_hi])])[dead]  # [m] -1: none
+        mix_lo = np.minimum(np.maximum(pre.band_lo + 1, p.lower), p.m)  # band_lo = m: nothing live
+        length = np.maximum(dead_lo - mix_lo + 1, 0)
+        items = pre.pos[np.maximum(dead_lo, mix_lo - 1) + 1] - pre.pos[mix_lo]
+        if int(length.sum()) > limit or int(items.sum()) > limit:
+            return None
+        return cls(p, pre, dead_lo, mix_lo, length)
+
+    def __call__(self, dp_prev, b, left, right) -> tuple[np.ndarray, np.ndarray]:
+        """Largest argmin and min over `a in [left, right]` of `dp_prev[a] + tcost(a, b)`, per row."""
+        col, cstart, ncol = _columns(left, right)
+        total = dp_prev[col] - np.repeat(self.gamma[b], ncol) * self.w_below[col]  # zone B
+        first = np.maximum(np.minimum(right, self.last_table[b]) - left + 1, 0)  # leading columns in A or the table
+        if first.any():
+            fstart = _cumsum0(first)
+            at = np.arange(fstart[-1]) - np.repeat(fstart[:-1] - cstart[:-1], first)
+            a, row = col[at], np.repeat(b, first)
+            in_a = a <= self.band_lo[row]
+            table = self.table[np.where(in_a, -1, self.offset[row] + a - self.mix_lo[row])]
+            total[at] = dp_prev[a] + np.where(in_a, self.zone_a[row] - self.e_below[a], table)
+        arg, best = _last_argmin(total, col, cstart, ncol)
+        return arg, best + self.const[b]
+
+
+class _AnchorRows:
+    """`tcost(a, b)` for any row from one anchor with known cost plus the items in between
+    (module doc): the general evaluator, for instances whose zone table (`_ZoneRows`) is too large."""
+
+    def __init__(self, p: Problem, pre: _Prefix, step: int):
+        self.p, self.pre, self.step = p, pre, step
+        self.anchors = _Anchors(p, pre, step)
+
+    def __call__(self, dp_prev, b, left, right) -> tuple[np.ndarray, np.ndarray]:
         """Largest argmin and min over `a in [left, right]` of `dp_prev[a] + tcost(a, b)`, per row.
 
         Per row, one anchor `x` with a known `tcost(x, b)` (`_anchor`): `left` itself when it is
@@ -237,20 +335,15 @@ class _Monge:
         item = np.arange(istart[-1]) - np.repeat(istart[:-1] - first, count)
         value = np.where(p.hi[item] >= np.repeat(b, count), p.weight[item] * np.repeat(p.gamma[b], count), p.dead[item])
         prefix = _cumsum0(value.astype(p.dead.dtype, copy=False))
-        ncol = right - left + 1
-        cstart = _cumsum0(ncol)
-        col = np.arange(cstart[-1]) - np.repeat(cstart[:-1] - left, ncol)
+        col, cstart, ncol = _columns(left, right)
         # tcost(a, b) = anchor - rel(a), rel = prefix at a minus prefix at the row's anchor end:
         # differences of the flat prefix are exact (int64 wraps, the true values fit)
         ref = prefix[np.where(use_left, istart[:-1], istart[1:])]
         rel = prefix[np.repeat(istart[:-1] - first, ncol) + pos[col]] - np.repeat(ref, ncol)
-        total = dp_prev[col] - rel
-        best = np.minimum.reduceat(total, cstart[:-1])
-        hit = np.where(total == np.repeat(best, ncol), np.arange(len(total)), -1)
-        anchor = self._anchor(np.where(use_left, x_left, x_right), b)
-        return col[np.maximum.reduceat(hit, cstart[:-1])], best + anchor
+        arg, best = _last_argmin(dp_prev[col] - rel, col, cstart, ncol)
+        return arg, best + self.anchor(np.where(use_left, x_left, x_right), b)
 
-    def _anchor(self, x: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def anchor(self, x: np.ndarray, b: np.ndarray) -> np.ndarray:
         """`tcost(x, b)`: 0 for `x = b + 1`, prefix sums when `x <= band_lo[b]`, else the table."""
         out = np.zeros(len(b), dtype=self.p.dead.dtype)
         inside = x <= b

@@ -74,7 +74,7 @@ def _parse_folded(data: np.ndarray, max_line_bytes: int) -> BatchSet | None:
     if np.diff(newlines, prepend=-1).max() > max_line_bytes + 1:
         return None
     close = np.flatnonzero(data == _CLOSE)  # exactly one `]` per line (the shapes have one)
-    values = _right_aligned_values(data, ends, int(digits.max()), digits)
+    values = _run_values(data, ends)
     if shapes <= _PLAIN_SHAPES:
         last = np.searchsorted(starts, newlines) - 1  # index of each line's last number
         if (starts[last] > close).any():
@@ -110,24 +110,6 @@ def _with_keys(data: np.ndarray, starts: np.ndarray, values: np.ndarray, newline
     return BatchSet.from_sizes(values[~tail], sizes, counts)
 
 
-def _right_aligned_values(data: np.ndarray, ends: np.ndarray, width: int, digits: np.ndarray) -> np.ndarray:
-    """[num_numbers] int64 values of the digit runs ending at `ends` (`digits` long, <= `width`).
-
-    One pass per digit column, right to left: the byte `column` places before each run's end,
-    counted only for runs at least that long, times its power of ten (summed in int32 while
-    the values fit, nine digits).
-    """
-    dtype = np.int32 if width <= 9 else np.int64
-    values = (data[ends] - np.uint8(_ZERO)).astype(dtype)
-    scale = 1
-    for column in range(1, width):
-        scale *= 10
-        column_digit = data[np.maximum(ends - column, 0)] - np.uint8(_ZERO)  # uint8, wraps if not a digit
-        column_digit *= digits > column
-        values += column_digit * dtype(scale)
-    return values.astype(np.int64, copy=False)
-
-
 def _shapes(shape: bytes) -> frozenset[bytes] | None:
     """The distinct folded line shapes, or None if one is not accepted or the blob does not end
     with a newline."""
@@ -155,9 +137,12 @@ def _parse_uniform(data: np.ndarray, max_line_bytes: int) -> BatchSet | None:
     total length means a body holds nothing else. Every comma follows a digit and is followed
     by the separator's rest and a digit, and with `", "` the spaces are exactly one per comma
     (so no body starts or ends with a comma or a space). None when anything differs (the
-    general path decides).
+    general path decides). Each number is then the digit run that ends before its terminator
+    (a comma, or the frame's suffix before the newline), read leftwards (`_run_values`).
     """
-    newlines = np.flatnonzero(data == _NEWLINE)
+    stops = np.flatnonzero((data == _COMMA) | (data == _NEWLINE))  # each number's terminator, in order
+    at_newline = data[stops] == _NEWLINE
+    newlines, commas = stops[at_newline], stops[~at_newline]
     n = len(newlines)
     if n == 0 or newlines[-1] != len(data) - 1:
         return None
@@ -174,7 +159,6 @@ def _parse_uniform(data: np.ndarray, max_line_bytes: int) -> BatchSet | None:
         return None
     if not (_bytes_at(data, line_start, prefix) and _bytes_at(data, body_end, suffix)):
         return None
-    commas = np.flatnonzero(data == _COMMA)
     wide = len(commas) > 0 and data[commas[0] + 1] == _SPACE  # the separator is ", "
     body_spaces = int(np.count_nonzero(data == _SPACE)) - n * prefix_spaces
     if body_spaces != (len(commas) if wide else 0):
@@ -187,25 +171,37 @@ def _parse_uniform(data: np.ndarray, max_line_bytes: int) -> BatchSet | None:
         return None
     if wide and not (data[commas + 1] == _SPACE).all():
         return None
-    # numbers in order: a line's first, then one after each of its commas (and its last
-    # ends at its body's end, the others before a comma)
-    before = np.searchsorted(commas, newlines)  # commas up to the end of each line
-    per_line = np.diff(before, prepend=0) + 1
-    first = np.arange(n) + before - per_line + 1  # index of each line's first number
-    last = first + per_line - 1
-    starts = np.empty(len(commas) + n, dtype=np.int64)
-    ends = np.empty_like(starts)
-    not_first = np.ones(len(starts), dtype=bool)
-    not_first[first] = False
-    starts[not_first], starts[first] = after, body_start
-    not_last = np.ones(len(starts), dtype=bool)
-    not_last[last] = False
-    ends[not_last], ends[last] = commas - 1, body_end - 1
-    width = ends - starts + 1
-    if width.max() > MAX_DIGITS or ((data[starts] == _ZERO) & (width > 1)).any():
+    for first in (after, body_start):  # leading zeros are not JSON: refused as orjson refuses them
+        if ((data[first] == _ZERO) & _digit(data[first + 1])).any():
+            return None
+    values = _run_values(data, stops - 1 - len(suffix) * at_newline)
+    if values is None:
         return None
-    values = _right_aligned_values(data, ends, int(width.max()), width)
-    return BatchSet.from_sizes(values, per_line, np.ones(n, dtype=np.int64))
+    return BatchSet.from_sizes(values, np.diff(np.flatnonzero(at_newline), prepend=-1), np.ones(n, dtype=np.int64))
+
+
+def _run_values(data: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
+    """[num_numbers] int64 values of the digit runs ending at `ends` (each a digit; `data[0]` is
+    not one: every accepted line starts with `[` or `{`), one pass per digit column right to left
+    while any run goes on; None when a run is longer than `MAX_DIGITS`. Summed in int32 up to
+    nine digits."""
+    values = (data[ends] - np.uint8(_ZERO)).astype(np.int32)
+    going = np.ones(len(ends), dtype=bool)
+    at = ends.copy()
+    scale = 1
+    for column in range(1, MAX_DIGITS + 1):
+        at -= 1
+        column_digit = np.take(data, at, mode="clip")  # before the data: its first byte, not a digit
+        column_digit -= np.uint8(_ZERO)  # uint8, wraps if not a digit
+        going &= column_digit < 10
+        if not going.any():
+            return values.astype(np.int64, copy=False)
+        if column == 9:
+            values = values.astype(np.int64)
+        scale *= 10
+        column_digit *= going
+        values += column_digit * values.dtype.type(scale)
+    return None  # a run longer than MAX_DIGITS
 
 
 def _bytes_at(data: np.ndarray, positions: np.ndarray, pattern: bytes) -> bool:
