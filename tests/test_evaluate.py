@@ -43,3 +43,30 @@ def test_demand_log_splits_in_trace_order():
     assert used == 0.7 and sorted(head.num_tokens.tolist()) == [100, 200, 300, 400, 500, 600, 700]
     assert tail.num_tokens.tolist() == [800, 900, 1000] and tail.num_forwards == 6
     assert log.whole().num_forwards == 20 and log.max_requests() == 1
+
+
+def _aggregate_by_dict(demand: Demand) -> dict:
+    merged: dict = {}
+    for n, r, a, q, c in zip(*(x.tolist() for x in (demand.num_tokens, demand.rows, demand.active, demand.num_requests, demand.counts))):
+        count, requests = merged.get((n, r, a), (0, 0))
+        merged[(n, r, a)] = (count + c, max(requests, q))
+    return merged
+
+
+def test_aggregate_merges_equal_forwards_exactly_on_every_key_width():
+    # The radix order takes 1 to 4 digits of 16 bits (small keys, tokens near 2**31), the other
+    # path keys beyond; counts add up exactly past 2**53; the result is sorted by key.
+    rng = np.random.default_rng(3)
+    for top in (40, 1 << 15, 1 << 20, (1 << 31) - 1, 1 << 40):
+        n = rng.integers(1, top, 3000) // rng.integers(1, 500, 3000) + 1
+        n[:1500] = n[1500:]  # repeats
+        rows = n // 4 + rng.integers(0, 3, 3000)
+        active = rng.random(3000) < 0.9
+        counts = rng.integers(1, 1 << 42, 3000)
+        counts[:10] = counts[1500:1510] = (1 << 53) - 1  # each pair sums to 2**54 - 2: not a float64
+        demand = Demand(n, rows, active, rng.integers(1, 60, 3000), counts)
+        got = demand.aggregate()
+        keys = list(zip(got.num_tokens.tolist(), got.rows.tolist(), got.active.tolist()))
+        assert keys == sorted(_aggregate_by_dict(demand))
+        assert dict(zip(keys, zip(got.counts.tolist(), got.num_requests.tolist()))) == _aggregate_by_dict(demand)
+        assert got.counts.dtype == np.int64 and got.num_tokens.dtype == np.int64
