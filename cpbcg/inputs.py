@@ -27,8 +27,6 @@ import stat
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-import yaml
-
 from cpbcg.errors import ConfigError, CpbcgError
 
 MAX_INPUT_BYTES = 16 << 20
@@ -111,122 +109,22 @@ def check_inputs(inputs: Mapping[str, Optional[str | os.PathLike[str]]], error: 
 # --------------------------------------------------------------------------- YAML
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """Safe loader with budgets on alias expansion, depth and integer length, and no duplicate keys."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._weights: dict[int, int] = {}
-        self._depth = 0
-
-    def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            target = self.anchors.get(event.anchor)
-            if target is not None and id(target) not in self._weights:
-                raise _budget(event.start_mark, f"alias *{event.anchor} refers to its own enclosing node")
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise _budget(self.peek_event().start_mark, f"nested more than {MAX_DEPTH} levels deep")
-        try:
-            node = super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-        weight = 1 + sum(self._weights.get(id(child), 1) for child in _children(node))
-        if weight > MAX_YAML_NODES:
-            raise _budget(node.start_mark, f"expands to more than {MAX_YAML_NODES:,} values (aliases); write it out")
-        self._weights[id(node)] = weight
-        return node
-
-    def construct_mapping(self, node, deep=False):  # noqa: ANN001
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                line = key_node.start_mark.line + 1
-                try:
-                    if key in seen:
-                        raise _budget(key_node.start_mark, f"duplicate key {_short(key)} (first on line {seen[key]})")
-                    seen[key] = line
-                except TypeError:  # an unhashable key: PyYAML refuses it below
-                    continue
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_yaml_int(self, node):  # noqa: ANN001
-        text = str(node.value).replace("_", "").lstrip("+-")
-        if len(text) > MAX_INT_DIGITS:
-            raise _budget(node.start_mark, f"integer of {len(text)} digits; at most {MAX_INT_DIGITS} are accepted")
-        return super().construct_yaml_int(node)
-
-
-_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
-
-
-class _Budget(yaml.YAMLError):
-    def __init__(self, mark, problem: str) -> None:  # noqa: ANN001
-        super().__init__(problem)
-        self.problem_mark, self.problem = mark, problem
-
-
-def _budget(mark, problem: str) -> _Budget:  # noqa: ANN001
-    return _Budget(mark, problem)
-
-
-def _children(node) -> list:  # noqa: ANN001
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    return []
-
-
 def load_yaml(text: str | bytes, label: str, error: type[CpbcgError] = ConfigError) -> Any:
-    """Parse one YAML document safely (see module doc). Raises `error` as `LABEL:LINE: ...`."""
+    """Parse one YAML document safely (see module doc). Raises `error` as `LABEL:LINE: ...`.
+    PyYAML is imported here, when a YAML input is read (`cpbcg.yaml_input`), not with this module."""
+    from cpbcg.yaml_input import parse_yaml
+
     if isinstance(text, bytes):
         text = decode_text(text, label, error)
-    loader = _StrictLoader(text)
-    try:
-        return loader.get_single_data()
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f"{label}:{mark.line + 1}" if mark is not None else label
-        problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc).splitlines()[0]
-        if isinstance(exc, _Budget):
-            raise error(f"{where}: {problem}") from None
-        raise error(f"{where}: not valid YAML: {problem}") from None
-    except RecursionError:
-        raise error(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
-    finally:
-        loader.dispose()
+    return parse_yaml(text, label, error)
 
 
 def yaml_key_lines(text: str) -> dict[tuple[str, ...], int]:
     """Line (1-based) of every mapping key and list item in a YAML document already loaded by
     `load_yaml`, by key path (`("scheduler", "rate")`, `("buckets", "1")`), for messages."""
-    loader = _StrictLoader(text)
-    try:
-        root = loader.get_single_node()
-    except (yaml.YAMLError, RecursionError):
-        return {}
-    finally:
-        loader.dispose()
-    lines: dict[tuple[str, ...], int] = {}
-    stack = [((), root)]
-    while stack:
-        path, node = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                child = (*path, str(key_node.value))
-                lines.setdefault(child, key_node.start_mark.line + 1)
-                stack.append((child, value_node))
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                child = (*path, str(index))
-                lines.setdefault(child, item.start_mark.line + 1)
-                stack.append((child, item))
-    return lines
+    from cpbcg.yaml_input import key_lines
+
+    return key_lines(text)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -277,7 +175,7 @@ def load_json(data: str | bytes, label: str, error: type[CpbcgError] = ConfigErr
         lines = duplicate_key_lines(text, exc.key)
         where = f"{label}:{lines[1]}" if lines else label
         first = f" (first on line {lines[0]})" if lines else ""
-        raise error(f"{where}: duplicate key {_short(exc.key)}{first}") from None
+        raise error(f"{where}: duplicate key {short_repr(exc.key)}{first}") from None
     except ValueError as exc:  # parse_int (JSONDecodeError cannot happen: orjson parsed it)
         long_int = re.search(r"[0-9]{%d,}" % (MAX_INT_DIGITS + 1), text)
         line = f":{text.count(chr(10), 0, long_int.start()) + 1}" if long_int else ""
@@ -341,6 +239,7 @@ def _string_end(text: str, start: int) -> int:
     return len(text)
 
 
-def _short(value: object, limit: int = 40) -> str:
+def short_repr(value: object, limit: int = 40) -> str:
+    """`repr(value)`, cut to `limit` characters (keys in messages)."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

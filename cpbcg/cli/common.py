@@ -41,6 +41,14 @@ def stdout_console() -> "Console":
     return console
 
 
+def print_json(payload: bytes, *, to_stderr: bool = False) -> None:
+    """Write a JSON document unchanged to stdout (or stderr): no rich markup, no wrapping, and
+    no rich import (JSON output stays light)."""
+    stream = sys.stderr if to_stderr else sys.stdout
+    stream.write(payload.decode())
+    stream.flush()
+
+
 def stderr_console() -> "Console":
     """Console for progress, notes and reports sent to stderr (same width rule as stdout)."""
     from rich.console import Console
@@ -92,8 +100,11 @@ DecodeMsPerRequestOpt = Annotated[Optional[float], typer.Option("--decode-ms-per
 @contextmanager
 def progress_bar(description: str, total: Optional[float] = None, enabled: bool = True) -> Iterator:
     """A rich progress bar on stderr; yields `advance(amount)`. Hidden when stderr is no terminal."""
+    if not enabled or not sys.stderr.isatty():  # no bar, and no rich import, off a terminal
+        yield lambda amount=1: None
+        return
     console = stderr_console()
-    if not enabled or not console.is_terminal or not sys.stderr.isatty():  # FORCE_COLOR fakes a terminal
+    if not console.is_terminal:  # FORCE_COLOR fakes a terminal; TERM=dumb and the like are none
         yield lambda amount=1: None
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import FormatOpt, OutputFormat, stdout_console
+from cpbcg.cli.common import FormatOpt, OutputFormat, print_json, stdout_console
 from cpbcg.cli.options import DeploymentOptions, with_options
 
 if TYPE_CHECKING:
@@ -31,17 +31,15 @@ def layout(
     Example: `cpbcg layout --cp-size 4 1534 161 353` (needs 520 rows; bucket 2048 holds 512).
     """
     from cpbcg.api import load_config_and_deployment
-    from cpbcg.cli.render import print_json
     from cpbcg.documents import as_dict, dumps
     from cpbcg.planner.explain import explain_batch
 
     _, dep = load_config_and_deployment(deployment.config, deployment.overrides())
     result = explain_batch(extend_seq_lens, dep.cp, dep.table(), dep.max_padding_factor)
-    console = stdout_console()
     if output_format is OutputFormat.json:
-        print_json(console, dumps(as_dict(result)))
+        print_json(dumps(as_dict(result)))
     else:
-        console.print(render_explanation(result, dep.cp.cp_size, dep.cp.align_rows))
+        stdout_console().print(render_explanation(result, dep.cp.cp_size, dep.cp.align_rows))
 
 
 def render_explanation(ex: "BatchExplanation", cp_size: int, align: int) -> "Group":

@@ -11,12 +11,8 @@ import typer
 
 from cpbcg import api
 from cpbcg.atomic import STDOUT, check_outputs, write_atomic
-from cpbcg.cli.common import OutputFormat, stderr_console, stdout_console
+from cpbcg.cli.common import OutputFormat, print_json, stderr_console, stdout_console
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions
-from cpbcg.cli.render import evaluation_tables, print_json
-from cpbcg.cli.render_recommend import (
-    comparison_document, comparison_table, guarantee_renderable, pareto_table, recommendation_renderable,
-)
 from cpbcg.cli.source_note import report_simulation, warn_ignored_options
 from cpbcg.cli.trace_progress import TraceProgress
 from cpbcg.documents import as_dict, dumps, plan_document
@@ -97,11 +93,17 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     _emit(req, exported, dep, meta)
     if req.emit is not None and req.output is None:
         return  # the export is the stdout document
-    if req.output_format is OutputFormat.json:
-        doc = plan_document(header, result.evaluation, rec, simulation, None if comparison is None else comparison_document(comparison),
-                            recommendation_error=result.recommendation_error)
-        print_json(stdout_console(), dumps(doc))
+    if req.output_format is OutputFormat.json:  # rich is imported only for tables
+        compared = None
+        if comparison is not None:
+            from cpbcg.cli.render_recommend import comparison_document
+
+            compared = comparison_document(comparison)
+        print_json(dumps(plan_document(header, result.evaluation, rec, simulation, compared, recommendation_error=result.recommendation_error)))
         return
+    from cpbcg.cli.render import evaluation_tables
+    from cpbcg.cli.render_recommend import comparison_table, pareto_table, recommendation_renderable
+
     console = stdout_console()
     console.print(evaluation_tables(result.evaluation, header))
     if rec is not None:
@@ -157,8 +159,10 @@ def _guarantee(req: PlanRequest, cfg, dep: Deployment) -> None:
     if req.emit is None or req.output is not None:
         if req.output_format is OutputFormat.json:
             doc = {**dep.header("guarantee (no trace)"), **as_dict(result.limits), "buckets": result.buckets, **as_dict(result.check)}
-            print_json(stdout_console(), dumps(doc))
+            print_json(dumps(doc))
         else:
+            from cpbcg.cli.render_recommend import guarantee_renderable
+
             stdout_console().print(guarantee_renderable(result, dep.cp.cp_size, dep.cp.strategy.value, dep.max_padding_factor))
     if not result.check.ok:
         raise typer.Exit(1)

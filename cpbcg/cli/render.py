@@ -60,9 +60,3 @@ def bucket_hits_table(ev: Evaluation) -> Table:
 def _short(seq: list[int], limit: int = 12) -> str:
     body = ", ".join(map(str, seq[:limit]))
     return f"[{body}{', ...' if len(seq) > limit else ''}] (n={sum(seq)})"
-
-
-def print_json(console: Console, payload: bytes) -> None:
-    """Write a JSON document to the console's file unchanged (no rich markup, no wrapping)."""
-    console.file.write(payload.decode())
-    console.file.flush()

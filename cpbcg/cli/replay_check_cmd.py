@@ -16,7 +16,7 @@ import typer
 
 from cpbcg.atomic import STDOUT, output_path
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import FormatOpt, OutputFormat, stderr_console, stdout_console
+from cpbcg.cli.common import FormatOpt, OutputFormat, print_json, stderr_console, stdout_console
 from cpbcg.cli.options import DeploymentOptions, SchedulerOptions, TraceOptions, with_options
 from cpbcg.errors import ConfigError
 
@@ -103,12 +103,12 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     from rich.text import Text
 
     from cpbcg.check.reports import report_json
-    from cpbcg.cli.render import evaluation_tables, print_json
+    from cpbcg.cli.render import evaluation_tables
 
-    console = stderr_console() if stdout_taken else stdout_console()
     if output_format is OutputFormat.json:
-        print_json(console, report_json(report))
+        print_json(report_json(report), to_stderr=stdout_taken)
         return
+    console = stderr_console() if stdout_taken else stdout_console()
     parts: list = [evaluation_tables(report.evaluation, report.header), overflow_text(report)]
     if report.replays:
         parts.append(replays_table(report.replays))

@@ -130,9 +130,17 @@ def iter_blob_chunks(path: Path | str, chunk_bytes: int = CHUNK_BYTES) -> Iterat
                 continue
             blob, carry = block[:cut], block[cut:]
             if len(carry) > MAX_LINE_BYTES:
-                raise long_line(path, line_no + blob.count(b"\n"))
+                raise long_line(path, line_no + count_newlines(blob))
             yield line_no, blob
-            line_no += blob.count(b"\n")
+            line_no += count_newlines(blob)
+
+
+NEWLINE = ord("\n")
+
+
+def count_newlines(blob: bytes) -> int:
+    """`blob.count(b"\\n")`, in numpy (several times faster on megabyte chunks)."""
+    return int(np.count_nonzero(np.frombuffer(blob, dtype=np.uint8) == NEWLINE))
 
 
 def split_lines(blob: bytes) -> list[bytes]:
