@@ -225,29 +225,29 @@ def _zigzag_extras(batches: BatchSet, cp: int) -> tuple[np.ndarray, list[np.ndar
     Per request, rank r gets `2*base + [rem > r] + [rem > 2cp-1-r]`. The per-request extras
     (0..2 per rank) are looked up from `rem` in one gather, packed 16 bits per rank into int64
     words, and summed per batch in one `reduceat` per word; batches of 32,768 or more requests
-    (where a 16-bit field could overflow) take the plain per-rank path.
+    (where a 16-bit field could overflow) take the plain per-rank path. The extras of a request
+    add up to its `rem` over the ranks, so `sum(base) = (n - sum of extras) / (2*cp)` exactly.
     """
     seg = 2 * cp
     lens = batches.extend_seq_lens
-    if seg & (seg - 1) == 0:  # cp a power of two: shift and mask
-        base, rem = lens >> (seg.bit_length() - 1), lens & (seg - 1)
+    if seg & (seg - 1) == 0:  # cp a power of two: mask
+        rem = lens & (seg - 1)
     else:  # float quotient is exact here: lens < 2**52 and the fractional part is >= 1/seg
-        base = (lens * (1.0 / seg)).astype(np.int64)
-        rem = lens - base * seg
-    twice_base = 2 * batches._segment_sum(base)
+        rem = lens - (lens * (1.0 / seg)).astype(np.int64) * seg
     ranks = np.arange(cp)
     table = (np.arange(seg)[:, None] > ranks).astype(np.int64) + (np.arange(seg)[:, None] > seg - 1 - ranks)
     if batches.num_batches and batches.num_requests.max() >= 1 << (_FIELD_BITS - 1):
-        return twice_base, [batches._segment_sum(table[rem, rank]) for rank in range(cp)]
-    mask = (1 << _FIELD_BITS) - 1
-    extras: list[np.ndarray] = []
-    for first in range(0, cp, _RANKS_PER_WORD):
-        group = list(range(first, min(cp, first + _RANKS_PER_WORD)))
-        shifts = np.array([_FIELD_BITS * (r - first) for r in group], dtype=np.int64)
-        lut = (table[:, group] << shifts).sum(axis=1)  # [seg] packed extras per rem value
-        packed = batches._segment_sum(lut[rem])
-        extras += [(packed >> shift) & mask for shift in shifts]
-    return twice_base, extras
+        extras = [batches._segment_sum(table[rem, rank]) for rank in range(cp)]
+    else:
+        mask = (1 << _FIELD_BITS) - 1
+        extras = []
+        for first in range(0, cp, _RANKS_PER_WORD):
+            group = list(range(first, min(cp, first + _RANKS_PER_WORD)))
+            shifts = np.array([_FIELD_BITS * (r - first) for r in group], dtype=np.int64)
+            lut = (table[:, group] << shifts).sum(axis=1)  # [seg] packed extras per rem value
+            packed = batches._segment_sum(lut[rem])
+            extras += [(packed >> shift) & mask for shift in shifts]
+    return 2 * ((batches.num_tokens - functools.reduce(np.add, extras)) // seg), extras
 
 
 def local_rows(batches: BatchSet, layout: CPLayout) -> np.ndarray:
