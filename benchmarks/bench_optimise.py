@@ -13,7 +13,9 @@ Workloads (cp 4, default cost model unless named):
 * `dense-16k`: one batch of every size 8..16,384 tokens (single request, random weights),
   max_tokens 16,384, K = 64: every size is a candidate (the worst case).
   `gap-free` is the default; `allow-gaps` the unconstrained list; `cheap` a cost model where
-  no replay costs more than eager; `time` the time objective (band scan, `O(K * sum band)`).
+  no replay costs more than eager; `time` the time objective (band scan, `O(K * sum band)`);
+  `anchors` the general transition-cost evaluator that takes over when the zone table would be
+  too large (`transition_costs.ZONE_TABLE_LIMIT`), forced here.
 * `dense-8k`: the same up to 8,192.
 * `embedded-default`: the embedded default workload (20,000 forwards), max_tokens 8,192.
 """
@@ -33,6 +35,7 @@ from pathlib import Path
 WORKLOADS = {
     # name: (batches, max_tokens, K, cost, options)
     "dense-16k": ("dense:16384", 16384, 64, "default", {}),
+    "dense-16k anchors": ("dense:16384", 16384, 64, "default", {}),
     "dense-16k allow-gaps": ("dense:16384", 16384, 64, "default", {"allow_gaps": True}),
     "dense-16k cheap": ("dense:16384", 16384, 64, "cheap", {}),
     "dense-8k": ("dense:8192", 8192, 64, "default", {}),
@@ -54,6 +57,10 @@ def child(name: str) -> None:
     from cpbcg.planner.synthetic import synthetic_batches
 
     source, max_tokens, k, cost_name, options = WORKLOADS[name]
+    if "anchors" in name:
+        from cpbcg.planner import transition_costs
+
+        transition_costs.ZONE_TABLE_LIMIT = -1
     if source == "embedded":
         batches = synthetic_batches()
     else:

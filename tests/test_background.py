@@ -9,7 +9,6 @@ import pytest
 from cpbcg.errors import ModelError
 from cpbcg.planner import background
 from cpbcg.planner.background import Background
-from cpbcg.planner.bucket_dp import _histogram
 
 needs_fork = pytest.mark.skipif(not background.can_fork(), reason="forking needs Linux and two usable CPUs")
 
@@ -65,13 +64,3 @@ def test_closed_before_the_result_still_answers():
     job = Background(_pid_and_sum, [4])
     job.close()
     assert job.result() == (os.getpid(), 4)
-
-
-def test_histogram_matches_add_at_on_large_int64_sums():
-    rng = np.random.default_rng(7)
-    index = rng.integers(0, 50, 5000)
-    values = rng.integers(0, 1 << 61, 5000, dtype=np.int64) // 64  # sums stay below 2**62
-    expected = np.zeros(50, dtype=np.int64)
-    np.add.at(expected, index, values)
-    assert np.array_equal(_histogram(index, values, 50), expected)
-    assert np.array_equal(_histogram(index, values.astype(np.float64), 50), np.bincount(index, values.astype(np.float64), 50))

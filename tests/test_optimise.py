@@ -16,7 +16,7 @@ from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, local_capacity
 from cpbcg.planner.cost import CostModel, demand_cost_ms, evaluation_cost_ms, with_measured
 from cpbcg.planner.evaluate import Demand, evaluate
 from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner import bucket_dp
+from cpbcg.planner import bucket_dp, transition_costs
 from cpbcg.planner.guarantee import headroom_required
 from cpbcg.planner.optimise import candidate_grid, fewest_for_coverage, optimise
 from cpbcg.planner.selector import BucketTable, select_buckets
@@ -176,7 +176,7 @@ def _random_items(rng, m, count, reach, lower=None):
     gamma = np.sort(rng.integers(1, 50, size=m))
     dead = weight * 1000 + rng.integers(0, 50, size=count)
     lower = np.ones(m, np.int64) if lower is None else lower
-    problem = bucket_dp.Problem(lo, hi, weight, dead, gamma, lower, np.ones(m, bool), 1, 2)
+    problem = transition_costs.Problem(lo, hi, weight, dead, gamma, lower, np.ones(m, bool), 1, 2)
 
     def tcost(a, b):  # sum over items with a <= lo <= b of (w * gamma[b] if hi >= b else e)
         keep = (lo >= a) & (lo <= b)
@@ -198,12 +198,12 @@ def _check_rows(rng, evaluate, tcost, b, left):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_transition_costs_match_their_definition(seed):
-    # The anchor evaluator (bucket_dp._AnchorRows): prefix sums, the anchor table, per-row sums.
+    # The anchor evaluator (transition_costs.AnchorRows): prefix sums, the anchor table, per-row sums.
     rng = np.random.default_rng(seed)
     m = 60
     problem, tcost = _random_items(rng, m, 80, 25)
     step = int(rng.integers(2, 9))
-    solver = bucket_dp._AnchorRows(problem, bucket_dp._Prefix(problem), step)
+    solver = transition_costs.AnchorRows(problem, transition_costs.Prefix(problem), step)
     band = solver.pre.band_lo  # anchors: b + 1, any x <= band_lo[b], multiples of step
     pairs = [(a, b) for b in range(m) for a in range(b + 2) if a == b + 1 or a <= band[b] or a % step == 0]
     assert sum(a % step == 0 and band[b] < a <= b for a, b in pairs) > 50  # the table is read
@@ -219,23 +219,23 @@ def test_each_row_takes_its_last_minimum():
     ncol = np.array([4, 2, 5])
     cstart = np.concatenate([[0], np.cumsum(ncol)])
     col = np.arange(len(total)) + 100
-    arg, best = bucket_dp._last_argmin(total, col, cstart, ncol)
+    arg, best = transition_costs.last_argmin(total, col, cstart, ncol)
     assert best.tolist() == [1, 5, 0] and arg.tolist() == [102, 105, 109]
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_zone_evaluator_matches_the_definition_of_tcost(seed):
-    # bucket_dp._ZoneRows: zone A (every item below a is dead at b), the table (dead and live
+    # transition_costs.ZoneRows: zone A (every item below a is dead at b), the table (dead and live
     # items interleave in lo: nested windows) and zone B (every item from a on is live), with a
     # random nondecreasing lower bound on the columns.
     rng = np.random.default_rng(seed)
     m = 70
     lower = np.maximum(np.minimum(np.sort(rng.integers(-20, m, size=m)) // 2, np.arange(m)), 1)
     problem, tcost = _random_items(rng, m, 90, 30, lower)
-    pre = bucket_dp._Prefix(problem)
-    rows = bucket_dp._ZoneRows.build(problem, pre, 10**6)
+    pre = transition_costs.Prefix(problem)
+    rows = transition_costs.ZoneRows.build(problem, pre, 10**6)
     assert rows is not None and len(rows.table) > 30  # the table is read
-    assert bucket_dp._ZoneRows.build(problem, pre, len(rows.table) - 2) is None  # and declines past its limit
+    assert transition_costs.ZoneRows.build(problem, pre, len(rows.table) - 2) is None  # and declines past its limit
     b = np.arange(2, m)
     left = lower[b]
     right = _check_rows(rng, rows, tcost, b, left)
@@ -260,8 +260,8 @@ def test_divide_and_conquer_matches_the_band_scan_on_larger_instances(seed, scal
     options = dict(objective=objective, allow_gaps=seed % 3 == 0, max_bucket_tokens=1600, required=[(1200, 320)])
     want = {}
     for zones, step in ((True, None), (False, None), (False, 3)):  # zone table, anchors every 32nd or 3rd
-        monkeypatch.setattr(bucket_dp, "ZONE_TABLE_LIMIT", 1 << 22 if zones else -1)
-        monkeypatch.setattr(bucket_dp, "ANCHOR_STEP", step or 32)
+        monkeypatch.setattr(transition_costs, "ZONE_TABLE_LIMIT", 1 << 22 if zones else -1)
+        monkeypatch.setattr(transition_costs, "ANCHOR_STEP", step or 32)
         got = optimise(demand, cp, cost, 12, 1200, **options)
         want.setdefault("dc", got)
         assert got.cost_ms == pytest.approx(want["dc"].cost_ms) and got.graph_forwards == want["dc"].graph_forwards
@@ -428,3 +428,13 @@ def test_cost_model_from_config_and_measured_timings():
     assert (fitted.graph_fixed_ms, fitted.eager_fixed_ms, fitted.token_ms, fitted.source) == (0.2, 3.0, 0.01, "manifest m.json")
     assert with_measured(fitted, None, None, "other").source == "manifest m.json"
     assert CostModel(0.5, 4.0, 0.025).break_even_tokens == pytest.approx(140.0)
+
+
+def test_histogram_matches_add_at_on_large_int64_sums():
+    rng = np.random.default_rng(7)
+    index = rng.integers(0, 50, 5000)
+    values = rng.integers(0, 1 << 61, 5000, dtype=np.int64) // 64  # sums stay below 2**62
+    expected = np.zeros(50, dtype=np.int64)
+    np.add.at(expected, index, values)
+    assert np.array_equal(transition_costs.histogram(index, values, 50), expected)
+    assert np.array_equal(transition_costs.histogram(index, values.astype(np.float64), 50), np.bincount(index, values.astype(np.float64), 50))
