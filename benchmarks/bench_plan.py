@@ -2,6 +2,8 @@
 
 Run: `python benchmarks/bench_plan.py [--batches 1000000] [--workdir /tmp/cpbcg-bench]`
 
+0. Reading and parsing the batch trace (`read_batch_trace`) in the default 1 MiB chunks and in
+   16 MiB chunks, one fresh process per run (the chunk size is `BATCH_CHUNK_BYTES`).
 1. Layout + selector over N batches of about 8 requests each, vectorised (`Demand.of` +
    `select_buckets`) against a straightforward per-request Python loop of the same rule
    (`zigzag rows` per request, then `select_one`), in the same run, on the same batches.
@@ -35,6 +37,7 @@ from cpbcg.planner.buckets import sglang_default_buckets
 from cpbcg.planner.evaluate import evaluate
 from cpbcg.planner.layout import BatchSet, CPLayout
 from cpbcg.planner.selector import BucketTable, select_one
+from cpbcg.planner.traces.batches import BATCH_CHUNK_BYTES, read_batch_trace
 
 CP = CPLayout(4)
 
@@ -121,7 +124,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per figure")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/cpbcg-bench"))
-    parser.add_argument("--child", choices=("model", "write"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("model", "write", "read"), help=argparse.SUPPRESS)
+    parser.add_argument("--chunk-bytes", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     table = BucketTable.build(sglang_default_buckets(8192), CP)
     trace = args.workdir / f"batches-{args.batches}.jsonl"
@@ -132,12 +136,21 @@ def main() -> None:
     if args.child == "write":
         write_trace(make_batches(args.batches), trace)
         return
+    if args.child == "read":  # one child run reading the trace in chunks of --chunk-bytes
+        t0 = time.perf_counter()
+        forwards = sum(chunk.num_batches for chunk in read_batch_trace(trace, args.chunk_bytes))
+        print(time.perf_counter() - t0, forwards)
+        return
     # The parent builds nothing big: children are forked from it, and a child's peak RSS
     # counts what it inherited, so the figures below are the children's own.
     args.workdir.mkdir(parents=True, exist_ok=True)
     me = [sys.executable, __file__, "--batches", str(args.batches), "--workdir", str(args.workdir), "--child"]
     if not trace.exists():
         subprocess.run(me + ["write"], check=True)
+    reads = {size: [float(subprocess.run(me + ["read", "--chunk-bytes", str(size)], check=True, capture_output=True, text=True).stdout.split()[0])
+                    for _ in range(args.runs)] for size in (BATCH_CHUNK_BYTES, 16 << 20)}
+    print(f"batch-trace read and parse, {trace.stat().st_size / 1e6:.0f} MB, {args.runs} runs: "
+          + ", ".join(f"{size >> 20} MiB chunks {spread(times, '.3f')} s" for size, times in reads.items()))
     me = me + ["model"]
     model = [tuple(map(float, subprocess.run(me, check=True, capture_output=True, text=True).stdout.split())) for _ in range(args.runs)]
     vec, loop, num_requests = [m[0] for m in model], [m[1] for m in model], int(model[0][2])

@@ -31,8 +31,8 @@ from cpbcg.planner.traces.text import MAX_LINE_BYTES, check_line_lengths, iter_b
 FIELD = "extend_seq_lens"
 BATCH_CHUNK_BYTES = 1 << 20
 """Bytes of whole lines parsed at once: the byte parse's temporaries (a few arrays of the chunk's
-length) then stay in cache. Measured (benchmarks/bench_traces.py): 1 MiB chunks parse 1.6x faster
-than 16 MiB ones."""
+length) then stay in cache, and memory stays small; `benchmarks/bench_plan.py` times this size
+against 16 MiB chunks."""
 
 
 def read_batch_trace(path: str | Path, chunk_bytes: int = BATCH_CHUNK_BYTES) -> Iterator[BatchSet]:
