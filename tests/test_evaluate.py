@@ -70,3 +70,27 @@ def test_aggregate_merges_equal_forwards_exactly_on_every_key_width():
         assert keys == sorted(_aggregate_by_dict(demand))
         assert dict(zip(keys, zip(got.counts.tolist(), got.num_requests.tolist()))) == _aggregate_by_dict(demand)
         assert got.counts.dtype == np.int64 and got.num_tokens.dtype == np.int64
+
+
+def test_demand_log_split_depends_on_the_trace_not_on_its_chunks(monkeypatch):
+    # Blocks start at multiples of BLOCK_FORWARDS lines however the reader cut the trace, so the
+    # split lands at the same line, within BLOCK_FORWARDS / 2 of the target (exact in the raw tail).
+    from cpbcg.planner import demand_log
+
+    monkeypatch.setattr(demand_log, "RAW_FORWARDS", 8)
+    monkeypatch.setattr(demand_log, "BLOCK_FORWARDS", 4)
+    rng = np.random.default_rng(5)
+    n = rng.integers(16, 400, 203)
+    whole = Demand(n, n // 4, np.ones(203, bool), rng.integers(1, 9, 203), rng.integers(1, 4, 203))
+    answers = set()
+    for pieces in ([203], [1] * 203, [5, 3, 8, 8, 17, 100, 62], [7] * 29):
+        log, start = DemandLog(), 0
+        for size in pieces:
+            log.add(whole.subset(slice(start, start + size)))
+            start += size
+        head, tail, used = log.split(0.7)
+        assert abs(used * 203 - 0.7 * 203) <= 2 and (used * 203) % 4 == 0
+        answers.add((used, tuple(head.counts.tolist()), tuple(tail.counts.tolist()), log.whole().num_forwards))
+    assert len(answers) == 1
+    head, tail, used = log.split(0.98)  # 199 of 203: inside the raw tail, exact
+    assert used == 199 / 203 and tail.num_forwards == int(whole.counts[199:].sum())

@@ -71,7 +71,7 @@ class Demand:
         return select_buckets(self.num_tokens, self.rows, self.active, table, max_padding_factor)
 
     def subset(self, mask: np.ndarray) -> "Demand":
-        """The forwards where `mask` ([N] bool) holds."""
+        """The forwards where `mask` ([N] bool) holds, or in `mask` when it is a slice (views)."""
         return Demand(self.num_tokens[mask], self.rows[mask], self.active[mask], self.num_requests[mask], self.counts[mask])
 
     @classmethod

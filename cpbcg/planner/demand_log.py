@@ -5,22 +5,30 @@ The recommendation fits a bucket list on the first part of a trace and replays t
 the trace. `DemandLog` keeps recent forwards as they came and older ones aggregated in blocks of
 consecutive forwards, merging neighbouring blocks so that at most `MAX_BLOCKS` remain: memory
 is bounded by the distinct forward shapes per block, not by the trace length, and a split in
-trace order is exact inside the raw tail and falls on a block boundary elsewhere (the split
-actually used is reported).
+trace order is exact inside the raw tail (the newest `RAW_FORWARDS` or so forwards: a trace
+of up to 131,072 lines splits exactly) and falls on a block boundary elsewhere (the split
+actually used is reported). Blocks hold `BLOCK_FORWARDS` lines and start at multiples of it
+whatever the chunks the reader yields, so the split depends on the trace alone: within
+`BLOCK_FORWARDS / 2` lines of the target up to about `MAX_BLOCKS * BLOCK_FORWARDS` lines (1M),
+within about one block, 1/64 of the trace, beyond (neighbouring blocks merge).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collections import deque
+
 import numpy as np
 
 from cpbcg.planner.demand import Demand
 
 RAW_FORWARDS = 1 << 17
-"""Forwards kept one by one before they are aggregated into a block (131,072: about 5 MB)."""
+"""Newest forwards kept one by one (131,072: about 5 MB); older ones are aggregated in blocks."""
+BLOCK_FORWARDS = 1 << 14
+"""Forwards per aggregated block as it is made (16,384); merged blocks hold multiples of it."""
 MAX_BLOCKS = 64
-"""Most aggregated blocks; a split off the raw tail lands within about 1/32 of the trace."""
+"""Most aggregated blocks (neighbours merge beyond it)."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +46,7 @@ class DemandLog:
 
     def __init__(self) -> None:
         self._blocks: list[_Block] = []
-        self._raw: list[Demand] = []
+        self._raw: deque[Demand] = deque()
         self._raw_start = 0
         self._raw_forwards = 0
 
@@ -51,13 +59,22 @@ class DemandLog:
         """Append the next forwards of the trace."""
         self._raw.append(demand)
         self._raw_forwards += len(demand.num_tokens)
-        if self._raw_forwards >= RAW_FORWARDS:
+        while self._raw_forwards > RAW_FORWARDS:
             self._flush()
 
     def _flush(self) -> None:
-        stop = self._raw_start + self._raw_forwards
-        self._blocks.append(_Block(self._raw_start, stop, Demand.concat(self._raw).aggregate()))
-        self._raw, self._raw_start, self._raw_forwards = [], stop, 0
+        """Aggregate the oldest `BLOCK_FORWARDS` raw forwards into a block."""
+        taken, need = [], BLOCK_FORWARDS
+        while need:
+            first = self._raw.popleft()
+            if len(first.num_tokens) > need:
+                self._raw.appendleft(first.subset(slice(need, None)))
+                first = first.subset(slice(0, need))
+            taken.append(first)
+            need -= len(first.num_tokens)
+        stop = self._raw_start + BLOCK_FORWARDS
+        self._blocks.append(_Block(self._raw_start, stop, Demand.concat(taken).aggregate()))
+        self._raw_start, self._raw_forwards = stop, self._raw_forwards - BLOCK_FORWARDS
         while len(self._blocks) > MAX_BLOCKS:
             sizes = [b.stop - a.start for a, b in zip(self._blocks, self._blocks[1:])]
             i = int(np.argmin(sizes))
@@ -77,7 +94,7 @@ class DemandLog:
             if cut is None and block.stop > target:
                 cut = block.start if target - block.start < block.stop - target else block.stop
             (head if cut is None or block.stop <= cut else tail).append(block.demand)
-        raw = Demand.concat(self._raw)
+        raw = Demand.concat(list(self._raw))
         if cut is None:
             cut = max(target, self._raw_start)
             head.append(raw.subset(np.arange(len(raw.num_tokens)) < cut - self._raw_start))
@@ -89,7 +106,7 @@ class DemandLog:
 
     def whole(self) -> Demand:
         """All forwards, aggregated."""
-        return Demand.concat([b.demand for b in self._blocks] + self._raw).aggregate()
+        return Demand.concat([b.demand for b in self._blocks] + list(self._raw)).aggregate()
 
     def max_requests(self) -> int:
         """Most requests any forward held (0 when empty)."""
