@@ -42,13 +42,15 @@ class Demand:
         keeps the largest. The selector's outcome depends on nothing else. Sorted by key."""
         if len(self.num_tokens) == 0:
             return self
-        if int(self.num_tokens.max()) < 1 << 31 and int(self.rows.max()) < 1 << 31:
-            key = (self.num_tokens << 32) | (self.rows << 1) | self.active.astype(np.int64)  # one int64 key
+        row_bits = max(int(self.rows.max()).bit_length(), 1)
+        if int(self.num_tokens.max()).bit_length() + row_bits < 63:
+            # one int64 key (tokens, rows, active) in as few bits as the values need: fewer radix digits
+            key = (self.num_tokens << (row_bits + 1)) | (self.rows << 1) | self.active.astype(np.int64)
             order = _radix_order(key)
             key = key[order]
             starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
             uniq = key[starts]
-            tokens, rows, active = uniq >> 32, (uniq >> 1) & ((1 << 31) - 1), (uniq & 1).astype(bool)
+            tokens, rows, active = uniq >> (row_bits + 1), (uniq >> 1) & ((1 << row_bits) - 1), (uniq & 1).astype(bool)
             counts = np.add.reduceat(self.counts[order], starts)
             requests = np.maximum.reduceat(self.num_requests[order], starts)
             return Demand(tokens, rows, active, requests, counts)

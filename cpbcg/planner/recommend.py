@@ -191,8 +191,8 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
     if settings.bucket_multiple > chunk:
         raise ConfigError(f"bucket_multiple: {settings.bucket_multiple} is above the chunk of {chunk} tokens: no bucket below it could be a candidate")
     headroom, headroom_note = _headroom(deployment, chunk, requests) if settings.headroom else (None, None)
-    whole = log.whole()
     split = log.split(1.0 - settings.validate_fraction) if settings.validate_fraction > 0 else None
+    whole = log.whole() if split is None else Demand.concat([split[0], split[1]]).aggregate()  # the same forwards
     if split is not None and (split[0].num_forwards == 0 or split[1].num_forwards == 0):
         split = None
     # the out-of-sample fit shares nothing with the final one: on a second core when there is one
