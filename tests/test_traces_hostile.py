@@ -99,3 +99,51 @@ def test_a_blank_line_longer_than_any_line_is_refused_while_detecting(tmp_path):
     path.write_bytes(b"\n" + b" " * (3 << 20) + b"\n[5]\n")
     with pytest.raises(TraceError, match=f"^{path}:2: line longer than"):
         sniff(path)
+
+
+def test_chunks_of_blank_lines_are_skipped_and_counted(tmp_path):
+    # 3 MiB of blank lines (whole 1 MiB chunks of nothing) between batches: skipped, and the
+    # line numbers after them stay right
+    path = tmp_path / "blank.jsonl"
+    path.write_bytes(b"[5]\n" + b"\n \t\r\n" * (3 << 18) + b"[7]\n[-1]\n")
+    with pytest.raises(TraceError, match=f"^{path}:{2 + (3 << 19) + 1}: list\\[0\\]: -1 is not a positive integer$"):
+        _batches(path)
+
+
+@pytest.mark.parametrize("key", [rb'"c\u006funt"', rb'"\u0063ount"', rb'"\u0063\u006f\u0075\u006e\u0074"'])
+def test_a_count_key_spelled_with_json_escapes_still_counts(tmp_path, key):
+    path = tmp_path / "escaped.jsonl"
+    path.write_bytes(b"{" + key + b': 4, "extend_seq_lens": [100]}\n[7]\n')
+    items = list(open_trace(path).items)
+    assert [int(b.counts.sum()) for b in items] == [5] and [int((b.counts * b.num_tokens).sum()) for b in items] == [407]
+    path.write_bytes(b"{" + key + b': 0, "extend_seq_lens": [100]}\n')
+    with pytest.raises(TraceError, match=r":1: count: 0 is not a positive integer"):
+        _batches(path)
+
+
+@pytest.mark.parametrize("written,said", [
+    (b"[18446744073709551621]", "list[0]: 18446744073709551621 is above the largest supported length 2147483647"),
+    (b'{"extend_seq_lens": [-99999999999999999999]}', "extend_seq_lens[0]: -99999999999999999999 is not a positive integer"),
+    (b'{"extend_seq_lens": [5], "count": 123456789012345678901}', "count: 123456789012345678901 is not a positive integer up to 2147483647"),
+    (b"[1e20]", "list[0]: 1e+20 is not a positive integer"),
+])
+def test_integers_past_64_bits_are_quoted_as_written(tmp_path, written, said):
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"[5]\n" + written + b"\n")
+    with pytest.raises(TraceError, match=f"^{path}:2: " + said.replace("[", r"\[").replace("]", r"\]").replace("+", r"\+") + "$"):
+        _batches(path)
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b""])
+def test_the_line_limit_is_the_same_for_every_line_ending(tmp_path, end):
+    from cpbcg.planner.traces.text import MAX_LINE_BYTES
+
+    path = tmp_path / "long.jsonl"
+    for extra in (0, 1):  # a line of exactly the limit (ending excluded) reads; one byte more is refused
+        line = b"[5" + b" " * (MAX_LINE_BYTES + extra - 3) + b"]"
+        path.write_bytes(b"[7]\n" + line + end)
+        if extra:
+            with pytest.raises(TraceError, match=f"^{path}:2: line longer than {MAX_LINE_BYTES} bytes"):
+                _batches(path)
+        else:
+            assert _batches(path) == (2, 12)

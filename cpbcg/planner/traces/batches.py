@@ -13,6 +13,8 @@ line-by-line parse that names the first offending line: `FILE:LINE: what is wron
 from __future__ import annotations
 
 import gc
+import json
+import re
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
@@ -29,6 +31,7 @@ from cpbcg.planner.traces.jsonl_table import json_excerpt, load_json_line
 from cpbcg.planner.traces.text import MAX_LINE_BYTES, check_line_lengths, iter_blob_chunks, split_lines, trace_path
 
 FIELD = "extend_seq_lens"
+_LONG_INTEGER = re.compile(rb"\d{20}")
 BATCH_CHUNK_BYTES = 1 << 20
 """Bytes of whole lines parsed at once: the byte parse's temporaries (a few arrays of the chunk's
 length) then stay in cache, and memory stays small; `benchmarks/bench_plan.py` times this size
@@ -43,6 +46,8 @@ def read_batch_trace(path: str | Path, chunk_bytes: int = BATCH_CHUNK_BYTES) -> 
     path = trace_path(path)
     seen_any = False
     for first_line, blob in iter_blob_chunks(path, chunk_bytes):
+        if blob.isspace():  # only blank lines: nothing to parse (one C scan, not a list of lines)
+            continue
         batches = _parse_canonical_checked(blob)
         if batches is None:
             lines = split_lines(blob)
@@ -92,7 +97,8 @@ def _parse_fast(lines: list[bytes]) -> BatchSet | None:
                 return None
             sizes = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
             flat = np.array(list(chain.from_iterable(seqs)))
-            weights = np.array([r.get("count", 1) if type(r) is dict else 1 for r in records]) if b'"count"' in blob else np.ones(len(seqs), np.int64)
+            counted = b'"count"' in blob or b"\\" in blob  # a key may spell "count" with JSON escapes
+            weights = np.array([r.get("count", 1) if type(r) is dict else 1 for r in records]) if counted else np.ones(len(seqs), np.int64)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError):
             return None
         finally:
@@ -134,6 +140,8 @@ def parse_batch_line(path: Path, line_no: int, line: bytes) -> tuple[list[int], 
         return TraceError(located(path, line_no, message))
 
     record = load_json_line(path, line_no, line)
+    if _LONG_INTEGER.search(line):  # orjson reads integers past 64 bits as floats: show what was written
+        record = json.loads(line)
     count: object = 1
     if isinstance(record, dict):
         if FIELD not in record:

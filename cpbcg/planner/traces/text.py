@@ -155,7 +155,7 @@ def split_lines(blob: bytes) -> list[bytes]:
 
 def check_line_lengths(path: Path | str, first: int, lines: list[bytes]) -> None:
     """`TraceError` naming the first line longer than `MAX_LINE_BYTES`."""
-    if max(map(len, lines), default=0) <= MAX_LINE_BYTES + 2:
+    if max(map(len, lines), default=0) <= MAX_LINE_BYTES + 1:  # a CRLF line of the limit is checked below
         return
     for line_no, line in enumerate(lines, start=first):
         if len(line.rstrip(b"\r\n")) > MAX_LINE_BYTES:
