@@ -42,3 +42,13 @@ def test_export_errors():
         export_buckets([], "json", CP4)
     with pytest.raises(ConfigError):
         parse_sglang_flags("--attn-cp-size 4")
+
+
+@pytest.mark.parametrize("text", [
+    "--cuda-graph-bs-prefill 16 32 --cuda-graph-bs-prefill 64",
+    "--cuda-graph-bs-prefill 16 32 --piecewise-cuda-graph-tokens 64",
+    '--cuda-graph-bs-prefill 16 --cuda-graph-config \'{"prefill": {"bs": [64]}}\'',
+])
+def test_a_bucket_list_given_twice_is_refused(text):
+    with pytest.raises(ConfigError, match="the bucket list is given 2 times"):
+        parse_sglang_flags(text)

@@ -101,8 +101,11 @@ def parse_sglang_flags(text: str) -> list[int]:
 
     Reads `--cuda-graph-bs-prefill B ...` (or its alias `--piecewise-cuda-graph-tokens`) or
     `--cuda-graph-config '{"prefill": {"bs": [...]}}'`. Raises `ConfigError` when neither is there
-    or the values are not token counts."""
+    or the values are not token counts, or when more than one of them gives the list."""
     words = shlex.split(text)
+    given = [w for w in words if w in ("--cuda-graph-config", "--cuda-graph-bs-prefill", "--piecewise-cuda-graph-tokens")]
+    if len(given) > 1:
+        raise ConfigError(f"the bucket list is given {len(given)} times ({', '.join(given)}): keep one")
     if "--cuda-graph-config" in words[:-1]:
         raw = words[words.index("--cuda-graph-config") + 1]
         try:
