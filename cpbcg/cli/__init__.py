@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     line plus a hint, exit 2, instead of a boxed panel; everything else is the app's own."""
     sanitize_environment()
     # pydantic scans every installed package's entry points for plugins when the first config
-    # model is built (~10-20 ms per run); the CLI uses none. An explicit setting is kept.
+    # model is built, a cost paid on every run; the CLI uses none. An explicit setting is kept.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         code = app(args=argv, prog_name="cpbcg", standalone_mode=False)

@@ -15,9 +15,8 @@ within about one block, 1/64 of the trace, beyond (neighbouring blocks merge).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
