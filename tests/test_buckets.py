@@ -150,3 +150,15 @@ def test_parse_positive_int_is_ascii_only_and_bounded():
         with pytest.raises(ConfigError) as info:
             parse_positive_int(text, "x", maximum=1 << 22)
         assert message in str(info.value) and str(info.value).startswith("x: "), str(info.value)
+
+
+def test_a_flags_file_error_names_the_file_once(tmp_path):
+    path = tmp_path / "flags.txt"
+    path.write_text("--cuda-graph-bs-prefill 0 16\n")
+    with pytest.raises(ConfigError) as caught:
+        parse_bucket_spec(str(path))
+    assert str(caught.value) == f"{path}: bucket 0: 0 is not a positive integer"
+    path.write_text("--cuda-graph-bs-prefill 16 x\n")
+    with pytest.raises(ConfigError) as caught:
+        parse_bucket_spec(str(path))
+    assert str(caught.value) == f"{path}: --cuda-graph-bs-prefill: 'x' is not a token count"

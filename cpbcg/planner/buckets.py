@@ -101,9 +101,10 @@ def read_bucket_file(path: Path) -> list[int]:
     raw = read_input_bytes(path)
     if raw.lstrip().startswith(b"--"):
         try:
-            return _validated(parse_sglang_flags(raw.decode("utf-8", "replace")), str(path))
+            flags = parse_sglang_flags(raw.decode("utf-8", "replace"))
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
+        return _validated(flags, str(path))
     data = load_json(raw, str(path)) if path.suffix.lower() == ".json" else load_yaml(raw, str(path))
     if isinstance(data, dict) and "capture_num_tokens" in data:
         data = data["capture_num_tokens"]
