@@ -79,10 +79,11 @@ class Prefix:
         self.pos = np.searchsorted(lo, np.arange(m + 1), side="left")  # [m+1] first item with lo >= s
         e_lo = cumsum0(p.dead)
         self.e_below = e_lo[self.pos]  # [m+1] sum of e over lo < s
-        by_hi = np.argsort(hi, kind="stable")
-        below_hi = np.searchsorted(hi[by_hi], np.arange(m), side="left")  # [m] items with hi < b
-        self.e_dead = cumsum0(p.dead[by_hi])[below_hi]  # [m] sum of e over hi < b
-        self.w_live = cumsum0(p.weight)[self.pos[1:]] - cumsum0(p.weight[by_hi])[below_hi]
+        self.by_hi = np.argsort(hi, kind="stable")  # [N] items in hi order
+        self.num_dead = np.searchsorted(hi[self.by_hi], np.arange(m), side="left")  # [m] items with hi < b
+        self.e_dead = cumsum0(p.dead[self.by_hi])[self.num_dead]  # [m] sum of e over hi < b
+        self.w_below = cumsum0(p.weight)[self.pos]  # [m+1] sum of w over lo < s
+        self.w_live = self.w_below[1:] - cumsum0(p.weight[self.by_hi])[self.num_dead]
         self.e_total = e_lo[-1]
         self.band_lo = np.full(m, m, dtype=np.int64)  # lo of the first item (lo order) live at b or later
         if len(lo):
@@ -188,7 +189,7 @@ class ZoneRows:
     def __init__(self, p: Problem, pre: Prefix, dead_lo: np.ndarray, mix_lo: np.ndarray, length: np.ndarray):
         m = p.m
         self.gamma, self.band_lo, self.e_below, self.mix_lo = p.gamma, pre.band_lo, pre.e_below, mix_lo
-        self.w_below = cumsum0(p.weight)[pre.pos]  # [m+1] W(s)
+        self.w_below = pre.w_below  # [m+1] W(s)
         self.const = p.gamma * self.w_below[1:]  # [m] gamma[b] * W(b + 1), added after the minimum
         self.zone_a = pre.e_dead + p.gamma * pre.w_live - self.const  # [m] zone A is zone_a[b] - e_below[a]
         self.last_table = np.maximum(pre.band_lo, dead_lo)  # [m] states up to here are in zone A or the table
@@ -208,9 +209,7 @@ class ZoneRows:
 
     @classmethod
     def build(cls, p: Problem, pre: Prefix, limit: int) -> "ZoneRows | None":
-        by_hi = np.argsort(p.hi, kind="stable")
-        dead = np.searchsorted(p.hi[by_hi], np.arange(p.m), side="left")  # [m] items with hi < b
-        dead_lo = np.concatenate([[-1], np.maximum.accumulate(p.lo[by_hi])])[dead]  # [m] -1: none
+        dead_lo = np.concatenate([[-1], np.maximum.accumulate(p.lo[pre.by_hi])])[pre.num_dead]  # [m] -1: none
         mix_lo = np.minimum(np.maximum(pre.band_lo + 1, p.lower), p.m)  # band_lo = m: nothing live
         length = np.maximum(dead_lo - mix_lo + 1, 0)
         items = pre.pos[np.maximum(dead_lo, mix_lo - 1) + 1] - pre.pos[mix_lo]
