@@ -1,4 +1,4 @@
-"""Time the exact optimiser (`cpbcg.planner.optimise`), one cold process per run.
+"""Time the exact optimiser (`cpbcg.planner.optimise.optimiser`), one cold process per run.
 
 Run: `python benchmarks/bench_optimise.py [--runs 5] [--only NAME]` from the repository root
 (numbers are reported, not asserted). Each run launches a fresh Python process that imports
@@ -50,15 +50,15 @@ def child(name: str) -> None:
     """One run in this (fresh) process; prints one JSON line."""
     import numpy as np
 
-    from cpbcg.planner.cost import CostModel
+    from cpbcg.planner.optimise.cost import CostModel
     from cpbcg.planner.evaluate import Demand
-    from cpbcg.planner.layout import BatchSet, CPLayout
-    from cpbcg.planner.optimise import optimise
-    from cpbcg.planner.synthetic import synthetic_batches
+    from cpbcg.planner.model.layout import BatchSet, CPLayout
+    from cpbcg.planner.optimise.optimiser import optimise
+    from cpbcg.planner.traces.embedded import synthetic_batches
 
     source, max_tokens, k, cost_name, options = WORKLOADS[name]
     if "anchors" in name:
-        from cpbcg.planner import transition_costs
+        from cpbcg.planner.optimise import transition_costs
 
         transition_costs.ZONE_TABLE_LIMIT = -1
     if source == "embedded":

@@ -33,10 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cpbcg.planner.buckets import sglang_default_buckets
+from cpbcg.planner.model.bucket_spec import sglang_default_buckets
 from cpbcg.planner.evaluate import evaluate
-from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner.selector import BucketTable, select_one
+from cpbcg.planner.model.layout import BatchSet, CPLayout
+from cpbcg.planner.model.selector import BucketTable, select_one
 from cpbcg.planner.traces.batches import BATCH_CHUNK_BYTES, read_batch_trace
 
 CP = CPLayout(4)

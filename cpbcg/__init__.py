@@ -18,9 +18,9 @@ _EXPORTS = {
     "recommend": "cpbcg.api", "guarantee": "cpbcg.api", "check": "cpbcg.api", "capture": "cpbcg.api",
     "GuaranteeResult": "cpbcg.api", "CaptureSettings": "cpbcg.capture", "load_manifest": "cpbcg.manifest",
     "Deployment": "cpbcg.planner.deployment", "Evaluation": "cpbcg.planner.evaluate", "PlanResult": "cpbcg.planner.plan",
-    "Recommendation": "cpbcg.planner.recommend", "RecommendSettings": "cpbcg.planner.recommend",
-    "Validation": "cpbcg.planner.recommend", "CheckReport": "cpbcg.check.gates", "Gates": "cpbcg.check.gates",
-    "CPLayout": "cpbcg.planner.layout", "CaptureSpec": "cpbcg.planner.capacity", "CostModel": "cpbcg.planner.cost",
+    "Recommendation": "cpbcg.planner.optimise.recommend", "RecommendSettings": "cpbcg.planner.optimise.recommend",
+    "Validation": "cpbcg.planner.optimise.recommend", "CheckReport": "cpbcg.check.gates", "Gates": "cpbcg.check.gates",
+    "CPLayout": "cpbcg.planner.model.layout", "CaptureSpec": "cpbcg.planner.model.capacity", "CostModel": "cpbcg.planner.optimise.cost",
     "CpbcgError": "cpbcg.errors",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -20,15 +20,15 @@ from typing import Any, Callable, Iterable, Mapping
 from cpbcg.check.gates import CheckReport, Gates, ReplayRecord, check_gates, replay_gate, sample_graph_batches
 from cpbcg.config import DeploymentConfig, load_config
 from cpbcg.errors import CaptureError, ConfigError
-from cpbcg.planner.cost import with_measured
+from cpbcg.planner.optimise.cost import with_measured
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
-from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
+from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.plan import PlanResult, plan as _plan
-from cpbcg.planner.recommend import Recommendation, RecommendSettings, default_chunk_tokens
-from cpbcg.planner.selector import BucketTable
-from cpbcg.planner.sources import BatchSource, describe_source, open_source
+from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
+from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 
 MANIFEST_KEYS = ("cp_size", "cp_strategy", "align_size", "capture_layout", "max_context_size_tokens", "max_capture_requests")

@@ -17,12 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Valid
 from cpbcg.check.gates import Gates
 from cpbcg.errors import ConfigError, CpbcgError
 from cpbcg.inputs import decode_text, load_yaml, read_input_bytes, yaml_key_lines
-from cpbcg.planner.buckets import MAX_BUCKET_TOKENS, parse_bucket_spec, path_exists
-from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_buckets
-from cpbcg.planner.cost import DEFAULT_COST, CostModel
+from cpbcg.planner.model.bucket_spec import MAX_BUCKET_TOKENS, parse_bucket_spec, path_exists
+from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, capturable_buckets
+from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
-from cpbcg.planner.layout import CPLayout, CPStrategy
+from cpbcg.planner.model.layout import CPLayout, CPStrategy
 from cpbcg.planner.scheduler.settings import DEFAULT_MAX_TOTAL_TOKENS, SchedulerSettings
 
 PRESET_PACKAGE = "cpbcg.configs"

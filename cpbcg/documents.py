@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.recommend import Recommendation
+from cpbcg.planner.optimise.recommend import Recommendation
 
 SCHEMA_VERSION = 1
 """Version of the plan / replay-check JSON layout (bumped when a field changes meaning)."""

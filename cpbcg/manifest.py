@@ -52,9 +52,9 @@ import orjson
 
 from cpbcg.errors import CpbcgError, ManifestError
 from cpbcg.inputs import load_json, read_input_bytes
-from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_buckets, local_capacity, minimum_capture_tokens
-from cpbcg.planner.layout import CPLayout, CPStrategy
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, capturable_buckets, local_capacity, minimum_capture_tokens
+from cpbcg.planner.model.layout import CPLayout, CPStrategy
+from cpbcg.planner.model.selector import BucketTable
 
 if TYPE_CHECKING:  # typed records of the capture package (not imported at run time)
     from cpbcg.capture.records import BucketResult, CaptureResult

@@ -76,7 +76,7 @@ def test_no_command_module_imports_another(name):
 
 def test_importing_the_planner_loads_no_heavy_dependency():
     code = (
-        "import sys, cpbcg.planner, cpbcg.planner.plan, cpbcg.planner.recommend, cpbcg.planner.optimise; "
+        "import sys, cpbcg.planner, cpbcg.planner.plan, cpbcg.planner.optimise.recommend, cpbcg.planner.optimise.optimiser; "
         "print(sorted(m for m in ('pydantic', 'yaml', 'typer', 'rich', 'torch', 'matplotlib') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -89,7 +89,7 @@ def test_help_loads_neither_numpy_nor_the_planner():
         "for argv in (['--help'], ['plan', '--help'], ['replay-check', '--help'], ['batches', '--help']):\n"
         "    try: main(argv)\n"
         "    except SystemExit: pass\n"
-        "print(sorted(m for m in ('numpy', 'yaml', 'orjson', 'cpbcg.planner.layout', 'cpbcg.config') if m in sys.modules))"
+        "print(sorted(m for m in ('numpy', 'yaml', 'orjson', 'cpbcg.planner.model.layout', 'cpbcg.config') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -7,7 +7,7 @@ import pytest
 
 from cpbcg.errors import TraceError
 from cpbcg.planner.traces.batches import read_batch_trace
-from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.model.layout import BatchSet
 
 
 def read_all(path, **kw) -> BatchSet:

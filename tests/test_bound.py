@@ -13,11 +13,11 @@ from cpbcg import api
 from cpbcg.check.gates import Gates
 from cpbcg.cli import app
 from cpbcg.cli.source_note import FORMAT_LABELS
-from cpbcg.planner.bound import bound_active, bound_demand, worst_forward_rows
-from cpbcg.planner.buckets import sglang_default_buckets
-from cpbcg.planner.guarantee import Limits, worst_rows
-from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, local_rows
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.bound import bound_active, bound_demand, worst_forward_rows
+from cpbcg.planner.model.bucket_spec import sglang_default_buckets
+from cpbcg.planner.optimise.guarantee import Limits, worst_rows
+from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy, local_rows
+from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.traces import ForwardSizes
 
 runner = CliRunner()

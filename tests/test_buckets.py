@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from cpbcg.errors import ConfigError
-from cpbcg.planner.buckets import parse_bucket_spec, parse_positive_int, sglang_default_buckets
+from cpbcg.planner.model.bucket_spec import parse_bucket_spec, parse_positive_int, sglang_default_buckets
 
 
 @pytest.mark.parametrize("max_bs, count", [(2048, 42), (4096, 50), (8192, 58), (16384, 74)])

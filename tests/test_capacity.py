@@ -3,8 +3,8 @@
 import pytest
 
 from cpbcg.errors import ModelError
-from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, capturable_buckets, capture_pieces, local_capacity
-from cpbcg.planner.layout import CPLayout, CPStrategy
+from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, capturable_buckets, capture_pieces, local_capacity
+from cpbcg.planner.model.layout import CPLayout, CPStrategy
 
 CP4 = CPLayout(4)
 

@@ -8,8 +8,8 @@ from cpbcg.capture import CaptureSettings, run_capture  # noqa: E402
 from cpbcg.capture.run import replay_batches  # noqa: E402
 from cpbcg.config import load_config  # noqa: E402
 from cpbcg.manifest import load_manifest, manifest_bytes, manifest_document  # noqa: E402
-from cpbcg.planner.capacity import CaptureSpec  # noqa: E402
-from cpbcg.planner.layout import CPLayout  # noqa: E402
+from cpbcg.planner.model.capacity import CaptureSpec  # noqa: E402
+from cpbcg.planner.model.layout import CPLayout  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,

@@ -11,8 +11,8 @@ from cpbcg.capture.graphs import EagerPiece, StaticBuffers, capture_bucket  # no
 from cpbcg.capture.harness import CaptureSession  # noqa: E402
 from cpbcg.capture.model import build_model, upcast  # noqa: E402
 from cpbcg.capture.presets import load_model_preset  # noqa: E402
-from cpbcg.planner.capacity import CaptureSpec  # noqa: E402
-from cpbcg.planner.layout import CPLayout  # noqa: E402
+from cpbcg.planner.model.capacity import CaptureSpec  # noqa: E402
+from cpbcg.planner.model.layout import CPLayout  # noqa: E402
 from cpbcg.errors import CaptureError  # noqa: E402
 
 CPU = torch.device("cpu")

@@ -16,9 +16,9 @@ from cpbcg.capture.records import CaptureSettings, LayoutCheck, ProbeCheck  # no
 from cpbcg.capture.run import replay_batches, run_capture  # noqa: E402
 from cpbcg.config import load_config  # noqa: E402
 from cpbcg.errors import CaptureError  # noqa: E402
-from cpbcg.planner.capacity import CaptureSpec  # noqa: E402
-from cpbcg.planner.layout import CPLayout, CPStrategy  # noqa: E402
-from cpbcg.planner.selector import BucketTable  # noqa: E402
+from cpbcg.planner.model.capacity import CaptureSpec  # noqa: E402
+from cpbcg.planner.model.layout import CPLayout, CPStrategy  # noqa: E402
+from cpbcg.planner.model.selector import BucketTable  # noqa: E402
 
 MID = ModelDims("mid", 256, 8, 2, 32, 512, "bfloat16")
 """Big enough for bfloat16 rounding to look like a real model's (tiny has 64 channels)."""

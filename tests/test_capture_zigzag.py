@@ -12,7 +12,7 @@ from cpbcg.capture.model import build_model, expand_kv, piece, reference_forward
 from cpbcg.capture.presets import load_model_preset  # noqa: E402
 from cpbcg.capture.zigzag import cp_attention, plan_zigzag, shard, unshard  # noqa: E402
 from cpbcg.errors import CaptureError  # noqa: E402
-from cpbcg.planner.layout import BatchSet, CPLayout, local_rows, local_tokens, zigzag_blocks  # noqa: E402
+from cpbcg.planner.model.layout import BatchSet, CPLayout, local_rows, local_tokens, zigzag_blocks  # noqa: E402
 
 CPU = torch.device("cpu")
 BATCHES = [[1534, 161, 353], [16], [9, 9, 9, 40], [17, 23, 100]]

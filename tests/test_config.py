@@ -6,7 +6,7 @@ import pytest
 
 from cpbcg.config import load_config, preset_names
 from cpbcg.errors import ConfigError
-from cpbcg.planner.layout import CPStrategy
+from cpbcg.planner.model.layout import CPStrategy
 
 
 def test_defaults_and_presets():

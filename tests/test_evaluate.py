@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from cpbcg.planner.demand import Demand
+from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.demand_log import DemandLog
 from cpbcg.planner.evaluate import evaluate
-from cpbcg.planner.layout import BatchSet, CPLayout, local_rows, local_tokens
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.layout import BatchSet, CPLayout, local_rows, local_tokens
+from cpbcg.planner.model.selector import BucketTable
 
 CP4 = CPLayout(4)
 TABLE = BucketTable.build([2048, 2304], CP4)

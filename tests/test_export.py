@@ -3,10 +3,10 @@
 import pytest
 
 from cpbcg.errors import ConfigError
-from cpbcg.planner.buckets import read_bucket_file
+from cpbcg.planner.model.bucket_spec import read_bucket_file
 from cpbcg.planner.export import EmitFormat, export_buckets, parse_sglang_flags
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.layout import CPLayout
+from cpbcg.planner.model.layout import CPLayout
 
 CP4 = Deployment(cp=CPLayout(4))
 CP1 = Deployment(cp=CPLayout(1))

@@ -11,10 +11,10 @@ from cpbcg.errors import ConfigError
 from cpbcg.check.gates import (
     CheckReport, ReplayRecord, check_gates, count_of, format_value, parse_max_eager, replay_gate, sample_graph_batches,
 )
-from cpbcg.planner.buckets import sglang_default_buckets
+from cpbcg.planner.model.bucket_spec import sglang_default_buckets
 from cpbcg.planner.evaluate import evaluate
-from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.layout import BatchSet, CPLayout
+from cpbcg.planner.model.selector import BucketTable
 from cpbcg.check.reports import (
     append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown,
 )

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from cpbcg.errors import ModelError
-from cpbcg.planner.buckets import sglang_default_buckets
-from cpbcg.planner.layout import BatchSet, CPLayout, local_rows, worst_case_rows
-from cpbcg.planner.guarantee import Limits, check_guarantee, guarantee_buckets, headroom_required, worst_rows
-from cpbcg.planner.grid import candidate_grid
-from cpbcg.planner.selector import GRAPH, BucketTable, select_buckets
+from cpbcg.planner.model.bucket_spec import sglang_default_buckets
+from cpbcg.planner.model.layout import BatchSet, CPLayout, local_rows, worst_case_rows
+from cpbcg.planner.optimise.guarantee import Limits, check_guarantee, guarantee_buckets, headroom_required, worst_rows
+from cpbcg.planner.optimise.grid import candidate_grid
+from cpbcg.planner.model.selector import GRAPH, BucketTable, select_buckets
 
 
 def all_batches(limits: Limits, cp: CPLayout) -> BatchSet:
@@ -58,7 +58,7 @@ def test_guarantee_serves_every_batch_and_is_minimal(cp, limits):
 
 
 def table_spec():
-    from cpbcg.planner.capacity import CaptureSpec
+    from cpbcg.planner.model.capacity import CaptureSpec
 
     return CaptureSpec()
 

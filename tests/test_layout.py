@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from cpbcg.errors import ConfigError, TraceError
-from cpbcg.planner.layout import (
+from cpbcg.planner.model.layout import (
     BatchSet, CPLayout, CPStrategy, cp_active, local_rows, local_tokens, worst_case_rows, zigzag_blocks,
 )
 

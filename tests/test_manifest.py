@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from cpbcg.cli import app
 from cpbcg.errors import ManifestError
 from cpbcg.manifest import load_manifest, manifest_bytes
-from cpbcg.planner.capacity import CaptureLayout
-from cpbcg.planner.layout import CPStrategy
+from cpbcg.planner.model.capacity import CaptureLayout
+from cpbcg.planner.model.layout import CPStrategy
 
 BAD = [
     ("wrong-schema-version.json", "schema_version 2 is not supported (expected 1)"),
@@ -160,8 +160,8 @@ def test_manifest_document_is_the_one_writer(tmp_path):
     torch = pytest.importorskip("torch")  # noqa: F841
     from cpbcg.capture import CaptureSettings, run_capture
     from cpbcg.manifest import manifest_document
-    from cpbcg.planner.capacity import CaptureSpec
-    from cpbcg.planner.layout import CPLayout
+    from cpbcg.planner.model.capacity import CaptureSpec
+    from cpbcg.planner.model.layout import CPLayout
 
     result = run_capture(CaptureSettings(CPLayout(4), CaptureSpec(), 2.0, (64, 128), num_layers=1, dry_run=True))
     path = tmp_path / "m.json"

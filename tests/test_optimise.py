@@ -10,17 +10,17 @@ from hypothesis import given, settings, strategies as st
 
 from cpbcg.config import CostConfig
 from cpbcg.errors import ConfigError, ModelError
-from cpbcg.planner.bucket_lists import pow2_buckets, trtllm_buckets, uniform_buckets, vllm_buckets
-from cpbcg.planner.buckets import parse_bucket_spec
-from cpbcg.planner.capacity import CaptureLayout, CaptureSpec, local_capacity
-from cpbcg.planner.cost import CostModel, demand_cost_ms, evaluation_cost_ms, with_measured
+from cpbcg.planner.model.bucket_lists import pow2_buckets, trtllm_buckets, uniform_buckets, vllm_buckets
+from cpbcg.planner.model.bucket_spec import parse_bucket_spec
+from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, local_capacity
+from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms, evaluation_cost_ms, with_measured
 from cpbcg.planner.evaluate import Demand, evaluate
-from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner import bucket_dp, transition_costs
-from cpbcg.planner.guarantee import headroom_required
-from cpbcg.planner.optimise import candidate_grid, fewest_for_coverage, optimise
-from cpbcg.planner.selector import BucketTable, select_buckets
-from cpbcg.planner.synthetic import synthetic_batches
+from cpbcg.planner.model.layout import BatchSet, CPLayout
+from cpbcg.planner.optimise import dp, transition_costs
+from cpbcg.planner.optimise.guarantee import headroom_required
+from cpbcg.planner.optimise.optimiser import candidate_grid, fewest_for_coverage, optimise
+from cpbcg.planner.model.selector import BucketTable, select_buckets
+from cpbcg.planner.traces.embedded import synthetic_batches
 
 COSTS = [
     CostModel(0.5, 4.0, 0.025),  # defaults: heavy padding costs more than eager
@@ -169,7 +169,7 @@ def test_optimiser_matches_an_independent_brute_force(
 
 
 def _random_items(rng, m, count, reach, lower=None):
-    """A random `bucket_dp.Problem` (items with windows up to `reach` long) and its `tcost` by definition."""
+    """A random `dp.Problem` (items with windows up to `reach` long) and its `tcost` by definition."""
     lo = np.sort(rng.integers(0, m, size=count))
     hi = np.minimum(lo + rng.integers(0, reach, size=count), m - 1)
     weight = rng.integers(1, 5, size=count)
@@ -214,7 +214,7 @@ def test_transition_costs_match_their_definition(seed):
 
 
 def test_each_row_takes_its_last_minimum():
-    # The divide and conquer relies on the largest minimising state (module doc of bucket_dp).
+    # The divide and conquer relies on the largest minimising state (module doc of dp).
     total = np.array([3, 1, 1, 2, 5, 5, 0, 4, 0, 0, 7])
     ncol = np.array([4, 2, 5])
     cstart = np.concatenate([[0], np.cumsum(ncol)])
@@ -268,9 +268,9 @@ def test_divide_and_conquer_matches_the_band_scan_on_larger_instances(seed, scal
 
     def band(problem, stop=None):
         as_float = dataclasses.replace(problem, dead=problem.dead.astype(float), gamma=problem.gamma.astype(float))
-        return bucket_dp.solve_band(as_float)
+        return dp.solve_band(as_float)
 
-    monkeypatch.setattr(bucket_dp, "solve_monge", band)
+    monkeypatch.setattr(dp, "solve_monge", band)
     scan = optimise(demand, cp, cost, 12, 1200, **options)
     assert scan.graph_forwards == want["dc"].graph_forwards
     assert scan.cost_ms == pytest.approx(want["dc"].cost_ms, rel=1e-12)

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from cpbcg.cli import app
 from cpbcg.manifest import manifest_bytes
-from cpbcg.planner.buckets import sglang_default_buckets
-from cpbcg.planner.layout import CPLayout
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.bucket_spec import sglang_default_buckets
+from cpbcg.planner.model.layout import CPLayout
+from cpbcg.planner.model.selector import BucketTable
 
 runner = CliRunner()
 TRACE = "tests/assets/traces/good.jsonl"

@@ -3,8 +3,8 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner.selector import EAGER_REASONS, GRAPH, BucketTable, EagerReason, select_buckets, select_one
+from cpbcg.planner.model.layout import BatchSet, CPLayout
+from cpbcg.planner.model.selector import EAGER_REASONS, GRAPH, BucketTable, EagerReason, select_buckets, select_one
 
 
 def run(n, rows, capacities, factor=2.0, active=True):
@@ -24,7 +24,7 @@ def test_natural_bucket_lacks_capacity_larger_one_rescues():
 def test_same_bucket_on_every_rank():
     # rows are the max over ranks, so one selection serves all ranks of the batch
     batches = BatchSet.from_lists([[1534, 161, 353]])
-    from cpbcg.planner.layout import local_rows, local_tokens
+    from cpbcg.planner.model.layout import local_rows, local_tokens
 
     per_rank = local_tokens(batches, CPLayout(4))[0]
     rows = local_rows(batches, CPLayout(4))[0]

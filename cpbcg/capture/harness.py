@@ -31,8 +31,8 @@ from cpbcg.capture.records import (
 )
 from cpbcg.capture.zigzag import shard
 from cpbcg.errors import CaptureError, CpbcgError
-from cpbcg.planner.capacity import CaptureSpec, capture_pieces
-from cpbcg.planner.layout import CPLayout, CPStrategy
+from cpbcg.planner.model.capacity import CaptureSpec, capture_pieces
+from cpbcg.planner.model.layout import CPLayout, CPStrategy
 
 CAUSES: tuple[SkipCause, ...] = ("estimate", "out_of_memory", "capture_error", "rank_disagreement")
 """Skip causes in the order of the status flag ranks all-reduce (0 = ok, i + 1 = `CAUSES[i]`)."""

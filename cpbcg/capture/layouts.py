@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cpbcg.planner.capacity import CaptureSpec, capture_pieces
-from cpbcg.planner.layout import BatchSet, CPLayout, local_rows
+from cpbcg.planner.model.capacity import CaptureSpec, capture_pieces
+from cpbcg.planner.model.layout import BatchSet, CPLayout, local_rows
 from cpbcg.planner.sampling import sample_graph_batches
-from cpbcg.planner.selector import BucketTable
-from cpbcg.planner.sources import open_batches
+from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.traces.sources import open_batches
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Literal
 
 from cpbcg.capture.presets import ModelDims
-from cpbcg.planner.capacity import CaptureSpec
-from cpbcg.planner.layout import CPLayout
+from cpbcg.planner.model.capacity import CaptureSpec
+from cpbcg.planner.model.layout import CPLayout
 
 SkipCause = Literal["estimate", "out_of_memory", "capture_error", "rank_disagreement"]
 
@@ -233,7 +233,7 @@ class BatchReplay:
     bucket: int | None
     """Bucket it replayed in; None when the selector runs it eagerly."""
     eager_reason: str | None
-    """Why it runs eagerly (`cpbcg.planner.selector.EAGER_REASONS` value), else None."""
+    """Why it runs eagerly (`cpbcg.planner.model.selector.EAGER_REASONS` value), else None."""
     rescued: bool
     """The natural bucket lacked capacity and a larger one took it."""
     verified: bool | None

@@ -12,10 +12,10 @@ from cpbcg.capture.forward import tolerance_for
 from cpbcg.capture.layouts import LiveLayout, sample_trace_batches
 from cpbcg.capture.presets import load_model_preset
 from cpbcg.capture.records import BatchReplay, CaptureResult, CaptureSettings, LayoutCheck
-from cpbcg.planner.buckets import parse_bucket_spec
-from cpbcg.planner.capacity import CaptureSpec, capturable_buckets, local_capacity
-from cpbcg.planner.layout import BatchSet, CPLayout, cp_active, local_rows
-from cpbcg.planner.selector import BucketTable, select_buckets
+from cpbcg.planner.model.bucket_spec import parse_bucket_spec
+from cpbcg.planner.model.capacity import CaptureSpec, capturable_buckets, local_capacity
+from cpbcg.planner.model.layout import BatchSet, CPLayout, cp_active, local_rows
+from cpbcg.planner.model.selector import BucketTable, select_buckets
 
 StepCallback = Callable[[str, int], None]
 """`(phase, bucket)`: called after each bucket's `capture` and `verify` step."""

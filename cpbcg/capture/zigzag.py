@@ -1,7 +1,7 @@
 """Zigzag CP sharding in torch: shard a batch's rows over ranks, gather them back, and attend.
 
 The split is the runtime's (domain brief §2, SGLang's zigzag prefill split), taken from the
-planner's one implementation `cpbcg.planner.layout.zigzag_blocks`: each request of `L` tokens
+planner's one implementation `cpbcg.planner.model.layout.zigzag_blocks`: each request of `L` tokens
 is cut into `seg = 2*cp_size` blocks, block `j` holding `base + 1` tokens if `j < rem` else `base` (`base, rem = divmod(L, seg)`);
 rank `r` holds block `r` then block `seg-1-r` of every request, requests in batch order, then
 padding rows up to the bucket's captured capacity.
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from cpbcg.capture.model import attention
 from cpbcg.errors import CaptureError
-from cpbcg.planner.layout import zigzag_blocks
+from cpbcg.planner.model.layout import zigzag_blocks
 
 PAD = -1
 """Index, request id and position of a padding row."""
@@ -67,7 +67,7 @@ class ShardPlan:
 def rank_token_index(extend_seq_lens: list[int], cp_size: int) -> list[np.ndarray]:
     """[cp_size] arrays of global token indices each rank holds, in row order (no padding).
 
-    The blocks are the planner's (`cpbcg.planner.layout.zigzag_blocks`): rank `r` takes block
+    The blocks are the planner's (`cpbcg.planner.model.layout.zigzag_blocks`): rank `r` takes block
     `r` then block `2*cp_size-1-r` of every request, requests in batch order.
     """
     per_rank: list[list[np.ndarray]] = [[] for _ in range(cp_size)]

@@ -19,11 +19,11 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 
 from cpbcg.errors import ConfigError
-from cpbcg.planner.buckets import parse_positive_int
+from cpbcg.planner.model.bucket_spec import parse_positive_int
 from cpbcg.planner import sampling
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner.selector import EAGER_REASONS, BucketTable
+from cpbcg.planner.model.layout import BatchSet, CPLayout
+from cpbcg.planner.model.selector import EAGER_REASONS, BucketTable
 
 Unit = Literal["fraction", "batches"]
 

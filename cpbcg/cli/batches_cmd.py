@@ -39,7 +39,7 @@ def batches(
     from cpbcg.atomic import check_outputs, write_atomic
     from cpbcg.cli.common import stderr_console
     from cpbcg.cli.source_note import ignored_options_note, request_only_flags, simulation_note
-    from cpbcg.planner.sources import open_source
+    from cpbcg.planner.traces.sources import open_source
     from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
 
     trace = trace_options.trace

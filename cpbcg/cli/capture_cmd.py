@@ -98,7 +98,7 @@ def capture(
         cfg = cfg.model_copy(update={"buckets": CAPTURE_DEFAULT_BUCKETS})
     from cpbcg.capture import CaptureSettings, run_capture
     from cpbcg.manifest import manifest_bytes, manifest_document
-    from cpbcg.planner.buckets import parse_bucket_spec
+    from cpbcg.planner.model.bucket_spec import parse_bucket_spec
 
     settings = CaptureSettings(
         cfg.cp_layout, cfg.capture_spec, cfg.max_padding_factor, tuple(parse_bucket_spec(cfg.buckets)), preset=preset,

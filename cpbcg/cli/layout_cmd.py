@@ -13,7 +13,7 @@ from cpbcg.cli.options import DeploymentOptions, with_options
 if TYPE_CHECKING:
     from rich.console import Group
 
-    from cpbcg.planner.explain import BatchExplanation
+    from cpbcg.planner.model.explain import BatchExplanation
 
 
 @app.command()
@@ -32,7 +32,7 @@ def layout(
     """
     from cpbcg.api import load_config_and_deployment
     from cpbcg.documents import as_dict, dumps
-    from cpbcg.planner.explain import explain_batch
+    from cpbcg.planner.model.explain import explain_batch
 
     _, dep = load_config_and_deployment(deployment.config, deployment.overrides())
     result = explain_batch(extend_seq_lens, dep.cp, dep.table(), dep.max_padding_factor)

@@ -17,11 +17,11 @@ from cpbcg.cli.source_note import report_simulation, warn_ignored_options
 from cpbcg.cli.trace_progress import TraceProgress
 from cpbcg.documents import as_dict, dumps, plan_document
 from cpbcg.errors import ConfigError, ModelError
-from cpbcg.planner.buckets import parse_positive_list
-from cpbcg.planner.compare import compare_recommendation
+from cpbcg.planner.model.bucket_spec import parse_positive_list
+from cpbcg.planner.optimise.compare import compare_recommendation
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import export_buckets
-from cpbcg.planner.recommend import RecommendSettings
+from cpbcg.planner.optimise.recommend import RecommendSettings
 
 PARETO_MAX_BUCKETS = 128
 """With --compare or --plot the optimiser also finds the best list of every count up to this."""

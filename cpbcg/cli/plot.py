@@ -6,8 +6,8 @@ import io
 from pathlib import Path
 
 from cpbcg.atomic import write_atomic
-from cpbcg.planner.compare import Comparison
-from cpbcg.planner.recommend import Recommendation
+from cpbcg.planner.optimise.compare import Comparison
+from cpbcg.planner.optimise.recommend import Recommendation
 
 
 def write_plot(path: Path, rec: Recommendation, comparison: Comparison) -> None:

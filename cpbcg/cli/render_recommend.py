@@ -9,9 +9,9 @@ from rich.text import Text
 
 from cpbcg.check.summary import pct
 from cpbcg.cli.render import REASON_HELP
-from cpbcg.planner.compare import Comparison, ParetoPoint
+from cpbcg.planner.optimise.compare import Comparison, ParetoPoint
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.recommend import Recommendation
+from cpbcg.planner.optimise.recommend import Recommendation
 
 OBJECTIVE_TEXT = {"coverage": "most forwards in graphs, then least modelled time", "time": "least modelled time"}
 SHORT_REASON = {"not_cp_active": "inact", "above_largest_bucket": "above", "padding_limit": "pad", "local_capacity": "cap"}

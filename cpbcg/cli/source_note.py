@@ -17,7 +17,7 @@ from cpbcg.planner.traces import TraceFormat, detect_format
 from cpbcg.planner.traces.registry import BY_NAME
 from cpbcg.planner.traces.text import display
 from cpbcg.planner.scheduler import backlog_fraction
-from cpbcg.planner.sources import BatchSource
+from cpbcg.planner.traces.sources import BatchSource
 
 if TYPE_CHECKING:
     from cpbcg.cli.options import SchedulerOptions, TraceOptions

@@ -2,7 +2,7 @@
 
 Pure numpy; it never imports cpbcg.config, pydantic, yaml, typer, rich or torch (tests prove
 it). Functions return typed results and never print. Import what you need from its modules
-(`cpbcg.planner.layout`, `.selector`, `.evaluate`, `.recommend`, ...); the names below are
+(`cpbcg.planner.model.layout`, `.selector`, `.evaluate`, `.recommend`, ...); the names below are
 loaded on first use.
 """
 

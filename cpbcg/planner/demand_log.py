@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpbcg.planner.demand import Demand
+from cpbcg.planner.model.demand import Demand
 
 RAW_FORWARDS = 1 << 17
 """Newest forwards kept one by one (131,072: about 5 MB); older ones are aggregated in blocks."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cpbcg.planner.capacity import CaptureSpec
-from cpbcg.planner.cost import DEFAULT_COST, CostModel
-from cpbcg.planner.layout import CPLayout
+from cpbcg.planner.model.capacity import CaptureSpec
+from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
+from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler import SchedulerSettings
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.selector import BucketTable
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Deployment:
     scheduler: SchedulerSettings = SchedulerSettings()
     """How request traces become forwards (`cpbcg.planner.scheduler`)."""
     cost: CostModel = DEFAULT_COST
-    """Modelled prefill time (see `cpbcg.planner.cost`)."""
+    """Modelled prefill time (see `cpbcg.planner.optimise.cost`)."""
 
     def table(self) -> BucketTable:
         """The configured buckets with capacities from the capture model (domain §3).

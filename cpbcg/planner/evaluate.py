@@ -12,9 +12,9 @@ from typing import Callable, Iterable
 import numpy as np
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.demand import Demand
-from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner.selector import EAGER_REASONS, BucketTable, Selection
+from cpbcg.planner.model.demand import Demand
+from cpbcg.planner.model.layout import BatchSet, CPLayout
+from cpbcg.planner.model.selector import EAGER_REASONS, BucketTable, Selection
 
 MAX_TOTAL_TOKENS = 2**62
 """Largest count-weighted token total a trace may have (int64 tallies stay exact below it)."""

@@ -17,7 +17,7 @@ import orjson
 
 from cpbcg.errors import ConfigError
 from cpbcg.planner.choices import EmitFormat
-from cpbcg.planner.layout import CPLayout
+from cpbcg.planner.model.layout import CPLayout
 
 if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment

@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from cpbcg.planner.bound import bound_demand
+from cpbcg.planner.model.bound import bound_demand
 from cpbcg.errors import ModelError
 from cpbcg.planner.demand_log import DemandLog
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, Evaluator
-from cpbcg.planner.layout import BatchSet
-from cpbcg.planner.recommend import Recommendation, RecommendSettings, recommend
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.layout import BatchSet
+from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
+from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.traces.records import ForwardSizes
 
 

@@ -14,8 +14,8 @@ from typing import Iterable
 import numpy as np
 
 from cpbcg.planner.evaluate import Demand
-from cpbcg.planner.layout import BatchSet, CPLayout
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.layout import BatchSet, CPLayout
+from cpbcg.planner.model.selector import BucketTable
 
 
 @dataclass(frozen=True)

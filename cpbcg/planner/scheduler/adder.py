@@ -2,7 +2,7 @@
 and the waiting-queue loop of `Scheduler._get_new_batch_prefill_raw` (scheduler.py).
 
 This is the only implementation of chunked-prefill packing in cpbcg: the scheduler simulation
-and the embedded synthetic workload (`planner/synthetic.py`) both call `fill_forward`.
+and the embedded synthetic workload (`planner/traces/embedded.py`) both call `fill_forward`.
 Budgets are in tokens; `kv_free_tokens=None` means no KV budget (prefill-only model).
 """
 

@@ -13,7 +13,7 @@ import math
 from collections import deque
 from typing import Callable, Iterable, Iterator
 
-from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.traces.records import RequestChunk
 from cpbcg.planner.scheduler.adder import AddResult, PrefillAdder, fill_forward
 from cpbcg.planner.scheduler.arrivals import Arrivals

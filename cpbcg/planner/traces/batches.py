@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.layout import MAX_TOKENS, BatchSet
+from cpbcg.planner.model.layout import MAX_TOKENS, BatchSet
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.fastparse import parse_canonical
 from cpbcg.planner.traces.jsonl_table import json_excerpt, load_json_line

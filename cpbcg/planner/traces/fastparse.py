@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.model.layout import BatchSet
 
 _SHAPE = re.compile(rb'\[D\]|\{"extend_seq_lens": ?\[D\]((?:, ?"[A-Za-z_]+": ?D)*)\}')
 _KEY = re.compile(rb'"([A-Za-z_]+)"')

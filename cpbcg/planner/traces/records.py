@@ -10,7 +10,7 @@ from enum import Enum
 
 import numpy as np
 
-from cpbcg.planner.layout import MAX_TOKENS
+from cpbcg.planner.model.layout import MAX_TOKENS
 
 BLOCK_TOKENS = 512
 """Tokens per prefix-hash block (Mooncake `hash_ids`)."""

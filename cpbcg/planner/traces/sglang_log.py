@@ -22,7 +22,7 @@ from typing import Iterator
 import numpy as np
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.layout import MAX_TOKENS
+from cpbcg.planner.model.layout import MAX_TOKENS
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ForwardSizes
 from cpbcg.planner.traces.text import check_blob_lines, iter_blob_chunks, line_excerpt, split_lines

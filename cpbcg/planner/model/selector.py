@@ -23,8 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from cpbcg.planner.capacity import CaptureSpec, capturable_buckets, local_capacity
-from cpbcg.planner.layout import CPLayout
+from cpbcg.planner.model.capacity import CaptureSpec, capturable_buckets, local_capacity
+from cpbcg.planner.model.layout import CPLayout
 
 
 class EagerReason(str, Enum):

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from cpbcg.errors import ModelError
-from cpbcg.planner.capacity import CaptureSpec
-from cpbcg.planner.grid import candidate_grid
-from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, align_up, local_rows, worst_case_rows
-from cpbcg.planner.selector import BucketTable, select_buckets
+from cpbcg.planner.model.capacity import CaptureSpec
+from cpbcg.planner.optimise.grid import candidate_grid
+from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy, align_up, local_rows, worst_case_rows
+from cpbcg.planner.model.selector import BucketTable, select_buckets
 
 
 @dataclass(frozen=True)

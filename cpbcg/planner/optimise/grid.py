@@ -15,8 +15,8 @@ from typing import Sequence
 import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
-from cpbcg.planner.capacity import CaptureLayout, CaptureSpec
-from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, align_up, local_rows
+from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec
+from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy, align_up, local_rows
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections import deque
 
 import numpy as np
 
-from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler.adder import PrefillAdder, fill_forward
 from cpbcg.planner.scheduler.settings import SchedulerSettings
 

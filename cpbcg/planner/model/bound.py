@@ -10,7 +10,7 @@ ANY `k` requests of `n` tokens can need: a worst-case bound on what the real for
   `b >= 2` into `seg` and `L - seg` leaves every rank's count unchanged, so exactly `k` requests
   with bases summing to `u >= k` reach what at most `k` residues summing to `S = n - seg*u` reach:
   `max over u >= k of 2u + Q_r(k, S)`, with `Q_r` the residue table of
-  `cpbcg.planner.guarantee` (`worst_rows` also admits fewer than `k` requests, up to 4 rows
+  `cpbcg.planner.optimise.guarantee` (`worst_rows` also admits fewer than `k` requests, up to 4 rows
   more: cp 2, `k` 4, `n` 16 needs 8 rows, `worst_rows` says 12).
 * interleave: rows `align_up(ceil(n/cp), cp)` whatever `k` (CP-active iff `n >= cp_size`).
 * `cp_size == 1`: rows `n`, every forward eligible.
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cpbcg.planner.demand import Demand
-from cpbcg.planner.guarantee import _most_extra_tokens
-from cpbcg.planner.layout import CPLayout, CPStrategy, align_up, worst_case_rows
+from cpbcg.planner.model.demand import Demand
+from cpbcg.planner.optimise.guarantee import _most_extra_tokens
+from cpbcg.planner.model.layout import CPLayout, CPStrategy, align_up, worst_case_rows
 from cpbcg.planner.traces.records import ForwardSizes
 
 
@@ -81,7 +81,7 @@ def _exact_k_tokens(n: np.ndarray, k: int, cp_size: int, residue_rows: list[np.n
 
 def _residue_tables(k_top: int, cp_size: int) -> tuple[np.ndarray, ...]:
     """Per rank `[k_top + 1, S]`: `Q_r(k, S)`, most `H` of at most `k` residues summing to `S`
-    (`cpbcg.planner.guarantee`'s table; 0 requests read as 0, `Q_r(k, 0) = 0`)."""
+    (`cpbcg.planner.optimise.guarantee`'s table; 0 requests read as 0, `Q_r(k, 0) = 0`)."""
     seg = 2 * cp_size
     out = []
     for rank in range(cp_size):

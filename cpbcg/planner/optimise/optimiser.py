@@ -31,16 +31,16 @@ chunk has a bucket within the padding factor; the largest bucket is `>= max_toke
 closed under `G`. Every constraint bounds the previous bucket from below by a nondecreasing
 function of the next one, which keeps the DP exact.
 
-DP and objectives (`bucket_dp.py`). With chosen buckets `b_1 < ... < b_k`, batch `i` is settled
+DP and objectives (`dp.py`). With chosen buckets `b_1 < ... < b_k`, batch `i` is settled
 by the bucket that closes the gap holding `lo_i`, so the cost is a sum over consecutive pairs,
 a layered DP (layer = bucket count). Objective `coverage` is exact in integers: modelled time is
 `graph_fixed*G + eager_fixed*E + token_ms*X` with `G + E` fixed and `X` = graph bucket tokens +
 eager tokens (an integer), so "most graph forwards, then least time" is the lexicographic
 order of `(E, X)` (`token_ms > 0`; with `token_ms = 0` every such list ties on time), encoded
 as the int64 key `E*M + X`, `M > max X`. Its per-batch cost rises with the bucket, so the DP is
-Monge and each layer is a divide and conquer (`bucket_dp.solve_monge`). Objective `time` uses
+Monge and each layer is a divide and conquer (`dp.solve_monge`). Objective `time` uses
 float milliseconds; it is Monge only when no replay can cost more than eager, else the band
-scan `bucket_dp.solve_band` (`O(K * sum of band lengths)`) runs.
+scan `dp.solve_band` (`O(K * sum of band lengths)`) runs.
 """
 
 from __future__ import annotations
@@ -51,12 +51,12 @@ from typing import Sequence
 import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
-from cpbcg.planner import bucket_dp
-from cpbcg.planner.capacity import CaptureSpec
-from cpbcg.planner.cost import CostModel
+from cpbcg.planner.optimise import dp
+from cpbcg.planner.model.capacity import CaptureSpec
+from cpbcg.planner.optimise.cost import CostModel
 from cpbcg.planner.evaluate import Demand
-from cpbcg.planner.grid import CandidateGrid, candidate_grid
-from cpbcg.planner.layout import CPLayout
+from cpbcg.planner.optimise.grid import CandidateGrid, candidate_grid
+from cpbcg.planner.model.layout import CPLayout
 
 __all__ = ["CandidateGrid", "FewestBuckets", "OptimalLists", "candidate_grid", "fewest_for_coverage", "optimise"]
 
@@ -265,7 +265,7 @@ def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_mu
         total_w = int(w.weight.sum())
         stop = lambda k, key: total_w - int(key) // m_key >= need_graph  # noqa: E731
     monge = problem.dead.dtype == np.int64 or bool(np.all(problem.weight * problem.gamma[problem.hi] <= problem.dead))
-    solution = bucket_dp.solve_monge(problem, stop) if monge else bucket_dp.solve_band(problem)
+    solution = dp.solve_monge(problem, stop) if monge else dp.solve_band(problem)
     sizes = grid.sizes[cand]
     lists = {k: sizes[idx].tolist() for k, idx in solution.lists.items()}
     graph, times = {}, {}
@@ -328,7 +328,7 @@ def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constr
 
 
 def _problem(w, grid, cand, rules: _Constraints, cost, factor, objective, max_buckets):
-    """The `bucket_dp.Problem` on the candidates, and the key's `M` (coverage) or None."""
+    """The `dp.Problem` on the candidates, and the key's `M` (coverage) or None."""
     sizes = grid.sizes[cand]
     m = len(cand)
     order = np.argsort(w.lo, kind="stable")
@@ -356,7 +356,7 @@ def _problem(w, grid, cand, rules: _Constraints, cost, factor, objective, max_bu
         reach = (sizes + 1) * float(factor)
         lower = np.maximum(lower, 1 + np.minimum(chunk, np.searchsorted(reach, sizes, side="left")))
         final_floor = max(final_floor, chunk + 1)
-    problem = bucket_dp.Problem(lo, hi, weight, dead, gamma, lower, floor == 0, final_floor, max_buckets)
+    problem = dp.Problem(lo, hi, weight, dead, gamma, lower, floor == 0, final_floor, max_buckets)
     return problem, m_key
 
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from cpbcg.errors import ConfigError
-from cpbcg.planner.demand import Demand
+from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.selector import BucketTable
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpbcg.planner.demand import Demand
-from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, local_tokens, worst_case_rows, zigzag_blocks
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.demand import Demand
+from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy, local_tokens, worst_case_rows, zigzag_blocks
+from cpbcg.planner.model.selector import BucketTable
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpbcg.planner import transition_costs
-from cpbcg.planner.transition_costs import AnchorRows, Prefix, Problem, ZoneRows
+from cpbcg.planner.optimise import transition_costs
+from cpbcg.planner.optimise.transition_costs import AnchorRows, Prefix, Problem, ZoneRows
 
 __all__ = ["Problem", "Solution", "solve_band", "solve_monge"]
 

@@ -8,18 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cpbcg.planner.bucket_lists import BASELINES
-from cpbcg.planner.capacity import CaptureSpec
-from cpbcg.planner.cost import CostModel, evaluation_cost_ms
-from cpbcg.planner.demand import Demand
+from cpbcg.planner.model.bucket_lists import BASELINES
+from cpbcg.planner.model.capacity import CaptureSpec
+from cpbcg.planner.optimise.cost import CostModel, evaluation_cost_ms
+from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
-from cpbcg.planner.layout import CPLayout
-from cpbcg.planner.optimise import OptimalLists
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.model.layout import CPLayout
+from cpbcg.planner.optimise.optimiser import OptimalLists
+from cpbcg.planner.model.selector import BucketTable
 
 if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
-    from cpbcg.planner.recommend import Recommendation
+    from cpbcg.planner.optimise.recommend import Recommendation
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.layout import BatchSet
+from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
-from cpbcg.planner.synthetic import synthetic_batches
+from cpbcg.planner.traces.embedded import synthetic_batches
 from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind, open_trace
 from cpbcg.planner.traces.text import display
 

@@ -29,17 +29,17 @@ import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.background import Background
-from cpbcg.planner.capture_cost import CaptureEstimate, estimate_capture
-from cpbcg.planner.capacity import local_capacity
-from cpbcg.planner.cost import CostModel, demand_cost_ms
-from cpbcg.planner.demand import Demand
+from cpbcg.planner.optimise.capture_cost import CaptureEstimate, estimate_capture
+from cpbcg.planner.model.capacity import local_capacity
+from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms
+from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.demand_log import DemandLog
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.export import deploy_flags
-from cpbcg.planner.guarantee import headroom_required
-from cpbcg.planner.optimise import OptimalLists, fewest_for_coverage, optimise
-from cpbcg.planner.selector import BucketTable
+from cpbcg.planner.optimise.guarantee import headroom_required
+from cpbcg.planner.optimise.optimiser import OptimalLists, fewest_for_coverage, optimise
+from cpbcg.planner.model.selector import BucketTable
 
 OUT_OF_SAMPLE_DROP = 0.005
 """Coverage lost out of sample (fraction of forwards) above which the recommendation warns."""

@@ -10,7 +10,7 @@ A bucket spec (what `--buckets` and the config's `buckets:` take) is one of:
 * `sglang-append:MAX_BS` — the same grid with an off-grid `MAX_BS` appended so that the
   largest bucket is the budget (3000 → ..., 2816, 3000), as ladders built on SGLang's grid
   outside SGLang's own server arguments do.
-* the other generators of `cpbcg.planner.bucket_lists.NAMED_LISTS` (e.g. `pow2:8192`).
+* the other generators of `cpbcg.planner.model.bucket_lists.NAMED_LISTS` (e.g. `pow2:8192`).
 * `2048,2304,...` — an explicit list. A spec made only of digits, commas, signs and spaces is
   always read as a list (never tried as a file name), and only ASCII digits count.
 * a path to a YAML or JSON file (a regular file of at most 16 MiB): a list of ints, cpbcg's own
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from cpbcg.errors import ConfigError
 from cpbcg.planner.export import parse_sglang_flags
-from cpbcg.planner.bucket_lists import DEFAULT_MAX_BS, MAX_BUCKET_TOKENS, NAMED_LISTS, sglang_default_buckets
+from cpbcg.planner.model.bucket_lists import DEFAULT_MAX_BS, MAX_BUCKET_TOKENS, NAMED_LISTS, sglang_default_buckets
 
 MAX_INT_DIGITS = 20
 """Longest integer text `parse_positive_int` reads (any 64-bit integer fits)."""

@@ -1,7 +1,7 @@
 """What each prefill forward asks of the replay selector: tokens, CP-local rows, CP eligibility.
 
 `Demand.of` lays out a chunk of forwards under a `CPLayout` (the zigzag/interleave rules of
-`cpbcg.planner.layout`); `Demand.select` runs them through the runtime's replay selector. Every
+`cpbcg.planner.model.layout`); `Demand.select` runs them through the runtime's replay selector. Every
 caller that needs "lay out, then select" goes through these two.
 """
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpbcg.planner.layout import BatchSet, CPLayout, cp_active, local_rows
-from cpbcg.planner.selector import BucketTable, Selection, select_buckets
+from cpbcg.planner.model.layout import BatchSet, CPLayout, cp_active, local_rows
+from cpbcg.planner.model.selector import BucketTable, Selection, select_buckets
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Demand:
 
     @classmethod
     def of(cls, batches: BatchSet, cp: CPLayout) -> "Demand":
-        """Layout every batch of `batches` under `cp` (vectorised; see `cpbcg.planner.layout`)."""
+        """Layout every batch of `batches` under `cp` (vectorised; see `cpbcg.planner.model.layout`)."""
         return cls(
             batches.num_tokens, local_rows(batches, cp), cp_active(batches, cp), batches.num_requests, batches.counts
         )

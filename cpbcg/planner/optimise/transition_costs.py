@@ -1,8 +1,8 @@
-"""Transition costs of the optimiser's layered DP (`bucket_dp.py`), a level of rows at a time.
+"""Transition costs of the optimiser's layered DP (`dp.py`), a level of rows at a time.
 
 `Problem` is one DP instance: items (aggregated forwards) with candidate windows `[lo, hi]`,
 and `tcost(a, b) = sum_{a <= lo_i <= b} (w_i * gamma[b] if hi_i >= b else e_i)`, the value of
-the items settled when bucket `b` follows state `a` (module doc of `bucket_dp`). The divide and
+the items settled when bucket `b` follows state `a` (module doc of `dp`). The divide and
 conquer asks, for many rows `b` at once, for the largest minimising `a` in `[left, right]` of
 `dp_prev[a] + tcost(a, b)`, and the minimum. Two evaluators answer it, with the same results:
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from cpbcg.errors import ModelError
 from cpbcg.planner.choices import CaptureLayout
-from cpbcg.planner.layout import BatchSet, CPLayout, CPStrategy, local_rows
+from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy, local_rows
 
 
 @dataclass(frozen=True)
