@@ -60,16 +60,17 @@ def test_page_cut_rounds_the_remaining_budget_down():
     assert run([8150, 9000], page_size=64, decode=False)[0] == [[8150], [8192], [808]]
 
 
-def test_in_progress_chunk_that_spent_max_prefill_tokens_still_admits_one_more():
-    # _get_new_batch_prefill_raw checks budget_state only after add_one_req: the continuation
-    # 5808 overspends max_prefill_tokens 4096, and the 3000 is still cut to the 2384 chunk left.
-    assert run([14000, 3000], max_prefill_tokens=4096, decode=False)[0] == [[8192], [5808, 2384], [616]]
+def test_a_spent_budget_admits_no_waiting_request():
+    # 0.5.23 _get_new_batch_prefill_raw checks budget_state before every waiting request, the
+    # first too: the continuation 5808 overspends max_prefill_tokens 4096, so the 3000 waits.
+    assert run([14000, 3000], max_prefill_tokens=4096, decode=False)[0] == [[8192], [5808], [3000]]
 
 
-def test_max_running_requests_counts_the_chunked_request_twice():
-    # The chunked request is in running_bs and in can_run_list: 3 slots leave room for one more.
+def test_max_running_requests_counts_the_chunked_request_once():
+    # 0.5.23 get_num_allocatable_reqs: the chunk is not in the running batch, and its request
+    # row is given back (num_held_rows): 3 slots hold the chunk and two more.
     got = run([20000, 100, 100, 100], max_running_requests=3, decode=False)[0]
-    assert got == [[8192], [8192], [3616, 100], [100, 100]]
+    assert got == [[8192], [8192], [3616, 100, 100], [100]]
 
 
 def test_without_chunking_a_request_at_the_input_budget_waits():
@@ -101,11 +102,13 @@ def test_admission_needs_extend_plus_clipped_output_plus_a_page_below_the_free_p
 
 
 def test_kv_budget_holds_the_second_request_until_the_first_finishes():
-    # Pool 300: A takes 100 + 50 + 1 = 151 of it, B needs 151 >= 149 left -> NO_TOKEN, and
-    # batch_is_full keeps prefill off until A's 49 decode steps finish it.
+    # Pool 300: A takes 100 + 50 + 1 = 151 of it, B needs 151 >= 149 left -> NO_TOKEN. A's
+    # forward ran with no running batch, so it becomes the running batch with the flag clear
+    # (0.5.23): B is refused once more, and then batch_is_full keeps prefill off until A's 49
+    # decode steps finish it.
     forwards, s = run([128, 128], outputs=[50, 50], max_total_tokens=300)
     assert forwards == [[128], [128]]
-    assert s.kv_limited_forwards == 1
+    assert s.kv_limited_forwards == 2
     assert s.simulated_s == 0.125 + 49 * STEP_S + 0.125
     assert run([128, 128], outputs=[50, 50], max_total_tokens=1000)[0] == [[128, 128]]
 
@@ -273,13 +276,14 @@ def test_the_scheduler_package_loads_neither_the_config_nor_pydantic():
 def test_cached_prefix_is_not_charged_to_the_running_request():
     # B arrives during A's prefill and shares A's two leading 512-token blocks, cached when A's
     # prefill ends; B is prefilled right after (prefill goes first, no decode step in between).
-    # Only B's 176 computed tokens (+ its first output token) count for it: peak 1201 + 177.
+    # Only B's 176 computed tokens count for it (the first output token's KV is written by the
+    # next decode step): peak 1200 + 176.
     hashes = [[1, 2, 3], [1, 2, 9]]
     cfg = SchedulerSettings(**EXACT, prefix_cache="unlimited")
     chunk = RequestChunk(np.array([1200, 1200]), np.array([0.0, 0.5]), hashes, np.array([5, 5]))
     sim = Simulation([chunk], cfg)
     assert [part.batch(i) for part in sim for i in range(part.num_batches)] == [[1200], [176]]
-    assert sim.summary().peak_kv_tokens == 1201 + 177
+    assert sim.summary().peak_kv_tokens == 1200 + 176
 
 
 def test_note_states_where_output_lengths_came_from():
@@ -303,8 +307,8 @@ def test_note_states_where_output_lengths_came_from():
 def _oracle_forwards(lengths: list[int], chunk: int, max_prefill: int, page: int) -> list[list[int]]:
     """SGLang's packing with every request present at once, restated from its rules alone
     (no decode, no KV budget): in-progress chunk first, whole while the page-rounded length
-    fits the chunk budget, else cut to the budget rounded down to a page; stop once a budget
-    is spent."""
+    fits the chunk budget, else cut to the budget rounded down to a page; no waiting request
+    once a budget is spent."""
     ceil = lambda x: -(-x // page) * page  # noqa: E731
     queue, chunked, out = list(lengths), 0, []
     while queue or chunked:
@@ -313,7 +317,7 @@ def _oracle_forwards(lengths: list[int], chunk: int, max_prefill: int, page: int
             take = min(chunked, rem_chunk)
             batch.append(take)
             rem_chunk, rem_input, chunked = rem_chunk - ceil(take), rem_input - ceil(take), chunked - take
-        while queue:
+        while queue and rem_input > 0 and rem_chunk > 0:
             head = queue[0]
             if ceil(head) <= rem_chunk:
                 queue.pop(0)
@@ -325,8 +329,6 @@ def _oracle_forwards(lengths: list[int], chunk: int, max_prefill: int, page: int
                     queue.pop(0)
                     batch.append(take)
                     chunked = head - take
-                break
-            if rem_input <= 0 or rem_chunk <= 0:
                 break
         out.append(batch)
     return out

@@ -33,7 +33,10 @@ class PrefillAdder:
     chunk and input budgets and is charged to the KV budget); `kv_free_tokens` is the KV pool
     minus the tokens resident requests hold (None: no KV budget); `running_reserve_tokens` is
     the running requests' `new_token_ratio x min(remaining output, clip)` sum;
-    `allocatable_requests` is `max_running_requests - running_bs` (None: unlimited).
+    `allocatable_requests` is `max_running_requests - running_bs` (None: unlimited), where
+    `running_bs` counts the decoding requests only: the forward's requests, the in-progress
+    chunk among them, are checked against it (0.5.23 `get_num_allocatable_reqs`, whose
+    `num_held_rows` gives the chunk's request row back).
     """
 
     def __init__(
@@ -47,10 +50,7 @@ class PrefillAdder:
         self.page_size = settings.page_size
         self.clip = settings.clip_max_new_tokens
         self.allocatable = allocatable_requests
-        limit = settings.prefill_max_requests
-        if allocatable_requests is not None:
-            limit = allocatable_requests if limit is None else min(limit, allocatable_requests)
-        self.request_limit = limit
+        self.request_limit = settings.prefill_max_requests
         self.rem_input_tokens = settings.max_prefill_tokens - mixed_decode_tokens
         chunk = settings.chunk_tokens
         self.rem_chunk_tokens = None if chunk is None else chunk - mixed_decode_tokens
@@ -109,7 +109,7 @@ class PrefillAdder:
         `result` says why; a take below `extend_tokens` starts a chunked request.
         """
         if self.request_limit is not None and self.num_admitted >= self.request_limit:
-            return AddResult.OTHER, 0  # request slots, then prefill_max_requests
+            return AddResult.OTHER, 0  # prefill_max_requests
         max_new = min(output_tokens, self.clip)
         if self.kv_free is not None and extend_tokens + max_new + self.page_size >= self.rem_total_tokens:
             return AddResult.NO_TOKEN, 0
@@ -128,15 +128,22 @@ class PrefillAdder:
         return self.budget_state(), take
 
 
-def fill_forward(adder: PrefillAdder, waiting: deque, lookup: Callable[[object], tuple[int, int, int]]) -> tuple[list, AddResult]:
-    """The waiting-queue loop of `_get_new_batch_prefill_raw`: FCFS `add_one` until a request is
-    refused or the budgets are spent. `lookup(item)` gives `(extend, prefix, output)` tokens of
-    a waiting item. Admitted items are popped; returns `[(item, extend, taken)]` and the last
-    result (`NO_TOKEN` tells the caller the KV budget stopped the forward).
+def fill_forward(adder: PrefillAdder, waiting: deque, lookup: Callable[[object], tuple[int, int, int]]) -> tuple[list, AddResult, bool]:
+    """The waiting-queue loop of `_get_new_batch_prefill_raw` (SGLang 0.5.23): before each
+    waiting request, stop if a compute budget is spent (`budget_state() == OTHER`, checked
+    before the first request too: the in-progress chunk or mixed decode rows can spend it),
+    then if the forward holds `allocatable` requests (the slots are full); otherwise FCFS
+    `add_one`, until a request is refused. `lookup(item)` gives `(extend, prefix, output)` tokens
+    of a waiting item. Admitted items are popped; returns `[(item, extend, taken)]`, the last
+    result (`NO_TOKEN`: the KV budget stopped the forward) and whether the slots stopped it.
     """
     admitted: list = []
     result = AddResult.CONTINUE
     while waiting:
+        if adder.budget_state() is AddResult.OTHER:
+            break
+        if adder.allocatable is not None and adder.num_admitted >= adder.allocatable:
+            return admitted, result, True
         item = waiting[0]
         extend, prefix, output = lookup(item)
         result, taken = adder.add_one(extend, prefix, output)
@@ -145,4 +152,4 @@ def fill_forward(adder: PrefillAdder, waiting: deque, lookup: Callable[[object],
             admitted.append((item, extend, taken))
         if result is not AddResult.CONTINUE or taken < extend:
             break
-    return admitted, result
+    return admitted, result, False

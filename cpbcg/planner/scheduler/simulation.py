@@ -43,13 +43,13 @@ class Simulation:
         self.settings = self.cfg = settings or SchedulerSettings()  # `cfg`: the name commands read
         self.cache = make_cache(self.settings.prefix_cache)
         self.arrivals = Arrivals(chunks, self.settings, self.cache is not None, progress)
-        self.running = RunningSet(self.settings.clip_max_new_tokens)
+        self.running = RunningSet(self.settings.clip_max_new_tokens, self.settings.page_size)
         self.tally = Tally()
         self._slots = self.settings.request_slots
         self._pool = self.settings.kv_pool_tokens
         self._ratio = self.settings.init_new_token_ratio
         self._batch_full = False
-        self._chunked: list | None = None  # [remaining extend, item, extend tokens prefilled so far]
+        self._chunked: list | None = None  # [remaining extend, item, extend tokens prefilled so far, prefix]
         self._start_s: float | None = None
         self._now_s = 0.0
 
@@ -89,11 +89,12 @@ class Simulation:
 
     def _prefill(self, waiting: deque) -> list[int]:
         """Form and run one prefill forward; its extend lengths, or [] when none can be formed."""
+        s, running, slots = self.settings, self.running, self._slots
+        if not running.num_requests:
+            self._batch_full = False  # 0.5.23: an empty running batch clears the flag
         if self._chunked is None and (not waiting or self._batch_full):
             return []
-        s, running, slots = self.settings, self.running, self._slots
-        running_bs = running.num_requests + (self._chunked is not None)
-        allocatable = None if slots is None else slots - running_bs
+        allocatable = None if slots is None else slots - running.num_requests
         if self._chunked is None and allocatable is not None and allocatable <= 0:
             self._batch_full = True
             return []
@@ -108,13 +109,13 @@ class Simulation:
             batch.append(self._continue_chunk(adder, done))
         admitted: list = []
         if not self._batch_full:
-            admitted, result = fill_forward(adder, waiting, self._lookup)
-            self._note_stop(adder, result, bool(batch or admitted), waiting)
+            admitted, result, slots_full = fill_forward(adder, waiting, self._lookup)
+            self._note_stop(result, slots_full, bool(batch or admitted))
         for item, extend, taken in admitted:
             batch.append(taken)
             self.tally.cached_tokens += item[0] - extend
             if taken < extend:
-                self._chunked = [extend - taken, item, taken]
+                self._chunked = [extend - taken, item, taken, item[0] - extend]
                 self.tally.chunked_requests += 1
             else:
                 done.append((item, extend))
@@ -123,19 +124,18 @@ class Simulation:
         return batch + [1] * mixed if batch else []
 
     def _continue_chunk(self, adder: PrefillAdder, done: list) -> int:
-        remaining, item, held = self._chunked
+        remaining, item, held, prefix = self._chunked
         take = adder.add_chunked(remaining, item[2])
         if take < remaining:
-            self._chunked = [remaining - take, item, held + take]
+            self._chunked = [remaining - take, item, held + take, prefix]
         else:
             self._chunked = None
             done.append((item, held + take))
         return take
 
-    def _note_stop(self, adder: PrefillAdder, result: AddResult, formed: bool, waiting: deque) -> None:
+    def _note_stop(self, result: AddResult, slots_full: bool, formed: bool) -> None:
         """SGLang sets `batch_is_full` when the KV budget or the request slots stop admission."""
         self.tally.forced_pending = False
-        slots_full = adder.allocatable is not None and adder.num_admitted >= adder.allocatable and bool(waiting)
         if self.settings.decode and (result is AddResult.NO_TOKEN or slots_full):
             self._batch_full = True
             self.tally.kv_limited_forwards += result is AddResult.NO_TOKEN
@@ -151,7 +151,11 @@ class Simulation:
         return input_tokens - cached, cached, output
 
     def _chunked_held(self) -> int:
-        return 0 if self._chunked is None else self._chunked[2]
+        """KV the in-progress chunk holds: its prefilled tokens in whole pages."""
+        if self._chunked is None:
+            return 0
+        _, _, held, prefix = self._chunked
+        return self.ceil_paged(prefix + held) - prefix
 
     def _run_forward(self, batch: list[int], mixed: int, done: list) -> None:
         """Advance time by the forward; finished prefills join the running batch."""
@@ -165,13 +169,18 @@ class Simulation:
         if mixed:
             tally.mixed_decode_tokens += mixed
             tally.decoded_tokens += mixed
-            if self.running.advance(1):
-                self._batch_full = False
+            self._note_retraction(1)
+            self.running.advance(1)
+            self._batch_full = False  # 0.5.23: the mixed batch becomes the running batch, flag clear
+        if self._chunked is not None or not self.running.num_requests:
+            # 0.5.23: the forward's batch shrinks when the chunk leaves it, and it becomes the
+            # running batch (flag clear) when none was running
+            self._batch_full = False
         for item, extend in done:
             if self.cache is not None and item[1]:
                 self.cache.insert(item[1])
             if s.decode and item[2] > 1:
-                self.running.add(self.ceil_paged(extend) + 1, item[2] - 1)
+                self.running.add(extend, item[2] - 1, item[0] - extend)
             elif s.decode:
                 self._batch_full = False  # finished at prefill: the running batch shrank
         if s.decode:
@@ -194,6 +203,7 @@ class Simulation:
                 steps = min(steps, max(1, math.ceil((next_s - self._now_s) / step_s)))
         elif not self._batch_full:
             steps = 1  # a budget below one page stopped the forward: retry after a step
+        self._note_retraction(steps)
         self._now_s += steps * step_s
         self.tally.decode_s += steps * step_s
         if waiting or self._chunked is not None:
@@ -204,6 +214,12 @@ class Simulation:
         if running.advance(steps) or not running.num_requests:
             self._batch_full = False
         self.tally.see_running(running.num_requests, running.held_tokens + self._chunked_held())
+
+    def _note_retraction(self, steps: int) -> None:
+        """Count decode runs whose KV (whole pages, the in-progress chunk too) would outgrow
+        the pool: SGLang 0.5.23 retracts requests there (`retract_decode`), cpbcg does not."""
+        if self._pool is not None and self.running.held_tokens_at(self.running.step + steps) + self._chunked_held() > self._pool:
+            self.tally.retraction_points += 1
 
     def summary(self) -> SimulationSummary:
         """Counts so far (complete once iteration has finished)."""

@@ -59,6 +59,9 @@ class SimulationSummary:
     """Prefill admissions stopped by the request slots (`max_running_requests`)."""
     kv_oversized_requests: int = 0
     """Requests that did not fit an empty KV pool and were admitted anyway."""
+    retraction_points: int = 0
+    """Decode runs whose KV outgrew the pool: SGLang 0.5.23 retracts (requeues) requests there;
+    cpbcg keeps them running, so the forwards after the first one are approximate."""
 
 
 def backlog_fraction(s: SimulationSummary) -> float:
@@ -76,6 +79,7 @@ class Tally:
         self.max_waiting = self.decode_steps = self.decoded_tokens = self.mixed_decode_tokens = 0
         self.max_running = self.peak_kv_tokens = 0
         self.kv_limited_forwards = self.slot_limited_forwards = self.kv_oversized_requests = 0
+        self.retraction_points = 0
         self.busy_s = self.decode_s = self.blocked_decode_s = 0.0
         self.forced_pending = False
         self.window: tuple[float, float, float] | None = None  # (end s, decode s, blocked s)
@@ -117,4 +121,5 @@ class Tally:
             kv_limited_forwards=self.kv_limited_forwards,
             slot_limited_forwards=self.slot_limited_forwards,
             kv_oversized_requests=self.kv_oversized_requests,
+            retraction_points=self.retraction_points,
         )

@@ -41,7 +41,7 @@ def synthetic_batches(
         batch = [] if chunked is None else [adder.add_chunked(chunked, 0)]
         chunked = None if chunked is None or batch[0] == chunked else chunked - batch[0]
         if chunked is None:
-            admitted, _ = fill_forward(adder, waiting, _plain)
+            admitted, _, _ = fill_forward(adder, waiting, _plain)
             batch += [taken for _, _, taken in admitted]
             if admitted and admitted[-1][2] < admitted[-1][1]:
                 chunked = admitted[-1][1] - admitted[-1][2]

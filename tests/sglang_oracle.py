@@ -1,0 +1,96 @@
+"""SGLang 0.5.23's own code as a test oracle, read from the released wheel at test time.
+
+The wheel is fetched with `pip download sglang==0.5.23 --no-deps` into a cache directory
+(`$CPBCG_SGLANG_CACHE`, default `~/.cache/cpbcg-sglang`); tests that need it take the
+`sglang_wheel` fixture, which skips with the reason when the registry cannot be reached.
+`wheel_source(path)` gives a file of the wheel; `definitions(path, names, namespace)` executes
+only the named top-level definitions of that file (or `Class.method`) in `namespace`, so the
+tests run SGLang's functions under small stubs without importing its package. Nothing of
+SGLang is copied into this repository.
+"""
+
+from __future__ import annotations
+
+import __future__
+import ast
+import functools
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+SGLANG_WHEEL_VERSION = "0.5.23"
+CACHE_DIR = Path(os.environ.get("CPBCG_SGLANG_CACHE", "~/.cache/cpbcg-sglang")).expanduser()
+
+
+@functools.cache
+def wheel_file() -> Path | str:
+    """The cached wheel, downloaded on first use; a string says why there is none."""
+    found = sorted(CACHE_DIR.glob(f"sglang-{SGLANG_WHEEL_VERSION}-*.whl"))
+    if found:
+        return found[-1]
+    cmd = [sys.executable, "-m", "pip", "download", f"sglang=={SGLANG_WHEEL_VERSION}", "--no-deps",
+           "--only-binary", ":all:", "--quiet", "-d", str(CACHE_DIR)]
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"pip download sglang=={SGLANG_WHEEL_VERSION} failed: {exc}"
+    found = sorted(CACHE_DIR.glob(f"sglang-{SGLANG_WHEEL_VERSION}-*.whl"))
+    if run.returncode or not found:
+        tail = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["no wheel"]
+        return f"cannot fetch sglang=={SGLANG_WHEEL_VERSION} (registry unreachable?): {tail[0][:200]}"
+    return found[-1]
+
+
+@functools.cache
+def wheel_source(path_in_wheel: str) -> str:
+    """Text of `path_in_wheel` (e.g. `sglang/srt/managers/schedule_policy.py`) in the wheel."""
+    wheel = wheel_file()
+    if isinstance(wheel, str):
+        pytest.skip(wheel)
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.read(path_in_wheel).decode()
+
+
+def definitions(path_in_wheel: str, names: list[str], namespace: dict) -> dict:
+    """Execute the top-level definitions `names` of a wheel file in `namespace` and return it.
+
+    A name `Class.method` executes that method alone, without its decorators (stage timers,
+    grad modes), bound to the namespace under `method`.
+    Annotations are not evaluated (`from __future__ import annotations`). Raises KeyError for a
+    name the file does not define (the release changed: the test must be looked at)."""
+    tree = ast.parse(wheel_source(path_in_wheel))
+    top = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            top[node.name] = node
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    top[target.id] = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            top[node.target.id] = node
+    body = []
+    for name in names:
+        owner, _, member = name.partition(".")
+        node = top[owner]
+        if member:
+            node = next(n for n in node.body if getattr(n, "name", None) == member)
+            node.decorator_list = []
+        body.append(node)
+    module = ast.Module(body=body, type_ignores=[])
+    code = compile(module, path_in_wheel, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    exec(code, namespace)  # noqa: S102 - SGLang's released code, the oracle
+    return namespace
+
+
+@pytest.fixture(scope="session")
+def sglang_wheel() -> Path:
+    """The 0.5.23 wheel (skips the test, with the reason, when it cannot be fetched)."""
+    wheel = wheel_file()
+    if isinstance(wheel, str):
+        pytest.skip(wheel)
+    return wheel
