@@ -18,7 +18,8 @@ def test_sglang_flags_round_trip():
     text = export_buckets(BUCKETS, "sglang", CP4)
     assert text == (
         "--cuda-graph-bs-prefill 16 512 2048 4096 8193 --cuda-graph-max-bs-prefill 8193 "
-        "--enable-prefill-cp --attn-cp-size 4 --cp-strategy zigzag --chunked-prefill-size 8192 --max-prefill-tokens 16384\n"
+        "--enable-prefill-cp --attn-cp-size 4 --tp-size 4 --cp-strategy zigzag --prefill-attention-backend trtllm_mha "
+        "--chunked-prefill-size 8192 --max-prefill-tokens 16384\n"
     )
     assert parse_sglang_flags(text) == BUCKETS
     assert export_buckets(BUCKETS, "sglang", CP1) == "--cuda-graph-bs-prefill 16 512 2048 4096 8193 --cuda-graph-max-bs-prefill 8193 --chunked-prefill-size 8192 --max-prefill-tokens 16384\n"

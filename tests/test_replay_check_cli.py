@@ -396,7 +396,8 @@ def test_dry_run_manifest_is_flagged():
 def test_a_flags_file_planned_under_other_settings_is_refused(tmp_path):
     flags = tmp_path / "flags.txt"
     flags.write_text("--cuda-graph-bs-prefill 128 2048 2304 8192 --cuda-graph-max-bs-prefill 8192 --enable-prefill-cp "
-                     "--attn-cp-size 8 --cp-strategy zigzag --chunked-prefill-size 8192 --max-prefill-tokens 16384\n")
+                     "--attn-cp-size 8 --tp-size 8 --cp-strategy zigzag --prefill-attention-backend trtllm_mha "
+                     "--chunked-prefill-size 8192 --max-prefill-tokens 16384\n")
     result = check("--buckets", str(flags), "--cp-size", "4")
     assert result.exit_code == 2
     assert result.stderr == f"cpbcg: error: {flags}: --attn-cp-size 8 but cp_size is 4: the flags were planned under other settings; set cp_size: 8 (or re-plan) so the check tests the deployment the flags describe\n"

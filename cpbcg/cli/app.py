@@ -12,12 +12,13 @@ import typer
 
 from cpbcg import __version__
 from cpbcg.errors import MAX_MESSAGE_CHARS, CpbcgError, one_line
+from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 app = typer.Typer(
     name="cpbcg",
     help=(
         "Plan, capture and check CUDA-graph buckets for context-parallel (CP) prefill "
-        "with breakable CUDA graphs.\n\n"
+        f"with breakable CUDA graphs. Models SGLang {SGLANG_VERSION}.\n\n"
         "Start with `cpbcg plan` (embedded default workload), then `cpbcg plan --trace lens.jsonl`.\n\n"
         "Exit codes: 0 ok, 1 a gate (or a capture's verification) failed, 2 bad input or usage, 3 capture incomplete."
     ),

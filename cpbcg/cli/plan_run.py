@@ -21,6 +21,7 @@ from cpbcg.planner.model.bucket_spec import parse_positive_list
 from cpbcg.planner.optimise.compare import compare_recommendation
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import export_buckets
+from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.optimise.recommend import RecommendSettings
 
 PARETO_MAX_BUCKETS = 128
@@ -173,6 +174,8 @@ def _emit(req: PlanRequest, buckets: list[int], dep: Deployment, metadata: dict)
     if req.emit is None:
         return
     text = export_buckets(buckets, req.emit, dep, metadata)
+    if req.emit in ("sglang", "sglang-json") and dep.cp.cp_size > 1:
+        typer.echo(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[dep.cp.strategy.value]}", err=True)
     if req.output is not None and str(req.output) != STDOUT:
         write_atomic(req.output, text)
         stderr_console().print(f"wrote {req.output}", highlight=False)

@@ -15,6 +15,7 @@ from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler import SchedulerSettings
 from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 
 @dataclass(frozen=True)
@@ -50,4 +51,5 @@ class Deployment:
             "align_size": self.cp.align_rows,
             "max_padding_factor": self.max_padding_factor,
             "capture_layout": self.capture.layout.value,
+            "sglang_version": SGLANG_VERSION,
         }

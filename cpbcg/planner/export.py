@@ -1,8 +1,10 @@
 """Hand a bucket list over in the engine's own format (`cpbcg plan --emit ...`).
 
 * `sglang`: the server flags (domain §5): `--cuda-graph-bs-prefill B1 B2 ...
-  --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --cp-strategy S`
-  when `cp_size > 1`, and the scheduler flags the plan assumed.
+  --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --tp-size N
+  --cp-strategy S --prefill-attention-backend A` when `cp_size > 1` (what SGLang 0.5.23 needs
+  to start and to capture CP graphs, `sglang_release.check_server_flags`), and the scheduler
+  flags the plan assumed.
 * `sglang-json`: the same flags with the list as `--cuda-graph-config '{"prefill": {"bs": [...], "max_bs": MAX}}'`.
 * `yaml` / `json`: cpbcg's own bucket file `{capture_num_tokens: [...], ...metadata}`, which
   `--buckets FILE` reads back.
@@ -18,6 +20,7 @@ import orjson
 from cpbcg.errors import ConfigError
 from cpbcg.planner.choices import EmitFormat
 from cpbcg.planner.model.layout import CPLayout
+from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS
 
 if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
@@ -59,10 +62,15 @@ def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int
 
 
 def cp_flags(cp: CPLayout) -> list[str]:
-    """`--enable-prefill-cp --attn-cp-size N --cp-strategy S` when `cp_size > 1`."""
+    """`--enable-prefill-cp --attn-cp-size N --tp-size N --cp-strategy S
+    --prefill-attention-backend A` when `cp_size > 1`: 0.5.23 refuses to start unless TP is a
+    multiple of the CP size, and captures CP graphs only with `attn_cp_size == tp_size` and the
+    strategy's backend (`CP_GRAPH_BACKENDS`; the hardware it needs is `HARDWARE_NOTE`)."""
     if cp.cp_size == 1:
         return []
-    return ["--enable-prefill-cp", "--attn-cp-size", str(cp.cp_size), "--cp-strategy", cp.strategy.value]
+    size = str(cp.cp_size)
+    return ["--enable-prefill-cp", "--attn-cp-size", size, "--tp-size", size, "--cp-strategy", cp.strategy.value,
+            "--prefill-attention-backend", CP_GRAPH_BACKENDS[cp.strategy.value]]
 
 
 def scheduler_flags(deployment: "Deployment", chunk_tokens: int | None = None) -> list[str]:

@@ -1,0 +1,114 @@
+"""The flags `cpbcg plan --emit sglang` writes, judged by SGLang 0.5.23's own code (from the wheel).
+
+0.5.23's `handle_context_parallelism` (the start-up checks for prefill CP) and
+`supports_prefill_cp_bcg` run under stubs on the emitted flags; cpbcg's restatement
+(`sglang_release.check_server_flags`) must agree with them on those flags and on broken ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import shlex
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+
+from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.export import deploy_flags
+from cpbcg.planner.model.layout import CPLayout
+from cpbcg.planner.sglang_release import SGLANG_VERSION, check_flag_words
+from sglang_oracle import SGLANG_WHEEL_VERSION, definitions, sglang_wheel  # noqa: F401 - fixture
+
+
+def server_args(words: list[str], architecture: str = "LlamaForCausalLM") -> SimpleNamespace:
+    """The server arguments a command line sets (0.5.23 defaults otherwise)."""
+    args = SimpleNamespace(enable_prefill_cp=False, attn_cp_size=1, tp_size=1, pp_size=1, dp_size=1, ep_size=1,
+                           attn_dp_size=1, moe_dp_size=1, cp_strategy=None, prefill_attention_backend=None,
+                           decode_attention_backend=None, enable_aiter_allreduce_fusion=False, model_path="m",
+                           architecture=architecture)
+    for i, word in enumerate(words):
+        key = word[2:].replace("-", "_")
+        if word == "--enable-prefill-cp":
+            args.enable_prefill_cp = True
+        elif word.startswith("--") and hasattr(args, key):
+            value = words[i + 1]
+            setattr(args, key, int(value) if value.isdigit() else value)
+    return args
+
+
+def sglang_verdict(args: SimpleNamespace, monkeypatch) -> tuple[str | None, bool]:
+    """(start-up error or None, supports_prefill_cp_bcg) as 0.5.23 evaluates them."""
+    ns: dict = {"IntEnum": enum.IntEnum, "Any": object, "dataclass": dataclasses.dataclass, "field": dataclasses.field}
+    definitions("sglang/srt/layers/cp/base.py", ["ContextParallelStrategyKind", "CPAttentionBackendKind"], ns)
+    view = lambda a: a  # noqa: E731 - the stub server args are their own resolved view
+    ns.update(resolving_view=view, resolved_view=view, run_hook=lambda *a: None, validate_prefill_cp_platform=None,
+              attention_backends_of=lambda a: (a.prefill_attention_backend, a.decode_attention_backend),
+              parse_connector_type=lambda path: "instance", ConnectorType=SimpleNamespace(INSTANCE="instance"),
+              model_config_of=lambda a: SimpleNamespace(hf_config=SimpleNamespace(architectures=[a.architecture])))
+    definitions("sglang/srt/layers/cp/bcg/bcg.py", ["PrefillCPBCGInput"], ns)
+    definitions("sglang/srt/layers/cp/bcg/interleave_bcg.py", ["InterleaveCPBCGInput"], ns)
+    inputs = {ns["ContextParallelStrategyKind"].ZIGZAG: ns["PrefillCPBCGInput"],
+              ns["ContextParallelStrategyKind"].INTERLEAVE: ns["InterleaveCPBCGInput"]}
+    ns["get_cp_bcg_input_type"] = inputs.__getitem__
+    definitions("sglang/srt/layers/cp/bcg/__init__.py", ["PREFILL_CP_BCG_SUPPORTED_COMBINATIONS", "supports_prefill_cp_bcg"], ns)
+    definitions("sglang/srt/arg_groups/parallel_hook.py", ["handle_context_parallelism"], ns)
+    base = types.ModuleType("sglang.srt.layers.cp.base")
+    base.init_cp_strategy = lambda **k: None
+    for name in ("sglang", "sglang.srt", "sglang.srt.layers", "sglang.srt.layers.cp"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "sglang.srt.layers.cp.base", base)
+    try:
+        ns["handle_context_parallelism"](args)
+        error = None
+    except (AssertionError, ValueError) as exc:
+        error = str(exc)
+    return error, bool(ns["supports_prefill_cp_bcg"](args))
+
+
+def emitted(cp_size: int, strategy: str) -> list[str]:
+    return shlex.split(deploy_flags([4096, 8192], Deployment(cp=CPLayout(cp_size, strategy))))
+
+
+def test_the_oracle_is_the_modelled_release():
+    assert SGLANG_WHEEL_VERSION == SGLANG_VERSION == "0.5.23"
+
+
+@pytest.mark.parametrize("cp_size", [2, 4, 8])
+def test_emitted_zigzag_flags_start_the_server_with_cp_graphs(sglang_wheel, monkeypatch, cp_size):
+    words = emitted(cp_size, "zigzag")
+    assert words[words.index("--tp-size") + 1] == str(cp_size)
+    assert words[words.index("--prefill-attention-backend") + 1] == "trtllm_mha"
+    assert sglang_verdict(server_args(words), monkeypatch) == (None, True)
+    assert check_flag_words(words).ok
+
+
+def test_emitted_interleave_flags_need_glm5_next(sglang_wheel, monkeypatch):
+    words = emitted(4, "interleave")
+    assert sglang_verdict(server_args(words, "Glm5NextForConditionalGeneration"), monkeypatch) == (None, True)
+    error, supported = sglang_verdict(server_args(words), monkeypatch)
+    assert error is None and not supported
+
+
+@pytest.mark.parametrize("edit, refused, graphs", [
+    ({"--tp-size": None}, True, False),                       # the old emit: TP 1, CP 4
+    ({"--tp-size": "8"}, False, False),                        # starts, attn_cp_size != tp_size
+    ({"--prefill-attention-backend": None}, False, False),     # no backend chosen: no CP graph
+    ({"--prefill-attention-backend": "fa3"}, False, False),
+    ({"--pp-size": "2"}, False, False),
+    ({"--cp-strategy": None}, True, False),
+])
+def test_cpbcg_check_agrees_with_sglang_on_broken_flags(sglang_wheel, monkeypatch, edit, refused, graphs):
+    words = emitted(4, "zigzag")
+    for flag, value in edit.items():
+        if flag in words:
+            i = words.index(flag)
+            del words[i:i + 2]
+        if value is not None:
+            words += [flag, value]
+    error, supported = sglang_verdict(server_args(words), monkeypatch)
+    assert (error is not None, supported) == (refused, graphs)
+    check = check_flag_words(words)
+    assert (bool(check.refuses_start), not check.no_cp_graph) == (refused, graphs)
