@@ -28,6 +28,7 @@ from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.plan import PlanResult, plan as _plan
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
 from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.sglang_release import ServerCheck, deployment_server_check
 from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 
@@ -77,6 +78,12 @@ def load_deployment(config: str | None = None, **overrides: Any) -> Deployment:
         else:
             flat[key] = value
     return load_config_and_deployment(config, flat)[1]
+
+
+def server_check(deployment: Deployment) -> ServerCheck:
+    """SGLang 0.5.23's start-up checks and `supports_prefill_cp_bcg` on the flags the deployment
+    runs with (`cpbcg.planner.sglang_release.deployment_server_check`)."""
+    return deployment_server_check(deployment)
 
 
 def open_trace(

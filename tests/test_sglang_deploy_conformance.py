@@ -112,3 +112,29 @@ def test_cpbcg_check_agrees_with_sglang_on_broken_flags(sglang_wheel, monkeypatc
     assert (error is not None, supported) == (refused, graphs)
     check = check_flag_words(words)
     assert (bool(check.refuses_start), not check.no_cp_graph) == (refused, graphs)
+
+
+# --- the commands say what the server would do with a flags file ------------------------------
+
+OLD_EMIT = ("--cuda-graph-bs-prefill 2048 4096 8192 --cuda-graph-max-bs-prefill 8192 --enable-prefill-cp "
+            "--attn-cp-size 4 --cp-strategy zigzag --chunked-prefill-size 8192 --max-prefill-tokens 16384\n")
+
+
+@pytest.mark.parametrize("command", ["plan", "replay-check"])
+def test_commands_warn_when_the_flags_would_not_start_the_server(tmp_path, command):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    old = tmp_path / "old.txt"
+    old.write_text(OLD_EMIT)
+    result = CliRunner().invoke(app, [command, "--buckets", str(old)])
+    assert result.exit_code == 0, result.output
+    assert ("cpbcg: warning: SGLang 0.5.23 would refuse to start with these flags: tp_size must be divisible by "
+            "attn_cp_size (--tp-size 1, --attn-cp-size 4)") in result.stderr
+    assert "would capture no CP graph with these flags: zigzag CP graphs need --prefill-attention-backend trtllm_mha" in result.stderr
+    new = tmp_path / "new.txt"
+    new.write_text(deploy_flags([2048, 4096, 8192], Deployment()) + "\n")
+    result = CliRunner().invoke(app, [command, "--buckets", str(new)])
+    assert result.exit_code == 0, result.output
+    assert "SGLang 0.5.23 would" not in result.stderr

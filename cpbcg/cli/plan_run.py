@@ -20,6 +20,7 @@ from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.model.bucket_spec import parse_positive_list
 from cpbcg.planner.optimise.compare import compare_recommendation
 from cpbcg.planner.deployment import Deployment
+from cpbcg.cli.server_note import echo_server_check
 from cpbcg.planner.export import export_buckets
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.optimise.recommend import RecommendSettings
@@ -71,6 +72,7 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         _guarantee(req, cfg, dep)
         return
     warn_ignored_options(trace, scheduler)
+    echo_server_check(api.server_check(dep))
     settings = _settings(req) if req.recommend else None
     with TraceProgress() as bar:
         source = api.open_trace(trace.trace, dep, **trace.reader_options(), progress=bar.requests)

@@ -196,7 +196,8 @@ def replay_check(
 
     Example: `cpbcg replay-check --config ci-gates-cp4 --trace lens.jsonl --junit report.xml`
     """
-    from cpbcg.api import check, load_config_and_deployment
+    from cpbcg.api import check, load_config_and_deployment, server_check
+    from cpbcg.cli.server_note import echo_server_check
     from cpbcg.atomic import check_outputs
     from cpbcg.cli.source_note import report_simulation, warn_ignored_options
     from cpbcg.manifest import load_manifest
@@ -211,6 +212,7 @@ def replay_check(
     overrides = {**deployment.overrides(), **scheduler.overrides(), **dotted}
     cfg, dep = load_config_and_deployment(deployment.config, overrides, manifest=loaded)
     warn_ignored_options(trace, scheduler)
+    echo_server_check(server_check(dep))
     from cpbcg.cli.trace_progress import TraceProgress
 
     with TraceProgress() as bar:

@@ -11,6 +11,10 @@ the flags `--emit sglang` writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cpbcg.planner.deployment import Deployment
 
 SGLANG_VERSION = "0.5.23"
 """The SGLang release whose scheduler, replay selection and flags cpbcg models (PyPI 2026-10-30)."""
@@ -118,8 +122,36 @@ def check_flag_words(words: list[str]) -> ServerCheck:
     )
 
 
-def render_server_check(check: ServerCheck) -> list[str]:
-    """One plain line per finding: what the server would do with the flags, and why."""
-    lines = [f"SGLang {SGLANG_VERSION} would refuse to start: {m}" for m in check.refuses_start]
-    lines += [f"SGLang {SGLANG_VERSION} would capture no CP graph: {m}" for m in check.no_cp_graph]
-    return lines
+def deployment_server_check(deployment: "Deployment") -> ServerCheck:
+    """0.5.23's verdict on the server flags a deployment runs with: the flags file given as its
+    bucket list (`--buckets FLAGS`, a file starting with `--`), else the CP flags
+    `plan --emit sglang` writes for it (`--tp-size` = CP size and the strategy's backend, which
+    pass). Without CP (`cp_size` 1) there is nothing to check. Raises `CpbcgError` only when the
+    flags file cannot be read (the bucket list read it already)."""
+    cp = deployment.cp
+    if cp.cp_size == 1:
+        return ServerCheck([], [])
+    words = _flags_file_words(deployment.bucket_spec)
+    if words is None:
+        return check_server_flags(attn_cp_size=cp.cp_size, tp_size=cp.cp_size, cp_strategy=cp.strategy.value,
+                                  enable_prefill_cp=True, prefill_attention_backend=CP_GRAPH_BACKENDS[cp.strategy.value])
+    return check_flag_words(words)
+
+
+def _flags_file_words(spec: str) -> list[str] | None:
+    """The words of an SGLang flags file named by a bucket spec, or None when it is not one."""
+    import shlex
+    from pathlib import Path
+
+    from cpbcg.inputs import read_input_bytes  # noqa: PLC0415 (as bucket_spec: the planner reads the file it was given)
+
+    path = Path(spec) if spec and "," not in spec else None
+    if path is None or not path.is_file():
+        return None
+    raw = read_input_bytes(path)
+    if not raw.lstrip().startswith(b"--"):
+        return None
+    try:
+        return shlex.split(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return None
