@@ -163,7 +163,8 @@ def _decode_note(s, cfg) -> str:
     )
     if s.kv_pool_tokens is not None and s.peak_kv_tokens > s.kv_pool_tokens:
         text += (f"\ncpbcg: warning: requests held {s.peak_kv_tokens:,} KV tokens, more than the {s.kv_pool_tokens:,}-token pool: "
-                 "SGLang would retract them or never admit the largest (not simulated); set --max-total-tokens to your server's")
+                 f"SGLang would retract requests at {s.retraction_points:,} decode points or never admit the largest "
+                 "(not simulated: forwards after the first are approximate); set --max-total-tokens to your server's")
     return text
 
 
