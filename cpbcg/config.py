@@ -120,7 +120,7 @@ class GateConfig(_Strict):
     min_token_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of tokens in graphs.")
     max_padding: StrictFloat | None = Field(None, ge=0, description="Most padding overhead (padded/real graph tokens).")
     max_eager: dict[
-        Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity"], Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
+        Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity", "context_limit"], Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
     ] = Field(default_factory=dict, description="Most eager batches per reason.")
 
 
@@ -134,6 +134,7 @@ class DeploymentConfig(_Strict):
     capture_layout: CaptureLayout = Field(CaptureLayout.single_request, description="Dummy batch used to capture.")
     max_context_size_tokens: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Longest dummy request (context_bounded).")
     max_capture_requests: StrictInt | None = Field(None, ge=1, le=MAX_BUCKET_TOKENS, description="Request slots of the dummy batch.")
+    max_seq_len_tokens: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Longest sequence a prefill graph replays (SGLang cuda-graph-config prefill.max_seq_len).")
     buckets: Union[list[Annotated[StrictInt, Field(ge=1, le=MAX_BUCKET_TOKENS)]], str] = Field("sglang-default:8192", description="Bucket spec (see --buckets).")
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
@@ -147,7 +148,7 @@ class DeploymentConfig(_Strict):
         spec = self.buckets if isinstance(self.buckets, str) else ",".join(map(str, self.buckets))
         return Deployment(
             cp=self.cp_layout, capture=self.capture_spec, max_padding_factor=self.max_padding_factor,
-            buckets=tuple(parse_bucket_spec(self.buckets)), bucket_spec=spec,
+            buckets=tuple(parse_bucket_spec(self.buckets)), bucket_spec=spec, max_seq_len_tokens=self.max_seq_len_tokens,
             scheduler=self.scheduler.to_settings(), cost=self.cost.to_cost(cost_source),
         )
 

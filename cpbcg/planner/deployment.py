@@ -36,6 +36,11 @@ class Deployment:
     """How request traces become forwards (`cpbcg.planner.scheduler`)."""
     cost: CostModel = DEFAULT_COST
     """Modelled prefill time (see `cpbcg.planner.optimise.cost`)."""
+    max_seq_len_tokens: int | None = None
+    """Longest sequence (prefix + extend) a prefill graph replays: SGLang 0.5.23's
+    `--cuda-graph-config '{"prefill": {"max_seq_len": N}}'`; longer forwards run eagerly
+    (`context_limit`). None: no limit (0.5.23's trtllm_mha and dsa backends set none, and the
+    runner ignores `max_context_size` for CP graphs)."""
 
     def table(self) -> BucketTable:
         """The configured buckets with capacities from the capture model (domain §3).

@@ -14,6 +14,7 @@ import numpy as np
 from cpbcg.errors import TraceError
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import BatchSet, CPLayout
+from cpbcg.planner.model.replay_limits import apply_replay_limits
 from cpbcg.planner.model.selector import EAGER_REASONS, BucketTable, Selection
 
 MAX_TOTAL_TOKENS = 2**62
@@ -51,7 +52,7 @@ class Evaluation:
     natural_overflow: int
     """Forwards whose natural bucket lacked capacity (crashed before the runtime's bucket search)."""
     eager: dict[str, int]
-    """Eager forwards by reason (all four reasons present, in `EAGER_REASONS` order)."""
+    """Eager forwards by reason (every reason present, in `EAGER_REASONS` order)."""
     eager_tokens: dict[str, int]
     """Eager tokens by reason."""
     bucket_hits: dict[int, int]
@@ -93,8 +94,12 @@ class Evaluation:
 class Evaluator:
     """Accumulates an `Evaluation` over chunks of forwards (bounded memory on huge traces)."""
 
-    def __init__(self, table: BucketTable, cp: CPLayout, max_padding_factor: float = 2.0):
+    def __init__(self, table: BucketTable, cp: CPLayout, max_padding_factor: float = 2.0, max_context_tokens: int | None = None):
+        """`max_context_tokens`: the longest sequence a graph replays (`Deployment.max_seq_len_tokens`);
+        forwards with a longer one run eagerly (`context_limit`, `replay_limits`). Only forwards
+        given with their lengths (`add`, `add_demand(..., batches)`) are checked."""
         self.table, self.cp, self.factor = table, cp, max_padding_factor
+        self.max_context_tokens = max_context_tokens
         self._hits = np.zeros(len(table.capture_num_tokens), dtype=np.int64)
         self._totals = dict(batches=0, tokens=0, graph_batches=0, graph_tokens=0, padded_tokens=0, rescued=0, natural_overflow=0)
         self._eager = {r.value: 0 for r in EAGER_REASONS}
@@ -117,6 +122,8 @@ class Evaluator:
         if float(np.dot(w, n.astype(np.float64))) + self._totals["tokens"] >= MAX_TOTAL_TOKENS:
             raise TraceError(f"the trace's count-weighted token total exceeds {MAX_TOTAL_TOKENS:.3g}: check the \"count\" fields")
         sel = demand.select(self.table, self.factor)
+        if batches is not None:
+            sel = apply_replay_limits(sel, batches, demand.active, self.max_context_tokens)
         wn = w * n  # [N] int64 count-weighted tokens
         gw = np.where(sel.graph, w, 0)  # [N] int64 weights of graph forwards (no boolean indexing: cheaper)
         t = self._totals

@@ -46,7 +46,7 @@ def plan(
     `on_chunk` sees each chunk after it was tallied (progress). Raises `TraceError` from the
     trace, `ConfigError`/`ModelError` from the recommendation."""
     table = deployment.table() if table is None else table
-    evaluator = Evaluator(table, deployment.cp, deployment.max_padding_factor)
+    evaluator = Evaluator(table, deployment.cp, deployment.max_padding_factor, deployment.max_seq_len_tokens)
     log = DemandLog() if settings is not None else None
     for chunk in chunks:
         if isinstance(chunk, ForwardSizes):

@@ -34,6 +34,9 @@ class EagerReason(str, Enum):
     above_largest_bucket = "above_largest_bucket"
     padding_limit = "padding_limit"
     local_capacity = "local_capacity"
+    context_limit = "context_limit"
+    """A request's sequence (prefix + extend) above the prefill graphs' `max_seq_len` (SGLang
+    0.5.23 `can_replay_locally`); decided by `cpbcg.planner.model.replay_limits`."""
 
 
 EAGER_REASONS: tuple[EagerReason, ...] = tuple(EagerReason)
@@ -97,6 +100,11 @@ class Selection:
     def bucket_tokens(self) -> np.ndarray:
         """[num_forwards] int64: bucket `B` (tokens) each forward replays in, 0 if eager."""
         return np.where(self.bucket_index >= 0, self.capture_num_tokens[np.maximum(self.bucket_index, 0)], 0)
+
+    def with_eager(self, mask: np.ndarray, reason: EagerReason) -> "Selection":
+        """The selection with the forwards of `mask` ([num_forwards] bool) eager for `reason`."""
+        return Selection(np.where(mask, -1, self.bucket_index), np.where(mask, _CODE[reason], self.reason_code),
+                         self.rescued & ~mask, self.natural_overflow & ~mask, self.capture_num_tokens)
 
     def eager_mask(self, reason: EagerReason | str) -> np.ndarray:
         """[num_forwards] bool: eager for `reason`."""

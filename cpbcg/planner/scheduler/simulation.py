@@ -13,7 +13,10 @@ import math
 from collections import deque
 from typing import Callable, Iterable, Iterator
 
+import numpy as np
+
 from cpbcg.planner.model.layout import BatchSet
+from cpbcg.planner.model.replay_limits import SeqBatchSet
 from cpbcg.planner.traces.records import RequestChunk
 from cpbcg.planner.scheduler.adder import AddResult, PrefillAdder, fill_forward
 from cpbcg.planner.scheduler.arrivals import Arrivals
@@ -52,11 +55,13 @@ class Simulation:
         self._chunked: list | None = None  # [remaining extend, item, extend tokens prefilled so far, prefix]
         self._start_s: float | None = None
         self._now_s = 0.0
+        self._max_seq = 0  # longest sequence (prefix + prefilled) of the forward being formed
 
     def __iter__(self) -> Iterator[BatchSet]:
         waiting: deque = deque()
         out_lens: list[int] = []
         out_sizes: list[int] = []
+        out_seq: list[int] = []
         self._start_s = self.arrivals.next_time_s()
         self._now_s = self._start_s or 0.0
         while True:
@@ -65,15 +70,16 @@ class Simulation:
             if batch:
                 out_lens.extend(batch)
                 out_sizes.append(len(batch))
+                out_seq.append(self._max_seq)
                 if len(out_sizes) >= BATCHES_PER_CHUNK:
-                    yield BatchSet.from_sizes(out_lens, out_sizes)
-                    out_lens, out_sizes = [], []
+                    yield _chunk(out_lens, out_sizes, out_seq)
+                    out_lens, out_sizes, out_seq = [], [], []
             elif self.running.num_requests:
                 self._decode(bool(waiting))
             elif not self._idle(waiting):
                 break
         if out_sizes:
-            yield BatchSet.from_sizes(out_lens, out_sizes)
+            yield _chunk(out_lens, out_sizes, out_seq)
 
     def _idle(self, waiting: deque) -> bool:
         """Nothing runs: wait for the next arrival (False at the end of the trace)."""
@@ -105,14 +111,18 @@ class Simulation:
         adder = PrefillAdder(s, mixed, kv_free, self._ratio * running.reserve_tokens, allocatable)
         batch: list[int] = []
         done: list = []
+        self._max_seq = 0
         if self._chunked is not None:
+            _, _, held, prefix = self._chunked
             batch.append(self._continue_chunk(adder, done))
+            self._max_seq = prefix + held + batch[0]
         admitted: list = []
         if not self._batch_full:
             admitted, result, slots_full = fill_forward(adder, waiting, self._lookup)
             self._note_stop(result, slots_full, bool(batch or admitted))
         for item, extend, taken in admitted:
             batch.append(taken)
+            self._max_seq = max(self._max_seq, item[0] - extend + taken)
             self.tally.cached_tokens += item[0] - extend
             if taken < extend:
                 self._chunked = [extend - taken, item, taken, item[0] - extend]
@@ -225,3 +235,9 @@ class Simulation:
         """Counts so far (complete once iteration has finished)."""
         start = self._start_s if self._start_s is not None else 0.0
         return self.tally.summary(self.arrivals, self.settings, start, self._now_s)
+
+
+def _chunk(lens: list[int], sizes: list[int], max_seq: list[int]) -> SeqBatchSet:
+    """Forwards as a `SeqBatchSet`: each forward's longest sequence goes along (`context_limit`)."""
+    plain = BatchSet.from_sizes(lens, sizes)
+    return SeqBatchSet(plain.extend_seq_lens, plain.offsets, plain.counts, np.asarray(max_seq, dtype=np.int64))

@@ -1,0 +1,63 @@
+"""Eager reasons beyond the selector's four that a trace can show (SGLang 0.5.23
+`PrefillCudaGraphRunner.can_replay_locally`).
+
+* `context_limit`: the runner replays a forward only if its longest sequence (cached prefix
+  plus the tokens prefilled so far, this chunk included) is at most `max_context_size` and
+  `max_seq_len` (`for context_limit in (self.max_context_size, self.max_seq_len)`). For CP
+  graphs 0.5.23 drops `max_context_size` (`_ignore_max_context_size`), and `max_seq_len` is the
+  prefill cuda-graph config's (the trtllm_mha and dsa backends set no default), so the limit
+  is `Deployment.max_seq_len_tokens`, None unless configured. The
+  scheduler simulation knows each request's position and hands it over in a
+  `SeqBatchSet`; for a plain batch trace the longest extend length is the position (a lower
+  bound: no prefix is known), so a forward counted here is eager for certain.
+
+0.5.23's other eager conditions (multimodal inputs under interleave, LoRA, input embeddings,
+return_logprob, hidden-state capture, target-verify, the DP vote) are not visible in the traces
+cpbcg reads: docs/model.md lists them as not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from cpbcg.planner.model.layout import BatchSet
+from cpbcg.planner.model.selector import EagerReason, Selection
+
+
+@dataclass(frozen=True)
+class SeqBatchSet(BatchSet):
+    """A `BatchSet` that also knows each forward's longest sequence (prefix + extend so far)."""
+
+    max_seq_tokens: np.ndarray = field(default=None)  # type: ignore[assignment]
+    """[num_batches] int64: the longest request sequence of each forward after it (tokens)."""
+
+    def split(self, max_batches: int) -> Iterator["SeqBatchSet"]:
+        for start, piece in zip(range(0, self.num_batches, max_batches), super().split(max_batches)):
+            yield SeqBatchSet(piece.extend_seq_lens, piece.offsets, piece.counts,
+                              self.max_seq_tokens[start : start + piece.num_batches])
+
+    def subset(self, mask: np.ndarray) -> "SeqBatchSet":
+        plain = super().subset(mask)
+        return SeqBatchSet(plain.extend_seq_lens, plain.offsets, plain.counts, self.max_seq_tokens[mask])
+
+
+def max_seq_tokens(batches: BatchSet) -> np.ndarray:
+    """[num_batches] int64: each forward's longest sequence: a `SeqBatchSet`'s own, else the
+    longest extend length (no prefix known)."""
+    if isinstance(batches, SeqBatchSet) and batches.max_seq_tokens is not None:
+        return batches.max_seq_tokens
+    if batches.num_batches == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.maximum.reduceat(batches.extend_seq_lens, batches.offsets[:-1])
+
+
+def apply_replay_limits(sel: Selection, batches: BatchSet, active: np.ndarray, max_context_tokens: int | None) -> Selection:
+    """`sel` with the CP-active forwards whose longest sequence exceeds `max_context_tokens`
+    eager for `context_limit` (0.5.23 decides CP activity first). None: no limit."""
+    if max_context_tokens is None:
+        return sel
+    over = active & (max_seq_tokens(batches) > max_context_tokens)
+    return sel.with_eager(over, EagerReason.context_limit) if over.any() else sel
