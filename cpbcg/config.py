@@ -22,6 +22,7 @@ from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, capturable_
 from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
+from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION, check_server_flags
 from cpbcg.planner.model.layout import CPLayout, CPStrategy
 from cpbcg.planner.scheduler.settings import DEFAULT_MAX_TOTAL_TOKENS, SchedulerSettings
 
@@ -129,6 +130,7 @@ class DeploymentConfig(_Strict):
 
     cp_size: StrictInt = Field(4, ge=1, le=1024, description="CP ranks (SGLang --attn-cp-size).")
     cp_strategy: CPStrategy = Field(CPStrategy.zigzag, description="Sequence split (SGLang --cp-strategy).")
+    tp_size: StrictInt | None = Field(None, ge=1, le=1024, description="SGLang --tp-size; must equal cp_size (default: cp_size).")
     align_size: StrictInt | None = Field(None, ge=1, le=MAX_BUCKET_TOKENS, description="Row alignment; default 2*cp_size zigzag, cp_size interleave.")
     max_padding_factor: StrictFloat = Field(2.0, ge=1, le=100, description="Largest allowed bucket/tokens ratio at replay.")
     capture_layout: CaptureLayout = Field(CaptureLayout.single_request, description="Dummy batch used to capture.")
@@ -215,7 +217,20 @@ def load_config(
     _check_buckets(cfg, _located(_origin(("buckets",), stack), label, text, ("buckets",)))
     _check_flags_file(cfg)
     _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
+    _check_tp(cfg, _located(_origin(("tp_size",), stack), label, text, ("tp_size",)))
     return cfg
+
+
+def _check_tp(cfg: DeploymentConfig, origin: str) -> None:
+    """A configured `tp_size` other than `cp_size` is refused: SGLang 0.5.23 then refuses to start
+    or captures no CP graph (`sglang_release.check_server_flags` states the rule)."""
+    if cfg.tp_size is None or cfg.tp_size == cfg.cp_size or cfg.cp_size == 1:
+        return
+    check = check_server_flags(attn_cp_size=cfg.cp_size, tp_size=cfg.tp_size, cp_strategy=cfg.cp_strategy.value,
+                               enable_prefill_cp=True, prefill_attention_backend=CP_GRAPH_BACKENDS[cfg.cp_strategy.value])
+    why = (check.refuses_start and f"SGLang {SGLANG_VERSION} would refuse to start: {check.refuses_start[0]}") or (
+        f"SGLang {SGLANG_VERSION} would capture no CP graph: {check.no_cp_graph[0]}")
+    raise ConfigError(f"{origin}: tp_size: {cfg.tp_size} differs from cp_size {cfg.cp_size}: {why} (set tp_size: {cfg.cp_size})")
 
 
 def _check_flags_file(cfg: DeploymentConfig) -> None:

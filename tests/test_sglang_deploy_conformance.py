@@ -138,3 +138,21 @@ def test_commands_warn_when_the_flags_would_not_start_the_server(tmp_path, comma
     result = CliRunner().invoke(app, [command, "--buckets", str(new)])
     assert result.exit_code == 0, result.output
     assert "SGLang 0.5.23 would" not in result.stderr
+
+
+def test_a_configured_tp_other_than_cp_is_refused_with_the_rule(tmp_path):
+    from cpbcg.config import load_config
+    from cpbcg.errors import ConfigError
+
+    config = tmp_path / "c.yaml"
+    config.write_text("cp_size: 4\ntp_size: 8\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(config))
+    assert str(err.value) == (
+        f"{config}:2: tp_size: 8 differs from cp_size 4: SGLang 0.5.23 would capture no CP graph: --attn-cp-size 4 "
+        "differs from --tp-size 8 (set tp_size: 4)")
+    config.write_text("cp_size: 4\ntp_size: 2\n")
+    with pytest.raises(ConfigError, match="would refuse to start: tp_size must be divisible by attn_cp_size"):
+        load_config(str(config))
+    config.write_text("cp_size: 4\ntp_size: 4\n")
+    assert load_config(str(config)).tp_size == 4
