@@ -43,7 +43,7 @@ def test_batches_writes_a_batch_trace(tmp_path):
         first,
         "decode: output lengths none in the trace, default_output_tokens 256 each; step 5 ms + 0.025 ms/request; "
         "decode busy 42.8% (0.0% with requests kept waiting); at most 2 running of 4,096 slots, "
-        "KV pool 1,048,576 tokens (peak 1,802); admission stopped by KV 0x, by slots 0x",
+        "KV pool 1,048,576 tokens (peak 1,800); admission stopped by KV 0x, by slots 0x",
         f"3 prefill forwards → 3 lines → {out}",
     ]
 
