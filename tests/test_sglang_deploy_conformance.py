@@ -156,3 +156,17 @@ def test_a_configured_tp_other_than_cp_is_refused_with_the_rule(tmp_path):
         load_config(str(config))
     config.write_text("cp_size: 4\ntp_size: 4\n")
     assert load_config(str(config)).tp_size == 4
+
+
+@pytest.mark.parametrize("strategy, architecture", [("zigzag", "LlamaForCausalLM"), ("interleave", "Glm5NextForConditionalGeneration")])
+def test_plan_emit_sglang_passes_sglang_start_up_and_cp_graph_checks(sglang_wheel, monkeypatch, tmp_path, strategy, architecture):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"extend_seq_lens": [{n}, {n // 3 + 16}]}}\n' for n in range(300, 9000, 700)))
+    out = tmp_path / "flags.txt"
+    result = CliRunner().invoke(app, ["plan", "--trace", str(trace), "--cp-strategy", strategy, "--emit", "sglang", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert sglang_verdict(server_args(shlex.split(out.read_text()), architecture), monkeypatch) == (None, True)
