@@ -121,7 +121,7 @@ class GateConfig(_Strict):
     min_token_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of tokens in graphs.")
     max_padding: StrictFloat | None = Field(None, ge=0, description="Most padding overhead (padded/real graph tokens).")
     max_eager: dict[
-        Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity", "context_limit"], Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
+        Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity", "context_limit", "multimodal_input"], Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
     ] = Field(default_factory=dict, description="Most eager batches per reason.")
 
 

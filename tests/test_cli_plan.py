@@ -34,13 +34,13 @@ def test_plan_json_on_batch_trace_honours_counts(assets):
     assert doc["graph_batches"] == 5 and doc["rescued"] == 1 and doc["natural_overflow"] == 1
     assert doc["bucket_hits"]["2304"] == 1 and doc["bucket_hits"]["8192"] == 3 and doc["bucket_hits"]["128"] == 1
     assert doc["padded_tokens"] == 256
-    assert doc["eager"] == {"not_cp_active": 0, "above_largest_bucket": 0, "padding_limit": 0, "local_capacity": 0, "context_limit": 0}
+    assert doc["eager"] == {"not_cp_active": 0, "above_largest_bucket": 0, "padding_limit": 0, "local_capacity": 0, "context_limit": 0, "multimodal_input": 0}
 
 
 def test_plan_explicit_buckets_without_headroom_fall_back(assets):
     trace = str(assets / "traces" / "good.jsonl")
     doc = plan_json("--trace", trace, "--buckets", "128,2048")
-    assert doc["eager"] == {"not_cp_active": 0, "above_largest_bucket": 3, "padding_limit": 0, "local_capacity": 1, "context_limit": 0}
+    assert doc["eager"] == {"not_cp_active": 0, "above_largest_bucket": 3, "padding_limit": 0, "local_capacity": 1, "context_limit": 0, "multimodal_input": 0}
     assert doc["eager_examples"]["local_capacity"] == [[1534, 161, 353]]
     assert doc["eager_tokens"]["above_largest_bucket"] == 3 * 8192
     assert doc["graph_batches"] == 1 and doc["natural_overflow"] == 1 and doc["rescued"] == 0

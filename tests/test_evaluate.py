@@ -24,7 +24,7 @@ def test_rescued_and_overflow_count_weights():
 def test_eager_counts_and_tokens_honour_weights():
     batches = BatchSet.from_lists([[4, 4], [1000]], counts=[7, 4])  # inactive (4 < 8); padding limit (2048 > 2000)
     ev = evaluate([batches], TABLE, CP4)
-    assert ev.eager == {"not_cp_active": 7, "above_largest_bucket": 0, "padding_limit": 4, "local_capacity": 0, "context_limit": 0}
+    assert ev.eager == {"not_cp_active": 7, "above_largest_bucket": 0, "padding_limit": 4, "local_capacity": 0, "context_limit": 0, "multimodal_input": 0}
     assert ev.eager_tokens["not_cp_active"] == 56 and ev.eager_tokens["padding_limit"] == 4000
 
 

@@ -115,7 +115,7 @@ def test_parse_max_eager_accepts_repeats_later_wins():
     "spec, message",
     [
         ("local_capacity", "expected REASON=N"),
-        ("bogus=1", "unknown reason 'bogus' (choose from not_cp_active, above_largest_bucket, padding_limit, local_capacity, context_limit)"),
+        ("bogus=1", "unknown reason 'bogus' (choose from not_cp_active, above_largest_bucket, padding_limit, local_capacity, context_limit, multimodal_input)"),
         ("local_capacity=-1", "N must be a non-negative integer, got '-1'"),
         ("local_capacity=1.5", "N must be a non-negative integer, got '1.5'"),
         ("local_capacity=", "N must be a non-negative integer, got ''"),

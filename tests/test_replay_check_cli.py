@@ -158,7 +158,7 @@ def test_without_trace_warns_that_the_synthetic_workload_was_gated():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--max-eager", "bogus=1"], "--max-eager 'bogus=1': unknown reason 'bogus' (choose from not_cp_active, above_largest_bucket, padding_limit, local_capacity, context_limit)"),
+        (["--max-eager", "bogus=1"], "--max-eager 'bogus=1': unknown reason 'bogus' (choose from not_cp_active, above_largest_bucket, padding_limit, local_capacity, context_limit, multimodal_input)"),
         (["--max-eager", "local_capacity=x"], "--max-eager 'local_capacity=x': N must be a non-negative integer, got 'x'"),
         (["--max-eager", "local_capacity"], "--max-eager 'local_capacity': expected REASON=N"),
         (["--manifest", VALID, "--buckets", "2048", "--cp-size", "4"], "fixes the buckets and CP settings; drop cp_size, buckets"),

@@ -44,3 +44,21 @@ def test_the_simulation_hands_over_each_chunks_position():
     ev = evaluate(Simulation([chunk], settings), 16384)
     assert ev.eager["context_limit"] == 1 and ev.eager_examples["context_limit"] == [[3616, 100]]
     assert [p.max_seq_tokens.tolist() for p in parts[0].split(2)] == [[8192, 16384], [20000]]
+
+
+def test_images_keep_interleave_forwards_out_of_graphs(tmp_path):
+    # Azure 2025: NumImages per request. Under interleave 0.5.23 replays no forward holding
+    # images (InterleaveCPBCGInput.allows_replay); zigzag replays it.
+    from cpbcg.planner.traces.sources import open_source
+
+    trace = tmp_path / "azure-2025.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens,NumImages\n"
+                     "2025-03-01 10:00:00.000,1840,2,1\n"
+                     "2025-03-01 10:00:10.000,733,2,0\n"
+                     "2025-03-01 10:00:20.000,9000,2,2\n")
+    chunks = list(open_source(str(trace)).batches)
+    assert [p.multimodal.tolist() for p in chunks] == [[True, False, True, True]]  # 9000: two chunks
+    for strategy, expected in (("interleave", 3), ("zigzag", 0)):
+        dep = Deployment(cp=CPLayout(4, strategy), buckets=BUCKETS)
+        ev = plan(open_source(str(trace)).batches, dep, None).evaluation
+        assert ev.eager["multimodal_input"] == expected

@@ -15,6 +15,7 @@ REASON_HELP = {
     "padding_limit": "the first bucket with enough local rows is beyond max_padding_factor * n",
     "local_capacity": "no bucket >= n has enough CP-local rows",
     "context_limit": "a request's sequence (prefix + extend) above max_seq_len_tokens (SGLang prefill max_seq_len)",
+    "multimodal_input": "an interleave forward with a request carrying images (SGLang allows_replay)",
 }
 
 

@@ -123,7 +123,7 @@ class Evaluator:
             raise TraceError(f"the trace's count-weighted token total exceeds {MAX_TOTAL_TOKENS:.3g}: check the \"count\" fields")
         sel = demand.select(self.table, self.factor)
         if batches is not None:
-            sel = apply_replay_limits(sel, batches, demand.active, self.max_context_tokens)
+            sel = apply_replay_limits(sel, batches, demand.active, self.cp.strategy, self.max_context_tokens)
         wn = w * n  # [N] int64 count-weighted tokens
         gw = np.where(sel.graph, w, 0)  # [N] int64 weights of graph forwards (no boolean indexing: cheaper)
         t = self._totals

@@ -37,6 +37,9 @@ class EagerReason(str, Enum):
     context_limit = "context_limit"
     """A request's sequence (prefix + extend) above the prefill graphs' `max_seq_len` (SGLang
     0.5.23 `can_replay_locally`); decided by `cpbcg.planner.model.replay_limits`."""
+    multimodal_input = "multimodal_input"
+    """An interleave forward holding a request with images (0.5.23 `allows_replay`); decided by
+    `cpbcg.planner.model.replay_limits`."""
 
 
 EAGER_REASONS: tuple[EagerReason, ...] = tuple(EagerReason)

@@ -12,7 +12,8 @@ from cpbcg.planner.scheduler.settings import SchedulerSettings
 
 
 class Arrivals:
-    """Hands out waiting-queue items `(input_tokens, hash_ids or None, output_tokens)`.
+    """Hands out waiting-queue items `(input_tokens, hash_ids or None, output_tokens, images)`
+    (`images`: the request's image count, 0 when the trace has none).
 
     Arrival times are the trace's (gaps divided by `time_scale`, origin at the first request),
     or a seeded Poisson process at `rate` requests/s for chunks without them. Requests without
@@ -77,7 +78,9 @@ class Arrivals:
             self.default_outputs += n
         hashes = chunk.hash_ids if self._keep_hashes and chunk.hash_ids is not None else [None] * n
         self._times = times.tolist()
-        self._items = list(zip(chunk.input_tokens.tolist(), hashes, outputs.tolist()))
+        images = getattr(chunk, "num_images", None)
+        images = [0] * n if images is None else images.tolist()
+        self._items = list(zip(chunk.input_tokens.tolist(), hashes, outputs.tolist(), images))
         self._i = 0
         self.requests += n
         self.input_tokens += int(chunk.input_tokens.sum())

@@ -56,12 +56,14 @@ class Simulation:
         self._start_s: float | None = None
         self._now_s = 0.0
         self._max_seq = 0  # longest sequence (prefix + prefilled) of the forward being formed
+        self._multimodal = False  # the forward being formed holds a request with images
 
     def __iter__(self) -> Iterator[BatchSet]:
         waiting: deque = deque()
         out_lens: list[int] = []
         out_sizes: list[int] = []
         out_seq: list[int] = []
+        out_mm: list[bool] = []
         self._start_s = self.arrivals.next_time_s()
         self._now_s = self._start_s or 0.0
         while True:
@@ -71,15 +73,16 @@ class Simulation:
                 out_lens.extend(batch)
                 out_sizes.append(len(batch))
                 out_seq.append(self._max_seq)
+                out_mm.append(self._multimodal)
                 if len(out_sizes) >= BATCHES_PER_CHUNK:
-                    yield _chunk(out_lens, out_sizes, out_seq)
-                    out_lens, out_sizes, out_seq = [], [], []
+                    yield _chunk(out_lens, out_sizes, out_seq, out_mm)
+                    out_lens, out_sizes, out_seq, out_mm = [], [], [], []
             elif self.running.num_requests:
                 self._decode(bool(waiting))
             elif not self._idle(waiting):
                 break
         if out_sizes:
-            yield _chunk(out_lens, out_sizes, out_seq)
+            yield _chunk(out_lens, out_sizes, out_seq, out_mm)
 
     def _idle(self, waiting: deque) -> bool:
         """Nothing runs: wait for the next arrival (False at the end of the trace)."""
@@ -111,11 +114,11 @@ class Simulation:
         adder = PrefillAdder(s, mixed, kv_free, self._ratio * running.reserve_tokens, allocatable)
         batch: list[int] = []
         done: list = []
-        self._max_seq = 0
+        self._max_seq, self._multimodal = 0, False
         if self._chunked is not None:
-            _, _, held, prefix = self._chunked
+            _, item, held, prefix = self._chunked
             batch.append(self._continue_chunk(adder, done))
-            self._max_seq = prefix + held + batch[0]
+            self._max_seq, self._multimodal = prefix + held + batch[0], item[3] > 0
         admitted: list = []
         if not self._batch_full:
             admitted, result, slots_full = fill_forward(adder, waiting, self._lookup)
@@ -123,6 +126,7 @@ class Simulation:
         for item, extend, taken in admitted:
             batch.append(taken)
             self._max_seq = max(self._max_seq, item[0] - extend + taken)
+            self._multimodal |= item[3] > 0
             self.tally.cached_tokens += item[0] - extend
             if taken < extend:
                 self._chunked = [extend - taken, item, taken, item[0] - extend]
@@ -156,7 +160,7 @@ class Simulation:
                 self._batch_full = False
 
     def _lookup(self, item: tuple) -> tuple[int, int, int]:
-        input_tokens, blocks, output = item
+        input_tokens, blocks, output, _ = item
         cached = self.cache.cached_tokens(blocks, input_tokens) if blocks and self.cache is not None else 0
         return input_tokens - cached, cached, output
 
@@ -237,7 +241,9 @@ class Simulation:
         return self.tally.summary(self.arrivals, self.settings, start, self._now_s)
 
 
-def _chunk(lens: list[int], sizes: list[int], max_seq: list[int]) -> SeqBatchSet:
-    """Forwards as a `SeqBatchSet`: each forward's longest sequence goes along (`context_limit`)."""
+def _chunk(lens: list[int], sizes: list[int], max_seq: list[int], multimodal: list[bool]) -> SeqBatchSet:
+    """Forwards as a `SeqBatchSet`: each forward's longest sequence and whether it holds a
+    request with images go along (`context_limit`, `multimodal_input`)."""
     plain = BatchSet.from_sizes(lens, sizes)
-    return SeqBatchSet(plain.extend_seq_lens, plain.offsets, plain.counts, np.asarray(max_seq, dtype=np.int64))
+    return SeqBatchSet(plain.extend_seq_lens, plain.offsets, plain.counts, np.asarray(max_seq, dtype=np.int64),
+                       np.asarray(multimodal, dtype=bool))

@@ -36,6 +36,7 @@ class Columns:
     time: int | None
     output: int | None
     filters: tuple[tuple[int, str], ...]
+    images: int | None = None
 
 
 def csv_reason(exc: csv.Error) -> str:
@@ -115,12 +116,13 @@ def _columns(path: Path, line_no: int, header: bytes, spec: RequestSpec) -> Colu
     for name in wanted:
         if name not in names:
             raise TraceError(located(path, line_no, f'missing column "{name}" (header has: {show_names(names)})'))
-    for name in (spec.length_field, spec.time_field, spec.output_field, *(f for f, _ in spec.filters)):
+    for name in (spec.length_field, spec.time_field, spec.output_field, spec.images_field, *(f for f, _ in spec.filters)):
         if name and names.count(name) > 1:
             raise TraceError(located(path, line_no, f'column "{excerpt(name)[1:-1]}" appears {names.count(name)} times in the header'))
     where = lambda name: names.index(name) if name and name in names else None  # noqa: E731
     filters = tuple((names.index(name), value) for name, value in spec.filters)
-    return Columns(len(names), names.index(spec.length_field), where(spec.time_field), where(spec.output_field), filters)
+    return Columns(len(names), names.index(spec.length_field), where(spec.time_field), where(spec.output_field), filters,
+                   where(spec.images_field))
 
 
 def _chunk_fast(rows: list[list[str]], columns: Columns, spec: RequestSpec) -> RequestChunk | None:
@@ -130,12 +132,13 @@ def _chunk_fast(rows: list[list[str]], columns: Columns, spec: RequestSpec) -> R
     try:
         lengths = _digits([row[columns.length] for row in body])
         outputs = None if columns.output is None else _digits([row[columns.output] for row in body])
+        images = None if columns.images is None else _digits([row[columns.images] for row in body])
         arrival = None if columns.time is None else parse_time_values([row[columns.time] for row in body], spec.time_unit)
     except (ValueError, TypeError, OverflowError):
         return None
-    if not lengths_ok(lengths, 1) or (outputs is not None and not lengths_ok(outputs, 0)):
+    if not lengths_ok(lengths, 1) or any(v is not None and not lengths_ok(v, 0) for v in (outputs, images)):
         return None
-    return RequestChunk(lengths, arrival, None, outputs)
+    return RequestChunk(lengths, arrival, None, outputs, images)
 
 
 def _digits(texts: list[str]) -> np.ndarray:
@@ -148,7 +151,7 @@ def _digits(texts: list[str]) -> np.ndarray:
 
 
 def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns: Columns, spec: RequestSpec) -> RequestChunk:
-    lengths, outputs, times = [], [], []
+    lengths, outputs, times, images = [], [], [], []
     for line_no, row in enumerate(rows, start=first):
         if not row:
             continue
@@ -157,6 +160,8 @@ def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns: Columns,
         lengths.append(csv_length(path, line_no, row[columns.length], spec.length_field, 1))
         if columns.output is not None:
             outputs.append(csv_length(path, line_no, row[columns.output], spec.output_field or "", 0))
+        if columns.images is not None:
+            images.append(csv_length(path, line_no, row[columns.images], spec.images_field or "", 0))
         if columns.time is not None:
             try:
                 times.append(float(parse_time_values([row[columns.time]], spec.time_unit)[0]))
@@ -164,7 +169,8 @@ def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns: Columns,
                 raise TraceError(located(path, line_no, time_problem(spec.time_field or "", excerpt(row[columns.time]), exc))) from None
     arrival = None if columns.time is None else np.array(times, dtype=np.float64)
     output = None if columns.output is None else np.array(outputs, dtype=np.int64)
-    return RequestChunk(np.array(lengths, dtype=np.int64), arrival, None, output)
+    image = None if columns.images is None else np.array(images, dtype=np.int64)
+    return RequestChunk(np.array(lengths, dtype=np.int64), arrival, None, output, image)
 
 
 def csv_length(path: Path, line_no: int, text: str, field: str, minimum: int) -> int:

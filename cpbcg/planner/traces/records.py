@@ -34,6 +34,9 @@ class RequestChunk:
     output_tokens: np.ndarray | None = None
     """[n] int64: output (generated) length of each request (tokens, >= 0), or None when the
     trace has none."""
+    num_images: np.ndarray | None = None
+    """[n] int64: images in each request (Azure 2025 `NumImages`, >= 0), or None when the trace
+    has no image count."""
 
     @property
     def num_requests(self) -> int:
@@ -151,3 +154,6 @@ class RequestSpec:
     """`(field, value)`: keep only rows whose text field equals the value (BurstGPT `Model`)."""
     hash_field: str | None = None
     """Field holding prefix-block hashes (JSONL only: Mooncake `hash_ids`), or None."""
+    images_field: str | None = None
+    """Field holding the request's image count (CSV only: Azure 2025 `NumImages`), read when the
+    header has it, or None."""
