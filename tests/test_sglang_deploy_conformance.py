@@ -170,3 +170,15 @@ def test_plan_emit_sglang_passes_sglang_start_up_and_cp_graph_checks(sglang_whee
     result = CliRunner().invoke(app, ["plan", "--trace", str(trace), "--cp-strategy", strategy, "--emit", "sglang", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert sglang_verdict(server_args(shlex.split(out.read_text()), architecture), monkeypatch) == (None, True)
+
+
+def test_the_release_is_named_in_help_report_header_and_json():
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    assert "Models SGLang 0.5.23." in CliRunner().invoke(app, ["--help"]).output
+    text = CliRunner().invoke(app, ["plan", "--no-recommend"])
+    assert "| SGLang 0.5.23" in text.stdout
+    doc = CliRunner().invoke(app, ["plan", "--no-recommend", "--format", "json"])
+    assert '"sglang_version": "0.5.23"' in doc.stdout

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from cpbcg.check.summary import cell, pct, summary_rows
 from cpbcg.planner.evaluate import Evaluation
+from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 REASON_HELP = {
     "not_cp_active": "not CP-active (zigzag needs every request >= 2*cp_size tokens, interleave a forward >= cp_size)",
@@ -24,7 +25,7 @@ def evaluation_tables(ev: Evaluation, header: dict) -> Group:
     title = (
         f"{header['source']} | cp_size {header['cp_size']} {header['cp_strategy']}, align {header['align_size']}, "
         f"max_padding_factor {header['max_padding_factor']:g} | {len(ev.buckets)} buckets "
-        f"{ev.buckets[0]}..{ev.buckets[-1]}"
+        f"{ev.buckets[0]}..{ev.buckets[-1]} | SGLang {header.get('sglang_version', SGLANG_VERSION)}"
     )
     summary = Table(title=title, title_justify="left", show_header=True)
     summary.add_column("metric")
