@@ -14,7 +14,8 @@ import typing
 
 import numpy as np
 import pytest
-from sglang_oracle import definitions, sglang_wheel  # noqa: F401 (fixture)
+import sglang_oracle
+from sglang_oracle import definitions
 
 from cpbcg.errors import ModelError
 from cpbcg.planner.model.bucket_lists import sglang_default_buckets
@@ -23,6 +24,7 @@ from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy
 from cpbcg.planner.model.selector import BucketTable, select_buckets
 
 BCG = "sglang/srt/layers/cp/bcg/"
+sglang_wheel = sglang_oracle.sglang_wheel  # the fixture (skips when the wheel cannot be had)
 SEEDS = range(40)
 
 

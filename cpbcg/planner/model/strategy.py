@@ -260,7 +260,7 @@ class StrategyModel:
         least = self.min_capture_tokens
         kept = tuple(b for b in unique if b >= least)
         if not kept:
-            raise ModelError(f"no capture bucket is >= {self._min_rule}={least}; nothing to capture")
+            raise ModelError(f"no capture bucket is >= {self.min_capture_rule}={least}; nothing to capture")
         dropped = tuple(b for b in unique if b < least)
         multiple = self.bucket_multiple_tokens * (DEEPEP_BUCKET_MULTIPLE if deepep else 1)
         return PreparedBuckets(given, kept, rounded, dropped, multiple, least)
@@ -281,10 +281,11 @@ class StrategyModel:
         unique = sorted({int(b) for b in buckets})
         kept = [b for b in unique if b >= self.min_capture_tokens]
         if not kept:
-            raise ModelError(f"no capture bucket is >= {self._min_rule}={self.min_capture_tokens}; nothing to capture")
+            raise ModelError(f"no capture bucket is >= {self.min_capture_rule}={self.min_capture_tokens}; nothing to capture")
         return kept
 
-    _min_rule: ClassVar[str] = "cp_size"
+    min_capture_rule: ClassVar[str] = "cp_size"
+    """`min_capture_tokens` in words, for messages."""
 
 
 class NoCP(StrategyModel):
@@ -329,7 +330,7 @@ class NoCP(StrategyModel):
     def _pieces_rows(self, full: np.ndarray, rest: np.ndarray, ctx: int) -> np.ndarray:
         return np.asarray(full * ctx + rest, dtype=np.int64)
 
-    _min_rule = "1"
+    min_capture_rule = "1"
 
 
 class Interleave(StrategyModel):
@@ -358,7 +359,7 @@ class Zigzag(StrategyModel):
     `>= 2*cp` tokens; smallest capture `2*cp`."""
 
     strategy = CPStrategy.zigzag
-    _min_rule = "2*cp_size"
+    min_capture_rule = "2*cp_size"
 
     def default_align_rows(self) -> int:
         return 2 * self.cp_size
