@@ -89,3 +89,10 @@ def test_interleave_include_below_cp_is_one_list_everywhere():
     assert rec["buckets"][0] == 4 and all(b % 4 == 0 for b in rec["buckets"])
     assert rec["evaluation"]["buckets"] == rec["buckets"]
     assert rec["deploy"].split("--cuda-graph-bs-prefill ")[1].split()[: len(rec["buckets"])] == [str(b) for b in rec["buckets"]]
+
+
+def test_planner_exports_load():
+    import cpbcg.planner as planner
+
+    assert planner.strategy_model is strategy_model and planner.CPLayout is CPLayout  # every name resolves
+    assert all(getattr(planner, name) is not None for name in planner.__all__)
