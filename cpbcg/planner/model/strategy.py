@@ -185,7 +185,12 @@ class StrategyModel:
         """§2 upper bound on rows of any `num_requests` requests of `num_tokens` tokens
         (int or int64 arrays): `align_up(floor(n/cp + k*(1 - 1/cp)), align)` zigzag,
         `align_up(ceil(n/cp), align)` interleave, `n` without CP."""
-        return align_up(-(-np.asarray(num_tokens) // self.cp_size), self.align_rows)
+        return self._share_rows(np.asarray(num_tokens))
+
+    def _share_rows(self, num_tokens):
+        """Rows of `num_tokens` tokens dealt evenly over the ranks: `align_up(ceil(n/cp), align)`
+        (0.5.23 `InterleaveCPBCGInput._max_local_tokens`, aligned)."""
+        return align_up(-(-num_tokens // self.cp_size), self.align_rows)
 
     def bound_active(self, num_tokens: np.ndarray, num_requests: np.ndarray) -> np.ndarray:
         """[N] bool: some forward of `num_tokens` tokens in `num_requests` requests is CP-active."""
@@ -243,7 +248,7 @@ class StrategyModel:
 
     def _pieces_rows(self, full: np.ndarray, rest: np.ndarray, ctx: int) -> np.ndarray:
         """[M] int64 rows of `full[i]` requests of `ctx` tokens plus one of `rest[i]`."""
-        return np.asarray(align_up(-(-(full * ctx + rest) // self.cp_size), self.align_rows), dtype=np.int64)
+        return np.asarray(self._share_rows(full * ctx + rest), dtype=np.int64)
 
     def prepare_buckets(self, configured: Sequence[int], deepep: bool = False) -> PreparedBuckets:
         """The bucket list SGLang 0.5.23 captures from `configured` (tokens): with `deepep`,
@@ -347,11 +352,10 @@ class Interleave(StrategyModel):
         return out
 
     def rows(self, batches: "BatchSet") -> np.ndarray:
-        return align_up(-(-batches.num_tokens // self.cp_size), self.align_rows)
+        return self._share_rows(batches.num_tokens)
 
     def rows_of(self, extend_seq_lens: Sequence[int]) -> int:
-        tokens = -(-sum(int(x) for x in extend_seq_lens) // self.cp_size)
-        return int(align_up(tokens, self.align_rows))
+        return int(self._share_rows(sum(int(x) for x in extend_seq_lens)))
 
 
 class Zigzag(StrategyModel):
@@ -372,13 +376,25 @@ class Zigzag(StrategyModel):
     def min_request_tokens(self) -> int:
         return 2 * self.cp_size
 
+    def blocks(self, extend_len: int) -> RequestBlocks:
+        """THE zigzag rule (0.5.23 `ZigzagCPBCGInput._max_local_tokens`): `seg = 2*cp` blocks,
+        `base, rem = divmod(L, seg)`, block `j` holds `base + [j < rem]`; rank `r` owns blocks `r`
+        and `seg-1-r`. Every other zigzag computation derives from it (`extra_table`)."""
+        seg = 2 * self.cp_size
+        base, rem = divmod(extend_len, seg)
+        return RequestBlocks(extend_len, tuple(base + (j < rem) for j in range(seg)),
+                             tuple((r, seg - 1 - r) for r in range(self.cp_size)))
+
     @functools.cached_property
     def extra_table(self) -> np.ndarray:
         """[2*cp, cp] int64: `h_r(m)`, the tokens above `2*base` rank `r` holds of a request with
-        remainder `m` (the zigzag rule; every other zigzag computation reads it)."""
-        seg, ranks = 2 * self.cp_size, np.arange(self.cp_size)
-        m = np.arange(seg)[:, None]
-        return ((ranks < m).astype(np.int64) + (seg - 1 - ranks < m)).astype(np.int64)
+        remainder `m` (`[r < m] + [seg-1-r < m]`), read off `blocks(m)`; a request of `L = seg*base
+        + m` tokens gives rank `r` `2*base + h_r(m)`."""
+        rows = []
+        for m in range(2 * self.cp_size):
+            split = self.blocks(m)
+            rows.append([split.block_tokens[a] + split.block_tokens[b] for a, b in split.rank_blocks])
+        return np.asarray(rows, dtype=np.int64)
 
     def _request_tokens(self, lengths: np.ndarray) -> np.ndarray:
         """[..., cp] int64: per-rank tokens of single requests of `lengths` tokens."""
@@ -437,12 +453,6 @@ class Zigzag(StrategyModel):
         for length in extend_seq_lens:
             per_rank += self._request_tokens(np.int64(length))
         return int(align_up(int(per_rank.max()), self.align_rows))
-
-    def blocks(self, extend_len: int) -> RequestBlocks:
-        seg = 2 * self.cp_size
-        base, rem = divmod(extend_len, seg)
-        return RequestBlocks(extend_len, tuple(base + (j < rem) for j in range(seg)),
-                             tuple((r, seg - 1 - r) for r in range(self.cp_size)))
 
     def _pieces_rows(self, full: np.ndarray, rest: np.ndarray, ctx: int) -> np.ndarray:
         tokens = full[:, None] * self._request_tokens(np.int64(ctx))[None, :] + self._request_tokens(rest)
