@@ -201,3 +201,9 @@ def test_issue_values_against_sglang(sglang_wheel, monkeypatch):
     assert list(CPLayout(8).model.prepare_buckets(default).capture_num_tokens) == prepare(default)
     interleave = _prepare(sglang_wheel, 8, CPStrategy.interleave, monkeypatch)
     assert list(CPLayout(8, CPStrategy.interleave).model.prepare_buckets(default).capture_num_tokens) == interleave(default)
+
+
+@pytest.mark.parametrize("max_bs", [2048, 3000, 4096, 8192, 16384])
+def test_default_list_matches_sglang(sglang_wheel, max_bs):
+    ns = definitions("sglang/srt/arg_groups/cuda_graph_hook.py", ["generate_prefill_cuda_graph_batch_sizes"], {})
+    assert sglang_default_buckets(max_bs) == ns["generate_prefill_cuda_graph_batch_sizes"](max_bs)
