@@ -60,6 +60,8 @@ so headroom and guarantees stay safe, and at most `align` rows above it."""
 _NONE = -(1 << 30)
 """Marks an unreachable residue sum in the worst-case DP tables."""
 _FIELD_BITS = 16
+_NOTE_ITEMS = 8
+"""Most buckets a note lists one by one."""
 _RANKS_PER_WORD = 64 // _FIELD_BITS
 
 
@@ -102,8 +104,9 @@ class PreparedBuckets:
         """One line saying how the list changed, or None when SGLang captures it as given."""
         parts = []
         if self.rounded:
-            moved = ", ".join(f"{a} -> {b}" for a, b in self.rounded)
-            parts.append(f"rounded up to multiples of {self.multiple_tokens}: {moved}")
+            moved = ", ".join(f"{a} -> {b}" for a, b in self.rounded[:_NOTE_ITEMS])
+            more = f", ... ({len(self.rounded)} in all)" if len(self.rounded) > _NOTE_ITEMS else ""
+            parts.append(f"rounded up to multiples of {self.multiple_tokens}: {moved}{more}")
         merged = len(set(self.configured_tokens)) - len(self.capture_num_tokens) - len(self.dropped)
         if merged > 0:
             parts.append(f"{merged} duplicate{'s' * (merged > 1)} dropped")
@@ -111,7 +114,9 @@ class PreparedBuckets:
             parts.append(f"below min_capture_tokens {self.min_capture_tokens} dropped: {', '.join(map(str, self.dropped))}")
         if not parts:
             return None
-        return f"SGLang {SGLANG_RELEASE} captures {list(self.capture_num_tokens)}: " + "; ".join(parts)
+        kept = self.capture_num_tokens
+        shown = list(kept) if len(kept) <= _NOTE_ITEMS else f"{len(kept)} buckets {kept[0]}..{kept[-1]}"
+        return f"SGLang {SGLANG_RELEASE} captures {shown}: " + "; ".join(parts)
 
 
 class StrategyModel:
