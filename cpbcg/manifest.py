@@ -256,7 +256,7 @@ def _check_capacities(manifest: Manifest, layout: CPLayout, spec: CaptureSpec) -
         expected = local_capacity(buckets, layout, spec)
     except CpbcgError as exc:
         raise ManifestError(f"{manifest.path}: the capture model refuses these settings: {exc}") from exc
-    rule = "2*cp_size" if layout.strategy is CPStrategy.zigzag else "cp_size"
+    rule = layout.model.min_capture_rule
     for bucket in buckets:
         if bucket not in kept:
             raise ManifestError(

@@ -105,3 +105,9 @@ def sglang_wheel() -> Path:
     if isinstance(wheel, str):
         _unavailable(wheel)
     return wheel
+
+
+@pytest.fixture(scope="session")
+def sglang_source(sglang_wheel):
+    """`wheel_source` once the wheel is had (skips or fails as `sglang_wheel` does)."""
+    return wheel_source

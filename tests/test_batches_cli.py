@@ -161,7 +161,7 @@ def test_help_states_scheduler_defaults():
 
 
 @pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not present (../shared/traces)")
-@pytest.mark.parametrize("decode, forwards", [("--no-decode", 17_679), ("--decode", 20_169)])  # decode: the trace's output lengths
+@pytest.mark.parametrize("decode, forwards", [("--no-decode", 17_679), ("--decode", 20_159)])  # decode: the trace's output lengths; SGLang 0.5.23 rules (issue 20): 20,169 -> 20,159
 def test_plan_on_mooncake_trace(decode, forwards):
     args = ["plan", "-t", str(TRACES / "mooncake-fast25/conversation_trace.jsonl"), "--cp-size", "4", "--buckets", "sglang-default:8192", "-f", "json", decode]
     result = runner.invoke(app, args)

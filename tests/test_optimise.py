@@ -97,10 +97,11 @@ def oracle_allows(buckets, cap, max_tokens, factor, pinned, required, gap_free):
 def oracle_best(batches, counts, cp, cost, k_top, max_tokens, factor, objective, pinned=(), required=(),
                 gap_free=False, top=None, align=None):
     """Best (graph forwards, ms) for each count limit 1..k_top over every subset of the sizes
-    2*cp..top (single-request capture: C(B) = rows of one request of B tokens); None if none is allowed."""
+    2*cp..top as SGLang 0.5.23 captures them (rounded up to multiples of cp; single-request
+    capture: C(B) = rows of one request of B tokens); None if none is allowed."""
     align = align or (2 * cp if cp > 1 else 1)
     smallest = 2 * cp if cp > 1 else 1
-    sizes = list(range(smallest, (top or max_tokens) + 1))
+    sizes = sorted(b for b in {-(-s // cp) * cp for s in range(1, (top or max_tokens) + 1)} if b >= smallest)
     cap = {b: rows_of([b], cp, align) for b in sizes}
     best_by_size = {}
     for r in range(1, k_top + 1):
@@ -142,12 +143,12 @@ def test_optimiser_matches_an_independent_brute_force(
 ):
     cp, counts = CPLayout(cp_size), counts[: len(batches)]
     align = 2 * cp_size if cp_size > 1 else 1
-    pinned = [] if pin is None else [pin]
+    pinned = [] if pin is None else [-(-pin // cp_size) * cp_size]  # SGLang rounds a pin up to a multiple of cp
     required = [] if need is None or not is_active(need, cp_size) else [(sum(need), rows_of(need, cp_size, align))]
     top = max_tokens + headroom
     want, cap = oracle_best(batches, counts, cp_size, cost, k, max_tokens, factor, objective, pinned, required, gap_free, top)
     demand = Demand.of(BatchSet.from_lists(batches, counts), cp).aggregate()
-    options = dict(max_padding_factor=factor, pinned=pinned, objective=objective, allow_gaps=not gap_free,
+    options = dict(max_padding_factor=factor, pinned=[] if pin is None else [pin], objective=objective, allow_gaps=not gap_free,
                    max_bucket_tokens=top, required=required)
     if required and not any(replayed_in(n, r, True, [b], cap, factor) for n, r in required for b in cap):
         with pytest.raises(ModelError, match="required forward"):
@@ -278,13 +279,14 @@ def test_divide_and_conquer_matches_the_band_scan_on_larger_instances(seed, scal
 
 def test_time_objective_leaves_the_window_of_a_batch_whose_replay_costs_more():
     # cp 4, align 1: [9,9,9,9] (36 tokens, 12 rows) and [71] (18 rows). Bucket 72 = 2*36 would
-    # replay both (36 padded to 72 costs 72.5 ms, eager 40 ms); 73 leaves 36 eager: 73.5 + 40.
-    cp, cost = CPLayout(4, align_size=1), CostModel(0.5, 4.0, 1.0)
+    # replay both (36 padded to 72 costs 72.5 ms, eager 42 ms); 76 (the next multiple of cp 4,
+    # as SGLang 0.5.23 captures buckets) leaves 36 eager: 76.5 + 42 < all eager 42 + 77.
+    cp, cost = CPLayout(4, align_size=1), CostModel(0.5, 6.0, 1.0)
     demand = Demand.of(BatchSet.from_lists([[9, 9, 9, 9], [71]]), cp).aggregate()
     result = optimise(demand, cp, cost, 1, 80, objective="time", allow_gaps=True)
-    assert (result.buckets[1], result.cost_ms[1]) == ([73], pytest.approx(113.5))
+    assert (result.buckets[1], result.cost_ms[1]) == ([76], pytest.approx(118.5))
     coverage = optimise(demand, cp, cost, 1, 80, allow_gaps=True)
-    assert (coverage.buckets[1], coverage.graph_forwards[1], coverage.cost_ms[1]) == ([71], 2, pytest.approx(143.0))
+    assert (coverage.buckets[1], coverage.graph_forwards[1], coverage.cost_ms[1]) == ([72], 2, pytest.approx(145.0))
 
 
 def test_gap_free_lists_close_every_gap_below_the_chunk():
@@ -310,13 +312,14 @@ def test_gap_free_lists_close_every_gap_below_the_chunk():
 
 def test_required_full_chunk_headroom_above_the_chunk():
     # A full 8192-token chunk of up to 32 requests needs 2072 rows at cp 4; bucket 8192 holds
-    # 2048, 8193 holds 2056; the first bucket with 2072 rows is 8257 (2*1032 + 1 -> 2072).
+    # 2048, 8196 holds 2056; the first bucket with 2072 rows on SGLang's grid (multiples of cp 4)
+    # is 8260 (8257 = 2*1032 + 1 would do, and rounds up to 8260); 2049 rounds up to 2052.
     cp, cost = CPLayout(4), CostModel(0.5, 4.0, 0.025)
     need = headroom_required(8192, 32, cp)
     assert need == [(8192, 2072)]
     demand = Demand.of(BatchSet.from_lists([[1534, 161, 353]] * 5), cp).aggregate()  # 2048 tokens, 520 rows
     result = optimise(demand, cp, cost, 2, 8192, max_bucket_tokens=16384, required=need, allow_gaps=True)
-    assert result.buckets[2] == [2049, 8257] and result.buckets[1] == [8257]
+    assert result.buckets[2] == [2052, 8260] and result.buckets[1] == [8260]
     assert result.graph_forwards == {1: 0, 2: 5} and result.max_bucket_tokens == 16384
     with pytest.raises(ModelError, match="max_bucket_tokens"):
         optimise(demand, cp, cost, 2, 8192, required=need)  # no headroom allowed: nothing holds 2072 rows
@@ -328,15 +331,16 @@ def test_context_bounded_capacity_is_monotone_and_optimiser_exact():
     assert np.all(np.diff(grid.capacity_rows) >= 0)
     assert 10 not in grid.sizes.tolist()  # 9 + 1: a piece shorter than 2*cp cannot be captured
     slots = CaptureSpec(CaptureLayout.context_bounded, max_context_size_tokens=9, max_capture_requests=3)
-    assert candidate_grid(cp, slots, 40).sizes.max() == 27  # 28 would need a fourth request slot
+    assert candidate_grid(cp, slots, 40).sizes.max() == 26  # 27 is no multiple of cp 2; 28 would need a fourth request slot
     demand = Demand.of(BatchSet.from_lists([[12, 5], [20], [9, 9, 9], [30]], [3, 1, 2, 4]), cp).aggregate()
     cost = CostModel(0.5, 4.0, 0.3)
     result = optimise(demand, cp, cost, 2, 40, spec=spec, allow_gaps=True)
-    # rows: [12, 5] 12, [20] 12, [9, 9, 9] 16, [30] 16; C(17) = 12 ([9, 8]); 30 would leave a piece
-    # of 3 < 2*cp, so 31 ([9, 9, 9, 4], C = 20) is the first capturable bucket for [30]
+    # rows: [12, 5] 12, [20] 12, [9, 9, 9] 16, [30] 16; C(18) = 12 ([9, 9]; 17 is no multiple of
+    # cp 2); 30 would leave a piece of 3 < 2*cp, so 32 ([9, 9, 9, 5], C = 20) is the first
+    # capturable bucket for [30] on SGLang's grid
     assert 30 not in grid.sizes.tolist()
-    assert result.buckets[2] == [17, 31] and result.graph_forwards[2] == 10
-    assert result.cost_ms[2] == pytest.approx(3 * (0.5 + 17 * 0.3) + 7 * (0.5 + 31 * 0.3))
+    assert result.buckets[2] == [18, 32] and result.graph_forwards[2] == 10
+    assert result.cost_ms[2] == pytest.approx(3 * (0.5 + 18 * 0.3) + 7 * (0.5 + 32 * 0.3))
     for size, rows in zip(grid.sizes.tolist(), grid.capacity_rows.tolist()):  # the vectorised capacities
         assert rows == int(local_capacity([size], cp, spec)[0])
 
@@ -378,7 +382,7 @@ def test_full_chunk_headroom_needs_bucket_above_the_chunk():
     demand = Demand.of(BatchSet.from_lists([[1534, 161, 353]] * 5), cp).aggregate()  # 2048 tokens, 520 rows
     cost = CostModel(0.5, 4.0, 0.025)
     assert optimise(demand, cp, cost, 1, 2048).cost_ms[1] == pytest.approx(5 * (4.0 + 2048 * 0.025))
-    assert optimise(demand, cp, cost, 1, 4096, allow_gaps=True).buckets[1] == [2049]  # C(2049) = 520 (one extra row on rank 0)
+    assert optimise(demand, cp, cost, 1, 4096, allow_gaps=True).buckets[1] == [2052]  # C(2049) = 520 (one extra row on rank 0); SGLang captures 2049 as 2052
 
 
 def test_modelled_cost_of_evaluation_matches_demand_cost():

@@ -32,27 +32,29 @@ def recommendation(*args):
 def test_recommendation_has_headroom_above_the_chunk(small_trace):
     doc = recommendation("--trace", str(small_trace), "--max-buckets", "3", "--max-tokens", "4096")
     rec = doc["recommendation"]
-    # a full 4096-token chunk of 3 requests needs up to align((4096 + 3*3)//4, 8) = 1032 rows; C(4096) = 1024, C(4097) = 1032
+    # a full 4096-token chunk of 3 requests needs up to align((4096 + 3*3)//4, 8) = 1032 rows; C(4096) = 1024, C(4097) = 1032;
+    # SGLang 0.5.23 captures buckets rounded up to multiples of cp 4, so the list is on that grid: 4100, 2052 (C(2049) = 520)
     assert rec["headroom"] == {"chunk_tokens": 4096, "max_requests": 3, "worst_rows": 1032, "chunk_capacity_rows": 1024}
-    assert rec["buckets"] == [1024, 2049, 4097] and rec["num_buckets"] == 3
+    assert rec["buckets"] == [1028, 2052, 4100] and rec["num_buckets"] == 3
     assert rec["evaluation"]["graph_batches"] == 14  # all but the 2 inactive [40, 3] forwards
-    assert rec["evaluation"]["bucket_hits"] == {"1024": 5, "2049": 7, "4097": 2}
+    assert rec["evaluation"]["bucket_hits"] == {"1028": 5, "2052": 7, "4100": 2}
     assert doc["graph_batches"] == 14 and doc["rescued"] == 4  # the configured list, unchanged at the top level
-    assert rec["deploy"].startswith("--cuda-graph-bs-prefill 1024 2049 4097 --cuda-graph-max-bs-prefill 4097 --enable-prefill-cp")
+    assert rec["deploy"].startswith("--cuda-graph-bs-prefill 1028 2052 4100 --cuda-graph-max-bs-prefill 4100 --enable-prefill-cp")
     assert "--chunked-prefill-size 4096" in rec["deploy"]
 
 
 def test_gap_free_by_default_and_allow_gaps(small_trace):
-    # gap-free: consecutive buckets p < b need b <= 2 * (p + 1), so 2049 pulls the first bucket up to 1024
+    # gap-free: consecutive buckets p < b need b <= 2 * (p + 1), so 2052 pulls the first bucket up to 1028
+    # (1025 rounded up to a multiple of cp 4)
     gap_free = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096")["recommendation"]["buckets"]
-    assert gap_free == [1024, 2049, 4097] and all(b <= 2 * (p + 1) for p, b in zip(gap_free, gap_free[1:]))
+    assert gap_free == [1028, 2052, 4100] and all(b <= 2 * (p + 1) for p, b in zip(gap_free, gap_free[1:]))
     rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--allow-gaps")["recommendation"]
-    assert rec["buckets"] == [1000, 2049, 4097]  # sizes 1001..1024 would now fall back for the padding limit
+    assert rec["buckets"] == [1000, 2052, 4100]  # sizes 1001..1025 would now fall back for the padding limit
 
 
 def test_no_headroom_keeps_the_list_at_the_chunk(small_trace):
     rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--no-headroom")["recommendation"]
-    assert rec["buckets"] == [1024, 2049, 4096] and rec["headroom"] is None
+    assert rec["buckets"] == [1028, 2052, 4096] and rec["headroom"] is None
 
 
 def test_validation_fits_the_head_and_replays_the_tail(small_trace):
@@ -69,7 +71,7 @@ def test_validation_fit_is_the_same_in_a_child_process_and_in_place(small_trace,
     forked = recommendation(*args)["recommendation"]["validation"]
     monkeypatch.setenv("CPBCG_JOBS", "1")
     in_place = recommendation(*args)["recommendation"]["validation"]
-    assert forked == in_place and forked["buckets"] == [1024, 2049, 4097]
+    assert forked == in_place and forked["buckets"] == [1028, 2052, 4100]
 
 
 def test_compare_beats_baselines(small_trace):
@@ -88,7 +90,7 @@ def test_compare_beats_baselines(small_trace):
 @pytest.mark.parametrize("objective", ["coverage", "time"])
 def test_objective_choice_is_reported(small_trace, objective):
     rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--objective", objective)["recommendation"]
-    assert rec["objective"] == objective and rec["buckets"] == [1024, 2049, 4097]
+    assert rec["objective"] == objective and rec["buckets"] == [1028, 2052, 4100]
     text = " ".join(invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", objective).stdout.split())
     assert {"coverage": "most forwards in graphs, then least modelled time", "time": "least modelled time"}[objective] in text
     assert invoke("plan", "-t", str(small_trace), "-k", "3", "--objective", "speed").exit_code == 2
@@ -96,7 +98,7 @@ def test_objective_choice_is_reported(small_trace, objective):
 
 @pytest.mark.parametrize("target, count", [(0.5, 2), (0.8, 3)])
 def test_target_coverage_takes_the_fewest_buckets(small_trace, target, count):
-    # one bucket must be 4097 (headroom): it replays only [4096] x2 (2/16); with 2049 beside it
+    # one bucket must be 4100 (headroom, 4097 on SGLang's grid): it replays only [4096] x2 (2/16); with 2052 beside it
     # [1534,161,353] x4 and [2048] x3 replay too (9/16 = 56%); the third (1000) adds [700,300] x5 (14/16)
     rec = recommendation("-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--target-coverage", str(target))["recommendation"]
     assert rec["target_coverage"] == target and rec["num_buckets"] == count
@@ -115,15 +117,15 @@ def test_emit_to_file_reads_back(small_trace, tmp_path, fmt):
     result = invoke("plan", "-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--emit", fmt, "-o", str(out))
     assert result.exit_code == 0, result.output
     got = read_bucket_file(out) if fmt in ("yaml", "json") else parse_sglang_flags(out.read_text())
-    assert got == [1024, 2049, 4097]
+    assert got == [1028, 2052, 4100]
     assert "Recommended 3 buckets" in result.stdout
 
 
 def test_emit_sglang_on_stdout_is_only_the_flags(small_trace):
     result = invoke("plan", "-t", str(small_trace), "-k", "3", "--max-tokens", "4096", "--emit", "sglang")
     assert result.exit_code == 0
-    assert result.stdout.count("\n") == 1 and result.stdout.startswith("--cuda-graph-bs-prefill 1024 2049 4097 ")
-    assert parse_sglang_flags(result.stdout) == [1024, 2049, 4097]
+    assert result.stdout.count("\n") == 1 and result.stdout.startswith("--cuda-graph-bs-prefill 1028 2052 4100 ")
+    assert parse_sglang_flags(result.stdout) == [1028, 2052, 4100]
 
 
 def test_no_recommend_emits_the_configured_list():
@@ -136,11 +138,11 @@ def test_no_recommend_emits_the_configured_list():
 def test_guarantee_mode_and_check():
     result = invoke("plan", "--guarantee", "--max-requests", "32", "--max-tokens", "8192", "--cp-size", "4")
     assert result.exit_code == 0, result.output
-    assert "11 buckets: 16, 34, 70, 142, 250, 394, 654, 1166, 2190, 4238, 8334" in result.stdout
+    assert "12 buckets: 16, 32, 52, 104, 196, 340, 536, 908, 1676, 3212, 6284, 12428"  # on 0.5.23's grid (multiples of cp 4) in result.stdout
     failed = invoke("plan", "--check-guarantee", "--buckets", "sglang-default:8192", "--max-requests", "32", "--max-tokens", "8192")
     assert failed.exit_code == 1
     assert "smallest n = 8103" in failed.stdout and "extend_seq_lens" in failed.stdout
-    ok = invoke("plan", "--check-guarantee", "--buckets", "16,34,70,142,250,394,654,1166,2190,4238,8334", "--max-requests", "32", "-f", "json")
+    ok = invoke("plan", "--check-guarantee", "--buckets", "16,32,52,104,196,340,536,908,1676,3212,6284,12428", "--max-requests", "32", "-f", "json")
     assert ok.exit_code == 0 and orjson.loads(ok.stdout)["ok"] is True
 
 
@@ -198,11 +200,13 @@ def test_no_recommendation_keeps_the_evaluation_and_never_exports_in_its_place(m
 
 
 def test_very_wide_cp_plans_quickly_with_the_bound(tmp_path, assets):
-    # cp 1000: the exact worst-case DP would take minutes; the section-2 bound stands in
+    # cp 1000: the exact worst-case DP would take minutes; the section-2 bound stands in.
+    # SGLang 0.5.23 captures the list as [3000, 5000, 9000] (rounded up to multiples of cp 1000)
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("cp_size: 1000\nbuckets: '2048,4096,8192'\n")
     doc = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"))
-    assert doc["recommendation"]["buckets"] == [8192]
+    assert doc["recommendation"]["buckets"] == [9000] and doc["buckets"] == [3000, 5000, 9000]
+    assert doc["bucket_note"].endswith("2048 -> 3000, 4096 -> 5000, 8192 -> 9000")
 
 
 def test_padding_factor_one_plans_in_time(tmp_path, assets):
@@ -215,7 +219,7 @@ def test_padding_factor_one_plans_in_time(tmp_path, assets):
 
 
 def test_a_recommendation_worse_than_the_configured_list_says_so(small_trace):
-    # one bucket (4097, the headroom bucket) replays only [4096] x2; the default list replays 14 of 16
+    # one bucket (4100, the headroom bucket) replays only [4096] x2; the default list replays 14 of 16
     text = " ".join(invoke("plan", "-t", str(small_trace), "-k", "1", "--max-tokens", "4096").stdout.split())
     assert "Warning: this list replays fewer forwards in graphs than the configured one (12.50% against 87.50%)" in text
 

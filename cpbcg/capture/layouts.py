@@ -4,7 +4,7 @@ Adversarial layouts need the most local rows a bucket admits (`rows <= C(B)`, `n
 short requests of `2*cp_size + 1` tokens each put their one extra token in block 0, which rank 0
 owns, so rank 0 fills up while the others stay short (domain brief §2). The overflow probe is one
 more such request: it needs more rows than `C(B)` and must be refused, never truncated.
-Pure numpy (no torch), using the planner's own row rule.
+Pure numpy (no torch), using the planner's own rules (`CPLayout.model`, `cpbcg.planner.model.strategy`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpbcg.planner.model.capacity import CaptureSpec, capture_pieces
-from cpbcg.planner.model.layout import BatchSet, CPLayout, local_rows
+from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.sampling import sample_graph_batches
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.traces.sources import open_batches
@@ -34,13 +34,13 @@ class LiveLayout:
 
 
 def rows_needed(extend_seq_lens: list[int] | tuple[int, ...], cp: CPLayout) -> int:
-    """Physical CP-local rows the batch needs (the planner's `local_rows`)."""
-    return int(local_rows(BatchSet.from_lists([list(extend_seq_lens)]), cp)[0])
+    """Physical CP-local rows the batch needs (the strategy model's `rows_of`)."""
+    return cp.model.rows_of(extend_seq_lens)
 
 
 def _longest_tail(prefix: list[int], budget: int, capacity: int, cp: CPLayout) -> int | None:
-    """Largest tail length in [2*cp, budget] keeping rows <= capacity (rows grow with it)."""
-    low, high, best = 2 * cp.cp_size, budget, None
+    """Largest tail length in [min_request_tokens, budget] keeping rows <= capacity (rows grow with it)."""
+    low, high, best = cp.model.min_request_tokens, budget, None
     while low <= high:
         mid = (low + high) // 2
         if rows_needed([mid, *prefix], cp) <= capacity:
@@ -57,7 +57,7 @@ def adversarial_layouts(bucket: int, capacity: int, cp: CPLayout) -> list[LiveLa
     `long_plus_short`: one long request and a few short ones (like `[1534, 161, 353]`).
     `overflow_probe`: `n <= B` but `rows > C(B)`; the harness must refuse it.
     """
-    short = 2 * cp.cp_size + 1
+    short = cp.model.adversarial_request_tokens
     count = 0
     while short * (count + 1) <= bucket and rows_needed([short] * (count + 1), cp) <= capacity:
         count += 1

@@ -13,7 +13,7 @@ from cpbcg.capture.layouts import LiveLayout, sample_trace_batches
 from cpbcg.capture.presets import load_model_preset
 from cpbcg.capture.records import BatchReplay, CaptureResult, CaptureSettings, LayoutCheck
 from cpbcg.planner.model.bucket_spec import parse_bucket_spec
-from cpbcg.planner.model.capacity import CaptureSpec, capturable_buckets, local_capacity
+from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets, local_capacity
 from cpbcg.planner.model.layout import BatchSet, CPLayout, cp_active, local_rows
 from cpbcg.planner.model.selector import BucketTable, select_buckets
 
@@ -32,7 +32,7 @@ def run_capture(settings: CaptureSettings, on_step: StepCallback | None = None) 
     step = on_step or (lambda phase, bucket: None)
     dims = load_model_preset(settings.preset)
     cp, spec = settings.cp_layout, settings.capture_spec
-    kept = capturable_buckets(list(settings.buckets), cp)
+    kept = list(capture_buckets(list(settings.buckets), cp).capture_num_tokens)  # as SGLang 0.5.23 captures them
     capacities = local_capacity(kept, cp, spec).tolist()
     samples: dict[int, list[LiveLayout]] = {}
     if settings.trace is not None:

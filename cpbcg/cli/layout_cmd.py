@@ -64,7 +64,7 @@ def render_explanation(ex: "BatchExplanation", cp_size: int, align: int) -> "Gro
             cells.append("; ".join(held))
         cells += [str(tokens), str(ex.local_rows)]
         table.add_row(*cells)
-    verdict = Text()
+    verdict = Text() if ex.bucket_note is None else Text(f"note: {ex.bucket_note}\n")
     verdict.append(f"rows = align_up(max {max(ex.rank_local_tokens)}, {align}) = {ex.local_rows}")
     verdict.append(f" (worst case for {len(ex.extend_seq_lens)} requests of {ex.num_tokens} tokens: {ex.worst_case_rows})\n")
     if not ex.cp_active:

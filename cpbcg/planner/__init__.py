@@ -2,7 +2,7 @@
 
 Pure numpy; it never imports cpbcg.config, pydantic, yaml, typer, rich or torch (tests prove
 it). Functions return typed results and never print. Import what you need from its modules
-(`cpbcg.planner.model.layout`, `.selector`, `.evaluate`, `.recommend`, ...); the names below are
+(`cpbcg.planner.model.strategy`, `.model.layout`, `.model.selector`, `.evaluate`, ...); the names below are
 loaded on first use.
 """
 
@@ -12,11 +12,12 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "BatchSet": "layout", "CPLayout": "layout", "CPStrategy": "layout", "cp_active": "layout", "local_rows": "layout",
-    "local_tokens": "layout", "CaptureLayout": "capacity", "CaptureSpec": "capacity", "local_capacity": "capacity",
-    "BucketTable": "selector", "EagerReason": "selector", "select_buckets": "selector", "select_one": "selector",
-    "Demand": "demand", "Evaluation": "evaluate", "evaluate": "evaluate", "parse_bucket_spec": "buckets",
-    "sglang_default_buckets": "buckets", "Deployment": "deployment",
+    "BatchSet": "model.layout", "CPLayout": "model.layout", "CPStrategy": "model.layout", "cp_active": "model.layout",
+    "local_rows": "model.layout", "local_tokens": "model.layout", "strategy_model": "model.strategy",
+    "CaptureLayout": "model.capacity", "CaptureSpec": "model.capacity", "local_capacity": "model.capacity",
+    "BucketTable": "model.selector", "EagerReason": "model.selector", "select_buckets": "model.selector",
+    "select_one": "model.selector", "Demand": "model.demand", "Evaluation": "evaluate", "evaluate": "evaluate",
+    "parse_bucket_spec": "model.bucket_spec", "sglang_default_buckets": "model.bucket_lists", "Deployment": "deployment",
 }
 __all__ = sorted(_EXPORTS)
 

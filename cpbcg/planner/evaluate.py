@@ -61,6 +61,9 @@ class Evaluation:
     """Up to `MAX_EXAMPLES` `extend_seq_lens` per eager reason, first seen first."""
     overflow_examples: list[list[int]] = field(default_factory=list)
     """Up to `MAX_EXAMPLES` `extend_seq_lens` whose natural bucket overflowed."""
+    bucket_note: str | None = None
+    """How SGLang 0.5.23 changed the configured list before capturing it (`BucketTable.note`);
+    None when it captures the list as given (then absent from `to_dict`)."""
 
     @property
     def coverage(self) -> float:
@@ -87,6 +90,8 @@ class Evaluation:
         `token_coverage`, `padding_overhead`."""
         out = {name: getattr(self, name) for name in self.__dataclass_fields__}
         out["bucket_hits"] = {str(b): h for b, h in self.bucket_hits.items()}
+        if self.bucket_note is None:
+            del out["bucket_note"]
         out.update(coverage=self.coverage, token_coverage=self.token_coverage, padding_overhead=self.padding_overhead)
         return out
 
@@ -157,6 +162,7 @@ class Evaluator:
             bucket_hits=dict(zip(buckets, self._hits.tolist())),
             eager_examples={k: list(v) for k, v in self._examples.items()},
             overflow_examples=list(self._overflow_examples),
+            bucket_note=self.table.note,
             **self._totals,
         )
 

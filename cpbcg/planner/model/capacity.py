@@ -10,7 +10,11 @@ The runtime captures bucket `B` from a dummy batch and records that batch's phys
   `max_capture_requests` request slots or leaves a piece shorter than `2*cp_size`.
 
 Buckets below `2*cp_size` (zigzag) or below `cp_size` (interleave) cannot be captured and are
-dropped, as SGLang's capture filter does; if none remain, that is an error.
+dropped, as SGLang's capture filter does; if none remain, that is an error. SGLang 0.5.23 first
+rounds every configured bucket up to a multiple of `cp_size` (`capture_buckets`).
+
+The rules are the strategy models' (`cpbcg.planner.model.strategy`); this module is their entry
+point for a `CPLayout` and a `CaptureSpec`.
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ from typing import Sequence
 
 import numpy as np
 
-from cpbcg.errors import ModelError
 from cpbcg.planner.choices import CaptureLayout
-from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy, local_rows
+from cpbcg.planner.model.layout import CPLayout
+from cpbcg.planner.model.strategy import PreparedBuckets
 
 
 @dataclass(frozen=True)
@@ -46,54 +50,38 @@ def capture_pieces(bucket_tokens: int, cp: CPLayout, spec: CaptureSpec) -> list[
     Raises `ModelError` when the context-bounded layout needs more request slots than allowed
     or would make a piece shorter than `2*cp_size` (domain §3).
     """
-    if spec.layout is CaptureLayout.single_request:
-        return [bucket_tokens]
-    ctx = spec.max_context_size_tokens
-    if ctx is None or ctx < 1:
-        raise ModelError("context_bounded capture needs max_context_size_tokens >= 1")
-    full, rest = divmod(bucket_tokens, ctx)
-    pieces = [ctx] * full + ([rest] if rest else [])
-    if spec.max_capture_requests is not None and len(pieces) > spec.max_capture_requests:
-        raise ModelError(
-            f"bucket {bucket_tokens}: context-bounded capture needs {len(pieces)} requests of "
-            f"<= {ctx} tokens, more than max_capture_requests={spec.max_capture_requests}"
-        )
-    short = cp.min_request_tokens if cp.cp_size > 1 else 1
-    if min(pieces) < short:
-        raise ModelError(
-            f"bucket {bucket_tokens}: context-bounded capture leaves a piece of {min(pieces)} "
-            f"tokens, shorter than 2*cp_size={short}"
-        )
-    return pieces
+    return cp.model.capture_pieces(bucket_tokens, spec)
+
+
+def capture_buckets(buckets: Sequence[int], cp: CPLayout, deepep: bool = False) -> PreparedBuckets:
+    """The list SGLang 0.5.23 captures from the configured `buckets` (tokens): rounded up to
+    multiples of `cp_size` (of 8 first with DeepEP), unique, ascending, below-minimum dropped;
+    `.note` says what changed. Raises `ModelError` if no bucket remains."""
+    return cp.model.prepare_buckets(buckets, deepep)
 
 
 def capturable_buckets(buckets: Sequence[int], cp: CPLayout) -> list[int]:
-    """Sorted unique buckets that SGLang's CP capture keeps: `>= 2*cp_size` under zigzag (every
-    rank needs a block of each of its two halves), `>= cp_size` under interleave (a token per
-    rank). Without CP (`cp_size` 1) every bucket is kept.
+    """Sorted unique buckets that SGLang's CP capture filter keeps (no rounding): `>= 2*cp_size`
+    under zigzag (every rank needs a block of each of its two halves), `>= cp_size` under
+    interleave (a token per rank). Without CP (`cp_size` 1) every bucket is kept.
 
     Raises `ModelError` if no bucket remains.
     """
-    unique = sorted({int(b) for b in buckets})
-    least = minimum_capture_tokens(cp)
-    unique = [b for b in unique if b >= least]
-    if not unique:
-        rule = "2*cp_size" if cp.strategy is CPStrategy.zigzag else "cp_size"
-        raise ModelError(f"no capture bucket is >= {rule}={least}; nothing to capture")
-    return unique
+    return cp.model.filter_capturable(buckets)
 
 
 def minimum_capture_tokens(cp: CPLayout) -> int:
     """Smallest bucket the CP capture keeps: `2*cp_size` zigzag, `cp_size` interleave, 1 without CP."""
-    if cp.cp_size <= 1:
-        return 1
-    return 2 * cp.cp_size if cp.strategy is CPStrategy.zigzag else cp.cp_size
+    return cp.model.min_capture_tokens
 
 
 def local_capacity(buckets: Sequence[int], cp: CPLayout, spec: CaptureSpec = CaptureSpec()) -> np.ndarray:
     """[num_buckets] int64: `C(B)` rows for each (already capturable, ascending) bucket.
 
-    Raises `ModelError` from `capture_pieces`.
+    Raises `ModelError` from `capture_pieces` for a bucket the capture layout cannot capture.
     """
-    pieces = [capture_pieces(int(b), cp, spec) for b in buckets]
-    return local_rows(BatchSet.from_lists(pieces), cp)
+    sizes = np.asarray([int(b) for b in buckets], dtype=np.int64)
+    ok, capacity = cp.model.capacity_rows(sizes, spec)
+    if not ok.all():
+        capture_pieces(int(sizes[np.argmin(ok)]), cp, spec)  # raises with the reason
+    return capacity

@@ -1,7 +1,7 @@
 """What each prefill forward asks of the replay selector: tokens, CP-local rows, CP eligibility.
 
-`Demand.of` lays out a chunk of forwards under a `CPLayout` (the zigzag/interleave rules of
-`cpbcg.planner.model.layout`); `Demand.select` runs them through the runtime's replay selector. Every
+`Demand.of` lays out a chunk of forwards under a `CPLayout` (the rules of
+`cpbcg.planner.model.strategy`); `Demand.select` runs them through the runtime's replay selector. Every
 caller that needs "lay out, then select" goes through these two.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpbcg.planner.model.layout import BatchSet, CPLayout, cp_active, local_rows
+from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import BucketTable, Selection, select_buckets
 
 
@@ -34,7 +34,7 @@ class Demand:
     def of(cls, batches: BatchSet, cp: CPLayout) -> "Demand":
         """Layout every batch of `batches` under `cp` (vectorised; see `cpbcg.planner.model.layout`)."""
         return cls(
-            batches.num_tokens, local_rows(batches, cp), cp_active(batches, cp), batches.num_requests, batches.counts
+            batches.num_tokens, cp.model.rows(batches), cp.model.active(batches), batches.num_requests, batches.counts
         )
 
     def aggregate(self) -> "Demand":

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cpbcg.planner.model.demand import Demand
-from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy, local_tokens, worst_case_rows, zigzag_blocks
+from cpbcg.planner.model.layout import BatchSet, CPLayout, local_tokens, worst_case_rows
 from cpbcg.planner.model.selector import BucketTable
 
 
@@ -43,6 +43,8 @@ class BatchExplanation:
     """Why the batch runs eagerly, or None."""
     rescued: bool
     """Natural bucket lacked capacity; a larger one fitted."""
+    bucket_note: str | None = None
+    """How SGLang 0.5.23 changed the configured list before capturing it (`BucketTable.note`)."""
 
 
 def explain_batch(extend_seq_lens: list[int], cp: CPLayout, table: BucketTable, max_padding_factor: float) -> BatchExplanation:
@@ -56,13 +58,14 @@ def explain_batch(extend_seq_lens: list[int], cp: CPLayout, table: BucketTable, 
     natural = int(np.searchsorted(buckets, n))
     has_natural = natural < len(buckets)
     chosen = int(sel.bucket_index[0])
-    zigzag = cp.cp_size > 1 and cp.strategy is CPStrategy.zigzag
+    blocks = [cp.model.blocks(x) for x in extend_seq_lens]
+    owners = cp.model.blocks(n)
     return BatchExplanation(
         extend_seq_lens=list(extend_seq_lens),
         num_tokens=n,
         cp_active=bool(active[0]),
-        block_tokens=[list(zigzag_blocks(x, cp.cp_size).block_tokens) for x in extend_seq_lens] if zigzag else [],
-        rank_blocks=[list(pair) for pair in zigzag_blocks(n, cp.cp_size).rank_blocks] if zigzag else [],
+        block_tokens=[list(b.block_tokens) for b in blocks if b is not None],
+        rank_blocks=[list(pair) for pair in owners.rank_blocks] if owners is not None else [],
         rank_local_tokens=local_tokens(batches, cp)[0].tolist(),
         local_rows=int(rows[0]),
         worst_case_rows=int(worst_case_rows(n, len(extend_seq_lens), cp)),
@@ -72,4 +75,5 @@ def explain_batch(extend_seq_lens: list[int], cp: CPLayout, table: BucketTable, 
         capacity_rows=int(caps[chosen]) if chosen >= 0 else None,
         eager_reason=None if sel.reason_of(0) is None else sel.reason_of(0).value,
         rescued=bool(sel.rescued[0]),
+        bucket_note=table.note,
     )

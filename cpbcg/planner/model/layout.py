@@ -1,21 +1,14 @@
-"""CP-local layout of prefill batches: per-rank logical tokens and physical rows.
+"""CP-local layout of prefill batches: the deployment's CP settings (`CPLayout`) and many
+batches as flat arrays (`BatchSet`).
 
-The rules are the runtime's own (domain brief §2, matching SGLang's zigzag split of a prefill
-forward across `cp_size` ranks):
-
-* zigzag: each request of `L` extend tokens is cut into `seg = 2 * cp_size` blocks,
-  `base, rem = divmod(L, seg)`, block `j` holding `base + 1` tokens if `j < rem` else `base`.
-  Rank `r` owns blocks `r` and `seg - 1 - r`.
-* interleave: token `i` of the batch goes to rank `i % cp_size`.
-* physical rows (equal on every rank) = `align_up(max over ranks of logical tokens, align_size)`.
-
-Everything here is vectorised over many batches at once. A set of batches is a `BatchSet`:
-the flat request lengths of all batches plus offsets, so no Python loop runs per request.
+The rules (per-rank tokens, CP-activity, rows, worst cases, `C(B)`) live in one place,
+`cpbcg.planner.model.strategy` (one model per CP mode, as SGLang 0.5.23's
+`layers/cp/bcg/{zigzag,interleave}_bcg.py`); `CPLayout.model` is the model of a deployment and
+the functions below are its vectorised entry points over a `BatchSet`.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterable, Iterator, Sequence
@@ -24,16 +17,14 @@ import numpy as np
 
 from cpbcg.errors import ConfigError, TraceError
 from cpbcg.planner.choices import CPStrategy
+from cpbcg.planner.model.strategy import RequestBlocks, StrategyModel, Zigzag, align_up, strategy_model
 
+__all__ = ["MAX_TOKENS", "BatchSet", "CPLayout", "CPStrategy", "RequestBlocks", "align_up", "cp_active", "local_rows",
+           "local_tokens", "worst_case_rows", "zigzag_blocks"]
 
 MAX_TOKENS = 2**31 - 1
 """Largest length, count or bucket cpbcg accepts (tokens): far above any real context, and small
 enough that no sum over a trace can overflow int64."""
-
-
-def align_up(x: np.ndarray | int, align: int) -> np.ndarray | int:
-    """Round `x` (int or int64 array) up to a multiple of `align` (>= 1)."""
-    return -(-x // align) * align
 
 
 @dataclass(frozen=True)
@@ -57,28 +48,28 @@ class CPLayout:
             raise ConfigError(f"align_size must be >= 1, got {self.align_size}")
         object.__setattr__(self, "strategy", CPStrategy(self.strategy))
 
+    @cached_property
+    def model(self) -> StrategyModel:
+        """The rules of this CP mode (`cpbcg.planner.model.strategy`)."""
+        return strategy_model(self.cp_size, self.strategy, self.align_size)
+
     @property
     def align_rows(self) -> int:
-        """Effective row alignment (rows)."""
-        if self.align_size is not None:
-            return self.align_size
-        if self.cp_size == 1:
-            return 1
-        return 2 * self.cp_size if self.strategy is CPStrategy.zigzag else self.cp_size
+        """Effective row alignment (rows): `align_size`, else `2*cp_size` zigzag, `cp_size`
+        interleave, 1 without CP."""
+        return self.model.align_rows
 
     @property
     def min_request_tokens(self) -> int:
         """Smallest extend length a request may have for its forward to be CP-active: `2*cp_size`
         under zigzag (domain §2), 1 under interleave or without CP (`cp_size == 1`)."""
-        return 2 * self.cp_size if self.strategy is CPStrategy.zigzag and self.cp_size > 1 else 1
+        return self.model.min_request_tokens
 
     @property
     def min_active_tokens(self) -> int:
         """Smallest CP-active forward (tokens): `2*cp_size` zigzag, `cp_size` interleave (every
-        rank gets a token), 1 without CP. Also the smallest capturable bucket."""
-        if self.cp_size == 1:
-            return 1
-        return 2 * self.cp_size if self.strategy is CPStrategy.zigzag else self.cp_size
+        rank gets a token), 1 without CP. Also the smallest capturable bucket (0.5.23 `min_capture_tokens`)."""
+        return self.model.min_capture_tokens
 
 
 @dataclass(frozen=True)
@@ -181,14 +172,7 @@ def cp_active(batches: BatchSet, layout: CPLayout) -> np.ndarray:
     documented in docs/model.md). With `cp_size == 1` there is no CP and every batch is eligible
     for the plain (non-CP) graphs.
     """
-    if batches.num_batches == 0:
-        return np.zeros(0, dtype=bool)
-    if layout.cp_size == 1:
-        return np.ones(batches.num_batches, dtype=bool)
-    if layout.strategy is CPStrategy.interleave:
-        return batches.num_tokens >= layout.cp_size
-    shortest = np.minimum.reduceat(batches.extend_seq_lens, batches.offsets[:-1])
-    return shortest >= layout.min_request_tokens
+    return layout.model.active(batches)
 
 
 def local_tokens(batches: BatchSet, layout: CPLayout) -> np.ndarray:
@@ -197,57 +181,7 @@ def local_tokens(batches: BatchSet, layout: CPLayout) -> np.ndarray:
     Matches SGLang's zigzag split (domain §2): `[1534, 161, 353]` at cp 4 gives
     `[513, 511, 512, 512]`. Computed for every batch, CP-active or not.
     """
-    cp = layout.cp_size
-    out = np.empty((batches.num_batches, cp), dtype=np.int64)
-    if batches.num_batches == 0:
-        return out
-    if cp == 1:
-        out[:, 0] = batches.num_tokens
-        return out
-    if layout.strategy is CPStrategy.interleave:
-        n = batches.num_tokens
-        for rank in range(cp):
-            out[:, rank] = n // cp + (n % cp > rank)
-        return out
-    twice_base, extras = _zigzag_extras(batches, cp)
-    for rank, extra in enumerate(extras):
-        out[:, rank] = twice_base + extra
-    return out
-
-
-_FIELD_BITS = 16
-_RANKS_PER_WORD = 64 // _FIELD_BITS
-
-
-def _zigzag_extras(batches: BatchSet, cp: int) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Zigzag per-rank tokens as `(2*sum(base) [num_batches], [cp] arrays of per-rank extras)`.
-
-    Per request, rank r gets `2*base + [rem > r] + [rem > 2cp-1-r]`. The per-request extras
-    (0..2 per rank) are looked up from `rem` in one gather, packed 16 bits per rank into int64
-    words, and summed per batch in one `reduceat` per word; batches of 32,768 or more requests
-    (where a 16-bit field could overflow) take the plain per-rank path. The extras of a request
-    add up to its `rem` over the ranks, so `sum(base) = (n - sum of extras) / (2*cp)` exactly.
-    """
-    seg = 2 * cp
-    lens = batches.extend_seq_lens
-    if seg & (seg - 1) == 0:  # cp a power of two: mask
-        rem = lens & (seg - 1)
-    else:  # float quotient is exact here: lens < 2**52 and the fractional part is >= 1/seg
-        rem = lens - (lens * (1.0 / seg)).astype(np.int64) * seg
-    ranks = np.arange(cp)
-    table = (np.arange(seg)[:, None] > ranks).astype(np.int64) + (np.arange(seg)[:, None] > seg - 1 - ranks)
-    if batches.num_batches and batches.num_requests.max() >= 1 << (_FIELD_BITS - 1):
-        extras = [batches._segment_sum(table[rem, rank]) for rank in range(cp)]
-    else:
-        mask = (1 << _FIELD_BITS) - 1
-        extras = []
-        for first in range(0, cp, _RANKS_PER_WORD):
-            group = list(range(first, min(cp, first + _RANKS_PER_WORD)))
-            shifts = np.array([_FIELD_BITS * (r - first) for r in group], dtype=np.int64)
-            lut = (table[:, group] << shifts).sum(axis=1)  # [seg] packed extras per rem value
-            packed = batches._segment_sum(lut[rem])
-            extras += [(packed >> shift) & mask for shift in shifts]
-    return 2 * ((batches.num_tokens - functools.reduce(np.add, extras)) // seg), extras
+    return layout.model.local_tokens(batches)
 
 
 def local_rows(batches: BatchSet, layout: CPLayout) -> np.ndarray:
@@ -256,13 +190,7 @@ def local_rows(batches: BatchSet, layout: CPLayout) -> np.ndarray:
     With `cp_size == 1` rows equal the batch's tokens (no alignment).
     Example (domain §2): `[1534, 161, 353]`, cp 4, align 8 → 513 → 520 rows.
     """
-    if layout.cp_size == 1:
-        return batches.num_tokens
-    if layout.strategy is CPStrategy.interleave:
-        n = batches.num_tokens
-        return align_up(-(-n // layout.cp_size), layout.align_rows)
-    twice_base, extras = _zigzag_extras(batches, layout.cp_size)
-    return align_up(twice_base + functools.reduce(np.maximum, extras), layout.align_rows)
+    return layout.model.rows(batches)
 
 
 def worst_case_rows(num_tokens: np.ndarray | int, num_requests: np.ndarray | int, layout: CPLayout):
@@ -271,30 +199,9 @@ def worst_case_rows(num_tokens: np.ndarray | int, num_requests: np.ndarray | int
     Domain §2: each request adds at most `1 - 1/cp` rows above the even share, so rows are at
     most `align_up(floor(n/cp + k*(1 - 1/cp)), align)`. Exact integer arithmetic; int or int64 array.
     """
-    cp = layout.cp_size
-    if cp == 1:
-        return num_tokens
-    if layout.strategy is CPStrategy.interleave:
-        return align_up(-(-np.asarray(num_tokens) // cp), layout.align_rows)
-    return align_up((num_tokens + num_requests * (cp - 1)) // cp, layout.align_rows)
-
-
-@dataclass(frozen=True)
-class RequestBlocks:
-    """How one request is split under zigzag, for explanations (`cpbcg layout`)."""
-
-    extend_len: int
-    """Extend tokens of the request."""
-    block_tokens: tuple[int, ...]
-    """[2*cp_size] tokens in each block, block 0 first."""
-    rank_blocks: tuple[tuple[int, int], ...]
-    """[cp_size] the two block indices rank r owns: `(r, 2*cp_size - 1 - r)`."""
+    return layout.model.worst_case_rows(num_tokens, num_requests)
 
 
 def zigzag_blocks(extend_len: int, cp_size: int) -> RequestBlocks:
     """Split one request of `extend_len` tokens into its `2*cp_size` zigzag blocks."""
-    seg = 2 * cp_size
-    base, rem = divmod(extend_len, seg)
-    blocks = tuple(base + (j < rem) for j in range(seg))
-    owners = tuple((r, seg - 1 - r) for r in range(cp_size))
-    return RequestBlocks(extend_len, blocks, owners)
+    return Zigzag(cp_size).blocks(extend_len)

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cpbcg.planner.model.capacity import CaptureSpec, capturable_buckets, local_capacity
+from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets, local_capacity
 from cpbcg.planner.model.layout import CPLayout
 
 
@@ -55,15 +55,21 @@ class BucketTable:
     """[num_buckets] int64 ascending: global token buckets `B`."""
     capacity_rows: np.ndarray
     """[num_buckets] int64: local capacity `C(B)` in rows per rank."""
+    note: str | None = None
+    """How SGLang changed the configured list before capturing it (rounding, duplicates, the CP
+    filter), or None when it captures the list as given (`PreparedBuckets.note`)."""
 
     @classmethod
-    def build(cls, buckets: Sequence[int], cp: CPLayout, spec: CaptureSpec = CaptureSpec()) -> "BucketTable":
-        """Capturable buckets for `cp` with capacities from the capture model (domain §3).
+    def build(cls, buckets: Sequence[int], cp: CPLayout, spec: CaptureSpec = CaptureSpec(), deepep: bool = False) -> "BucketTable":
+        """The buckets SGLang 0.5.23 captures from the configured `buckets` (rounded up to
+        multiples of `cp_size`, unique, `>= min_capture_tokens`: `capacity.capture_buckets`) with
+        capacities from the capture model (domain §3).
 
         Raises `ModelError` if no bucket is capturable or the capture layout is impossible.
         """
-        kept = capturable_buckets(buckets, cp)
-        return cls(np.asarray(kept, dtype=np.int64), local_capacity(kept, cp, spec))
+        prepared = capture_buckets(buckets, cp, deepep)
+        kept = list(prepared.capture_num_tokens)
+        return cls(np.asarray(kept, dtype=np.int64), local_capacity(kept, cp, spec), prepared.note)
 
     @classmethod
     def from_mapping(cls, capacity_rows: dict[int, int]) -> "BucketTable":
@@ -145,7 +151,7 @@ def select_buckets(
     """
     buckets, capacity = table.capture_num_tokens, table.capacity_rows
     k = len(buckets)
-    n, limit = num_tokens, num_tokens * float(max_padding_factor)
+    n, limit = num_tokens, num_tokens * float(max_padding_factor)  # the window rule of `replay_windows`
     natural = _natural_index(buckets, n)
     chosen = np.full(len(n), -1, dtype=np.int64)
     pending = np.flatnonzero(active & (natural < k))
@@ -171,6 +177,23 @@ def select_buckets(
     reason[eager & (natural >= k)] = _CODE[EagerReason.above_largest_bucket]
     reason[~active] = _CODE[EagerReason.not_cp_active]
     return Selection(chosen, reason, natural_overflow & ~eager, natural_overflow, buckets)
+
+
+def replay_windows(
+    num_tokens: np.ndarray, rows: np.ndarray, sizes: np.ndarray, capacity: np.ndarray, max_padding_factor: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """`(lo, hi)` [N] int64 indices into ascending `sizes` ([M] int64 tokens, `capacity` [M]
+    nondecreasing rows): the buckets that may replay a forward of `num_tokens` tokens needing
+    `rows` rows are exactly `sizes[lo..hi]` (none when `lo > hi`): `lo` the first with `B >= n`
+    and `C(B) >= R`, `hi` the last with `B <= factor*n` (the selector's float comparison; 0.5.23
+    `select_replay_bucket`). The optimiser and guarantee mode plan on these windows."""
+    lo = np.maximum(np.searchsorted(sizes, num_tokens, side="left"), np.searchsorted(capacity, rows, side="left"))
+    return lo, replay_window_hi(sizes, num_tokens, max_padding_factor)
+
+
+def replay_window_hi(sizes: np.ndarray, num_tokens: np.ndarray, max_padding_factor: float) -> np.ndarray:
+    """[N] int64: last index of ascending `sizes` with `B <= max_padding_factor * n` (-1 if none)."""
+    return np.searchsorted(sizes, num_tokens * float(max_padding_factor), side="right") - 1
 
 
 def _natural_index(buckets: np.ndarray, num_tokens: np.ndarray) -> np.ndarray:

@@ -21,8 +21,8 @@ import numpy as np
 from cpbcg.errors import ModelError
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.optimise.grid import candidate_grid
-from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy, align_up, local_rows, worst_case_rows
-from cpbcg.planner.model.selector import BucketTable, select_buckets
+from cpbcg.planner.model.layout import BatchSet, CPLayout, local_rows
+from cpbcg.planner.model.selector import BucketTable, replay_windows, select_buckets
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Limits:
 @functools.lru_cache(maxsize=4)
 def worst_rows(limits: Limits, cp: CPLayout) -> tuple[np.ndarray, np.ndarray]:
     """`(num_tokens [N] int64, rows [N] int64)`: every CP-active batch size and the most rows any
-    batch of that size needs (exact for zigzag via `_zigzag_worst_tokens`, else the §2 formula).
+    batch of that size needs (`StrategyModel.worst_rows_upto`: exact for zigzag, else the §2 formula).
     Cached (guarantee and check ask for the same limits); the arrays are read-only."""
     n, rows = _worst_rows(limits, cp)
     n.flags.writeable = rows.flags.writeable = False
@@ -46,97 +46,8 @@ def worst_rows(limits: Limits, cp: CPLayout) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _worst_rows(limits: Limits, cp: CPLayout) -> tuple[np.ndarray, np.ndarray]:
-    smallest = cp.min_request_tokens if cp.cp_size > 1 else 1
-    if cp.cp_size > 1 and cp.strategy is CPStrategy.interleave:
-        smallest = cp.cp_size
-    n = np.arange(smallest, limits.max_tokens + 1, dtype=np.int64)
-    if cp.cp_size == 1 or cp.strategy is CPStrategy.interleave:
-        return n, np.asarray(worst_case_rows(n, np.ones_like(n), cp), dtype=np.int64)
-    k_top = min(limits.max_requests, limits.max_tokens // (2 * cp.cp_size))
-    if cp.cp_size * max(k_top, 1) * 2 * cp.cp_size > EXACT_DP_STEPS:  # very wide CP: the §2 bound (>= the truth)
-        return n, np.asarray(worst_case_rows(n, np.minimum(limits.max_requests, n // (2 * cp.cp_size)), cp), dtype=np.int64)
-    tokens = _zigzag_worst_tokens(n, limits.max_requests, cp.cp_size)
-    return n, np.asarray(align_up(tokens, cp.align_rows), dtype=np.int64)
-
-
-EXACT_DP_STEPS = 1 << 20
-"""Most numpy steps (`cp_size * requests * 2*cp_size`) the exact zigzag worst case may take; above
-it (cp 64 with 128 requests, cp 1,000 at all) the §2 upper bound stands in: never below the truth,
-so headroom and guarantees stay safe, and at most `align` rows above it."""
-_NONE = -(1 << 30)
-"""Marks an unreachable residue sum in the DP tables."""
-
-
-def _zigzag_worst_tokens(n: np.ndarray, max_requests: int, cp_size: int) -> np.ndarray:
-    """[N] most logical tokens one rank can hold for a zigzag batch of `n` tokens (n ascending).
-
-    A request `L = seg*base + m` (`base >= 1`) gives rank `r` `2*base + h_r(m)` tokens with
-    `h_r(m) = [r < m] + [seg-1-r < m]`, so `k` requests with residues summing to `S` and bases
-    summing to `u = (n - S) / seg >= k` give `2u + H`, `H = sum h_r(m)`. A DP over (requests,
-    `S`) gives the largest `H` (`Q[k, S]`: at most `k` requests, `k >= 1`); then for each `n` the
-    answer is the best rank and `u` with `S = n - seg*u`, `1 <= u`, `k = min(max_requests, u)`.
-    For `u >= max_requests` that is a running maximum over `S`; below it only
-    `n / (2*seg - 1) <= u` can reach `S` (each residue is `< seg`), a short range per `n`.
-    Tighter than the §2 bound: n=8100, 32 requests, cp 4 needs at most 2048 rows, the bound
-    says 2056. Time: O(cp * (k_top * seg * s_top + k_top**2 * seg)), a second or two for
-    1024 requests."""
-    seg = 2 * cp_size
-    if not n.size:
-        return np.zeros(0, dtype=np.int64)
-    k_top = int(min(max_requests, int(n.max()) // seg))
-    best = np.full(len(n), _NONE, dtype=np.int64)
-    for rank in range(cp_size):
-        h = np.array([(rank < m) + (seg - 1 - rank < m) for m in range(seg)], dtype=np.int64)
-        q = _most_extra_tokens(h, k_top, seg)
-        np.maximum(best, _best_over_bases(q, n, max_requests, seg), out=best)
-    return best
-
-
-def _most_extra_tokens(h: np.ndarray, k_top: int, seg: int) -> np.ndarray:
-    """[k_top + 1, S] int32: most `H` with 1..k requests whose residues sum to exactly `S`."""
-    s_top = k_top * (seg - 1)
-    table = np.full((k_top + 1, s_top + 1), _NONE, dtype=np.int32)
-    table[0, 0] = 0
-    for c in range(1, k_top + 1):
-        width = c * (seg - 1) + 1  # residue sums c requests can reach
-        row, prev = table[c, :width], table[c - 1]
-        for m in range(seg):
-            np.maximum(row[m:], prev[: width - m] + h[m], out=row[m:])
-    table[0, 0] = _NONE  # a batch holds at least one request
-    np.maximum.accumulate(table, axis=0, out=table)
-    return table
-
-
-def _best_over_bases(q: np.ndarray, n: np.ndarray, max_requests: int, seg: int) -> np.ndarray:
-    """[N] max over `u >= 1` of `2u + q[min(max_requests, u), n - seg*u]` (see caller)."""
-    k_top, width = q.shape[0] - 1, q.shape[1]
-    out = np.full(len(n), _NONE, dtype=np.int64)
-    if max_requests <= k_top:  # u >= max_requests: q's last row, a running max over S per residue
-        last = q[max_requests].astype(np.int64)
-        j = np.arange(width) // seg
-        for res in range(seg):
-            col = last[res::seg] - 2 * j[res::seg]  # value - 2q for S = res + seg*j
-            run = np.maximum.accumulate(col)
-            mine = np.flatnonzero(n % seg == res)
-            top_j = (n[mine] - res) // seg - max_requests  # S <= n - seg*max_requests
-            ok = top_j >= 0
-            top_j = np.minimum(top_j, len(run) - 1)
-            value = 2 * ((n[mine] - res) // seg) + run[np.maximum(top_j, 0)]
-            out[mine[ok]] = np.maximum(out[mine[ok]], value[ok])
-    # 1 <= u < max_requests (and u <= k_top): S = n - seg*u must be <= u*(seg-1)
-    u_low = np.maximum(-(-n // (2 * seg - 1)), 1)
-    u_high = np.minimum(np.minimum(n // seg, max_requests - 1), k_top)
-    count = np.maximum(u_high - u_low + 1, 0)
-    if count.sum():
-        starts = np.zeros(len(n) + 1, dtype=np.int64)
-        np.cumsum(count, out=starts[1:])
-        u = np.arange(starts[-1]) - np.repeat(starts[:-1] - u_low, count)
-        s = np.repeat(n, count) - seg * u
-        fits = s < width
-        value = np.where(fits, 2 * u + q[u, np.minimum(s, width - 1)], _NONE)
-        has = count > 0
-        out[has] = np.maximum(out[has], np.maximum.reduceat(value, starts[:-1][has]))
-    return out
+    n = np.arange(cp.model.min_capture_tokens, limits.max_tokens + 1, dtype=np.int64)
+    return n, cp.model.worst_rows_upto(n, limits.max_requests)
 
 
 def headroom_required(max_tokens: int, max_requests: int, cp: CPLayout) -> list[tuple[int, int]]:
@@ -144,7 +55,7 @@ def headroom_required(max_tokens: int, max_requests: int, cp: CPLayout) -> list[
     worst-case rows, for `optimise(..., required=...)` (with `max_bucket_tokens` above the chunk:
     at cp 4 a full 8192-token chunk of 32 requests needs 2,072 rows, bucket 8192 holds 2,048).
     Empty when no CP-active forward of `max_tokens` tokens exists."""
-    if cp.cp_size > 1 and cp.strategy is CPStrategy.zigzag and max_tokens < 2 * cp.cp_size:
+    if max_tokens < cp.model.min_capture_tokens:
         return []
     n, rows = worst_rows(Limits(max_requests, max_tokens), cp)
     return [(int(n[-1]), int(rows[-1]))] if n.size and n[-1] == max_tokens else []
@@ -179,8 +90,7 @@ def guarantee_buckets(
     top = int(np.floor(limits.max_tokens * max_padding_factor))
     grid = candidate_grid(cp, spec, top, bucket_multiple)
     sizes, cap = grid.sizes, grid.capacity_rows
-    lo = np.maximum(np.searchsorted(sizes, n, side="left"), np.searchsorted(cap, rows, side="left"))
-    hi = np.searchsorted(sizes, n * float(max_padding_factor), side="right") - 1
+    lo, hi = replay_windows(n, rows, sizes, cap, max_padding_factor)
     impossible = np.flatnonzero(lo > hi)
     if impossible.size:
         i = int(impossible[0])
@@ -218,8 +128,7 @@ def check_guarantee(
 def _witness(num_tokens: int, limits: Limits, cp: CPLayout, table: BucketTable, factor: float) -> list[int] | None:
     """A batch of `num_tokens` that falls back: requests of `2*cp+1` tokens (one extra token on
     rank 0 each) plus one remainder request; tries every request count, most first."""
-    short = cp.min_request_tokens if cp.cp_size > 1 else 1
-    seq = 2 * cp.cp_size + 1 if cp.cp_size > 1 else 1
+    short, seq = cp.model.min_request_tokens, cp.model.adversarial_request_tokens
     k = np.arange(min(limits.max_requests, max(num_tokens // short, 1)), 0, -1, dtype=np.int64)
     k = np.repeat(k, 2)  # [tries]: request counts, most first, each with both filler lengths
     first = np.tile(np.array([seq, short], dtype=np.int64), len(k) // 2)

@@ -57,6 +57,7 @@ from cpbcg.planner.optimise.cost import CostModel
 from cpbcg.planner.evaluate import Demand
 from cpbcg.planner.optimise.grid import CandidateGrid, candidate_grid
 from cpbcg.planner.model.layout import CPLayout
+from cpbcg.planner.model.selector import replay_window_hi, replay_windows
 
 __all__ = ["CandidateGrid", "FewestBuckets", "OptimalLists", "candidate_grid", "fewest_for_coverage", "optimise"]
 
@@ -83,17 +84,10 @@ class Windows:
     """Eager time of the batches no grid bucket can ever replay (ms)."""
 
 
-def _windows(num_tokens, rows, sizes, capacity, factor: float) -> tuple[np.ndarray, np.ndarray]:
-    """`(lo, hi)` grid indices; the `hi` bound uses the selector's float comparison `B <= n*factor`."""
-    lo = np.maximum(np.searchsorted(sizes, num_tokens, side="left"), np.searchsorted(capacity, rows, side="left"))
-    hi = np.searchsorted(sizes, num_tokens * float(factor), side="right") - 1
-    return lo, hi
-
-
 def batch_windows(demand: Demand, sizes: np.ndarray, capacity: np.ndarray, cost: CostModel, factor: float) -> Windows:
     """Feasible windows of `demand` on sizes/capacity (capacity nondecreasing)."""
     n = demand.num_tokens
-    lo, hi = _windows(n, demand.rows, sizes, capacity, factor)
+    lo, hi = replay_windows(n, demand.rows, sizes, capacity, factor)
     ok = demand.active & (lo <= hi) & (lo < len(sizes))
     eager = cost.eager_ms(n) * demand.counts
     return Windows(lo[ok], hi[ok], demand.counts[ok], n[ok], eager[ok], float(eager[~ok].sum()))
@@ -249,7 +243,7 @@ def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_mu
     top = max_tokens if max_bucket_tokens is None else int(max_bucket_tokens)
     if top < max_tokens:
         raise ConfigError(f"max_bucket_tokens: must be >= max_tokens {max_tokens}, got {top}")
-    pins = sorted({int(p) for p in pinned})
+    pins = sorted(set(cp.model.round_buckets(list(pinned)).tolist()))  # as SGLang captures them
     grid = candidate_grid(cp, spec, top, bucket_multiple, pins + [max_tokens])
     pin_index = np.searchsorted(grid.sizes, np.asarray(pins, dtype=np.int64))
     if pins and not np.array_equal(grid.sizes[np.minimum(pin_index, len(grid.sizes) - 1)], pins):
@@ -282,7 +276,7 @@ def _constraints(grid, required, pin_index, max_tokens, factor, allow_gaps) -> _
     req = np.asarray(list(required), dtype=np.int64).reshape(-1, 2)
     if req.size and (np.any(req[:, 0] < 1) or np.any(req[:, 1] < 0)):
         raise ConfigError("required: each forward is (num_tokens >= 1, rows >= 0)")
-    lo, hi = _windows(req[:, 0], req[:, 1], grid.sizes, grid.capacity_rows, factor)
+    lo, hi = replay_windows(req[:, 0], req[:, 1], grid.sizes, grid.capacity_rows, factor)
     bad = np.flatnonzero((lo > hi) | (lo >= len(grid.sizes)))
     if bad.size:
         n, rows = req[bad[0]]
@@ -333,7 +327,7 @@ def _problem(w, grid, cand, rules: _Constraints, cost, factor, objective, max_bu
     m = len(cand)
     order = np.argsort(w.lo, kind="stable")
     lo = np.searchsorted(cand, w.lo[order])  # every lo is a candidate
-    hi = np.searchsorted(sizes, w.num_tokens[order] * float(factor), side="right") - 1
+    hi = replay_window_hi(sizes, w.num_tokens[order], factor)
     weight, n = w.weight[order], w.num_tokens[order]
     if objective == "coverage":
         m_key = int((weight * sizes[hi]).sum()) + 1
