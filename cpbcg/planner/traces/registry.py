@@ -100,7 +100,7 @@ def sniff(path: Path) -> Sniff:
         raise TraceError(located(display(path), 1, "empty trace: no requests"))
     line_no = skipped + text.count(b"\n", 0, offset) + 1
     cut = end < 0 and len(head) > MAX_LINE_BYTES
-    return Sniff(line_no, line, _json(line) if not cut else None, _header(line) if not cut else None, head, cut)
+    return Sniff(line_no, line, _json(line) if not cut else None, _header(line) if not cut else None, head, cut, path)
 
 
 MAX_BLANK_BYTES = 256 << 20
