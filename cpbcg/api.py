@@ -103,7 +103,7 @@ def log_settings(path: str | Path | None, trace_format: str = "auto") -> LogSett
     if path is None or is_stdin(path):
         return None
     fmt = format_info(trace_format) or detect(Path(path))
-    return read_log_settings(Path(path)) if fmt.name == "sglang-log" else None
+    return read_log_settings(Path(path)) if fmt.name in ("sglang-log", "sglang-requests") else None
 
 
 def open_trace(

@@ -233,3 +233,27 @@ def test_a_log_dated_before_the_padding_cap_is_compared_without_it(tmp_path):
     _, dep = api.load_config_and_deployment(None, {"buckets": [4, 16]}, log=log)
     obs = api.plan(api.open_trace(path, dep), dep, None).observed
     assert obs.model_errors == 0 and obs.notes and "before SGLang PR #31487" in obs.notes[0]
+
+
+def test_request_lines_become_a_request_trace(tmp_path):
+    body = (startup_lines(cp=1, capture=False)
+            + "[2026-11-02 10:00:05 TP0] ReqTimeStats(rid=b, input_len=3000, cached_input_len=1000, output_len=20, attempts=1, "
+              "type=unified): queue_duration=1.00ms, forward_duration=900.00ms, entry_time=1793000001.500\n"
+            + prefill_line(2048, 1)
+            + "[2026-11-02 10:00:06 TP0] ReqTimeStats(rid=a, input_len=512, cached_input_len=0, output_len=7, attempts=1, "
+              "type=unified): queue_duration=1.00ms, forward_duration=100.00ms, entry_time=1793000000.500\n"
+            + "[2026-11-02 10:00:06 PP1 TP4] ReqTimeStats(rid=a, input_len=512, cached_input_len=0, output_len=7, attempts=1, "
+              "type=unified): queue_duration=1.00ms, forward_duration=100.00ms, entry_time=1793000000.500\n"
+            + "[2026-11-02 10:00:09] Finish: obj=GenerateReqInput(rid='c', text='...'), out={'meta_info': {'id': 'c', "
+              "'prompt_tokens': 100, 'completion_tokens': 5, 'cached_tokens': 0, 'e2e_latency': 2.5}}\n")
+    path = write_log(tmp_path / "req.log", body)
+    assert detect_format(path) is TraceFormat.sglang_requests
+    from cpbcg.planner.traces import read_requests
+
+    chunk = list(read_requests(path))[0]
+    # sorted by arrival: a (entry 0.5), b (1.5), c (10:00:09 - 2.5 s = 10:00:06.5)
+    assert chunk.input_tokens.tolist() == [512, 2000, 100] and chunk.output_tokens.tolist() == [7, 20, 5]
+    assert chunk.arrival_s.tolist()[:2] == [0.0, 1.0]
+    result = runner.invoke(app, ["plan", "-t", str(path), "--no-recommend", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    assert "simulated" in result.stderr and orjson.loads(result.stdout)["cp_size"] == 1

@@ -132,10 +132,11 @@ def test_sglang_log_gives_forward_sizes_as_a_bound():
     forwards = list(opened.items)
     assert all(isinstance(f, ForwardSizes) for f in forwards)
     f = forwards[0]
-    assert f.num_tokens.tolist() == [2048, 2048, 700, 2048] and f.num_requests.tolist() == [1, 3, 2, 3]
-    assert f.cached_tokens.tolist() == [0, 512, 0, 0]
+    # the mixed forward (700 new tokens, `mixed #running-req: 2`) carries its 2 decode rows
+    assert f.num_tokens.tolist() == [2048, 2048, 702, 2048] and f.num_requests.tolist() == [1, 3, 4, 3]
+    assert f.cached_tokens.tolist() == [0, 512, 0, 0] and f.decode_requests.tolist() == [0, 0, 2, 0]
     merged = f.aggregate()
-    assert merged.num_tokens.tolist() == [700, 2048, 2048] and merged.num_requests.tolist() == [2, 1, 3]
+    assert merged.num_tokens.tolist() == [702, 2048, 2048] and merged.num_requests.tolist() == [4, 1, 3]
     assert merged.counts.tolist() == [1, 1, 2]
 
 

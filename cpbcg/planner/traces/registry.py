@@ -26,6 +26,7 @@ import cpbcg.planner.traces.generic as generic
 import cpbcg.planner.traces.mooncake as mooncake
 import cpbcg.planner.traces.parquet as parquet
 import cpbcg.planner.traces.sglang_log as sglang_log
+import cpbcg.planner.traces.sglang_requests as sglang_requests
 import cpbcg.planner.traces.splitwise as splitwise
 import cpbcg.planner.traces.vidur as vidur
 import cpbcg.planner.traces.vllm_bench as vllm_bench
@@ -44,6 +45,7 @@ FORMATS: tuple[TraceFormatInfo, ...] = (
     generic.CSV_FORMAT,
     mooncake.FORMAT,
     aibrix.FORMAT,
+    sglang_requests.FORMAT,
     sglang_log.FORMAT,
     azure.FORMAT,
     burstgpt.FORMAT,
