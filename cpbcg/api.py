@@ -96,13 +96,13 @@ def server_check(deployment: Deployment) -> ServerCheck:
     return deployment_server_check(deployment)
 
 
-def log_settings(path: str | Path | None, trace_format: str = "auto") -> LogSettings | None:
+def log_settings(path: str | Path | None, trace_format: str = "auto", options: ReadOptions | None = None) -> LogSettings | None:
     """What an SGLang server log states about its deployment (settings dump or launch flags,
     captured list, capture cost, version), or None when `path` is not a server log (or is stdin).
     Raises `TraceError` for a trace that cannot be read or detected."""
     if path is None or is_stdin(path):
         return None
-    fmt = format_info(trace_format) or detect(Path(path))
+    fmt = format_info(trace_format) or detect(Path(path), options or ReadOptions())
     return read_log_settings(Path(path)) if fmt.name in ("sglang-log", "sglang-requests") else None
 
 

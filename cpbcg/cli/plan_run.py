@@ -61,7 +61,7 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     manifest = _load_manifest(cost.manifest)
     overrides = {**deployment.overrides(), **scheduler.overrides(), **cost.overrides()}
     cost_source = "command line" if cost.given else None
-    log = api.log_settings(trace.trace, trace.reader_options()["trace_format"])
+    log = api.log_settings(trace.trace, **trace.reader_options())
     cfg, dep = api.load_config_and_deployment(deployment.config, overrides, cost_source=cost_source, log=log)
     print_log_settings(log, overrides)
     if manifest is not None:

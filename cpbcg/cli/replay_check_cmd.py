@@ -222,7 +222,7 @@ def replay_check(
     from cpbcg.api import log_settings
     from cpbcg.cli.log_report import print_log_settings, print_log_summary
 
-    log = log_settings(trace.trace, trace.reader_options()["trace_format"])
+    log = log_settings(trace.trace, **trace.reader_options())
     cfg, dep = load_config_and_deployment(deployment.config, overrides, manifest=loaded, log=log)
     print_log_settings(log, overrides)
     warn_ignored_options(trace, scheduler)

@@ -36,7 +36,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from functools import lru_cache
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -44,7 +45,7 @@ from cpbcg.errors import TraceError, located
 from cpbcg.planner.model.layout import MAX_TOKENS
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
-from cpbcg.planner.traces.text import display, is_stdin, iter_blob_chunks, open_binary, read_errors
+from cpbcg.planner.traces.text import check_blob_lines, display, is_stdin, iter_blob_chunks, open_binary, read_errors
 
 MARK = b"Prefill batch"
 DETECT_BYTES = 256 << 20
@@ -52,7 +53,6 @@ DETECT_BYTES = 256 << 20
 COPY_CHECK_FORWARDS = 4096
 """Recent kept forwards per DP rank whose sizes a later copy is checked against."""
 
-_LINE = re.compile(rb"[^\n]*Prefill batch[^\n]*")
 _PREFIX = re.compile(rb"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)?((?:\s*[A-Z][A-Z_]*\d+)*)\s*\]")
 _TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
 _HEAD = re.compile(rb"Prefill batch(?: \[\d+\])?(?:\(mixed #running-req: (\d{1,12})\))?")
@@ -63,8 +63,7 @@ _VERDICT = re.compile(rb"\b(cuda|npu|cpu|musa|xpu) graph: (True|False)\b")
 _LOGGISH = re.compile(rb"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|server_args|sglang|\bTP\d+\]")
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One `Prefill batch` record as printed (before folding)."""
 
     dp_rank: int
@@ -100,10 +99,15 @@ def parse_records(line: bytes) -> list[Record]:
     return records
 
 
+@lru_cache(maxsize=4096)
+def _ranks(tags_text: bytes) -> tuple[int, tuple[tuple[bytes, int], ...]]:
+    """`(DP rank, the other tags)` of a rank prefix's tags (`DP1 PP0 TP0`)."""
+    tags = [(m.group(1), int(m.group(2))) for m in _TAG.finditer(tags_text.strip())]
+    return next((v for name, v in tags if name == b"DP"), 0), tuple((name, v) for name, v in tags if name != b"DP")
+
+
 def _record(prefix: re.Match | None, body: bytes) -> Record:
-    tags = [(m.group(1), int(m.group(2))) for m in _TAG.finditer(prefix.group(2).strip())] if prefix else []
-    dp = next((v for name, v in tags if name == b"DP"), 0)
-    printer = tuple((name, v) for name, v in tags if name != b"DP")
+    dp, printer = _ranks(prefix.group(2)) if prefix else (0, ())
     head = _HEAD.match(body)
     seq, token = _SEQ.search(body), _TOKEN.search(body)
     cached, verdict = _CACHED.search(body), _VERDICT.search(body)
@@ -189,15 +193,21 @@ class LogReader:
             raise TraceError(located(display(self.path), 1, f'no readable "Prefill batch" lines{what}: not an SGLang server log, or logged below INFO'))
 
     def _read_blob(self, first: int, blob: bytes) -> ObservedForwards | None:
+        check_blob_lines(self.path, first, blob)
         rows: list[tuple[int, int, int, int, int, int, int]] = []  # n, k, cached, decode, line, dp, graph
         line_no, at = first, 0
-        for m in _LINE.finditer(blob):
-            line_no += blob.count(b"\n", at, m.start())
-            at = m.start()
-            for rec in parse_records(m.group(0).replace(b"\r", b" ")):
+        pos = blob.find(MARK)
+        while pos >= 0:
+            start = blob.rfind(b"\n", 0, pos) + 1
+            end = blob.find(b"\n", pos)
+            end = len(blob) if end < 0 else end
+            line_no += blob.count(b"\n", at, start)
+            at = start
+            for rec in parse_records(blob[start:end].replace(b"\r", b" ")):
                 row = self._take(rec, line_no)
                 if row is not None:
                     rows.append(row)
+            pos = blob.find(MARK, end)
         if not rows:
             return None
         a = np.array(rows, dtype=np.int64)  # [N, 7]
