@@ -120,6 +120,8 @@ def test_no_readable_line_is_one_clear_error(tmp_path):
 def test_settings_dump_repr_dict_and_flags_are_read_with_ast():
     old = parse_args_dump("ServerArgs(model_path='m', attn_cp_size=4, load_format=<LoadFormat.AUTO: 'auto'>, page_size=16, x=[1, 2]) tail")
     assert old == {"model_path": "m", "attn_cp_size": 4, "page_size": 16, "x": [1, 2]}
+    quoted = parse_args_dump("ServerArgs(a='x\\'y,(', b=<E.X: 'q'>, c=[1, (2, 3)], d=4) tail")
+    assert quoted == {"a": "x'y,(", "c": [1, (2, 3)], "d": 4}
     new = parse_args_dump("{'tp_size': 2, 'cuda_graph_config': {'prefill': {'backend': 'breakable', 'bs': [512, 1024]}}, 'f': __import__('os')}")
     assert new == {"tp_size": 2, "cuda_graph_config": {"prefill": {"backend": "breakable", "bs": [512, 1024]}}}
     flags = parse_launch_flags(" --model-path m --attn-cp-size 4 --tp 4 --enable-prefill-cp --cp-strategy zigzag "

@@ -27,7 +27,7 @@ import re
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from cpbcg.planner.traces.sglang_log import DETECT_BYTES, MARK
 from cpbcg.planner.traces.text import display, is_stdin, iter_blob_chunks
@@ -295,8 +295,9 @@ def _literal(out: dict[str, Any], key: str, node: ast.AST) -> None:
         pass
 
 
-def _balanced(text: str) -> str | None:
-    """`text` up to the bracket closing its first `(` or `{`, quotes respected; None if unclosed."""
+def _structure(text: str, opening: str = "([{", closing: str = ")]}") -> Iterator[tuple[int, str, int]]:
+    """`(index, character, depth after it)` of every character of `text` outside string quotes
+    (backslash escapes respected); `opening` brackets add one to the depth, `closing` take one."""
     depth, quote, escape = 0, "", False
     for i, ch in enumerate(text):
         if quote:
@@ -306,14 +307,19 @@ def _balanced(text: str) -> str | None:
                 escape = True
             elif ch == quote:
                 quote = ""
-        elif ch in "'\"":
+            continue
+        if ch in "'\"":
             quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return text[:i + 1]
+            continue
+        depth += (ch in opening) - (ch in closing)
+        yield i, ch, depth
+
+
+def _balanced(text: str) -> str | None:
+    """`text` up to the bracket closing its first `(` or `{`, quotes respected; None if unclosed."""
+    for i, ch, depth in _structure(text):
+        if ch in ")]}" and depth == 0:
+            return text[:i + 1]
     return None
 
 
@@ -321,23 +327,8 @@ def _pairs(body: str) -> dict[str, Any]:
     """Fallback for a dump `ast` cannot parse as a whole (enum reprs such as `<X.Y: 'y'>`):
     split at top-level commas, read each `k=v` / `'k': v` value that is a literal."""
     inner = body[body.find("(") + 1 if body.startswith("ServerArgs") else 1:-1]
-    parts, depth, quote, escape, start = [], 0, "", False, 0
-    for i, ch in enumerate(inner):
-        if quote:
-            escape = (not escape and ch == "\\")
-            if ch == quote and not escape:
-                quote = ""
-            continue
-        if ch in "'\"":
-            quote = ch
-        elif ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(inner[start:i])
-            start = i + 1
-    parts.append(inner[start:])
+    cuts = [i for i, ch, depth in _structure(inner, "([{<", ")]}>") if ch == "," and depth == 0]
+    parts = [inner[a + 1:b] for a, b in zip([-1, *cuts], [*cuts, len(inner)])]
     out: dict[str, Any] = {}
     for part in parts:
         m = re.match(r"\s*(?:'([A-Za-z_]\w*)'\s*:|([A-Za-z_]\w*)\s*=)\s*(.*)$", part, re.S)
