@@ -191,7 +191,7 @@ def test_plan_cli_configures_from_the_log_and_reports_observed(tmp_path):
     assert "Observed (cuda graph, printed by the server) vs modelled" in result.stdout
     assert f"agree on 60 of 60 forwards" in result.stdout
     assert f"measured on 2026-11-02 by the log {path}, total 2.37 GiB, capture 31.50 s" in result.stdout
-    assert "8192 │ 2.29" in result.stdout
+    assert "│             8192 │      2.29 │" in result.stdout and "│ 49 other buckets │ 0.00 each │" in result.stdout
     over = runner.invoke(app, ["plan", "-t", str(path), "--no-recommend", "--cp-size", "2", "-f", "json"])
     assert over.exit_code == 0, over.output
     assert "cp_size 1 (server_args.attn_cp_size, line 2; overridden by the command line)" in over.stderr

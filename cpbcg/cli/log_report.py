@@ -106,8 +106,12 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
         table = Table(title="Capture memory per bucket", title_justify="left")
         table.add_column("bucket (tokens)", justify="right")
         table.add_column("GiB", justify="right")
-        for b, gb in sorted(c.bucket_gb.items(), reverse=True):
+        shown = [(b, gb) for b, gb in sorted(c.bucket_gb.items(), reverse=True) if gb >= 0.005]
+        for b, gb in shown:
             table.add_row(str(b), f"{gb:.2f}")
+        rest = len(c.bucket_gb) - len(shown)
+        if rest:
+            table.add_row(f"{rest} other buckets", "0.00 each")
         parts.append(table)
         total = [f"total {c.total_gb:.2f} GiB" if c.total_gb is not None else "", f"capture {c.capture_s:.2f} s" if c.capture_s is not None else ""]
         parts.append(Text(f"measured on {c.date or 'an undated day'} by the log {log.path}" + "".join(f", {t}" for t in total if t)))

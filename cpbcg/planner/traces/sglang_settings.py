@@ -179,13 +179,13 @@ class _Scan:
             put("cp_size", cp, "attn_cp_size")
         if a.get("cp_strategy") in ("zigzag", "interleave") and (cp or 1) > 1:
             put("cp_strategy", a["cp_strategy"], "cp_strategy")
-        buckets = self.captured or _prefill_bs(a)
+        (listed, listed_from), (top, top_from) = _prefill_bs(a), _prefill_max_bs(a)
         if self.captured:
             settings.append(LogSetting("buckets", list(self.captured), f"capture lines, line {self.captured_line}"))
-        elif buckets:
-            put("buckets", list(buckets), "cuda_graph_bs_prefill")
-        elif (top := _prefill_max_bs(a)) is not None:
-            put("buckets", f"sglang-default:{top}", "cuda_graph_max_bs_prefill")
+        elif listed:
+            put("buckets", listed, listed_from)
+        elif top is not None:
+            put("buckets", f"sglang-default:{top}", top_from)
         for name in ("chunked_prefill_size", "page_size", "max_prefill_tokens", "prefill_max_requests", "max_running_requests"):
             value = _int(a.get(name))
             if value is not None and (value >= 1 or (name == "chunked_prefill_size" and value == -1)):
@@ -238,18 +238,23 @@ def _prefill_phase(a: dict[str, Any]) -> dict[str, Any]:
     return phase if isinstance(phase, dict) else {}
 
 
-def _prefill_bs(a: dict[str, Any]) -> list[int]:
-    for value in (_prefill_phase(a).get("bs"), a.get("cuda_graph_bs_prefill"), a.get("piecewise_cuda_graph_tokens")):
+def _prefill_bs(a: dict[str, Any]) -> tuple[list[int], str]:
+    """The explicit prefill list and the setting it came from, or `([], '')`."""
+    for name, value in (("cuda_graph_config.prefill.bs", _prefill_phase(a).get("bs")), ("cuda_graph_bs_prefill", a.get("cuda_graph_bs_prefill")),
+                        ("piecewise_cuda_graph_tokens", a.get("piecewise_cuda_graph_tokens"))):
         if isinstance(value, (list, tuple)) and value and all(type(v) is int and v >= 1 for v in value):
-            return sorted(set(value))
-    return []
+            return sorted(set(value)), name
+    return [], ""
 
 
-def _prefill_max_bs(a: dict[str, Any]) -> int | None:
-    for value in (_prefill_phase(a).get("max_bs"), a.get("cuda_graph_max_bs_prefill"), a.get("piecewise_cuda_graph_max_tokens")):
+def _prefill_max_bs(a: dict[str, Any]) -> tuple[int | None, str]:
+    """The prefill list's largest bucket and the setting it came from, or `(None, '')`."""
+    for name, value in (("cuda_graph_config.prefill.max_bs", _prefill_phase(a).get("max_bs")),
+                        ("cuda_graph_max_bs_prefill", a.get("cuda_graph_max_bs_prefill")),
+                        ("piecewise_cuda_graph_max_tokens", a.get("piecewise_cuda_graph_max_tokens"))):
         if type(value) is int and value >= 1:
-            return value
-    return None
+            return value, name
+    return None, ""
 
 
 def _prefill_graphs(a: dict[str, Any], captured: bool) -> bool | None:
