@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from cpbcg import api
@@ -259,3 +260,32 @@ def test_request_lines_become_a_request_trace(tmp_path):
     result = runner.invoke(app, ["plan", "-t", str(path), "--no-recommend", "-f", "json"])
     assert result.exit_code == 0, result.output
     assert "simulated" in result.stderr and orjson.loads(result.stdout)["cp_size"] == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_any_interleaving_of_printers_keeps_each_dp_ranks_forwards_once(tmp_path_factory, data):
+    dp_ranks = data.draw(st.integers(1, 3))
+    printers = data.draw(st.integers(1, 4))
+    forwards = {dp: data.draw(st.lists(st.integers(1, 9000), min_size=1, max_size=6)) for dp in range(dp_ranks)}
+    queues = [[(dp, p, j, n) for j, n in enumerate(ns)] for dp, ns in forwards.items() for p in range(printers)]
+    body = ""
+    while any(queues):  # any interleaving that keeps each printer's own order
+        q = data.draw(st.sampled_from([q for q in queues if q]))
+        dp, p, j, n = q.pop(0)
+        body += prefill_line(n, 1, prefix=f"[2026-11-02 10:00:{j:02d} DP{dp} PP{p % 2} ATTN_CP{p // 2} TP{p}] ")
+    path = write_log(tmp_path_factory.mktemp("fold") / "f.log", body)
+    summary, got = read_all(path)
+    kept = {dp: [n for d, n in zip(got["dp_rank"], got["num_tokens"]) if d == dp] for dp in forwards}
+    assert kept == forwards and summary.folded_copies == sum(map(len, forwards.values())) * (printers - 1)
+
+
+def test_an_older_printed_version_is_named(tmp_path):
+    body = "[2026-08-01 09:00:00] sglang version: 0.5.9\n" + startup_lines(cp=1, capture=False, date="2026-08-01") + prefill_line(5, 1)
+    path = write_log(tmp_path / "v.log", body)
+    log = api.log_settings(path)
+    assert log.version == "0.5.9"
+    _, dep = api.load_config_and_deployment(None, {"buckets": [4, 16]}, log=log)
+    obs = api.plan(api.open_trace(path, dep), dep, None).observed
+    assert obs.model_errors == 1 and "SGLang 0.5.9 is older than the reference 0.5.23" in obs.notes[0]
+    assert "a server without the 2x padding cap" in obs.model_error_lines[0].explanations[0]
