@@ -29,8 +29,12 @@ from cpbcg.planner.plan import PlanResult, plan as _plan
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.sglang_release import ServerCheck, deployment_server_check
+from cpbcg.planner.observed import ObservedTally
 from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
-from cpbcg.planner.traces import ForwardSizes, ReadOptions
+from cpbcg.planner.traces import ForwardSizes, ReadOptions, detect
+from cpbcg.planner.traces.registry import format_info
+from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
+from cpbcg.planner.traces.text import is_stdin
 
 MANIFEST_KEYS = ("cp_size", "cp_strategy", "align_size", "capture_layout", "max_context_size_tokens", "max_capture_requests")
 """Config keys a capture manifest fixes (besides the buckets and, when recorded, the padding factor)."""
@@ -38,14 +42,20 @@ MANIFEST_KEYS = ("cp_size", "cp_strategy", "align_size", "capture_layout", "max_
 
 def load_config_and_deployment(
     config: str | None = None, overrides: Mapping[str, Any] | None = None, manifest: Any = None, cost_source: str | None = None,
+    log: LogSettings | None = None,
 ) -> tuple[DeploymentConfig, Deployment]:
     """The validated config (file, preset or defaults; dotted `overrides` such as
     `scheduler.rate` win over it; None values are ignored) and its `Deployment`.
 
     With `manifest` (a loaded `cpbcg.manifest.Manifest`) its buckets, capacities and CP settings
-    replace the config's, and giving one of those as an override is a `ConfigError`."""
+    replace the config's, and giving one of those as an override is a `ConfigError`. With `log`
+    (`log_settings` of an SGLang server log) the settings the log states lie over the config
+    file and under `overrides` (the command line wins); a manifest's keys win over the log's."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     layers: list[tuple[str, dict[str, Any]]] = []
+    if log is not None and log.settings:
+        fixed = set(MANIFEST_KEYS) | {"buckets"} if manifest is not None else set()
+        layers.append((f"the log {log.path}", {k: v for k, v in log.overrides().items() if k not in fixed}))
     if manifest is not None:
         fixed = [k for k in (*MANIFEST_KEYS, "buckets") if k in overrides]
         if fixed:
@@ -86,6 +96,16 @@ def server_check(deployment: Deployment) -> ServerCheck:
     return deployment_server_check(deployment)
 
 
+def log_settings(path: str | Path | None, trace_format: str = "auto", options: ReadOptions | None = None) -> LogSettings | None:
+    """What an SGLang server log states about its deployment (settings dump or launch flags,
+    captured list, capture cost, version), or None when `path` is not a server log (or is stdin).
+    Raises `TraceError` for a trace that cannot be read or detected."""
+    if path is None or is_stdin(path):
+        return None
+    fmt = format_info(trace_format) or detect(Path(path), options or ReadOptions())
+    return read_log_settings(Path(path)) if fmt.name in ("sglang-log", "sglang-requests") else None
+
+
 def open_trace(
     path: str | Path | None = None, deployment: Deployment | None = None, *, trace_format: str = "auto",
     length_field: str | None = None, time_field: str | None = None, options: ReadOptions | None = None,
@@ -118,6 +138,19 @@ def report_header(deployment: Deployment, trace: BatchSource | str | Path | None
     return {**deployment.header(describe_source(source, bound=bound)), "bound": bound}
 
 
+def _observed_plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings | None,
+                   table: BucketTable | None, on_chunk: Callable[[BatchSet], Any] | None) -> PlanResult:
+    """`plan`, with an SGLang log's verdicts tallied against the model as the forwards stream past."""
+    chunks = _chunks(trace)
+    summary = trace.log_summary if isinstance(trace, BatchSource) else None
+    if summary is None:
+        return _plan(chunks, deployment, settings, table, on_chunk)
+    assert isinstance(trace, BatchSource)
+    tally = ObservedTally(deployment.table() if table is None else table, deployment.cp, deployment.max_padding_factor, trace.log)
+    result = _plan(tally.tap(chunks), deployment, settings, table, on_chunk)
+    return replace(result, observed=tally.result(summary.graph_label))
+
+
 def evaluate(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, table: BucketTable | None = None,
              on_chunk: Callable[[BatchSet], Any] | None = None) -> Evaluation:
     """Replay every forward with the deployment's list (or `table`) through the runtime selector
@@ -130,8 +163,9 @@ def plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settin
     """Evaluate the configured list and recommend one, in one pass (`cpbcg plan`); a bound
     source (`BatchSource.is_bound`) is planned at each forward's exact worst case. On Linux
     with two or more CPUs the held-out validation fit runs in a forked child process
-    (`CPBCG_JOBS=1` in the environment keeps one process; same answer)."""
-    return _plan(_chunks(trace), deployment, settings, table, on_chunk)
+    (`CPBCG_JOBS=1` in the environment keeps one process; same answer). On an SGLang log whose
+    lines print the graph verdict, `.observed` compares the server's verdicts with the model's."""
+    return _observed_plan(trace, deployment, settings, table, on_chunk)
 
 
 def recommend(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings = RecommendSettings()) -> Recommendation:
@@ -178,11 +212,12 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
     source = open_trace(trace_path, deployment, **options)
     if replay and source.is_bound:
         raise ConfigError(f"{describe_source(trace_path)}: an SGLang server log gives forward sizes, not extend lengths: nothing to replay through graphs")
-    ev = evaluate(source, deployment, table, on_chunk)
+    planned = _observed_plan(source, deployment, None, table, on_chunk)
+    ev = planned.evaluation
     header = report_header(deployment, source, trace_path)
     if manifest is not None:
         header["manifest"] = str(manifest.path)
-    results = check_gates(ev, gates)
+    results = check_gates(ev, gates, planned.observed)
     replays: tuple[ReplayRecord, ...] = ()
     if replay:
         options.pop("progress", None)
@@ -190,7 +225,7 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
                                        deployment.max_padding_factor, replay)
         replays = _replay(sampled, config)
         results += (replay_gate(replays),)
-    return CheckReport(header, ev, results, replays), source
+    return CheckReport(header, ev, results, replays, planned.observed), source
 
 
 def _replay(batches: list[list[int]], config: Any) -> tuple[ReplayRecord, ...]:

@@ -115,7 +115,7 @@ class GateConfig(_Strict):
     """CI gates for `cpbcg replay-check`."""
 
     def to_gates(self) -> Gates:
-        return Gates(self.min_coverage, self.min_token_coverage, self.max_padding, dict(self.max_eager))
+        return Gates(self.min_coverage, self.min_token_coverage, self.max_padding, dict(self.max_eager), self.min_observed_coverage)
 
     min_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of batches in graphs.")
     min_token_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of tokens in graphs.")
@@ -123,6 +123,8 @@ class GateConfig(_Strict):
     max_eager: dict[
         Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity", "context_limit", "multimodal_input"], Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
     ] = Field(default_factory=dict, description="Most eager batches per reason.")
+    min_observed_coverage: StrictFloat | None = Field(
+        None, ge=0, le=1, description="Least fraction of forwards an SGLang server log printed as run in graphs (cuda graph: True).")
 
 
 class DeploymentConfig(_Strict):

@@ -114,9 +114,8 @@ def test_parquet_without_pyarrow_is_a_clear_error(monkeypatch):
         ("azure.csv", "parquet", "azure.csv: not a readable Parquet file"),
         ("null-length.parquet", "auto", "null-length.parquet:2: ContextTokens: null is not a token count"),
         ("aibrix-mixed-null-output.jsonl", "auto", "aibrix-mixed-null-output.jsonl:2: requests[0].output_length: null mixed with numbers"),
-        ("../traces/sglang-cut-line.log", "auto", "sglang-cut-line.log:2: a Prefill batch line without #new-seq, #new-token, #cached-token"),
-        ("../traces/sglang-more-requests-than-tokens.log", "auto", "sglang-more-requests-than-tokens.log:1: #new-seq: 5 is not a request count in 1..#new-token (3)"),
-        ("azure.csv", "sglang-log", 'azure.csv:1: no "Prefill batch" lines: not an SGLang server log'),
+        ("../traces/sglang-more-requests-than-tokens.log", "auto", 'sglang-more-requests-than-tokens.log:1: no readable "Prefill batch" lines (1 Prefill batch lines, none readable)'),
+        ("azure.csv", "sglang-log", 'azure.csv:1: no readable "Prefill batch" lines: not an SGLang server log'),
     ],
 )
 def test_wrong_format_or_bad_value_is_a_clear_error(name, fmt, message):
@@ -133,10 +132,11 @@ def test_sglang_log_gives_forward_sizes_as_a_bound():
     forwards = list(opened.items)
     assert all(isinstance(f, ForwardSizes) for f in forwards)
     f = forwards[0]
-    assert f.num_tokens.tolist() == [2048, 2048, 700, 2048] and f.num_requests.tolist() == [1, 3, 2, 3]
-    assert f.cached_tokens.tolist() == [0, 512, 0, 0]
+    # the mixed forward (700 new tokens, `mixed #running-req: 2`) carries its 2 decode rows
+    assert f.num_tokens.tolist() == [2048, 2048, 702, 2048] and f.num_requests.tolist() == [1, 3, 4, 3]
+    assert f.cached_tokens.tolist() == [0, 512, 0, 0] and f.decode_requests.tolist() == [0, 0, 2, 0]
     merged = f.aggregate()
-    assert merged.num_tokens.tolist() == [700, 2048, 2048] and merged.num_requests.tolist() == [2, 1, 3]
+    assert merged.num_tokens.tolist() == [702, 2048, 2048] and merged.num_requests.tolist() == [4, 1, 3]
     assert merged.counts.tolist() == [1, 1, 2]
 
 

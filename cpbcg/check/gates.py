@@ -6,6 +6,8 @@ A gate is a threshold on one number of an `Evaluation` (the same numbers `plan` 
 * `min_token_coverage`: fraction of tokens replayed in graphs, `>=`;
 * `max_padding`: padding overhead (padded / real graph tokens), `<=`;
 * `max_eager.REASON`: eager forwards for one reason (`local_capacity`, ...), `<=`;
+* `min_observed_coverage` (an SGLang server log whose lines print the graph verdict): fraction
+  of forwards the server itself ran in graphs (`cuda graph: True`), `>=`;
 * `replay_verified` (only with `--replay N`): replays through freshly captured graphs whose
   output differed from eager, `<= 0`.
 
@@ -40,6 +42,8 @@ class Gates:
     """Most padding overhead (padded / real graph tokens)."""
     max_eager: Mapping[str, int] = field(default_factory=dict)
     """Most eager forwards per reason (`local_capacity`, ...)."""
+    min_observed_coverage: float | None = None
+    """Least fraction of forwards the server printed as run in graphs (an SGLang log)."""
 
 
 @dataclass(frozen=True)
@@ -114,9 +118,11 @@ def _at_most(name: str, metric: str, measured: float, threshold: float, unit: Un
     return GateResult(name, metric, measured, threshold, "<=", unit, measured <= threshold, detail)
 
 
-def check_gates(ev: Evaluation, gates: Gates) -> tuple[GateResult, ...]:
+def check_gates(ev: Evaluation, gates: Gates, observed: Any = None) -> tuple[GateResult, ...]:
     """Every configured gate of `gates` checked against `ev`, in a fixed order
-    (coverage, token coverage, padding, then eager reasons in `EAGER_REASONS` order)."""
+    (coverage, token coverage, padding, eager reasons in `EAGER_REASONS` order, then the
+    observed coverage of `observed`, a `cpbcg.planner.observed.ObservedComparison`).
+    Raises `ConfigError` for `min_observed_coverage` on a trace without printed verdicts."""
     results: list[GateResult] = []
     if gates.min_coverage is not None:
         results.append(_at_least("min_coverage", "batch coverage", ev.coverage, gates.min_coverage))
@@ -132,6 +138,11 @@ def check_gates(ev: Evaluation, gates: Gates) -> tuple[GateResult, ...]:
             results.append(
                 _at_most(f"max_eager.{reason.value}", f"eager batches ({reason.value})", ev.eager[reason.value], limit, "batches", detail)
             )
+    if gates.min_observed_coverage is not None:
+        if observed is None:
+            raise ConfigError("min_observed_coverage: the trace is not an SGLang server log whose Prefill batch lines print "
+                              "the graph verdict ('cuda graph: True|False', SGLang 2026-01 and later)")
+        results.append(_at_least("min_observed_coverage", f"observed {observed.label} coverage", observed.coverage, gates.min_observed_coverage))
     return tuple(results)
 
 
@@ -198,6 +209,8 @@ class CheckReport:
     """Checked gates, in report order."""
     replays: tuple[ReplayRecord, ...] = field(default=())
     """Batches replayed with `--replay N` (empty without it)."""
+    observed: Any = None
+    """An SGLang log's observed vs modelled graph use (`ObservedComparison`), else None."""
 
     @property
     def passed(self) -> bool:

@@ -42,6 +42,8 @@ def report_json(report: CheckReport) -> bytes:
         "gates": [g.to_dict() for g in report.gates],
         "replays": [asdict(r) for r in report.replays],
     }
+    if report.observed is not None:
+        doc["observed"] = report.observed.to_dict()
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
 

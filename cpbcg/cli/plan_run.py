@@ -12,6 +12,7 @@ import typer
 from cpbcg import api
 from cpbcg.atomic import STDOUT, check_outputs, write_atomic
 from cpbcg.cli.common import OutputFormat, print_json, stderr_console, stdout_console
+from cpbcg.cli.log_report import capture_settings, observed_document, observed_renderable, print_log_settings, print_log_summary
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions
 from cpbcg.cli.source_note import report_simulation, warn_ignored_options
 from cpbcg.cli.trace_progress import TraceProgress
@@ -60,7 +61,9 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     manifest = _load_manifest(cost.manifest)
     overrides = {**deployment.overrides(), **scheduler.overrides(), **cost.overrides()}
     cost_source = "command line" if cost.given else None
-    cfg, dep = api.load_config_and_deployment(deployment.config, overrides, cost_source=cost_source)
+    log = api.log_settings(trace.trace, **trace.reader_options())
+    cfg, dep = api.load_config_and_deployment(deployment.config, overrides, cost_source=cost_source, log=log)
+    print_log_settings(log, overrides)
     if manifest is not None:
         fit = manifest.fitted_cost()
         if fit is None:
@@ -74,10 +77,13 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     warn_ignored_options(trace, scheduler)
     echo_server_check(api.server_check(dep))
     settings = _settings(req) if req.recommend else None
+    if settings is not None and capture_settings(log):
+        settings = replace(settings, **capture_settings(log))
     with TraceProgress() as bar:
         source = api.open_trace(trace.trace, dep, **trace.reader_options(), progress=bar.requests)
         result = api.plan(source, dep, settings, on_chunk=bar.forwards)
     simulation = report_simulation(source)
+    print_log_summary(source)
     rec = result.recommendation
     if result.recommendation_error is not None:
         if req.emit is not None and req.recommend:
@@ -102,13 +108,20 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
             from cpbcg.cli.render_recommend import comparison_document
 
             compared = comparison_document(comparison)
-        print_json(dumps(plan_document(header, result.evaluation, rec, simulation, compared, recommendation_error=result.recommendation_error)))
+        doc = plan_document(header, result.evaluation, rec, simulation, compared, recommendation_error=result.recommendation_error)
+        observed = observed_document(result.observed, log)
+        if observed is not None:
+            doc["observed"] = observed
+        print_json(dumps(doc))
         return
     from cpbcg.cli.render import evaluation_tables
     from cpbcg.cli.render_recommend import comparison_table, pareto_table, recommendation_renderable
 
     console = stdout_console()
     console.print(evaluation_tables(result.evaluation, header))
+    observed_view = observed_renderable(result.observed, log)
+    if observed_view is not None:
+        console.print(observed_view)
     if rec is not None:
         console.print(recommendation_renderable(result.evaluation, rec))
         if comparison is not None:

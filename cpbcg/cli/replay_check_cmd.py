@@ -33,14 +33,17 @@ MaxPadOpt = Annotated[Optional[float], typer.Option("--max-padding", min=0.0, he
 MaxEagerOpt = Annotated[Optional[list[str]], typer.Option("--max-eager", metavar="REASON=N", help="Gate: at most N eager batches for REASON (not_cp_active, above_largest_bucket, padding_limit, local_capacity). Repeatable.", show_default=False)]
 JunitOpt = Annotated[Optional[Path], typer.Option("--junit", parser=output_path, help="Write a JUnit XML report (one test case per gate); `-` writes it to stdout.", show_default=False)]
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", parser=output_path, help="Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout.", show_default=False)]
+MinObsCovOpt = Annotated[Optional[float], typer.Option("--min-observed-coverage", min=0.0, max=1.0, help="Gate (an SGLang server log that prints the graph verdict): least fraction of forwards the server itself ran in graphs (0..1).", show_default=False)]
 ReplayOpt = Annotated[int, typer.Option("--replay", min=0, max=4096, help="Replay N sampled graph batches through freshly captured graphs and compare with eager (needs torch; CUDA if present, else a dry run). Adds the replay_verified gate.")]
 
-def gate_overrides(min_coverage: Optional[float], min_token_coverage: Optional[float], max_padding: Optional[float], max_eager: list[str]) -> dict[str, Any]:
+def gate_overrides(min_coverage: Optional[float], min_token_coverage: Optional[float], max_padding: Optional[float], max_eager: list[str],
+                   min_observed_coverage: Optional[float] = None) -> dict[str, Any]:
     """Dotted config overrides for the gate options (`--max-eager` merges into the config's)."""
     from cpbcg.check.gates import parse_max_eager
 
     out: dict[str, Any] = {
         "gates.min_coverage": min_coverage, "gates.min_token_coverage": min_token_coverage, "gates.max_padding": max_padding,
+        "gates.min_observed_coverage": min_observed_coverage,
     }
     out.update({f"gates.max_eager.{reason}": n for reason, n in parse_max_eager(max_eager).items()})
     return out
@@ -109,7 +112,12 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
         print_json(report_json(report), to_stderr=stdout_taken)
         return
     console = stderr_console() if stdout_taken else stdout_console()
+    from cpbcg.cli.log_report import observed_renderable
+
     parts: list = [evaluation_tables(report.evaluation, report.header), overflow_text(report)]
+    observed_view = observed_renderable(report.observed, None)
+    if observed_view is not None:
+        parts.append(observed_view)
     if report.replays:
         parts.append(replays_table(report.replays))
     parts.append(gates_table(report))
@@ -170,6 +178,7 @@ def replay_check(
     min_token_coverage: MinTokCovOpt = None,
     max_padding: MaxPadOpt = None,
     max_eager: MaxEagerOpt = None,
+    min_observed_coverage: MinObsCovOpt = None,
     junit: JunitOpt = None,
     json_path: JsonOpt = None,
     replay: ReplayOpt = 0,
@@ -205,12 +214,17 @@ def replay_check(
     check_outputs({"--junit": junit, "--json": json_path}, {"--trace": trace.trace, "--manifest": manifest})
     if str(junit) == STDOUT and str(json_path) == STDOUT:
         raise ConfigError("--junit - and --json - would both write to stdout; send one to a file")
-    dotted = gate_overrides(min_coverage, min_token_coverage, max_padding, max_eager or [])
+    dotted = gate_overrides(min_coverage, min_token_coverage, max_padding, max_eager or [], min_observed_coverage)
     loaded = load_manifest(manifest) if manifest is not None else None
     if loaded is not None and loaded.data.get("dry_run"):
         typer.echo(f"cpbcg: warning: {manifest} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model", err=True)
     overrides = {**deployment.overrides(), **scheduler.overrides(), **dotted}
-    cfg, dep = load_config_and_deployment(deployment.config, overrides, manifest=loaded)
+    from cpbcg.api import log_settings
+    from cpbcg.cli.log_report import print_log_settings, print_log_summary
+
+    log = log_settings(trace.trace, **trace.reader_options())
+    cfg, dep = load_config_and_deployment(deployment.config, overrides, manifest=loaded, log=log)
+    print_log_settings(log, overrides)
     warn_ignored_options(trace, scheduler)
     echo_server_check(server_check(dep))
     from cpbcg.cli.trace_progress import TraceProgress
@@ -219,6 +233,7 @@ def replay_check(
         report, source = check(trace.trace, dep, cfg.gates.to_gates(), manifest=loaded, replay=replay, config=cfg,
                                trace_options={**trace.reader_options(), "progress": bar.requests}, on_chunk=bar.forwards)
     report_simulation(source)
+    print_log_summary(source)
     render(report, output_format, stdout_taken=STDOUT in (str(junit), str(json_path)))
     publish(report, junit, json_path)
     if trace.trace is None:

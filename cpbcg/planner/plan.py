@@ -30,6 +30,8 @@ class PlanResult:
     """The recommended list; None when not asked for or when none can be made."""
     recommendation_error: str | None = None
     """Why no recommendation could be made (e.g. no forward is CP-active), else None."""
+    observed: Any = None
+    """An SGLang log's observed vs modelled graph use (`cpbcg.planner.observed.ObservedComparison`), else None."""
 
 
 def plan(

@@ -22,15 +22,18 @@ import numpy as np
 
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.traces.records import ForwardSizes
+from cpbcg.planner.traces.records import ForwardSizes, ObservedForwards
 
 
 def bound_demand(sizes: ForwardSizes, cp: CPLayout) -> Demand:
     """The `Demand` of forwards known only by size: `sizes.num_tokens` [N] int64 tokens,
     `sizes.counts` weights, rows the exact worst case over `sizes.num_requests` requests
-    (`worst_forward_rows`), CP-active as `bound_active`. Vectorised per distinct `k`."""
+    (`worst_forward_rows`), CP-active as `bound_active`. Vectorised per distinct `k`.
+    A mixed-chunk forward (`ObservedForwards.decode_requests > 0`) carries one-token decode
+    rows (`StrategyModel.bound_active`: under zigzag CP it is never CP-active)."""
     n, k = sizes.num_tokens.astype(np.int64), sizes.num_requests.astype(np.int64)
-    return Demand(n, worst_forward_rows(n, k, cp), bound_active(n, k, cp), k, sizes.counts.astype(np.int64))
+    decode = sizes.decode_requests if isinstance(sizes, ObservedForwards) else None
+    return Demand(n, worst_forward_rows(n, k, cp), cp.model.bound_active(n, k, decode), k, sizes.counts.astype(np.int64))
 
 
 def bound_active(num_tokens: np.ndarray, num_requests: np.ndarray, cp: CPLayout) -> np.ndarray:

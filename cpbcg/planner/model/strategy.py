@@ -197,8 +197,11 @@ class StrategyModel:
         (0.5.23 `InterleaveCPBCGInput._max_local_tokens`, aligned)."""
         return align_up(-(-num_tokens // self.cp_size), self.align_rows)
 
-    def bound_active(self, num_tokens: np.ndarray, num_requests: np.ndarray) -> np.ndarray:
-        """[N] bool: some forward of `num_tokens` tokens in `num_requests` requests is CP-active."""
+    def bound_active(self, num_tokens: np.ndarray, num_requests: np.ndarray,
+                     decode_requests: np.ndarray | None = None) -> np.ndarray:
+        """[N] bool: some forward of `num_tokens` tokens in `num_requests` requests is CP-active.
+        `decode_requests` [N] (optional): how many of those requests are one-token decode rows of
+        a mixed-chunk forward."""
         return np.asarray(num_tokens) >= self.min_capture_tokens
 
     def worst_forward_rows(self, num_tokens: np.ndarray, num_requests: np.ndarray) -> np.ndarray:
@@ -330,7 +333,8 @@ class NoCP(StrategyModel):
     def worst_case_rows(self, num_tokens, num_requests):
         return num_tokens
 
-    def bound_active(self, num_tokens: np.ndarray, num_requests: np.ndarray) -> np.ndarray:
+    def bound_active(self, num_tokens: np.ndarray, num_requests: np.ndarray,
+                     decode_requests: np.ndarray | None = None) -> np.ndarray:
         return np.ones(len(num_tokens), dtype=bool)
 
     @property
@@ -467,8 +471,12 @@ class Zigzag(StrategyModel):
     def worst_case_rows(self, num_tokens, num_requests):
         return align_up((num_tokens + num_requests * (self.cp_size - 1)) // self.cp_size, self.align_rows)
 
-    def bound_active(self, num_tokens: np.ndarray, num_requests: np.ndarray) -> np.ndarray:
-        return np.asarray(num_tokens) >= self.min_request_tokens * np.asarray(num_requests)
+    def bound_active(self, num_tokens: np.ndarray, num_requests: np.ndarray,
+                     decode_requests: np.ndarray | None = None) -> np.ndarray:
+        """Every request needs `2*cp_size` tokens, so a mixed-chunk forward (one-token decode
+        rows, `decode_requests > 0`) is never CP-active."""
+        active = np.asarray(num_tokens) >= self.min_request_tokens * np.asarray(num_requests)
+        return active if decode_requests is None else active & (np.asarray(decode_requests) == 0)
 
     def worst_forward_rows(self, num_tokens: np.ndarray, num_requests: np.ndarray) -> np.ndarray:
         """Exact over exactly `k` requests. A request `L = seg*b + m` (`b >= 1`) gives rank `r`

@@ -40,6 +40,8 @@ class Sniff:
     """The first bytes of the trace (decompressed, up to 1 MiB)."""
     cut: bool
     """`line` was longer than `MAX_LINE_BYTES` (only whole-file formats may accept it)."""
+    path: Path | None = None
+    """The trace itself, for formats that look past `head` (SGLang logs); None when unknown."""
 
     @property
     def keys(self) -> set[str]:

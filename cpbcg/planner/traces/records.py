@@ -73,6 +73,23 @@ class ForwardSizes:
         return ForwardSizes(uniq[:, 0].copy(), uniq[:, 1].copy(), counts, cached)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ObservedForwards(ForwardSizes):
+    """Forwards an SGLang server printed, one per distinct forward (`sglang_log`): their sizes as
+    `ForwardSizes` (a mixed-chunk forward sized with its decode rows) plus what the server
+    observed. Every array is `[N]`, aligned with `num_tokens`."""
+
+    decode_requests: np.ndarray
+    """int64: of `num_requests`, the decode rows of one token each that a mixed-chunk forward
+    carries (`Prefill batch(mixed #running-req: N)`; 0 otherwise)."""
+    line_no: np.ndarray
+    """int64: 1-based line of the log that printed the forward (the first copy read)."""
+    dp_rank: np.ndarray
+    """int64: attention-DP rank that ran it (`DP1` in the rank prefix; 0 without one)."""
+    graph: np.ndarray
+    """int8: the server's verdict (`cuda graph: True` 1, `False` 0; -1 when the line has none)."""
+
+
 class TimeUnit(str, Enum):
     """How a timestamp field is read."""
 

@@ -26,6 +26,7 @@ import cpbcg.planner.traces.generic as generic
 import cpbcg.planner.traces.mooncake as mooncake
 import cpbcg.planner.traces.parquet as parquet
 import cpbcg.planner.traces.sglang_log as sglang_log
+import cpbcg.planner.traces.sglang_requests as sglang_requests
 import cpbcg.planner.traces.splitwise as splitwise
 import cpbcg.planner.traces.vidur as vidur
 import cpbcg.planner.traces.vllm_bench as vllm_bench
@@ -44,6 +45,7 @@ FORMATS: tuple[TraceFormatInfo, ...] = (
     generic.CSV_FORMAT,
     mooncake.FORMAT,
     aibrix.FORMAT,
+    sglang_requests.FORMAT,
     sglang_log.FORMAT,
     azure.FORMAT,
     burstgpt.FORMAT,
@@ -100,7 +102,7 @@ def sniff(path: Path) -> Sniff:
         raise TraceError(located(display(path), 1, "empty trace: no requests"))
     line_no = skipped + text.count(b"\n", 0, offset) + 1
     cut = end < 0 and len(head) > MAX_LINE_BYTES
-    return Sniff(line_no, line, _json(line) if not cut else None, _header(line) if not cut else None, head, cut)
+    return Sniff(line_no, line, _json(line) if not cut else None, _header(line) if not cut else None, head, cut, path)
 
 
 MAX_BLANK_BYTES = 256 << 20

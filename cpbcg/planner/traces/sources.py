@@ -17,6 +17,8 @@ from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
 from cpbcg.planner.traces.embedded import synthetic_batches
 from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind, open_trace
+from cpbcg.planner.traces.sglang_log import LogReader, LogSummary
+from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
 from cpbcg.planner.traces.text import display
 
 EMBEDDED_DEFAULT = "embedded default (seeded synthetic chat workload, 20,000 forwards)"
@@ -34,6 +36,13 @@ class BatchSource:
     """The scheduler simulation for request traces (its `summary()` is complete after iterating)."""
     forwards: Iterator[ForwardSizes] | None = None
     """Forward sizes of a server log (bound mode), or None; `batches` then refuses to iterate."""
+    log: LogSettings | None = None
+    """What an SGLang server log says about its deployment (`read_log_settings`), else None."""
+
+    @property
+    def log_summary(self) -> LogSummary | None:
+        """What reading a server log kept, folded and skipped (complete after iterating), else None."""
+        return self.forwards.summary if isinstance(self.forwards, LogReader) else None
 
     @property
     def is_bound(self) -> bool:
@@ -66,7 +75,8 @@ def open_source(
     if opened.kind is TraceKind.batches:
         return BatchSource(opened.items, fmt, None)
     if opened.kind is TraceKind.forwards:
-        return BatchSource(_bound_only(trace), fmt, None, opened.items)
+        log = read_log_settings(trace) if isinstance(opened.items, LogReader) else None
+        return BatchSource(_bound_only(trace), fmt, None, opened.items, log)
     simulation = Simulation(opened.items, scheduler if scheduler is not None else SchedulerSettings(), progress)
     return BatchSource(iter(simulation), fmt, simulation)
 

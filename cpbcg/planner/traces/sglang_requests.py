@@ -1,0 +1,119 @@
+"""SGLang server logs with per-request lines: exact lengths, as a request trace.
+
+With `--enable-request-time-stats-logging` the scheduler prints each finished request
+(`Req.log_time_stats`, `managers/schedule_batch.py` in 0.5.23):
+
+    ReqTimeStats(rid=abc, input_len=2048, cached_input_len=512, output_len=100, attempts=1, type=unified): queue_duration=1.23ms, forward_duration=456.78ms, entry_time=1793000000.123
+
+and with `--log-requests` the tokenizer manager prints `Finish: obj=..., out={... 'id': 'abc',
+'prompt_tokens': 2048, 'completion_tokens': 100, 'cached_tokens': 512, 'e2e_latency': 1.23, ...}`.
+Each request once (by `rid`: copies from other ranks and a `Finish` line for a request already
+read are dropped): prompt length `input_len - cached_input_len` (the tokens the server computed;
+its own prefix-cache hits are already taken off, so plan with `prefix_cache: off`), output
+length, arrival `entry_time` (wall clock, s), else the line's time minus the queue and forward
+durations (`Finish`: minus `e2e_latency`). Requests are sorted by arrival (they finish out of
+order), so the trace is held as four numbers per request. Lines that cannot be read are skipped
+and counted like the `Prefill batch` reader's.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from cpbcg.errors import TraceError, located
+from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
+from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk
+from cpbcg.planner.traces.text import display, iter_blob_chunks
+
+CHUNK_REQUESTS = 65536
+_STATS = re.compile(rb"ReqTimeStats\(rid=([^,\s]+)[^)]*?input_len=(\d{1,12}), cached_input_len=(\d{1,12}), output_len=(\d{1,12})[^\n]*")
+_FINISH = re.compile(rb"Finish: obj=[^\n]*")
+_WHEN = re.compile(rb"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
+_ENTRY = re.compile(rb"entry_time=(\d+(?:\.\d+)?)")
+_MS = re.compile(rb"(queue|forward)_duration=(\d+(?:\.\d+)?)ms")
+_META = {key: re.compile(rb"'" + key.encode() + rb"': (\d+(?:\.\d+)?)") for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency")}
+_ID = re.compile(rb"'id': '([^']+)'")
+
+
+def recognises(sniff: Sniff, options: ReadOptions) -> bool:
+    """A non-JSON log whose first 1 MiB holds a `ReqTimeStats(rid=` or `Finish: obj=` line with lengths."""
+    return sniff.record is None and (b"ReqTimeStats(rid=" in sniff.head or (b"Finish: obj=" in sniff.head and b"'prompt_tokens': " in sniff.head))
+
+
+def _seconds(stamp: bytes) -> float:
+    text = stamp.decode().replace(",", ".").replace("T", " ")
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+
+
+def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, Callable[[], np.ndarray]]]:
+    """`(RequestChunk, line numbers)` sorted by arrival (module doc). Raises `TraceError` when no
+    request line reads."""
+    seen: set[bytes] = set()
+    rows: list[tuple[float, int, int]] = []  # arrival s, prompt tokens, output tokens
+    lines: list[int] = []
+    skipped, first_skipped = 0, 0
+    for first, blob in iter_blob_chunks(path):
+        if b"ReqTimeStats(" not in blob and b"Finish: obj=" not in blob:
+            continue
+        line_no = first
+        for line in blob.split(b"\n"):
+            row = _stats_row(line, seen) if b"ReqTimeStats(" in line else _finish_row(line, seen) if b"Finish: obj=" in line else None
+            if row is False:
+                skipped += 1
+                first_skipped = first_skipped or line_no
+            elif row is not None:
+                rows.append(row)
+                lines.append(line_no)
+            line_no += 1
+    if not rows:
+        raise TraceError(located(display(path), first_skipped or 1, "no readable ReqTimeStats or Finish request lines"))
+    a = np.array(rows, dtype=np.float64)
+    order = np.argsort(a[:, 0], kind="stable")
+    arrival, prompt, output = a[order, 0] - a[order[0], 0], a[order, 1].astype(np.int64), a[order, 2].astype(np.int64)
+    line_nos = np.array(lines, dtype=np.int64)[order]
+    for start in range(0, len(a), CHUNK_REQUESTS):
+        end = start + CHUNK_REQUESTS
+        yield RequestChunk(prompt[start:end], arrival[start:end], None, output[start:end]), (lambda s=start, e=end: line_nos[s:e])
+
+
+def _stats_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None | bool:
+    m = _STATS.search(line)
+    if m is None:
+        return False
+    if m.group(1) in seen:
+        return None
+    entry, when = _ENTRY.search(line), _WHEN.search(line)
+    if entry is not None:
+        arrival = float(entry.group(1))
+    elif when is not None:
+        arrival = _seconds(when.group(1)) - sum(float(d.group(2)) for d in _MS.finditer(line)) / 1000.0
+    else:
+        return False
+    return _row(seen, m.group(1), arrival, int(m.group(2)) - int(m.group(3)), int(m.group(4)))
+
+
+def _finish_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None | bool:
+    values = {key: rx.search(line) for key, rx in _META.items()}
+    rid, when = _ID.search(line), _WHEN.search(line)
+    if any(v is None for k, v in values.items() if k != "cached_tokens") or when is None or rid is None:
+        return False
+    if rid.group(1) in seen:
+        return None
+    cached = int(values["cached_tokens"].group(1)) if values["cached_tokens"] else 0  # type: ignore[union-attr]
+    arrival = _seconds(when.group(1)) - float(values["e2e_latency"].group(1))  # type: ignore[union-attr]
+    return _row(seen, rid.group(1), arrival, int(values["prompt_tokens"].group(1)) - cached, int(values["completion_tokens"].group(1)))  # type: ignore[union-attr]
+
+
+def _row(seen: set[bytes], rid: bytes, arrival: float, prompt: int, output: int) -> tuple[float, int, int] | bool:
+    if not (1 <= max(prompt, 1) <= MAX_REQUEST_TOKENS and 0 <= output <= MAX_REQUEST_TOKENS) or prompt < 0:
+        return False
+    seen.add(rid)
+    return arrival, max(prompt, 1), output
+
+
+FORMAT = TraceFormatInfo("sglang-requests", "SGLang server log (per-request lines)", TraceKind.requests, recognises, read)
