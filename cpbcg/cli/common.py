@@ -66,7 +66,7 @@ CpSizeOpt = Annotated[Optional[int], typer.Option("--cp-size", min=1, max=1024, 
 StrategyOpt = Annotated[Optional[CPStrategy], typer.Option("--cp-strategy", help="CP split strategy. [default: zigzag]", show_default=False)]
 AlignOpt = Annotated[Optional[int], typer.Option("--align-size", min=1, max=4194304, help="Row alignment. [default: 2*cp_size for zigzag, cp_size for interleave]", show_default=False)]
 FactorOpt = Annotated[Optional[float], typer.Option("--max-padding-factor", min=1.0, max=100.0, help="Largest bucket/tokens ratio the selector accepts. [default: 2.0]", show_default=False)]
-BucketsOpt = Annotated[Optional[str], typer.Option("--buckets", "-b", help="Bucket spec: sglang-default:MAX, sglang-legacy:MAX, a list like 2048,2304, or a YAML/JSON file (also SGLang --cuda-graph-config JSON). [default: sglang-default:8192]", show_default=False)]
+BucketsOpt = Annotated[Optional[str], typer.Option("--buckets", "-b", help="Bucket spec: sglang-default:MAX, sglang-legacy:MAX, a list like 2048,2304, or a YAML/JSON file (also SGLang --cuda-graph-config JSON). [default: sglang-default:CHUNK, SGLang's default for the --chunked-prefill-size in force]", show_default=False)]
 CaptureLayoutOpt = Annotated[Optional[CaptureLayout], typer.Option("--capture-layout", help="Dummy batch each bucket is captured from. [default: single_request]", show_default=False)]
 MaxContextOpt = Annotated[Optional[int], typer.Option("--max-context-size", min=1, max=2**31 - 1, help="Longest dummy request for context_bounded capture (tokens).", show_default=False)]
 MaxCaptureReqOpt = Annotated[Optional[int], typer.Option("--max-capture-requests", min=1, max=4194304, help="Request slots of the capture dummy batch.", show_default=False)]
