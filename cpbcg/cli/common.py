@@ -86,7 +86,7 @@ PrefixCacheOpt = Annotated[Optional[str], typer.Option("--prefix-cache", help="P
 PrefillFixedMsOpt = Annotated[Optional[float], typer.Option("--prefill-fixed-ms", min=0.0, help="Fixed time of one prefill forward (ms). [default: 5.0]", show_default=False)]
 PrefillTokensPerSOpt = Annotated[Optional[float], typer.Option("--prefill-tokens-per-s", help="Prefill throughput (tokens/s); a forward of n tokens takes prefill_fixed_ms + n / this. [default: 40000]", show_default=False)]
 RateOpt = Annotated[Optional[float], typer.Option("--rate", help="Poisson arrival rate for request traces without timestamps (requests/s). [default: 4.0]", show_default=False)]
-TimeScaleOpt = Annotated[Optional[float], typer.Option("--time-scale", help="Divide inter-arrival gaps by this to emulate higher load. [default: 1.0]", show_default=False)]
+TimeScaleOpt = Annotated[Optional[str], typer.Option("--time-scale", help="Divide inter-arrival gaps by this to emulate higher load; plan takes a list of load factors, e.g. 0.5,1,2,4: every factor is simulated and the list is fitted to all of them together. [default: 1.0]", show_default=False)]
 SeedOpt = Annotated[Optional[int], typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of the synthetic Poisson arrivals. [default: 0]", show_default=False)]
 DecodeOpt = Annotated[Optional[bool], typer.Option("--decode/--no-decode", help="Simulate decode (request slots, KV pool, decode steps between prefills); --no-decode keeps the prefill-only model. [default: decode]", show_default=False)]
 PageSizeOpt = Annotated[Optional[int], typer.Option("--page-size", min=1, max=1 << 20, help="KV page size in tokens; charges are page-rounded and chunks cut to a page boundary (SGLang --page-size). [default: 1]", show_default=False)]

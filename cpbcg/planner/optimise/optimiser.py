@@ -253,7 +253,8 @@ def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_mu
     w = batch_windows(demand, grid.sizes, grid.capacity_rows, cost, factor)
     rules = _constraints(grid, required, pin_index, max_tokens, factor, allow_gaps)
     cand = _candidates(w, grid, cost, rules, factor, objective)
-    problem, m_key = _problem(w, grid, cand, rules, cost, factor, objective, max_buckets)
+    # a list never holds more buckets than there are candidates: no DP layer beyond that count
+    problem, m_key = _problem(w, grid, cand, rules, cost, factor, objective, min(max_buckets, len(cand)))
     stop = None
     if need_graph is not None and m_key is not None:
         total_w = int(w.weight.sum())
