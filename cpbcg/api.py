@@ -90,18 +90,22 @@ def server_check(deployment: Deployment) -> ServerCheck:
 
 def open_trace(
     path: str | Path | None = None, deployment: Deployment | None = None, *, trace_format: str = "auto",
-    length_field: str | None = None, time_field: str | None = None, options: ReadOptions | None = None,
+    length_field: str | None = None, time_field: str | None = None, output_field: str | None = None,
+    model: str | None = None, log_type: str | None = None, options: ReadOptions | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> BatchSource:
-    """Prefill forwards of a trace, lazily (iterate `.batches` once): a batch trace as written,
-    a request trace through the scheduler simulation with `deployment.scheduler` (calling
-    `progress(requests read so far)` as it reads); None = the embedded default workload; `-` =
-    stdin. An SGLang server log gives forward sizes only (`.is_bound`, `.forwards`): `plan`,
-    `evaluate` and `check` take it at its worst case. `options` (a `ReadOptions`: generic fields,
-    BurstGPT filters) wins over `length_field`/`time_field`. Raises `TraceError` (`FILE:LINE: ...`)."""
+    """Prefill forwards of a trace, lazily: a batch trace as written, a request trace through the
+    scheduler simulation with `deployment.scheduler` (calling `progress(requests read so far)` as
+    it reads); None = the embedded default workload; `-` = stdin. An SGLang server log gives
+    forward sizes only (`.is_bound`, `.forwards`): `plan`, `evaluate` and `check` take it at its
+    worst case. The reading options are the CLI's: `length_field`, `time_field`, `output_field`
+    (generic CSV/JSONL fields), `model`, `log_type` (BurstGPT filters); `options` (a
+    `ReadOptions`) replaces them all. `plan` reads the file afresh each time, so the same object
+    can be planned again (one read from stdin can be read once). Raises `TraceError`
+    (`FILE:LINE: ...`)."""
     scheduler = deployment.scheduler if deployment is not None else None
     if options is None:
-        options = ReadOptions(length_field=length_field, time_field=time_field)
+        options = ReadOptions(length_field=length_field, time_field=time_field, output_field=output_field, model=model, log_type=log_type)
     return open_source(None if path is None else Path(path), trace_format=trace_format, scheduler=scheduler,
                        options=options, progress=progress)
 

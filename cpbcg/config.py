@@ -239,9 +239,9 @@ def load_config(
         message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
         origin = _located(_origin(loc, stack), label, text, loc)
         raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))})") from None
+    _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
     _check_buckets(cfg, _located(_origin(("buckets",), stack), label, text, ("buckets",)))
     _check_flags_file(cfg)
-    _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
     _check_tp(cfg, _located(_origin(("tp_size",), stack), label, text, ("tp_size",)))
     return cfg
 

@@ -175,7 +175,7 @@ def _check_usage(req: PlanRequest, trace: TraceOptions, cost: CostOptions) -> No
                 raise ConfigError(f"{flag} shapes the recommendation; drop --no-recommend")
     if req.plot is not None and req.plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {req.plot}: the plot is a PNG; give a file name ending in .png")
-    check_outputs({"-o": req.output, "--plot": req.plot}, {**{f"--trace {t}": t for t in trace.traces or []}, "--manifest": cost.manifest})
+    check_outputs({"-o": req.output, "--plot": req.plot}, {**{"--trace" if i == 0 else f"--trace {t}": t for i, t in enumerate(trace.traces or [])}, "--manifest": cost.manifest})
 
 
 def _load_manifest(path: Optional[Path]):

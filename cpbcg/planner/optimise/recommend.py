@@ -23,7 +23,7 @@ Every number comes from `evaluate_demand`, the code `plan` and `replay-check` us
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 import numpy as np
@@ -227,6 +227,10 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
         notes.append(f"no out-of-sample check: {split.num_lines:,} forwards cannot hold back {settings.validate_fraction:.0%} "
                      f"(the nearest cut holds back {1.0 - split.fit_fraction:.0%})")
         validate = False
+    if floor is not None and not _floor_fits(whole, deployment, settings, max_buckets, chunk, headroom, floor):
+        notes.append(f"no floor: {max_buckets} buckets cannot serve every size from {floor[0]:,} tokens up to the chunk within the "
+                     "padding factor; raise --max-buckets, or set --min-bucket higher")
+        floor = None
     fit_args = (deployment, settings, max_buckets, chunk, headroom, floor)
     # the out-of-sample fit shares nothing with the final one: on a second core when there is one
     with Background(_fit_buckets, split.head, *fit_args) if validate else nullcontext() as held_out:
@@ -252,13 +256,23 @@ def _floor(deployment: Deployment, settings: RecommendSettings, chunk: int) -> t
     smallest capturable size, `minimum_capture_tokens`) as one request, or None when disabled
     (`min_bucket = 0`) or not below the chunk. With gap-free lists every size from it up to the
     chunk then has a bucket within the padding factor, whether or not the trace held it."""
-    if settings.min_bucket == 0:
+    if settings.min_bucket == 0 or settings.allow_gaps:  # the floor is the gap-free rule carried down to it
         return None
     tokens = max(settings.min_bucket or 1, minimum_capture_tokens(deployment.cp))
     if tokens >= chunk or deployment.cp.cp_size == 1 and settings.min_bucket is None:
         return None
     rows = int(local_rows(BatchSet.from_lists([[tokens]]), deployment.cp)[0])
     return tokens, rows
+
+
+def _floor_fits(demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int,
+                headroom: Headroom | None, floor: tuple[int, int]) -> bool:
+    """Whether some list of at most `max_buckets` buckets serves the floor (and the rest)."""
+    try:
+        _fit(demand.subset(slice(0, 0)), deployment, replace(settings, target_coverage=None), max_buckets, chunk, headroom, floor)
+    except ConfigError:
+        return False
+    return True
 
 
 def _floor_note(floor: tuple[int, int], buckets: list[int], demand: Demand) -> str:
