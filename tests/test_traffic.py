@@ -171,3 +171,11 @@ def test_the_dp_never_runs_more_layers_than_candidates(tmp_path):
     doc = orjson.loads(_plan_json("-t", str(trace), "-b", str(buckets), "-k", "512"))
     rec = doc["recommendation"]
     assert len(rec["buckets"]) <= rec["num_candidates"] < 100
+
+
+def test_layout_never_says_fits_for_a_bucket_beyond_the_padding_limit():
+    result = runner.invoke(app, ["layout", "--cp-size", "4", "--buckets", "25,64", "12"])
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    assert "natural bucket 25 is above max_padding_factor 2 x n = 24 tokens: beyond the padding limit" in text
+    assert "fits" not in text and "eager (padding_limit)" in text
