@@ -31,6 +31,7 @@ import numpy as np
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.background import Background
 from cpbcg.planner.optimise.capture_cost import CaptureEstimate, estimate_capture
+from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
 from cpbcg.planner.model.capacity import local_capacity, minimum_capture_tokens
 from cpbcg.planner.model.layout import BatchSet, local_rows
 from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms
@@ -215,13 +216,18 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
         raise ConfigError("the trace has no prefill forwards to optimise for")
     max_buckets = settings.max_buckets or min(len(deployment.table().capture_num_tokens), MAX_DEFAULT_BUCKETS)
     chunk = settings.max_bucket_tokens or default_chunk_tokens(deployment)
+    notes: list[str] = []
+    if chunk > MAX_BUCKET_TOKENS:  # the candidate grid grows with the chunk: never past the largest bucket a list may hold
+        notes.append(f"the chunk of {chunk:,} tokens is above the largest bucket a list may hold ({MAX_BUCKET_TOKENS:,}): "
+                     f"the list is planned for forwards up to {MAX_BUCKET_TOKENS:,} tokens; larger ones run eagerly")
+        chunk = MAX_BUCKET_TOKENS
     requests = settings.max_requests or max(split.max_requests, 1)
     if settings.bucket_multiple > chunk:
         raise ConfigError(f"bucket_multiple: {settings.bucket_multiple} is above the chunk of {chunk} tokens: no bucket below it could be a candidate")
     headroom, headroom_note = _headroom(deployment, chunk, requests) if settings.headroom else (None, None)
     floor = _floor(deployment, settings, chunk)
     whole = split.whole()
-    notes = list(_size_notes(split, settings))
+    notes += _size_notes(split, settings)
     validate = settings.validate_fraction > 0 and split.head.num_forwards > 0 and split.tail.num_forwards > 0
     if validate and abs((1.0 - split.fit_fraction) - settings.validate_fraction) > VALIDATION_TOLERANCE:
         notes.append(f"no out-of-sample check: {split.num_lines:,} forwards cannot hold back {settings.validate_fraction:.0%} "
@@ -305,7 +311,7 @@ def _headroom(deployment: Deployment, chunk: int, requests: int) -> tuple[Headro
     if not required:
         return None, f"no headroom: a full chunk of {chunk} tokens is not CP-active under cp_size {deployment.cp.cp_size}"
     rows = required[0][1]
-    top = int(np.floor(chunk * deployment.max_padding_factor))
+    top = min(int(np.floor(chunk * deployment.max_padding_factor)), max(chunk, MAX_BUCKET_TOKENS))
     try:
         capacity, top_capacity = (int(c) for c in local_capacity([chunk, top], deployment.cp, deployment.capture))
     except ModelError as exc:
@@ -321,7 +327,7 @@ def _fit(demand: Demand, deployment: Deployment, settings: RecommendSettings, ma
     """The list for `demand` (best of `max_buckets`, or the fewest reaching the coverage target)
     and the optimiser's best lists; the headroom chunk is a required forward."""
     factor = deployment.max_padding_factor
-    top = int(np.floor(chunk * factor)) if headroom is not None else chunk
+    top = min(int(np.floor(chunk * factor)), max(chunk, MAX_BUCKET_TOKENS)) if headroom is not None else chunk
     if settings.include and max(settings.include) > top:
         raise ConfigError(f"include: bucket {max(settings.include)} is above the largest candidate {top} (max_padding_factor x the chunk {chunk})")
     common = dict(
