@@ -158,6 +158,8 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
     if sources is None:  # plain chunks: one pass, in place
         return _plan(trace, deployment, settings, table, on_chunk)  # type: ignore[arg-type]
     if len(sources) == 1 and sources[0].spec is None:  # standard input: read once, in place
+        if load_factors is not None and len(load_factors) > 1:
+            raise ConfigError("--time-scale: a trace read from standard input can be simulated once: give one load factor, or a file")
         return _plan(_chunks(sources[0]), deployment, settings, table, on_chunk)
     jobs = traffic_jobs(sources, deployment, load_factors, rates, fit_traces)
     return plan_traffic(jobs, deployment, settings, table, workers=workers, scheduler=scheduler, on_chunk=on_chunk, progress=progress)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from cpbcg.errors import ConfigError
+from cpbcg.planner.background import JOBS_ENV
 from cpbcg.planner.demand_log import DemandLog, DemandSplit
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, Evaluator
@@ -226,7 +227,10 @@ def _executor(workers: int, scheduler: str | None, num_items: int) -> Iterator[t
 
 
 def default_workers() -> int:
-    """One worker per core this process may use."""
+    """One worker per core this process may use (`CPBCG_JOBS`, a whole number, when set)."""
+    value = os.environ.get(JOBS_ENV, "").strip()
+    if value.isdigit() and 1 <= int(value) <= 1024:
+        return int(value)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
