@@ -199,12 +199,16 @@ def trace_paths(paths: Sequence[str | Path]) -> list[Path]:
     out: list[Path] = []
     for given in paths:
         path = Path(given)
-        if path.is_dir():
+        try:
+            is_dir, exists = path.is_dir(), path.exists()
+        except OSError:  # e.g. a name too long: the reader reports it
+            is_dir, exists = False, True
+        if is_dir:
             files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
             if not files:
                 raise TraceError(f"{given}: a directory without trace files")
             out += files
-        elif str(given) != "-" and not path.exists() and any(c in str(given) for c in "*?["):
+        elif str(given) != "-" and not exists and any(c in str(given) for c in "*?["):
             files = sorted(Path(p) for p in glob.glob(str(given)) if Path(p).is_file())
             if not files:
                 raise TraceError(f"{given}: no file matches this pattern")

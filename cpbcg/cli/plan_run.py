@@ -94,6 +94,8 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         if len(parts) > 1:
             typer.echo(f"{part.label} at {part.load}:", err=True)
         report_simulation(part.source)
+    if not parts:  # standard input, planned in place
+        report_simulation(source)
     simulation = simulation_summary(source)
     _rate_note(parts)
     rec = result.recommendation

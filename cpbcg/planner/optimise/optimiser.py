@@ -266,6 +266,10 @@ def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_mu
     graph, times = {}, {}
     for k, chosen in lists.items():
         graph[k], times[k] = _list_outcome(w, grid, chosen, cost)
+    if lists and stop is None:  # limits above the candidate count: the same list as the largest feasible one
+        top_k = max(lists)
+        for k in range(top_k + 1, max_buckets + 1) if top_k == len(cand) else ():
+            lists[k], graph[k], times[k] = lists[top_k], graph[top_k], times[top_k]
     forwards = int(demand.counts.sum())
     return OptimalLists(
         lists, {k: t + w.unservable_eager_ms for k, t in times.items()}, len(cand), len(grid.sizes),
