@@ -2,6 +2,7 @@
 exact merge (serial, process pool, Dask LocalCluster), the floor of small buckets, and the API
 that plans a trace more than once."""
 
+import re
 import subprocess
 import sys
 
@@ -177,5 +178,6 @@ def test_layout_never_says_fits_for_a_bucket_beyond_the_padding_limit():
     result = runner.invoke(app, ["layout", "--cp-size", "4", "--buckets", "25,64", "12"])
     assert result.exit_code == 0
     text = " ".join(result.stdout.split())
-    assert "natural bucket 25 is above max_padding_factor 2 x n = 24 tokens: beyond the padding limit" in text
+    # (SGLang 0.5.23 captures 25 as 28 under cp 4: either way above 2 x 12)
+    assert re.search(r"natural bucket 2[58] is above max_padding_factor 2 x n = 24 tokens: beyond the padding limit", text)
     assert "fits" not in text and "eager (padding_limit)" in text

@@ -102,6 +102,7 @@ class Evaluation:
             bucket_hits={b: sum(p.bucket_hits[b] for p in parts) for b in parts[0].bucket_hits},
             eager_examples={r: [e for p in parts for e in p.eager_examples.get(r, [])][:MAX_EXAMPLES] for r in reasons},
             overflow_examples=[e for p in parts for e in p.overflow_examples][:MAX_EXAMPLES],
+            bucket_note=parts[0].bucket_note,
             **totals,
         )
 
