@@ -21,7 +21,8 @@ _EXPORTS = {
     "Recommendation": "cpbcg.planner.optimise.recommend", "RecommendSettings": "cpbcg.planner.optimise.recommend",
     "Validation": "cpbcg.planner.optimise.recommend", "CheckReport": "cpbcg.check.gates", "Gates": "cpbcg.check.gates",
     "CPLayout": "cpbcg.planner.model.layout", "CaptureSpec": "cpbcg.planner.model.capacity", "CostModel": "cpbcg.planner.optimise.cost",
-    "CpbcgError": "cpbcg.errors",
+    "CpbcgError": "cpbcg.errors", "TraceError": "cpbcg.errors", "ConfigError": "cpbcg.errors", "ModelError": "cpbcg.errors",
+    "ReadOptions": "cpbcg.planner.traces", "BatchSource": "cpbcg.planner.traces.sources", "PlanPart": "cpbcg.planner.plan",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -13,19 +13,21 @@ subclasses with one-line messages naming the file, line and config key.
 
 from __future__ import annotations
 
+import glob
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from cpbcg.check.gates import CheckReport, Gates, ReplayRecord, check_gates, replay_gate, sample_graph_batches
 from cpbcg.config import DeploymentConfig, load_config
-from cpbcg.errors import CaptureError, ConfigError
+from cpbcg.errors import CaptureError, ConfigError, TraceError
 from cpbcg.planner.optimise.cost import with_measured
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.model.layout import BatchSet
-from cpbcg.planner.plan import PlanResult, plan as _plan
+from cpbcg.planner.plan import PlanResult, plan as _plan, plan_traffic
+from cpbcg.planner.traffic import TrafficJob, default_rates, first_requests, load_jobs
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.sglang_release import ServerCheck, deployment_server_check
@@ -108,18 +110,22 @@ def log_settings(path: str | Path | None, trace_format: str = "auto", options: R
 
 def open_trace(
     path: str | Path | None = None, deployment: Deployment | None = None, *, trace_format: str = "auto",
-    length_field: str | None = None, time_field: str | None = None, options: ReadOptions | None = None,
+    length_field: str | None = None, time_field: str | None = None, output_field: str | None = None,
+    model: str | None = None, log_type: str | None = None, options: ReadOptions | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> BatchSource:
-    """Prefill forwards of a trace, lazily (iterate `.batches` once): a batch trace as written,
-    a request trace through the scheduler simulation with `deployment.scheduler` (calling
-    `progress(requests read so far)` as it reads); None = the embedded default workload; `-` =
-    stdin. An SGLang server log gives forward sizes only (`.is_bound`, `.forwards`): `plan`,
-    `evaluate` and `check` take it at its worst case. `options` (a `ReadOptions`: generic fields,
-    BurstGPT filters) wins over `length_field`/`time_field`. Raises `TraceError` (`FILE:LINE: ...`)."""
+    """Prefill forwards of a trace, lazily: a batch trace as written, a request trace through the
+    scheduler simulation with `deployment.scheduler` (calling `progress(requests read so far)` as
+    it reads); None = the embedded default workload; `-` = stdin. An SGLang server log gives
+    forward sizes only (`.is_bound`, `.forwards`): `plan`, `evaluate` and `check` take it at its
+    worst case. The reading options are the CLI's: `length_field`, `time_field`, `output_field`
+    (generic CSV/JSONL fields), `model`, `log_type` (BurstGPT filters); `options` (a
+    `ReadOptions`) replaces them all. `plan` reads the file afresh each time, so the same object
+    can be planned again (one read from stdin can be read once). Raises `TraceError`
+    (`FILE:LINE: ...`)."""
     scheduler = deployment.scheduler if deployment is not None else None
     if options is None:
-        options = ReadOptions(length_field=length_field, time_field=time_field)
+        options = ReadOptions(length_field=length_field, time_field=time_field, output_field=output_field, model=model, log_type=log_type)
     return open_source(None if path is None else Path(path), trace_format=trace_format, scheduler=scheduler,
                        options=options, progress=progress)
 
@@ -158,14 +164,98 @@ def evaluate(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, ta
     return _plan(_chunks(trace), deployment, None, table, on_chunk).evaluation  # plan without a recommendation
 
 
-def plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings | None = RecommendSettings(),
-         table: BucketTable | None = None, on_chunk: Callable[[BatchSet], Any] | None = None) -> PlanResult:
-    """Evaluate the configured list and recommend one, in one pass (`cpbcg plan`); a bound
-    source (`BatchSource.is_bound`) is planned at each forward's exact worst case. On Linux
-    with two or more CPUs the held-out validation fit runs in a forked child process
-    (`CPBCG_JOBS=1` in the environment keeps one process; same answer). On an SGLang log whose
-    lines print the graph verdict, `.observed` compares the server's verdicts with the model's."""
-    return _observed_plan(trace, deployment, settings, table, on_chunk)
+def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deployment: Deployment,
+         settings: RecommendSettings | None = RecommendSettings(), table: BucketTable | None = None,
+         on_chunk: Callable[[BatchSet], Any] | None = None, *, load_factors: Sequence[float] | None = None,
+         rates: Sequence[float] | str | None = None, workers: int = 1, scheduler: str | None = None,
+         fit_traces: Sequence[str] | None = None, progress: Callable[[int], None] | None = None) -> PlanResult:
+    """Evaluate the configured list and recommend one (`cpbcg plan`).
+
+    `trace`: one opened trace (`open_trace`), several (planned together, each an independent
+    server, reported per trace), or an iterable of `BatchSet` chunks (planned in one pass). An
+    opened trace is read afresh for every plan and every load, so it can be planned again; one
+    read from standard input can be read once.
+
+    `load_factors` (e.g. `[0.5, 1, 2, 4]`, default: the scheduler's `time_scale`): every request
+    trace is simulated at each (inter-arrival gaps divided by the factor), the list is fitted to
+    all of them together, and `PlanResult.parts` reports each (trace, factor). A request trace
+    without timestamps is simulated at Poisson `rates` (requests/s) instead, or with
+    `rates="auto"` at the rates that keep the modelled prefill `traffic.UTILISATIONS` busy
+    (`traffic.default_rates`); None keeps the scheduler's one `rate`. Batch traces and server
+    logs have no arrivals: planned once. `fit_traces` (paths as given): fit on these traces
+    only, report on all. The jobs run in this process, on `workers` local processes, or on the
+    Dask cluster at `scheduler` (`tcp://host:8786`; needs `cpbcg[distributed]`); the result is
+    the same. A bound source (`BatchSource.is_bound`) is planned at each forward's exact worst
+    case; on an SGLang log whose lines print the graph verdict, `.observed` compares the server's
+    verdicts with the model's. Raises `TraceError`, `ConfigError` (bad settings, `fit_traces` naming no trace given)."""
+    sources = [trace] if isinstance(trace, BatchSource) else list(trace) if _all_sources(trace) else None
+    if sources is None:  # plain chunks: one pass, in place
+        return _plan(trace, deployment, settings, table, on_chunk)  # type: ignore[arg-type]
+    if len(sources) == 1 and sources[0].log_summary is not None and (load_factors is None or len(load_factors) <= 1):
+        return _observed_plan(sources[0], deployment, settings, table, on_chunk)  # a server log: verdicts tallied
+    if len(sources) == 1 and sources[0].spec is None:  # standard input: read once, in place
+        if load_factors is not None and len(load_factors) > 1:
+            raise ConfigError("--time-scale: a trace read from standard input can be simulated once: give one load factor, or a file")
+        return _plan(_chunks(sources[0]), deployment, settings, table, on_chunk)
+    jobs = traffic_jobs(sources, deployment, load_factors, rates, fit_traces)
+    return plan_traffic(jobs, deployment, settings, table, workers=workers, scheduler=scheduler, on_chunk=on_chunk, progress=progress)
+
+
+def traffic_jobs(sources: Sequence[BatchSource], deployment: Deployment, load_factors: Sequence[float] | None = None,
+                 rates: Sequence[float] | str | None = None, fit_traces: Sequence[str] | None = None) -> list[TrafficJob]:
+    """The (trace, load) jobs `plan` runs for `sources` (see `plan`)."""
+    fit = None if fit_traces is None else {str(Path(p)) for p in fit_traces}
+    given = {str(Path(s.spec.path)) for s in sources if s.spec is not None and s.spec.path is not None}
+    if fit is not None and not fit & given:
+        raise ConfigError(f"--fit-trace {', '.join(sorted(fit))}: not among the traces given ({', '.join(sorted(given)) or 'none'})")
+    jobs: list[TrafficJob] = []
+    for source in sources:
+        if source.spec is None:
+            raise ConfigError("a trace read from standard input can be read once: plan it alone, at one load factor")
+        spec = source.spec
+        label = describe_source(spec.path, bound=source.is_bound)
+        fitted = fit is None or str(Path(spec.path or "")) in fit
+        factors = list(load_factors) if load_factors else [spec.scheduler.time_scale]
+        if source.simulation is None:  # no arrivals to scale: one job
+            jobs += load_jobs(spec, label, [spec.scheduler.time_scale], None, fitted)
+            continue
+        job_rates = None
+        if rates is not None:
+            first = first_requests(spec)
+            if first is not None and first.arrival_s is None:
+                job_rates = default_rates(float(first.input_tokens.mean()), spec.scheduler) if rates == "auto" else list(rates)  # type: ignore[arg-type]
+        jobs += load_jobs(spec, label, factors, job_rates, fitted)
+    return jobs
+
+
+def trace_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """Trace files from paths as given: a directory stands for its files (not hidden, sorted by
+    name), a glob (`day-*.csv`) that names no file for the files it matches (sorted), `-` for
+    standard input. Raises `TraceError` for a directory or glob with no file."""
+    out: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        try:
+            is_dir, exists = path.is_dir(), path.exists()
+        except OSError:  # e.g. a name too long: the reader reports it
+            is_dir, exists = False, True
+        if is_dir:
+            files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+            if not files:
+                raise TraceError(f"{given}: a directory without trace files")
+            out += files
+        elif str(given) != "-" and not exists and any(c in str(given) for c in "*?["):
+            files = sorted(Path(p) for p in glob.glob(str(given)) if Path(p).is_file())
+            if not files:
+                raise TraceError(f"{given}: no file matches this pattern")
+            out += files
+        else:
+            out.append(path)
+    return out
+
+
+def _all_sources(trace: Any) -> bool:
+    return isinstance(trace, (list, tuple)) and bool(trace) and all(isinstance(t, BatchSource) for t in trace)
 
 
 def recommend(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings = RecommendSettings()) -> Recommendation:

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cpbcg.check.gates import Gates
 from cpbcg.errors import ConfigError, CpbcgError
@@ -139,10 +139,20 @@ class DeploymentConfig(_Strict):
     max_context_size_tokens: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Longest dummy request (context_bounded).")
     max_capture_requests: StrictInt | None = Field(None, ge=1, le=MAX_BUCKET_TOKENS, description="Request slots of the dummy batch.")
     max_seq_len_tokens: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Longest sequence a prefill graph replays (SGLang cuda-graph-config prefill.max_seq_len).")
-    buckets: Union[list[Annotated[StrictInt, Field(ge=1, le=MAX_BUCKET_TOKENS)]], str] = Field("sglang-default:8192", description="Bucket spec (see --buckets).")
+    buckets: Union[list[Annotated[StrictInt, Field(ge=1, le=MAX_BUCKET_TOKENS)]], str] = Field(
+        "sglang-default:8192", description="Bucket spec (see --buckets); default: SGLang's default list for the chunk in force, sglang-default:<chunked_prefill_size>.")
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
     gates: GateConfig = Field(default_factory=GateConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_buckets(cls, data: Any) -> Any:
+        """No `buckets` given: SGLang's default list for the chunk in force, as SGLang derives
+        `max_bs` from `chunked_prefill_size` (domain §5)."""
+        if isinstance(data, dict) and data.get("buckets") is None:
+            return {**data, "buckets": default_bucket_spec(data.get("scheduler"))}
+        return data
 
     def to_deployment(self, cost_source: str | None = None) -> Deployment:
         """The plain frozen `Deployment` the planner reads (bucket spec resolved).
@@ -163,6 +173,21 @@ class DeploymentConfig(_Strict):
     @property
     def capture_spec(self) -> CaptureSpec:
         return CaptureSpec(self.capture_layout, self.max_context_size_tokens, self.max_capture_requests)
+
+
+def default_bucket_spec(scheduler: Any) -> str:
+    """`sglang-default:MAX_BS` with SGLang's default `max_bs` for the scheduler settings given (a
+    dict of `scheduler.*` keys, or None): `chunked_prefill_size`, or `max_prefill_tokens` when
+    chunking is off (-1), kept within the generator's range [4, MAX_BUCKET_TOKENS]. Values of the
+    wrong type fall back to the defaults (their own validation reports them)."""
+    scheduler = scheduler if isinstance(scheduler, dict) else {}
+    fields = SchedulerConfig.model_fields
+    chunk = scheduler.get("chunked_prefill_size", fields["chunked_prefill_size"].default)
+    if chunk == -1:
+        chunk = scheduler.get("max_prefill_tokens", fields["max_prefill_tokens"].default)
+    if isinstance(chunk, bool) or not isinstance(chunk, int):
+        chunk = fields["chunked_prefill_size"].default
+    return f"sglang-default:{min(max(chunk, 4), MAX_BUCKET_TOKENS)}"
 
 
 def preset_names() -> list[str]:
@@ -216,9 +241,9 @@ def load_config(
         message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
         origin = _located(_origin(loc, stack), label, text, loc)
         raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))})") from None
+    _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
     _check_buckets(cfg, _located(_origin(("buckets",), stack), label, text, ("buckets",)))
     _check_flags_file(cfg)
-    _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
     _check_tp(cfg, _located(_origin(("tp_size",), stack), label, text, ("tp_size",)))
     return cfg
 

@@ -51,6 +51,7 @@ def recommendation_document(rec: Recommendation) -> dict[str, Any]:
         validation = {
             "fit_fraction": v.fit_fraction, "buckets": v.buckets, "in_sample": v.in_sample.to_dict(),
             "evaluation": v.evaluation.to_dict(), "warning": v.warning(),
+            "by_part": {name: ev.to_dict() for name, ev in v.by_part.items()},
         }
     return {
         "buckets": rec.buckets,
@@ -71,7 +72,18 @@ def recommendation_document(rec: Recommendation) -> dict[str, Any]:
         "exact": rec.optimal.bucket_multiple == 1,
         "bucket_multiple": rec.optimal.bucket_multiple,
         "num_candidates": rec.optimal.num_candidates,
+        "floor_tokens": rec.floor_tokens,
+        "notes": list(rec.notes),
     }
+
+
+def traffic_document(parts: Any) -> list[dict[str, Any]]:
+    """`plan --format json` with several traces or loads: each (trace, load) job with the
+    configured list's and the recommended list's evaluation (`PlanPart`)."""
+    return [{
+        "trace": p.label, "load": p.load, "load_factor": p.load_factor, "rate_per_s": p.rate_per_s, "fit": p.fit,
+        "configured": p.evaluation.to_dict(), "recommended": None if p.recommended is None else p.recommended.to_dict(),
+    } for p in parts]
 
 
 def as_dict(result: Any) -> dict[str, Any]:

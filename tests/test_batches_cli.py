@@ -206,10 +206,10 @@ def test_warn_ignored_options_sniffs_the_trace(tmp_path, capsys):
     trace.write_text("[5, 6]\n")
     from cpbcg.cli.options import SchedulerOptions, TraceOptions
 
-    warn_ignored_options(TraceOptions(trace), SchedulerOptions(time_scale=2.0))
+    warn_ignored_options(TraceOptions([trace]), SchedulerOptions(time_scale="2"))
     assert capsys.readouterr().err == f"cpbcg: warning: --time-scale applies to request traces only; {trace} is a batch trace\n"
-    warn_ignored_options(TraceOptions(ASSETS / "azure.csv"), SchedulerOptions(time_scale=2.0))
-    warn_ignored_options(TraceOptions(trace), SchedulerOptions())
+    warn_ignored_options(TraceOptions([ASSETS / "azure.csv"]), SchedulerOptions(time_scale="2"))
+    warn_ignored_options(TraceOptions([trace]), SchedulerOptions())
     assert capsys.readouterr().err == ""
 
 

@@ -147,7 +147,7 @@ def test_plan_reads_stdin():
     doc = orjson.loads(result.stdout)
     # good.jsonl: [1534, 161, 353], [8192] x3, [100, 28] -> 5 forwards, 2048 + 3*8192 + 128 tokens
     assert doc["source"] == "<stdin>" and (doc["batches"], doc["tokens"]) == (5, 26752)
-    check = runner.invoke(app, ["replay-check", "-t", "-", "--cp-size", "4", "-f", "json"], input=data)
+    check = runner.invoke(app, ["replay-check", "--report-only", "-t", "-", "--cp-size", "4", "-f", "json"], input=data)
     assert check.exit_code == 0, check.output
     assert orjson.loads(check.stdout)["tokens"] == 26752
 

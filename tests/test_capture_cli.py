@@ -46,7 +46,7 @@ def test_capture_manifest_loads_in_plan_and_replay_check(tmp_path):
     broken = runner.invoke(app, ["plan", "-k", "4", "--manifest", str(out), "--format", "json"])
     assert broken.exit_code == 2 and "bucket 2304: local_rows 577 contradicts the capture model" in broken.stderr
     out.write_text(out.read_text().replace('"local_rows": 577', '"local_rows": 576', 1))
-    check = runner.invoke(app, ["replay-check", "--manifest", str(out), "--format", "json"])
+    check = runner.invoke(app, ["replay-check", "--report-only", "--manifest", str(out), "--format", "json"])
     assert check.exit_code == 0, check.output
     report = orjson.loads(check.stdout)
     assert report["manifest"] == str(out) and report["buckets"] == [256, 512, 1024, 2048, 2304]
@@ -73,7 +73,7 @@ def test_capture_out_of_memory_writes_partial_manifest_and_exits_3(tmp_path, mon
     assert data["complete"] is False and [b["capture_num_tokens"] for b in data["buckets"]] == [2304, 1024]
     assert data["skipped_buckets"] == [{"capture_num_tokens": 2048, "local_rows": 512, "cause": "out_of_memory",
                                         "reason": "CUDA out of memory. Tried to allocate 64.00 GiB. GPU 0 has a total capacity of 139.8 GiB"}]
-    assert runner.invoke(app, ["replay-check", "--manifest", str(out)]).exit_code == 0  # the rest is usable
+    assert runner.invoke(app, ["replay-check", "--report-only", "--manifest", str(out)]).exit_code == 0  # the rest is usable
 
 
 def test_capture_out_of_memory_in_verification_is_skipped_too(tmp_path, monkeypatch):

@@ -34,8 +34,21 @@ def test_file_exports_read_back(tmp_path, fmt, suffix):
 
 def test_sglang_json_shape():
     text = export_buckets(BUCKETS, EmitFormat.sglang_json, CP4)
-    assert text.startswith("--cuda-graph-config '{\"prefill\":{\"bs\":[16,512,2048,4096,8193],\"max_bs\":8193}}' --enable-prefill-cp")
+    assert text.startswith('--cuda-graph-config {"prefill":{"bs":[16,512,2048,4096,8193],"max_bs":8193}} --enable-prefill-cp')
     assert parse_sglang_flags(text) == BUCKETS
+
+
+def test_sglang_json_survives_cat_in_a_shell(tmp_path):
+    """`launch_server ... $(cat flags.txt)` as the README shows: the JSON word reaches the
+    program as written (a shell-quoted JSON would arrive with its quotes)."""
+    import subprocess
+    import sys
+
+    flags = tmp_path / "flags.txt"
+    flags.write_text(export_buckets(BUCKETS, EmitFormat.sglang_json, CP4))
+    probe = "import json, sys; a = sys.argv[1:]; print(json.loads(a[a.index('--cuda-graph-config') + 1])['prefill']['bs'])"
+    out = subprocess.run(["bash", "-c", f'{sys.executable} -c "$0" $(cat {flags})', probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(BUCKETS)
 
 
 def test_export_errors():

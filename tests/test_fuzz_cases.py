@@ -77,14 +77,14 @@ def test_a_64_bit_overflowing_option_names_the_option(tmp_path):
 def test_manifest_values_are_bounded_and_blamed_on_the_manifest(tmp_path, change, message):
     doc = json.loads(json.dumps(VALID_MANIFEST))
     change(doc)
-    for argv in (["plan", "--manifest", "m.json", "-k", "2", "-t", GOOD_TRACE], ["replay-check", "--manifest", "m.json", "-t", GOOD_TRACE]):
+    for argv in (["plan", "--manifest", "m.json", "-k", "2", "-t", GOOD_TRACE], ["replay-check", "--report-only", "--manifest", "m.json", "-t", GOOD_TRACE]):
         result = cli(tmp_path, argv, {"m.json": json.dumps(doc)}, place="m.json")
         assert error_line(result) == f"cpbcg: error: {message}"
 
 
 def test_a_manifest_with_a_duplicate_key_names_both_lines(tmp_path):
     text = json.dumps(VALID_MANIFEST, indent=2).replace('"cp_size": 4,', '"cp_size": 4,\n  "cp_size": 8,', 1)
-    result = cli(tmp_path, ["replay-check", "--manifest", "m.json", "-t", GOOD_TRACE], {"m.json": text}, place="m.json")
+    result = cli(tmp_path, ["replay-check", "--report-only", "--manifest", "m.json", "-t", GOOD_TRACE], {"m.json": text}, place="m.json")
     assert error_line(result) == "cpbcg: error: m.json:9: duplicate key 'cp_size' (first on line 8)"
 
 
@@ -98,11 +98,11 @@ def test_bad_environment_values_are_ignored_with_one_warning(tmp_path):
 
 
 def test_errors_are_plain_text_under_force_color(tmp_path):
-    result = cli(tmp_path, ["replay-check", "-t", "missing.jsonl"], env={"FORCE_COLOR": "1", "TERM": "xterm-256color"}, place="missing.jsonl")
+    result = cli(tmp_path, ["replay-check", "--report-only", "-t", "missing.jsonl"], env={"FORCE_COLOR": "1", "TERM": "xterm-256color"}, place="missing.jsonl")
     assert "\x1b" not in result.stderr and result.stderr.startswith("cpbcg: error: missing.jsonl: ")
 
 
-@pytest.mark.parametrize("argv", [["replay-check", "-t", GOOD_TRACE, "--junit", "d"], ["replay-check", "-t", GOOD_TRACE, "--json", "d/"], ["plan", "-t", GOOD_TRACE, "--emit", "yaml", "-o", "d"], ["capture", "--cp-size", "2", "-b", "64", "-o", "d"]])
+@pytest.mark.parametrize("argv", [["replay-check", "--report-only", "-t", GOOD_TRACE, "--junit", "d"], ["replay-check", "--report-only", "-t", GOOD_TRACE, "--json", "d/"], ["plan", "-t", GOOD_TRACE, "--emit", "yaml", "-o", "d"], ["capture", "--cp-size", "2", "-b", "64", "-o", "d"]])
 def test_an_output_that_is_a_directory_is_refused_before_any_work(tmp_path, argv):
     result = cli(tmp_path, argv, {"d": "<dir>"}, place="d")
     assert "is a directory" in error_line(result) or "names a directory" in error_line(result)

@@ -234,7 +234,7 @@ def gen_bucket_spec(rng: random.Random) -> Case:
     else:
         spec = ",".join(str(rng.choice([rng.randrange(8, 9000), 2048, 4096])) for _ in range(rng.randrange(1, 600)))
         bad = False
-    argv = rng.choice([["plan", "-t", GOOD_TRACE, "-b", spec], ["replay-check", "-t", GOOD_TRACE, "-b", spec], ["layout", "-b", spec, "100"]])
+    argv = rng.choice([["plan", "-t", GOOD_TRACE, "-b", spec], ["replay-check", "--report-only", "-t", GOOD_TRACE, "-b", spec], ["layout", "-b", spec, "100"]])
     return Case("bucket-spec", argv, bad, note=spec[:60])
 
 
@@ -250,7 +250,7 @@ BAD_BUCKET_FILES = [
 
 def gen_bucket_file(rng: random.Random) -> Case:
     name, body = rng.choice(BAD_BUCKET_FILES)
-    argv = rng.choice([["plan", "-t", GOOD_TRACE, "-b", name], ["replay-check", "-t", GOOD_TRACE, "-b", name]])
+    argv = rng.choice([["plan", "-t", GOOD_TRACE, "-b", name], ["replay-check", "--report-only", "-t", GOOD_TRACE, "-b", name]])
     return Case("bucket-file", argv, True, {name: body}, place=name, note=str(body)[:60])
 
 
@@ -293,13 +293,13 @@ def gen_manifest(rng: random.Random) -> Case:
             (b"\xff" + base.encode(), "not UTF-8"),
             (FIFO, "fifo"), (DIR, "dir"),
         ])
-    argv = rng.choice([["replay-check", "--manifest", "m.json", "-t", GOOD_TRACE], ["plan", "-t", GOOD_TRACE, "--manifest", "m.json", "-k", "2"]])
+    argv = rng.choice([["replay-check", "--report-only", "--manifest", "m.json", "-t", GOOD_TRACE], ["plan", "-t", GOOD_TRACE, "--manifest", "m.json", "-k", "2"]])
     return Case("manifest", argv, True, {"m.json": text}, place="m.json", note=note)
 
 
 def gen_manifest_path(rng: random.Random) -> Case:
     path = rng.choice(["does-not-exist.json", "/dev/zero", "."])
-    argv = rng.choice([["plan", "-t", GOOD_TRACE, "--manifest", path], ["plan", "-t", GOOD_TRACE, "--manifest", path, "-k", "2"], ["replay-check", "-t", GOOD_TRACE, "--manifest", path]])
+    argv = rng.choice([["plan", "-t", GOOD_TRACE, "--manifest", path], ["plan", "-t", GOOD_TRACE, "--manifest", path, "-k", "2"], ["replay-check", "--report-only", "-t", GOOD_TRACE, "--manifest", path]])
     tag = "unused-input" if argv[0] == "plan" and "-k" not in argv else None
     return Case("manifest-path", argv, True, place=path, tag=tag, note=path)
 
@@ -369,8 +369,8 @@ def gen_output(rng: random.Random) -> Case:
     ])
     argv = rng.choice([
         ["plan", "-t", GOOD_TRACE, "--emit", "yaml", "-o", target],
-        ["replay-check", "-t", GOOD_TRACE, "--junit", target],
-        ["replay-check", "-t", GOOD_TRACE, "--json", target],
+        ["replay-check", "--report-only", "-t", GOOD_TRACE, "--junit", target],
+        ["replay-check", "--report-only", "-t", GOOD_TRACE, "--json", target],
         ["batches", "-t", MOONCAKE, "-o", target],
     ])
     if target == "d" and rng.random() < 0.2:
@@ -406,7 +406,7 @@ def gen_env(rng: random.Random) -> Case:
             env[name] = rng.choice(ENV_VALUES)
     argv, bad, place = rng.choice([
         (["presets"], False, None), (["plan", "-t", GOOD_TRACE], False, None), (["replay-check", "-t", GOOD_TRACE, "--min-coverage", "0"], False, None),
-        (["plan", "-t", "missing.jsonl"], True, "missing.jsonl"), (["replay-check", "-t", GOOD_TRACE, "--cp-size", "0"], True, None),
+        (["plan", "-t", "missing.jsonl"], True, "missing.jsonl"), (["replay-check", "--report-only", "-t", GOOD_TRACE, "--cp-size", "0"], True, None),
         (["plan", "-t", GOOD_TRACE, "-b", "nope:5"], True, None), (["layout", "1534", "161", "353"], False, None),
     ])
     return Case("env", argv, bad, files, env=env, place=place, note=" ".join(f"{k}={v!r}" for k, v in env.items()))
@@ -447,7 +447,7 @@ def gen_trace(rng: random.Random) -> Case:
         line = rng.choice(BAD_BATCH_LINES)
         body = "\n".join([*good, line, *good]) + "\n"
         name = "t.jsonl"
-        argv = rng.choice([["plan", "-t", name], ["plan", "-t", name, "-k", "2"], ["replay-check", "-t", name], ["plan", "-t", name, "--trace-format", "batches"]])
+        argv = rng.choice([["plan", "-t", name], ["plan", "-t", name, "-k", "2"], ["replay-check", "--report-only", "-t", name], ["plan", "-t", name, "--trace-format", "batches"]])
         bad = line not in NOT_BAD_BATCH_LINES
         return Case("trace", argv, bad, {name: body.encode("utf-8", "surrogatepass")}, place=name if bad else None, tag=BATCH_LINE_TAGS.get(line), note=line[:60])
     if roll < 0.85:

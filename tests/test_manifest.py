@@ -47,7 +47,7 @@ def test_bad_manifest_is_refused(assets, name, message):
 @pytest.mark.parametrize("name, message", BAD)
 def test_replay_check_refuses_bad_manifest_with_exit_2(assets, tmp_path, name, message):
     junit = tmp_path / "report.xml"
-    result = CliRunner().invoke(app, ["replay-check", "--manifest", str(assets / "manifests" / name), "--junit", str(junit)])
+    result = CliRunner().invoke(app, ["replay-check", "--report-only", "--manifest", str(assets / "manifests" / name), "--junit", str(junit)])
     assert result.exit_code == 2
     assert result.stderr.startswith("cpbcg: error: ") and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output

@@ -204,9 +204,11 @@ def test_very_wide_cp_plans_quickly_with_the_bound(tmp_path, assets):
     # SGLang 0.5.23 captures the list as [3000, 5000, 9000] (rounded up to multiples of cp 1000)
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("cp_size: 1000\nbuckets: '2048,4096,8192'\n")
-    doc = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"))
+    doc = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "--min-bucket", "0")
     assert doc["recommendation"]["buckets"] == [9000] and doc["buckets"] == [3000, 5000, 9000]
     assert doc["bucket_note"].endswith("2048 -> 3000, 4096 -> 5000, 8192 -> 9000")
+    floored = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"))["recommendation"]
+    assert floored["floor_tokens"] == 2000 and floored["buckets"][0] <= 4000  # the floor: 2*cp_size up, gap-free
 
 
 def test_padding_factor_one_plans_in_time(tmp_path, assets):

@@ -54,7 +54,7 @@ def test_manifest_run_reports_the_plan_evaluation_and_passes():
 
 
 def test_same_numbers_as_plan():
-    _, doc = check_json("--buckets", "128,2048", "--cp-size", "4")
+    _, doc = check_json("--buckets", "128,2048", "--cp-size", "4", "--report-only")
     plan = orjson.loads(runner.invoke(app, ["plan", "--format", "json", "--trace", TRACE, "--buckets", "128,2048", "--no-recommend"]).stdout)
     assert {k: v for k, v in doc.items() if k in plan} == plan
     assert plan["schema_version"] == doc["schema_version"] == 1
@@ -116,15 +116,19 @@ def test_shipped_gate_preset_fails_the_default_list_on_packed_batches():
     assert result.exit_code == 1  # ...but not one without the 2304 headroom bucket
 
 
-def test_no_gates_configured_exits_0_and_says_so():
+def test_no_gates_is_refused_unless_report_only():
     result = check("--buckets", "128,2048")
-    assert result.exit_code == 0 and result.stderr.strip() == "replay-check: no gates configured (nothing to fail on)"
+    assert result.exit_code == 2
+    assert result.stderr == f"cpbcg: error: replay-check: {NO_GATES_NOTE}; or pass --report-only to report without gates\n"
+    assert check("--buckets", "128,2048", "--replay", "0", "--config", "ci-gates-cp4").exit_code in (0, 1)  # a gate: runs
+    result = check("--buckets", "128,2048", "--report-only")
+    assert result.exit_code == 0 and result.stderr.strip() == "replay-check: no gates configured (--report-only): nothing to fail on"
 
 
 @pytest.mark.parametrize("width", ["40", "200"])
 def test_no_gates_note_is_never_cut(monkeypatch, width):
     monkeypatch.setenv("CPBCG_WIDTH", width)
-    result = check("--buckets", "128,2048")
+    result = check("--buckets", "128,2048", "--report-only")
     assert result.exit_code == 0
     assert NO_GATES_NOTE in " ".join(result.stdout.split())
     if width == "200":  # a plain line, not a caption squeezed to the width of the empty table
@@ -401,4 +405,4 @@ def test_a_flags_file_planned_under_other_settings_is_refused(tmp_path):
     result = check("--buckets", str(flags), "--cp-size", "4")
     assert result.exit_code == 2
     assert result.stderr == f"cpbcg: error: {flags}: --attn-cp-size 8 but cp_size is 4: the flags were planned under other settings; set cp_size: 8 (or re-plan) so the check tests the deployment the flags describe\n"
-    assert check("--buckets", str(flags), "--cp-size", "8", "--format", "json").exit_code == 0
+    assert check("--buckets", str(flags), "--cp-size", "8", "--format", "json", "--report-only").exit_code == 0

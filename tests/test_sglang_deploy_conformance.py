@@ -128,14 +128,15 @@ def test_commands_warn_when_the_flags_would_not_start_the_server(tmp_path, comma
 
     old = tmp_path / "old.txt"
     old.write_text(OLD_EMIT)
-    result = CliRunner().invoke(app, [command, "--buckets", str(old)])
+    extra = ["--report-only"] if command == "replay-check" else []
+    result = CliRunner().invoke(app, [command, "--buckets", str(old), *extra])
     assert result.exit_code == 0, result.output
     assert ("cpbcg: warning: SGLang 0.5.23 would refuse to start with these flags: tp_size must be divisible by "
             "attn_cp_size (--tp-size 1, --attn-cp-size 4)") in result.stderr
     assert "would capture no CP graph with these flags: zigzag CP graphs need --prefill-attention-backend trtllm_mha" in result.stderr
     new = tmp_path / "new.txt"
     new.write_text(deploy_flags([2048, 4096, 8192], Deployment()) + "\n")
-    result = CliRunner().invoke(app, [command, "--buckets", str(new)])
+    result = CliRunner().invoke(app, [command, "--buckets", str(new), *extra])
     assert result.exit_code == 0, result.output
     assert "SGLang 0.5.23 would" not in result.stderr
 

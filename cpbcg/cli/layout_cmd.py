@@ -39,10 +39,10 @@ def layout(
     if output_format is OutputFormat.json:
         print_json(dumps(as_dict(result)))
     else:
-        stdout_console().print(render_explanation(result, dep.cp.cp_size, dep.cp.align_rows))
+        stdout_console().print(render_explanation(result, dep.cp.cp_size, dep.cp.align_rows, dep.max_padding_factor))
 
 
-def render_explanation(ex: "BatchExplanation", cp_size: int, align: int) -> "Group":
+def render_explanation(ex: "BatchExplanation", cp_size: int, align: int, max_padding_factor: float = 2.0) -> "Group":
     """Rank table plus a verdict line."""
     from rich.console import Group
     from rich.table import Table
@@ -73,7 +73,12 @@ def render_explanation(ex: "BatchExplanation", cp_size: int, align: int) -> "Gro
         return Group(table, verdict)
     if ex.natural_bucket is not None:
         fits = ex.local_rows <= ex.natural_capacity_rows
-        verdict.append(f"natural bucket {ex.natural_bucket}: C = {ex.natural_capacity_rows} rows → {'fits' if fits else 'too small'}\n")
+        within = ex.natural_bucket <= max_padding_factor * ex.num_tokens  # the selector's own comparison
+        if not within:
+            verdict.append(f"natural bucket {ex.natural_bucket} is above max_padding_factor {max_padding_factor:g} x n = "
+                           f"{max_padding_factor * ex.num_tokens:g} tokens: beyond the padding limit\n")
+        else:
+            verdict.append(f"natural bucket {ex.natural_bucket}: C = {ex.natural_capacity_rows} rows → {'fits' if fits else 'too small'}\n")
     if ex.bucket is not None:
         style = "bold yellow" if ex.rescued else "bold green"
         label = "rescued: replays in" if ex.rescued else "replays in"

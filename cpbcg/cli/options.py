@@ -29,7 +29,7 @@ from cpbcg.cli.common import (
     AlignOpt, BucketsOpt, CaptureLayoutOpt, ChunkedPrefillOpt, ConfigOpt, CpSizeOpt, FactorOpt, LengthFieldOpt,
     MaxCaptureReqOpt, MaxContextOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
     PrefillMaxRequestsOpt, PrefillTokensPerSOpt, PrefixCacheOpt, RateOpt, SeedOpt, StrategyOpt, TimeFieldOpt,
-    TimeScaleOpt, TraceFormatOpt, TraceOpt, DecodeOpt, PageSizeOpt, MaxTotalTokensOpt, MixedChunkOpt, DefaultOutputOpt,
+    TimeScaleOpt, TraceFormatOpt, DecodeOpt, PageSizeOpt, MaxTotalTokensOpt, MixedChunkOpt, DefaultOutputOpt,
     DecodeFixedMsOpt, DecodeMsPerRequestOpt,
 )
 
@@ -63,13 +63,25 @@ class DeploymentOptions:
 class TraceOptions:
     """Which trace to read and how."""
 
-    trace: TraceOpt = None
+    traces: Annotated[Optional[list[Path]], typer.Option("--trace", "-t", help="Batch trace (JSONL of extend_seq_lens) or request trace (Mooncake JSONL, Azure CSV, vidur/Sarathi CSV, any CSV/JSONL with --length-field), .gz ok; request traces go through the scheduler simulation (docs/scheduler.md). Omit for the embedded default workload. plan: repeat it, or give a glob or a directory, to plan several traces together (each an independent server).", show_default=False)] = None
     trace_format: TraceFormatOpt = "auto"
     length_field: LengthFieldOpt = None
     time_field: TimeFieldOpt = None
     output_field: Annotated[Optional[str], typer.Option("--output-field", help="Output-length field of a generic CSV/JSONL request trace (tokens); decode uses it.", show_default=False)] = None
     model: Annotated[Optional[str], typer.Option("--model", help="BurstGPT: keep only the rows of this Model (e.g. ChatGPT, GPT-4).", show_default=False)] = None
     log_type: Annotated[Optional[str], typer.Option("--log-type", help="BurstGPT: keep only the rows of this Log Type (e.g. 'Conversation log', 'API log').", show_default=False)] = None
+
+    @property
+    def trace(self) -> Optional[Path]:
+        """The one trace of a command that reads one (None: the embedded default). Raises
+        `ConfigError` when several were given."""
+        if not self.traces:
+            return None
+        if len(self.traces) > 1:
+            from cpbcg.errors import ConfigError
+
+            raise ConfigError(f"--trace: this command reads one trace, got {len(self.traces)} (cpbcg plan plans several together)")
+        return self.traces[0]
 
     def reader_options(self) -> dict[str, Any]:
         """Keyword arguments of `cpbcg.api.open_trace` besides the path (a `ReadOptions`)."""
@@ -107,9 +119,26 @@ class SchedulerOptions:
     decode_fixed_ms: DecodeFixedMsOpt = None
     decode_ms_per_request: DecodeMsPerRequestOpt = None
 
-    def overrides(self) -> dict[str, Any]:
-        """Dotted `scheduler.*` config keys (field names are SchedulerConfig's keys)."""
-        return {f"scheduler.{f.name}": getattr(self, f.name) for f in dataclasses.fields(self)}
+    def overrides(self, several_loads: bool = False) -> dict[str, Any]:
+        """Dotted `scheduler.*` config keys (field names are SchedulerConfig's keys). A
+        `--time-scale` list sets no key: `plan` takes it as its load factors (`load_factors`);
+        other commands refuse it unless `several_loads`."""
+        out = {f"scheduler.{f.name}": getattr(self, f.name) for f in dataclasses.fields(self)}
+        factors = self.load_factors()
+        if factors is not None and len(factors) > 1 and not several_loads:
+            from cpbcg.errors import ConfigError
+
+            raise ConfigError(f"--time-scale: this command simulates one load, got {len(factors)} factors (cpbcg plan takes a list)")
+        out["scheduler.time_scale"] = factors[0] if factors is not None and len(factors) == 1 else None
+        return out
+
+    def load_factors(self) -> Optional[list[float]]:
+        """The `--time-scale` factors (one or a list), or None when not given."""
+        if self.time_scale is None:
+            return None
+        from cpbcg.planner.traffic import parse_load_factors
+
+        return parse_load_factors(str(self.time_scale))
 
     def given_flags(self) -> list[str]:
         """Flags given on the command line, in declaration order (`--no-decode` as given)."""

@@ -34,6 +34,10 @@ GuaranteeOpt = Annotated[bool, typer.Option("--guarantee", help="Trace-free: the
 CheckGuaranteeOpt = Annotated[bool, typer.Option("--check-guarantee", help="Prove that --buckets replay every such forward, or name the smallest that falls back (exit 1).")]
 EmitOpt = Annotated[Optional[EmitFormat], typer.Option("--emit", help="Export the recommended list (the configured one with --no-recommend): sglang (server flags with the CP and scheduler flags), sglang-json (--cuda-graph-config), yaml|json (bucket file for --buckets). On stdout, or -o.", show_default=False)]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", parser=output_path, help="Write the --emit export to this file (atomically); - for stdout.", show_default=False)]
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, max=1024, help="Worker processes for several traces or load factors (each trace at each load is one job). [default: all cores]", show_default=False)]
+SchedulerAddressOpt = Annotated[Optional[str], typer.Option("--scheduler", help="Run the jobs on this Dask distributed cluster (tcp://host:8786) instead of local processes; needs pip install 'cpbcg[distributed]'. Same result.", show_default=False)]
+FitTraceOpt = Annotated[Optional[list[Path]], typer.Option("--fit-trace", help="Fit the recommendation on this trace only (repeatable; it must be among the --trace files, or is added to them) and report the list on every trace given.", show_default=False)]
+MinBucketOpt = Annotated[Optional[int], typer.Option("--min-bucket", min=0, max=1 << 22, help="Floor of small buckets: the recommended list serves every CP-active size from this many tokens up within max_padding_factor, whether or not the trace held it; 0 = no floor. [default: the smallest capturable size, 2*cp_size zigzag, cp_size interleave]", show_default=False)]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", parser=output_path, help="Write a PNG: Pareto curve (buckets vs modelled time, coverage) and the forward-size distribution with the recommended buckets.", show_default=False)]
 
 
@@ -59,6 +63,10 @@ def plan(
     emit_format: EmitOpt = None,
     output: OutputOpt = None,
     plot_path: PlotOpt = None,
+    jobs: JobsOpt = None,
+    scheduler_address: SchedulerAddressOpt = None,
+    fit_trace: FitTraceOpt = None,
+    min_bucket: MinBucketOpt = None,
     *,
     deployment: DeploymentOptions,
     trace: TraceOptions,
@@ -73,6 +81,11 @@ def plan(
     stream). Request traces (Mooncake, Azure, vidur, generic CSV/JSONL) are first turned into
     prefill forwards by the scheduler simulation (docs/scheduler.md).
 
+    Several traces (`--trace A --trace B`, a glob, a directory) and load factors
+    (`--time-scale 0.5,1,2,4`) plan together: each trace at each load is simulated (in
+    parallel, `--jobs`, or on a Dask cluster, `--scheduler`), the list is fitted to all of them,
+    and each is reported with the configured and the recommended list.
+
     Example: `cpbcg plan --trace lens.jsonl --cp-size 4 --emit sglang -o flags.txt`
     """
     from cpbcg.cli import plan_run
@@ -84,6 +97,7 @@ def plan(
             max_requests=max_requests, headroom=not no_headroom, allow_gaps=allow_gaps, validate_fraction=validate_fraction,
             compare=compare, guarantee=guarantee, check_guarantee=check_guarantee,
             emit=None if emit_format is None else emit_format.value, output=output, plot=plot_path,
+            jobs=jobs, scheduler=scheduler_address, fit_traces=fit_trace, min_bucket=min_bucket,
         ),
         deployment, trace, scheduler, cost,
     )

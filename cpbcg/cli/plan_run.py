@@ -14,9 +14,9 @@ from cpbcg.atomic import STDOUT, check_outputs, write_atomic
 from cpbcg.cli.common import OutputFormat, print_json, stderr_console, stdout_console
 from cpbcg.cli.log_report import capture_settings, observed_document, observed_renderable, print_log_settings, print_log_summary
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions
-from cpbcg.cli.source_note import report_simulation, warn_ignored_options
+from cpbcg.cli.source_note import report_simulation, simulation_summary, warn_ignored_options
 from cpbcg.cli.trace_progress import TraceProgress
-from cpbcg.documents import as_dict, dumps, plan_document
+from cpbcg.documents import as_dict, dumps, plan_document, traffic_document
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.model.bucket_spec import parse_positive_list
 from cpbcg.planner.optimise.compare import compare_recommendation
@@ -25,6 +25,7 @@ from cpbcg.cli.server_note import echo_server_check
 from cpbcg.planner.export import export_buckets
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.optimise.recommend import RecommendSettings
+from cpbcg.planner.traffic import UTILISATIONS, default_workers
 
 PARETO_MAX_BUCKETS = 128
 """With --compare or --plot the optimiser also finds the best list of every count up to this."""
@@ -52,6 +53,10 @@ class PlanRequest:
     emit: Optional[str]
     output: Optional[Path]
     plot: Optional[Path]
+    jobs: Optional[int] = None
+    scheduler: Optional[str] = None
+    fit_traces: Optional[list[Path]] = None
+    min_bucket: Optional[int] = None
 
 
 def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, scheduler: SchedulerOptions, cost: CostOptions) -> None:
@@ -59,9 +64,10 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         req = replace(req, output=None)
     _check_usage(req, trace, cost)
     manifest = _load_manifest(cost.manifest)
-    overrides = {**deployment.overrides(), **scheduler.overrides(), **cost.overrides()}
+    overrides = {**deployment.overrides(), **scheduler.overrides(several_loads=True), **cost.overrides()}
     cost_source = "command line" if cost.given else None
-    log = api.log_settings(trace.trace, **trace.reader_options())
+    paths = api.trace_paths([*(trace.traces or []), *[p for p in (req.fit_traces or []) if p not in (trace.traces or [])]])
+    log = api.log_settings(paths[0], **trace.reader_options()) if len(paths) == 1 else None
     cfg, dep = api.load_config_and_deployment(deployment.config, overrides, cost_source=cost_source, log=log)
     print_log_settings(log, overrides)
     if manifest is not None:
@@ -74,28 +80,46 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     if req.guarantee or req.check_guarantee:
         _guarantee(req, cfg, dep)
         return
-    warn_ignored_options(trace, scheduler)
+    warn_ignored_options(replace(trace, traces=paths), scheduler)
     echo_server_check(api.server_check(dep))
     settings = _settings(req) if req.recommend else None
     if settings is not None and capture_settings(log):
         settings = replace(settings, **capture_settings(log))
+    factors = scheduler.load_factors()
+    untimed = "auto" if scheduler.rate is None and factors is None else None
+    workers = req.jobs if req.jobs is not None else default_workers()
     with TraceProgress() as bar:
-        source = api.open_trace(trace.trace, dep, **trace.reader_options(), progress=bar.requests)
-        result = api.plan(source, dep, settings, on_chunk=bar.forwards)
-    simulation = report_simulation(source)
+        sources = [api.open_trace(p, dep, **trace.reader_options()) for p in paths] or [api.open_trace(None, dep)]
+        result = api.plan(sources, dep, settings, on_chunk=bar.forwards, progress=bar.requests, load_factors=factors,
+                          rates=untimed, workers=workers, scheduler=req.scheduler,
+                          fit_traces=None if req.fit_traces is None else [str(p) for p in req.fit_traces])
+    parts = result.parts
+    source = parts[0].source if parts else sources[0]
+    for part in parts:
+        if len(parts) > 1:
+            typer.echo(f"{part.label} at {part.load}:", err=True)
+        report_simulation(part.source)
+    if not parts:  # standard input or a server log, planned in place
+        report_simulation(source)
     print_log_summary(source)
+    simulation = simulation_summary(source)
+    _rate_note(parts)
     rec = result.recommendation
     if result.recommendation_error is not None:
         if req.emit is not None and req.recommend:
             raise ModelError(result.recommendation_error)  # never export the configured list in its place
         typer.echo(f"cpbcg: note: {result.recommendation_error}", err=True)
+    for note in rec.notes if rec is not None else ():
+        typer.echo(f"cpbcg: {note}" if note.startswith("warning:") else f"cpbcg: note: {note}", err=True)
     comparison = compare_recommendation(rec, dep) if rec is not None and (req.compare or req.plot) else None
     if req.plot is not None and comparison is not None:
         from cpbcg.cli.plot import write_plot
 
         write_plot(req.plot, rec, comparison)
         typer.echo(f"wrote {req.plot}", err=True)
-    header = api.report_header(dep, source, trace.trace)
+    header = api.report_header(dep, source, paths[0] if len(paths) == 1 else None)
+    if len(paths) > 1:
+        header["source"] = ", ".join(str(p) for p in paths)
     exported = rec.buckets if rec is not None else result.evaluation.buckets
     meta = {"source": header["source"], "bound": header["bound"], "cp_size": dep.cp.cp_size, "cp_strategy": dep.cp.strategy.value,
             "max_padding_factor": dep.max_padding_factor, "cost_model": dep.cost.to_dict()}
@@ -112,6 +136,8 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         observed = observed_document(result.observed, log)
         if observed is not None:
             doc["observed"] = observed
+        if len(parts) > 1:
+            doc["traffic"] = traffic_document(parts)
         print_json(dumps(doc))
         return
     from cpbcg.cli.render import evaluation_tables
@@ -124,9 +150,28 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         console.print(observed_view)
     if rec is not None:
         console.print(recommendation_renderable(result.evaluation, rec))
+    if len(parts) > 1:
+        from cpbcg.cli.render_recommend import traffic_table
+
+        console.print(traffic_table(parts))
+    if rec is not None:
         if comparison is not None:
             console.print(comparison_table(comparison, rec))
             console.print(pareto_table(comparison.points, rec.objective))
+
+
+def _rate_note(parts) -> None:
+    """Say which Poisson rates a trace without timestamps was planned at, and why."""
+    rates = {}
+    for part in parts:
+        if part.rate_per_s is not None:
+            rates.setdefault(part.label, []).append(part.rate_per_s)
+    for label, values in rates.items():
+        shown = ", ".join(f"{r:g}" for r in values)
+        busy = ", ".join(f"{u:.0%}" for u in UTILISATIONS)
+        typer.echo(f"cpbcg: note: {label} has no arrival times: planned at Poisson rates {shown} req/s, which keep the modelled "
+                   f"prefill busy about {busy} of the time (its first requests' mean prompt length at --prefill-tokens-per-s and "
+                   "--prefill-fixed-ms): its load is unknown and the batch shapes follow the load; --rate or --time-scale fixes it", err=True)
 
 
 def _check_usage(req: PlanRequest, trace: TraceOptions, cost: CostOptions) -> None:
@@ -144,7 +189,7 @@ def _check_usage(req: PlanRequest, trace: TraceOptions, cost: CostOptions) -> No
                 raise ConfigError(f"{flag} shapes the recommendation; drop --no-recommend")
     if req.plot is not None and req.plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {req.plot}: the plot is a PNG; give a file name ending in .png")
-    check_outputs({"-o": req.output, "--plot": req.plot}, {"--trace": trace.trace, "--manifest": cost.manifest})
+    check_outputs({"-o": req.output, "--plot": req.plot}, {**{"--trace" if i == 0 else f"--trace {t}": t for i, t in enumerate(trace.traces or [])}, "--manifest": cost.manifest})
 
 
 def _load_manifest(path: Optional[Path]):
@@ -161,7 +206,7 @@ def _settings(req: PlanRequest) -> RecommendSettings:
         max_buckets=req.max_buckets, target_coverage=req.target_coverage, objective=req.objective,
         max_bucket_tokens=req.max_tokens, bucket_multiple=req.bucket_multiple, include=include,
         headroom=req.headroom, max_requests=req.max_requests, allow_gaps=req.allow_gaps,
-        validate_fraction=req.validate_fraction, pareto_max_buckets=PARETO_MAX_BUCKETS if (req.compare or req.plot) else 0,
+        validate_fraction=req.validate_fraction, min_bucket=req.min_bucket, pareto_max_buckets=PARETO_MAX_BUCKETS if (req.compare or req.plot) else 0,
     )
 
 

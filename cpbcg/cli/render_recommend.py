@@ -3,6 +3,8 @@ the Pareto curve and guarantee mode."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -148,3 +150,22 @@ def guarantee_renderable(result, cp_size: int, cp_strategy: str, factor: float) 
         if check.witness:
             out.append(f"  e.g. extend_seq_lens = {check.witness}\n")
     return out
+
+
+def traffic_table(parts) -> Table:
+    """One row per (trace, load) job: forwards, coverage, padding and eager by reason, for the
+    configured and the recommended list (`PlanResult.parts`)."""
+    table = Table(title="Per trace and load: configured -> recommended", title_justify="left")
+    for name, justify in (("trace", "left"), ("load", "right"), ("fit", "left"), ("forwards", "right"),
+                          ("in graphs", "right"), ("padding", "right"), ("eager", "left")):
+        table.add_column(name, justify=justify)
+    for p in parts:
+        ev, rec = p.evaluation, p.recommended
+
+        def both(fmt, ev=ev, rec=rec) -> str:
+            return fmt(ev) if rec is None else f"{fmt(ev)} -> {fmt(rec)}"
+
+        table.add_row(Path(p.label).name, p.load, "yes" if p.fit else "no", f"{ev.batches:,}",
+                      both(lambda e: pct(e.graph_batches, e.batches)), both(lambda e: pct(e.padded_tokens, e.graph_tokens)),
+                      both(_eager_cell))
+    return table

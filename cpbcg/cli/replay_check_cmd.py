@@ -34,6 +34,7 @@ MaxEagerOpt = Annotated[Optional[list[str]], typer.Option("--max-eager", metavar
 JunitOpt = Annotated[Optional[Path], typer.Option("--junit", parser=output_path, help="Write a JUnit XML report (one test case per gate); `-` writes it to stdout.", show_default=False)]
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", parser=output_path, help="Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout.", show_default=False)]
 MinObsCovOpt = Annotated[Optional[float], typer.Option("--min-observed-coverage", min=0.0, max=1.0, help="Gate (an SGLang server log that prints the graph verdict): least fraction of forwards the server itself ran in graphs (0..1).", show_default=False)]
+ReportOnlyOpt = Annotated[bool, typer.Option("--report-only", help="Run without any gate: report coverage and exit 0. Without it, a run with no gate (config gates:, --min-coverage, --max-eager, ..., --replay) is refused with exit 2, so a CI job that forgot its gates is not green.")]
 ReplayOpt = Annotated[int, typer.Option("--replay", min=0, max=4096, help="Replay N sampled graph batches through freshly captured graphs and compare with eager (needs torch; CUDA if present, else a dry run). Adds the replay_verified gate.")]
 
 def gate_overrides(min_coverage: Optional[float], min_token_coverage: Optional[float], max_padding: Optional[float], max_eager: list[str],
@@ -161,7 +162,7 @@ def verdict(report: CheckReport) -> str:
     from cpbcg.check.gates import count_of
 
     if not report.gates:
-        return "replay-check: no gates configured (nothing to fail on)"
+        return "replay-check: no gates configured (--report-only): nothing to fail on"
     if report.passed:
         n = len(report.gates)
         return "replay-check: passed the 1 gate" if n == 1 else f"replay-check: passed all {n} gates"
@@ -183,6 +184,7 @@ def replay_check(
     json_path: JsonOpt = None,
     replay: ReplayOpt = 0,
     output_format: FormatOpt = OutputFormat.table,
+    report_only: ReportOnlyOpt = False,
     *,
     deployment: DeploymentOptions,
     trace: TraceOptions,
@@ -201,12 +203,14 @@ def replay_check(
     for stdout), GitHub annotations when `GITHUB_ACTIONS=true`, a summary appended to
     `$GITHUB_STEP_SUMMARY` (a warning, not a failure, if it cannot be written).
 
-    Exit codes: 0 all gates pass, 1 a gate failed, 2 bad input.
+    Exit codes: 0 all gates pass, 1 a gate failed, 2 bad input or no gate at all (unless
+    `--report-only`).
 
     Example: `cpbcg replay-check --config ci-gates-cp4 --trace lens.jsonl --junit report.xml`
     """
     from cpbcg.api import check, load_config_and_deployment, server_check
     from cpbcg.cli.server_note import echo_server_check
+    from cpbcg.check.gates import Gates
     from cpbcg.atomic import check_outputs
     from cpbcg.cli.source_note import report_simulation, warn_ignored_options
     from cpbcg.manifest import load_manifest
@@ -225,12 +229,15 @@ def replay_check(
     log = log_settings(trace.trace, **trace.reader_options())
     cfg, dep = load_config_and_deployment(deployment.config, overrides, manifest=loaded, log=log)
     print_log_settings(log, overrides)
+    gates = cfg.gates.to_gates()
+    if not replay and not report_only and gates == Gates():
+        raise ConfigError(f"replay-check: {NO_GATES_NOTE}; or pass --report-only to report without gates")
     warn_ignored_options(trace, scheduler)
     echo_server_check(server_check(dep))
     from cpbcg.cli.trace_progress import TraceProgress
 
     with TraceProgress() as bar:
-        report, source = check(trace.trace, dep, cfg.gates.to_gates(), manifest=loaded, replay=replay, config=cfg,
+        report, source = check(trace.trace, dep, gates, manifest=loaded, replay=replay, config=cfg,
                                trace_options={**trace.reader_options(), "progress": bar.requests}, on_chunk=bar.forwards)
     report_simulation(source)
     print_log_summary(source)

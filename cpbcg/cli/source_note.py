@@ -136,11 +136,12 @@ def warn_ignored_options(trace: "TraceOptions", scheduler: "SchedulerOptions") -
     if not flags:
         return
     kind: TraceFormat | None = None
-    if trace.trace is not None:
+    first = trace.traces[0] if trace.traces else None  # several traces (plan): the first stands for them
+    if first is not None:
         kind = TraceFormat(trace.trace_format)
         if kind is TraceFormat.auto:
-            kind = detect_format(Path(trace.trace), trace.length_field)
-    note = ignored_options_note(kind, flags, None if trace.trace is None else display(trace.trace))
+            kind = detect_format(Path(first), trace.length_field)
+    note = ignored_options_note(kind, flags, None if first is None else display(first))
     if note is not None:
         typer.echo(note, err=True)
 

@@ -40,6 +40,39 @@ class _Block:
     """Its forwards, aggregated."""
 
 
+@dataclass(frozen=True)
+class DemandSplit:
+    """A trace's forwards cut in trace order into the part a list is fitted on and the held-back
+    rest, both aggregated (small: one row per distinct forward shape); several traces' splits
+    merge exactly (`merge`)."""
+
+    head: Demand
+    """Forwards before the cut, aggregated."""
+    tail: Demand
+    """Forwards after the cut (held back), aggregated."""
+    head_lines: int
+    """Forwards (trace lines) in `head`."""
+    num_lines: int
+    """Forwards (trace lines) in all."""
+    max_requests: int
+    """Most requests any forward held (0 when empty)."""
+
+    @property
+    def fit_fraction(self) -> float:
+        """Fraction of the lines in `head` (0 when empty)."""
+        return self.head_lines / self.num_lines if self.num_lines else 0.0
+
+    def whole(self) -> Demand:
+        """All forwards, aggregated."""
+        return Demand.concat([self.head, self.tail]).aggregate()
+
+    @classmethod
+    def merge(cls, parts: "list[DemandSplit]") -> "DemandSplit":
+        """Heads with heads and tails with tails: each trace keeps its own cut."""
+        return cls(Demand.concat([p.head for p in parts]).aggregate(), Demand.concat([p.tail for p in parts]).aggregate(),
+                   sum(p.head_lines for p in parts), sum(p.num_lines for p in parts), max((p.max_requests for p in parts), default=0))
+
+
 class DemandLog:
     """Append `Demand` pieces in trace order; read back aggregated prefixes, suffixes and the whole."""
 
@@ -106,6 +139,15 @@ class DemandLog:
     def whole(self) -> Demand:
         """All forwards, aggregated."""
         return Demand.concat([b.demand for b in self._blocks] + list(self._raw)).aggregate()
+
+    def to_split(self, held_back: float) -> DemandSplit:
+        """The `DemandSplit` holding back the last `held_back` fraction of the lines (0: none)."""
+        if held_back > 0:
+            head, tail, used = self.split(1.0 - held_back)
+            head_lines = int(round(used * self.num_lines))
+        else:
+            head, tail, head_lines = self.whole(), Demand.concat([]), self.num_lines
+        return DemandSplit(head, tail, head_lines, self.num_lines, self.max_requests())
 
     def max_requests(self) -> int:
         """Most requests any forward held (0 when empty)."""

@@ -85,6 +85,27 @@ class Evaluation:
         """Forwards run eagerly, all reasons."""
         return sum(self.eager.values())
 
+    @classmethod
+    def merge(cls, parts: "list[Evaluation]") -> "Evaluation":
+        """One evaluation of several streams replayed with the same list, exactly as if they were
+        one stream in the order given (counts add up; examples are the first seen, in order).
+        Raises `ValueError` for an empty list or parts of different lists."""
+        if not parts or any(p.buckets != parts[0].buckets for p in parts):
+            raise ValueError("merge needs one or more evaluations of the same bucket list")
+        totals = {name: sum(getattr(p, name) for p in parts) for name in
+                  ("batches", "tokens", "graph_batches", "graph_tokens", "padded_tokens", "rescued", "natural_overflow")}
+        reasons = list(parts[0].eager)
+        return cls(
+            buckets=list(parts[0].buckets), capacity_rows=list(parts[0].capacity_rows),
+            eager={r: sum(p.eager[r] for p in parts) for r in reasons},
+            eager_tokens={r: sum(p.eager_tokens[r] for p in parts) for r in reasons},
+            bucket_hits={b: sum(p.bucket_hits[b] for p in parts) for b in parts[0].bucket_hits},
+            eager_examples={r: [e for p in parts for e in p.eager_examples.get(r, [])][:MAX_EXAMPLES] for r in reasons},
+            overflow_examples=[e for p in parts for e in p.overflow_examples][:MAX_EXAMPLES],
+            bucket_note=parts[0].bucket_note,
+            **totals,
+        )
+
     def to_dict(self) -> dict:
         """JSON-ready dict: every field (bucket keys as strings) plus `coverage`,
         `token_coverage`, `padding_overhead`."""

@@ -5,7 +5,9 @@
   --cp-strategy S --prefill-attention-backend A` when `cp_size > 1` (what SGLang 0.5.23 needs
   to start and to capture CP graphs, `sglang_release.check_server_flags`), and the scheduler
   flags the plan assumed.
-* `sglang-json`: the same flags with the list as `--cuda-graph-config '{"prefill": {"bs": [...], "max_bs": MAX}}'`.
+* `sglang-json`: the same flags with the list as `--cuda-graph-config {"prefill":{"bs":[...],"max_bs":MAX}}`:
+  compact JSON without spaces or shell quotes, so `$(cat flags.txt)` (word splitting, no quote
+  removal) hands SGLang the JSON as written.
 * `yaml` / `json`: cpbcg's own bucket file `{capture_num_tokens: [...], ...metadata}`, which
   `--buckets FILE` reads back.
 """
@@ -40,7 +42,7 @@ def export_buckets(buckets: list[int], fmt: EmitFormat | str, deployment: "Deplo
         return deploy_flags(buckets, deployment) + "\n"
     if fmt is EmitFormat.sglang_json:
         graph = orjson.dumps({"prefill": {"bs": buckets, "max_bs": buckets[-1]}}).decode()
-        return shlex.join(["--cuda-graph-config", graph] + cp_flags(deployment.cp) + scheduler_flags(deployment)) + "\n"
+        return " ".join(["--cuda-graph-config", graph] + cp_flags(deployment.cp) + scheduler_flags(deployment)) + "\n"
     document = {"capture_num_tokens": buckets, **(metadata or {})}
     if fmt is EmitFormat.json:
         return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
@@ -108,7 +110,8 @@ def parse_sglang_flags(text: str) -> list[int]:
     """Buckets of a `--emit sglang` or `--emit sglang-json` flags line (round trips, scripts).
 
     Reads `--cuda-graph-bs-prefill B ...` (or its alias `--piecewise-cuda-graph-tokens`) or
-    `--cuda-graph-config '{"prefill": {"bs": [...]}}'`. Raises `ConfigError` when neither is there
+    `--cuda-graph-config JSON`, the JSON shell-quoted (`'{"prefill": {"bs": [...]}}'`) or bare
+    as `--emit sglang-json` writes it (read as `$(cat file)` passes it: split on whitespace). Raises `ConfigError` when neither is there
     or the values are not token counts, or when more than one of them gives the list."""
     words = shlex.split(text)
     given = [w for w in words if w in ("--cuda-graph-config", "--cuda-graph-bs-prefill", "--piecewise-cuda-graph-tokens")]
@@ -116,6 +119,9 @@ def parse_sglang_flags(text: str) -> list[int]:
         raise ConfigError(f"the bucket list is given {len(given)} times ({', '.join(given)}): keep one")
     if "--cuda-graph-config" in words[:-1]:
         raw = words[words.index("--cuda-graph-config") + 1]
+        bare = text.split()
+        if raw.startswith("{") and '"' not in raw and "--cuda-graph-config" in bare[:-1]:  # shlex took the bare JSON's quotes
+            raw = bare[bare.index("--cuda-graph-config") + 1]
         try:
             values = orjson.loads(raw)["prefill"]["bs"]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:

@@ -1,35 +1,64 @@
-"""`plan` in one pass: replay a trace with the configured list and recommend a better one.
+"""`plan`: replay traffic with the configured list and recommend a better one.
 
-The trace streams once: every chunk of forwards is laid out, replayed with the configured list
-(`Evaluator`), and its demand kept in a `DemandLog` for the recommendation (bounded memory).
+One trace streams once (`plan`): every chunk of forwards is laid out, replayed with the
+configured list (`Evaluator`), and its demand kept in a `DemandLog` for the recommendation
+(bounded memory). Several traces and load factors (`plan_traffic`) are one job each, mapped over
+an executor (`traffic.map_jobs`) and merged exactly; the list is fitted to all the fitted jobs
+together and every job is reported with both lists.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from functools import partial
+from typing import Any, Callable, Iterable, Sequence
 
-from cpbcg.planner.model.bound import bound_demand
 from cpbcg.errors import ModelError
-from cpbcg.planner.demand_log import DemandLog
+from cpbcg.planner.demand_log import DemandSplit
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.evaluate import Evaluation, Evaluator
+from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.model.layout import BatchSet
-from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.traces.records import ForwardSizes
+from cpbcg.planner.traces.sources import BatchSource
+from cpbcg.planner.traffic import JobOutcome, TrafficJob, map_jobs, run_job, tally
+
+
+@dataclass(frozen=True)
+class PlanPart:
+    """One (trace, load) job of a plan, with both lists."""
+
+    label: str
+    """The trace as reports name it."""
+    load: str
+    """The load in words (`x2`, `8 req/s`)."""
+    load_factor: float
+    """Time scale of the job (1 for a Poisson rate job)."""
+    rate_per_s: float | None
+    """Poisson rate of a trace without timestamps (requests/s), or None."""
+    fit: bool
+    """Whether the recommendation was fitted on it."""
+    evaluation: Evaluation
+    """The configured list on the job's forwards."""
+    recommended: Evaluation | None
+    """The recommended list on them (None without a recommendation)."""
+    source: BatchSource
+    """The finished source (format, bound flag, simulation summary)."""
 
 
 @dataclass(frozen=True)
 class PlanResult:
-    """What `plan` found on one trace."""
+    """What `plan` found."""
 
     evaluation: Evaluation
-    """The configured (or given) list replayed on every forward."""
+    """The configured (or given) list replayed on every forward (all jobs merged)."""
     recommendation: Recommendation | None
     """The recommended list; None when not asked for or when none can be made."""
     recommendation_error: str | None = None
     """Why no recommendation could be made (e.g. no forward is CP-active), else None."""
+    parts: tuple[PlanPart, ...] = ()
+    """Each (trace, load) job, in order; empty for a single stream planned in place."""
     observed: Any = None
     """An SGLang log's observed vs modelled graph use (`cpbcg.planner.observed.ObservedComparison`), else None."""
 
@@ -48,21 +77,61 @@ def plan(
     `on_chunk` sees each chunk after it was tallied (progress). Raises `TraceError` from the
     trace, `ConfigError`/`ModelError` from the recommendation."""
     table = deployment.table() if table is None else table
-    evaluator = Evaluator(table, deployment.cp, deployment.max_padding_factor, deployment.max_seq_len_tokens)
-    log = DemandLog() if settings is not None else None
-    for chunk in chunks:
-        if isinstance(chunk, ForwardSizes):
-            demand = bound_demand(chunk, deployment.cp)
-            evaluator.add_demand(demand)
-            if log is not None:
-                log.add(demand)
-        else:
-            evaluator.add(chunk, None if log is None else log.add)
-        if on_chunk is not None:
-            on_chunk(chunk)
+    evaluation, log = tally(chunks, deployment, table, settings is not None, on_chunk)
     if log is None:
-        return PlanResult(evaluator.result(), None)
+        return PlanResult(evaluation, None)
+    return _recommended(evaluation, log.to_split(settings.validate_fraction), deployment, settings, {}, ())
+
+
+def plan_traffic(
+    jobs: Sequence[TrafficJob],
+    deployment: Deployment,
+    settings: RecommendSettings | None = RecommendSettings(),
+    table: BucketTable | None = None,
+    *,
+    workers: int = 1,
+    scheduler: str | None = None,
+    on_chunk: Callable[[Any], Any] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> PlanResult:
+    """Run every job (a trace at a load) on the executor chosen (`traffic.map_jobs`: in process,
+    `workers` local processes, or the Dask cluster at `scheduler`), merge them in job order, fit
+    one list to the jobs marked `fit` together (each job holds back its own last
+    `validate_fraction`), and report every job with both lists. `on_chunk`/`progress` are
+    called only when the jobs run in this process. The result does not depend on the executor.
+
+    Raises `TraceError` from a trace, `ConfigError` for an unreachable cluster or bad settings."""
+    table = deployment.table() if table is None else table
+    held_back = None if settings is None else settings.validate_fraction
+    in_process = scheduler is None and (workers <= 1 or len(jobs) <= 1)
+    work = partial(run_job, deployment=deployment, table=table, held_back=held_back,
+                   on_chunk=on_chunk if in_process else None, progress=progress if in_process else None)
+    outcomes: list[JobOutcome] = list(map_jobs(work, list(jobs), workers, scheduler))
+    evaluation = Evaluation.merge([o.evaluation for o in outcomes])
+    parts = tuple(_part(o, None) for o in outcomes)
+    if settings is None:
+        return PlanResult(evaluation, None, None, parts)
+    fitted = [o.split for o in outcomes if o.job.fit and o.split is not None]
+    tails = {f"{o.job.label} {o.job.load}": o.split.tail for o in outcomes if o.split is not None and o.split.tail.num_forwards}
+    result = _recommended(evaluation, DemandSplit.merge(fitted), deployment, settings, tails if len(outcomes) > 1 else {}, ())
+    rec = result.recommendation
+    if rec is not None:
+        rec_table = BucketTable.build(rec.buckets, deployment.cp, deployment.capture)
+        parts = tuple(_part(o, rec_table, deployment) for o in outcomes)
+    return PlanResult(result.evaluation, rec, result.recommendation_error, parts)
+
+
+def _recommended(evaluation: Evaluation, split: DemandSplit, deployment: Deployment, settings: RecommendSettings,
+                 tails: dict, parts: tuple) -> PlanResult:
     try:
-        return PlanResult(evaluator.result(), recommend(log, deployment, settings))
+        return PlanResult(evaluation, recommend(split, deployment, settings, tails), None, parts)
     except ModelError as exc:  # the evaluation stands; say why there is no list to recommend
-        return PlanResult(evaluator.result(), None, f"no recommendation: {exc}")
+        return PlanResult(evaluation, None, f"no recommendation: {exc}", parts)
+
+
+def _part(outcome: JobOutcome, rec_table: BucketTable | None, deployment: Deployment | None = None) -> PlanPart:
+    job = outcome.job
+    recommended = None
+    if rec_table is not None and outcome.split is not None and deployment is not None:
+        recommended = evaluate_demand(outcome.split.whole(), rec_table, deployment.cp, deployment.max_padding_factor)
+    return PlanPart(job.label, job.load, job.load_factor, job.rate_per_s, job.fit, outcome.evaluation, recommended, outcome.source)

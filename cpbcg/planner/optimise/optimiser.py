@@ -253,7 +253,8 @@ def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_mu
     w = batch_windows(demand, grid.sizes, grid.capacity_rows, cost, factor)
     rules = _constraints(grid, required, pin_index, max_tokens, factor, allow_gaps)
     cand = _candidates(w, grid, cost, rules, factor, objective)
-    problem, m_key = _problem(w, grid, cand, rules, cost, factor, objective, max_buckets)
+    # a list never holds more buckets than there are candidates: no DP layer beyond that count
+    problem, m_key = _problem(w, grid, cand, rules, cost, factor, objective, min(max_buckets, len(cand)))
     stop = None
     if need_graph is not None and m_key is not None:
         total_w = int(w.weight.sum())
@@ -265,6 +266,10 @@ def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_mu
     graph, times = {}, {}
     for k, chosen in lists.items():
         graph[k], times[k] = _list_outcome(w, grid, chosen, cost)
+    if lists and stop is None:  # limits above the candidate count: the same list as the largest feasible one
+        top_k = max(lists)
+        for k in range(top_k + 1, max_buckets + 1) if top_k == len(cand) else ():
+            lists[k], graph[k], times[k] = lists[top_k], graph[top_k], times[top_k]
     forwards = int(demand.counts.sum())
     return OptimalLists(
         lists, {k: t + w.unservable_eager_ms for k, t in times.items()}, len(cand), len(grid.sizes),

@@ -23,17 +23,20 @@ Every number comes from `evaluate_demand`, the code `plan` and `replay-check` us
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Mapping
 
 import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.background import Background
 from cpbcg.planner.optimise.capture_cost import CaptureEstimate, estimate_capture
-from cpbcg.planner.model.capacity import local_capacity
+from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
+from cpbcg.planner.model.capacity import local_capacity, minimum_capture_tokens
+from cpbcg.planner.model.layout import BatchSet, local_rows
 from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms
 from cpbcg.planner.model.demand import Demand
-from cpbcg.planner.demand_log import DemandLog
+from cpbcg.planner.demand_log import DemandLog, DemandSplit
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.export import deploy_flags
@@ -41,6 +44,13 @@ from cpbcg.planner.optimise.guarantee import headroom_required
 from cpbcg.planner.optimise.optimiser import OptimalLists, fewest_for_coverage, optimise
 from cpbcg.planner.model.selector import BucketTable
 
+MAX_DEFAULT_BUCKETS = 512
+"""The default bucket count (the configured list's) stops where `--max-buckets` does."""
+MIN_MEANINGFUL_FORWARDS = 1000
+"""Below this many forwards the recommendation warns that it follows too few shapes."""
+VALIDATION_TOLERANCE = 0.02
+"""Most the held-back fraction may differ from the one asked for; a trace too small to cut
+that close gets no out-of-sample check (and a note) instead of a silently larger hold-back."""
 OUT_OF_SAMPLE_DROP = 0.005
 """Coverage lost out of sample (fraction of forwards) above which the recommendation warns."""
 
@@ -50,7 +60,8 @@ class RecommendSettings:
     """What to optimise for (every field has a default that answers the usual question)."""
 
     max_buckets: int | None = None
-    """Most buckets in the list; None = as many capturable buckets as the configured list."""
+    """Most buckets in the list; None = as many capturable buckets as the configured list, at
+    most `MAX_DEFAULT_BUCKETS`."""
     target_coverage: float | None = None
     """Instead of `max_buckets`: the fewest buckets (up to `max_buckets`) whose list replays at
     least this fraction of forwards in graphs."""
@@ -72,6 +83,11 @@ class RecommendSettings:
     """Allow sizes between buckets that no bucket serves within the padding factor."""
     validate_fraction: float = 0.3
     """Last fraction of forwards held back for validation (0 disables)."""
+    min_bucket: int | None = None
+    """Floor of small buckets: the list serves every CP-active size from this many tokens up
+    within the padding factor (gap-free lists), whether or not the trace held it. None = the
+    smallest capturable size (`2*cp_size` zigzag, `cp_size` interleave; no floor without CP);
+    0 = no floor (the list starts where the trace's forwards do)."""
     pareto_max_buckets: int = 0
     """Also compute the best list of every count up to this (comparisons, Pareto curve)."""
     capture_s_per_bucket: float | None = None
@@ -86,6 +102,8 @@ class RecommendSettings:
             raise ConfigError(f"objective: must be coverage or time, got {self.objective!r}")
         if not 0 <= self.validate_fraction < 1:
             raise ConfigError(f"validate_fraction: must be in [0, 1), got {self.validate_fraction}")
+        if self.min_bucket is not None and self.min_bucket < 0:
+            raise ConfigError(f"min_bucket: must be >= 0, got {self.min_bucket}")
         if self.target_coverage is not None and not 0 < self.target_coverage <= 1:
             raise ConfigError(f"target_coverage: must be in (0, 1], got {self.target_coverage}")
 
@@ -102,6 +120,8 @@ class Validation:
     """The head replayed with it."""
     evaluation: Evaluation
     """The held-back tail replayed with it (out of sample)."""
+    by_part: dict[str, Evaluation] = field(default_factory=dict)
+    """The same list on each named held-back part (e.g. every load factor's tail)."""
 
     @property
     def coverage_drop(self) -> float:
@@ -168,6 +188,10 @@ class Recommendation:
     """The coverage target, when the fewest buckets reaching it were asked for."""
     headroom_note: str | None = None
     """Why headroom was asked for but not applied (no bucket within the padding factor fits)."""
+    floor_tokens: int | None = None
+    """The smallest forward size the list serves whether or not the trace held it (tokens); None: no floor."""
+    notes: tuple[str, ...] = ()
+    """Plain sentences qualifying the list (a small trace, a skipped check, what the floor costs)."""
 
 
 def default_chunk_tokens(deployment: Deployment) -> int:
@@ -178,28 +202,49 @@ def default_chunk_tokens(deployment: Deployment) -> int:
     return chunk if chunk > 0 else int(sched.max_prefill_tokens)
 
 
-def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSettings = RecommendSettings()) -> Recommendation:
-    """The recommendation for the forwards in `log` (see the module doc).
+def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: RecommendSettings = RecommendSettings(),
+              held_back: Mapping[str, Demand] | None = None) -> Recommendation:
+    """The recommendation for the forwards in `log` (see the module doc): a `DemandLog` of one
+    trace, or a `DemandSplit` already cut (several traces and load factors merged). `held_back`
+    names further held-back parts (e.g. each load factor's tail) the validation list is also
+    replayed on (`Validation.by_part`).
 
     Raises `ConfigError` for settings that exclude each other or an empty trace, `ModelError`
     when no list can be built under the capture model."""
-    if log.num_lines == 0:
+    split = log.to_split(settings.validate_fraction) if isinstance(log, DemandLog) else log
+    if split.num_lines == 0:
         raise ConfigError("the trace has no prefill forwards to optimise for")
-    max_buckets = settings.max_buckets or len(deployment.table().capture_num_tokens)
+    max_buckets = settings.max_buckets or min(len(deployment.table().capture_num_tokens), MAX_DEFAULT_BUCKETS)
     chunk = settings.max_bucket_tokens or default_chunk_tokens(deployment)
-    requests = settings.max_requests or max(log.max_requests(), 1)
+    notes: list[str] = []
+    if chunk > MAX_BUCKET_TOKENS:  # the candidate grid grows with the chunk: never past the largest bucket a list may hold
+        notes.append(f"the chunk of {chunk:,} tokens is above the largest bucket a list may hold ({MAX_BUCKET_TOKENS:,}): "
+                     f"the list is planned for forwards up to {MAX_BUCKET_TOKENS:,} tokens; larger ones run eagerly")
+        chunk = MAX_BUCKET_TOKENS
+    requests = settings.max_requests or max(split.max_requests, 1)
     if settings.bucket_multiple > chunk:
         raise ConfigError(f"bucket_multiple: {settings.bucket_multiple} is above the chunk of {chunk} tokens: no bucket below it could be a candidate")
     headroom, headroom_note = _headroom(deployment, chunk, requests) if settings.headroom else (None, None)
-    split = log.split(1.0 - settings.validate_fraction) if settings.validate_fraction > 0 else None
-    whole = log.whole() if split is None else Demand.concat([split[0], split[1]]).aggregate()  # the same forwards
-    if split is not None and (split[0].num_forwards == 0 or split[1].num_forwards == 0):
-        split = None
+    floor = _floor(deployment, settings, chunk)
+    whole = split.whole()
+    notes += _size_notes(split, settings)
+    validate = settings.validate_fraction > 0 and split.head.num_forwards > 0 and split.tail.num_forwards > 0
+    if validate and abs((1.0 - split.fit_fraction) - settings.validate_fraction) > VALIDATION_TOLERANCE:
+        notes.append(f"no out-of-sample check: {split.num_lines:,} forwards cannot hold back {settings.validate_fraction:.0%} "
+                     f"(the nearest cut holds back {1.0 - split.fit_fraction:.0%})")
+        validate = False
+    if floor is not None and not _floor_fits(whole, deployment, settings, max_buckets, chunk, headroom, floor):
+        notes.append(f"no floor: {max_buckets} buckets cannot serve every size from {floor[0]:,} tokens up to the chunk within the "
+                     "padding factor; raise --max-buckets, or set --min-bucket higher")
+        floor = None
+    fit_args = (deployment, settings, max_buckets, chunk, headroom, floor)
     # the out-of-sample fit shares nothing with the final one: on a second core when there is one
-    with Background(_fit_buckets, split[0], deployment, settings, max_buckets, chunk, headroom) if split else nullcontext() as held_out:
-        buckets, optimal = _fit(whole, deployment, settings, max_buckets, chunk, headroom)
+    with Background(_fit_buckets, split.head, *fit_args) if validate else nullcontext() as held_out:
+        buckets, optimal = _fit(whole, *fit_args)
         evaluation = evaluate_demand(whole, BucketTable.build(buckets, deployment.cp, deployment.capture), deployment.cp, deployment.max_padding_factor)
-        validation = _validation(split, held_out.result(), deployment) if split else None
+        validation = _validation(split, held_out.result(), deployment, held_back or {}) if validate else None
+    if floor is not None:
+        notes.append(_floor_note(floor, buckets, whole))
     table = deployment.table()
     return Recommendation(
         buckets=buckets, max_buckets=max_buckets, objective=settings.objective, evaluation=evaluation,
@@ -208,7 +253,51 @@ def recommend(log: DemandLog, deployment: Deployment, settings: RecommendSetting
         capture=_estimate(buckets, settings), configured_capture=_estimate(list(deployment.buckets), settings),
         deploy=deploy_flags(buckets, deployment, chunk if chunk != default_chunk_tokens(deployment) else None),
         optimal=optimal, demand=whole, target_coverage=settings.target_coverage, headroom_note=headroom_note,
+        floor_tokens=None if floor is None else floor[0], notes=tuple(notes),
     )
+
+
+def _floor(deployment: Deployment, settings: RecommendSettings, chunk: int) -> tuple[int, int] | None:
+    """The smallest forward the list must serve, `(tokens, rows)`: `min_bucket` (default: the
+    smallest capturable size, `minimum_capture_tokens`) as one request, or None when disabled
+    (`min_bucket = 0`) or not below the chunk. With gap-free lists every size from it up to the
+    chunk then has a bucket within the padding factor, whether or not the trace held it."""
+    if settings.min_bucket == 0 or settings.allow_gaps:  # the floor is the gap-free rule carried down to it
+        return None
+    tokens = max(settings.min_bucket or 1, minimum_capture_tokens(deployment.cp))
+    if tokens >= chunk or deployment.cp.cp_size == 1 and settings.min_bucket is None:
+        return None
+    rows = int(local_rows(BatchSet.from_lists([[tokens]]), deployment.cp)[0])
+    return tokens, rows
+
+
+def _floor_fits(demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int,
+                headroom: Headroom | None, floor: tuple[int, int]) -> bool:
+    """Whether some list of at most `max_buckets` buckets serves the floor (and the rest)."""
+    try:
+        _fit(demand.subset(slice(0, 0)), deployment, replace(settings, target_coverage=None), max_buckets, chunk, headroom, floor)
+    except ConfigError:
+        return False
+    return True
+
+
+def _floor_note(floor: tuple[int, int], buckets: list[int], demand: Demand) -> str:
+    """What the floor of small buckets costs: the buckets below the trace's smallest CP-active
+    forward, there only for sizes the trace did not hold."""
+    active = demand.num_tokens[demand.active]
+    smallest = int(active.min()) if active.size else None
+    below = sum(1 for b in buckets if smallest is not None and b < smallest)
+    seen = f"the trace's smallest CP-active forward has {smallest:,} tokens" if smallest is not None else "the trace has no CP-active forward"
+    return (f"floor: every CP-active size from {floor[0]:,} tokens up has a bucket within the padding factor (--min-bucket); "
+            f"{seen}: the floor costs {below} of the {len(buckets)} buckets")
+
+
+def _size_notes(split: DemandSplit, settings: RecommendSettings) -> list[str]:
+    """A warning when the trace is too small for its recommendation to mean much."""
+    if split.num_lines >= MIN_MEANINGFUL_FORWARDS:
+        return []
+    return [f"warning: only {split.num_lines:,} prefill forwards (fewer than {MIN_MEANINGFUL_FORWARDS:,}): the recommended list "
+            "follows these few shapes; plan on a longer trace, or several (--trace A --trace B), before deploying it"]
 
 
 def _estimate(buckets: list[int], settings: RecommendSettings) -> CaptureEstimate:
@@ -222,7 +311,7 @@ def _headroom(deployment: Deployment, chunk: int, requests: int) -> tuple[Headro
     if not required:
         return None, f"no headroom: a full chunk of {chunk} tokens is not CP-active under cp_size {deployment.cp.cp_size}"
     rows = required[0][1]
-    top = int(np.floor(chunk * deployment.max_padding_factor))
+    top = min(int(np.floor(chunk * deployment.max_padding_factor)), max(chunk, MAX_BUCKET_TOKENS))
     try:
         capacity, top_capacity = (int(c) for c in local_capacity([chunk, top], deployment.cp, deployment.capture))
     except ModelError as exc:
@@ -234,17 +323,17 @@ def _headroom(deployment: Deployment, chunk: int, requests: int) -> tuple[Headro
 
 
 def _fit(demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int,
-         headroom: Headroom | None) -> tuple[list[int], OptimalLists]:
+         headroom: Headroom | None, floor: tuple[int, int] | None = None) -> tuple[list[int], OptimalLists]:
     """The list for `demand` (best of `max_buckets`, or the fewest reaching the coverage target)
     and the optimiser's best lists; the headroom chunk is a required forward."""
     factor = deployment.max_padding_factor
-    top = int(np.floor(chunk * factor)) if headroom is not None else chunk
+    top = min(int(np.floor(chunk * factor)), max(chunk, MAX_BUCKET_TOKENS)) if headroom is not None else chunk
     if settings.include and max(settings.include) > top:
         raise ConfigError(f"include: bucket {max(settings.include)} is above the largest candidate {top} (max_padding_factor x the chunk {chunk})")
     common = dict(
         spec=deployment.capture, max_padding_factor=factor, bucket_multiple=settings.bucket_multiple,
         pinned=sorted(set(settings.include)), max_bucket_tokens=top, allow_gaps=settings.allow_gaps,
-        required=[] if headroom is None else [(headroom.chunk_tokens, headroom.worst_rows)],
+        required=([] if headroom is None else [(headroom.chunk_tokens, headroom.worst_rows)]) + ([] if floor is None else [floor]),
     )
     if settings.target_coverage is not None:
         fewest = fewest_for_coverage(demand, deployment.cp, deployment.cost, settings.target_coverage, chunk,
@@ -261,13 +350,15 @@ def _cost(demand: Demand, buckets: list[int], deployment: Deployment) -> float:
 
 
 def _fit_buckets(demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int,
-                 headroom: Headroom | None) -> list[int]:
-    return _fit(demand, deployment, settings, max_buckets, chunk, headroom)[0]
+                 headroom: Headroom | None, floor: tuple[int, int] | None) -> list[int]:
+    return _fit(demand, deployment, settings, max_buckets, chunk, headroom, floor)[0]
 
 
-def _validation(split: tuple[Demand, Demand, float], buckets: list[int], deployment: Deployment) -> Validation:
-    """The list fitted on the head of the trace (`split[0]`), replayed on both parts."""
-    head, tail, used = split
+def _validation(split: DemandSplit, buckets: list[int], deployment: Deployment, held_back: Mapping[str, Demand]) -> Validation:
+    """The list fitted on the head (`split.head`), replayed on the head, the held-back tail and
+    each named held-back part."""
     table = BucketTable.build(buckets, deployment.cp, deployment.capture)
     cp, factor = deployment.cp, deployment.max_padding_factor
-    return Validation(used, buckets, evaluate_demand(head, table, cp, factor), evaluate_demand(tail, table, cp, factor))
+    by_part = {name: evaluate_demand(part, table, cp, factor) for name, part in held_back.items()}
+    return Validation(split.fit_fraction, buckets, evaluate_demand(split.head, table, cp, factor),
+                      evaluate_demand(split.tail, table, cp, factor), by_part)

@@ -25,6 +25,24 @@ EMBEDDED_DEFAULT = "embedded default (seeded synthetic chat workload, 20,000 for
 
 
 @dataclass(frozen=True)
+class TraceSpec:
+    """How to open a trace (again): picklable, what a worker process gets."""
+
+    path: str | None
+    """Trace file; None = the embedded default workload."""
+    trace_format: str = "auto"
+    """Format name (`auto` detects)."""
+    options: ReadOptions = ReadOptions()
+    """Reader options (generic fields, BurstGPT filters)."""
+    scheduler: SchedulerSettings = SchedulerSettings()
+    """Scheduler simulation settings for a request trace."""
+
+    def open(self, progress: Callable[[int], None] | None = None) -> "BatchSource":
+        """A fresh `BatchSource` of the trace. Raises `TraceError`."""
+        return open_source(self.path, self.trace_format, self.scheduler, options=self.options, progress=progress)
+
+
+@dataclass(frozen=True)
 class BatchSource:
     """An opened batch stream and, for request traces, the simulation producing it."""
 
@@ -38,6 +56,9 @@ class BatchSource:
     """Forward sizes of a server log (bound mode), or None; `batches` then refuses to iterate."""
     log: LogSettings | None = None
     """What an SGLang server log says about its deployment (`read_log_settings`), else None."""
+    spec: "TraceSpec | None" = None
+    """How to open the same trace again (a plan reads it afresh each time, once per load
+    factor); None for standard input, which can be read once."""
 
     @property
     def log_summary(self) -> LogSummary | None:
@@ -66,19 +87,22 @@ def open_source(
     `progress(requests read so far)` as it reads the trace. `options` carries the reader options
     (`length_field`/`time_field` are shorthands). Raises `TraceError` (`FILE:LINE: ...`).
     """
-    if trace is None:
-        return BatchSource(iter([synthetic_batches()]), None, None)
     if options is None:
         options = ReadOptions(length_field=length_field, time_field=time_field)
+    scheduler = scheduler if scheduler is not None else SchedulerSettings()
+    spec = None if trace is not None and str(trace) == "-" else TraceSpec(
+        None if trace is None else str(trace), getattr(trace_format, "value", str(trace_format)), options, scheduler)
+    if trace is None:
+        return BatchSource(iter([synthetic_batches()]), None, None, spec=spec)
     opened = open_trace(trace, trace_format, options)
     fmt = TraceFormat(opened.format.name)
     if opened.kind is TraceKind.batches:
-        return BatchSource(opened.items, fmt, None)
+        return BatchSource(opened.items, fmt, None, spec=spec)
     if opened.kind is TraceKind.forwards:
         log = read_log_settings(trace) if isinstance(opened.items, LogReader) else None
-        return BatchSource(_bound_only(trace), fmt, None, opened.items, log)
-    simulation = Simulation(opened.items, scheduler if scheduler is not None else SchedulerSettings(), progress)
-    return BatchSource(iter(simulation), fmt, simulation)
+        return BatchSource(_bound_only(trace), fmt, None, opened.items, log, spec=spec)
+    simulation = Simulation(opened.items, scheduler, progress)
+    return BatchSource(iter(simulation), fmt, simulation, spec=spec)
 
 
 def _bound_only(trace: Path | str) -> Iterator[BatchSet]:

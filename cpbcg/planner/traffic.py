@@ -1,0 +1,237 @@
+"""Planning over a set of simulations: every (trace, load factor) pair is one job, mapped over an
+executor and merged exactly.
+
+A `TrafficJob` names one trace file and one load factor (`time_scale`; for a trace without
+timestamps, a Poisson rate). `run_job` reads and simulates it and replays its forwards with the
+configured list: it returns the `Evaluation` (with examples) and the job's demand cut into the
+part a list is fitted on and the held-back rest (`DemandSplit`, aggregated: one row per
+distinct forward shape). Jobs share nothing, so `map_jobs` runs them in order:
+
+* in this process (`workers=1`, or a single job),
+* on a local `concurrent.futures.ProcessPoolExecutor` (one worker per core by default),
+* or on a Dask distributed cluster (`scheduler="tcp://host:8786"`): `Client.get_executor()` is a
+  `concurrent.futures` executor, so both share this one code path. Dask is imported only then.
+
+At most `2 * workers` jobs are in flight and results are taken in job order, so memory is
+bounded by the workers, not the number of files, and the merge (`Evaluation.merge`,
+`DemandSplit.merge`) sees the results in the same order as a serial run: the result is
+identical whatever the executor.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections import deque
+from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+
+from cpbcg.errors import ConfigError
+from cpbcg.planner.background import JOBS_ENV
+from cpbcg.planner.demand_log import DemandLog, DemandSplit
+from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.evaluate import Evaluation, Evaluator
+from cpbcg.planner.model.bound import bound_demand
+from cpbcg.planner.model.layout import BatchSet
+from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.scheduler import SchedulerSettings
+from cpbcg.planner.traces import ForwardSizes, open_trace
+from cpbcg.planner.traces.records import RequestChunk
+from cpbcg.planner.traces.sources import BatchSource, TraceSpec
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+UTILISATIONS = (0.25, 0.5, 0.75, 0.95)
+"""Default loads for a trace without timestamps: Poisson rates that keep the modelled prefill
+busy this fraction of the time (from the trace's first requests' mean prompt length and the
+prefill speed model). The trace says nothing about its load, and the batch shapes follow the
+load: these span a lightly loaded to a nearly saturated server (beyond it every forward is a
+full chunk, which the recommendation's headroom serves anyway)."""
+
+
+@dataclass(frozen=True)
+class TrafficJob:
+    """One simulation: one trace at one load."""
+
+    spec: TraceSpec
+    """The trace, its scheduler settings already at this job's load."""
+    label: str
+    """The trace as reports name it."""
+    load_factor: float
+    """Inter-arrival gaps divided by this (`time_scale`); 1 for a Poisson rate job."""
+    rate_per_s: float | None = None
+    """Poisson arrival rate of a trace without timestamps (requests/s), or None."""
+    fit: bool = True
+    """Whether the recommendation is fitted on this job (False: reported only, `--fit-trace`)."""
+
+    @property
+    def load(self) -> str:
+        """The load in words: `x2` (time scale) or `8 req/s` (Poisson rate)."""
+        return f"{self.rate_per_s:.4g} req/s" if self.rate_per_s is not None else f"x{self.load_factor:g}"
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What one job found (small: aggregated demand, no forwards)."""
+
+    job: TrafficJob
+    evaluation: Evaluation
+    """The configured list on every forward of the job (examples included)."""
+    split: DemandSplit | None
+    """Its demand, cut for the out-of-sample check; None when no recommendation is asked for."""
+    source: BatchSource
+    """The finished source: format, bound flag and the simulation summary (no forwards left)."""
+
+
+def tally(chunks: Iterable[BatchSet] | Iterable[ForwardSizes], deployment: Deployment, table: BucketTable,
+          keep_demand: bool, on_chunk: Callable[[Any], Any] | None = None) -> tuple[Evaluation, DemandLog | None]:
+    """Replay `chunks` with `table` and keep their demand in a `DemandLog` (when `keep_demand`).
+    `ForwardSizes` chunks (a server log) are taken at their exact worst case (`bound_demand`)."""
+    evaluator = Evaluator(table, deployment.cp, deployment.max_padding_factor, deployment.max_seq_len_tokens)
+    log = DemandLog() if keep_demand else None
+    for chunk in chunks:
+        if isinstance(chunk, ForwardSizes):
+            demand = bound_demand(chunk, deployment.cp)
+            evaluator.add_demand(demand)
+            if log is not None:
+                log.add(demand)
+        else:
+            evaluator.add(chunk, None if log is None else log.add)
+        if on_chunk is not None:
+            on_chunk(chunk)
+    return evaluator.result(), log
+
+
+def run_job(job: TrafficJob, deployment: Deployment, table: BucketTable, held_back: float | None,
+            on_chunk: Callable[[Any], Any] | None = None, progress: Callable[[int], None] | None = None) -> JobOutcome:
+    """Read, simulate and replay one job; `held_back` is the fraction of its forwards kept out of
+    the fit (None: no recommendation, no demand kept). Raises `TraceError`."""
+    source = job.spec.open(progress)
+    chunks = source.forwards if source.is_bound else source.batches
+    evaluation, log = tally(chunks, deployment, table, held_back is not None, on_chunk)  # type: ignore[arg-type]
+    split = None if log is None else log.to_split(held_back or 0.0)
+    return JobOutcome(job, evaluation, split, finished(source))
+
+
+def finished(source: BatchSource) -> BatchSource:
+    """`source` after iteration, without its iterators (picklable): format, bound flag and the
+    simulation's summary and settings, as the notes read them."""
+    sim = None if source.simulation is None else FinishedSimulation(source.simulation.summary(), source.simulation.cfg)
+    return BatchSource(iter(()), source.trace_format, sim, iter(()) if source.is_bound else None)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class FinishedSimulation:
+    """A finished scheduler simulation: its summary and settings (what `Simulation` offers after
+    iteration)."""
+
+    _summary: Any
+    cfg: SchedulerSettings
+
+    def summary(self) -> Any:
+        return self._summary
+
+
+def load_jobs(spec: TraceSpec, label: str, load_factors: Sequence[float], rates: Sequence[float] | None, fit: bool) -> list[TrafficJob]:
+    """One job per load factor of `spec` (`rates`, when given, are Poisson rates instead: a trace
+    without timestamps)."""
+    if rates is not None:
+        return [TrafficJob(replace(spec, scheduler=replace(spec.scheduler, rate=float(r), time_scale=1.0)), label, 1.0, float(r), fit)
+                for r in rates]
+    return [TrafficJob(replace(spec, scheduler=replace(spec.scheduler, time_scale=float(f))), label, float(f), None, fit)
+            for f in load_factors]
+
+
+def first_requests(spec: TraceSpec) -> RequestChunk | None:
+    """The first chunk of requests of a request trace (to see whether it has arrival times and
+    how long its prompts are), or None for another kind of trace or an empty one."""
+    if spec.path is None:
+        return None
+    first = next(iter(open_trace(spec.path, spec.trace_format, spec.options).items), None)
+    return first if isinstance(first, RequestChunk) else None
+
+
+MIN_LOAD_FACTOR, MAX_LOAD_FACTOR = 1e-6, 1e6
+"""Bounds of a load factor (`--time-scale`)."""
+
+
+def parse_load_factors(text: str) -> list[float]:
+    """Load factors from `0.5,1,2,4` (one or more, distinct, each in
+    [`MIN_LOAD_FACTOR`, `MAX_LOAD_FACTOR`]), in the order given. Raises `ConfigError` naming
+    `--time-scale`."""
+    factors: list[float] = []
+    for word in text.split(","):
+        try:
+            value = float(word.strip())
+        except ValueError:
+            raise ConfigError(f"--time-scale: {word.strip()[:40]!r} is not a number (give e.g. 2, or 0.5,1,2,4)") from None
+        if not MIN_LOAD_FACTOR <= value <= MAX_LOAD_FACTOR:  # also refuses nan and inf
+            raise ConfigError(f"--time-scale: {word.strip()[:40]} is outside [{MIN_LOAD_FACTOR:g}, {MAX_LOAD_FACTOR:g}]")
+        if value in factors:
+            raise ConfigError(f"--time-scale: {word.strip()[:40]} is given twice")
+        factors.append(value)
+    return factors
+
+
+def default_rates(mean_prompt_tokens: float, scheduler: SchedulerSettings) -> list[float]:
+    """Poisson rates (requests/s) at which the modelled prefill is busy `UTILISATIONS` of the time:
+    `u / (prefill_fixed_ms / 1000 + mean_prompt_tokens / prefill_tokens_per_s)`, 3 significant digits."""
+    per_request_s = scheduler.prefill_fixed_ms / 1000.0 + mean_prompt_tokens / scheduler.prefill_tokens_per_s
+    return [float(f"{u / per_request_s:.3g}") for u in UTILISATIONS]
+
+
+def map_jobs(fn: Callable[[T], R], items: Sequence[T], workers: int = 1, scheduler: str | None = None) -> Iterator[R]:
+    """`fn(item)` for every item, in order, on the executor chosen (module doc). Exceptions are
+    raised in order, as a serial loop would raise them."""
+    if scheduler is None and (workers <= 1 or len(items) <= 1):
+        yield from map(fn, items)
+        return
+    with _executor(workers, scheduler, len(items)) as (executor, width):
+        pending: deque = deque()
+        queue = iter(items)
+        for item in queue:
+            pending.append(executor.submit(fn, item))
+            if len(pending) >= 2 * width:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+@contextmanager
+def _executor(workers: int, scheduler: str | None, num_items: int) -> Iterator[tuple[Executor, int]]:
+    if scheduler is not None:
+        try:
+            from distributed import Client
+        except ImportError as exc:
+            raise ConfigError(f"--scheduler {scheduler}: a Dask cluster needs the distributed extra (pip install 'cpbcg[distributed]'): {exc}") from None
+        try:
+            client = Client(scheduler, timeout=30, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler: {exc}") from None
+        try:
+            width = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()))
+            yield client.get_executor(pure=False), width
+        finally:
+            client.close()
+        return
+    width = max(1, min(workers, num_items))
+    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice by a forked worker
+        stream.flush()
+    with ProcessPoolExecutor(max_workers=width, mp_context=context) as pool:
+        yield pool, width
+
+
+def default_workers() -> int:
+    """One worker per core this process may use (`CPBCG_JOBS`, a whole number, when set)."""
+    value = os.environ.get(JOBS_ENV, "").strip()
+    if value.isdigit() and 1 <= int(value) <= 1024:
+        return int(value)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
