@@ -247,7 +247,11 @@ def _check_flags_file(cfg: DeploymentConfig) -> None:
     if not raw.lstrip().startswith(b"--"):
         return
     actual = {"cp_size": cfg.cp_size, "cp_strategy": cfg.cp_strategy.value, **{f"scheduler.{k}": v for k, v in cfg.scheduler.model_dump().items()}}
-    for key, written in sglang_flag_settings(raw.decode("utf-8", "replace")).items():
+    try:
+        settings = sglang_flag_settings(raw.decode("utf-8", "replace"))
+    except ConfigError as exc:
+        raise ConfigError(f"{spec}: {exc}") from None
+    for key, written in settings.items():
         if str(actual.get(key)) != written:
             flag = next(f for f, k in FLAG_KEYS.items() if k == key)
             raise ConfigError(f"{spec}: {flag} {written[:20]} but {key} is {actual.get(key)}: the flags were planned under other "

@@ -174,9 +174,11 @@ def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns: Columns,
 
 
 def csv_length(path: Path, line_no: int, text: str, field: str, minimum: int) -> int:
-    """A CSV token count: a decimal integer in [minimum, MAX_REQUEST_TOKENS], else `TraceError`."""
+    """A CSV token count: ASCII digits (no sign, surrounding blanks allowed) of an integer in
+    [minimum, MAX_REQUEST_TOKENS], else `TraceError`. The fast path (`_digits`) takes plain
+    digits only and leaves everything else here, so both refuse `+100` and `-0` alike."""
     stripped = text.strip()
-    value = int(stripped) if stripped.isascii() and stripped.lstrip("+-").isdigit() and len(stripped) < 400 else None
+    value = int(stripped) if stripped.isascii() and stripped.isdigit() and len(stripped) < 400 else None
     if value is not None and value > MAX_REQUEST_TOKENS:
         raise TraceError(located(path, line_no, length_too_large(field, str(value))))
     if value is None or value < minimum:

@@ -1,7 +1,7 @@
 """JSONL request tables (Mooncake, generic JSONL): one JSON object per request per line.
 
-The common path parses a chunk of lines in one `orjson.loads` call and checks the columns with
-numpy; anything unusual sends the chunk through a line-by-line pass that names the first bad
+The common path parses a chunk of lines (each line on its own: `load_json_records`) and checks
+the columns with numpy; anything unusual sends the chunk through a line-by-line pass that names the first bad
 line (`FILE:LINE: ...`). Both paths apply the same rules (`records.py`).
 """
 
@@ -30,6 +30,14 @@ def load_json_line(path: Path, line_no: int, line: bytes) -> object:
         raise TraceError(located(path, line_no, f"not valid JSON ({exc.msg[:80]})")) from None
 
 
+def load_json_records(lines: list[bytes]) -> list:
+    """Each line parsed on its own as one JSON value (`orjson.loads`), the rule of every
+    JSONL reader's fast and careful paths alike: a line holding two comma-joined values
+    (`[5], [6]`) is not valid JSON on any path. Raises `orjson.JSONDecodeError` (the careful
+    path then names the line)."""
+    return list(map(orjson.loads, lines))
+
+
 def read_jsonl_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestChunk, object]]:
     """Yield `(chunk, line_numbers)`; `line_numbers()` gives the [n] int64 line of each request."""
     line_no, line = first_line(path)
@@ -48,11 +56,11 @@ def read_jsonl_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[Request
 
 def _fast(first: int, lines: list[bytes], spec: RequestSpec, hash_field: str | None, output_field: str | None):
     body = [line for line in lines if not line.isspace()]
-    blob = b"[" + b",".join(body) + b"]"
+    blob = b"".join(body)
     if b"true" in blob or b"false" in blob or b"null" in blob:
         return None
     try:
-        records = orjson.loads(blob)
+        records = load_json_records(body)
         lengths = np.array([r[spec.length_field] for r in records])
         outputs = np.array([r[output_field] for r in records]) if output_field else None
         times = [r[spec.time_field] for r in records] if spec.time_field else None
