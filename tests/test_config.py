@@ -128,7 +128,7 @@ def test_errors_are_blamed_on_the_layer_that_set_the_key(tmp_path):
     path.write_text("cp_size: 4\nscheduler:\n  rate: 2.0\n")
     with pytest.raises(ConfigError, match=r"^m\.json: max_padding_factor: Input should be less than or equal to 100"):
         load_config(str(path), {"cp_size": 2}, layers=[("m.json", {"max_padding_factor": 500.0})])
-    with pytest.raises(ConfigError, match="^command line: scheduler.rate: Input should be greater than 0"):
+    with pytest.raises(ConfigError, match="^command line: scheduler.rate: Input should be greater than or equal to 0.000000001"):
         load_config(str(path), {"scheduler.rate": -1.0}, layers=[("m.json", {"max_padding_factor": 2.0})])
     # a key only the file sets is the file's, with its line, even when overrides share a prefix
     path.write_text("cp_size: 4\nscheduler:\n  rate: -2.0\n")

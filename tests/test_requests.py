@@ -126,6 +126,11 @@ def test_gzip_is_read_transparently(tmp_path):
         ("cr-in-header.csv", TraceFormat.vidur, {}, "cr-in-header.csv:1: not a CSV header (new-line character seen in unquoted field)"),
         ("huge-length.jsonl", TraceFormat.auto, {}, "huge-length.jsonl:2: input_length: 2147483648 is above the largest supported length 2147483647"),
         ("huge-length.csv", TraceFormat.auto, {}, "huge-length.csv:3: num_prefill_tokens: 99999999999999999999999 is above the largest supported length 2147483647"),
+        ("mooncake-comma-joined.jsonl", TraceFormat.auto, {}, "mooncake-comma-joined.jsonl:2: not valid JSON"),
+        ("generic-comma-joined.jsonl", TraceFormat.jsonl, {"length_field": "prompt"}, "generic-comma-joined.jsonl:2: not valid JSON"),
+        ("azure-plus-sign.csv", TraceFormat.auto, {}, "azure-plus-sign.csv:3: ContextTokens: '+100' is not a positive integer"),
+        ("azure-minus-zero-output.csv", TraceFormat.auto, {}, "azure-minus-zero-output.csv:3: GeneratedTokens: '-0' is not a non-negative integer"),
+        ("vidur-plus-sign.csv", TraceFormat.auto, {}, "vidur-plus-sign.csv:3: num_prefill_tokens: '+7' is not a positive integer"),
     ],
 )
 def test_malformed_inputs_name_file_and_line(name, fmt, options, message):

@@ -18,6 +18,7 @@ from typing import Iterator
 import orjson
 
 from cpbcg.errors import TraceError, located
+from cpbcg.planner.choices import TRACE_FORMAT_ALIASES, TRACE_FORMAT_NAMES, trace_format_name
 import cpbcg.planner.traces.aibrix as aibrix
 import cpbcg.planner.traces.azure as azure
 import cpbcg.planner.traces.batches as batches
@@ -52,9 +53,12 @@ FORMATS: tuple[TraceFormatInfo, ...] = (
 )
 """Every trace format, in detection order (generic formats only match with `length_field`)."""
 BY_NAME = {f.name: f for f in FORMATS}
+if tuple(BY_NAME) != TRACE_FORMAT_NAMES:
+    raise ImportError(f"cpbcg.planner.choices.TRACE_FORMAT_NAMES {TRACE_FORMAT_NAMES} differ from the registry {tuple(BY_NAME)}")
 
 TraceFormat = Enum("TraceFormat", {"auto": "auto", **{f.name.replace("-", "_"): f.name for f in FORMATS}}, type=str)  # type: ignore[misc]
 TraceFormat.__doc__ = "What a trace holds (`--trace-format`); `auto` detects it from the first line."
+TraceFormat._missing_ = classmethod(lambda cls, value: cls.__members__.get(TRACE_FORMAT_ALIASES.get(value, "").replace("-", "_")))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -197,13 +201,13 @@ def _unknown_kind(path, line_no: int, kind: str, names: str) -> TraceError:
 
 
 def format_info(trace_format: str | Enum) -> TraceFormatInfo | None:
-    """The registered format named `trace_format`, or None for `auto`."""
-    name = trace_format.value if isinstance(trace_format, Enum) else str(trace_format)
-    if name == "auto":
-        return None
-    if name not in BY_NAME:
-        raise TraceError(f"unknown trace format {name[:40]!r}; choose one of: auto, {', '.join(BY_NAME)}")
-    return BY_NAME[name]
+    """The registered format named `trace_format` (or an alias), or None for `auto`; `TraceError`
+    for an unknown name."""
+    try:
+        name = trace_format_name(trace_format.value if isinstance(trace_format, Enum) else str(trace_format))
+    except ValueError as exc:
+        raise TraceError(f"trace format {exc}") from None
+    return None if name == "auto" else BY_NAME[name]
 
 
 def open_trace(path: Path | str, trace_format: str | Enum = "auto", options: ReadOptions = ReadOptions()) -> OpenedTrace:

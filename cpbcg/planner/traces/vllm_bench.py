@@ -79,4 +79,4 @@ def _times(path: Path, result: dict, length: int) -> np.ndarray:
     return np.array(values, dtype=np.float64)
 
 
-FORMAT = TraceFormatInfo("vllm", "vLLM bench", TraceKind.requests, recognises, read)
+FORMAT = TraceFormatInfo("vllm-bench", "vLLM bench", TraceKind.requests, recognises, read)
