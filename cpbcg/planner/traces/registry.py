@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Iterator
@@ -32,6 +32,7 @@ import cpbcg.planner.traces.vidur as vidur
 import cpbcg.planner.traces.vllm_bench as vllm_bench
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.csv_table import header_columns
+from cpbcg.planner.traces.records import ReadNotes
 from cpbcg.planner.traces.stream import checked_requests
 from cpbcg.planner.traces.text import (
     MAX_LINE_BYTES, binary_error, display, gz_note, is_stdin, long_line, looks_binary, open_binary, read_errors, read_head, trace_path,
@@ -69,6 +70,8 @@ class OpenedTrace:
     """The format read (never `auto`)."""
     items: Iterator
     """`BatchSet`, `RequestChunk` or `ForwardSizes` chunks by `format.kind` (reading happens while iterating)."""
+    notes: ReadNotes = field(default_factory=ReadNotes)
+    """Rows skipped and the readers' notes (request traces; complete once `items` is exhausted)."""
 
     @property
     def kind(self) -> TraceKind:
@@ -197,7 +200,7 @@ def _unknown_kind(path, line_no: int, kind: str, names: str) -> TraceError:
     plain = "; read as plain text: no gzip magic bytes despite the .gz name" if gz_note(path) else ""
     shown = names if len(names) <= 48 else names[:45] + "..."
     known = ", ".join(f.name for f in FORMATS if f.name not in ("csv", "jsonl"))
-    return TraceError(located(path, line_no, f"unknown {kind} trace ({shown}{plain}); formats: {known}; or csv/jsonl with length_field"))
+    return TraceError(located(path, line_no, f"unknown {kind} trace ({shown}{plain}); formats: {known}; or csv/jsonl with --length-field"))
 
 
 def format_info(trace_format: str | Enum) -> TraceFormatInfo | None:
@@ -220,10 +223,10 @@ def open_trace(path: Path | str, trace_format: str | Enum = "auto", options: Rea
     if not is_stdin(path):  # a FIFO or /dev/fd/N would block or be read once: detection reads the start twice
         _require_file(path)
     fmt = format_info(trace_format) or detect(path, options)
-    items = fmt.read(path, options)
+    items, notes = fmt.read(path, options), ReadNotes(display(path))
     if fmt.kind is TraceKind.requests:
-        items = checked_requests(path, items, _filter_note(options) if fmt is burstgpt.FORMAT else "")
-    return OpenedTrace(fmt, items)
+        items = checked_requests(path, items, _filter_note(options) if fmt is burstgpt.FORMAT else "", options.strict, notes)
+    return OpenedTrace(fmt, items, notes)
 
 
 def _require_file(path: Path) -> None:

@@ -16,6 +16,7 @@ from cpbcg.errors import TraceError
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
 from cpbcg.planner.traces.embedded import synthetic_batches
+from cpbcg.planner.traces.records import ReadNotes
 from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind, open_trace
 from cpbcg.planner.traces.text import display
 
@@ -34,6 +35,8 @@ class BatchSource:
     """The scheduler simulation for request traces (its `summary()` is complete after iterating)."""
     forwards: Iterator[ForwardSizes] | None = None
     """Forward sizes of a server log (bound mode), or None; `batches` then refuses to iterate."""
+    read_notes: ReadNotes | None = None
+    """Rows the reader skipped and what it decided (request traces; complete after iterating)."""
 
     @property
     def is_bound(self) -> bool:
@@ -68,7 +71,7 @@ def open_source(
     if opened.kind is TraceKind.forwards:
         return BatchSource(_bound_only(trace), fmt, None, opened.items)
     simulation = Simulation(opened.items, scheduler if scheduler is not None else SchedulerSettings(), progress)
-    return BatchSource(iter(simulation), fmt, simulation)
+    return BatchSource(iter(simulation), fmt, simulation, read_notes=opened.notes)
 
 
 def _bound_only(trace: Path | str) -> Iterator[BatchSet]:
