@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from cpbcg import api
-from cpbcg.atomic import STDOUT, check_outputs, write_atomic
+from cpbcg.atomic import STDOUT, OutputGroup, check_outputs, write_atomic
 from cpbcg.cli.common import OutputFormat, print_json, stderr_console, stdout_console
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions
 from cpbcg.cli.source_note import report_simulation, warn_ignored_options
@@ -84,16 +84,20 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
             raise ModelError(result.recommendation_error)  # never export the configured list in its place
         typer.echo(f"cpbcg: note: {result.recommendation_error}", err=True)
     comparison = compare_recommendation(rec, dep) if rec is not None and (req.compare or req.plot) else None
-    if req.plot is not None and comparison is not None:
-        from cpbcg.cli.plot import write_plot
-
-        write_plot(req.plot, rec, comparison)
-        typer.echo(f"wrote {req.plot}", err=True)
     header = api.report_header(dep, source, trace.trace)
     exported = rec.buckets if rec is not None else result.evaluation.buckets
     meta = {"source": header["source"], "bound": header["bound"], "cp_size": dep.cp.cp_size, "cp_strategy": dep.cp.strategy.value,
             "max_padding_factor": dep.max_padding_factor, "cost_model": dep.cost.to_dict()}
-    _emit(req, exported, dep, meta)
+    with OutputGroup() as outputs:  # the plot and the export: both written, or neither
+        if req.plot is not None and comparison is not None:
+            from cpbcg.cli.plot import plot_png
+
+            outputs.write(req.plot, plot_png(rec, comparison))
+        _emit(req, exported, dep, meta, outputs)
+    if req.plot is not None and comparison is not None:
+        typer.echo(f"wrote {req.plot}", err=True)
+    if req.emit is not None and req.output is not None and str(req.output) != STDOUT:
+        stderr_console().print(f"wrote {req.output}", highlight=False)
     if req.emit is not None and req.output is None:
         return  # the export is the stdout document
     if req.output_format is OutputFormat.json:  # rich is imported only for tables
@@ -171,14 +175,17 @@ def _guarantee(req: PlanRequest, cfg, dep: Deployment) -> None:
         raise typer.Exit(1)
 
 
-def _emit(req: PlanRequest, buckets: list[int], dep: Deployment, metadata: dict) -> None:
-    """The `--emit` export: atomically to `-o`, or to stdout."""
+def _emit(req: PlanRequest, buckets: list[int], dep: Deployment, metadata: dict, outputs: OutputGroup | None = None) -> None:
+    """The `--emit` export: to `-o` (with the command's other `outputs`, or atomically alone), or to stdout."""
     if req.emit is None:
         return
     text = export_buckets(buckets, req.emit, dep, metadata)
     if req.emit in ("sglang", "sglang-json") and dep.cp.cp_size > 1:
         typer.echo(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[dep.cp.strategy.value]}", err=True)
     if req.output is not None and str(req.output) != STDOUT:
+        if outputs is not None:
+            outputs.write(req.output, text)
+            return
         write_atomic(req.output, text)
         stderr_console().print(f"wrote {req.output}", highlight=False)
     else:
