@@ -61,13 +61,15 @@ def test_unknown_preset_lists_presets():
 
 
 CONFIG_CASES = [
-    ("duplicate-key.yaml", ":3: duplicate key 'cp_size' (first on line 1)"),
-    ("duplicate-key-nested.yaml", ":4: duplicate key 'rate' (first on line 2)"),
-    ("alias-bomb-scheduler.yaml", ":7: expands to more than 100,000 values (aliases)"),
-    ("alias-bomb-buckets.yaml", ":6: expands to more than 100,000 values (aliases)"),
-    ("recursive-alias.yaml", ":1: alias *b refers to its own enclosing node"),
-    ("deep-buckets.yaml", ":1: nested more than 64 levels deep"),
-    ("huge-int-cp-size.yaml", ":1: integer of 5000 digits; at most 20 are accepted"),
+    ("duplicate-key.yaml", ":3: cp_size: duplicate key (first on line 1)"),
+    ("duplicate-key-nested.yaml", ":4: scheduler.rate: duplicate key (first on line 2)"),
+    ("alias-bomb-scheduler.yaml", ":7: scheduler.f: expands to more than 100,000 values (aliases)"),
+    ("alias-bomb-buckets.yaml", ":6: y4: expands to more than 100,000 values (aliases)"),
+    ("recursive-alias.yaml", ":1: buckets[1]: alias *b refers to its own enclosing node"),
+    ("deep-buckets.yaml", ":1: buckets: nested more than 64 levels deep"),
+    ("huge-int-cp-size.yaml", ":1: cp_size: integer of 5000 digits; at most 20 are accepted"),
+    ("huge-int-scheduler-key.yaml", ":2: scheduler.max_total_tokens: integer of 100 digits; at most 20 are accepted"),
+    ("huge-int-bucket-item.yaml", ":1: buckets[1]: integer of 30 digits; at most 20 are accepted"),
     ("tab-indented.yaml", ":2: not valid YAML: found character '\\t' that cannot start any token"),
     ("non-ascii-digit-buckets.yaml", ":1: buckets: 2048,²: bucket 1: '²' is not a positive integer"),
     ("bucket-max-bs-zero.yaml", ":1: buckets: sglang-default:0: max_bs must be between 4 and 4194304, got 0"),
