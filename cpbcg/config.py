@@ -279,10 +279,15 @@ def _located(origin: str, label: str, text: str, loc: tuple) -> str:
 
 
 def _check_buckets(cfg: DeploymentConfig, origin: str) -> None:
-    """Parse the bucket spec now (files included) so every command refuses a bad one."""
+    """Parse the bucket spec now (files included) so every command refuses a bad one. An error
+    in a bucket file names the file (`b.yaml: bucket 2: ...`), not where its name was given."""
     try:
         capturable_buckets(parse_bucket_spec(cfg.buckets), cfg.cp_layout)
     except CpbcgError as exc:
+        spec = cfg.buckets
+        if isinstance(spec, str) and "," not in spec and path_exists(Path(spec)) and Path(spec).is_file():
+            text = str(exc)
+            raise ConfigError(text if text.startswith(f"{spec}:") else f"{spec}: {text}") from None
         raise ConfigError(f"{origin}: buckets: {exc}") from None
 
 
