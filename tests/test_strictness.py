@@ -85,7 +85,7 @@ def test_cause_2_sign_in_a_csv_integer():
 def test_cause_3_unbalanced_quote_in_a_flags_file():
     path = BUCKET_FILES / "flags-unbalanced-quote.txt"
     assert one_error(invoke("plan", "-t", GOOD, "-b", str(path))) == f"{path}: not a flags line a shell can split: no closing quotation"
-    config = CONFIGS / "buckets-flags-unbalanced-quote.yaml"
+    config = BUCKET_FILES / "config-flags-unbalanced-quote.yaml"
     assert one_error(invoke("plan", "-t", GOOD, "-c", str(config))) == f"{path}: not a flags line a shell can split: no closing quotation"
 
 
