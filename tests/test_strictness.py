@@ -36,15 +36,11 @@ class Result:
         return self.stdout + self.stderr
 
 
-class _Stdin(io.TextIOWrapper):
-    pass
-
-
 def invoke(*args: str, stdin: bytes = b"") -> Result:
     """`cpbcg ARGS` in process, as the console script runs it (`cpbcg.cli.main`)."""
     out, err = io.StringIO(), io.StringIO()
     old_stdin = sys.stdin
-    sys.stdin = _Stdin(io.BufferedReader(io.BytesIO(stdin)))
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.BytesIO(stdin)))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
