@@ -209,7 +209,7 @@ def format_info(trace_format: str | Enum) -> TraceFormatInfo | None:
     try:
         name = trace_format_name(trace_format.value if isinstance(trace_format, Enum) else str(trace_format))
     except ValueError as exc:
-        raise TraceError(f"trace format {exc}") from None
+        raise TraceError(f"--trace-format: {exc}") from None
     return None if name == "auto" else BY_NAME[name]
 
 
