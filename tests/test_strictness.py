@@ -118,7 +118,7 @@ def test_cause_10_target_coverage_help_shows_the_real_bound():
 
 def test_cause_12_outputs_commit_together(tmp_path):
     plot = tmp_path / "p.png"
-    error = one_error(invoke("plan", "-t", GOOD, "-k", "4", "--plot", str(plot), "--emit", "sglang", "-o", "/dev/full"))
+    error = one_error(invoke("plan", "-t", GOOD, "-k", "4", "--plot", str(plot), "--emit", "yaml", "-o", "/dev/full"))
     assert error == "/dev/full: No space left on device"
     assert not plot.exists() and list(tmp_path.iterdir()) == []
     junit = tmp_path / "r.xml"
