@@ -3,7 +3,8 @@
 `check_outputs` refuses, before a command starts its work, an output that is a directory or
 is written as one (`newdir/`), lies in a missing or read-only directory, names the same file as an input, or names the same file as
 another output. `write_atomic` writes to a temporary file beside the target and renames it over
-the target, so readers see the old file or the whole new one, never half of one.
+the target, so readers see the old file or the whole new one, never half of one; an
+`OutputGroup` does so for all the outputs of one command together (all or none).
 """
 
 from __future__ import annotations
@@ -87,41 +88,78 @@ def check_outputs(
 def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[bytes]) -> None:
     """Write `data` (bytes, text, or an iterable of byte chunks written as they come, so a
     long output streams in bounded memory) to `path` so that readers see either the old file or
-    the whole new one.
+    the whole new one (an `OutputGroup` of one file).
 
     The new file gets the usual permissions (0666 less the umask). A target that exists and is
     not a regular file (a device or pipe) is written in place. Raises `OSError` naming `path` if
     it cannot be written or names a directory (`IsADirectoryError` for `out/` or a directory); no partial file is ever left behind.
     """
-    problem = directory_problem(path)
-    if problem is not None:
-        raise IsADirectoryError(21, problem, os.fspath(path))
-    target = Path(path)
-    chunks = [data.encode()] if isinstance(data, str) else [data] if isinstance(data, (bytes, bytearray)) else data
-    if target.exists() and not target.is_file():  # /dev/null, a FIFO, /dev/stdout: never rename over it
+    with OutputGroup() as group:
+        group.write(path, data)
+
+
+class OutputGroup:
+    """The output files of one command, committed together or not at all.
+
+    `write` stages each regular file in a temporary file beside its target (written and
+    synced); leaving the `with` block commits: devices and pipes (`/dev/null`, `/dev/full`) are
+    written first, in place, then every staged file is renamed over its target. An exception
+    inside the block, or a failed write, removes every temporary file and renames none, so a
+    failed `--emit -o /dev/full` leaves no `--plot` file behind. Raises `OSError` naming the
+    path that could not be written (`IsADirectoryError` for `out/`).
+    """
+
+    def __init__(self) -> None:
+        self._staged: list[tuple[str, Path]] = []
+        self._in_place: list[tuple[Path, list[bytes]]] = []
+
+    def __enter__(self) -> "OutputGroup":
+        return self
+
+    def write(self, path: str | os.PathLike[str], data: bytes | str | Iterable[bytes]) -> None:
+        """Stage `data` for `path` (see `write_atomic` for what `data` may be)."""
+        problem = directory_problem(path)
+        if problem is not None:
+            raise IsADirectoryError(21, problem, os.fspath(path))
+        target = Path(path)
+        chunks = [data.encode()] if isinstance(data, str) else [data] if isinstance(data, (bytes, bytearray)) else data
+        if target.exists() and not target.is_file():  # /dev/null, a FIFO, /dev/stdout: never rename over it
+            self._in_place.append((target, list(chunks)))
+            return
         try:
-            with open(target, "wb") as handle:
-                handle.writelines(chunks)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
         except OSError as exc:
             raise OSError(exc.errno, exc.strerror, str(target)) from None
-        return
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, str(target)) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.writelines(chunks)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OSError(exc.errno, exc.strerror, str(target)) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        self._staged.append((tmp, target))
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.writelines(chunks)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self._commit()
+        finally:
+            for tmp, _ in self._staged:
+                Path(tmp).unlink(missing_ok=True)
+
+    def _commit(self) -> None:
+        for target, chunks in self._in_place:
+            try:
+                with open(target, "wb") as handle:
+                    handle.writelines(chunks)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(target)) from None
+        for tmp, target in self._staged:
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(target)) from None
 
 
 def _umask() -> int:

@@ -46,26 +46,26 @@ class SchedulerConfig(_Strict):
     prefix_cache: Union[Literal["off", "unlimited"], int] = Field(
         "off", description="Prefix cache from hash_ids: off, unlimited, or a size in tokens (LRU)."
     )
-    prefill_fixed_ms: StrictFloat = Field(5.0, ge=0, description="Fixed cost of one prefill forward (ms).")
-    prefill_tokens_per_s: StrictFloat = Field(40000.0, gt=0, description="Prefill throughput (tokens/s).")
-    rate: StrictFloat = Field(4.0, gt=0, description="Poisson arrival rate for traces without timestamps (req/s).")
-    time_scale: StrictFloat = Field(1.0, gt=0, description="Compress inter-arrival gaps this many times.")
+    prefill_fixed_ms: StrictFloat = Field(5.0, ge=0, le=1e6, description="Fixed cost of one prefill forward (ms).")
+    prefill_tokens_per_s: StrictFloat = Field(40000.0, ge=1, le=1e12, description="Prefill throughput (tokens/s).")
+    rate: StrictFloat = Field(4.0, ge=1e-9, le=1e9, description="Poisson arrival rate for traces without timestamps (req/s).")
+    time_scale: StrictFloat = Field(1.0, ge=1e-6, le=1e6, description="Compress inter-arrival gaps this many times.")
     seed: StrictInt = Field(0, ge=0, le=MAX_INT64, description="Seed of synthetic arrivals.")
     decode: bool = Field(True, strict=True, description="Simulate decode (slots, KV, decode steps); false = prefill-only model.")
     page_size: StrictInt = Field(1, ge=1, le=1 << 20, description="KV page size in tokens (SGLang --page-size).")
     max_total_tokens: StrictInt | None = Field(
-        DEFAULT_MAX_TOTAL_TOKENS, ge=1, description="KV pool in tokens (SGLang --max-total-tokens); null = unbounded."
+        DEFAULT_MAX_TOTAL_TOKENS, ge=1, le=2**62, description="KV pool in tokens (SGLang --max-total-tokens); null = unbounded."
     )
     enable_mixed_chunk: bool = Field(False, strict=True, description="Mix decode tokens into prefill forwards (SGLang --enable-mixed-chunk).")
     default_output_tokens: StrictInt = Field(256, ge=1, le=1 << 31, description="Output length for requests whose trace has none (tokens).")
-    decode_fixed_ms: StrictFloat | None = Field(None, ge=0, description="Fixed time of one decode step (ms); null = prefill_fixed_ms.")
+    decode_fixed_ms: StrictFloat | None = Field(None, ge=0, le=1e6, description="Fixed time of one decode step (ms); null = prefill_fixed_ms.")
     decode_ms_per_request: StrictFloat | None = Field(
-        None, ge=0, description="Decode time per running request per step (ms); null = 1000 / prefill_tokens_per_s."
+        None, ge=0, le=1e6, description="Decode time per running request per step (ms); null = 1000 / prefill_tokens_per_s."
     )
     init_new_token_ratio: StrictFloat = Field(0.7, gt=0, le=1, description="SGLANG_INIT_NEW_TOKEN_RATIO.")
     min_new_token_ratio_factor: StrictFloat = Field(0.14, ge=0, le=1, description="SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR.")
-    new_token_ratio_decay_steps: StrictInt = Field(600, ge=1, description="SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.")
-    clip_max_new_tokens: StrictInt = Field(4096, ge=1, description="SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (tokens).")
+    new_token_ratio_decay_steps: StrictInt = Field(600, ge=1, le=MAX_INT32, description="SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.")
+    clip_max_new_tokens: StrictInt = Field(4096, ge=1, le=MAX_INT32, description="SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (tokens).")
 
     @field_validator("chunked_prefill_size")
     @classmethod
@@ -274,7 +274,11 @@ def _check_flags_file(cfg: DeploymentConfig) -> None:
     if not raw.lstrip().startswith(b"--"):
         return
     actual = {"cp_size": cfg.cp_size, "cp_strategy": cfg.cp_strategy.value, **{f"scheduler.{k}": v for k, v in cfg.scheduler.model_dump().items()}}
-    for key, written in sglang_flag_settings(raw.decode("utf-8", "replace")).items():
+    try:
+        settings = sglang_flag_settings(raw.decode("utf-8", "replace"))
+    except ConfigError as exc:
+        raise ConfigError(f"{spec}: {exc}") from None
+    for key, written in settings.items():
         if str(actual.get(key)) != written:
             flag = next(f for f, k in FLAG_KEYS.items() if k == key)
             raise ConfigError(f"{spec}: {flag} {written[:20]} but {key} is {actual.get(key)}: the flags were planned under other "
@@ -302,10 +306,15 @@ def _located(origin: str, label: str, text: str, loc: tuple) -> str:
 
 
 def _check_buckets(cfg: DeploymentConfig, origin: str) -> None:
-    """Parse the bucket spec now (files included) so every command refuses a bad one."""
+    """Parse the bucket spec now (files included) so every command refuses a bad one. An error
+    in a bucket file names the file (`b.yaml: bucket 2: ...`), not where its name was given."""
     try:
         capturable_buckets(parse_bucket_spec(cfg.buckets), cfg.cp_layout)
     except CpbcgError as exc:
+        spec = cfg.buckets
+        if isinstance(spec, str) and "," not in spec and path_exists(Path(spec)) and Path(spec).is_file():
+            text = str(exc)
+            raise ConfigError(text if text.startswith(f"{spec}:") else f"{spec}: {text}") from None
         raise ConfigError(f"{origin}: buckets: {exc}") from None
 
 

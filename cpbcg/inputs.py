@@ -130,30 +130,55 @@ def yaml_key_lines(text: str) -> dict[tuple[str, ...], int]:
 # --------------------------------------------------------------------------- JSON
 
 
-class _Duplicate(Exception):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
+class _Duplicates(dict):
+    """A JSON object that repeated a key (`duplicate`, the first repeated one)."""
+
+    duplicate: str
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+class _LongInt:
+    """An integer literal longer than `MAX_INT_DIGITS` (kept as its digit count)."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
-        if key in out:
-            raise _Duplicate(key)
+        if key in out and not isinstance(out, _Duplicates):
+            out = _Duplicates(out)
+            out.duplicate = key
         out[key] = value
     return out
 
 
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise ValueError(f"integer of {len(text.lstrip('-'))} digits; at most {MAX_INT_DIGITS} are accepted")
-    return int(text)
+def _bounded_int(text: str) -> int | _LongInt:
+    digits = len(text.lstrip("-"))
+    return _LongInt(digits) if digits > MAX_INT_DIGITS else int(text)
+
+
+def _first_refused(value: Any) -> tuple[str, Any] | None:
+    """`(key path, what)` of the first repeated key (`what`: the `_Duplicates` object) or long
+    integer (`what`: the `_LongInt`) in document order, or None. Paths read `prefill.bs`,
+    `buckets[3]`; iterative, so safe at any depth."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, _LongInt):
+            return path, item
+        if isinstance(item, _Duplicates):
+            return (f"{path}.{item.duplicate}" if path else item.duplicate), item
+        if isinstance(item, dict):
+            stack.extend(reversed([(f"{path}.{k}" if path else str(k), v) for k, v in item.items()]))
+        elif isinstance(item, list):
+            stack.extend(reversed([(f"{path}[{i}]", v) for i, v in enumerate(item)]))
+    return None
 
 
 def load_json(data: str | bytes, label: str, error: type[CpbcgError] = ConfigError, what: str = "") -> Any:
-    """Parse JSON strictly (see module doc). Raises `error` as `LABEL:LINE: ...` (`what`, e.g.
-    "manifest", names the document in a syntax error); a duplicate key names both its lines.
+    """Parse JSON strictly (see module doc). Raises `error` as `LABEL:LINE: KEY: ...` (`what`,
+    e.g. "manifest", names the document in a syntax error); a duplicate key names both its lines.
 
     orjson checks the syntax first (fast, with line numbers; it refuses NaN, Infinity and
     numbers that overflow a double); the standard parser then finds duplicate keys and long
@@ -170,18 +195,21 @@ def load_json(data: str | bytes, label: str, error: type[CpbcgError] = ConfigErr
         raise error(f"{label}:{exc.lineno}: {noun}not valid JSON ({message})") from None
     text = decode_text(raw, label, error)
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_bounded_int)
-    except _Duplicate as exc:
-        lines = duplicate_key_lines(text, exc.key)
-        where = f"{label}:{lines[1]}" if lines else label
-        first = f" (first on line {lines[0]})" if lines else ""
-        raise error(f"{where}: duplicate key {short_repr(exc.key)}{first}") from None
-    except ValueError as exc:  # parse_int (JSONDecodeError cannot happen: orjson parsed it)
-        long_int = re.search(r"[0-9]{%d,}" % (MAX_INT_DIGITS + 1), text)
-        line = f":{text.count(chr(10), 0, long_int.start()) + 1}" if long_int else ""
-        raise error(f"{label}{line}: {exc}") from None
+        value = json.loads(text, object_pairs_hook=_pairs, parse_int=_bounded_int)
     except RecursionError:
         raise error(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
+    refused = _first_refused(value)
+    if refused is not None:
+        key, item = refused
+        shown = f"{short_repr(key)[1:-1]}: " if key else ""
+        if isinstance(item, _Duplicates):
+            lines = duplicate_key_lines(text, item.duplicate)
+            where = f"{label}:{lines[1]}" if lines else label
+            first = f" (first on line {lines[0]})" if lines else ""
+            raise error(f"{where}: {shown}duplicate key{first}")
+        long_int = re.search(r"[0-9]{%d,}" % (MAX_INT_DIGITS + 1), text)
+        line = f":{text.count(chr(10), 0, long_int.start()) + 1}" if long_int else ""
+        raise error(f"{label}{line}: {shown}integer of {item.digits} digits; at most {MAX_INT_DIGITS} are accepted")
     if _depth(value) > MAX_DEPTH:
         raise error(f"{label}: nested more than {MAX_DEPTH} levels deep")
     return value

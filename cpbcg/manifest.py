@@ -99,14 +99,12 @@ class Manifest:
     @property
     def num_layers(self) -> int | None:
         """Proxy layers the timings were measured with (`model.num_layers`)."""
-        value = self.data.get("model", {}).get("num_layers")
-        return value if type(value) is int and value >= 1 else None
+        return self.data.get("model", {}).get("num_layers")  # checked by `_check_model`
 
     @property
     def num_hidden_layers(self) -> int | None:
         """Layers of the real model (`model.num_hidden_layers`), if recorded."""
-        value = self.data.get("model", {}).get("num_hidden_layers")
-        return value if type(value) is int and value >= 1 else None
+        return self.data.get("model", {}).get("num_hidden_layers")  # checked by `_check_model`
 
     def fitted_cost(self, num_layers: int | None = None) -> "FittedCost | None":
         """The cost model fitted to the replay timings and scaled to `num_layers` layers
@@ -184,7 +182,8 @@ class FittedCost:
 def load_manifest(path: str | Path) -> Manifest:
     """Read and validate a manifest. Raises `ManifestError` for an unreadable file, a wrong
     schema version, missing keys or buckets, a bucket that failed verification (`"verified":
-    false`), a negative or non-finite measurement, or capacities that contradict the capture model."""
+    false`), a negative or non-finite measurement, a `model` section that is not an object or
+    whose layer counts are not positive integers, or capacities that contradict the capture model."""
     path = Path(path)
     data = load_json(read_input_bytes(path, error=ManifestError, what="manifest"), str(path), ManifestError, what="manifest")
     if not isinstance(data, dict):
@@ -201,6 +200,7 @@ def load_manifest(path: str | Path) -> Manifest:
         raise ManifestError(f"{path}: buckets: no captured buckets")
     _check_records(path, records)
     _check_settings(path, data)
+    _check_model(path, data)
     manifest = Manifest(path, data)
     try:
         layout, spec = manifest.cp_layout, manifest.capture_spec
@@ -246,6 +246,22 @@ def _check_settings(path: Path, data: dict[str, Any]) -> None:
         raise ManifestError(f"{path}: max_padding_factor: {factor!r} is not a number >= 1")
     if factor is not None and factor > 100:
         raise ManifestError(f"{path}: max_padding_factor: {factor!r} is above 100")
+
+
+MODEL_COUNT_KEYS = ("num_layers", "num_hidden_layers")
+"""Layer counts of the manifest's `model` section: null / absent, or an integer in [1, MAX_MANIFEST_INT]."""
+
+
+def _check_model(path: Path, data: dict[str, Any]) -> None:
+    """The `model` section, when present, is an object whose layer counts are null or positive
+    integers (a string, 0, -1 or `true` would silently leave the cost model unscaled)."""
+    model = data.get("model", {})
+    if not isinstance(model, dict):
+        raise ManifestError(f"{path}: model: expected an object, got {'null' if model is None else type(model).__name__}")
+    for key in MODEL_COUNT_KEYS:
+        value = model.get(key)
+        if value is not None and not (type(value) is int and 1 <= value <= MAX_MANIFEST_INT):
+            raise ManifestError(f"{path}: model.{key}: {value!r} is not a positive integer <= {MAX_MANIFEST_INT}")
 
 
 def _check_capacities(manifest: Manifest, layout: CPLayout, spec: CaptureSpec) -> None:

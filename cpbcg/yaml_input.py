@@ -12,6 +12,10 @@ from cpbcg.errors import CpbcgError
 from cpbcg.inputs import MAX_DEPTH, MAX_INT_DIGITS, MAX_YAML_NODES, short_repr
 
 
+MAX_KEY_CHARS = 60
+"""Longest key path shown in a message (deep nesting is cut)."""
+
+
 class _StrictLoader(yaml.SafeLoader):
     """Safe loader with budgets on alias expansion, depth and integer length, and no duplicate keys."""
 
@@ -19,25 +23,40 @@ class _StrictLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._weights: dict[int, int] = {}
         self._depth = 0
+        self._path: list[str] = []
+        self._keys: dict[int, str] = {}  # id(node) -> key path (`scheduler.rate`, `buckets[3]`), for messages
 
     def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+        self._path.append(_step(parent, index))
+        try:
+            return self._compose(parent, index)
+        finally:
+            self._path.pop()
+
+    def _compose(self, parent, index):  # noqa: ANN001
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             target = self.anchors.get(event.anchor)
             if target is not None and id(target) not in self._weights:
-                raise _budget(event.start_mark, f"alias *{event.anchor} refers to its own enclosing node")
+                raise _budget(event.start_mark, f"alias *{event.anchor} refers to its own enclosing node", self._key())
         self._depth += 1
         if self._depth > MAX_DEPTH:
-            raise _budget(self.peek_event().start_mark, f"nested more than {MAX_DEPTH} levels deep")
+            raise _budget(self.peek_event().start_mark, f"nested more than {MAX_DEPTH} levels deep", self._key().split("[")[0])
         try:
             node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
         weight = 1 + sum(self._weights.get(id(child), 1) for child in _children(node))
         if weight > MAX_YAML_NODES:
-            raise _budget(node.start_mark, f"expands to more than {MAX_YAML_NODES:,} values (aliases); write it out")
+            raise _budget(node.start_mark, f"expands to more than {MAX_YAML_NODES:,} values (aliases); write it out", self._key())
         self._weights[id(node)] = weight
+        self._keys.setdefault(id(node), self._key())
         return node
+
+    def _key(self) -> str:
+        """The key path being composed (`scheduler.rate`, `buckets[3]`; "" at the top)."""
+        key = "".join(self._path).lstrip(".")
+        return key if len(key) <= MAX_KEY_CHARS else key[: MAX_KEY_CHARS - 3] + "..."
 
     def construct_mapping(self, node, deep=False):  # noqa: ANN001
         if isinstance(node, yaml.MappingNode):
@@ -49,7 +68,8 @@ class _StrictLoader(yaml.SafeLoader):
                 line = key_node.start_mark.line + 1
                 try:
                     if key in seen:
-                        raise _budget(key_node.start_mark, f"duplicate key {short_repr(key)} (first on line {seen[key]})")
+                        where = ".".join(filter(None, (self._keys.get(id(node), ""), _step(node, key_node).lstrip("."))))
+                        raise _budget(key_node.start_mark, f"duplicate key (first on line {seen[key]})", where)
                     seen[key] = line
                 except TypeError:  # an unhashable key: PyYAML refuses it below
                     continue
@@ -58,7 +78,7 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_yaml_int(self, node):  # noqa: ANN001
         text = str(node.value).replace("_", "").lstrip("+-")
         if len(text) > MAX_INT_DIGITS:
-            raise _budget(node.start_mark, f"integer of {len(text)} digits; at most {MAX_INT_DIGITS} are accepted")
+            raise _budget(node.start_mark, f"integer of {len(text)} digits; at most {MAX_INT_DIGITS} are accepted", self._keys.get(id(node), ""))
         return super().construct_yaml_int(node)
 
 
@@ -71,8 +91,19 @@ class _Budget(yaml.YAMLError):
         self.problem_mark, self.problem = mark, problem
 
 
-def _budget(mark, problem: str) -> _Budget:  # noqa: ANN001
-    return _Budget(mark, problem)
+def _budget(mark, problem: str, key: str = "") -> _Budget:  # noqa: ANN001
+    """A refused document, at `mark`, naming the key path (`KEY: problem`) when there is one."""
+    return _Budget(mark, f"{key}: {problem}" if key else problem)
+
+
+def _step(parent, index) -> str:  # noqa: ANN001
+    """The key path step of a node composed under `parent` (PyYAML passes a mapping value's key
+    node, or a sequence item's index, as `index`)."""
+    if isinstance(parent, yaml.SequenceNode):
+        return f"[{index}]"
+    if isinstance(parent, yaml.MappingNode) and isinstance(index, yaml.ScalarNode):
+        return "." + short_repr(index.value)[1:-1] if isinstance(index.value, str) else f".{index.value}"
+    return ""
 
 
 def _children(node) -> list:  # noqa: ANN001

@@ -38,6 +38,9 @@ def test_good_trace_with_counts_bare_lists_and_blank_lines(assets, name):
         ("empty.jsonl", ":1: empty trace: no batches"),
         ("blank-lines-only.jsonl", ":1: empty trace: no batches"),
         ("truncated.jsonl.gz", ":1: truncated or corrupt gzip"),
+        ("comma-joined-lists.jsonl", ":2: not valid JSON"),
+        ("comma-joined-lists.jsonl.gz", ":2: not valid JSON"),
+        ("comma-joined-objects.jsonl", ":2: not valid JSON"),
     ],
 )
 def test_malformed_inputs_name_file_and_line(assets, name, message):

@@ -125,7 +125,7 @@ def test_plan_accepts_scheduler_options():
         (["-t", "missing-column.csv", "--trace-format", "azure"], 'missing-column.csv:1: missing column "ContextTokens"'),
         (["-t", "azure.csv", "--prefix-cache", "-3"], "scheduler.prefix_cache"),
         (["-t", "azure.csv", "--chunked-prefill-size", "0"], "scheduler.chunked_prefill_size"),
-        (["-t", "azure.csv", "--rate", "0"], "scheduler.rate"),
+        (["-t", "azure-2025-multimodal-zero.csv", "--strict"], "azure-2025-multimodal-zero.csv:3: ContextTokens: 0 is not a positive integer (--strict refuses"),
         (["-t", "azure.csv", "--page-size", "32", "--chunked-prefill-size", "16"], "command line: scheduler.page_size: must not exceed chunked_prefill_size 16"),
         (["-t", "binary.jsonl"], "binary.jsonl:1: not a text trace: binary data b'"),
         (["-t", "binary.jsonl", "--trace-format", "vidur"], "binary.jsonl:1: not a text trace: binary data b'"),

@@ -120,13 +120,13 @@ def test_bucket_files_are_read_safely(tmp_path):
     with pytest.raises(ConfigError, match="b.yaml: is not a regular file"):
         parse_bucket_spec(str(fifo))
     cases = {
-        "dup.json": ('{"prefill": {"bs": [8],\n "bs": [16]}}', "dup.json:2: duplicate key 'bs' (first on line 1)"),
-        "dup.yaml": ("capture_num_tokens: [8]\ncapture_num_tokens: [16]\n", "dup.yaml:2: duplicate key 'capture_num_tokens' (first on line 1)"),
+        "dup.json": ('{"prefill": {"bs": [8],\n "bs": [16]}}', "dup.json:2: prefill.bs: duplicate key (first on line 1)"),
+        "dup.yaml": ("capture_num_tokens: [8]\ncapture_num_tokens: [16]\n", "dup.yaml:2: capture_num_tokens: duplicate key (first on line 1)"),
         "deep.json": ("[" * 5000 + "]" * 5000, "deep.json:1: not valid JSON (depth limit exceeded"),
         "deep.yaml": ("[" * 100 + "]" * 100, "deep.yaml:1: nested more than 64 levels deep"),
         "tab.yaml": ("prefill:\n\tbs: [8]\n", "tab.yaml:2: not valid YAML: found character '\\t' that cannot start any token"),
-        "digits.yaml": ("- 8\n- 1" + "0" * 30 + "\n", "digits.yaml:2: integer of 31 digits"),
-        "big.json": ("[8, 1" + "0" * 30 + "]", "big.json:1: integer of 31 digits"),
+        "digits.yaml": ("- 8\n- 1" + "0" * 30 + "\n", "digits.yaml:2: [1]: integer of 31 digits"),
+        "big.json": ("[8, 1" + "0" * 30 + "]", "big.json:1: [1]: integer of 31 digits"),
         "bool.json": ("[8, true]", "bool.json: bucket 1: True is not a positive integer"),
     }
     for name, (body, message) in cases.items():

@@ -62,6 +62,8 @@ class Outcome:
     stdout: str
     stderr: str
     crash: Optional[str] = None
+    left: tuple[str, ...] = ()
+    """`case.absent` files that exist after the run."""
 
 
 def run_case(case: Case, workdir: Path) -> Outcome:
@@ -101,8 +103,9 @@ def run_case(case: Case, workdir: Path) -> Outcome:
         os.environ.clear()
         os.environ.update(old_env)
         os.chdir(old_cwd)
+        left = tuple(name for name in case.absent if (workdir / name).exists())
         shutil.rmtree(workdir, ignore_errors=True)
-    return Outcome(code, out.getvalue(), err.getvalue(), crash)
+    return Outcome(code, out.getvalue(), err.getvalue(), crash, left)
 
 
 def problems(case: Case, result: Outcome) -> list[str]:
@@ -117,6 +120,8 @@ def problems(case: Case, result: Outcome) -> list[str]:
     errors = [line for line in result.stderr.splitlines() if "cpbcg: error:" in line]
     if case.bad and result.code != 2:
         found.append(f"bad input accepted: exit {result.code}")
+    if result.left:
+        found.append(f"output left behind by a failed command: {', '.join(result.left)}")
     if result.code == 2:
         if len(errors) != 1:
             found.append(f"{len(errors)} error lines")

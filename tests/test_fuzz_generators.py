@@ -33,6 +33,8 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     place: Optional[str] = None
     """Text the exit-2 error line must contain (the file it blames)."""
+    absent: tuple[str, ...] = ()
+    """Files that must not exist after the run (outputs of a command that failed)."""
     tag: Optional[str] = None
     """A `KNOWN_OPEN` tag when the case exercises a known open issue."""
     note: str = ""
@@ -77,10 +79,15 @@ CONFIG_KEYS: dict[str, list[str]] = {
     "scheduler.max_running_requests": BAD_INT_YAML,
     "scheduler.prefix_cache": ["sometimes", "0", "-5", '"\u00b2"', "1.5", str(2**31), "[1]", "9" * 5000],
     "scheduler.rate": BAD_FLOAT_YAML + ["0"],
-    "scheduler.time_scale": BAD_FLOAT_YAML + ["0"],
+    "scheduler.time_scale": BAD_FLOAT_YAML + ["0", "1e-320", "1000001"],
     "scheduler.prefill_tokens_per_s": BAD_FLOAT_YAML + ["0"],
-    "scheduler.prefill_fixed_ms": BAD_FLOAT_YAML,
+    "scheduler.prefill_fixed_ms": BAD_FLOAT_YAML + ["1000000.1"],
     "scheduler.seed": ["-1", str(2**63), "1.5", "abc", "9" * 5000],
+    "scheduler.max_total_tokens": ["0", "-1", "99999999999999999999", str(2**62 + 1), str(2**63), str(2**64 - 1), "1.5", "x"],
+    "scheduler.new_token_ratio_decay_steps": ["0", "-1", "99999999999999999999", str(2**31), "1.5"],
+    "scheduler.clip_max_new_tokens": ["0", "-1", "99999999999999999999", str(2**31), "1.5"],
+    "scheduler.decode_fixed_ms": BAD_FLOAT_YAML + ["1000000.1"],
+    "scheduler.decode_ms_per_request": BAD_FLOAT_YAML + ["1000000.1"],
     "gates.min_coverage": ["-0.1", "1.5", "x", ".nan", "[0.5]"],
     "gates.max_padding": ["-0.1", "x", ".nan", ".inf"],
     "gates.max_eager": ["{slow: 1}", "{local_capacity: -1}", "{local_capacity: " + str(2**63) + "}", "{local_capacity: 1.5}", "[1]", "x"],
@@ -245,6 +252,8 @@ BAD_BUCKET_FILES = [
     ("b.json", '{"prefill": {"max_bs": "\u00b2"}}'), ("b.yaml", ""), ("b.yaml", "prefill:\n\tbs: [8]\n"), ("b.json", "[]"),
     ("b.json", "[8, 1.5]"), ("b.json", "[8, -8]"), ("b.yaml", "bomb:\n" + _alias_bomb() + "capture_num_tokens: *l8\n"),
     ("b.json", b"\xff\xfe[8]"), ("b.yaml", FIFO), ("b.yaml", DIR), ("b.json", '{"capture_num_tokens": [8], "capture_num_tokens": [9]}'),
+    ("f.txt", '--cuda-graph-bs-prefill "8 16\n'), ("f.txt", "--cuda-graph-bs-prefill 8 16 \\"), ("f.txt", "--cuda-graph-config '{\"prefill\": {\"bs\": [8]}}\n --attn-cp-size '2"),
+    ("f.txt", "--cuda-graph-bs-prefill 8 +16\n"), ("b.yaml", "- 2\n- 3\n"),
 ]
 
 
@@ -270,6 +279,8 @@ def _manifest_mutations(rng: random.Random) -> tuple[object, str]:
         lambda: doc["buckets"][i].update(verified=False),
         lambda: doc.pop(rng.choice(["schema_version", "cp_size", "cp_strategy", "align_size", "capture_layout", "buckets"])),
         lambda: doc.update(buckets=rng.choice([[], {}, "x", [1], [None]])),
+        lambda: doc.update(model=rng.choice([None, [2], "tiny", 3])),
+        lambda: doc["model"].update({rng.choice(["num_hidden_layers", "num_layers"]): rng.choice(["x", 0, -1, True, 1.5, 2**31, [2]])}),
     ]
     rng.choice(mutations)()
     return doc, "mutated"
@@ -319,14 +330,20 @@ FLOAT_OPTIONS = [
     (["plan", "-t", GOOD_TRACE], "--max-padding-factor"), (["plan", "-t", MOONCAKE], "--rate"), (["plan", "-t", MOONCAKE], "--time-scale"),
     (["plan", "-t", MOONCAKE], "--prefill-tokens-per-s"), (["plan", "-t", MOONCAKE], "--prefill-fixed-ms"),
     (["plan", "-t", GOOD_TRACE], "--graph-fixed-ms"), (["plan", "-t", GOOD_TRACE], "--token-ms"), (["replay-check", "-t", GOOD_TRACE], "--min-coverage"),
+    (["plan", "-t", GOOD_TRACE], "--target-coverage"), (["plan", "-t", MOONCAKE], "--decode-fixed-ms"), (["plan", "-t", MOONCAKE], "--decode-ms-per-request"),
 ]
-BAD_FLOAT_TEXT = ["nan", "inf", "-inf", "-1", "x", "1e999", "", "\u00b2"]
+BAD_FLOAT_TEXT = ["nan", "inf", "-inf", "-1", "x", "1e999", "", "\u00b2", "1e300"]
+"""Refused by every float option above (each is bounded on both sides, at most 1e12)."""
+FLOAT_EXTRA_BAD = {"--time-scale": ["1e-320", "0", "1000001"], "--rate": ["1e-320", "0"], "--target-coverage": ["0", "-0.0", "1.0000001"],
+                   "--prefill-tokens-per-s": ["0.5", "1e-320"], "--max-padding-factor": ["0.999", "-0.0"]}
+"""Refused by one option: below or above its own bound."""
 STRING_OPTIONS = [
     (["plan", "-t", GOOD_TRACE, "-k", "2", "--include"], ["\u00b2", "8192,\u00b2", "0", "-1", "abc", "4194305", "9" * 5000, "8192,x"]),
     (["replay-check", "-t", GOOD_TRACE, "--max-eager"], ["local_capacity=\u00b2", "local_capacity=-1", "slow=1", "local_capacity", "=3", "local_capacity=" + "9" * 5000, "local_capacity=\u0663"]),
     (["plan", "-t", MOONCAKE, "--prefix-cache"], ["sometimes", "0", "-5", "\u00b2", "9" * 5000, "1.5"]),
     (["plan", "-t", GOOD_TRACE, "--cp-strategy"], ["ring", "", "ZIGZAG "]),
-    (["plan", "-t", GOOD_TRACE, "--trace-format"], ["parquet", ""]),
+    (["plan", "-t", GOOD_TRACE, "--trace-format"], ["parquet", "", "AUTO", "nope", "vllm_bench", " auto"]),
+    (["plan", "-t", GOOD_TRACE, "--page-size", "16", "--trace-format"], ["", "AUTO", "Batches", "x" * 3000]),
 ]
 
 
@@ -346,7 +363,7 @@ def gen_option(rng: random.Random) -> Case:
         return Case("option", ["replay-check", "-t", GOOD_TRACE, "--replay", value], True, note=f"--replay {value}")
     if roll < 0.7:
         prefix, option = rng.choice(FLOAT_OPTIONS)
-        value = rng.choice(BAD_FLOAT_TEXT)
+        value = rng.choice(BAD_FLOAT_TEXT + FLOAT_EXTRA_BAD.get(option, []))
         return Case("option", [*prefix, option, value], True, note=f"{option} {value}")
     if roll < 0.9:
         prefix, values = rng.choice(STRING_OPTIONS)
@@ -376,6 +393,14 @@ def gen_output(rng: random.Random) -> Case:
     if target == "d" and rng.random() < 0.2:
         argv = ["capture", "--cp-size", "2", "-b", "64", "-o", target]  # refused before torch is imported
     return Case("output", argv, bad, files, place=target.rstrip("/") or target, tag=tag if bad else None, note=f"{argv[0]} -> {target}")
+
+
+def gen_outputs_together(rng: random.Random) -> Case:
+    """Two outputs of one command, the second unwritable: neither may be left behind."""
+    first = rng.choice(["--junit", "--json"])
+    second = "--json" if first == "--junit" else "--junit"
+    argv = ["replay-check", "-t", rng.choice([GOOD_TRACE, MOONCAKE]), first, "r.out", second, "/dev/full"]
+    return Case("output", argv, True, place="/dev/full", absent=("r.out",), note=f"{first} r.out {second} /dev/full")
 
 
 def gen_output_is_input(rng: random.Random) -> Case:
@@ -421,7 +446,8 @@ BAD_BATCH_LINES = [
     '{"extend_seq_lens": [NaN]}', '{"extend_seq_lens": [' + "9" * 5000 + "]}", '{"extend_seq_lens": [18446744073709551616]}',
     '{"extend_seq_lens": [5], "count": -1}', '{"extend_seq_lens": [5], "count": 0}', '{"extend_seq_lens": [5], "count": 1e30}',
     '{"extend_seq_lens": 5}', '{"extend_seq_lens": [[5]]}', '{"lens": [5]}', "[5, 6", "\x00\x01\x02", '{"extend_seq_lens": [5], "extend_seq_lens": [6]}',
-    '{"extend_seq_lens": [4194305]}',
+    '{"extend_seq_lens": [4194305]}', "[5], [6]", "[5],[6]", '{"extend_seq_lens": [5]}, {"extend_seq_lens": [6]}', "[5], 6",
+    '{"extend_seq_lens": [5], "count": 2}, [6]',
 ]
 REQUEST_TAGS = {"input_length\": [100": "trace-mooncake-list", "0123,": "trace-leading-zeros", "3000-01-01": "trace-azure-date"}
 BAD_REQUEST_FILES = [
@@ -437,6 +463,12 @@ BAD_REQUEST_FILES = [
     ("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46," + "9" * 5000 + ",10\n"),
     ("t.csv", "num_prefill_tokens,num_decode_tokens\nabc,1\n"),
     ("t.jsonl", "\xff\xfe\x00garbage\n"),
+    ("t.jsonl", '{"timestamp": 0, "input_length": 100, "output_length": 1}\n{"timestamp": 1, "input_length": 5, "output_length": 1}, {"timestamp": 2, "input_length": 6, "output_length": 1}\n'),
+    ("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,+100,10\n"),
+    ("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,100,-0\n"),
+    ("t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,100,+0\n"),
+    ("t.csv", "num_prefill_tokens,num_decode_tokens\n+7,1\n"),
+    ("t.csv", "arrival_time,input_tokens,output_tokens\n0,+5,1\n"),
 ]
 
 
@@ -463,7 +495,7 @@ def gen_trace(rng: random.Random) -> Case:
 
 GENERATORS: list[tuple[Callable[[random.Random], Case], int]] = [
     (gen_config, 20), (gen_config_path, 3), (gen_bucket_spec, 10), (gen_bucket_file, 6), (gen_manifest, 10),
-    (gen_manifest_path, 2), (gen_option, 20), (gen_output, 7), (gen_output_is_input, 1), (gen_env, 8), (gen_trace, 13),
+    (gen_manifest_path, 2), (gen_option, 20), (gen_output, 7), (gen_outputs_together, 1), (gen_output_is_input, 1), (gen_env, 8), (gen_trace, 13),
 ]
 
 

@@ -26,6 +26,14 @@ BAD = [
     ("negative-capture-s.json", "buckets[3].capture_s: -0.01 is not a finite number >= 0 (bucket 128)"),
     ("negative-graph-bytes.json", "buckets[1].graph_bytes: -4096 is not a finite number >= 0 (bucket 2304)"),
     ("non-finite-replay-ms.json", "non-finite-replay-ms.json:32: manifest is not valid JSON (number is infinity"),  # the parser refuses it
+    ("model-null.json", "model-null.json: model: expected an object, got null"),
+    ("model-list.json", "model-list.json: model: expected an object, got list"),
+    ("model-string.json", "model-string.json: model: expected an object, got str"),
+    ("model-hidden-layers-string.json", "model.num_hidden_layers: 'x' is not a positive integer <= 2147483647"),
+    ("model-hidden-layers-zero.json", "model.num_hidden_layers: 0 is not a positive integer <= 2147483647"),
+    ("model-hidden-layers-negative.json", "model.num_hidden_layers: -1 is not a positive integer <= 2147483647"),
+    ("model-hidden-layers-true.json", "model.num_hidden_layers: True is not a positive integer <= 2147483647"),
+    ("model-num-layers-zero.json", "model.num_layers: 0 is not a positive integer <= 2147483647"),
 ]
 
 
@@ -52,6 +60,14 @@ def test_replay_check_refuses_bad_manifest_with_exit_2(assets, tmp_path, name, m
     assert result.stderr.startswith("cpbcg: error: ") and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
     assert not junit.exists()
+
+
+@pytest.mark.parametrize("name, message", [b for b in BAD if b[0].startswith("model-")])
+def test_plan_refuses_bad_manifest_model_with_exit_2(assets, name, message):
+    result = CliRunner().invoke(app, ["plan", "--manifest", str(assets / "manifests" / name), "--no-recommend"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("cpbcg: error: ") and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def mutated(assets, tmp_path, change):

@@ -99,7 +99,6 @@ def test_gzip_is_read_transparently(tmp_path):
         ("missing-column.csv", TraceFormat.azure, {}, 'missing-column.csv:1: missing column "ContextTokens"'),
         ("missing-field.jsonl", TraceFormat.auto, {}, 'missing-field.jsonl:3: missing field "input_length"'),
         ("negative-length.csv", TraceFormat.auto, {}, "negative-length.csv:3: num_prefill_tokens: '-5' is not a positive integer"),
-        ("zero-length.jsonl", TraceFormat.auto, {}, "zero-length.jsonl:2: input_length: 0 is not a positive integer"),
         ("non-integer-length.csv", TraceFormat.auto, {}, "non-integer-length.csv:4: ContextTokens: '12.5' is not a positive integer"),
         ("non-integer-length.jsonl", TraceFormat.auto, {}, "non-integer-length.jsonl:2: input_length: 99.5 is not a positive integer"),
         ("non-monotonic-timestamps.csv", TraceFormat.auto, {}, "non-monotonic-timestamps.csv:4: timestamp goes backwards"),
@@ -115,7 +114,7 @@ def test_gzip_is_read_transparently(tmp_path):
         ("azure.csv", TraceFormat.mooncake, {}, "azure.csv:1: not a JSON object: mooncake traces are JSONL"),
         ("mooncake.jsonl", TraceFormat.azure, {}, "mooncake.jsonl:1: not a CSV header: azure traces are CSV"),
         ("azure.csv", TraceFormat.vidur, {}, 'azure.csv:1: missing column "num_prefill_tokens"'),
-        ("azure.csv", TraceFormat.csv, {}, "azure.csv: trace format csv needs length_field"),
+        ("azure.csv", TraceFormat.csv, {}, "azure.csv: trace format csv needs --length-field (the prompt-length field; no column is named input_tokens, prompt_tokens"),
         ("generic.jsonl", TraceFormat.jsonl, {"length_field": "prompt", "time_field": "nope"}, 'generic.jsonl:1: missing field "nope"'),
         ("binary.jsonl", TraceFormat.auto, {}, "binary.jsonl:1: not a text trace: binary data b'"),
         ("binary.jsonl", TraceFormat.azure, {}, "binary.jsonl:1: not a text trace: binary data b'"),
@@ -126,6 +125,11 @@ def test_gzip_is_read_transparently(tmp_path):
         ("cr-in-header.csv", TraceFormat.vidur, {}, "cr-in-header.csv:1: not a CSV header (new-line character seen in unquoted field)"),
         ("huge-length.jsonl", TraceFormat.auto, {}, "huge-length.jsonl:2: input_length: 2147483648 is above the largest supported length 2147483647"),
         ("huge-length.csv", TraceFormat.auto, {}, "huge-length.csv:3: num_prefill_tokens: 99999999999999999999999 is above the largest supported length 2147483647"),
+        ("mooncake-comma-joined.jsonl", TraceFormat.auto, {}, "mooncake-comma-joined.jsonl:2: not valid JSON"),
+        ("generic-comma-joined.jsonl", TraceFormat.jsonl, {"length_field": "prompt"}, "generic-comma-joined.jsonl:2: not valid JSON"),
+        ("azure-plus-sign.csv", TraceFormat.auto, {}, "azure-plus-sign.csv:3: ContextTokens: '+100' is not a positive integer"),
+        ("azure-minus-zero-output.csv", TraceFormat.auto, {}, "azure-minus-zero-output.csv:3: GeneratedTokens: '-0' is not a non-negative integer"),
+        ("vidur-plus-sign.csv", TraceFormat.auto, {}, "vidur-plus-sign.csv:3: num_prefill_tokens: '+7' is not a positive integer"),
     ],
 )
 def test_malformed_inputs_name_file_and_line(name, fmt, options, message):

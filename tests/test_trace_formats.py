@@ -28,8 +28,8 @@ def read(name, fmt="auto", **options):
     [
         ("burstgpt.csv", TraceFormat.burstgpt),
         ("splitwise.csv", TraceFormat.splitwise),
-        ("vllm-bench.json", TraceFormat.vllm),
-        ("vllm-bench-indented.json", TraceFormat.vllm),
+        ("vllm-bench.json", TraceFormat.vllm_bench),
+        ("vllm-bench-indented.json", TraceFormat.vllm_bench),
         ("aibrix.jsonl", TraceFormat.aibrix),
         ("azure-2024.csv", TraceFormat.azure),
         ("azure-2025.csv", TraceFormat.azure),

@@ -5,10 +5,11 @@
 * `github_annotations`: one `::error title=...::message` workflow command per failed gate
   (GitHub Actions shows them on the run and the pull request).
 * `step_summary_markdown`: a markdown summary for `$GITHUB_STEP_SUMMARY`.
-* `report_json`: the `plan --format json` document plus `gates`, `passed` and `replays`.
+* `report_json`: the `plan --format json` document (with `simulation`) plus `gates`, `passed` and `replays`.
 
-Every function returns text or bytes; files are written by `write_report` / `append_step_summary`
-through `cpbcg.atomic.write_atomic`, so no report is ever half-written.
+Every function returns text or bytes; report files are written by the command, together, through
+`cpbcg.atomic.OutputGroup` (the step summary by `append_step_summary`, atomically), so no report
+is ever half-written.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ MAX_SHOWN = 5
 """Example batches listed in the markdown summary."""
 
 
-def report_json(report: CheckReport) -> bytes:
-    """JSON document: the header and evaluation keys of `plan --format json`, then `passed`,
-    `gates` (each with measured value, threshold and message) and `replays`."""
+def report_json(report: CheckReport, simulation: dict | None = None) -> bytes:
+    """JSON document: the header, `simulation` (request traces: the scheduler summary, as in
+    `plan --format json`) and evaluation keys of `plan --format json`, then `passed`, `gates`
+    (each with measured value, threshold and message) and `replays`."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         **report.header,
+        **({"simulation": simulation} if simulation is not None else {}),
         **report.evaluation.to_dict(),
         "passed": report.passed,
         "gates": [g.to_dict() for g in report.gates],
@@ -136,11 +139,6 @@ def step_summary_markdown(report: CheckReport) -> str:
         out += ["", "First natural-bucket overflows (`extend_seq_lens`):", ""]
         out += [f"- `{seq}` (n={sum(seq)})" for seq in ev.overflow_examples[:MAX_SHOWN]]
     return "\n".join(out) + "\n"
-
-
-def write_report(path: str | os.PathLike[str], data: bytes | str) -> None:
-    """Write one report file atomically (raises `OSError` if the directory is not writable)."""
-    write_atomic(path, data)
 
 
 def append_step_summary(path: str | os.PathLike[str], markdown: str) -> None:

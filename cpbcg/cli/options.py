@@ -70,6 +70,7 @@ class TraceOptions:
     output_field: Annotated[Optional[str], typer.Option("--output-field", help="Output-length field of a generic CSV/JSONL request trace (tokens); decode uses it.", show_default=False)] = None
     model: Annotated[Optional[str], typer.Option("--model", help="BurstGPT: keep only the rows of this Model (e.g. ChatGPT, GPT-4).", show_default=False)] = None
     log_type: Annotated[Optional[str], typer.Option("--log-type", help="BurstGPT: keep only the rows of this Log Type (e.g. 'Conversation log', 'API log').", show_default=False)] = None
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse request rows with 0 prompt tokens (Azure 2025 multimodal, BurstGPT failures) instead of skipping them with a note.")] = False
 
     @property
     def trace(self) -> Optional[Path]:
@@ -88,13 +89,13 @@ class TraceOptions:
         from cpbcg.planner.traces import ReadOptions
 
         options = ReadOptions(length_field=self.length_field, time_field=self.time_field, output_field=self.output_field,
-                              model=self.model, log_type=self.log_type)
+                              model=self.model, log_type=self.log_type, strict=self.strict)
         return {"trace_format": getattr(self.trace_format, "value", self.trace_format), "options": options}
 
     def request_only(self) -> dict[str, Any]:
         """The options only request traces use, by flag (for the ignored-options warning)."""
         return {"--length-field": self.length_field, "--time-field": self.time_field, "--output-field": self.output_field,
-                "--model": self.model, "--log-type": self.log_type}
+                "--model": self.model, "--log-type": self.log_type, "--strict": self.strict or None}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,17 @@ from cpbcg.planner.choices import EmitFormat, Objective
 
 NoRecommendOpt = Annotated[bool, typer.Option("--no-recommend", help="Only evaluate the configured list (no recommendation).")]
 MaxBucketsOpt = Annotated[Optional[int], typer.Option("--max-buckets", "-k", min=1, max=512, help="Buckets in the recommended list. [default: as many capturable buckets as the configured list]", show_default=False)]
-TargetCoverageOpt = Annotated[Optional[float], typer.Option("--target-coverage", min=0.0, max=1.0, help="Recommend the fewest buckets (up to --max-buckets) that replay at least this fraction of forwards in graphs, e.g. 0.99: capture time and graph memory grow with the count.", show_default=False)]
+
+
+def coverage_fraction(text: str) -> float:
+    """`--target-coverage`: a fraction in (0, 1] (0 asks for no list at all); `ValueError` otherwise."""
+    value = float(text)
+    if not 0 < value <= 1:
+        raise ValueError(f"{text[:20]!r} is not in the range 0<x<=1")
+    return value
+
+
+TargetCoverageOpt = Annotated[Optional[float], typer.Option("--target-coverage", parser=coverage_fraction, metavar="FRACTION", help="Recommend the fewest buckets (up to --max-buckets) that replay at least this fraction of forwards in graphs, e.g. 0.99: capture time and graph memory grow with the count.  [0<x<=1]", show_default=False)]
 ObjectiveOpt = Annotated[Objective, typer.Option("--objective", help="coverage = most forwards in graphs first, then least modelled time; time = least modelled time alone.")]
 MaxTokensOpt = Annotated[Optional[int], typer.Option("--max-tokens", min=1, max=1 << 22, help="The largest forward the list must serve (tokens), for the recommendation and guarantee mode. [default: scheduler.chunked_prefill_size]", show_default=False)]
 BucketMultipleOpt = Annotated[int, typer.Option("--bucket-multiple", min=1, max=131072, help="Candidate bucket sizes are multiples of this (coarser = faster, optimal on that grid only; 1 = exact).")]

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from cpbcg import api
-from cpbcg.atomic import STDOUT, check_outputs, write_atomic
+from cpbcg.atomic import STDOUT, OutputGroup, check_outputs, write_atomic
 from cpbcg.cli.common import OutputFormat, print_json, stderr_console, stdout_console
 from cpbcg.cli.log_report import capture_settings, observed_document, observed_renderable, print_log_settings, print_log_summary
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions
@@ -112,18 +112,22 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     for note in rec.notes if rec is not None else ():
         typer.echo(f"cpbcg: {note}" if note.startswith("warning:") else f"cpbcg: note: {note}", err=True)
     comparison = compare_recommendation(rec, dep) if rec is not None and (req.compare or req.plot) else None
-    if req.plot is not None and comparison is not None:
-        from cpbcg.cli.plot import write_plot
-
-        write_plot(req.plot, rec, comparison)
-        typer.echo(f"wrote {req.plot}", err=True)
     header = api.report_header(dep, source, paths[0] if len(paths) == 1 else None)
     if len(paths) > 1:
         header["source"] = ", ".join(str(p) for p in paths)
     exported = rec.buckets if rec is not None else result.evaluation.buckets
     meta = {"source": header["source"], "bound": header["bound"], "cp_size": dep.cp.cp_size, "cp_strategy": dep.cp.strategy.value,
             "max_padding_factor": dep.max_padding_factor, "cost_model": dep.cost.to_dict()}
-    _emit(req, exported, dep, meta)
+    with OutputGroup() as outputs:  # the plot and the export: both written, or neither
+        if req.plot is not None and comparison is not None:
+            from cpbcg.cli.plot import plot_png
+
+            outputs.write(req.plot, plot_png(rec, comparison))
+        _emit(req, exported, dep, meta, outputs)
+    if req.plot is not None and comparison is not None:
+        typer.echo(f"wrote {req.plot}", err=True)
+    if req.emit is not None and req.output is not None and str(req.output) != STDOUT:
+        stderr_console().print(f"wrote {req.output}", highlight=False)
     if req.emit is not None and req.output is None:
         return  # the export is the stdout document
     if req.output_format is OutputFormat.json:  # rich is imported only for tables
@@ -229,14 +233,17 @@ def _guarantee(req: PlanRequest, cfg, dep: Deployment) -> None:
         raise typer.Exit(1)
 
 
-def _emit(req: PlanRequest, buckets: list[int], dep: Deployment, metadata: dict) -> None:
-    """The `--emit` export: atomically to `-o`, or to stdout."""
+def _emit(req: PlanRequest, buckets: list[int], dep: Deployment, metadata: dict, outputs: OutputGroup | None = None) -> None:
+    """The `--emit` export: to `-o` (with the command's other `outputs`, or atomically alone), or to stdout."""
     if req.emit is None:
         return
     text = export_buckets(buckets, req.emit, dep, metadata)
     if req.emit in ("sglang", "sglang-json") and dep.cp.cp_size > 1:
         typer.echo(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[dep.cp.strategy.value]}", err=True)
     if req.output is not None and str(req.output) != STDOUT:
+        if outputs is not None:
+            outputs.write(req.output, text)
+            return
         write_atomic(req.output, text)
         stderr_console().print(f"wrote {req.output}", highlight=False)
     else:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
-from cpbcg.atomic import write_atomic
 from cpbcg.planner.optimise.compare import Comparison
 from cpbcg.planner.optimise.recommend import Recommendation
 
 
-def write_plot(path: Path, rec: Recommendation, comparison: Comparison) -> None:
-    """Pareto curve plus the batch-size distribution with the chosen buckets, as a PNG (atomic)."""
+def plot_png(rec: Recommendation, comparison: Comparison) -> bytes:
+    """Pareto curve plus the batch-size distribution with the chosen buckets: the PNG's bytes
+    (the command writes them with its other outputs, `cpbcg.atomic.OutputGroup`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -43,4 +42,4 @@ def write_plot(path: Path, rec: Recommendation, comparison: Comparison) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     plt.close(fig)
-    write_atomic(path, buffer.getvalue())
+    return buffer.getvalue()

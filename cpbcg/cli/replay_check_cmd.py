@@ -100,9 +100,9 @@ def _or_dash(value: object) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool = False) -> None:
-    """Main output on stdout: the plan tables plus overflow and gates, or the JSON report; on
-    stderr when a report file goes to stdout (`--json -` or `--junit -`)."""
+def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool = False, simulation: dict | None = None) -> None:
+    """Main output on stdout: the plan tables plus overflow and gates, or the JSON report (with
+    `simulation`); on stderr when a report file goes to stdout (`--json -` or `--junit -`)."""
     from rich.console import Group
     from rich.text import Text
 
@@ -110,7 +110,7 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     from cpbcg.cli.render import evaluation_tables
 
     if output_format is OutputFormat.json:
-        print_json(report_json(report), to_stderr=stdout_taken)
+        print_json(report_json(report, simulation), to_stderr=stdout_taken)
         return
     console = stderr_console() if stdout_taken else stdout_console()
     from cpbcg.cli.log_report import observed_renderable
@@ -127,16 +127,19 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     console.print(Group(*parts))
 
 
-def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path]) -> None:
-    """Report files (`--json -`: stdout), GitHub annotations (`GITHUB_ACTIONS=true`) and the
-    step summary. The outputs were checked up front (`check_outputs`); the annotations and the
-    step summary never change the verdict: a summary that cannot be appended is a warning."""
+def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path], simulation: dict | None = None) -> None:
+    """Report files (`--json -`: stdout; both files written together or neither), GitHub
+    annotations (`GITHUB_ACTIONS=true`) and the step summary. The outputs were checked up front
+    (`check_outputs`); the annotations and the step summary never change the verdict: a summary
+    that cannot be appended is a warning. `simulation` goes into the JSON report."""
+    from cpbcg.atomic import OutputGroup
     from cpbcg.check.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
 
-    if junit is not None:
-        _write(junit, junit_xml(report))
-    if json_path is not None:
-        _write(json_path, report_json(report))
+    with OutputGroup() as outputs:
+        if junit is not None:
+            _write(junit, junit_xml(report), outputs)
+        if json_path is not None:
+            _write(json_path, report_json(report, simulation), outputs)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(report):  # stderr lines only: nothing here can fail on a file
             typer.echo(line, err=True)
@@ -148,14 +151,12 @@ def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path
             typer.echo(f"cpbcg: warning: cannot append the step summary to {summary}: {exc.strerror or exc}", err=True)
 
 
-def _write(path: Path, data: bytes) -> None:
-    """A report file, written atomically; `-` is stdout."""
-    from cpbcg.check.reports import write_report
-
+def _write(path: Path, data: bytes, outputs) -> None:
+    """A report file, staged in `outputs` (an `OutputGroup`); `-` is stdout."""
     if str(path) == STDOUT:
         typer.echo(data.decode(), nl=False)
     else:
-        write_report(path, data)
+        outputs.write(path, data)
 
 
 def verdict(report: CheckReport) -> str:
@@ -239,10 +240,10 @@ def replay_check(
     with TraceProgress() as bar:
         report, source = check(trace.trace, dep, gates, manifest=loaded, replay=replay, config=cfg,
                                trace_options={**trace.reader_options(), "progress": bar.requests}, on_chunk=bar.forwards)
-    report_simulation(source)
+    simulation = report_simulation(source)
     print_log_summary(source)
-    render(report, output_format, stdout_taken=STDOUT in (str(junit), str(json_path)))
-    publish(report, junit, json_path)
+    render(report, output_format, stdout_taken=STDOUT in (str(junit), str(json_path)), simulation=simulation)
+    publish(report, junit, json_path, simulation)
     if trace.trace is None:
         typer.echo(NO_TRACE_WARNING, err=True)
     typer.echo(verdict(report), err=True)

@@ -73,6 +73,8 @@ def simulation_note(source: BatchSource) -> str | None:
             "\nthe simulated prefill is saturated, so most forwards are full chunks: set "
             "--prefill-tokens-per-s and --prefill-fixed-ms to your server's measured prefill speed"
         )
+    if source.read_notes is not None and source.read_notes.lines():
+        text += "\n" + "\n".join(source.read_notes.lines())
     if s.synthetic_arrivals:
         scale = f" x time-scale {_num(cfg.time_scale)}" if cfg.time_scale != 1 else ""
         text += f"\nPoisson arrivals at {_num(cfg.rate)} req/s{scale} (no arrival times were read: the trace has none or no --time-field was given; --rate, seed {cfg.seed})"
@@ -91,6 +93,8 @@ def simulation_summary(source: BatchSource) -> dict | None:
         "arrivals": "poisson" if s.synthetic_arrivals else "timestamps",
         "scheduler": dataclasses.asdict(sim.cfg),
         **dataclasses.asdict(s),
+        "skipped_rows": 0 if source.read_notes is None else source.read_notes.skipped_rows,
+        "first_skipped_line": None if source.read_notes is None else source.read_notes.first_skipped_line,
         "busy_fraction": _busy(s),
         "backlog_fraction": backlog_fraction(s),
     }

@@ -43,3 +43,22 @@ class Fold(str, Enum):
     consecutive = "consecutive"
     all = "all"
     none = "none"
+
+
+TRACE_FORMAT_NAMES = (
+    "batches", "parquet", "vllm-bench", "jsonl", "csv", "mooncake", "aibrix", "sglang-requests", "sglang-log", "azure", "burstgpt", "splitwise", "vidur",
+)
+"""`--trace-format` names of the registered trace formats, in detection order (the names of
+`cpbcg.planner.traces.registry.FORMATS`, kept here so the CLI needs no numpy; the registry
+refuses to load if they differ)."""
+TRACE_FORMAT_ALIASES = {"vllm": "vllm-bench"}
+"""Other accepted spellings of a trace format name."""
+
+
+def trace_format_name(text: str) -> str:
+    """The registered name of `--trace-format TEXT`: `auto`, a name of `TRACE_FORMAT_NAMES`, or
+    an alias; `ValueError` for anything else (exact spelling: `AUTO` and `''` are refused)."""
+    name = TRACE_FORMAT_ALIASES.get(text, text)
+    if name != "auto" and name not in TRACE_FORMAT_NAMES:
+        raise ValueError(f"{text[:40]!r} is not a trace format; choose one of: auto, {', '.join(TRACE_FORMAT_NAMES)}")
+    return name

@@ -100,9 +100,20 @@ FLAG_KEYS = {
 """SGLang flags of an export that state a deployment setting, and the config key each sets."""
 
 
+def flag_words(text: str) -> list[str]:
+    """The words of a flags line as a POSIX shell splits them (`shlex.split`); `ConfigError`
+    for text no shell reads (an unbalanced quote, a trailing escape). The one split of every
+    reader of a flags file."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise ConfigError(f"not a flags line a shell can split: {str(exc).lower()}") from None
+
+
 def sglang_flag_settings(text: str) -> dict[str, str]:
-    """`{config key: value as written}` for the `FLAG_KEYS` flags in a flags line (last wins)."""
-    words = shlex.split(text)
+    """`{config key: value as written}` for the `FLAG_KEYS` flags in a flags line (last wins).
+    Raises `ConfigError` for a line no shell can split."""
+    words = flag_words(text)
     return {FLAG_KEYS[w]: words[i + 1] for i, w in enumerate(words[:-1]) if w in FLAG_KEYS}
 
 
@@ -112,8 +123,9 @@ def parse_sglang_flags(text: str) -> list[int]:
     Reads `--cuda-graph-bs-prefill B ...` (or its alias `--piecewise-cuda-graph-tokens`) or
     `--cuda-graph-config JSON`, the JSON shell-quoted (`'{"prefill": {"bs": [...]}}'`) or bare
     as `--emit sglang-json` writes it (read as `$(cat file)` passes it: split on whitespace). Raises `ConfigError` when neither is there
-    or the values are not token counts, or when more than one of them gives the list."""
-    words = shlex.split(text)
+    or the values are not token counts, or when more than one of them gives the list, or the
+    line cannot be split as a shell would."""
+    words = flag_words(text)
     given = [w for w in words if w in ("--cuda-graph-config", "--cuda-graph-bs-prefill", "--piecewise-cuda-graph-tokens")]
     if len(given) > 1:
         raise ConfigError(f"the bucket list is given {len(given)} times ({', '.join(given)}): keep one")

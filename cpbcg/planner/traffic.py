@@ -118,10 +118,11 @@ def run_job(job: TrafficJob, deployment: Deployment, table: BucketTable, held_ba
 
 
 def finished(source: BatchSource) -> BatchSource:
-    """`source` after iteration, without its iterators (picklable): format, bound flag and the
-    simulation's summary and settings, as the notes read them."""
+    """`source` after iteration, without its iterators (picklable): format, bound flag, the
+    simulation's summary and settings, the reader's notes and a log's settings, as the notes read them."""
     sim = None if source.simulation is None else FinishedSimulation(source.simulation.summary(), source.simulation.cfg)
-    return BatchSource(iter(()), source.trace_format, sim, iter(()) if source.is_bound else None)  # type: ignore[arg-type]
+    return BatchSource(iter(()), source.trace_format, sim, iter(()) if source.is_bound else None,  # type: ignore[arg-type]
+                       log=source.log, read_notes=source.read_notes)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ per line; every request of a line arrives at that line's timestamp.
 The timestamp is in milliseconds: AIBrix's benchmark client sends a line's requests at
 `start + timestamp / 1000` seconds (`benchmarks/client/client.py`). `output_length` may be
 null (unknown); then no output lengths are read, and a trace must not mix null and numbers.
+Workloads from older AIBrix generators name the lengths `"Prompt Length"` and `"Output Length"`;
+they are read the same way. A request of 0 prompt tokens is skipped and counted (`SkippedRows`).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import numpy as np
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.jsonl_table import REQUEST_CHUNK_BYTES, json_length, json_time, load_json_line
-from cpbcg.planner.traces.records import RequestChunk, RequestSpec, TimeUnit
+from cpbcg.planner.traces.records import RequestChunk, RequestSpec, TimeUnit, drop_empty_prompts
 from cpbcg.planner.traces.text import iter_line_chunks
 
 SPEC = RequestSpec("aibrix", "prompt_length", "timestamp", TimeUnit.ms, output_field="output_length")
+LENGTH_KEYS = (("prompt_length", "output_length"), ("Prompt Length", "Output Length"))
+"""(prompt, output) keys of a request object: AIBrix's own, then its older generators'."""
 
 
 def recognises(sniff: Sniff, options: ReadOptions) -> bool:
@@ -37,22 +41,33 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
             time_s, group = _line(path, line_no, line)
             for i, request in enumerate(group):
                 where = f"requests[{i}]."
-                if not isinstance(request, dict) or "prompt_length" not in request:
-                    raise TraceError(located(path, line_no, f'{where[:-1]}: expected an object with "prompt_length"'))
-                lengths.append(json_length(path, line_no, where + "prompt_length", request["prompt_length"], 1))
-                output = request.get("output_length")
+                keys = _length_keys(request)
+                if keys is None:
+                    raise TraceError(located(path, line_no, f'{where[:-1]}: expected an object with "prompt_length" (or "Prompt Length")'))
+                prompt_key, output_key = keys
+                lengths.append(json_length(path, line_no, where + prompt_key, request[prompt_key], 1, zero_ok=True))
+                output = request.get(output_key)
                 if with_outputs is None:
                     with_outputs = output is not None
                 if (output is not None) != with_outputs:
-                    raise TraceError(located(path, line_no, f"{where}output_length: null mixed with numbers in one trace"))
+                    raise TraceError(located(path, line_no, f"{where}{output_key}: null mixed with numbers in one trace"))
                 if with_outputs:
-                    outputs.append(json_length(path, line_no, where + "output_length", output, 0))
+                    outputs.append(json_length(path, line_no, where + output_key, output, 0))
                 times.append(time_s)
                 line_nos.append(line_no)
         chunk = RequestChunk(np.array(lengths, dtype=np.int64), np.array(times, dtype=np.float64), None,
                              np.array(outputs, dtype=np.int64) if with_outputs else None)
         numbers = np.array(line_nos, dtype=np.int64)
-        yield chunk, lambda numbers=numbers: numbers
+        yield drop_empty_prompts(chunk, lambda numbers=numbers: numbers, "prompt_length")
+
+
+def _length_keys(request: object) -> tuple[str, str] | None:
+    """The (prompt, output) keys a request object uses, or None when it is not such an object."""
+    if isinstance(request, dict):
+        for keys in LENGTH_KEYS:
+            if keys[0] in request:
+                return keys
+    return None
 
 
 def _line(path: Path, line_no: int, line: bytes) -> tuple[float, list]:

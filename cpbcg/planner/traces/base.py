@@ -63,6 +63,9 @@ class ReadOptions:
     """BurstGPT: keep only rows whose `Model` is this (e.g. `ChatGPT`, `GPT-4`)."""
     log_type: str | None = None
     """BurstGPT: keep only rows whose `Log Type` is this (`Conversation log`, `API log`)."""
+    strict: bool = False
+    """Refuse rows a format lets a reader skip (a prompt of 0 tokens) instead of skipping and
+    counting them (`--strict`)."""
 
 
 @dataclass(frozen=True)

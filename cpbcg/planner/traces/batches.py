@@ -5,9 +5,9 @@ many times that batch occurred), or a bare JSON list of lengths. Blank lines are
 other keys are ignored. `.gz` files (detected by their magic bytes) are read transparently.
 
 The parse is the hot path of `cpbcg plan` (a 1,000,000-line trace must plan in under 2 s), so
-each chunk of lines is parsed in one `orjson.loads` call over the joined lines and validated with
-numpy. Anything unusual in a chunk (a bad line, a float, a boolean) sends that chunk through a
-line-by-line parse that names the first offending line: `FILE:LINE: what is wrong`.
+each chunk of plain lines is parsed by numpy (`fastparse.py`), others line by line with orjson
+(one value per line, the careful path's rule) and validated with numpy. Anything unusual in a
+chunk (a bad line, a float, a boolean) sends that chunk through a line-by-line parse that names the first offending line: `FILE:LINE: what is wrong`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from cpbcg.errors import TraceError, located
 from cpbcg.planner.model.layout import MAX_TOKENS, BatchSet
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.fastparse import parse_canonical
-from cpbcg.planner.traces.jsonl_table import json_excerpt, load_json_line
+from cpbcg.planner.traces.jsonl_table import json_excerpt, load_json_line, load_json_records
 from cpbcg.planner.traces.text import MAX_LINE_BYTES, check_line_lengths, iter_blob_chunks, split_lines, trace_path
 
 FIELD = "extend_seq_lens"
@@ -73,7 +73,9 @@ def _parse_canonical_checked(blob: bytes) -> BatchSet | None:
 def _parse_fast(lines: list[bytes]) -> BatchSet | None:
     """One-call parse of a chunk; `None` when anything needs the careful path.
 
-    Accepts only chunks whose every record is a batch (an object with `extend_seq_lens`, any
+    Each line is parsed on its own (`load_json_records`, the careful path's rule), so two
+    records comma-joined on one line are refused here as there. Accepts only chunks whose
+    every record is a batch (an object with `extend_seq_lens`, any
     other keys ignored, or a bare list) of integer lengths: numpy must type the flattened lengths
     and the counts as int64 (a float, string, nested list or huge integer does not), and no
     boolean or null may appear anywhere (numpy would read `true` as 1). The cyclic garbage
@@ -86,12 +88,12 @@ def _parse_fast(lines: list[bytes]) -> BatchSet | None:
     body = lines[:end]
     if not body:
         return BatchSet(np.zeros(0, np.int64), np.zeros(1, np.int64))
-    blob = b"[" + b",".join(body) + b"]"
+    blob = b"".join(body)
     if b"true" in blob or b"false" in blob or b"null" in blob:
         return None
     with _gc_paused():
         try:
-            records = orjson.loads(blob)
+            records = load_json_records(body)
             seqs = [r[FIELD] if type(r) is dict else r for r in records]
             if any(type(seq) is not list for seq in seqs):
                 return None

@@ -18,7 +18,7 @@ import numpy as np
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.jsonl_table import length_too_large
 
-from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, lengths_ok, parse_time_values
+from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, drop_empty_prompts, lengths_ok, parse_time_values
 from cpbcg.planner.traces.text import (
     CONTROL_BYTES, binary_error, excerpt, first_line, iter_line_chunks, line_excerpt, looks_binary, show_names, time_problem,
 )
@@ -69,7 +69,7 @@ def read_csv_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestCh
         chunk = _chunk_fast(rows, columns, spec)
         if chunk is None:
             chunk = _chunk_slow(path, first, rows, columns, spec)
-        yield chunk, _line_numbers(rows, first)
+        yield drop_empty_prompts(chunk, _line_numbers(rows, first), spec.length_field)
 
 
 def _filtered(rows: list[list[str]], columns: Columns) -> list[list[str]]:
@@ -136,7 +136,7 @@ def _chunk_fast(rows: list[list[str]], columns: Columns, spec: RequestSpec) -> R
         arrival = None if columns.time is None else parse_time_values([row[columns.time] for row in body], spec.time_unit)
     except (ValueError, TypeError, OverflowError):
         return None
-    if not lengths_ok(lengths, 1) or any(v is not None and not lengths_ok(v, 0) for v in (outputs, images)):
+    if not lengths_ok(lengths, 0) or any(v is not None and not lengths_ok(v, 0) for v in (outputs, images)):  # 0-token prompts: skipped by the caller
         return None
     return RequestChunk(lengths, arrival, None, outputs, images)
 
@@ -157,7 +157,7 @@ def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns: Columns,
             continue
         if len(row) != columns.width:
             raise TraceError(located(path, line_no, f"expected {columns.width} fields, got {len(row)}"))
-        lengths.append(csv_length(path, line_no, row[columns.length], spec.length_field, 1))
+        lengths.append(csv_length(path, line_no, row[columns.length], spec.length_field, 1, zero_ok=True))
         if columns.output is not None:
             outputs.append(csv_length(path, line_no, row[columns.output], spec.output_field or "", 0))
         if columns.images is not None:
@@ -173,13 +173,15 @@ def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns: Columns,
     return RequestChunk(np.array(lengths, dtype=np.int64), arrival, None, output, image)
 
 
-def csv_length(path: Path, line_no: int, text: str, field: str, minimum: int) -> int:
-    """A CSV token count: a decimal integer in [minimum, MAX_REQUEST_TOKENS], else `TraceError`."""
+def csv_length(path: Path, line_no: int, text: str, field: str, minimum: int, zero_ok: bool = False) -> int:
+    """A CSV token count: ASCII digits (no sign, surrounding blanks allowed) of an integer in
+    [minimum, MAX_REQUEST_TOKENS] (or 0 with `zero_ok`: a row the caller skips), else `TraceError`. The fast path (`_digits`) takes plain
+    digits only and leaves everything else here, so both refuse `+100` and `-0` alike."""
     stripped = text.strip()
-    value = int(stripped) if stripped.isascii() and stripped.lstrip("+-").isdigit() and len(stripped) < 400 else None
+    value = int(stripped) if stripped.isascii() and stripped.isdigit() and len(stripped) < 400 else None
     if value is not None and value > MAX_REQUEST_TOKENS:
         raise TraceError(located(path, line_no, length_too_large(field, str(value))))
-    if value is None or value < minimum:
+    if value is None or (value < minimum and not (zero_ok and value == 0)):
         what = "a positive integer" if minimum == 1 else "a non-negative integer"
         raise TraceError(located(path, line_no, f"{field}: {excerpt(text)} is not {what}"))
     return value

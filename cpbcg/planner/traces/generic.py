@@ -1,33 +1,91 @@
-"""Generic request tables: any CSV (header line) or JSONL with a prompt-length field named by
-the `length_field` option, and optional `time_field` (numbers are seconds, strings wall-clock
-datetimes) and `output_field`. JSONL records may carry Mooncake-style `hash_ids`."""
+"""Generic request tables: any CSV (header line) or JSONL whose prompt-length field is named by
+the `length_field` option (`--length-field`) or is one of the common names (`PROMPT_NAMES`),
+with an optional arrival time (`time_field`, else one of `TIME_NAMES`; numbers are seconds,
+strings wall-clock datetimes) and output length (`output_field`, else one of `OUTPUT_NAMES`).
+JSONL records may carry Mooncake-style `hash_ids`. A field found by its name, not by an option,
+is said in a note (`read input_tokens as prompt length`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Iterable, Iterator
+
+import orjson
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces.base import ReadOptions, TraceFormatInfo, TraceKind
-from cpbcg.planner.traces.csv_table import read_csv_requests
+from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
+from cpbcg.planner.traces.csv_table import header_columns, read_csv_requests
 from cpbcg.planner.traces.jsonl_table import read_jsonl_requests
 from cpbcg.planner.traces.records import RequestSpec
-from cpbcg.planner.traces.text import display
+from cpbcg.planner.traces.text import display, first_line
+
+PROMPT_NAMES = ("input_tokens", "prompt_tokens", "input_len", "prompt_len")
+"""Prompt-length columns recognised without `--length-field` (tokens), in order of preference."""
+OUTPUT_NAMES = ("output_tokens", "completion_tokens", "output_len")
+"""Output-length columns read without `--output-field` (tokens)."""
+TIME_NAMES = ("arrival_time", "timestamp", "time")
+"""Arrival-time columns read without `--time-field` (seconds, or wall-clock datetimes)."""
+ROLES = ("prompt length", "arrival time (s)", "output length")
 
 
-def spec(path: Path, label: str, options: ReadOptions) -> RequestSpec:
-    if not options.length_field:
-        raise TraceError(f"{display(path)}: trace format {label} needs length_field (the prompt-length field)")
-    return RequestSpec(label, options.length_field, options.time_field, output_field=options.output_field,
-                       optional_output=False, hash_field="hash_ids" if label == "jsonl" else None)
+def _first(names: Iterable[str], wanted: tuple[str, ...]) -> str | None:
+    present = set(names)
+    return next((name for name in wanted if name in present), None)
+
+
+def detects(names: Iterable[str], options: ReadOptions) -> bool:
+    """Whether a table with these columns is a generic request table under `options`."""
+    return bool(options.length_field) or _first(names, PROMPT_NAMES) is not None
+
+
+def table_spec(path: Path, label: str, names: list[str], options: ReadOptions) -> tuple[RequestSpec, tuple[str, ...]]:
+    """The spec of a generic table with columns `names`, and the notes naming every field found
+    by its name rather than given by an option. `TraceError` (naming `--length-field`) when no
+    prompt-length field is given or found."""
+    length = options.length_field or _first(names, PROMPT_NAMES)
+    if not length:
+        raise TraceError(f"{display(path)}: trace format {label} needs --length-field (the prompt-length field; "
+                         f"no column is named {', '.join(PROMPT_NAMES)})")
+    time = options.time_field or _first(names, TIME_NAMES)
+    output = options.output_field or _first(names, OUTPUT_NAMES)
+    found = [(given, name, role) for given, name, role in zip(
+        (options.length_field, options.time_field, options.output_field), (length, time, output), ROLES)]
+    read = [f"{name} as {role}" for given, name, role in found if name and not given]
+    spec = RequestSpec(label, length, time, output_field=output, optional_output=not options.output_field,
+                       hash_field="hash_ids" if label == "jsonl" else None)
+    return spec, (f"read {', '.join(read)}",) if read else ()
+
+
+def _noted(chunks: Iterator, notes: tuple[str, ...]) -> Iterator:
+    """The reader's `(chunk, line_numbers)` pairs, the first chunk carrying `notes`."""
+    for i, (chunk, line_numbers) in enumerate(chunks):
+        yield (replace(chunk, notes=chunk.notes + notes) if i == 0 and notes else chunk), line_numbers
+
+
+def _read_csv(path: Path, options: ReadOptions) -> Iterator:
+    line_no, line = first_line(path)
+    spec, notes = table_spec(path, "csv", header_columns(path, line_no, line), options)
+    return _noted(read_csv_requests(path, spec), notes)
+
+
+def _read_jsonl(path: Path, options: ReadOptions) -> Iterator:
+    _, line = first_line(path)
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        record = None  # the reader names the line
+    spec, notes = table_spec(path, "jsonl", list(record) if isinstance(record, dict) else [], options)
+    return _noted(read_jsonl_requests(path, spec), notes)
 
 
 CSV_FORMAT = TraceFormatInfo(
     "csv", "CSV", TraceKind.requests,
-    lambda sniff, options: bool(options.length_field) and sniff.columns is not None,
-    lambda path, options: read_csv_requests(path, spec(path, "csv", options))
+    lambda sniff, options: sniff.columns is not None and detects(sniff.columns, options),
+    _read_csv,
 )
 JSONL_FORMAT = TraceFormatInfo(
     "jsonl", "JSONL", TraceKind.requests,
-    lambda sniff, options: bool(options.length_field) and isinstance(sniff.record, dict),
-    lambda path, options: read_jsonl_requests(path, spec(path, "jsonl", options))
+    lambda sniff, options: isinstance(sniff.record, dict) and detects(sniff.keys, options),
+    _read_jsonl,
 )

@@ -1,7 +1,7 @@
 """JSONL request tables (Mooncake, generic JSONL): one JSON object per request per line.
 
-The common path parses a chunk of lines in one `orjson.loads` call and checks the columns with
-numpy; anything unusual sends the chunk through a line-by-line pass that names the first bad
+The common path parses a chunk of lines (each line on its own: `load_json_records`) and checks
+the columns with numpy; anything unusual sends the chunk through a line-by-line pass that names the first bad
 line (`FILE:LINE: ...`). Both paths apply the same rules (`records.py`).
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import orjson
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, lengths_ok, parse_time_values
+from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, drop_empty_prompts, lengths_ok, parse_time_values
 from cpbcg.planner.traces.text import EXCERPT_CHARS, excerpt, first_line, iter_line_chunks, time_problem
 
 REQUEST_CHUNK_BYTES = 4 << 20
@@ -30,6 +30,14 @@ def load_json_line(path: Path, line_no: int, line: bytes) -> object:
         raise TraceError(located(path, line_no, f"not valid JSON ({exc.msg[:80]})")) from None
 
 
+def load_json_records(lines: list[bytes]) -> list:
+    """Each line parsed on its own as one JSON value (`orjson.loads`), the rule of every
+    JSONL reader's fast and careful paths alike: a line holding two comma-joined values
+    (`[5], [6]`) is not valid JSON on any path. Raises `orjson.JSONDecodeError` (the careful
+    path then names the line)."""
+    return list(map(orjson.loads, lines))
+
+
 def read_jsonl_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestChunk, object]]:
     """Yield `(chunk, line_numbers)`; `line_numbers()` gives the [n] int64 line of each request."""
     line_no, line = first_line(path)
@@ -43,16 +51,16 @@ def read_jsonl_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[Request
     output = spec.output_field if spec.output_field and (spec.output_field in record or not spec.optional_output) else None
     for first, lines in iter_line_chunks(path, REQUEST_CHUNK_BYTES):
         chunk = _fast(first, lines, spec, hashes, output)
-        yield chunk if chunk is not None else _slow(path, first, lines, spec, hashes, output)
+        yield drop_empty_prompts(*(chunk if chunk is not None else _slow(path, first, lines, spec, hashes, output)), spec.length_field)
 
 
 def _fast(first: int, lines: list[bytes], spec: RequestSpec, hash_field: str | None, output_field: str | None):
     body = [line for line in lines if not line.isspace()]
-    blob = b"[" + b",".join(body) + b"]"
+    blob = b"".join(body)
     if b"true" in blob or b"false" in blob or b"null" in blob:
         return None
     try:
-        records = orjson.loads(blob)
+        records = load_json_records(body)
         lengths = np.array([r[spec.length_field] for r in records])
         outputs = np.array([r[output_field] for r in records]) if output_field else None
         times = [r[spec.time_field] for r in records] if spec.time_field else None
@@ -60,7 +68,7 @@ def _fast(first: int, lines: list[bytes], spec: RequestSpec, hash_field: str | N
         arrival = None if times is None else parse_time_values(times, spec.time_unit)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, OverflowError):
         return None
-    if records and (lengths.ndim != 1 or not lengths_ok(lengths, 1)):
+    if records and (lengths.ndim != 1 or not lengths_ok(lengths, 0)):  # 0-token prompts: skipped by the caller
         return None  # a list where a length belongs is refused by the careful path, never flattened
     if outputs is not None and records and (outputs.ndim != 1 or not lengths_ok(outputs, 0)):
         return None
@@ -100,7 +108,7 @@ def _slow(path: Path, first: int, lines: list[bytes], spec: RequestSpec, hash_fi
         for field in (spec.length_field, spec.time_field, output_field):
             if field and field not in record:
                 raise TraceError(located(path, line_no, f'missing field "{field}"'))
-        lengths.append(json_length(path, line_no, spec.length_field, record[spec.length_field], 1))
+        lengths.append(json_length(path, line_no, spec.length_field, record[spec.length_field], 1, zero_ok=True))
         if output_field:
             outputs.append(json_length(path, line_no, output_field, record[output_field], 0))
         if spec.time_field:
@@ -117,12 +125,13 @@ def _slow(path: Path, first: int, lines: list[bytes], spec: RequestSpec, hash_fi
     return chunk, lambda: np.array(line_nos, dtype=np.int64)
 
 
-def json_length(path: Path, line_no: int, field: str, value: object, minimum: int) -> int:
-    """A JSON token count: an integer in [minimum, MAX_REQUEST_TOKENS], else `TraceError`."""
+def json_length(path: Path, line_no: int, field: str, value: object, minimum: int, zero_ok: bool = False) -> int:
+    """A JSON token count: an integer in [minimum, MAX_REQUEST_TOKENS] (or 0 with `zero_ok`: a
+    row the caller skips), else `TraceError`."""
     integral = type(value) is int or (type(value) is float and value.is_integer())
     if integral and value > MAX_REQUEST_TOKENS:  # type: ignore[operator]
         raise TraceError(located(path, line_no, length_too_large(field, json_excerpt(value))))
-    if type(value) is not int or value < minimum:
+    if type(value) is not int or (value < minimum and not (zero_ok and value == 0)):
         what = "a positive integer" if minimum == 1 else "a non-negative integer"
         raise TraceError(located(path, line_no, f"{field}: {json_excerpt(value)} is not {what}"))
     return value

@@ -8,6 +8,7 @@ Timestamps may be Parquet timestamps, numbers (the table's unit) or datetime str
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -17,11 +18,12 @@ from cpbcg.errors import TraceError, located
 import cpbcg.planner.traces.azure as azure
 import cpbcg.planner.traces.burstgpt as burstgpt
 import cpbcg.planner.traces.mooncake as mooncake
+import cpbcg.planner.traces.generic as generic
 import cpbcg.planner.traces.splitwise as splitwise
 import cpbcg.planner.traces.vidur as vidur
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import (
-    FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, datetime_seconds, numeric_seconds,
+    FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, datetime_seconds, drop_empty_prompts, numeric_seconds,
 )
 from cpbcg.planner.traces.text import display, excerpt, is_stdin, require_regular, show_names
 
@@ -45,12 +47,13 @@ def _pyarrow(path: Path):
 
 def table_spec(path: Path, names: list[str], options: ReadOptions) -> RequestSpec:
     """The request table whose length column the file has (or the generic `length_field`)."""
-    if options.length_field:
-        return RequestSpec("parquet", options.length_field, options.time_field, output_field=options.output_field, optional_output=False)
-    for spec in (azure.SPEC, burstgpt.spec(options), splitwise.SPEC, vidur.SPEC, mooncake.SPEC):
-        if spec.length_field in names:
-            return spec
-    raise TraceError(f"{display(path)}: unknown Parquet request log (columns: {show_names(names)}); no known length column: give length_field")
+    if not options.length_field:
+        for spec in (azure.SPEC, burstgpt.spec(options), splitwise.SPEC, vidur.SPEC, mooncake.SPEC):
+            if spec.length_field in names:
+                return spec
+    if not generic.detects(names, options):
+        raise TraceError(f"{display(path)}: unknown Parquet request log (columns: {show_names(names)}); no known length column: give --length-field")
+    return replace(generic.table_spec(path, "csv", names, options)[0], label="parquet")
 
 
 def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, object]]:
@@ -68,7 +71,8 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
     wanted = _columns(path, spec, names)
     row = 1
     for batch in _batches(path, parquet, wanted):
-        yield _chunk(path, row, batch, spec, names), lambda lo=row, n=batch.num_rows: lo + np.arange(n, dtype=np.int64)
+        chunk, rows = _chunk(path, row, batch, spec, names)
+        yield drop_empty_prompts(chunk, lambda rows=rows: rows, spec.length_field)
         row += batch.num_rows
 
 
@@ -90,14 +94,15 @@ def _batches(path: Path, parquet, columns: list[str]):
         raise TraceError(f"{path}: corrupt Parquet data ({excerpt(str(exc), 120)[1:-1]})") from None
 
 
-def _chunk(path: Path, row: int, batch, spec: RequestSpec, names: list[str]) -> RequestChunk:
+def _chunk(path: Path, row: int, batch, spec: RequestSpec, names: list[str]) -> tuple[RequestChunk, np.ndarray]:
+    """The requests of a batch that pass the filters, and their [n] int64 1-based rows."""
     keep = np.ones(batch.num_rows, dtype=bool)
     for field, value in spec.filters:
         keep &= np.asarray(batch.column(field).to_pylist(), dtype=object) == value
-    lengths = _ints(path, row, batch, spec.length_field, 1)[keep]
+    lengths = _ints(path, row, batch, spec.length_field, 0)[keep]  # 0-token prompts: skipped by the caller
     outputs = _ints(path, row, batch, spec.output_field, 0)[keep] if spec.output_field in batch.schema.names else None
     times = _times(path, row, batch, spec)[keep] if spec.time_field in batch.schema.names else None
-    return RequestChunk(lengths, times, None, outputs)
+    return RequestChunk(lengths, times, None, outputs), row + np.flatnonzero(keep)
 
 
 def _ints(path: Path, row: int, batch, field: str, minimum: int) -> np.ndarray:

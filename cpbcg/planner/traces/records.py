@@ -5,8 +5,9 @@ and the value rules every format shares (lengths, output lengths, timestamps).""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Callable
 
 import numpy as np
 
@@ -37,10 +38,79 @@ class RequestChunk:
     num_images: np.ndarray | None = None
     """[n] int64: images in each request (Azure 2025 `NumImages`, >= 0), or None when the trace
     has no image count."""
+    skipped: "SkippedRows | None" = None
+    """Rows of this chunk the reader skipped (none are in the arrays above), or None."""
+    notes: tuple[str, ...] = ()
+    """What the reader decided for the user to see (`read input_tokens as prompt length`)."""
 
     @property
     def num_requests(self) -> int:
         return len(self.input_tokens)
+
+
+@dataclass(frozen=True)
+class SkippedRows:
+    """Rows that hold no request a server would prefill: a prompt of 0 tokens (Azure 2025
+    multimodal `ContextTokens` 0, BurstGPT's failed requests). Every request format skips and
+    counts them; `ReadOptions.strict` refuses them instead (`stream.checked_requests`)."""
+
+    rows: int
+    """How many rows (>= 1)."""
+    first_line: int
+    """1-based line of the first (Parquet: row; vLLM JSON: index + 1)."""
+    field: str
+    """The prompt-length field that held 0 (`ContextTokens`)."""
+
+
+def drop_empty_prompts(chunk: RequestChunk, line_numbers: Callable[[], np.ndarray], field: str) -> tuple[RequestChunk, Callable[[], np.ndarray]]:
+    """`(chunk, line_numbers)` without the rows whose prompt is 0 tokens, counted in
+    `chunk.skipped` (`field` names the prompt-length field); unchanged when there are none."""
+    empty = chunk.input_tokens == 0
+    if not empty.any():
+        return chunk, line_numbers
+    keep = ~empty
+    lines = np.asarray(line_numbers())
+    skipped = SkippedRows(int(empty.sum()), int(lines[int(np.argmax(empty))]), field)
+    hashes = None if chunk.hash_ids is None else [h for h, k in zip(chunk.hash_ids, keep.tolist()) if k]
+    kept = replace(
+        chunk, input_tokens=chunk.input_tokens[keep], arrival_s=None if chunk.arrival_s is None else chunk.arrival_s[keep],
+        hash_ids=hashes, output_tokens=None if chunk.output_tokens is None else chunk.output_tokens[keep],
+        num_images=None if chunk.num_images is None else chunk.num_images[keep], skipped=skipped,
+    )
+    kept_lines = lines[keep]
+    return kept, lambda: kept_lines
+
+
+@dataclass
+class ReadNotes:
+    """What reading a request trace decided, for the report (filled while the trace streams)."""
+
+    trace: str = ""
+    """The trace as named in messages."""
+    skipped_rows: int = 0
+    """Rows skipped (`SkippedRows`), over the whole trace."""
+    first_skipped_line: int | None = None
+    """Line of the first skipped row, or None."""
+    skipped_field: str | None = None
+    """Prompt-length field of the skipped rows."""
+    notes: list[str] = field(default_factory=list)
+    """The readers' notes (`read input_tokens as prompt length`), in order."""
+
+    def add(self, chunk: RequestChunk) -> None:
+        self.notes += [n for n in chunk.notes if n not in self.notes]
+        if chunk.skipped is not None:
+            if self.first_skipped_line is None:
+                self.first_skipped_line, self.skipped_field = chunk.skipped.first_line, chunk.skipped.field
+            self.skipped_rows += chunk.skipped.rows
+
+    def lines(self) -> list[str]:
+        """The notes as lines for stderr (`cpbcg: note: ...`)."""
+        out = [f"cpbcg: note: {n}" for n in self.notes]
+        if self.skipped_rows:
+            rows = "row" if self.skipped_rows == 1 else "rows"
+            out.append(f"cpbcg: note: skipped {self.skipped_rows:,} {rows} with 0 prompt tokens ({self.skipped_field}; "
+                       f"first: {self.trace}:{self.first_skipped_line}); --strict refuses them")
+        return out
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Iterator
@@ -18,6 +18,7 @@ from typing import Iterator
 import orjson
 
 from cpbcg.errors import TraceError, located
+from cpbcg.planner.choices import TRACE_FORMAT_ALIASES, TRACE_FORMAT_NAMES, trace_format_name
 import cpbcg.planner.traces.aibrix as aibrix
 import cpbcg.planner.traces.azure as azure
 import cpbcg.planner.traces.batches as batches
@@ -32,6 +33,7 @@ import cpbcg.planner.traces.vidur as vidur
 import cpbcg.planner.traces.vllm_bench as vllm_bench
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.csv_table import header_columns
+from cpbcg.planner.traces.records import ReadNotes
 from cpbcg.planner.traces.stream import checked_requests
 from cpbcg.planner.traces.text import (
     MAX_LINE_BYTES, binary_error, display, gz_note, is_stdin, long_line, looks_binary, open_binary, read_errors, read_head, trace_path,
@@ -54,9 +56,12 @@ FORMATS: tuple[TraceFormatInfo, ...] = (
 )
 """Every trace format, in detection order (generic formats only match with `length_field`)."""
 BY_NAME = {f.name: f for f in FORMATS}
+if tuple(BY_NAME) != TRACE_FORMAT_NAMES:
+    raise ImportError(f"cpbcg.planner.choices.TRACE_FORMAT_NAMES {TRACE_FORMAT_NAMES} differ from the registry {tuple(BY_NAME)}")
 
 TraceFormat = Enum("TraceFormat", {"auto": "auto", **{f.name.replace("-", "_"): f.name for f in FORMATS}}, type=str)  # type: ignore[misc]
 TraceFormat.__doc__ = "What a trace holds (`--trace-format`); `auto` detects it from the first line."
+TraceFormat._missing_ = classmethod(lambda cls, value: cls.__members__.get(TRACE_FORMAT_ALIASES.get(value, "").replace("-", "_")))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class OpenedTrace:
     """The format read (never `auto`)."""
     items: Iterator
     """`BatchSet`, `RequestChunk` or `ForwardSizes` chunks by `format.kind` (reading happens while iterating)."""
+    notes: ReadNotes = field(default_factory=ReadNotes)
+    """Rows skipped and the readers' notes (request traces; complete once `items` is exhausted)."""
 
     @property
     def kind(self) -> TraceKind:
@@ -195,17 +202,17 @@ def _unknown_kind(path, line_no: int, kind: str, names: str) -> TraceError:
     plain = "; read as plain text: no gzip magic bytes despite the .gz name" if gz_note(path) else ""
     shown = names if len(names) <= 48 else names[:45] + "..."
     known = ", ".join(f.name for f in FORMATS if f.name not in ("csv", "jsonl"))
-    return TraceError(located(path, line_no, f"unknown {kind} trace ({shown}{plain}); formats: {known}; or csv/jsonl with length_field"))
+    return TraceError(located(path, line_no, f"unknown {kind} trace ({shown}{plain}); formats: {known}; or csv/jsonl with --length-field"))
 
 
 def format_info(trace_format: str | Enum) -> TraceFormatInfo | None:
-    """The registered format named `trace_format`, or None for `auto`."""
-    name = trace_format.value if isinstance(trace_format, Enum) else str(trace_format)
-    if name == "auto":
-        return None
-    if name not in BY_NAME:
-        raise TraceError(f"unknown trace format {name[:40]!r}; choose one of: auto, {', '.join(BY_NAME)}")
-    return BY_NAME[name]
+    """The registered format named `trace_format` (or an alias), or None for `auto`; `TraceError`
+    for an unknown name."""
+    try:
+        name = trace_format_name(trace_format.value if isinstance(trace_format, Enum) else str(trace_format))
+    except ValueError as exc:
+        raise TraceError(f"--trace-format: {exc}") from None
+    return None if name == "auto" else BY_NAME[name]
 
 
 def open_trace(path: Path | str, trace_format: str | Enum = "auto", options: ReadOptions = ReadOptions()) -> OpenedTrace:
@@ -218,10 +225,10 @@ def open_trace(path: Path | str, trace_format: str | Enum = "auto", options: Rea
     if not is_stdin(path):  # a FIFO or /dev/fd/N would block or be read once: detection reads the start twice
         _require_file(path)
     fmt = format_info(trace_format) or detect(path, options)
-    items = fmt.read(path, options)
+    items, notes = fmt.read(path, options), ReadNotes(display(path))
     if fmt.kind is TraceKind.requests:
-        items = checked_requests(path, items, _filter_note(options) if fmt is burstgpt.FORMAT else "")
-    return OpenedTrace(fmt, items)
+        items = checked_requests(path, items, _filter_note(options) if fmt is burstgpt.FORMAT else "", options.strict, notes)
+    return OpenedTrace(fmt, items, notes)
 
 
 def _require_file(path: Path) -> None:

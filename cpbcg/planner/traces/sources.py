@@ -16,6 +16,7 @@ from cpbcg.errors import TraceError
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
 from cpbcg.planner.traces.embedded import synthetic_batches
+from cpbcg.planner.traces.records import ReadNotes
 from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind, open_trace
 from cpbcg.planner.traces.sglang_log import LogReader, LogSummary
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
@@ -59,6 +60,8 @@ class BatchSource:
     spec: "TraceSpec | None" = None
     """How to open the same trace again (a plan reads it afresh each time, once per load
     factor); None for standard input, which can be read once."""
+    read_notes: ReadNotes | None = None
+    """Rows the reader skipped and what it decided (request traces; complete after iterating)."""
 
     @property
     def log_summary(self) -> LogSummary | None:
@@ -102,7 +105,7 @@ def open_source(
         log = read_log_settings(trace) if isinstance(opened.items, LogReader) else None
         return BatchSource(_bound_only(trace), fmt, None, opened.items, log, spec=spec)
     simulation = Simulation(opened.items, scheduler, progress)
-    return BatchSource(iter(simulation), fmt, simulation, spec=spec)
+    return BatchSource(iter(simulation), fmt, simulation, spec=spec, read_notes=opened.notes)
 
 
 def _bound_only(trace: Path | str) -> Iterator[BatchSet]:

@@ -9,24 +9,34 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.traces.records import RequestChunk
+from cpbcg.planner.traces.records import ReadNotes, RequestChunk
 
 
-def checked_requests(path: Path, chunks: Iterable[tuple[RequestChunk, object]], empty_note: str = "") -> Iterator[RequestChunk]:
-    """The chunks of a reader (`(chunk, line_numbers)` pairs), checked across chunk borders.
+def checked_requests(
+    path: Path, chunks: Iterable[tuple[RequestChunk, object]], empty_note: str = "", strict: bool = False,
+    notes: ReadNotes | None = None,
+) -> Iterator[RequestChunk]:
+    """The chunks of a reader (`(chunk, line_numbers)` pairs), checked across chunk borders;
+    the rows the readers skipped (`SkippedRows`) and their notes are tallied in `notes`.
 
-    Raises `TraceError` naming the first line whose timestamp goes backwards, and
-    `FILE:1: empty trace: no requests` (plus `empty_note`) when nothing was read.
+    Raises `TraceError` naming the first line whose timestamp goes backwards, with `strict` the
+    first skipped row (`FIELD: 0 is not a positive integer`), and `FILE:1: empty trace: no
+    requests` (plus `empty_note`, and the skipped rows) when nothing was read.
     """
     order = _TimeOrder(path)
+    notes = ReadNotes() if notes is None else notes
     seen_any = False
     for chunk, line_nos in chunks:
+        if strict and chunk.skipped is not None:
+            raise TraceError(located(path, chunk.skipped.first_line, f"{chunk.skipped.field}: 0 is not a positive integer (--strict refuses rows with 0 prompt tokens)"))
+        notes.add(chunk)
         order.check(chunk.arrival_s, line_nos)
         if chunk.num_requests:
             seen_any = True
             yield chunk
     if not seen_any:
-        raise TraceError(located(path, 1, "empty trace: no requests" + empty_note))
+        skipped = f" ({notes.skipped_rows:,} rows with 0 prompt tokens skipped, first at line {notes.first_skipped_line})" if notes.skipped_rows else ""
+        raise TraceError(located(path, 1, "empty trace: no requests" + empty_note + skipped))
 
 
 class _TimeOrder:

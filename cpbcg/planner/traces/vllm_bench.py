@@ -16,7 +16,7 @@ import orjson
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
-from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk
+from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, drop_empty_prompts
 from cpbcg.planner.traces.text import display, excerpt, read_whole
 
 CHUNK_REQUESTS = 1 << 16
@@ -42,7 +42,7 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
         raise TraceError(located(display(path), exc.lineno, f"not valid JSON ({exc.msg[:80]})")) from None
     if not isinstance(result, dict):
         raise TraceError(f"{display(path)}: expected a vLLM bench result object, got {type(result).__name__}")
-    inputs = _array(path, result, "input_lens", 1)
+    inputs = _array(path, result, "input_lens", 0)  # 0-token prompts: skipped below
     outputs = _array(path, result, "output_lens", 0, len(inputs))
     starts = _times(path, result, len(inputs)) if "start_times" in result else None
     if starts is not None and np.any(np.diff(starts) < 0):  # concurrency-limited sends: in time order
@@ -51,7 +51,7 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
     for lo in range(0, len(inputs), CHUNK_REQUESTS):
         hi = min(lo + CHUNK_REQUESTS, len(inputs))
         chunk = RequestChunk(inputs[lo:hi], None if starts is None else starts[lo:hi], None, outputs[lo:hi])
-        yield chunk, lambda n=hi - lo: np.ones(n, dtype=np.int64)
+        yield drop_empty_prompts(chunk, lambda n=hi - lo: np.ones(n, dtype=np.int64), "input_lens")
 
 
 def _array(path: Path, result: dict, key: str, minimum: int, length: int | None = None) -> np.ndarray:
@@ -79,4 +79,4 @@ def _times(path: Path, result: dict, length: int) -> np.ndarray:
     return np.array(values, dtype=np.float64)
 
 
-FORMAT = TraceFormatInfo("vllm", "vLLM bench", TraceKind.requests, recognises, read)
+FORMAT = TraceFormatInfo("vllm-bench", "vLLM bench", TraceKind.requests, recognises, read)
