@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import asdict
 from pathlib import Path
 
 import orjson
 
 from cpbcg.atomic import write_atomic
 from cpbcg.check.gates import CheckReport, GateResult, count_of
-from cpbcg.documents import SCHEMA_VERSION
+from cpbcg.documents import check_document
 from cpbcg.check.summary import summary_markdown, summary_text
 
 SUITE = "cpbcg.replay_check"
@@ -32,17 +31,8 @@ MAX_SHOWN = 5
 
 
 def report_json(report: CheckReport) -> bytes:
-    """JSON document: the header and evaluation keys of `plan --format json`, then `passed`,
-    `gates` (each with measured value, threshold and message) and `replays`."""
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        **report.header,
-        **report.evaluation.to_dict(),
-        "passed": report.passed,
-        "gates": [g.to_dict() for g in report.gates],
-        "replays": [asdict(r) for r in report.replays],
-    }
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+    """The `replay-check --json` document (`cpbcg.documents.check_document`), serialised."""
+    return orjson.dumps(check_document(report), option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def junit_xml(report: CheckReport) -> bytes:

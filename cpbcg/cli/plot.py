@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cpbcg.atomic import write_atomic
-from cpbcg.planner.optimise.compare import Comparison
-from cpbcg.planner.optimise.recommend import Recommendation
+
+if TYPE_CHECKING:
+    from cpbcg.api import Comparison, Recommendation
 
 
 def write_plot(path: Path, rec: Recommendation, comparison: Comparison) -> None:
