@@ -16,45 +16,80 @@ from __future__ import annotations
 import glob
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from cpbcg.check.gates import CheckReport, Gates, ReplayRecord, check_gates, replay_gate, sample_graph_batches
-from cpbcg.config import DeploymentConfig, load_config
-from cpbcg.errors import CaptureError, ConfigError, TraceError
-from cpbcg.planner.optimise.cost import with_measured
+from cpbcg.check.gates import (
+    CheckReport, Gates, ReplayRecord, check_gates, count_of, parse_max_eager, replay_gate, sample_graph_batches,
+)
+from cpbcg.check.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
+from cpbcg.check.summary import cell, pct, summary_rows
+from cpbcg.bucket_files import flags_file_words
+from cpbcg.config import DeploymentConfig, load_config, preset_names
+from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
+from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
+from cpbcg.notes import (
+    ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, server_check_notes, source_note,
+)
+from cpbcg.planner.choices import Fold
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
+from cpbcg.planner.export import export_buckets
+from cpbcg.planner.model.bucket_spec import parse_positive_list
+from cpbcg.planner.model.explain import BatchExplanation, explain_batch
 from cpbcg.planner.model.layout import BatchSet
-from cpbcg.planner.plan import PlanResult, plan as _plan, plan_traffic
-from cpbcg.planner.traffic import TrafficJob, default_rates, first_requests, load_jobs
-from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.sglang_release import ServerCheck, deployment_server_check
-from cpbcg.planner.observed import ObservedTally
-from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
-from cpbcg.planner.traces import ForwardSizes, ReadOptions, detect
+from cpbcg.planner.optimise.compare import Comparison, ParetoPoint, compare_recommendation
+from cpbcg.planner.optimise.cost import with_measured
+from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
+from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
+from cpbcg.planner.plan import PlanResult, plan as _plan, plan_traffic
+from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, default_rates, default_workers, first_requests, load_jobs, parse_load_factors
+from cpbcg.planner.observed import ObservedComparison, ObservedTally
+from cpbcg.planner.traces import detect
 from cpbcg.planner.traces.registry import format_info
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
 from cpbcg.planner.traces.text import is_stdin
+from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION, ServerCheck, deployment_server_check
+from cpbcg.planner.traces import ForwardSizes, ReadOptions
+from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
+from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
+from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 
-MANIFEST_KEYS = ("cp_size", "cp_strategy", "align_size", "capture_layout", "max_context_size_tokens", "max_capture_requests")
-"""Config keys a capture manifest fixes (besides the buckets and, when recorded, the padding factor)."""
+if TYPE_CHECKING:
+    from cpbcg.capture.records import CaptureResult
+
+__all__ = [  # what the commands (and notebooks) use; the result types are re-exported for annotations
+    "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
+    "Gates", "GuaranteeReport", "GuaranteeResult", "Layout", "Manifest", "ParetoPoint", "PlanReport", "PlanRequest",
+    "PlanResult", "ReadOptions", "Recommendation", "RecommendSettings", "ReplayRecord", "ServerCheck", "append_step_summary", "batch_trace",
+    "batches", "capture", "cell", "check", "check_trace", "count_of", "evaluate", "explain", "github_annotations", "guarantee",
+    "guarantee_request_count", "ignored_options_note", "ignored_options_warning", "junit_xml", "layout",
+    "load_config_and_deployment", "load_deployment", "load_manifest", "load_plan_deployment", "max_eager_overrides",
+    "open_trace", "parse_max_eager", "pct", "plan", "plan_command", "plan_report", "preset_table", "recommend", "report_header", "server_check",
+    "report_json", "step_summary_markdown", "summary_rows",
+    "LogSettings", "ObservedComparison", "capture_settings", "default_workers", "log_settings", "parse_load_factors", "rate_notes",
+    "trace_paths", "traffic_jobs",
+]
+
+PARETO_MAX_BUCKETS = 128
+"""With a comparison or a plot the optimiser also finds the best list of every count up to this."""
 
 
 def load_config_and_deployment(
-    config: str | None = None, overrides: Mapping[str, Any] | None = None, manifest: Any = None, cost_source: str | None = None,
-    log: LogSettings | None = None,
+    config: str | None = None, overrides: Mapping[str, object] | None = None, manifest: Manifest | None = None,
+    cost_source: str | None = None, log: LogSettings | None = None,
 ) -> tuple[DeploymentConfig, Deployment]:
     """The validated config (file, preset or defaults; dotted `overrides` such as
-    `scheduler.rate` win over it; None values are ignored) and its `Deployment`.
+    `scheduler.rate` win over it; None values are ignored) and its `Deployment`: the one
+    conversion from settings to the plain value every later step takes.
 
     With `manifest` (a loaded `cpbcg.manifest.Manifest`) its buckets, capacities and CP settings
-    replace the config's, and giving one of those as an override is a `ConfigError`. With `log`
-    (`log_settings` of an SGLang server log) the settings the log states lie over the config
-    file and under `overrides` (the command line wins); a manifest's keys win over the log's."""
+    replace the config's (`Manifest.config_layer`), and giving one of those as an override is a
+    `ConfigError`. With `log` (`log_settings` of an SGLang server log) the settings the log states
+    lie over the config file and under `overrides` (the command line wins); a manifest's keys win
+    over the log's."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    layers: list[tuple[str, dict[str, Any]]] = []
+    layers: list[tuple[str, dict[str, object]]] = []
     if log is not None and log.settings:
         fixed = set(MANIFEST_KEYS) | {"buckets"} if manifest is not None else set()
         layers.append((f"the log {log.path}", {k: v for k, v in log.overrides().items() if k not in fixed}))
@@ -62,28 +97,24 @@ def load_config_and_deployment(
         fixed = [k for k in (*MANIFEST_KEYS, "buckets") if k in overrides]
         if fixed:
             raise ConfigError(f"{manifest.path}: the manifest fixes the buckets and CP settings; drop {', '.join(fixed)}")
-        base: dict[str, Any] = {key: manifest.data.get(key) for key in MANIFEST_KEYS}
-        base["buckets"] = manifest.table().capture_num_tokens.tolist()
-        if manifest.data.get("max_padding_factor") is not None:
-            base["max_padding_factor"] = manifest.data["max_padding_factor"]
-        layers.append((str(manifest.path), base))
+        layers.append((str(manifest.path), manifest.config_layer()))
     cfg = load_config(config, overrides, layers=layers)
     deployment = cfg.to_deployment(cost_source)
     return cfg, deployment if manifest is None else with_manifest_cost(deployment, manifest)
 
 
-def with_manifest_cost(deployment: Deployment, manifest: Any) -> Deployment:
+def with_manifest_cost(deployment: Deployment, manifest: Manifest) -> Deployment:
     """`deployment` with the cost model fitted to a capture manifest's replay and eager timings,
     scaled to the real model's layer count (`Manifest.fitted_cost`); unchanged where it measured none."""
     fitted, eager = manifest.fitted_cost_ms(), manifest.eager_fixed_ms()
     return replace(deployment, cost=with_measured(deployment.cost, fitted, eager, f"manifest {manifest.path}"))
 
 
-def load_deployment(config: str | None = None, **overrides: Any) -> Deployment:
+def load_deployment(config: str | None = None, **overrides: object) -> Deployment:
     """A `Deployment` from a YAML file or preset (None = defaults) and config-key overrides
     (`cp_size=4`, `buckets="sglang-default:8192"`; scheduler keys as `scheduler={"rate": 8}`).
     Raises `ConfigError` naming the key."""
-    flat: dict[str, Any] = {}
+    flat: dict[str, object] = {}
     for key, value in overrides.items():
         if isinstance(value, Mapping):
             flat.update({f"{key}.{k}": v for k, v in value.items()})
@@ -94,8 +125,9 @@ def load_deployment(config: str | None = None, **overrides: Any) -> Deployment:
 
 def server_check(deployment: Deployment) -> ServerCheck:
     """SGLang 0.5.23's start-up checks and `supports_prefill_cp_bcg` on the flags the deployment
-    runs with (`cpbcg.planner.sglang_release.deployment_server_check`)."""
-    return deployment_server_check(deployment)
+    runs with (`cpbcg.planner.sglang_release.deployment_server_check`): the flags file given as
+    its bucket list, read here at the input edge, else the flags `plan --emit sglang` writes."""
+    return deployment_server_check(deployment, flags_file_words(deployment.bucket_spec))
 
 
 def log_settings(path: str | Path | None, trace_format: str = "auto", options: ReadOptions | None = None) -> LogSettings | None:
@@ -136,7 +168,7 @@ def _chunks(trace: BatchSource | Iterable[BatchSet]) -> Iterable[BatchSet] | Ite
     return trace
 
 
-def report_header(deployment: Deployment, trace: BatchSource | str | Path | None, path: str | Path | None = None) -> dict[str, Any]:
+def report_header(deployment: Deployment, trace: BatchSource | str | Path | None, path: str | Path | None = None) -> dict[str, object]:
     """The report header (`Deployment.header`) of a trace: its source line and `bound`, True
     when the trace gives forward sizes only and every number is a worst-case bound."""
     bound = isinstance(trace, BatchSource) and trace.is_bound
@@ -158,7 +190,7 @@ def _observed_plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployme
 
 
 def evaluate(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, table: BucketTable | None = None,
-             on_chunk: Callable[[BatchSet], Any] | None = None) -> Evaluation:
+             on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None) -> Evaluation:
     """Replay every forward with the deployment's list (or `table`) through the runtime selector
     (a bound source at its worst case, as `plan`)."""
     return _plan(_chunks(trace), deployment, None, table, on_chunk).evaluation  # plan without a recommendation
@@ -290,16 +322,15 @@ def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None 
     return GuaranteeResult(limits, buckets, check_guarantee(buckets, limits, cp, spec, factor), recommend_list)
 
 
-def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *, manifest: Any = None, replay: int = 0,
-          trace_options: Mapping[str, Any] | None = None, on_chunk: Callable[[BatchSet], Any] | None = None,
-          config: Any = None) -> tuple[CheckReport, BatchSource]:
+def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *, manifest: Manifest | None = None, replay: int = 0,
+          trace_format: str = "auto", options: ReadOptions | None = None, progress: Callable[[int], None] | None = None,
+          on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None) -> tuple[CheckReport, BatchSource]:
     """Evaluate a trace as `plan` does, check the gates, and with `replay > 0` replay that many
     sampled graph forwards through freshly captured graphs (torch). Returns the report and the
     opened source (its simulation summary is complete). A bound source (server log) is checked
     at its worst case (header `bound` True); it has no extend lengths to replay (`ConfigError`)."""
-    options = dict(trace_options or {})
     table = manifest.table() if manifest is not None else deployment.table()
-    source = open_trace(trace_path, deployment, **options)
+    source = open_trace(trace_path, deployment, trace_format=trace_format, options=options, progress=progress)
     if replay and source.is_bound:
         raise ConfigError(f"{describe_source(trace_path)}: an SGLang server log gives forward sizes, not extend lengths: nothing to replay through graphs")
     planned = _observed_plan(source, deployment, None, table, on_chunk)
@@ -310,28 +341,429 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
     results = check_gates(ev, gates, planned.observed)
     replays: tuple[ReplayRecord, ...] = ()
     if replay:
-        options.pop("progress", None)
-        sampled = sample_graph_batches(open_trace(trace_path, deployment, **options).batches, table, deployment.cp,
+        sampled = sample_graph_batches(open_trace(trace_path, deployment, trace_format=trace_format, options=options).batches, table, deployment.cp,
                                        deployment.max_padding_factor, replay)
-        replays = _replay(sampled, config)
+        replays = _replay(sampled, deployment)
         results += (replay_gate(replays),)
     return CheckReport(header, ev, results, replays, planned.observed), source
 
 
-def _replay(batches: list[list[int]], config: Any) -> tuple[ReplayRecord, ...]:
+def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRecord, ...]:
     try:
         from cpbcg.capture.run import replay_batches
     except ImportError as exc:
         raise CaptureError(f"replay needs the capture extra and torch (pip install 'cpbcg[capture]'): {exc}") from exc
-    return tuple(ReplayRecord.of(record) for record in replay_batches(batches, config))
+    return tuple(ReplayRecord.of(record) for record in replay_batches(batches, deployment))
 
 
-def capture(settings: Any, on_step: Callable[[str, int], None] | None = None) -> Any:
-    """Capture and verify breakable CUDA graphs per bucket (`cpbcg.capture.run_capture`; needs
-    torch, CPU dry run without CUDA). `settings` is a `cpbcg.capture.CaptureSettings`; returns a
-    `CaptureResult`, which `cpbcg.manifest.manifest_document` turns into the manifest."""
+def capture(config: str | None = None, overrides: Mapping[str, object] | None = None, *, preset: str = "tiny", layers: int = 2,
+            dtype: str | None = None, seed: int = 0, trace: str | Path | None = None, samples: int = 2, dry_run: bool = False,
+            on_start: Callable[[int], None] | None = None, on_step: Callable[[str, int], None] | None = None) -> CaptureResult:
+    """Capture and verify breakable CUDA graphs per bucket of the deployment that `config` and
+    `overrides` describe (`load_config_and_deployment`; buckets default to
+    `CAPTURE_DEFAULT_BUCKETS` when neither names any), with the capture-only options (model
+    preset, proxy layers, dtype, seed, trace samples). `on_start(buckets)` is called once the
+    list is known, `on_step(phase, bucket)` after each capture and verification. Needs torch; a CPU dry run without CUDA.
+    Returns a `CaptureResult` (`cpbcg.documents.manifest_document` turns it into the manifest).
+    Raises `ConfigError`, `TraceError`, `ModelError`, `CaptureError` (also when torch is missing)."""
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    cfg, deployment = load_config_and_deployment(config, given)
+    if "buckets" not in cfg.model_fields_set:
+        cfg, deployment = load_config_and_deployment(config, {**given, "buckets": CAPTURE_DEFAULT_BUCKETS})
     try:
-        from cpbcg.capture import run_capture
+        from cpbcg.capture import CaptureSettings, run_capture
+        settings = CaptureSettings(deployment, preset=preset, num_layers=layers, dtype=dtype, seed=seed,
+                                   trace=None if trace is None else Path(trace), samples=samples, dry_run=dry_run)
+        if on_start is not None:
+            on_start(len(settings.buckets))
+        return run_capture(settings, on_step)
     except ImportError as exc:
-        raise CaptureError(f"capture needs the capture extra and torch (pip install 'cpbcg[capture]'): {exc}") from exc
-    return run_capture(settings, on_step)
+        raise CaptureError(f"cpbcg capture needs torch ({exc}); install it with: pip install 'cpbcg[capture]'") from exc
+
+
+def explain(extend_seq_lens: list[int], deployment: Deployment) -> BatchExplanation:
+    """One batch through the CP split and the replay selector: blocks and tokens per rank, rows,
+    the bucket the runtime would replay it in or why it runs eagerly."""
+    return explain_batch(extend_seq_lens, deployment.cp, deployment.table(), deployment.max_padding_factor)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """`cpbcg layout`: one batch explained under a deployment."""
+
+    deployment: Deployment
+    explanation: BatchExplanation
+
+
+def layout(extend_seq_lens: list[int], config: str | None = None, overrides: Mapping[str, object] | None = None) -> Layout:
+    """`explain` under the deployment of `config` and dotted `overrides` (`cpbcg layout`).
+    Raises `ConfigError`, `ModelError`."""
+    _, deployment = load_config_and_deployment(config, overrides)
+    return Layout(deployment, explain(extend_seq_lens, deployment))
+
+
+@dataclass
+class BatchTrace:
+    """The forwards of a trace as batch-trace lines (`cpbcg batches`): iterate `lines()` once;
+    then `forwards` and `num_lines` are the totals and `note()` the simulation note."""
+
+    source: BatchSource
+    """The opened trace."""
+    fold: str
+    """How identical forwards are merged: consecutive, all or none."""
+    on_chunk: Callable[[object], object] | None = None
+    """Called with each chunk of forwards read (a progress bar)."""
+    forwards: int = 0
+    """Prefill forwards written so far."""
+    num_lines: int = 0
+    """Lines written so far."""
+
+    def lines(self) -> Iterator[bytes]:
+        """`{"extend_seq_lens": [...], "count": k}` lines, identical batches folded into `count`."""
+        for line in batch_trace_lines(fold_batches(self._counted(), Fold(self.fold))):
+            self.num_lines += 1
+            yield line
+
+    def _counted(self) -> Iterator[BatchSet]:
+        for chunk in self.source.batches:
+            self.forwards += int(chunk.counts.sum())
+            if self.on_chunk is not None:
+                self.on_chunk(chunk)
+            yield chunk
+
+    warning: str | None = None
+    """Request-trace options given for a batch stream, which it ignores (None: none)."""
+
+    def note(self) -> str | None:
+        """The simulation note once `lines()` has been read (None for a batch stream)."""
+        return source_note(self.source) if self.source.simulation is not None else None
+
+
+def batch_trace(path: str | Path, deployment: Deployment, *, fold: str = "consecutive", trace_format: str = "auto",
+                options: ReadOptions | None = None, progress: Callable[[int], None] | None = None,
+                on_chunk: Callable[[object], object] | None = None) -> BatchTrace:
+    """The prefill forwards the server would run for a trace (the scheduler simulation with
+    `deployment.scheduler`, docs/scheduler.md), as a batch trace to write. Raises `TraceError`."""
+    source = open_source(Path(path), scheduler=deployment.scheduler, progress=progress, trace_format=trace_format, options=options)
+    return BatchTrace(source, fold, on_chunk)
+
+
+def batches(path: str | Path, config: str | None = None, overrides: Mapping[str, object] | None = None, *,
+            fold: str = "consecutive", trace_format: str = "auto", options: ReadOptions | None = None,
+            ignored_flags: list[str] | None = None, progress: Callable[[int], None] | None = None,
+            on_chunk: Callable[[object], object] | None = None) -> BatchTrace:
+    """`cpbcg batches`: `batch_trace` under the deployment of `config` and dotted scheduler
+    `overrides`; `warning` names the `ignored_flags` a batch stream ignores. Raises `ConfigError`, `TraceError`."""
+    _, deployment = load_config_and_deployment(config, overrides)
+    written = batch_trace(path, deployment, fold=fold, trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk)
+    written.warning = ignored_options_note(written.source.trace_format, ignored_flags or [], path)
+    return written
+
+
+def guarantee_request_count(deployment: Deployment, max_requests: int | None) -> int:
+    """Requests per forward guarantee mode proves for: `max_requests`, else the scheduler's
+    `prefill_max_requests`, else its `max_running_requests`. Raises `ConfigError` when none is set."""
+    sched = deployment.scheduler
+    requests = max_requests or sched.prefill_max_requests or sched.max_running_requests
+    if requests is None:
+        raise ConfigError("guarantee mode needs --max-requests (or scheduler.prefill_max_requests in the config)")
+    return requests
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What `plan_report` does besides evaluating: the recommendation's settings and the outputs."""
+
+    recommend: bool = True
+    """False: only evaluate the configured list."""
+    max_buckets: int | None = None
+    target_coverage: float | None = None
+    objective: str = "coverage"
+    max_tokens: int | None = None
+    bucket_multiple: int = 1
+    include: str | None = None
+    """Buckets every recommended list must contain, as written (`8192,4096`)."""
+    max_requests: int | None = None
+    headroom: bool = True
+    allow_gaps: bool = False
+    validate_fraction: float = 0.3
+    compare: bool = False
+    """Also compare with the baseline lists (and the Pareto curve)."""
+    guarantee: bool = False
+    """Trace-free: the fewest buckets that replay every CP-active forward within the limits."""
+    check_guarantee: bool = False
+    """Trace-free: prove that the configured list does (or name the smallest forward that falls back)."""
+    plot: bool = False
+    """A plot will be drawn: the comparison is needed."""
+    emit: str | None = None
+    """Export format of the recommended (or, without a recommendation, the configured) list."""
+    min_bucket: int | None = None
+    """Floor of small buckets (`--min-bucket`)."""
+    load_factors: tuple[float, ...] | None = None
+    """Load factors every request trace is simulated at (`--time-scale 0.5,1,2`); None: the scheduler's `time_scale`."""
+    untimed_rates: str | None = None
+    """`auto`: a request trace without timestamps is simulated at the rates of `traffic.default_rates`; None: at `rate`."""
+    workers: int | None = None
+    """Local processes of the (trace, load) jobs (None: `traffic.default_workers`)."""
+    scheduler: str | None = None
+    """Dask scheduler address of the jobs (`--scheduler`)."""
+    fit_traces: tuple[str, ...] | None = None
+    """Fit on these traces only, report on all (`--fit-trace`)."""
+
+    def settings(self) -> RecommendSettings | None:
+        """The `RecommendSettings` these options give (None without a recommendation)."""
+        if not self.recommend:
+            return None
+        include = tuple(parse_positive_list(self.include, "include")) if self.include else ()
+        return RecommendSettings(
+            max_buckets=self.max_buckets, target_coverage=self.target_coverage, objective=self.objective,
+            max_bucket_tokens=self.max_tokens, bucket_multiple=self.bucket_multiple, include=include,
+            headroom=self.headroom, max_requests=self.max_requests, allow_gaps=self.allow_gaps,
+            validate_fraction=self.validate_fraction, min_bucket=self.min_bucket,
+            pareto_max_buckets=PARETO_MAX_BUCKETS if (self.compare or self.plot) else 0,
+        )
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """Everything `cpbcg plan` shows: the header, the evaluation, the recommendation (or why there
+    is none), the comparison, the simulation summary, the export text, a server log's observed
+    section and, over several (trace, load) parts, the per-part traffic report."""
+
+    deployment: Deployment
+    header: dict[str, object]
+    result: PlanResult
+    comparison: Comparison | None
+    simulation: dict[str, object] | None
+    export: str | None
+    """The `emit` export (None without one)."""
+    observed: dict[str, object] | None = None
+    """The JSON section `observed` (`cpbcg.documents.observed_document`), None without a server log."""
+    log: LogSettings | None = None
+    """What the SGLang server log states (None: not a server log)."""
+
+    @property
+    def parts(self) -> tuple[Any, ...]:
+        """The (trace, load) parts planned (`PlanResult.parts`)."""
+        return tuple(self.result.parts)
+
+
+def load_plan_deployment(config: str | None, overrides: Mapping[str, object], manifest_path: str | Path | None,
+                         cost_given: bool, note: Callable[[str], None], log: LogSettings | None = None) -> Deployment:
+    """The deployment `plan` runs under: the config, an SGLang server log's settings (`log`) and
+    the overrides, with a capture manifest's fitted cost model when one is given (`note`
+    receives what the log and the fit say)."""
+    manifest = load_manifest(manifest_path) if manifest_path is not None else None
+    _, deployment = load_config_and_deployment(config, overrides, cost_source="command line" if cost_given else None, log=log)
+    for line in log_settings_notes(log, overrides):
+        note(line)
+    if manifest is not None:
+        fit = manifest.fitted_cost()
+        if fit is None:
+            note(f"cpbcg: warning: {manifest.path} has no replay timings (a CPU dry run): the cost model keeps its numbers")
+        elif fit.note:
+            note(f"cpbcg: note: {fit.note}")
+        deployment = with_manifest_cost(deployment, manifest)
+    return deployment
+
+
+def capture_settings(log: LogSettings | None) -> dict[str, Any]:
+    """`RecommendSettings` fields from an SGLang log's measured capture cost (`capture_s_per_bucket`,
+    `graph_mib_per_token`, `capture_source`), {} without capture lines. Graph memory is the
+    largest bucket's (one shared pool that the largest bucket sizes)."""
+    cost = None if log is None else log.capture
+    if cost is None or not cost.bucket_gb:
+        return {}
+    largest = max(cost.bucket_gb)
+    out: dict[str, Any] = {"graph_mib_per_token": cost.bucket_gb[largest] * 1024 / largest}
+    if cost.capture_s is not None:
+        out["capture_s_per_bucket"] = cost.capture_s / len(cost.bucket_gb)
+    out["capture_source"] = f"measured on {cost.date or 'an undated day'} by the log {log.path}"  # type: ignore[union-attr]
+    return out
+
+
+def rate_notes(parts: Sequence[Any]) -> list[str]:
+    """Which Poisson rates a trace without timestamps was planned at, and why (one line per trace)."""
+    rates: dict[str, list[float]] = {}
+    for part in parts:
+        if part.rate_per_s is not None:
+            rates.setdefault(part.label, []).append(part.rate_per_s)
+    out = []
+    for label, values in rates.items():
+        shown = ", ".join(f"{r:g}" for r in values)
+        busy = ", ".join(f"{u:.0%}" for u in UTILISATIONS)
+        out.append(f"cpbcg: note: {label} has no arrival times: planned at Poisson rates {shown} req/s, which keep the modelled "
+                   f"prefill busy about {busy} of the time (its first requests' mean prompt length at --prefill-tokens-per-s and "
+                   "--prefill-fixed-ms): its load is unknown and the batch shapes follow the load; --rate or --time-scale fixes it")
+    return out
+
+
+def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given: Sequence[str | Path] = (), *,
+                trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
+                note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
+                on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None) -> PlanReport:
+    """`cpbcg plan` on its traces (paths as `trace_paths` gives them; none: the embedded default
+    workload): evaluate the configured list, recommend one (`request`), compare and export.
+    Notes for people (ignored options, the simulation, no recommendation) go to `note` as they
+    arise. Raises `ModelError` when an export was asked of a recommendation that failed (the
+    configured list is never exported in its place)."""
+    paths = list(trace_paths_given)
+    first = paths[0] if paths else None
+    warning = ignored_options_warning(ignored_flags or [], first, trace_format, options.length_field if options else None)
+    if warning is not None:
+        note(warning)
+    for finding in server_check_notes(server_check(deployment)):
+        note(finding)
+    settings = request.settings()
+    if settings is not None and capture_settings(log):
+        settings = replace(settings, **capture_settings(log))
+    workers = request.workers if request.workers is not None else default_workers()
+    sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in paths] or [open_trace(None, deployment)]
+    result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
+                  load_factors=None if request.load_factors is None else list(request.load_factors), rates=request.untimed_rates,
+                  workers=workers, scheduler=request.scheduler,
+                  fit_traces=None if request.fit_traces is None else list(request.fit_traces))
+    from cpbcg.documents import observed_document, simulation_summary
+
+    parts = result.parts
+    source = parts[0].source if parts else sources[0]
+    for part in parts:
+        if len(parts) > 1:
+            note(f"{part.label} at {part.load}:")
+        text = source_note(part.source)
+        if text is not None:
+            note(text)
+    if not parts:  # standard input or a server log, planned in place
+        text = source_note(source)
+        if text is not None:
+            note(text)
+    for line in log_summary_notes(source):
+        note(line)
+    for line in rate_notes(parts):
+        note(line)
+    rec = result.recommendation
+    if result.recommendation_error is not None:
+        if request.emit is not None and request.recommend:
+            raise ModelError(result.recommendation_error)  # never export the configured list in its place
+        note(f"cpbcg: note: {result.recommendation_error}")
+    for line in rec.notes if rec is not None else ():
+        note(f"cpbcg: {line}" if line.startswith("warning:") else f"cpbcg: note: {line}")
+    comparison = compare_recommendation(rec, deployment) if rec is not None and (request.compare or request.plot) else None
+    header = report_header(deployment, source, paths[0] if len(paths) == 1 else None)
+    if len(paths) > 1:
+        header["source"] = ", ".join(str(p) for p in paths)
+    export = None
+    if request.emit is not None:
+        exported = rec.buckets if rec is not None else result.evaluation.buckets
+        meta = {"source": header["source"], "bound": header["bound"], "cp_size": deployment.cp.cp_size,
+                "cp_strategy": deployment.cp.strategy.value, "max_padding_factor": deployment.max_padding_factor,
+                "cost_model": deployment.cost.to_dict()}
+        export = _export(exported, request.emit, deployment, meta, note)
+    return PlanReport(deployment, header, result, comparison, simulation_summary(source), export,
+                      observed_document(result.observed, log), log)
+
+
+def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
+    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are exported."""
+    text = export_buckets(buckets, emit, deployment, metadata)
+    if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1:
+        note(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[deployment.cp.strategy.value]}")
+    return text
+
+
+@dataclass(frozen=True)
+class GuaranteeReport:
+    """`cpbcg plan --guarantee|--check-guarantee`: the deployment, the proof and the export."""
+
+    deployment: Deployment
+    result: GuaranteeResult
+    export: str | None
+    """The `emit` export of the list (None without one)."""
+
+
+def plan_command(config: str | None, overrides: Mapping[str, object], request: PlanRequest,
+                 traces: Sequence[str | Path] | str | Path | None = None, *,
+                 manifest_path: str | Path | None = None, cost_given: bool = False, trace_format: str = "auto",
+                 options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
+                 note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
+                 on_chunk: Callable[[object], object] | None = None) -> PlanReport | GuaranteeReport:
+    """`cpbcg plan`: the traces (`trace_paths`: files, globs, directories; the `fit_traces` of
+    `request` among them), the deployment (`load_plan_deployment`, under the settings a single
+    SGLang server log states), then guarantee mode when `request` asks for it (requests per
+    forward from `guarantee_request_count`, tokens from `request.max_tokens` or the chunk), else
+    `plan_report` on the traces."""
+    if request.guarantee and request.check_guarantee:
+        raise ConfigError("--guarantee and --check-guarantee exclude each other")
+    given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
+    given += [p for p in (request.fit_traces or ()) if p not in [str(g) for g in given] and Path(p) not in given]
+    paths = trace_paths(given)
+    log = log_settings(paths[0], trace_format, options) if len(paths) == 1 else None
+    deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
+    if request.guarantee or request.check_guarantee:
+        requests = guarantee_request_count(deployment, request.max_requests)
+        result = guarantee(deployment, requests, request.max_tokens, recommend_list=request.guarantee,
+                           bucket_multiple=request.bucket_multiple)
+        export = None
+        if request.emit is not None:
+            limits = {"max_requests": result.limits.max_requests, "max_tokens": result.limits.max_tokens}
+            export = _export(result.buckets, request.emit, deployment, {"guarantee": limits}, note)
+        return GuaranteeReport(deployment, result, export)
+    return plan_report(deployment, request, paths, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
+                       note=note, progress=progress, on_chunk=on_chunk, log=log)
+
+
+NO_GATES = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
+"""What `replay-check` says when no gate is configured."""
+
+
+def check_trace(config: str | None, overrides: Mapping[str, object], manifest_path: str | Path | None, trace_path: str | Path | None, *,
+                max_eager: list[str] | None = None, replay: int = 0, report_only: bool = False, trace_format: str = "auto",
+                options: ReadOptions | None = None, ignored_flags: list[str] | None = None, note: Callable[[str], None] = lambda text: None,
+                progress: Callable[[int], None] | None = None, on_chunk: Callable[[object], object] | None = None) -> CheckReport:
+    """`cpbcg replay-check`: the deployment (a capture manifest's buckets and CP settings win; an
+    SGLang server log's settings lie under the command line), the trace evaluated, the gates of
+    the config and `overrides` checked, `replay` forwards replayed through fresh graphs.
+    `max_eager` (`REASON=N` texts) merge into the config's `gates.max_eager`. Without any gate
+    (and no `replay`) it is a `ConfigError` unless `report_only`. Notes for people go to `note`;
+    the report carries the simulation summary."""
+    overrides = {**overrides, **max_eager_overrides(max_eager or [])}
+    manifest = load_manifest(manifest_path) if manifest_path is not None else None
+    if manifest is not None and manifest.dry_run:
+        note(f"cpbcg: warning: {manifest_path} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model")
+    log = log_settings(trace_path, trace_format, options)
+    cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
+    for line in log_settings_notes(log, overrides):
+        note(line)
+    gates = cfg.gates.to_gates()
+    if not replay and not report_only and gates == Gates():
+        raise ConfigError(f"replay-check: {NO_GATES}; or pass --report-only to report without gates")
+    warning = ignored_options_warning(ignored_flags or [], trace_path, trace_format, options.length_field if options else None)
+    if warning is not None:
+        note(warning)
+    for finding in server_check_notes(server_check(deployment)):
+        note(finding)
+    report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay,
+                           trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk)
+    text = source_note(source)
+    if text is not None:
+        note(text)
+    for line in log_summary_notes(source):
+        note(line)
+    from cpbcg.documents import simulation_summary
+
+    return replace(report, simulation=simulation_summary(source))
+
+
+def max_eager_overrides(max_eager: list[str]) -> dict[str, int]:
+    """Dotted config overrides of `--max-eager REASON=N` options (merged into the config's `gates.max_eager`).
+    Raises `ConfigError` for an unknown reason or a bad count."""
+    return {f"gates.max_eager.{reason}": n for reason, n in parse_max_eager(max_eager).items()}
+
+
+def preset_table() -> list[tuple[str, int, str, int, str]]:
+    """The shipped deployment presets: name, cp_size, strategy, chunked_prefill_size, buckets."""
+    rows = []
+    for name in preset_names():
+        cfg = load_config(name)
+        rows.append((name, cfg.cp_size, cfg.cp_strategy.value, cfg.scheduler.chunked_prefill_size, str(cfg.buckets)))
+    return rows

@@ -12,24 +12,30 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cpbcg.check.gates import Gates
+from cpbcg.settings import MAX_INT32, MAX_INT64, setting
 from cpbcg.errors import ConfigError, CpbcgError
-from cpbcg.inputs import decode_text, load_yaml, read_input_bytes, yaml_key_lines
-from cpbcg.planner.model.bucket_spec import MAX_BUCKET_TOKENS, parse_bucket_spec, path_exists
-from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, capturable_buckets
+from cpbcg.bucket_files import is_bucket_file, resolve_bucket_spec
+from cpbcg.inputs import decode_text, load_yaml, path_exists, read_input_bytes, yaml_key_lines
+from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
+from cpbcg.planner.choices import CaptureLayout, CPStrategy
+from cpbcg.planner.model.capacity import CaptureSpec, capturable_buckets
 from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION, check_server_flags
-from cpbcg.planner.model.layout import CPLayout, CPStrategy
-from cpbcg.planner.scheduler.settings import DEFAULT_MAX_TOTAL_TOKENS, SchedulerSettings
+from cpbcg.planner.model.layout import CPLayout
+from cpbcg.planner.scheduler.settings import SchedulerSettings
 
 PRESET_PACKAGE = "cpbcg.configs"
-MAX_INT32 = 2**31 - 1
-"""Upper bound of token and request counts read from a config (SGLang holds them in int32)."""
-MAX_INT64 = 2**63 - 1
+
+
+def _field(key: str, **extra: Any) -> Any:
+    """The config field of the setting `key`: default, bounds and description from its one
+    declaration in `cpbcg.settings`."""
+    return Field(**setting(key).field_kwargs(), **extra)
 
 
 class _Strict(BaseModel):
@@ -37,40 +43,34 @@ class _Strict(BaseModel):
 
 
 class SchedulerConfig(_Strict):
-    """How the server forms prefill batches from requests (domain §6; `cpbcg batches`)."""
+    """How the server forms prefill batches from requests (docs/scheduler.md; `cpbcg batches`)."""
 
-    chunked_prefill_size: StrictInt = Field(8192, le=MAX_INT32, description="Chunk budget in tokens (-1 disables chunking).")
-    max_prefill_tokens: StrictInt = Field(16384, ge=1, le=MAX_INT32, description="Token budget of one prefill forward.")
-    prefill_max_requests: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Most requests in one prefill forward.")
-    max_running_requests: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Most requests admitted at once.")
-    prefix_cache: Union[Literal["off", "unlimited"], int] = Field(
-        "off", description="Prefix cache from hash_ids: off, unlimited, or a size in tokens (LRU)."
-    )
-    prefill_fixed_ms: StrictFloat = Field(5.0, ge=0, le=1e6, description="Fixed cost of one prefill forward (ms).")
-    prefill_tokens_per_s: StrictFloat = Field(40000.0, ge=1, le=1e12, description="Prefill throughput (tokens/s).")
-    rate: StrictFloat = Field(4.0, ge=1e-9, le=1e9, description="Poisson arrival rate for traces without timestamps (req/s).")
-    time_scale: StrictFloat = Field(1.0, ge=1e-6, le=1e6, description="Compress inter-arrival gaps this many times.")
-    seed: StrictInt = Field(0, ge=0, le=MAX_INT64, description="Seed of synthetic arrivals.")
-    decode: bool = Field(True, strict=True, description="Simulate decode (slots, KV, decode steps); false = prefill-only model.")
-    page_size: StrictInt = Field(1, ge=1, le=1 << 20, description="KV page size in tokens (SGLang --page-size).")
-    max_total_tokens: StrictInt | None = Field(
-        DEFAULT_MAX_TOTAL_TOKENS, ge=1, le=2**62, description="KV pool in tokens (SGLang --max-total-tokens); null = unbounded."
-    )
-    enable_mixed_chunk: bool = Field(False, strict=True, description="Mix decode tokens into prefill forwards (SGLang --enable-mixed-chunk).")
-    default_output_tokens: StrictInt = Field(256, ge=1, le=1 << 31, description="Output length for requests whose trace has none (tokens).")
-    decode_fixed_ms: StrictFloat | None = Field(None, ge=0, le=1e6, description="Fixed time of one decode step (ms); null = prefill_fixed_ms.")
-    decode_ms_per_request: StrictFloat | None = Field(
-        None, ge=0, le=1e6, description="Decode time per running request per step (ms); null = 1000 / prefill_tokens_per_s."
-    )
-    init_new_token_ratio: StrictFloat = Field(0.7, gt=0, le=1, description="SGLANG_INIT_NEW_TOKEN_RATIO.")
-    min_new_token_ratio_factor: StrictFloat = Field(0.14, ge=0, le=1, description="SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR.")
-    new_token_ratio_decay_steps: StrictInt = Field(600, ge=1, le=MAX_INT32, description="SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.")
-    clip_max_new_tokens: StrictInt = Field(4096, ge=1, le=MAX_INT32, description="SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (tokens).")
+    chunked_prefill_size: StrictInt = _field("scheduler.chunked_prefill_size")
+    max_prefill_tokens: StrictInt = _field("scheduler.max_prefill_tokens")
+    prefill_max_requests: StrictInt | None = _field("scheduler.prefill_max_requests")
+    max_running_requests: StrictInt | None = _field("scheduler.max_running_requests")
+    prefix_cache: Union[Literal["off", "unlimited"], int] = _field("scheduler.prefix_cache")
+    prefill_fixed_ms: StrictFloat = _field("scheduler.prefill_fixed_ms")
+    prefill_tokens_per_s: StrictFloat = _field("scheduler.prefill_tokens_per_s")
+    rate: StrictFloat = _field("scheduler.rate")
+    time_scale: StrictFloat = _field("scheduler.time_scale")
+    seed: StrictInt = _field("scheduler.seed")
+    decode: bool = _field("scheduler.decode", strict=True)
+    page_size: StrictInt = _field("scheduler.page_size")
+    max_total_tokens: StrictInt | None = _field("scheduler.max_total_tokens")
+    enable_mixed_chunk: bool = _field("scheduler.enable_mixed_chunk", strict=True)
+    default_output_tokens: StrictInt = _field("scheduler.default_output_tokens")
+    decode_fixed_ms: StrictFloat | None = _field("scheduler.decode_fixed_ms")
+    decode_ms_per_request: StrictFloat | None = _field("scheduler.decode_ms_per_request")
+    init_new_token_ratio: StrictFloat = _field("scheduler.init_new_token_ratio")
+    min_new_token_ratio_factor: StrictFloat = _field("scheduler.min_new_token_ratio_factor")
+    new_token_ratio_decay_steps: StrictInt = _field("scheduler.new_token_ratio_decay_steps")
+    clip_max_new_tokens: StrictInt = _field("scheduler.clip_max_new_tokens")
 
-    @field_validator("chunked_prefill_size")
+    @field_validator("chunked_prefill_size", mode="before")
     @classmethod
-    def _chunk(cls, value: int) -> int:
-        if value == 0 or value < -1:
+    def _chunk(cls, value: object) -> object:
+        if type(value) is int and (value == 0 or value < -1):
             raise ValueError("must be a positive token count or -1 (no chunking)")
         return value
 
@@ -103,9 +103,9 @@ class CostConfig(_Strict):
     graphs falls from 36-39% at <= 256 tokens to 11% at 2048 and ~0 at >= 4096 (sglang-das #407),
     and an eager 2048-token prefill of a large MoE takes about 123 ms (tokenspeed #597)."""
 
-    graph_fixed_ms: StrictFloat = Field(DEFAULT_COST.graph_fixed_ms, ge=0, le=1e6, description="Fixed cost of one graph replay (ms).")
-    eager_fixed_ms: StrictFloat = Field(DEFAULT_COST.eager_fixed_ms, ge=0, le=1e6, description="Fixed cost of one eager forward: launch overhead (ms).")
-    token_ms: StrictFloat = Field(DEFAULT_COST.token_ms, ge=0, le=1e3, description="Cost per token, graph or eager (ms).")
+    graph_fixed_ms: StrictFloat = _field("cost.graph_fixed_ms")
+    eager_fixed_ms: StrictFloat = _field("cost.eager_fixed_ms")
+    token_ms: StrictFloat = _field("cost.token_ms")
 
     def to_cost(self, source: str) -> CostModel:
         return CostModel(self.graph_fixed_ms, self.eager_fixed_ms, self.token_ms, source)
@@ -115,44 +115,62 @@ class GateConfig(_Strict):
     """CI gates for `cpbcg replay-check`."""
 
     def to_gates(self) -> Gates:
-        return Gates(self.min_coverage, self.min_token_coverage, self.max_padding, dict(self.max_eager), self.min_observed_coverage)
+        return Gates(self.min_coverage, self.min_token_coverage, self.max_padding, {str(k): v for k, v in self.max_eager.items()},
+                     self.min_observed_coverage)
 
-    min_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of batches in graphs.")
-    min_token_coverage: StrictFloat | None = Field(None, ge=0, le=1, description="Least fraction of tokens in graphs.")
-    max_padding: StrictFloat | None = Field(None, ge=0, description="Most padding overhead (padded/real graph tokens).")
+    min_coverage: StrictFloat | None = _field("gates.min_coverage")
+    min_token_coverage: StrictFloat | None = _field("gates.min_token_coverage")
+    max_padding: StrictFloat | None = _field("gates.max_padding")
     max_eager: dict[
         Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity", "context_limit", "multimodal_input"], Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
     ] = Field(default_factory=dict, description="Most eager batches per reason.")
-    min_observed_coverage: StrictFloat | None = Field(
-        None, ge=0, le=1, description="Least fraction of forwards an SGLang server log printed as run in graphs (cuda graph: True).")
+    min_observed_coverage: StrictFloat | None = _field("gates.min_observed_coverage")
 
 
 class DeploymentConfig(_Strict):
     """Everything a deployment fixes. Field names follow SGLang's server arguments."""
 
-    cp_size: StrictInt = Field(4, ge=1, le=1024, description="CP ranks (SGLang --attn-cp-size).")
-    cp_strategy: CPStrategy = Field(CPStrategy.zigzag, description="Sequence split (SGLang --cp-strategy).")
-    tp_size: StrictInt | None = Field(None, ge=1, le=1024, description="SGLang --tp-size; must equal cp_size (default: cp_size).")
-    align_size: StrictInt | None = Field(None, ge=1, le=MAX_BUCKET_TOKENS, description="Row alignment; default 2*cp_size zigzag, cp_size interleave.")
-    max_padding_factor: StrictFloat = Field(2.0, ge=1, le=100, description="Largest allowed bucket/tokens ratio at replay.")
-    capture_layout: CaptureLayout = Field(CaptureLayout.single_request, description="Dummy batch used to capture.")
-    max_context_size_tokens: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Longest dummy request (context_bounded).")
-    max_capture_requests: StrictInt | None = Field(None, ge=1, le=MAX_BUCKET_TOKENS, description="Request slots of the dummy batch.")
-    max_seq_len_tokens: StrictInt | None = Field(None, ge=1, le=MAX_INT32, description="Longest sequence a prefill graph replays (SGLang cuda-graph-config prefill.max_seq_len).")
+    cp_size: StrictInt = _field("cp_size")
+    cp_strategy: CPStrategy = _field("cp_strategy")
+    tp_size: StrictInt | None = _field("tp_size")
+    align_size: StrictInt | None = _field("align_size")
+    max_padding_factor: StrictFloat = _field("max_padding_factor")
+    capture_layout: CaptureLayout = _field("capture_layout")
+    max_context_size_tokens: StrictInt | None = _field("max_context_size_tokens")
+    max_capture_requests: StrictInt | None = _field("max_capture_requests")
+    max_seq_len_tokens: StrictInt | None = _field("max_seq_len_tokens")
     buckets: Union[list[Annotated[StrictInt, Field(ge=1, le=MAX_BUCKET_TOKENS)]], str] = Field(
-        "sglang-default:8192", description="Bucket spec (see --buckets); default: SGLang's default list for the chunk in force, sglang-default:<chunked_prefill_size>.")
+        setting("buckets").default, description=setting("buckets").help)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
     gates: GateConfig = Field(default_factory=GateConfig)
+    _resolved: tuple[object, tuple[int, ...]] | None = PrivateAttr(None)
+
+    def resolved_buckets(self) -> tuple[int, ...]:
+        """The bucket spec as a list of tokens: parsed (files read) once, by `load_config`, and
+        kept with the spec it came from (a copy with other buckets parses its own)."""
+        if self._resolved is None or self._resolved[0] != self.buckets:
+            self._resolved = (self.buckets, tuple(resolve_bucket_spec(self.buckets)))
+        return self._resolved[1]
 
     @model_validator(mode="before")
     @classmethod
     def _default_buckets(cls, data: Any) -> Any:
         """No `buckets` given: SGLang's default list for the chunk in force, as SGLang derives
         `max_bs` from `chunked_prefill_size` (domain §5)."""
-        if isinstance(data, dict) and data.get("buckets") is None:
+        if isinstance(data, dict) and "buckets" in data and data["buckets"] is None:
             return {**data, "buckets": default_bucket_spec(data.get("scheduler"))}
         return data
+
+    @model_validator(mode="after")
+    def _derived_buckets(self) -> "DeploymentConfig":
+        """`buckets` not given at all: the same default, set without marking the field as given
+        (`model_fields_set`), so `capture` still knows the config named no buckets."""
+        if "buckets" not in self.model_fields_set:
+            s = self.scheduler
+            spec = default_bucket_spec({"chunked_prefill_size": s.chunked_prefill_size, "max_prefill_tokens": s.max_prefill_tokens})
+            object.__setattr__(self, "buckets", spec)
+        return self
 
     def to_deployment(self, cost_source: str | None = None) -> Deployment:
         """The plain frozen `Deployment` the planner reads (bucket spec resolved).
@@ -162,7 +180,7 @@ class DeploymentConfig(_Strict):
         spec = self.buckets if isinstance(self.buckets, str) else ",".join(map(str, self.buckets))
         return Deployment(
             cp=self.cp_layout, capture=self.capture_spec, max_padding_factor=self.max_padding_factor,
-            buckets=tuple(parse_bucket_spec(self.buckets)), bucket_spec=spec, max_seq_len_tokens=self.max_seq_len_tokens,
+            buckets=self.resolved_buckets(), bucket_spec=spec, max_seq_len_tokens=self.max_seq_len_tokens,
             scheduler=self.scheduler.to_settings(), cost=self.cost.to_cost(cost_source),
         )
 
@@ -265,7 +283,7 @@ def _check_flags_file(cfg: DeploymentConfig) -> None:
     scheduler settings it was planned under; checking under other settings would test another
     deployment, so a disagreement is refused, naming both."""
     spec = cfg.buckets
-    if not isinstance(spec, str) or "," in spec or not path_exists(Path(spec)):
+    if not isinstance(spec, str) or "," in spec or not is_bucket_file(spec) or not path_exists(spec):
         return
     try:
         raw = read_input_bytes(Path(spec))
@@ -309,7 +327,7 @@ def _check_buckets(cfg: DeploymentConfig, origin: str) -> None:
     """Parse the bucket spec now (files included) so every command refuses a bad one. An error
     in a bucket file names the file (`b.yaml: bucket 2: ...`), not where its name was given."""
     try:
-        capturable_buckets(parse_bucket_spec(cfg.buckets), cfg.cp_layout)
+        capturable_buckets(list(cfg.resolved_buckets()), cfg.cp_layout)
     except CpbcgError as exc:
         spec = cfg.buckets
         if isinstance(spec, str) and "," not in spec and path_exists(Path(spec)) and Path(spec).is_file():

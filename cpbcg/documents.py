@@ -1,4 +1,5 @@
-"""JSON documents of cpbcg's results, built in one place (the `--format json` and `--json` edge).
+"""Every JSON document of cpbcg's results, built in one place (`--format json`, `--json`,
+`--emit` metadata, the capture manifest).
 
 Each function takes typed results and returns a JSON-ready dict; `dumps` writes it. Field names
 are the results' own; evaluations are embedded with `Evaluation.to_dict()` everywhere (plan top
@@ -8,12 +9,22 @@ level, recommendation, validation, comparisons, replay-check).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from cpbcg.manifest import SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION
 from cpbcg.planner.evaluate import Evaluation
+from cpbcg.planner.optimise.compare import Comparison
 from cpbcg.planner.optimise.recommend import Recommendation
+from cpbcg.planner.scheduler import backlog_fraction
+from cpbcg.planner.traces.sources import BatchSource
+
+if TYPE_CHECKING:  # typed records of the capture package and the API (not imported at run time)
+    from cpbcg.api import GuaranteeResult
+    from cpbcg.capture.records import BucketResult, CaptureResult
+    from cpbcg.check.gates import CheckReport
+    from cpbcg.planner.deployment import Deployment
 
 SCHEMA_VERSION = 1
 """Version of the plan / replay-check JSON layout (bumped when a field changes meaning)."""
@@ -89,3 +100,110 @@ def traffic_document(parts: Any) -> list[dict[str, Any]]:
 def as_dict(result: Any) -> dict[str, Any]:
     """A frozen dataclass result as a JSON-ready dict (`dataclasses.asdict`)."""
     return dataclasses.asdict(result)
+
+
+def comparison_document(comparison: Comparison) -> dict[str, Any]:
+    """The `comparison` section of the plan JSON (`--compare`)."""
+    return {
+        "lists": [{"name": r.name, "modelled_ms": r.modelled_ms, "optimal_same_size_ms": r.optimal_same_size_ms, **r.evaluation.to_dict()}
+                  for r in comparison.reports],
+        "pareto": [vars(p) for p in comparison.points],
+    }
+
+
+def guarantee_document(deployment: Deployment, result: GuaranteeResult) -> dict[str, Any]:
+    """`plan --guarantee|--check-guarantee --format json`: the header, limits, list and proof."""
+    return {**deployment.header("guarantee (no trace)"), **as_dict(result.limits), "buckets": result.buckets, **as_dict(result.check)}
+
+
+def check_document(report: CheckReport, simulation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`replay-check --json`: the header, `simulation` (request traces: the scheduler summary, as
+    in `plan --format json`) and evaluation keys of `plan --format json`, then `passed`, `gates`
+    (each with measured value, threshold and message), `replays` and, for an SGLang server log
+    that prints the graph verdict, `observed`."""
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        **report.header,
+        **({"simulation": simulation} if simulation is not None else {}),
+        **report.evaluation.to_dict(),
+        "passed": report.passed,
+        "gates": [g.to_dict() for g in report.gates],
+        "replays": [dataclasses.asdict(r) for r in report.replays],
+    }
+    if report.observed is not None:
+        doc["observed"] = report.observed.to_dict()
+    return doc
+
+
+def simulation_summary(source: BatchSource) -> dict[str, Any] | None:
+    """JSON-able summary of the scheduler simulation behind a request trace (settings and counts),
+    or None when the source is not a request trace. Complete once `source.batches` has been iterated."""
+    sim = source.simulation
+    if sim is None:
+        return None
+    s = sim.summary()
+    kind = source.trace_format
+    return {
+        "trace_format": getattr(kind, "value", kind),
+        "arrivals": "poisson" if s.synthetic_arrivals else "timestamps",
+        "scheduler": dataclasses.asdict(sim.cfg),
+        **dataclasses.asdict(s),
+        "skipped_rows": 0 if source.read_notes is None else source.read_notes.skipped_rows,
+        "first_skipped_line": None if source.read_notes is None else source.read_notes.first_skipped_line,
+        "busy_fraction": s.busy_s / s.simulated_s if s.simulated_s else 0.0,
+        "backlog_fraction": backlog_fraction(s),
+    }
+
+
+def manifest_document(result: "CaptureResult") -> dict[str, Any]:
+    """The manifest of a `cpbcg.capture.CaptureResult`: versions, device, CP and capture
+    settings, model, one record per captured bucket (capture order), skipped buckets with
+    reasons. The one place capture results become JSON-ready data."""
+    s, dims, tol = result.settings, result.dims, result.tolerance
+    versions = dict(result.versions)
+    return {
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "cpbcg_version": versions.get("cpbcg"), "torch_version": versions.get("torch"), "cuda_version": versions.get("cuda"),
+        "device_name": result.device_name, "dry_run": result.dry_run, "complete": result.complete,
+        "emulated_ranks": result.emulated_ranks,
+        "cp_size": s.cp_layout.cp_size, "cp_strategy": s.cp_layout.strategy.value, "align_size": s.cp_layout.align_rows,
+        "capture_layout": s.capture_spec.layout.value, "max_context_size_tokens": s.capture_spec.max_context_size_tokens,
+        "max_capture_requests": s.capture_spec.max_capture_requests, "max_padding_factor": s.max_padding_factor,
+        "model": {**dataclasses.asdict(dims), "preset": s.preset, "dtype": result.dtype, "num_layers": s.num_layers},
+        "seed": s.seed,
+        "tolerance": {"dtype": tol.dtype, "atol": tol.atol, "rtol": tol.rtol, "noise_factor": tol.noise_factor, "rule": tol.rule},
+        "attention_kernels": dict(result.attention_kernels),
+        "buckets": [_bucket_record(b) for b in result.buckets],
+        "skipped_buckets": [dataclasses.asdict(k) for k in result.skipped],
+    }
+
+
+def _bucket_record(b: "BucketResult") -> dict[str, Any]:
+    timing = {"replay_ms": None, "eager_ms": None, "raw_replay_ms": None} if b.timing is None else dataclasses.asdict(b.timing)
+    layouts = [{"kind": c.kind, "extend_seq_lens": list(c.extend_seq_lens), "num_tokens": c.num_tokens,
+                "num_requests": len(c.extend_seq_lens), "local_rows": c.local_rows, "max_abs_err": c.max_abs_err,
+                "tolerance": c.tolerance, "noise_floor": c.noise_floor, "graph_matches_eager": c.graph_matches_eager,
+                "verified": c.verified} for c in b.layouts]
+    probes = [{"extend_seq_lens": list(p.extend_seq_lens), "num_tokens": sum(p.extend_seq_lens), "local_rows": p.local_rows,
+               "refused": p.refused, "message": p.message} for p in b.probes]
+    return {
+        **dataclasses.asdict(b.capture), **timing, "verified": b.verified, "graph_matches_eager": b.graph_matches_eager,
+        "max_abs_err": b.max_abs_err, "layouts_checked": len(b.layouts),
+        "overflow_refused": all(p.refused for p in b.probes) if b.probes else None,
+        "layouts": layouts, "probes": probes,
+    }
+
+
+
+
+def observed_document(observed: Any, log: Any) -> dict[str, Any] | None:
+    """The JSON section `observed` of plan and replay-check (an SGLang server log: the server's
+    graph verdicts vs the model's, and the measured capture cost), or None."""
+    if observed is None and (log is None or log.capture is None):
+        return None
+    doc: dict[str, Any] = observed.to_dict() if observed is not None else {}
+    if log is not None and log.capture is not None:
+        c = log.capture
+        doc["capture"] = {"bucket_gb": {str(b): gb for b, gb in sorted(c.bucket_gb.items())}, "total_gb": c.total_gb,
+                          "capture_s": c.capture_s, "source": f"measured on {c.date or 'an undated day'} by the log {log.path}"}
+    return doc

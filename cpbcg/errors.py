@@ -1,11 +1,64 @@
-"""One exception tree for cpbcg; the CLI maps every `CpbcgError` to exit code 2.
-
-Exit codes (also in the README): 0 ok, 1 a gate failed, 2 bad input or usage.
+"""One exception tree for cpbcg, the one `FILE:LINE: KEY: message` formatter (`located`), and
+the exit codes as one `IntEnum` (`ExitCode`): the README's table and the `--help` line are made
+from it (`exit_code_table`, `exit_code_line`; a test checks the README).
 """
 
 from __future__ import annotations
 
 import re
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes of the `cpbcg` command (`ExitCode.meaning` and `.summary` say what each means)."""
+
+    OK = 0
+    GATE_FAILED = 1
+    BAD_INPUT = 2
+    CAPTURE_INCOMPLETE = 3
+    ABORTED = 130
+
+    @property
+    def summary(self) -> str:
+        """A few words, for the `--help` line."""
+        return _EXIT_SUMMARY[self]
+
+    @property
+    def meaning(self) -> str:
+        """The README table's sentence."""
+        return _EXIT_MEANING[self]
+
+
+_EXIT_SUMMARY = {
+    ExitCode.OK: "ok",
+    ExitCode.GATE_FAILED: "a gate (or a capture's verification) failed",
+    ExitCode.BAD_INPUT: "bad input or usage",
+    ExitCode.CAPTURE_INCOMPLETE: "capture incomplete",
+    ExitCode.ABORTED: "interrupted",
+}
+_EXIT_MEANING = {
+    ExitCode.OK: "ok (all gates passed)",
+    ExitCode.GATE_FAILED: "a gate failed (`replay-check`), a guarantee failed (`plan --check-guarantee`), or a captured bucket "
+                          "failed verification (`capture`)",
+    ExitCode.BAD_INPUT: "bad input or usage: one plain line `cpbcg: error: FILE:LINE: KEY: ...` of at most 300 characters, "
+                        "no traceback, nothing half-written",
+    ExitCode.CAPTURE_INCOMPLETE: "capture incomplete (`capture`): a bucket was skipped (memory estimate above free memory, out of "
+                                 "memory, capture error, or another torchrun rank lost it); the manifest lists it under "
+                                 "`skipped_buckets` and holds the rest; a verification failure (1) wins over 3",
+    ExitCode.ABORTED: "interrupted (Ctrl-C)",
+}
+
+
+def exit_code_line() -> str:
+    """`Exit codes: 0 ok, 1 ..., 2 ..., 3 ...` for `cpbcg --help` (130 is left to the shell's convention)."""
+    codes = (code for code in ExitCode if code is not ExitCode.ABORTED)
+    return "Exit codes: " + ", ".join(f"{code.value} {code.summary}" for code in codes) + "."
+
+
+def exit_code_table() -> str:
+    """The README's exit-code table (markdown)."""
+    rows = [f"| {code.value} | {code.meaning} |" for code in ExitCode]
+    return "\n".join(["| code | meaning |", "|---|---|", *rows]) + "\n"
 
 MAX_MESSAGE_CHARS = 300
 """Longest error line the CLI prints, `cpbcg: error: ` included."""
@@ -48,7 +101,7 @@ class CpbcgError(Exception):
     """Base of every error cpbcg raises on purpose; its message is one line for the user,
     at most `MAX_LIBRARY_MESSAGE_CHARS` characters (made so here, whatever the raiser passed)."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
     def __init__(self, message: object = "", *args: object) -> None:
         super().__init__(one_line(message, MAX_LIBRARY_MESSAGE_CHARS), *args)
@@ -63,7 +116,7 @@ class ConfigError(CpbcgError):
 
 
 class ModelError(CpbcgError):
-    """The CP layout or capture model cannot be built for these settings (domain §3)."""
+    """The CP layout or capture model cannot be built for these settings (docs/model.md "Local capacity")."""
 
 
 class CaptureError(CpbcgError):
@@ -74,6 +127,14 @@ class ManifestError(CpbcgError):
     """A capture manifest is unreadable, of the wrong schema, or contradicts the model."""
 
 
-def located(path: object, line: int | None, message: str) -> str:
-    """Format `FILE:LINE: message` (or `FILE: message` when the line is unknown)."""
-    return f"{path}:{line}: {message}" if line is not None else f"{path}: {message}"
+def located(path: object, line: int | None, message: str, key: str | None = None) -> str:
+    """The one error-location formatter: `FILE:LINE: KEY: message`, leaving out the line or the
+    key when unknown (`FILE: message`)."""
+    where = f"{path}:{line}" if line is not None else f"{path}"
+    return f"{where}: {key}: {message}" if key else f"{where}: {message}"
+
+
+def short_repr(value: object, limit: int = 40) -> str:
+    """`repr(value)`, cut to `limit` characters (keys and values in messages)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -27,16 +27,14 @@ import stat
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from cpbcg.errors import ConfigError, CpbcgError
+from cpbcg.errors import ConfigError, CpbcgError, short_repr
 
-MAX_INPUT_BYTES = 16 << 20
-"""Largest config, bucket file or manifest read whole (16 MiB); traces are streamed instead."""
-MAX_DEPTH = 64
-"""Deepest nesting of lists/mappings accepted in a YAML or JSON input."""
-MAX_YAML_NODES = 100_000
-"""Most YAML nodes a document may expand to once its aliases are followed."""
-MAX_INT_DIGITS = 20
-"""Longest integer literal accepted (20 digits holds any 64-bit integer)."""
+from cpbcg.input_limits import MAX_DEPTH, MAX_INPUT_BYTES, MAX_INT_DIGITS, MAX_YAML_NODES
+
+__all__ = [
+    "MAX_DEPTH", "MAX_INPUT_BYTES", "MAX_INT_DIGITS", "MAX_YAML_NODES", "check_inputs", "decode_text", "load_json",
+    "load_yaml", "path_exists", "read_input_bytes", "regular_file_problem", "short_repr", "yaml_key_lines",
+]
 
 
 def regular_file_problem(path: Path) -> Optional[str]:
@@ -57,6 +55,15 @@ def regular_file_problem(path: Path) -> Optional[str]:
     if not stat.S_ISREG(info.st_mode):
         return "is not a regular file (a FIFO, socket or device); give a file"
     return None
+
+
+def path_exists(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` names anything (False, not an error, for a name too long or with a NUL)."""
+    try:
+        os.stat(path)
+    except (OSError, ValueError):  # missing, name too long, embedded NUL
+        return False
+    return True
 
 
 def read_input_bytes(
@@ -266,8 +273,3 @@ def _string_end(text: str, start: int) -> int:
         i += 1
     return len(text)
 
-
-def short_repr(value: object, limit: int = 40) -> str:
-    """`repr(value)`, cut to `limit` characters (keys in messages)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

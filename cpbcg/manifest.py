@@ -1,7 +1,7 @@
 """Capture manifests: what `cpbcg capture` measured, readable without torch.
 
-`capture` writes one (atomically, from a typed `CaptureResult` via `manifest_document`, the one
-place capture results become JSON); `plan` reads its timings for the cost model
+`capture` writes one (atomically, from a typed `CaptureResult` via
+`cpbcg.documents.manifest_document`, where every JSON document is built); `plan` reads its timings for the cost model
 (`Manifest.fitted_cost`) and `replay-check` reads its buckets and capacities. The schema
 (version `SCHEMA_VERSION`):
 
@@ -43,23 +43,23 @@ ranks in one process), `seed`, `tolerance` (`dtype`, `atol`, `rtol`, `noise_fact
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import orjson
 
 from cpbcg.errors import CpbcgError, ManifestError
 from cpbcg.inputs import load_json, read_input_bytes
-from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, capturable_buckets, local_capacity, minimum_capture_tokens
-from cpbcg.planner.model.layout import CPLayout, CPStrategy
+from cpbcg.planner.choices import CaptureLayout, CPStrategy
+from cpbcg.planner.model.capacity import CaptureSpec, capturable_buckets, local_capacity, minimum_capture_tokens
+from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.model.selector import BucketTable
 
-if TYPE_CHECKING:  # typed records of the capture package (not imported at run time)
-    from cpbcg.capture.records import BucketResult, CaptureResult
-
 SCHEMA_VERSION = 1
+MANIFEST_KEYS = ("cp_size", "cp_strategy", "align_size", "capture_layout", "max_context_size_tokens", "max_capture_requests")
+"""Config keys a capture manifest fixes (besides the buckets and, when recorded, the padding factor)."""
 REQUIRED_KEYS = ("schema_version", "cp_size", "cp_strategy", "align_size", "capture_layout", "buckets")
 MAX_MANIFEST_INT = 2**31 - 1
 """Largest count (tokens, rows, ranks, requests) a manifest may record."""
@@ -68,43 +68,63 @@ MEASURED_KEYS = ("capture_s", "graph_bytes", "standalone_graph_bytes", "allocato
 
 
 @dataclass(frozen=True)
+class ManifestBucket:
+    """One captured bucket as the manifest records it (the fields the readers use; the rest of
+    the record stays in `Manifest.document`)."""
+
+    capture_num_tokens: int
+    """Global bucket `B` (tokens)."""
+    local_rows: int
+    """Local capacity `C(B)` as captured (rows per rank)."""
+    replay_ms: float | None
+    """Graph replay time of the capture layout (ms); None in a dry run."""
+    eager_ms: float | None
+    """The same pieces run eagerly (ms); None when not measured."""
+
+
+@dataclass(frozen=True)
 class Manifest:
-    """A loaded, validated capture manifest."""
+    """A loaded, validated capture manifest, typed: what `cpbcg capture` wrote from its
+    `CaptureResult` (`cpbcg.documents.manifest_document`), read back into fields."""
 
     path: Path
     """Where it was read from."""
-    data: dict[str, Any]
-    """The whole document."""
+    cp_layout: CPLayout
+    """CP size, strategy and row alignment the buckets were captured under."""
+    capture_spec: CaptureSpec
+    """Capture layout of the dummy batches."""
+    max_padding_factor: float | None
+    """The selector's padding limit recorded with the capture; None when not recorded."""
+    buckets: tuple[ManifestBucket, ...]
+    """Captured buckets, in capture order (largest first)."""
+    dry_run: bool
+    """True when no CUDA graph was captured (CPU dry run: capacities come from the model, no timings)."""
+    num_layers: int | None
+    """Proxy layers the timings were measured with (`model.num_layers`); None when missing."""
+    num_hidden_layers: int | None
+    """Layers of the real model (`model.num_hidden_layers`), if recorded."""
+    document: dict[str, Any]
+    """The whole JSON document (versions, device, per-layout checks, ...)."""
 
-    @property
-    def cp_layout(self) -> CPLayout:
-        return CPLayout(self.data["cp_size"], CPStrategy(self.data["cp_strategy"]), self.data["align_size"])
-
-    @property
-    def capture_spec(self) -> CaptureSpec:
-        return CaptureSpec(
-            CaptureLayout(self.data["capture_layout"]),
-            self.data.get("max_context_size_tokens"),
-            self.data.get("max_capture_requests"),
-        )
-
-    @property
-    def records(self) -> list[dict[str, Any]]:
-        return self.data["buckets"]
+    def config_layer(self) -> dict[str, Any]:
+        """The settings the manifest fixes, as config keys (`MANIFEST_KEYS`, `buckets`, and
+        `max_padding_factor` when recorded): the one place a manifest merges into a deployment
+        (`cpbcg.api.load_config_and_deployment` lays it over the config)."""
+        cp, spec = self.cp_layout, self.capture_spec
+        layer: dict[str, Any] = {
+            "cp_size": cp.cp_size, "cp_strategy": cp.strategy.value, "align_size": self.document["align_size"],
+            "capture_layout": spec.layout.value, "max_context_size_tokens": spec.max_context_size_tokens,
+            "max_capture_requests": spec.max_capture_requests,
+        }
+        assert set(layer) == set(MANIFEST_KEYS)
+        layer["buckets"] = self.table().capture_num_tokens.tolist()
+        if self.max_padding_factor is not None:
+            layer["max_padding_factor"] = self.max_padding_factor
+        return layer
 
     def table(self) -> BucketTable:
         """Captured buckets with their recorded capacities, ascending."""
-        return BucketTable.from_mapping({r["capture_num_tokens"]: r["local_rows"] for r in self.records})
-
-    @property
-    def num_layers(self) -> int | None:
-        """Proxy layers the timings were measured with (`model.num_layers`)."""
-        return self.data.get("model", {}).get("num_layers")  # checked by `_check_model`
-
-    @property
-    def num_hidden_layers(self) -> int | None:
-        """Layers of the real model (`model.num_hidden_layers`), if recorded."""
-        return self.data.get("model", {}).get("num_hidden_layers")  # checked by `_check_model`
+        return BucketTable.from_mapping({b.capture_num_tokens: b.local_rows for b in self.buckets})
 
     def fitted_cost(self, num_layers: int | None = None) -> "FittedCost | None":
         """The cost model fitted to the replay timings and scaled to `num_layers` layers
@@ -117,8 +137,8 @@ class Manifest:
         None for a dry run or fewer than two timed buckets. Raises `ManifestError` for a
         manifest without `model.num_layers` or a `num_layers` below 1.
         """
-        timed = [r for r in self.records if r.get("replay_ms") is not None]
-        if len(timed) < 2 or self.data.get("dry_run"):
+        timed = [b for b in self.buckets if b.replay_ms is not None]
+        if len(timed) < 2 or self.dry_run:
             return None
         proxy = self.num_layers
         if proxy is None:
@@ -126,13 +146,13 @@ class Manifest:
         target = num_layers if num_layers is not None else (self.num_hidden_layers or proxy)
         if type(target) is not int or target < 1:
             raise ManifestError(f"{self.path}: num_layers: {target!r} is not a positive integer")
-        tokens, ms = np.array([(r["capture_num_tokens"], r["replay_ms"]) for r in timed], dtype=float).T
+        tokens, ms = np.array([(b.capture_num_tokens, b.replay_ms) for b in timed], dtype=float).T
         slope, intercept = (float(v) for v in np.polyfit(tokens, ms, 1))
         notes = []
         if intercept < 0 or slope < 0:
             notes.append(f"the replay fit ({intercept:.4g} ms + B*{slope:.4g}) went below 0 and was clamped to 0")
         graph_fixed, token = max(intercept, 0.0), max(slope, 0.0)
-        pairs = [r["eager_ms"] - r["replay_ms"] for r in timed if r.get("eager_ms") is not None]
+        pairs = [b.eager_ms - b.replay_ms for b in timed if b.eager_ms is not None and b.replay_ms is not None]
         eager_fixed = None
         if pairs:
             eager_fixed = graph_fixed + float(np.median(pairs))
@@ -201,13 +221,22 @@ def load_manifest(path: str | Path) -> Manifest:
     _check_records(path, records)
     _check_settings(path, data)
     _check_model(path, data)
-    manifest = Manifest(path, data)
     try:
-        layout, spec = manifest.cp_layout, manifest.capture_spec
+        layout = CPLayout(data["cp_size"], CPStrategy(data["cp_strategy"]), data["align_size"])
+        spec = CaptureSpec(CaptureLayout(data["capture_layout"]), data.get("max_context_size_tokens"), data.get("max_capture_requests"))
     except (ValueError, TypeError, CpbcgError) as exc:
         raise ManifestError(f"{path}: bad CP or capture settings: {exc}") from exc
+    model = data.get("model")
+    model = model if isinstance(model, dict) else {}
+    buckets = tuple(ManifestBucket(r["capture_num_tokens"], r["local_rows"], r.get("replay_ms"), r.get("eager_ms")) for r in records)
+    manifest = Manifest(path, layout, spec, data.get("max_padding_factor"), buckets, bool(data.get("dry_run")),
+                        _layers(model.get("num_layers")), _layers(model.get("num_hidden_layers")), data)
     _check_capacities(manifest, layout, spec)
     return manifest
+
+
+def _layers(value: object) -> int | None:
+    return value if type(value) is int and value >= 1 else None
 
 
 def _check_records(path: Path, records: list[Any]) -> None:
@@ -285,45 +314,6 @@ def _check_capacities(manifest: Manifest, layout: CPLayout, spec: CaptureSpec) -
                 f"(cp_size {layout.cp_size}, {layout.strategy.value}, align {layout.align_rows}, "
                 f"{spec.layout.value} capture gives {want})"
             )
-
-
-def manifest_document(result: "CaptureResult") -> dict[str, Any]:
-    """The manifest of a `cpbcg.capture.CaptureResult`: versions, device, CP and capture
-    settings, model, one record per captured bucket (capture order), skipped buckets with
-    reasons. The one place capture results become JSON-ready data."""
-    s, dims, tol = result.settings, result.dims, result.tolerance
-    versions = dict(result.versions)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "cpbcg_version": versions.get("cpbcg"), "torch_version": versions.get("torch"), "cuda_version": versions.get("cuda"),
-        "device_name": result.device_name, "dry_run": result.dry_run, "complete": result.complete,
-        "emulated_ranks": result.emulated_ranks,
-        "cp_size": s.cp_layout.cp_size, "cp_strategy": s.cp_layout.strategy.value, "align_size": s.cp_layout.align_rows,
-        "capture_layout": s.capture_spec.layout.value, "max_context_size_tokens": s.capture_spec.max_context_size_tokens,
-        "max_capture_requests": s.capture_spec.max_capture_requests, "max_padding_factor": s.max_padding_factor,
-        "model": {**asdict(dims), "preset": s.preset, "dtype": result.dtype, "num_layers": s.num_layers},
-        "seed": s.seed,
-        "tolerance": {"dtype": tol.dtype, "atol": tol.atol, "rtol": tol.rtol, "noise_factor": tol.noise_factor, "rule": tol.rule},
-        "attention_kernels": dict(result.attention_kernels),
-        "buckets": [_bucket_record(b) for b in result.buckets],
-        "skipped_buckets": [asdict(k) for k in result.skipped],
-    }
-
-
-def _bucket_record(b: "BucketResult") -> dict[str, Any]:
-    timing = {"replay_ms": None, "eager_ms": None, "raw_replay_ms": None} if b.timing is None else asdict(b.timing)
-    layouts = [{"kind": c.kind, "extend_seq_lens": list(c.extend_seq_lens), "num_tokens": c.num_tokens,
-                "num_requests": len(c.extend_seq_lens), "local_rows": c.local_rows, "max_abs_err": c.max_abs_err,
-                "tolerance": c.tolerance, "noise_floor": c.noise_floor, "graph_matches_eager": c.graph_matches_eager,
-                "verified": c.verified} for c in b.layouts]
-    probes = [{"extend_seq_lens": list(p.extend_seq_lens), "num_tokens": sum(p.extend_seq_lens), "local_rows": p.local_rows,
-               "refused": p.refused, "message": p.message} for p in b.probes]
-    return {
-        **asdict(b.capture), **timing, "verified": b.verified, "graph_matches_eager": b.graph_matches_eager,
-        "max_abs_err": b.max_abs_err, "layouts_checked": len(b.layouts),
-        "overflow_refused": all(p.refused for p in b.probes) if b.probes else None,
-        "layouts": layouts, "probes": probes,
-    }
 
 
 def manifest_bytes(data: dict[str, Any]) -> bytes:

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from cpbcg.errors import CpbcgError
-from cpbcg.inputs import MAX_DEPTH, MAX_INT_DIGITS, MAX_YAML_NODES, short_repr
+from cpbcg.errors import CpbcgError, short_repr
+from cpbcg.input_limits import MAX_DEPTH, MAX_INT_DIGITS, MAX_YAML_NODES
 
 
 MAX_KEY_CHARS = 60
@@ -142,7 +142,7 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
     finally:
         loader.dispose()
     lines: dict[tuple[str, ...], int] = {}
-    stack = [((), root)]
+    stack: list[tuple[tuple[str, ...], Any]] = [((), root)]
     while stack:
         path, node = stack.pop()
         if isinstance(node, yaml.MappingNode):

@@ -193,24 +193,25 @@ def test_page_size_reaches_the_simulation(tmp_path):
     ],
 )
 def test_ignored_options_note(kind, given, expected):
-    from cpbcg.cli.source_note import ignored_options_note
+    from cpbcg.notes import ignored_options_note
 
     note = ignored_options_note(kind, given, "T")
     assert note == (None if expected is None else f"cpbcg: warning: {expected}")
 
 
-def test_warn_ignored_options_sniffs_the_trace(tmp_path, capsys):
-    from cpbcg.cli.source_note import warn_ignored_options
+def test_warn_ignored_options_sniffs_the_trace(tmp_path):
+    from cpbcg.cli.options import SchedulerOptions, TraceOptions, request_only_flags
+    from cpbcg.notes import ignored_options_warning
 
     trace = tmp_path / "lens.jsonl"
     trace.write_text("[5, 6]\n")
-    from cpbcg.cli.options import SchedulerOptions, TraceOptions
 
-    warn_ignored_options(TraceOptions([trace]), SchedulerOptions(time_scale="2"))
-    assert capsys.readouterr().err == f"cpbcg: warning: --time-scale applies to request traces only; {trace} is a batch trace\n"
-    warn_ignored_options(TraceOptions([ASSETS / "azure.csv"]), SchedulerOptions(time_scale="2"))
-    warn_ignored_options(TraceOptions([trace]), SchedulerOptions())
-    assert capsys.readouterr().err == ""
+    def warning(trace_options, scheduler):
+        return ignored_options_warning(request_only_flags(trace_options, scheduler), trace_options.trace, "auto", None)
+
+    assert warning(TraceOptions([trace]), SchedulerOptions(time_scale="2")) == f"cpbcg: warning: --time-scale applies to request traces only; {trace} is a batch trace"
+    assert warning(TraceOptions([ASSETS / "azure.csv"]), SchedulerOptions(time_scale="2")) is None
+    assert warning(TraceOptions([trace]), SchedulerOptions()) is None
 
 
 def test_a_kv_pool_smaller_than_the_requests_is_warned_about(tmp_path):

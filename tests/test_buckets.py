@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from cpbcg.errors import ConfigError
+from cpbcg.bucket_files import resolve_bucket_spec
 from cpbcg.planner.model.bucket_spec import parse_bucket_spec, parse_positive_int, sglang_default_buckets
 
 
@@ -26,29 +27,29 @@ def test_default_grid_segments():
 def test_sglang_default_follows_the_released_generator_without_appending():
     # SGLang's _generate_piecewise_cuda_graph_tokens keeps the grid <= max_bs and stops there
     assert sglang_default_buckets(3000)[-2:] == [2560, 2816]
-    assert parse_bucket_spec("sglang-default:3000")[-1] == 2816
-    assert parse_bucket_spec("sglang-legacy:3000") == parse_bucket_spec("sglang-default:3000")
-    assert len(parse_bucket_spec("sglang-default:3000")) == 45  # 8 + 14 + 8 + 8 + 7 (1280..2816 step 256)
+    assert resolve_bucket_spec("sglang-default:3000")[-1] == 2816
+    assert resolve_bucket_spec("sglang-legacy:3000") == resolve_bucket_spec("sglang-default:3000")
+    assert len(resolve_bucket_spec("sglang-default:3000")) == 45  # 8 + 14 + 8 + 8 + 7 (1280..2816 step 256)
 
 
 def test_sglang_append_adds_the_off_grid_max_bs():
     assert sglang_default_buckets(3000, append_max_bs=True)[-2:] == [2816, 3000]
-    assert parse_bucket_spec("sglang-append:3000")[-3:] == [2560, 2816, 3000]
-    assert parse_bucket_spec("sglang-append:8192") == parse_bucket_spec("sglang-default:8192")  # on-grid: same list
+    assert resolve_bucket_spec("sglang-append:3000")[-3:] == [2560, 2816, 3000]
+    assert resolve_bucket_spec("sglang-append:8192") == resolve_bucket_spec("sglang-default:8192")  # on-grid: same list
 
 
 def test_spec_forms(tmp_path):
-    assert parse_bucket_spec("2304, 2048,2048") == [2048, 2304]
-    assert parse_bucket_spec("sglang-default") == sglang_default_buckets(8192)
-    assert parse_bucket_spec([16, 8]) == [8, 16]
+    assert resolve_bucket_spec("2304, 2048,2048") == [2048, 2304]
+    assert resolve_bucket_spec("sglang-default") == sglang_default_buckets(8192)
+    assert resolve_bucket_spec([16, 8]) == [8, 16]
     (tmp_path / "b.yaml").write_text("- 4096\n- 2048\n")
-    assert parse_bucket_spec(str(tmp_path / "b.yaml")) == [2048, 4096]
+    assert resolve_bucket_spec(str(tmp_path / "b.yaml")) == [2048, 4096]
     (tmp_path / "own.json").write_bytes(orjson.dumps({"capture_num_tokens": [1024, 512]}))
-    assert parse_bucket_spec(str(tmp_path / "own.json")) == [512, 1024]
+    assert resolve_bucket_spec(str(tmp_path / "own.json")) == [512, 1024]
     (tmp_path / "sg.json").write_bytes(orjson.dumps({"prefill": {"bs": [64, 32], "max_bs": 64}}))
-    assert parse_bucket_spec(str(tmp_path / "sg.json")) == [32, 64]
+    assert resolve_bucket_spec(str(tmp_path / "sg.json")) == [32, 64]
     (tmp_path / "sgmax.json").write_bytes(orjson.dumps({"prefill": {"max_bs": 2048}}))
-    assert len(parse_bucket_spec(str(tmp_path / "sgmax.json"))) == 42
+    assert len(resolve_bucket_spec(str(tmp_path / "sgmax.json"))) == 42
 
 
 @pytest.mark.parametrize(
@@ -67,7 +68,7 @@ def test_spec_forms(tmp_path):
 )
 def test_bad_specs(spec, message):
     with pytest.raises(ConfigError, match=message):
-        parse_bucket_spec(spec)
+        resolve_bucket_spec(spec)
 
 
 @pytest.mark.parametrize(
@@ -84,13 +85,13 @@ def test_bad_files(tmp_path, body, message):
     path = tmp_path / "b.json"
     path.write_text(body)
     with pytest.raises(ConfigError, match=message):
-        parse_bucket_spec(str(path))
+        resolve_bucket_spec(str(path))
 
 
 def test_a_spec_that_looks_like_a_list_is_a_list_however_long():
     spec = ",".join(str(b) for b in range(8, 3993, 8))  # $(seq -s, 8 8 3992): 499 buckets, 1,900+ characters
-    assert parse_bucket_spec(spec) == list(range(8, 3993, 8))
-    assert parse_bucket_spec("4096") == [4096] and parse_bucket_spec(" 16 , 8 ,") == [8, 16]
+    assert resolve_bucket_spec(spec) == list(range(8, 3993, 8))
+    assert resolve_bucket_spec("4096") == [4096] and resolve_bucket_spec(" 16 , 8 ,") == [8, 16]
 
 
 @pytest.mark.parametrize(
@@ -110,7 +111,7 @@ def test_a_spec_that_looks_like_a_list_is_a_list_however_long():
 )
 def test_hostile_specs(spec, message):
     with pytest.raises(ConfigError) as info:
-        parse_bucket_spec(spec)
+        resolve_bucket_spec(spec)
     assert message in str(info.value) and len(str(info.value)) <= 286
 
 
@@ -118,7 +119,7 @@ def test_bucket_files_are_read_safely(tmp_path):
     fifo = tmp_path / "b.yaml"
     os.mkfifo(fifo)
     with pytest.raises(ConfigError, match="b.yaml: is not a regular file"):
-        parse_bucket_spec(str(fifo))
+        resolve_bucket_spec(str(fifo))
     cases = {
         "dup.json": ('{"prefill": {"bs": [8],\n "bs": [16]}}', "dup.json:2: prefill.bs: duplicate key (first on line 1)"),
         "dup.yaml": ("capture_num_tokens: [8]\ncapture_num_tokens: [16]\n", "dup.yaml:2: capture_num_tokens: duplicate key (first on line 1)"),
@@ -132,7 +133,7 @@ def test_bucket_files_are_read_safely(tmp_path):
     for name, (body, message) in cases.items():
         (tmp_path / name).write_text(body)
         with pytest.raises(ConfigError) as info:
-            parse_bucket_spec(str(tmp_path / name))
+            resolve_bucket_spec(str(tmp_path / name))
         assert str(info.value).startswith(str(tmp_path / name)) and message in str(info.value), str(info.value)
         assert "\n" not in str(info.value)
 
@@ -156,9 +157,18 @@ def test_a_flags_file_error_names_the_file_once(tmp_path):
     path = tmp_path / "flags.txt"
     path.write_text("--cuda-graph-bs-prefill 0 16\n")
     with pytest.raises(ConfigError) as caught:
-        parse_bucket_spec(str(path))
+        resolve_bucket_spec(str(path))
     assert str(caught.value) == f"{path}: bucket 0: 0 is not a positive integer"
     path.write_text("--cuda-graph-bs-prefill 16 x\n")
     with pytest.raises(ConfigError) as caught:
-        parse_bucket_spec(str(path))
+        resolve_bucket_spec(str(path))
     assert str(caught.value) == f"{path}: --cuda-graph-bs-prefill: 'x' is not a token count"
+
+
+def test_the_planner_reads_no_bucket_file(tmp_path):
+    path = tmp_path / "b.yaml"
+    path.write_text("[2048, 4096]\n")
+    assert resolve_bucket_spec(str(path)) == [2048, 4096]
+    with pytest.raises(ConfigError, match="cannot read '.*': not a list like 2048,2304, a file"):
+        parse_bucket_spec(str(path))  # the planner parses what the input edge read; it opens nothing
+    assert parse_bucket_spec("2304,2048") == [2048, 2304] and parse_bucket_spec("pow2:64")[-1] == 64

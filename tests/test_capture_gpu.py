@@ -7,7 +7,9 @@ torch = pytest.importorskip("torch")
 from cpbcg.capture import CaptureSettings, run_capture  # noqa: E402
 from cpbcg.capture.run import replay_batches  # noqa: E402
 from cpbcg.config import load_config  # noqa: E402
-from cpbcg.manifest import load_manifest, manifest_bytes, manifest_document  # noqa: E402
+from cpbcg.documents import manifest_document  # noqa: E402
+from cpbcg.manifest import load_manifest, manifest_bytes  # noqa: E402
+from cpbcg.planner.deployment import Deployment  # noqa: E402
 from cpbcg.planner.model.capacity import CaptureSpec  # noqa: E402
 from cpbcg.planner.model.layout import CPLayout  # noqa: E402
 
@@ -21,7 +23,7 @@ MEMORY = ("graph_bytes", "standalone_graph_bytes", "allocator_bytes")
 
 @pytest.fixture(scope="module")
 def result():
-    return run_capture(CaptureSettings(CPLayout(4), CaptureSpec(), 2.0, (256, 2048, 2304), preset="tiny", num_layers=2))
+    return run_capture(CaptureSettings(Deployment(CPLayout(4), CaptureSpec(), 2.0, (256, 2048, 2304)), preset="tiny", num_layers=2))
 
 
 def test_cuda_capture_verifies_bitwise_and_within_1e4(result):
@@ -56,6 +58,6 @@ def test_cuda_timings_and_manifest_round_trip(result, tmp_path):
 
 
 def test_cuda_replay_batches_rescued():
-    cfg = load_config(None, {"cp_size": 4, "buckets": "2048,2304"})
+    cfg = load_config(None, {"cp_size": 4, "buckets": "2048,2304"}).to_deployment()
     (out,) = replay_batches([[1534, 161, 353]], cfg)
     assert out.bucket == 2304 and out.rescued and out.verified and out.replay_ms is not None and out.replay_ms > 0

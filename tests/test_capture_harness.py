@@ -16,6 +16,7 @@ from cpbcg.capture.records import CaptureSettings, LayoutCheck, ProbeCheck  # no
 from cpbcg.capture.run import replay_batches, run_capture  # noqa: E402
 from cpbcg.config import load_config  # noqa: E402
 from cpbcg.errors import CaptureError  # noqa: E402
+from cpbcg.planner.deployment import Deployment  # noqa: E402
 from cpbcg.planner.model.capacity import CaptureSpec  # noqa: E402
 from cpbcg.planner.model.layout import CPLayout, CPStrategy  # noqa: E402
 from cpbcg.planner.model.selector import BucketTable  # noqa: E402
@@ -31,7 +32,7 @@ def open_session(cp=4, layers=1, dims=None, dtype=None, strategy=CPStrategy.zigz
 
 @pytest.fixture(scope="module")
 def captured():
-    return run_capture(CaptureSettings(CPLayout(4), CaptureSpec(), 2.0, (64, 128, 4), num_layers=1, dry_run=True))
+    return run_capture(CaptureSettings(Deployment(CPLayout(4), CaptureSpec(), 2.0, (64, 128, 4)), num_layers=1, dry_run=True))
 
 
 def test_run_capture_verifies_every_bucket(captured):
@@ -147,7 +148,7 @@ def test_graph_that_differs_from_eager_fails_even_within_tolerance():
 
 
 def test_replay_batches_rescued_batch():
-    cfg = load_config(None, {"cp_size": 4, "buckets": "2048,2304"})
+    cfg = load_config(None, {"cp_size": 4, "buckets": "2048,2304"}).to_deployment()
     out = replay_batches([[1534, 161, 353], [4, 4], [2048]], cfg, layers=1)
     assert out[0].bucket == 2304 and out[0].rescued and out[0].verified
     assert out[0].max_abs_err < 1e-4 and out[0].replay_ms is None
@@ -184,7 +185,7 @@ def test_replay_batches_bucket_that_cannot_be_captured_is_not_verified(monkeypat
         return real(backend, model, buffers, bucket, rows, pool)
 
     monkeypatch.setattr(harness, "capture_bucket", oom_2304)
-    cfg = load_config(None, {"cp_size": 4, "buckets": "2048,2304"})
+    cfg = load_config(None, {"cp_size": 4, "buckets": "2048,2304"}).to_deployment()
     rescued, natural = replay_batches([[1534, 161, 353], [2048]], cfg, layers=1)
     assert (rescued.bucket, rescued.verified, rescued.max_abs_err) == (2304, False, None)
     assert rescued.skip_reason == "out_of_memory: CUDA out of memory. Tried to allocate 8.00 GiB"

@@ -3,7 +3,7 @@
 import pytest
 
 from cpbcg.errors import ConfigError
-from cpbcg.planner.model.bucket_spec import read_bucket_file
+from cpbcg.bucket_files import read_bucket_file
 from cpbcg.planner.export import EmitFormat, export_buckets, parse_sglang_flags
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.layout import CPLayout

@@ -81,3 +81,61 @@ def test_one_line_strips_escapes_and_caps_length():
     words = one_line("f.yaml:1: " + "word " * 200, 300)
     assert len(words) == 300 and words.endswith("...")  # otherwise the tail is cut
     assert len(str(ConfigError("y" * 10_000))) == 286
+
+
+def test_a_model_preset_goes_through_the_input_edge(tmp_path):
+    import time
+
+    from cpbcg.capture.presets import load_model_preset
+
+    fifo = tmp_path / "FIFO.yaml"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=f"^{fifo}: is not a regular file"):
+        load_model_preset(str(fifo))  # was: read_text() on the FIFO, blocking forever
+    assert time.monotonic() - start < 1.0
+    dims = "hidden_size: 64\nnum_attention_heads: 4\nnum_key_value_heads: 2\nhead_dim: 16\nintermediate_size: 8\ndtype: float32\n"
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(dims + "hidden_size: 128\n")
+    with pytest.raises(ConfigError, match=f"^{twice}:7: hidden_size: duplicate key \\(first on line 1\\)$"):
+        load_model_preset(str(twice))  # was: the last value taken
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(dims.replace("head_dim: 16", "head_dim: 0"))
+    with pytest.raises(ConfigError, match=f"^{bad}:4: head_dim: 0 is not a positive integer$"):
+        load_model_preset(str(bad))  # FILE:LINE: KEY: from the one formatter
+    good = tmp_path / "good.yaml"
+    good.write_text(dims)
+    assert load_model_preset(str(good)).hidden_size == 64
+
+
+def test_inputs_and_its_yaml_loader_do_not_import_each_other():
+    import ast
+    from pathlib import Path
+
+    import cpbcg.yaml_input
+
+    tree = ast.parse(Path(cpbcg.yaml_input.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "cpbcg.inputs" not in imported and "cpbcg.input_limits" in imported
+
+
+def test_the_exit_code_table_in_the_readme_is_the_enum():
+    from pathlib import Path
+
+    from cpbcg.errors import ExitCode, exit_code_line, exit_code_table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert exit_code_table() in readme  # regenerate: python -c "from cpbcg.errors import exit_code_table as t; print(t())"
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 130]
+    assert exit_code_line() == ("Exit codes: 0 ok, 1 a gate (or a capture's verification) failed, 2 bad input or usage, "
+                                "3 capture incomplete.")
+
+
+def test_cpbcg_help_states_every_exit_code():
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+    from cpbcg.errors import exit_code_line
+
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0 and exit_code_line() in " ".join(result.stdout.split())

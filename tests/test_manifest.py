@@ -45,6 +45,20 @@ def test_valid_manifest_loads(assets):
     assert manifest.fitted_cost_ms() is None  # a dry run has no timings
 
 
+def test_a_manifest_reads_back_typed_and_merges_in_one_place(assets):
+    from cpbcg.api import load_config_and_deployment
+    from cpbcg.manifest import ManifestBucket
+
+    manifest = load_manifest(assets / "manifests" / "valid.json")
+    assert manifest.dry_run is False and all(isinstance(b, ManifestBucket) for b in manifest.buckets)
+    assert all(b.replay_ms is None for b in manifest.buckets) and manifest.num_layers is not None
+    assert [b.capture_num_tokens for b in manifest.buckets] == [8192, 2304, 2048, 128]  # capture order, largest first
+    layer = manifest.config_layer()
+    assert layer["buckets"] == [128, 2048, 2304, 8192] and layer["cp_size"] == 4 and layer["cp_strategy"] == "zigzag"
+    _, dep = load_config_and_deployment(None, {}, manifest=manifest)
+    assert dep.buckets == (128, 2048, 2304, 8192) and dep.cp == manifest.cp_layout and dep.capture == manifest.capture_spec
+
+
 @pytest.mark.parametrize("name, message", BAD)
 def test_bad_manifest_is_refused(assets, name, message):
     with pytest.raises(ManifestError) as info:
@@ -175,11 +189,12 @@ def test_eager_faster_than_graph_is_not_clamped_to_zero_silently(assets, tmp_pat
 def test_manifest_document_is_the_one_writer(tmp_path):
     torch = pytest.importorskip("torch")  # noqa: F841
     from cpbcg.capture import CaptureSettings, run_capture
-    from cpbcg.manifest import manifest_document
+    from cpbcg.documents import manifest_document
+    from cpbcg.planner.deployment import Deployment
     from cpbcg.planner.model.capacity import CaptureSpec
     from cpbcg.planner.model.layout import CPLayout
 
-    result = run_capture(CaptureSettings(CPLayout(4), CaptureSpec(), 2.0, (64, 128), num_layers=1, dry_run=True))
+    result = run_capture(CaptureSettings(Deployment(CPLayout(4), CaptureSpec(), 2.0, (64, 128)), num_layers=1, dry_run=True))
     path = tmp_path / "m.json"
     path.write_bytes(manifest_bytes(manifest_document(result)))
     manifest = load_manifest(path)

@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cpbcg.cli import app
-from cpbcg.planner.model.bucket_spec import read_bucket_file
+from cpbcg.bucket_files import read_bucket_file
 from cpbcg.planner.export import parse_sglang_flags
 
 runner = CliRunner()

@@ -316,7 +316,7 @@ def test_replay_uses_the_harness_and_adds_a_gate(fake_harness):
     assert result.exit_code == 0, result.output
     ((batches, cfg),) = calls
     assert batches == [[1534, 161, 353], [8192], [100, 28]]  # every distinct graph line, in trace order
-    assert cfg.cp_size == 4 and cfg.buckets == [128, 2048, 2304, 8192]
+    assert cfg.cp.cp_size == 4 and cfg.buckets == (128, 2048, 2304, 8192)  # the one Deployment, buckets parsed once
     assert doc["gates"][-1]["name"] == "replay_verified" and doc["gates"][-1]["passed"] is True
     assert len(doc["replays"]) == 3
 

@@ -190,7 +190,7 @@ def test_plan_cli_configures_from_the_log_and_reports_observed(tmp_path):
     assert "cpbcg: from the log: cp_size 1 (server_args.attn_cp_size, line 2)" in result.stderr
     assert "cpbcg: from the log: buckets 58 buckets 4..8192 (capture lines, line 4)" in result.stderr
     assert "Observed (cuda graph, printed by the server) vs modelled" in result.stdout
-    assert f"agree on 60 of 60 forwards" in result.stdout
+    assert "agree on 60 of 60 forwards" in result.stdout
     assert f"measured on 2026-11-02 by the log {path}, total 2.37 GiB, capture 31.50 s" in result.stdout
     assert "│             8192 │      2.29 │" in result.stdout and "│ 49 other buckets │ 0.00 each │" in result.stdout
     over = runner.invoke(app, ["plan", "-t", str(path), "--no-recommend", "--cp-size", "2", "-f", "json"])

@@ -88,7 +88,7 @@ def test_cause_3_unbalanced_quote_in_a_flags_file():
 @pytest.mark.parametrize("value", ["AUTO", "", "nope", "Batches"])
 def test_cause_5_unknown_trace_format_with_a_request_only_option(value):
     error = one_error(invoke("plan", "-t", MOONCAKE, "--trace-format", value, "--page-size", "16"))
-    assert error.startswith(f"Invalid value for '--trace-format': ") and f"{value!r} is not a trace format; choose one of: auto, batches," in error
+    assert error.startswith("Invalid value for '--trace-format': ") and f"{value!r} is not a trace format; choose one of: auto, batches," in error
 
 
 @pytest.mark.parametrize("value", ["1e-320", "0", "1e-7", "1000000.0001", "inf"])

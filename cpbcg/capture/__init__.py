@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from cpbcg.capture.records import BatchReplay, CaptureResult, CaptureSettings
 
 if TYPE_CHECKING:
-    from cpbcg.capture.run import ReplayConfig
+    from cpbcg.planner.deployment import Deployment
 
 __all__ = ["BatchReplay", "CaptureResult", "CaptureSettings", "replay_batches", "run_capture"]
 
@@ -32,8 +32,8 @@ def run_capture(settings: CaptureSettings, on_step: Callable[[str, int], None] |
     return run(settings, on_step)
 
 
-def replay_batches(batches: Sequence[Sequence[int]], cfg: "ReplayConfig", **kw) -> list[BatchReplay]:
-    """Route, capture and replay `batches` (see `cpbcg.capture.run.replay_batches`)."""
+def replay_batches(batches: Sequence[Sequence[int]], deployment: "Deployment", **kw: object) -> list[BatchReplay]:
+    """Route, capture and replay `batches` in `deployment`'s buckets (see `cpbcg.capture.run.replay_batches`)."""
     from cpbcg.capture.run import replay_batches as replay
 
-    return replay(batches, cfg, **kw)
+    return replay(batches, deployment, **kw)  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """Breakable CUDA graphs for one global bucket: graph pieces between the attention breaks.
 
-Mirrors the server's capture (domain brief §5): static input AND output buffers are allocated
+Mirrors the server's capture (SGLang 0.5.23 `srt/model_executor/runner/prefill_cuda_graph_runner.py`): static input AND output buffers are allocated
 once, before any capture, for the largest local capacity and sliced per bucket; buckets are
 captured largest first into ONE shared graph memory pool; each bucket is warmed up twice (outside
 any timing) before its pieces are captured. Each piece writes its results into the shared static

@@ -2,7 +2,7 @@
 
 Adversarial layouts need the most local rows a bucket admits (`rows <= C(B)`, `n <= B`): many
 short requests of `2*cp_size + 1` tokens each put their one extra token in block 0, which rank 0
-owns, so rank 0 fills up while the others stay short (domain brief §2). The overflow probe is one
+owns, so rank 0 fills up while the others stay short (docs/model.md "Layout"). The overflow probe is one
 more such request: it needs more rows than `C(B)` and must be refused, never truncated.
 Pure numpy (no torch), using the planner's own rules (`CPLayout.model`, `cpbcg.planner.model.strategy`).
 """

@@ -11,15 +11,22 @@ from dataclasses import asdict, dataclass, fields
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
-from cpbcg.errors import ConfigError
+from cpbcg.errors import ConfigError, located
+from cpbcg.inputs import load_yaml, path_exists, read_input_bytes, yaml_key_lines
 
 MODELS_PACKAGE = "cpbcg.configs"
 MODELS_DIR = "models"
 DTYPES = ("float32", "bfloat16", "float16")
 OPTIONAL_KEYS = {"num_hidden_layers"}
 """Preset keys that may be left out."""
+
+
+class _DimError(ConfigError):
+    """A bad model dimension: `model NAME: KEY: problem`, with the key kept for the file's line."""
+
+    def __init__(self, name: str, key: str, problem: str, keyed: bool = True) -> None:
+        super().__init__(f"model {name}: {key}: {problem}" if keyed else f"model {name}: {problem}")
+        self.key, self.problem, self.keyed = key, problem, keyed
 
 
 @dataclass(frozen=True)
@@ -47,18 +54,16 @@ class ModelDims:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name in ("name", "dtype") and not isinstance(value, str):
-                raise ConfigError(f"model {self.name}: {f.name}: {value!r} is not a string")
+                raise _DimError(self.name, f.name, f"{value!r} is not a string")
             if f.name == "num_hidden_layers" and value is None:
                 continue
             if f.name not in ("name", "dtype") and (type(value) is not int or value < 1):
-                raise ConfigError(f"model {self.name}: {f.name}: {value!r} is not a positive integer")
+                raise _DimError(self.name, f.name, f"{value!r} is not a positive integer")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ConfigError(
-                f"model {self.name}: num_attention_heads {self.num_attention_heads} is not a multiple "
-                f"of num_key_value_heads {self.num_key_value_heads}"
-            )
+            raise _DimError(self.name, "num_attention_heads", f"num_attention_heads {self.num_attention_heads} is not a "
+                            f"multiple of num_key_value_heads {self.num_key_value_heads}", keyed=False)
         if self.dtype not in DTYPES:
-            raise ConfigError(f"model {self.name}: dtype: {self.dtype!r} is not one of {', '.join(DTYPES)}")
+            raise _DimError(self.name, "dtype", f"{self.dtype!r} is not one of {', '.join(DTYPES)}")
 
     @property
     def q_width(self) -> int:
@@ -81,34 +86,42 @@ def model_preset_names() -> list[str]:
 
 
 def load_model_preset(source: str) -> ModelDims:
-    """Load a model preset by name or from a YAML file path.
+    """Load a model preset by name or from a YAML file path, through `cpbcg.inputs` (the one safe
+    input path: a FIFO or device is refused before it is opened, a duplicate key names both lines).
 
-    Raises `ConfigError` for an unknown preset, unreadable YAML, unknown or missing keys,
-    or bad values (naming the key).
+    Raises `ConfigError` (`FILE:LINE: KEY: ...`) for an unknown preset, unreadable YAML, unknown
+    or missing keys, or bad values.
     """
     path = Path(source)
-    if path.suffix in (".yaml", ".yml") and path.exists():
+    if path.suffix in (".yaml", ".yml") and path_exists(path):
         label = str(path)
         try:
-            text = path.read_text()
+            text = read_input_bytes(path).decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{label}: not a text (UTF-8) YAML file") from exc
+        data = load_yaml(text, label)
     else:
         preset = resources.files(MODELS_PACKAGE) / MODELS_DIR / f"{source}.yaml"
-        if not preset.is_file():
+        if not _is_preset_name(source) or not preset.is_file():
             raise ConfigError(f"{source}: no such model preset (presets: {', '.join(model_preset_names())})")
         label, text = f"model preset {source}", preset.read_text()
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{label}: not valid YAML: {exc}") from exc
+        data = load_yaml(text, label)
     if not isinstance(data, dict):
         raise ConfigError(f"{label}: expected a mapping of model dimensions")
-    data.setdefault("name", path.stem)
+    lines = yaml_key_lines(text)
     known = {f.name for f in fields(ModelDims)}
     unknown = sorted(str(key) for key in set(data) - known)
-    missing = sorted(known - set(data) - OPTIONAL_KEYS)
-    if unknown or missing:
-        what = f"unknown key(s) {', '.join(unknown)}" if unknown else f"missing key(s) {', '.join(missing)}"
-        raise ConfigError(f"{label}: {what}")
-    return ModelDims(**data)
+    if unknown:
+        raise ConfigError(located(label, lines.get((unknown[0],)), f"unknown key(s) {', '.join(unknown)}"))
+    missing = sorted(known - set(data) - OPTIONAL_KEYS - {"name"})
+    if missing:
+        raise ConfigError(f"{label}: missing key(s) {', '.join(missing)}")
+    data.setdefault("name", path.stem)
+    try:
+        return ModelDims(**data)
+    except _DimError as exc:  # name the line of the bad key
+        raise ConfigError(located(label, lines.get((exc.key,)), exc.problem, exc.key if exc.keyed else None)) from None
+
+
+def _is_preset_name(source: str) -> bool:
+    return bool(source) and len(source) <= 100 and "/" not in source and "\\" not in source and "\0" not in source

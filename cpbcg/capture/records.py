@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from cpbcg.capture.presets import ModelDims
+from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.model.layout import CPLayout
 
@@ -19,16 +20,12 @@ SkipCause = Literal["estimate", "out_of_memory", "capture_error", "rank_disagree
 
 @dataclass(frozen=True)
 class CaptureSettings:
-    """What to capture and how (plain data; the CLI builds it from the config and its flags)."""
+    """What to capture and how: the one `Deployment` (CP layout, capture layout, padding factor,
+    buckets) plus the capture-only options. Plain data; `cpbcg.api.capture` builds it."""
 
-    cp_layout: CPLayout
-    """CP size, strategy (zigzag only) and row alignment."""
-    capture_spec: CaptureSpec
-    """Capture layout of the dummy batch (single request or context-bounded)."""
-    max_padding_factor: float
-    """Selector's padding limit (routes `trace` samples; domain brief §4)."""
-    buckets: tuple[int, ...]
-    """`capture_num_tokens` to capture; those below `2*cp_size` are dropped."""
+    deployment: Deployment
+    """The deployment whose `buckets` are captured (those below the smallest capturable size are
+    dropped), with its CP layout (zigzag only), capture layout and padding factor."""
     preset: str = "tiny"
     """Model preset name or model YAML path (`cpbcg.capture.presets`)."""
     num_layers: int = 2
@@ -43,6 +40,26 @@ class CaptureSettings:
     """Trace batches replayed per bucket (the heaviest plus a seeded sample)."""
     dry_run: bool = False
     """Run the pieces eagerly (no CUDA graphs) even where CUDA is present."""
+
+    @property
+    def cp_layout(self) -> CPLayout:
+        """CP size, strategy and row alignment of the deployment."""
+        return self.deployment.cp
+
+    @property
+    def capture_spec(self) -> CaptureSpec:
+        """Capture layout of the dummy batch (single request or context-bounded)."""
+        return self.deployment.capture
+
+    @property
+    def max_padding_factor(self) -> float:
+        """Selector's padding limit (routes `trace` samples; docs/model.md, SGLang 0.5.23's replay selector)."""
+        return self.deployment.max_padding_factor
+
+    @property
+    def buckets(self) -> tuple[int, ...]:
+        """`capture_num_tokens` to capture (the deployment's list)."""
+        return self.deployment.buckets
 
 
 @dataclass(frozen=True)

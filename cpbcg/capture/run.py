@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -12,9 +12,9 @@ from cpbcg.capture.forward import tolerance_for
 from cpbcg.capture.layouts import LiveLayout, sample_trace_batches
 from cpbcg.capture.presets import load_model_preset
 from cpbcg.capture.records import BatchReplay, CaptureResult, CaptureSettings, LayoutCheck
-from cpbcg.planner.model.bucket_spec import parse_bucket_spec
-from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets, local_capacity
-from cpbcg.planner.model.layout import BatchSet, CPLayout, cp_active, local_rows
+from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.model.capacity import capture_buckets, local_capacity
+from cpbcg.planner.model.layout import BatchSet, cp_active, local_rows
 from cpbcg.planner.model.selector import BucketTable, select_buckets
 
 StepCallback = Callable[[str, int], None]
@@ -59,31 +59,22 @@ def result_of(session: CaptureSession, settings: CaptureSettings, results, skipp
     )
 
 
-class ReplayConfig(Protocol):
-    """What `replay_batches` reads of a deployment config (`cpbcg.config.DeploymentConfig`)."""
-
-    buckets: object
-    cp_layout: CPLayout
-    capture_spec: CaptureSpec
-    max_padding_factor: float
-
-
 def replay_batches(
-    batches: Sequence[Sequence[int]], cfg: ReplayConfig, *, preset: str = "tiny", layers: int = 2, seed: int = 0
+    batches: Sequence[Sequence[int]], deployment: Deployment, *, preset: str = "tiny", layers: int = 2, seed: int = 0
 ) -> list[BatchReplay]:
     """Capture the buckets the runtime selector picks for `batches`, then replay and verify each.
 
-    Buckets come from `cfg.buckets` with capacities from the capture model; only buckets that
+    Buckets and capacities are the deployment's (`Deployment.table()`); only buckets that
     some batch routes to are captured (largest first, one pool). Runs on CUDA when present,
     else as a dry run (eager pieces, no timings). Returns one `BatchReplay` per batch, in order; a
     batch whose bucket could not be captured (estimate, out of memory) is not verified
     (`verified` False, `skip_reason` set). Raises `CaptureError` / `ConfigError` for bad settings.
     """
-    cp, spec = cfg.cp_layout, cfg.capture_spec
-    table = BucketTable.build(parse_bucket_spec(cfg.buckets), cp, spec)
+    cp, spec = deployment.cp, deployment.capture
+    table = deployment.table()
     batch_set = BatchSet.from_lists([list(b) for b in batches])
     rows = local_rows(batch_set, cp)
-    sel = select_buckets(batch_set.num_tokens, rows, cp_active(batch_set, cp), table, cfg.max_padding_factor)
+    sel = select_buckets(batch_set.num_tokens, rows, cp_active(batch_set, cp), table, deployment.max_padding_factor)
     needed = sorted({int(i) for i in sel.bucket_index if i >= 0})
     session = CaptureSession.open(cp, spec, load_model_preset(preset), layers, seed)
     try:

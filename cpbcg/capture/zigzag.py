@@ -1,6 +1,6 @@
 """Zigzag CP sharding in torch: shard a batch's rows over ranks, gather them back, and attend.
 
-The split is the runtime's (domain brief §2, SGLang's zigzag prefill split), taken from the
+The split is the runtime's (docs/model.md "Layout", SGLang 0.5.23 `ZigzagCPStrategy` in `srt/layers/cp/zigzag.py`), taken from the
 planner's one implementation `cpbcg.planner.model.layout.zigzag_blocks`: each request of `L` tokens
 is cut into `seg = 2*cp_size` blocks, block `j` holding `base + 1` tokens if `j < rem` else `base` (`base, rem = divmod(L, seg)`);
 rank `r` holds block `r` then block `seg-1-r` of every request, requests in batch order, then

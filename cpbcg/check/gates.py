@@ -211,6 +211,8 @@ class CheckReport:
     """Batches replayed with `--replay N` (empty without it)."""
     observed: Any = None
     """An SGLang log's observed vs modelled graph use (`ObservedComparison`), else None."""
+    simulation: dict[str, Any] | None = None
+    """The scheduler simulation's summary of a request trace (`cpbcg.documents.simulation_summary`), else None."""
 
     @property
     def passed(self) -> bool:

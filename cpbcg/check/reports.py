@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import asdict
 from pathlib import Path
 
 import orjson
 
 from cpbcg.atomic import write_atomic
 from cpbcg.check.gates import CheckReport, GateResult, count_of
-from cpbcg.documents import SCHEMA_VERSION
+from cpbcg.documents import check_document
 from cpbcg.check.summary import summary_markdown, summary_text
 
 SUITE = "cpbcg.replay_check"
@@ -33,21 +32,8 @@ MAX_SHOWN = 5
 
 
 def report_json(report: CheckReport, simulation: dict | None = None) -> bytes:
-    """JSON document: the header, `simulation` (request traces: the scheduler summary, as in
-    `plan --format json`) and evaluation keys of `plan --format json`, then `passed`, `gates`
-    (each with measured value, threshold and message) and `replays`."""
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        **report.header,
-        **({"simulation": simulation} if simulation is not None else {}),
-        **report.evaluation.to_dict(),
-        "passed": report.passed,
-        "gates": [g.to_dict() for g in report.gates],
-        "replays": [asdict(r) for r in report.replays],
-    }
-    if report.observed is not None:
-        doc["observed"] = report.observed.to_dict()
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+    """The `replay-check --json` document (`cpbcg.documents.check_document`, with `simulation`), serialised."""
+    return orjson.dumps(check_document(report, simulation), option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def junit_xml(report: CheckReport) -> bytes:

@@ -1,6 +1,6 @@
 """The `cpbcg` command line: parse, call one library function, render, map errors to exit codes.
 
-Exit codes: 0 ok, 1 a gate failed, 2 bad input or usage (one-line error, no traceback).
+Exit codes: `cpbcg.errors.ExitCode` (one-line error, no traceback, for bad input).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import sys
 import typer
 
 from cpbcg.cli.app import app, report_error, sanitize_environment
+from cpbcg.errors import ExitCode
 from cpbcg.cli import batches_cmd, layout_cmd, plan_cmd, presets_cmd  # noqa: F401  (registers commands)
 from cpbcg.cli import replay_check_cmd  # noqa: F401  (registers replay-check)
 from cpbcg.cli import capture_cmd  # noqa: F401  (registers capture; torch is imported lazily)
@@ -27,14 +28,14 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, prog_name="cpbcg", standalone_mode=False)
     except typer.Abort:
         print("cpbcg: aborted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(ExitCode.ABORTED)
     except typer.TyperException as exc:  # click's usage errors (typer vendors click)
         ctx = getattr(exc, "ctx", None)
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         if ctx is not None and not message.strip():  # bare `cpbcg`: show the help
             print(ctx.get_help())
-            sys.exit(0)
+            sys.exit(ExitCode.OK)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         report_error(f"{message}{hint}")
-        sys.exit(getattr(exc, "exit_code", 2))
-    sys.exit(code if isinstance(code, int) else 0)
+        sys.exit(getattr(exc, "exit_code", ExitCode.BAD_INPUT))
+    sys.exit(code if isinstance(code, int) else ExitCode.OK)

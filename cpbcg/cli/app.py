@@ -11,8 +11,8 @@ from typing import Annotated, Callable, TypeVar
 import typer
 
 from cpbcg import __version__
-from cpbcg.errors import MAX_MESSAGE_CHARS, CpbcgError, one_line
-from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.errors import MAX_MESSAGE_CHARS, CpbcgError, ExitCode, exit_code_line, one_line
+from cpbcg.settings import SGLANG_VERSION
 
 app = typer.Typer(
     name="cpbcg",
@@ -20,7 +20,7 @@ app = typer.Typer(
         "Plan, capture and check CUDA-graph buckets for context-parallel (CP) prefill "
         f"with breakable CUDA graphs. Models SGLang {SGLANG_VERSION}.\n\n"
         "Start with `cpbcg plan` (embedded default workload), then `cpbcg plan --trace lens.jsonl`.\n\n"
-        "Exit codes: 0 ok, 1 a gate (or a capture's verification) failed, 2 bad input or usage, 3 capture incomplete."
+        + exit_code_line()
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -35,7 +35,7 @@ F = TypeVar("F", bound=Callable)
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"cpbcg {__version__}")
-        raise typer.Exit(0)
+        raise typer.Exit(ExitCode.OK)
 
 
 ENV_INTS = {
@@ -94,7 +94,7 @@ def _root(
 
 
 def error_boundary(command: F) -> F:
-    """Turn `CpbcgError` (and unwritable outputs) into a one-line message and exit code 2."""
+    """Turn `CpbcgError` (and unwritable outputs) into a one-line message and `ExitCode.BAD_INPUT`."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -106,10 +106,10 @@ def error_boundary(command: F) -> F:
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             report_error(f"{where}{exc.strerror or exc}")
-            raise typer.Exit(2) from None
+            raise typer.Exit(ExitCode.BAD_INPUT) from None
         except (EOFError, zlib.error) as exc:  # a truncated or corrupt compressed input
             report_error(f"truncated or corrupt compressed input: {exc}")
-            raise typer.Exit(2) from None
+            raise typer.Exit(ExitCode.BAD_INPUT) from None
 
     return wrapper  # type: ignore[return-value]
 

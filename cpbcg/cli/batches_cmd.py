@@ -12,7 +12,7 @@ from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import ConfigOpt
 from cpbcg.cli.options import SchedulerOptions, TraceOptions, with_options
 from cpbcg.errors import ConfigError
-from cpbcg.planner.choices import Fold
+from cpbcg.settings import Fold
 
 FOLD_HELP = "Merge identical forwards into one line with a count: consecutive runs (keeps the order, streams), all (first-seen order), or none."
 
@@ -35,47 +35,30 @@ def batches(
 
     Example: `cpbcg batches --trace conversation_trace.jsonl --prefix-cache unlimited -o lens.jsonl`
     """
-    from cpbcg.api import load_config_and_deployment
+    from cpbcg import api
     from cpbcg.atomic import check_outputs, write_atomic
     from cpbcg.cli.common import stderr_console
-    from cpbcg.cli.source_note import ignored_options_note, request_only_flags, simulation_note
-    from cpbcg.planner.traces.sources import open_source
-    from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
+    from cpbcg.cli.options import request_only_flags
+    from cpbcg.cli.trace_progress import TraceProgress
 
     trace = trace_options.trace
     if trace is None:
         raise ConfigError("batches needs --trace (a request trace to simulate, or a batch trace to re-fold)")
     check_outputs({"-o": output}, {"--trace": trace})
-    _, dep = load_config_and_deployment(config, scheduler.overrides())
-    from cpbcg.cli.trace_progress import TraceProgress
-
     bar = TraceProgress("forming forwards")
-    source = open_source(trace, scheduler=dep.scheduler, progress=bar.requests, **trace_options.reader_options())
-    ignored = ignored_options_note(source.trace_format, request_only_flags(trace_options, scheduler), trace)
-    if ignored is not None:
-        typer.echo(ignored, err=True)
-    tally = {"forwards": 0, "lines": 0}
-
-    def counted(chunks):
-        for chunk in chunks:
-            tally["forwards"] += int(chunk.counts.sum())
-            bar.forwards(chunk)
-            yield chunk
-
-    def lines():
-        for line in batch_trace_lines(fold_batches(counted(source.batches), fold)):
-            tally["lines"] += 1
-            yield line
-
+    written = api.batches(trace, config, scheduler.overrides(), fold=fold.value, ignored_flags=request_only_flags(trace_options, scheduler),
+                          progress=bar.requests, on_chunk=bar.forwards, **trace_options.reader_options())
+    if written.warning is not None:
+        typer.echo(written.warning, err=True)
     with bar:
         if str(output) == "-":
             import sys
 
-            sys.stdout.buffer.writelines(lines())
+            sys.stdout.buffer.writelines(written.lines())
             sys.stdout.flush()
         else:
-            write_atomic(output, lines())
+            write_atomic(output, written.lines())
     where = "stdout" if str(output) == "-" else output
-    text = f"{tally['forwards']:,} prefill forwards → {tally['lines']:,} lines → {where}"
-    note = simulation_note(source)
+    text = f"{written.forwards:,} prefill forwards → {written.num_lines:,} lines → {where}"
+    note = written.note()
     stderr_console().print(text if note is None else f"{note}\n{text}", highlight=False, markup=False, soft_wrap=True)

@@ -6,9 +6,10 @@ Torch is imported inside the command only, so `import cpbcg.cli` and `cpbcg plan
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 from typing import TYPE_CHECKING
 
@@ -16,20 +17,13 @@ import typer
 
 from cpbcg.atomic import check_outputs, output_path, write_atomic
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import (
-    AlignOpt, CaptureLayoutOpt, ConfigOpt, CpSizeOpt, FactorOpt, MaxCaptureReqOpt, MaxContextOpt,
-    TraceOpt, progress_bar, stderr_console, stdout_console,
-)
-from cpbcg.errors import CaptureError
+from cpbcg.cli.common import TraceOpt, progress_bar, stderr_console, stdout_console
+from cpbcg.cli.options import CaptureDeploymentOptions, with_options
+from cpbcg.errors import ExitCode
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-CAPTURE_DEFAULT_BUCKETS = "256,512,1024,2048,2304"
-"""Buckets captured when neither `--buckets` nor the config names any (CPU-friendly)."""
-EXIT_INCOMPLETE = 3
-"""Exit code when some bucket was skipped (estimate, out of memory, capture error); the manifest
-still holds the others."""
 MAX_LAYERS = 256
 """Most proxy layers `--layers` accepts (real models have at most a few hundred)."""
 
@@ -42,9 +36,6 @@ class Dtype(str, Enum):
     float16 = "float16"
 
 
-BucketsCaptureOpt = Annotated[Optional[str], typer.Option(
-    "--buckets", "-b", show_default=False,
-    help=f"Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. A bucket whose estimated attention memory exceeds the free memory of the device (CPU: available RAM) is skipped before it is built; if none fits, the run is refused. [default: the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}]")]
 PresetOpt = Annotated[str, typer.Option("--preset", "-p", help="Model preset (gpt-oss-120b, llama-3.1-70b, qwen3-32b, tiny) or a model YAML file.")]
 LayersOpt = Annotated[int, typer.Option("--layers", min=1, max=MAX_LAYERS, help="Proxy transformer layers (each adds one break).")]
 SamplesOpt = Annotated[int, typer.Option("--samples", min=0, max=1024, help="Trace batches replayed per bucket (with --trace): the heaviest plus random ones.")]
@@ -53,23 +44,18 @@ OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", parser=outp
 
 @app.command()
 @error_boundary
+@with_options(deployment=CaptureDeploymentOptions)
 def capture(
     preset: PresetOpt = "tiny",
     layers: LayersOpt = 2,
-    buckets: BucketsCaptureOpt = None,
     trace: TraceOpt = None,
     samples: SamplesOpt = 2,
     output: OutputOpt = None,
-    config: ConfigOpt = None,
-    cp_size: CpSizeOpt = None,
-    align_size: AlignOpt = None,
-    max_padding_factor: FactorOpt = None,
-    capture_layout: CaptureLayoutOpt = None,
-    max_context_size: MaxContextOpt = None,
-    max_capture_requests: MaxCaptureReqOpt = None,
     dtype: Annotated[Optional[Dtype], typer.Option("--dtype", help="Override the preset dtype.", show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**63 - 1, help="Seed of weights, inputs and trace sampling.")] = 0,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Run the pieces eagerly even if CUDA is present (under torchrun: CPU ranks over gloo).")] = False,
+    *,
+    deployment: CaptureDeploymentOptions,
 ) -> None:
     """Capture breakable CUDA graphs per bucket like the server, replay them with the worst live
     layouts each bucket admits, check that each replay equals the same pieces run eagerly bit for bit and matches an unsharded
@@ -84,49 +70,45 @@ def capture(
     One GPU emulates all CP ranks; `torchrun --nproc-per-node 4 -m cpbcg capture --cp-size 4`
     runs one rank per GPU over NCCL. A bucket that cannot fit (memory estimate), runs out of
     memory or fails to capture is skipped with its reason and the rest are still written.
-    Exit 1 if a bucket fails verification, 3 if a bucket was skipped (capture incomplete).
+    Exit 1 if a bucket fails verification, 3 if a bucket was skipped (capture incomplete)
+    (`cpbcg --help` lists every exit code).
 
     Example: `cpbcg capture --cp-size 4 --preset tiny -o manifest.json`
     """
-    from cpbcg.config import load_config
+    from cpbcg import api
+    from cpbcg.documents import dumps, manifest_document
 
     check_outputs({"-o": output}, {"--trace": trace})
-    overrides = {"cp_size": cp_size, "align_size": align_size, "max_padding_factor": max_padding_factor, "buckets": buckets,
-                 "capture_layout": capture_layout, "max_context_size_tokens": max_context_size, "max_capture_requests": max_capture_requests}
-    cfg = load_config(config, overrides)
-    if "buckets" not in cfg.model_fields_set:
-        cfg = cfg.model_copy(update={"buckets": CAPTURE_DEFAULT_BUCKETS})
-    from cpbcg.capture import CaptureSettings, run_capture
-    from cpbcg.manifest import manifest_bytes, manifest_document
-    from cpbcg.planner.model.bucket_spec import parse_bucket_spec
-
-    settings = CaptureSettings(
-        cfg.cp_layout, cfg.capture_spec, cfg.max_padding_factor, tuple(parse_bucket_spec(cfg.buckets)), preset=preset,
-        num_layers=layers, dtype=dtype.value if dtype else None, seed=seed, trace=trace, samples=samples, dry_run=dry_run,
-    )
     rank0 = os.environ.get("RANK", "0") == "0"  # torchrun: only rank 0 shows progress
-    with progress_bar("capture + verify", total=2 * len(settings.buckets), enabled=rank0) as advance:
-        try:
-            result = run_capture(settings, on_step=lambda phase, bucket: advance(1))
-        except ImportError as exc:
-            raise CaptureError(f"cpbcg capture needs torch ({exc}); install it with: pip install 'cpbcg[capture]'") from exc
+    with ExitStack() as stack:
+        advance: list[Callable[[float], object]] = []
+
+        def start(buckets: int) -> None:  # capture + verify per bucket
+            advance.append(stack.enter_context(progress_bar("capture + verify", total=2 * buckets, enabled=rank0)))
+
+        def step(phase: str, bucket: int) -> None:
+            advance[0](1)
+
+        result = api.capture(deployment.config, deployment.overrides(), preset=preset, layers=layers,
+                             dtype=dtype.value if dtype else None, seed=seed, trace=trace, samples=samples, dry_run=dry_run,
+                             on_start=start, on_step=step)
     if not result.is_writer:
         return
     doc = manifest_document(result)
     _render(doc)
     if output is not None:
-        write_atomic(output, manifest_bytes(doc))
+        write_atomic(output, dumps(doc))
         stderr_console().print(f"wrote {output}")
     else:
         stderr_console().print("no manifest written (add -o manifest.json for plan and replay-check)")
     failed = [r["capture_num_tokens"] for r in doc["buckets"] if not r["verified"]]
     if failed:
         typer.echo(f"cpbcg: verification failed for bucket(s) {', '.join(map(str, failed))}", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.GATE_FAILED)
     if not result.complete:
         skipped = ", ".join(str(k.capture_num_tokens) for k in result.skipped)
         typer.echo(f"cpbcg: capture incomplete: bucket(s) {skipped} skipped (see skipped_buckets)", err=True)
-        raise typer.Exit(EXIT_INCOMPLETE)
+        raise typer.Exit(ExitCode.CAPTURE_INCOMPLETE)
 
 
 def _fmt(value: float | int | None, spec: str) -> str:

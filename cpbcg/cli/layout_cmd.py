@@ -13,7 +13,7 @@ from cpbcg.cli.options import DeploymentOptions, with_options
 if TYPE_CHECKING:
     from rich.console import Group
 
-    from cpbcg.planner.model.explain import BatchExplanation
+    from cpbcg.api import BatchExplanation
 
 
 @app.command()
@@ -30,16 +30,15 @@ def layout(
 
     Example: `cpbcg layout --cp-size 4 1534 161 353` (needs 520 rows; bucket 2048 holds 512).
     """
-    from cpbcg.api import load_config_and_deployment
+    from cpbcg import api
     from cpbcg.documents import as_dict, dumps
-    from cpbcg.planner.model.explain import explain_batch
 
-    _, dep = load_config_and_deployment(deployment.config, deployment.overrides())
-    result = explain_batch(extend_seq_lens, dep.cp, dep.table(), dep.max_padding_factor)
+    result = api.layout(extend_seq_lens, deployment.config, deployment.overrides())
     if output_format is OutputFormat.json:
-        print_json(dumps(as_dict(result)))
+        print_json(dumps(as_dict(result.explanation)))
     else:
-        stdout_console().print(render_explanation(result, dep.cp.cp_size, dep.cp.align_rows, dep.max_padding_factor))
+        dep = result.deployment
+        stdout_console().print(render_explanation(result.explanation, dep.cp.cp_size, dep.cp.align_rows, dep.max_padding_factor))
 
 
 def render_explanation(ex: "BatchExplanation", cp_size: int, align: int, max_padding_factor: float = 2.0) -> "Group":
@@ -71,7 +70,7 @@ def render_explanation(ex: "BatchExplanation", cp_size: int, align: int, max_pad
         verdict.append("not CP-active: ", style="bold red")
         verdict.append(REASON_HELP["not_cp_active"] + " → eager\n")
         return Group(table, verdict)
-    if ex.natural_bucket is not None:
+    if ex.natural_bucket is not None and ex.natural_capacity_rows is not None:
         fits = ex.local_rows <= ex.natural_capacity_rows
         within = ex.natural_bucket <= max_padding_factor * ex.num_tokens  # the selector's own comparison
         if not within:
@@ -85,5 +84,5 @@ def render_explanation(ex: "BatchExplanation", cp_size: int, align: int, max_pad
         verdict.append(f"{label} bucket {ex.bucket} (C = {ex.capacity_rows} rows, padding {ex.bucket - ex.num_tokens} tokens)", style=style)
     else:
         verdict.append(f"eager ({ex.eager_reason}): ", style="bold red")
-        verdict.append(REASON_HELP[ex.eager_reason])
+        verdict.append(REASON_HELP[str(ex.eager_reason)])
     return Group(table, verdict)

@@ -1,4 +1,5 @@
-"""Options shared by several commands, declared once as frozen dataclasses of typer options.
+"""Options shared by several commands, derived from the settings declared once in
+`cpbcg.settings` (flag, bounds, default, help) and grouped in frozen dataclasses.
 
 A command asks for option groups by parameter name:
 
@@ -8,9 +9,10 @@ A command asks for option groups by parameter name:
     def layout(..., deployment: DeploymentOptions, trace: TraceOptions) -> None:
 
 `with_options` spreads each group's fields into the command's signature (so typer sees
-ordinary options) and gathers them back into the dataclass, passed by keyword. Each group
-knows the config keys its fields override (`overrides()`), so no command maps parameter names
-to keys, and renaming a field cannot silently drop an override.
+ordinary options) and gathers them back into the dataclass, passed by keyword. Each setting
+option carries its config key in its type (`option(key)` -> `SettingKey`), and a group's
+`overrides()` reads them, so no command maps parameter names to keys and no option can be
+dropped on the way to the config (tests/test_cli_options.py checks every command).
 """
 
 from __future__ import annotations
@@ -25,38 +27,124 @@ from typing import Annotated, Any, Callable, Optional, TypeVar
 
 import typer
 
-from cpbcg.cli.common import (
-    AlignOpt, BucketsOpt, CaptureLayoutOpt, ChunkedPrefillOpt, ConfigOpt, CpSizeOpt, FactorOpt, LengthFieldOpt,
-    MaxCaptureReqOpt, MaxContextOpt, MaxPrefillTokensOpt, MaxRunningRequestsOpt, PrefillFixedMsOpt,
-    PrefillMaxRequestsOpt, PrefillTokensPerSOpt, PrefixCacheOpt, RateOpt, SeedOpt, StrategyOpt, TimeFieldOpt,
-    TimeScaleOpt, TraceFormatOpt, DecodeOpt, PageSizeOpt, MaxTotalTokensOpt, MixedChunkOpt, DefaultOutputOpt,
-    DecodeFixedMsOpt, DecodeMsPerRequestOpt,
-)
+from cpbcg.cli.common import ConfigOpt, LengthFieldOpt, TimeFieldOpt, TraceFormatOpt
+from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS, setting
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
-class DeploymentOptions:
+class SettingKey:
+    """Marks an option-group field as the command-line spelling of a config key, in its type:
+    `cp_size: Annotated[Any, SettingKey("cp_size")] = None`. `with_options` turns it into the
+    typer option (`option`); `help`/`default_text` reword it for one command."""
+
+    key: str
+    help: str | None = None
+    default_text: str | None = None
+
+
+@functools.lru_cache(maxsize=None)  # several commands share a group: build each option once (`--help` stays fast)
+def option(key: str, *, help: str | None = None, default_text: str | None = None) -> Any:
+    """The typer option of the setting `key` (`cpbcg.settings.SETTINGS`): its flag, bounds, help
+    and `[default: ...]` from the one declaration, `None` meaning "keep the config's value".
+    `help`/`default_text` reword it for one command (capture's own `--buckets`)."""
+    spec = setting(key)
+    if spec.flag is None:
+        raise ValueError(f"{key} has no command-line flag")
+    flag: str = spec.flag
+    if help is not None or default_text is not None:
+        spec = dataclasses.replace(spec, help=help or spec.help, default_text=default_text or spec.default_text)
+    flags = [f"{flag}/{spec.off_flag}" if spec.off_flag else flag] + ([spec.short] if spec.short else [])
+    low = high = None
+    kind = spec.flag_kind or spec.kind
+    if spec.flag_kind is None and spec.kind in (int, float):
+        low, high = (None if value is None else spec.kind(value) for value in (spec.ge, spec.le))
+    parser = _load_factor_text if key == "scheduler.time_scale" else None
+    info = typer.Option(*flags, help=spec.help_text(), show_default=False, min=low, max=high, parser=parser)
+    return Annotated[Optional[kind], info, SettingKey(key)]
+
+
+def _load_factor_text(text: str) -> str:
+    """`--time-scale` checked at parse: one load factor or a list, each within its bounds."""
+    from cpbcg import api
+    from cpbcg.errors import ConfigError
+
+    try:
+        api.parse_load_factors(text)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("--time-scale: ")) from None
+    return text
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    """`typing.get_type_hints` of an option group, evaluated once per class."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def setting_keys(cls: type) -> dict[str, str]:
+    """Field name -> config key of the option fields of an option group (`SettingKey` marks)."""
+    hints = _hints(cls)
+    out = {}
+    for name, hint in hints.items():
+        for meta in getattr(hint, "__metadata__", ()):
+            if isinstance(meta, SettingKey):
+                out[name] = meta.key
+    return out
+
+
+class _SettingGroup:
+    """An option group whose fields are settings: `overrides()` maps them to their config keys."""
+
+    def overrides(self) -> dict[str, Any]:
+        """Config keys these options set, dotted (None = keep the config's value)."""
+        return {key: getattr(self, name) for name, key in setting_keys(type(self)).items()}
+
+    def given_flags(self) -> list[str]:
+        """Flags given on the command line, in declaration order (`--no-decode` as given)."""
+        flags = []
+        for name, key in setting_keys(type(self)).items():
+            value, spec = getattr(self, name), setting(key)
+            if value is not None:
+                flags.append(spec.off_flag if value is False and spec.off_flag else str(spec.flag))
+        return flags
+
+
+@dataclass(frozen=True)
+class DeploymentOptions(_SettingGroup):
     """The deployment config and the CP / capture settings that override it."""
 
     config: ConfigOpt = None
-    cp_size: CpSizeOpt = None
-    cp_strategy: StrategyOpt = None
-    align_size: AlignOpt = None
-    max_padding_factor: FactorOpt = None
-    buckets: BucketsOpt = None
-    capture_layout: CaptureLayoutOpt = None
-    max_context_size: MaxContextOpt = None
-    max_capture_requests: MaxCaptureReqOpt = None
+    cp_size: Annotated[Any, SettingKey("cp_size")] = None
+    cp_strategy: Annotated[Any, SettingKey("cp_strategy")] = None
+    align_size: Annotated[Any, SettingKey("align_size")] = None
+    max_padding_factor: Annotated[Any, SettingKey("max_padding_factor")] = None
+    buckets: Annotated[Any, SettingKey("buckets")] = None
+    capture_layout: Annotated[Any, SettingKey("capture_layout")] = None
+    max_context_size: Annotated[Any, SettingKey("max_context_size_tokens")] = None
+    max_capture_requests: Annotated[Any, SettingKey("max_capture_requests")] = None
 
-    def overrides(self) -> dict[str, Any]:
-        """Top-level config keys these options set (None = keep the config's value)."""
-        return {
-            "cp_size": self.cp_size, "cp_strategy": self.cp_strategy, "align_size": self.align_size,
-            "max_padding_factor": self.max_padding_factor, "buckets": self.buckets, "capture_layout": self.capture_layout,
-            "max_context_size_tokens": self.max_context_size, "max_capture_requests": self.max_capture_requests,
-        }
+
+CAPTURE_BUCKETS_HELP = (
+    "Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. A bucket whose "
+    "estimated attention memory exceeds the free memory of the device (CPU: available RAM) is skipped before it is built; "
+    "if none fits, the run is refused."
+)
+
+
+@dataclass(frozen=True)
+class CaptureDeploymentOptions(_SettingGroup):
+    """The deployment settings `cpbcg capture` takes (zigzag only, so no --cp-strategy)."""
+
+    config: ConfigOpt = None
+    cp_size: Annotated[Any, SettingKey("cp_size")] = None
+    align_size: Annotated[Any, SettingKey("align_size")] = None
+    max_padding_factor: Annotated[Any, SettingKey("max_padding_factor")] = None
+    buckets: Annotated[Any, SettingKey("buckets", help=CAPTURE_BUCKETS_HELP, default_text=f"the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}")] = None
+    capture_layout: Annotated[Any, SettingKey("capture_layout")] = None
+    max_context_size: Annotated[Any, SettingKey("max_context_size_tokens")] = None
+    max_capture_requests: Annotated[Any, SettingKey("max_capture_requests")] = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +174,7 @@ class TraceOptions:
 
     def reader_options(self) -> dict[str, Any]:
         """Keyword arguments of `cpbcg.api.open_trace` besides the path (a `ReadOptions`)."""
-        from cpbcg.planner.traces import ReadOptions
+        from cpbcg.api import ReadOptions
 
         options = ReadOptions(length_field=self.length_field, time_field=self.time_field, output_field=self.output_field,
                               model=self.model, log_type=self.log_type, strict=self.strict)
@@ -99,32 +187,31 @@ class TraceOptions:
 
 
 @dataclass(frozen=True)
-class SchedulerOptions:
+class SchedulerOptions(_SettingGroup):
     """The scheduler simulation that turns a request trace into forwards (docs/scheduler.md)."""
 
-    chunked_prefill_size: ChunkedPrefillOpt = None
-    max_prefill_tokens: MaxPrefillTokensOpt = None
-    prefill_max_requests: PrefillMaxRequestsOpt = None
-    max_running_requests: MaxRunningRequestsOpt = None
-    prefix_cache: PrefixCacheOpt = None
-    prefill_fixed_ms: PrefillFixedMsOpt = None
-    prefill_tokens_per_s: PrefillTokensPerSOpt = None
-    rate: RateOpt = None
-    time_scale: TimeScaleOpt = None
-    seed: SeedOpt = None
-    decode: DecodeOpt = None
-    page_size: PageSizeOpt = None
-    max_total_tokens: MaxTotalTokensOpt = None
-    enable_mixed_chunk: MixedChunkOpt = None
-    default_output_tokens: DefaultOutputOpt = None
-    decode_fixed_ms: DecodeFixedMsOpt = None
-    decode_ms_per_request: DecodeMsPerRequestOpt = None
+    chunked_prefill_size: Annotated[Any, SettingKey("scheduler.chunked_prefill_size")] = None
+    max_prefill_tokens: Annotated[Any, SettingKey("scheduler.max_prefill_tokens")] = None
+    prefill_max_requests: Annotated[Any, SettingKey("scheduler.prefill_max_requests")] = None
+    max_running_requests: Annotated[Any, SettingKey("scheduler.max_running_requests")] = None
+    prefix_cache: Annotated[Any, SettingKey("scheduler.prefix_cache")] = None
+    prefill_fixed_ms: Annotated[Any, SettingKey("scheduler.prefill_fixed_ms")] = None
+    prefill_tokens_per_s: Annotated[Any, SettingKey("scheduler.prefill_tokens_per_s")] = None
+    rate: Annotated[Any, SettingKey("scheduler.rate")] = None
+    time_scale: Annotated[Any, SettingKey("scheduler.time_scale")] = None
+    seed: Annotated[Any, SettingKey("scheduler.seed")] = None
+    decode: Annotated[Any, SettingKey("scheduler.decode")] = None
+    page_size: Annotated[Any, SettingKey("scheduler.page_size")] = None
+    max_total_tokens: Annotated[Any, SettingKey("scheduler.max_total_tokens")] = None
+    enable_mixed_chunk: Annotated[Any, SettingKey("scheduler.enable_mixed_chunk")] = None
+    default_output_tokens: Annotated[Any, SettingKey("scheduler.default_output_tokens")] = None
+    decode_fixed_ms: Annotated[Any, SettingKey("scheduler.decode_fixed_ms")] = None
+    decode_ms_per_request: Annotated[Any, SettingKey("scheduler.decode_ms_per_request")] = None
 
     def overrides(self, several_loads: bool = False) -> dict[str, Any]:
-        """Dotted `scheduler.*` config keys (field names are SchedulerConfig's keys). A
-        `--time-scale` list sets no key: `plan` takes it as its load factors (`load_factors`);
-        other commands refuse it unless `several_loads`."""
-        out = {f"scheduler.{f.name}": getattr(self, f.name) for f in dataclasses.fields(self)}
+        """Dotted `scheduler.*` config keys. A `--time-scale` list sets no key: `plan` takes it as
+        its load factors (`load_factors`); other commands refuse it unless `several_loads`."""
+        out = super().overrides()
         factors = self.load_factors()
         if factors is not None and len(factors) > 1 and not several_loads:
             from cpbcg.errors import ConfigError
@@ -137,37 +224,40 @@ class SchedulerOptions:
         """The `--time-scale` factors (one or a list), or None when not given."""
         if self.time_scale is None:
             return None
-        from cpbcg.planner.traffic import parse_load_factors
+        from cpbcg.api import parse_load_factors
 
         return parse_load_factors(str(self.time_scale))
 
-    def given_flags(self) -> list[str]:
-        """Flags given on the command line, in declaration order (`--no-decode` as given)."""
-        flags = []
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value is None:
-                continue
-            name = f.name.replace("_", "-")
-            flags.append(f"--{'no-' if value is False else ''}{'mixed-chunk' if f.name == 'enable_mixed_chunk' and value is False else name}")
-        return flags
-
 
 @dataclass(frozen=True)
-class CostOptions:
+class CostOptions(_SettingGroup):
     """The cost model the optimiser minimises (docs/optimiser.md)."""
 
-    graph_fixed_ms: Annotated[Optional[float], typer.Option("--graph-fixed-ms", min=0.0, max=1e6, help="Cost model: fixed time of a graph replay (ms); a replay of bucket B costs graph_fixed_ms + B*token_ms. [default: 10, fitted to public measurements]", show_default=False)] = None
-    eager_fixed_ms: Annotated[Optional[float], typer.Option("--eager-fixed-ms", min=0.0, max=1e6, help="Cost model: fixed time of an eager forward (ms); n tokens eagerly cost eager_fixed_ms + n*token_ms. [default: 24]", show_default=False)] = None
-    token_ms: Annotated[Optional[float], typer.Option("--token-ms", min=0.0, max=1e3, help="Cost model: time per token (ms). [default: 0.05]", show_default=False)] = None
+    graph_fixed_ms: Annotated[Any, SettingKey("cost.graph_fixed_ms")] = None
+    eager_fixed_ms: Annotated[Any, SettingKey("cost.eager_fixed_ms")] = None
+    token_ms: Annotated[Any, SettingKey("cost.token_ms")] = None
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="Capture manifest (`cpbcg capture -o`): its measured replay and eager timings set the cost model, scaled to the model's layer count.", show_default=False)] = None
-
-    def overrides(self) -> dict[str, Any]:
-        return {"cost.graph_fixed_ms": self.graph_fixed_ms, "cost.eager_fixed_ms": self.eager_fixed_ms, "cost.token_ms": self.token_ms}
 
     @property
     def given(self) -> bool:
-        return any(v is not None for v in (self.graph_fixed_ms, self.eager_fixed_ms, self.token_ms))
+        """Whether a cost-model option was given (the cost model is then labelled `command line`)."""
+        return any(value is not None for value in self.overrides().values())
+
+
+@dataclass(frozen=True)
+class GateOptions(_SettingGroup):
+    """CI gates of `cpbcg replay-check` (the config's `gates:` section)."""
+
+    min_coverage: Annotated[Any, SettingKey("gates.min_coverage")] = None
+    min_token_coverage: Annotated[Any, SettingKey("gates.min_token_coverage")] = None
+    max_padding: Annotated[Any, SettingKey("gates.max_padding")] = None
+    min_observed_coverage: Annotated[Any, SettingKey("gates.min_observed_coverage")] = None
+
+
+def _typer_type(hint: Any) -> Any:
+    """A field's type as typer reads it: a `SettingKey` field becomes its `option`."""
+    marks = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, SettingKey)]
+    return option(marks[0].key, help=marks[0].help, default_text=marks[0].default_text) if marks else hint
 
 
 def with_options(**groups: type) -> Callable[[F], F]:
@@ -180,8 +270,8 @@ def with_options(**groups: type) -> Callable[[F], F]:
         params = [p.replace(annotation=own_hints.get(p.name, p.annotation)) for p in own.parameters.values() if p.name not in groups]
         fields_of = {name: dataclasses.fields(cls) for name, cls in groups.items()}
         for name, cls in groups.items():
-            hints = typing.get_type_hints(cls, include_extras=True)
-            params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
+            hints = _hints(cls)
+            params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=_typer_type(hints[f.name]))
                        for f in fields_of[name]]
 
         @functools.wraps(command)
@@ -196,3 +286,8 @@ def with_options(**groups: type) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def request_only_flags(trace: TraceOptions, scheduler: SchedulerOptions) -> list[str]:
+    """The request-trace options given on the command line, in CLI order."""
+    return [flag for flag, value in trace.request_only().items() if value is not None] + scheduler.given_flags()

@@ -15,7 +15,7 @@ from cpbcg.atomic import output_path
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import FormatOpt, OutputFormat
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions, with_options
-from cpbcg.planner.choices import EmitFormat, Objective
+from cpbcg.settings import EmitFormat, Objective
 
 
 NoRecommendOpt = Annotated[bool, typer.Option("--no-recommend", help="Only evaluate the configured list (no recommendation).")]

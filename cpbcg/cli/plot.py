@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
-from cpbcg.planner.optimise.compare import Comparison
-from cpbcg.planner.optimise.recommend import Recommendation
+if TYPE_CHECKING:
+    from cpbcg.api import Comparison, Recommendation
 
 
 def plot_png(rec: Recommendation, comparison: Comparison) -> bytes:

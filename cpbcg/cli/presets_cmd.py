@@ -12,12 +12,11 @@ def presets() -> None:
     """List the shipped deployment presets (use one with `--config NAME`)."""
     from rich.table import Table
 
-    from cpbcg.config import load_config, preset_names
+    from cpbcg.api import preset_table
 
     table = Table(title="Deployment presets (cpbcg/configs/)", title_justify="left")
     for column in ("name", "cp_size", "strategy", "chunked_prefill_size", "buckets"):
         table.add_column(column)
-    for name in preset_names():
-        cfg = load_config(name)
-        table.add_row(name, str(cfg.cp_size), cfg.cp_strategy.value, str(cfg.scheduler.chunked_prefill_size), str(cfg.buckets))
+    for row in preset_table():
+        table.add_row(*map(str, row))
     stdout_console().print(table)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.check.summary import cell, pct, summary_rows
-from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.api import Evaluation, cell, pct, summary_rows
+from cpbcg.settings import SGLANG_VERSION
 
 REASON_HELP = {
     "not_cp_active": "not CP-active (zigzag needs every request >= 2*cp_size tokens, interleave a forward >= cp_size)",

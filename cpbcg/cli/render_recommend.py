@@ -4,16 +4,14 @@ the Pareto curve and guarantee mode."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.check.summary import pct
+from cpbcg.api import Comparison, Evaluation, ParetoPoint, Recommendation, pct
 from cpbcg.cli.render import REASON_HELP
-from cpbcg.planner.optimise.compare import Comparison, ParetoPoint
-from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.optimise.recommend import Recommendation
 
 OBJECTIVE_TEXT = {"coverage": "most forwards in graphs, then least modelled time", "time": "least modelled time"}
 SHORT_REASON = {"not_cp_active": "inact", "above_largest_bucket": "above", "padding_limit": "pad", "local_capacity": "cap"}
@@ -21,6 +19,10 @@ SHORT_REASON = {"not_cp_active": "inact", "above_largest_bucket": "above", "padd
 
 def _eager_cell(ev: Evaluation) -> str:
     return ", ".join(f"{SHORT_REASON[r]} {c:,}" for r, c in ev.eager.items() if c) or "-"
+
+
+def _eager_count(reason: str) -> Callable[[Evaluation], str]:
+    return lambda ev: f"{ev.eager[reason]:,}"
 
 
 def before_after_table(configured: Evaluation, rec: Recommendation) -> Table:
@@ -32,14 +34,14 @@ def before_after_table(configured: Evaluation, rec: Recommendation) -> Table:
     table.add_column("")
     for name, _ in columns:
         table.add_column(name, justify="right")
-    rows = [
+    rows: list[tuple[str, Callable[[Evaluation], str]]] = [
         ("buckets", lambda ev: str(len(ev.buckets))),
         ("forwards in graphs", lambda ev: pct(ev.graph_batches, ev.batches)),
         ("tokens in graphs", lambda ev: pct(ev.graph_tokens, ev.tokens)),
         ("padding", lambda ev: pct(ev.padded_tokens, ev.graph_tokens)),
         ("rescued", lambda ev: f"{ev.rescued:,}"),
     ]
-    rows += [(f"eager: {reason}", lambda ev, r=reason: f"{ev.eager[r]:,}") for reason in configured.eager]
+    rows += [(f"eager: {reason}", _eager_count(reason)) for reason in configured.eager]
     for label, fmt in rows:
         table.add_row(label, *(fmt(ev) for _, ev in columns))
     times = [f"{rec.configured_modelled_ms / 1e3:,.2f} s", f"{rec.modelled_ms / 1e3:,.2f} s"]
@@ -98,10 +100,8 @@ def comparison_table(comparison: Comparison, rec: Recommendation) -> Table:
     """One row per list: the recommendation beside SGLang's default and peers' lists."""
     table = Table(title="Bucket lists compared on this trace (modelled time, coverage)", title_justify="left")
     table.caption = "K: buckets; time: modelled prefill time; best@K: the optimiser's best list of the same size"
-    for name, justify in (("list", "left"), ("K", "right"), ("graph fwd", "right"), ("graph tok", "right"),
-                          ("padding", "right"), ("time s", "right"), ("vs rec", "right"),
-                          ("best@K s", "right"), ("eager by reason", "left")):
-        table.add_column(name, justify=justify)
+    for name in ("list", "K", "graph fwd", "graph tok", "padding", "time s", "vs rec", "best@K s", "eager by reason"):
+        table.add_column(name, justify="left" if name in ("list", "eager by reason") else "right")
     base = comparison.reports[0].modelled_ms
     for r in comparison.reports:
         ev = r.evaluation
@@ -122,15 +122,6 @@ def pareto_table(points: list[ParetoPoint], objective: str) -> Table:
         table.add_row(str(p.max_buckets), f"{p.modelled_ms / 1e3:,.2f}", f"{100 * p.coverage:.2f}%",
                       f"{100 * p.token_coverage:.2f}%", str(p.buckets[-1]))
     return table
-
-
-def comparison_document(comparison: Comparison) -> dict:
-    """The `comparison` section of the plan JSON."""
-    return {
-        "lists": [{"name": r.name, "modelled_ms": r.modelled_ms, "optimal_same_size_ms": r.optimal_same_size_ms, **r.evaluation.to_dict()}
-                  for r in comparison.reports],
-        "pareto": [vars(p) for p in comparison.points],
-    }
 
 
 def guarantee_renderable(result, cp_size: int, cp_strategy: str, factor: float) -> Text:

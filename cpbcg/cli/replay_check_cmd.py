@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 from typing import TYPE_CHECKING
 
@@ -17,46 +17,30 @@ import typer
 from cpbcg.atomic import STDOUT, output_path
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import FormatOpt, OutputFormat, print_json, stderr_console, stdout_console
-from cpbcg.cli.options import DeploymentOptions, SchedulerOptions, TraceOptions, with_options
-from cpbcg.errors import ConfigError
+from cpbcg.cli.options import DeploymentOptions, GateOptions, SchedulerOptions, TraceOptions, with_options
+from cpbcg.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
-    from cpbcg.check.gates import CheckReport, ReplayRecord
+    from cpbcg.api import CheckReport, ReplayRecord
+    from cpbcg.atomic import OutputGroup
 
 ManifestOpt = Annotated[Optional[Path], typer.Option("--manifest", "-m", help="Capture manifest (`cpbcg capture -o`): buckets, capacities and CP settings come from it.", show_default=False)]
-MinCovOpt = Annotated[Optional[float], typer.Option("--min-coverage", min=0.0, max=1.0, help="Gate: least fraction of batches replayed in graphs (0..1).", show_default=False)]
-MinTokCovOpt = Annotated[Optional[float], typer.Option("--min-token-coverage", min=0.0, max=1.0, help="Gate: least fraction of tokens replayed in graphs (0..1).", show_default=False)]
-MaxPadOpt = Annotated[Optional[float], typer.Option("--max-padding", min=0.0, help="Gate: most padding overhead, padded / real graph tokens (0.05 = 5%).", show_default=False)]
 MaxEagerOpt = Annotated[Optional[list[str]], typer.Option("--max-eager", metavar="REASON=N", help="Gate: at most N eager batches for REASON (not_cp_active, above_largest_bucket, padding_limit, local_capacity). Repeatable.", show_default=False)]
 JunitOpt = Annotated[Optional[Path], typer.Option("--junit", parser=output_path, help="Write a JUnit XML report (one test case per gate); `-` writes it to stdout.", show_default=False)]
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", parser=output_path, help="Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout.", show_default=False)]
-MinObsCovOpt = Annotated[Optional[float], typer.Option("--min-observed-coverage", min=0.0, max=1.0, help="Gate (an SGLang server log that prints the graph verdict): least fraction of forwards the server itself ran in graphs (0..1).", show_default=False)]
 ReportOnlyOpt = Annotated[bool, typer.Option("--report-only", help="Run without any gate: report coverage and exit 0. Without it, a run with no gate (config gates:, --min-coverage, --max-eager, ..., --replay) is refused with exit 2, so a CI job that forgot its gates is not green.")]
 ReplayOpt = Annotated[int, typer.Option("--replay", min=0, max=4096, help="Replay N sampled graph batches through freshly captured graphs and compare with eager (needs torch; CUDA if present, else a dry run). Adds the replay_verified gate.")]
-
-def gate_overrides(min_coverage: Optional[float], min_token_coverage: Optional[float], max_padding: Optional[float], max_eager: list[str],
-                   min_observed_coverage: Optional[float] = None) -> dict[str, Any]:
-    """Dotted config overrides for the gate options (`--max-eager` merges into the config's)."""
-    from cpbcg.check.gates import parse_max_eager
-
-    out: dict[str, Any] = {
-        "gates.min_coverage": min_coverage, "gates.min_token_coverage": min_token_coverage, "gates.max_padding": max_padding,
-        "gates.min_observed_coverage": min_observed_coverage,
-    }
-    out.update({f"gates.max_eager.{reason}": n for reason, n in parse_max_eager(max_eager).items()})
-    return out
-
 
 def gates_table(report: CheckReport) -> Table:
     """Gate, measured value, threshold and verdict per gate."""
     from rich.table import Table
 
     table = Table(title="Gates", title_justify="left")
-    for name, justify in (("gate", "left"), ("measured", "right"), ("threshold", "right"), ("result", "left")):
-        table.add_column(name, justify=justify)
+    for name in ("gate", "measured", "threshold", "result"):
+        table.add_column(name, justify="right" if name in ("measured", "threshold") else "left")
     for g in report.gates:
         table.add_row(g.name, g.measured_text, f"{g.comparison} {g.threshold_text}", "pass" if g.passed else "FAIL")
     return table
@@ -71,7 +55,7 @@ def overflow_text(report: CheckReport) -> Text:
     """The first natural-bucket overflows as `extend_seq_lens` (old runtime crashed on them)."""
     from rich.text import Text
 
-    from cpbcg.check.gates import count_of
+    from cpbcg.api import count_of
 
     ev = report.evaluation
     text = Text(f"Natural bucket overflow (crashed before the runtime's bucket search): {count_of(ev.natural_overflow, 'batch', 'batches')}\n")
@@ -100,17 +84,17 @@ def _or_dash(value: object) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool = False, simulation: dict | None = None) -> None:
+def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool = False) -> None:
     """Main output on stdout: the plan tables plus overflow and gates, or the JSON report (with
-    `simulation`); on stderr when a report file goes to stdout (`--json -` or `--junit -`)."""
+    the simulation summary); on stderr when a report file goes to stdout (`--json -` or `--junit -`)."""
     from rich.console import Group
     from rich.text import Text
 
-    from cpbcg.check.reports import report_json
+    from cpbcg.api import report_json
     from cpbcg.cli.render import evaluation_tables
 
     if output_format is OutputFormat.json:
-        print_json(report_json(report, simulation), to_stderr=stdout_taken)
+        print_json(report_json(report, report.simulation), to_stderr=stdout_taken)
         return
     console = stderr_console() if stdout_taken else stdout_console()
     from cpbcg.cli.log_report import observed_renderable
@@ -127,19 +111,19 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     console.print(Group(*parts))
 
 
-def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path], simulation: dict | None = None) -> None:
+def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path]) -> None:
     """Report files (`--json -`: stdout; both files written together or neither), GitHub
     annotations (`GITHUB_ACTIONS=true`) and the step summary. The outputs were checked up front
     (`check_outputs`); the annotations and the step summary never change the verdict: a summary
-    that cannot be appended is a warning. `simulation` goes into the JSON report."""
+    that cannot be appended is a warning. The JSON report carries the simulation summary."""
+    from cpbcg.api import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
     from cpbcg.atomic import OutputGroup
-    from cpbcg.check.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
 
     with OutputGroup() as outputs:
         if junit is not None:
             _write(junit, junit_xml(report), outputs)
         if json_path is not None:
-            _write(json_path, report_json(report, simulation), outputs)
+            _write(json_path, report_json(report, report.simulation), outputs)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(report):  # stderr lines only: nothing here can fail on a file
             typer.echo(line, err=True)
@@ -151,7 +135,7 @@ def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path
             typer.echo(f"cpbcg: warning: cannot append the step summary to {summary}: {exc.strerror or exc}", err=True)
 
 
-def _write(path: Path, data: bytes, outputs) -> None:
+def _write(path: Path, data: bytes, outputs: "OutputGroup") -> None:
     """A report file, staged in `outputs` (an `OutputGroup`); `-` is stdout."""
     if str(path) == STDOUT:
         typer.echo(data.decode(), nl=False)
@@ -160,7 +144,7 @@ def _write(path: Path, data: bytes, outputs) -> None:
 
 
 def verdict(report: CheckReport) -> str:
-    from cpbcg.check.gates import count_of
+    from cpbcg.api import count_of
 
     if not report.gates:
         return "replay-check: no gates configured (--report-only): nothing to fail on"
@@ -173,14 +157,10 @@ def verdict(report: CheckReport) -> str:
 
 @app.command("replay-check")
 @error_boundary
-@with_options(deployment=DeploymentOptions, trace=TraceOptions, scheduler=SchedulerOptions)
+@with_options(deployment=DeploymentOptions, trace=TraceOptions, scheduler=SchedulerOptions, gates=GateOptions)
 def replay_check(
     manifest: ManifestOpt = None,
-    min_coverage: MinCovOpt = None,
-    min_token_coverage: MinTokCovOpt = None,
-    max_padding: MaxPadOpt = None,
     max_eager: MaxEagerOpt = None,
-    min_observed_coverage: MinObsCovOpt = None,
     junit: JunitOpt = None,
     json_path: JsonOpt = None,
     replay: ReplayOpt = 0,
@@ -190,6 +170,7 @@ def replay_check(
     deployment: DeploymentOptions,
     trace: TraceOptions,
     scheduler: SchedulerOptions,
+    gates: GateOptions,
 ) -> None:
     """Check in CI that a trace's batches replay in the captured graphs, and fail the build
     when they do not.
@@ -205,47 +186,28 @@ def replay_check(
     `$GITHUB_STEP_SUMMARY` (a warning, not a failure, if it cannot be written).
 
     Exit codes: 0 all gates pass, 1 a gate failed, 2 bad input or no gate at all (unless
-    `--report-only`).
+    `--report-only`; `cpbcg --help` lists them all).
 
     Example: `cpbcg replay-check --config ci-gates-cp4 --trace lens.jsonl --junit report.xml`
     """
-    from cpbcg.api import check, load_config_and_deployment, server_check
-    from cpbcg.cli.server_note import echo_server_check
-    from cpbcg.check.gates import Gates
+    from cpbcg import api
     from cpbcg.atomic import check_outputs
-    from cpbcg.cli.source_note import report_simulation, warn_ignored_options
-    from cpbcg.manifest import load_manifest
+    from cpbcg.cli.options import request_only_flags
+    from cpbcg.cli.trace_progress import TraceProgress
 
     check_outputs({"--junit": junit, "--json": json_path}, {"--trace": trace.trace, "--manifest": manifest})
     if str(junit) == STDOUT and str(json_path) == STDOUT:
         raise ConfigError("--junit - and --json - would both write to stdout; send one to a file")
-    dotted = gate_overrides(min_coverage, min_token_coverage, max_padding, max_eager or [], min_observed_coverage)
-    loaded = load_manifest(manifest) if manifest is not None else None
-    if loaded is not None and loaded.data.get("dry_run"):
-        typer.echo(f"cpbcg: warning: {manifest} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model", err=True)
-    overrides = {**deployment.overrides(), **scheduler.overrides(), **dotted}
-    from cpbcg.api import log_settings
-    from cpbcg.cli.log_report import print_log_settings, print_log_summary
-
-    log = log_settings(trace.trace, **trace.reader_options())
-    cfg, dep = load_config_and_deployment(deployment.config, overrides, manifest=loaded, log=log)
-    print_log_settings(log, overrides)
-    gates = cfg.gates.to_gates()
-    if not replay and not report_only and gates == Gates():
-        raise ConfigError(f"replay-check: {NO_GATES_NOTE}; or pass --report-only to report without gates")
-    warn_ignored_options(trace, scheduler)
-    echo_server_check(server_check(dep))
-    from cpbcg.cli.trace_progress import TraceProgress
-
+    overrides = {**deployment.overrides(), **scheduler.overrides(), **gates.overrides()}
     with TraceProgress() as bar:
-        report, source = check(trace.trace, dep, gates, manifest=loaded, replay=replay, config=cfg,
-                               trace_options={**trace.reader_options(), "progress": bar.requests}, on_chunk=bar.forwards)
-    simulation = report_simulation(source)
-    print_log_summary(source)
-    render(report, output_format, stdout_taken=STDOUT in (str(junit), str(json_path)), simulation=simulation)
-    publish(report, junit, json_path, simulation)
+        report = api.check_trace(deployment.config, overrides, manifest, trace.trace, max_eager=max_eager, replay=replay,
+                                 report_only=report_only, **trace.reader_options(),
+                                 ignored_flags=request_only_flags(trace, scheduler), note=lambda text: typer.echo(text, err=True),
+                                 progress=bar.requests, on_chunk=bar.forwards)
+    render(report, output_format, stdout_taken=STDOUT in (str(junit), str(json_path)))
+    publish(report, junit, json_path)
     if trace.trace is None:
         typer.echo(NO_TRACE_WARNING, err=True)
     typer.echo(verdict(report), err=True)
     if not report.passed:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.GATE_FAILED)

@@ -18,6 +18,10 @@ SIMULATING = "simulating requests"
 REPLAYING = "replaying forwards"
 
 
+def _ignore(amount: float = 1) -> None:
+    """No bar (yet)."""
+
+
 class TraceProgress:
     """Context manager; pass `requests` as the source's `progress` and `forwards` as `on_chunk`."""
 
@@ -25,7 +29,7 @@ class TraceProgress:
         self._stack = ExitStack()
         self._forwards_description = forwards_description
         self._description: str | None = None
-        self._advance: Callable[[float], Any] = lambda amount=1: None
+        self._advance: Callable[[float], Any] = _ignore
         self._requests_seen = 0
 
     def __enter__(self) -> "TraceProgress":
@@ -40,10 +44,11 @@ class TraceProgress:
             self._advance(requests_read - self._requests_seen)
         self._requests_seen = requests_read
 
-    def forwards(self, chunk: Any) -> None:
+    def forwards(self, chunk: object) -> None:
         """`on_chunk`: a `BatchSet` or `ForwardSizes` chunk was tallied."""
         if self._open(self._forwards_description):
-            self._advance(getattr(chunk, "num_batches", None) or getattr(chunk, "num_forwards", 0))
+            count = getattr(chunk, "num_batches", 0) or getattr(chunk, "num_forwards", 0)
+            self._advance(float(count))
 
     def _open(self, description: str) -> bool:
         """Open the bar as `description` unless one is open; True when it shows `description`."""

@@ -43,7 +43,7 @@ class Deployment:
     runner ignores `max_context_size` for CP graphs)."""
 
     def table(self) -> BucketTable:
-        """The configured buckets with capacities from the capture model (domain §3).
+        """The configured buckets with capacities from the capture model (docs/model.md "Local capacity").
         Raises `ModelError` when no bucket is capturable or the capture layout is impossible."""
         return BucketTable.build(list(self.buckets), self.cp, self.capture)
 

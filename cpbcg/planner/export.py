@@ -1,6 +1,6 @@
 """Hand a bucket list over in the engine's own format (`cpbcg plan --emit ...`).
 
-* `sglang`: the server flags (domain §5): `--cuda-graph-bs-prefill B1 B2 ...
+* `sglang`: the server flags (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ...
   --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --tp-size N
   --cp-strategy S --prefill-attention-backend A` when `cp_size > 1` (what SGLang 0.5.23 needs
   to start and to capture CP graphs, `sglang_release.check_server_flags`), and the scheduler
@@ -53,7 +53,7 @@ def export_buckets(buckets: list[int], fmt: EmitFormat | str, deployment: "Deplo
 
 def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int | None = None) -> str:
     """SGLang server flags capturing exactly `buckets` under the deployment's CP and scheduler
-    settings (domain §5): `--cuda-graph-bs-prefill B1 B2 ... --cuda-graph-max-bs-prefill MAX`,
+    settings (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ... --cuda-graph-max-bs-prefill MAX`,
     the CP flags, and the scheduler flags that shaped the planned forwards. SGLang takes an
     explicit list as given, so a bucket above `--chunked-prefill-size` deploys. `chunk_tokens`
     (the chunk the plan assumed, when it differs from the scheduler's) replaces

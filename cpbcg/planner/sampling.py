@@ -71,7 +71,7 @@ def sample_graph_batches(
 
     Each chunk draws one uniform key per graph batch (`numpy.random.default_rng(seed)`, chunk
     order); the batches with the `k` smallest keys win. Routing is the runtime selector's
-    (`select_buckets`, domain brief §4). Raises what reading `chunks` raises.
+    (`select_buckets`, docs/model.md "Replay selection"). Raises what reading `chunks` raises.
     """
     rng = np.random.default_rng(seed)
     overall, buckets = _BottomK(k), {}

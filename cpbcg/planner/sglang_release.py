@@ -122,7 +122,7 @@ def check_flag_words(words: list[str]) -> ServerCheck:
     )
 
 
-def deployment_server_check(deployment: "Deployment") -> ServerCheck:
+def deployment_server_check(deployment: "Deployment", flag_words: list[str] | None = None) -> ServerCheck:
     """0.5.23's verdict on the server flags a deployment runs with: the flags file given as its
     bucket list (`--buckets FLAGS`, a file starting with `--`), else the CP flags
     `plan --emit sglang` writes for it (`--tp-size` = CP size and the strategy's backend, which
@@ -131,27 +131,8 @@ def deployment_server_check(deployment: "Deployment") -> ServerCheck:
     cp = deployment.cp
     if cp.cp_size == 1:
         return ServerCheck([], [])
-    words = _flags_file_words(deployment.bucket_spec)
+    words = flag_words  # the flags file's words, read at the input edge (`cpbcg.bucket_files.flags_file_words`)
     if words is None:
         return check_server_flags(attn_cp_size=cp.cp_size, tp_size=cp.cp_size, cp_strategy=cp.strategy.value,
                                   enable_prefill_cp=True, prefill_attention_backend=CP_GRAPH_BACKENDS[cp.strategy.value])
     return check_flag_words(words)
-
-
-def _flags_file_words(spec: str) -> list[str] | None:
-    """The words of an SGLang flags file named by a bucket spec, or None when it is not one."""
-    import shlex
-    from pathlib import Path
-
-    from cpbcg.inputs import read_input_bytes  # noqa: PLC0415 (as bucket_spec: the planner reads the file it was given)
-
-    path = Path(spec) if spec and "," not in spec else None
-    if path is None or not path.is_file():
-        return None
-    raw = read_input_bytes(path)
-    if not raw.lstrip().startswith(b"--"):
-        return None
-    try:
-        return shlex.split(raw.decode("utf-8", "replace"))
-    except ValueError:
-        return None

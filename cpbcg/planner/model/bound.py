@@ -5,7 +5,7 @@ An SGLang server log's `Prefill batch` line gives each forward's `#new-token` (`
 ANY `k` requests of `n` tokens can need: a worst-case bound on what the real forward needed.
 
 * zigzag (`cp_size > 1`): CP-active iff every request can have `>= 2*cp_size` tokens
-  (`n >= 2*cp_size*k`, domain §2); rows are exact over exactly `k` requests. A request
+  (`n >= 2*cp_size*k`, docs/model.md "Layout"); rows are exact over exactly `k` requests. A request
   `L = seg*b + m` (`b >= 1`) gives rank `r` `2b + h_r(m)` tokens; splitting a request of base
   `b >= 2` into `seg` and `L - seg` leaves every rank's count unchanged, so exactly `k` requests
   with bases summing to `u >= k` reach what at most `k` residues summing to `S = n - seg*u` reach:

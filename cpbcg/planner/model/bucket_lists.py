@@ -1,5 +1,5 @@
 """Every named bucket list, in one registry: SGLang's default prefill list and the peers' lists
-users compare against (domain §5, §7). `--buckets NAME:MAX` and the comparison table both read
+users compare against (docs/model.md, docs/optimiser.md). `--buckets NAME:MAX` and the comparison table both read
 `NAMED_LISTS`; nothing registers itself by import.
 
 Peers' lists are sized for their own engines; here they are stretched to `max_tokens` (the
@@ -16,7 +16,7 @@ MAX_BUCKET_TOKENS = 1 << 22
 """Largest bucket cpbcg accepts (4,194,304 tokens): 32x the largest chunked prefill in use."""
 DEFAULT_MAX_BS = 8192
 """SGLang's default `chunked_prefill_size` (hence prefill `max_bs`) on 80-160 GB GPUs."""
-_SGLANG_GRID = (  # (start, stop inclusive, step) — domain brief §5
+_SGLANG_GRID = (  # (start, stop inclusive, step) — docs/model.md "SGLang's default list"
     (4, 32, 4),
     (48, 256, 16),
     (288, 512, 32),
@@ -26,7 +26,7 @@ _SGLANG_GRID = (  # (start, stop inclusive, step) — domain brief §5
 
 
 def sglang_default_buckets(max_bs: int = DEFAULT_MAX_BS, append_max_bs: bool = False) -> list[int]:
-    """SGLang's default prefill `capture_num_tokens` for `max_bs` (domain §5).
+    """SGLang's default prefill `capture_num_tokens` for `max_bs` (docs/model.md "SGLang's default list").
 
     4..32 step 4, 48..256 step 16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256,
     4608..max_bs step 512, keeping `<= max_bs`: what SGLang main's released

@@ -15,7 +15,9 @@ A bucket spec (what `--buckets` and the config's `buckets:` take) is one of:
   always read as a list (never tried as a file name), and only ASCII digits count.
 * a path to a YAML or JSON file (a regular file of at most 16 MiB): a list of ints, cpbcg's own
   bucket file (`{"capture_num_tokens": [...]}`), or an SGLang `--cuda-graph-config` JSON
-  (`{"prefill": {"bs": [...], "max_bs": N}}`).
+  (`{"prefill": {"bs": [...], "max_bs": N}}`). Files are read at the input edge
+  (`cpbcg.bucket_files`); this module parses what was read (`buckets_of_document`) and reads
+  no file itself.
 
 Messages start with the spec or file (`2048,x: bucket 1: ...`, `b.yaml: ...`) and never
 name a command-line flag; the config loader prefixes the file and key.
@@ -23,9 +25,8 @@ name a command-line flag; the config loader prefixes the file and key.
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
+from typing import Callable
 
 from cpbcg.errors import ConfigError
 from cpbcg.planner.export import parse_sglang_flags
@@ -57,11 +58,13 @@ def parse_positive_int(text: str, where: str, *, maximum: int | None = None, all
     return value
 
 
-def parse_bucket_spec(spec: str | list[int], *, base_dir: Path | None = None) -> list[int]:
+def parse_bucket_spec(spec: str | list[int], read_file: Callable[[str], list[int]] | None = None) -> list[int]:
     """Resolve a bucket spec (see module doc) into a sorted, de-duplicated list of tokens.
 
-    Raises `ConfigError` naming the spec or file for anything unreadable or not a positive int
-    (at most `MAX_BUCKET_TOKENS`).
+    The planner reads no files: a spec that is neither a list nor a named generator is handed to
+    `read_file(spec)` (`cpbcg.bucket_files.read_bucket_file`, the input edge), and without one
+    it is refused. Raises `ConfigError` naming the spec or file for anything unreadable or not a
+    positive int (at most `MAX_BUCKET_TOKENS`).
     """
     if isinstance(spec, list):
         return _validated(spec, "bucket list")
@@ -82,30 +85,20 @@ def parse_bucket_spec(spec: str | list[int], *, base_dir: Path | None = None) ->
                 raise
             raise ConfigError(f"{_show(text)}: {exc}") from None
         return _validated(generated, _show(text))
-    path = Path(text) if base_dir is None or Path(text).is_absolute() else base_dir / text
-    if path.suffix.lower() in {".yaml", ".yml", ".json"} or path_exists(path):
-        return read_bucket_file(path)
-    known = ", ".join(f"{n}:MAX" for n in NAMED_LISTS)
-    raise ConfigError(f"cannot read {_show(text)!r}: not a list like 2048,2304, a file, or one of {known}")
+    if read_file is not None:
+        return read_file(text)
+    raise ConfigError(f"cannot read {_show(text)!r}: {NOT_A_SPEC}")
 
 
-def read_bucket_file(path: Path) -> list[int]:
-    """Read a YAML/JSON bucket file (list, cpbcg bucket file, or SGLang cuda-graph-config), or
-    the SGLang server flags `plan --emit sglang|sglang-json` wrote (a file starting with `--`).
+NOT_A_SPEC = f"not a list like 2048,2304, a file, or one of {', '.join(f'{n}:MAX' for n in NAMED_LISTS)}"
+"""Why a spec that names no file, list or generator is refused."""
 
-    Refuses (`ConfigError`, `FILE:LINE: ...`) a FIFO, device or directory before opening it, a
-    file above 16 MiB, duplicate keys, alias bombs, deep nesting and non-integer buckets.
-    """
-    from cpbcg.inputs import load_json, load_yaml, read_input_bytes  # noqa: PLC0415 (planner stays yaml-free at import)
 
-    raw = read_input_bytes(path)
-    if raw.lstrip().startswith(b"--"):
-        try:
-            flags = parse_sglang_flags(raw.decode("utf-8", "replace"))
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-        return _validated(flags, str(path))
-    data = load_json(raw, str(path)) if path.suffix.lower() == ".json" else load_yaml(raw, str(path))
+def buckets_of_document(data: object, where: str) -> list[int]:
+    """The buckets of a parsed bucket document (already read at the input edge,
+    `cpbcg.bucket_files`): a list of ints, cpbcg's own bucket file (`{"capture_num_tokens": [...]}`),
+    or an SGLang `--cuda-graph-config` (`{"prefill": {"bs": [...]}}` or `{"prefill": {"max_bs": N}}`).
+    Raises `ConfigError` (`WHERE: ...`) for anything else or a bucket that is not a positive int."""
     if isinstance(data, dict) and "capture_num_tokens" in data:
         data = data["capture_num_tokens"]
     elif isinstance(data, dict) and isinstance(data.get("prefill"), dict):
@@ -113,23 +106,24 @@ def read_bucket_file(path: Path) -> list[int]:
         if "bs" in prefill:
             data = prefill["bs"]
         elif "max_bs" in prefill:
-            data = sglang_default_buckets(_positive(prefill["max_bs"], f"{path}: prefill.max_bs"))
+            data = sglang_default_buckets(_positive(prefill["max_bs"], f"{where}: prefill.max_bs"))
         else:
-            raise ConfigError(f"{path}: prefill needs 'bs' or 'max_bs'")
+            raise ConfigError(f"{where}: prefill needs 'bs' or 'max_bs'")
     if not isinstance(data, list):
         raise ConfigError(
-            f"{path}: expected a list of buckets, {{capture_num_tokens: [...]}} or {{prefill: {{bs: [...]}}}}"
+            f"{where}: expected a list of buckets, {{capture_num_tokens: [...]}} or {{prefill: {{bs: [...]}}}}"
         )
-    return _validated(data, str(path))
+    return _validated(data, where)
 
 
-def path_exists(path: Path) -> bool:
-    """Whether `path` names anything (False, not an error, for a name too long or with a NUL)."""
+def buckets_of_flags(text: str, where: str) -> list[int]:
+    """The prefill buckets of SGLang server flags (`plan --emit sglang|sglang-json` output),
+    read at the input edge. Raises `ConfigError` (`WHERE: ...`)."""
     try:
-        os.stat(path)
-    except (OSError, ValueError):  # missing, name too long, embedded NUL
-        return False
-    return True
+        flags = parse_sglang_flags(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return _validated(flags, where)
 
 
 def _int_arg(arg: str, text: str) -> int:

@@ -1,7 +1,7 @@
 """Local capacity `C(B)`: the CP-local rows a graph captured for global bucket `B` holds.
 
 The runtime captures bucket `B` from a dummy batch and records that batch's physical rows
-(domain brief §3). Two capture layouts exist:
+(docs/model.md "Local capacity"). Two capture layouts exist:
 
 * `single_request`: one request of `B` tokens. cp 4, align 8:
   `C(2048)=512, C(2304)=576, C(2560)=640, C(2100)=528`.
@@ -48,7 +48,7 @@ def capture_pieces(bucket_tokens: int, cp: CPLayout, spec: CaptureSpec) -> list[
     """Extend lengths of the dummy batch used to capture `bucket_tokens`.
 
     Raises `ModelError` when the context-bounded layout needs more request slots than allowed
-    or would make a piece shorter than `2*cp_size` (domain §3).
+    or would make a piece shorter than `2*cp_size` (docs/model.md "Local capacity").
     """
     return cp.model.capture_pieces(bucket_tokens, spec)
 

@@ -30,7 +30,7 @@ class BatchExplanation:
     local_rows: int
     """Physical rows per rank (aligned maximum)."""
     worst_case_rows: int
-    """Worst-case rows for any batch of this many tokens and requests (domain §2)."""
+    """Worst-case rows for any batch of this many tokens and requests (docs/model.md "Layout")."""
     natural_bucket: int | None
     """Smallest bucket >= n, if any."""
     natural_capacity_rows: int | None

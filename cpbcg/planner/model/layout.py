@@ -62,7 +62,7 @@ class CPLayout:
     @property
     def min_request_tokens(self) -> int:
         """Smallest extend length a request may have for its forward to be CP-active: `2*cp_size`
-        under zigzag (domain §2), 1 under interleave or without CP (`cp_size == 1`)."""
+        under zigzag (docs/model.md "Layout"), 1 under interleave or without CP (`cp_size == 1`)."""
         return self.model.min_request_tokens
 
     @property
@@ -167,7 +167,7 @@ class BatchSet:
 def cp_active(batches: BatchSet, layout: CPLayout) -> np.ndarray:
     """[num_batches] bool: whether each batch runs under CP (and may replay a CP graph).
 
-    zigzag (domain §2): `cp_size > 1`, total `>= 2*cp_size` and every request `>= 2*cp_size`.
+    zigzag (docs/model.md "Layout"): `cp_size > 1`, total `>= 2*cp_size` and every request `>= 2*cp_size`.
     interleave: `cp_size > 1` and total `>= cp_size` (every rank gets a token; an assumption
     documented in docs/model.md). With `cp_size == 1` there is no CP and every batch is eligible
     for the plain (non-CP) graphs.
@@ -178,7 +178,7 @@ def cp_active(batches: BatchSet, layout: CPLayout) -> np.ndarray:
 def local_tokens(batches: BatchSet, layout: CPLayout) -> np.ndarray:
     """[num_batches, cp_size] int64: logical tokens each rank holds for each batch.
 
-    Matches SGLang's zigzag split (domain §2): `[1534, 161, 353]` at cp 4 gives
+    Matches SGLang's zigzag split (docs/model.md "Layout"): `[1534, 161, 353]` at cp 4 gives
     `[513, 511, 512, 512]`. Computed for every batch, CP-active or not.
     """
     return layout.model.local_tokens(batches)
@@ -188,7 +188,7 @@ def local_rows(batches: BatchSet, layout: CPLayout) -> np.ndarray:
     """[num_batches] int64: physical CP-local rows per rank = `align_up(max rank tokens, align)`.
 
     With `cp_size == 1` rows equal the batch's tokens (no alignment).
-    Example (domain §2): `[1534, 161, 353]`, cp 4, align 8 → 513 → 520 rows.
+    Example (docs/model.md "Layout"): `[1534, 161, 353]`, cp 4, align 8 → 513 → 520 rows.
     """
     return layout.model.rows(batches)
 

@@ -1,6 +1,6 @@
 """The runtime's replay selector: which captured bucket replays a batch, or why it runs eagerly.
 
-Rule (domain brief §4, SGLang's breakable-CUDA-graph prefill runner with the bucket search):
+Rule (docs/model.md "Replay selection", SGLang's breakable-CUDA-graph prefill runner with the bucket search):
 buckets ascending; for a CP-active batch of `n` tokens needing `R` local rows, scan buckets
 `B >= n`, stop at the first `B > max_padding_factor * n`, return the first `B` with
 `R <= C(B)`; none → eager. Exactly `factor * n` is allowed (8 → 16 yes, 5 → 16 no).
@@ -63,7 +63,7 @@ class BucketTable:
     def build(cls, buckets: Sequence[int], cp: CPLayout, spec: CaptureSpec = CaptureSpec(), deepep: bool = False) -> "BucketTable":
         """The buckets SGLang 0.5.23 captures from the configured `buckets` (rounded up to
         multiples of `cp_size`, unique, `>= min_capture_tokens`: `capacity.capture_buckets`) with
-        capacities from the capture model (domain §3).
+        capacities from the capture model (docs/model.md "Local capacity").
 
         Raises `ModelError` if no bucket is capturable or the capture layout is impossible.
         """

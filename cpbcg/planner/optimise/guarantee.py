@@ -1,7 +1,7 @@
 """Guarantee mode (trace-free): buckets that replay *every* CP-active batch within limits.
 
 A CP-active batch of `n` tokens in `k` requests needs at most
-`worst_case_rows(n, k) = align_up(floor(n/cp + k*(1 - 1/cp)), align)` rows (domain §2; rows grow
+`worst_case_rows(n, k) = align_up(floor(n/cp + k*(1 - 1/cp)), align)` rows (docs/model.md "Layout"; rows grow
 with `k`, and zigzag needs every request `>= 2*cp_size`, so `k <= min(max_requests, n // (2*cp))`).
 Every such batch replays iff, for every `n`, some bucket `B` with `n <= B <= factor*n` has
 `C(B) >= worst rows(n)`: the selector then finds the first bucket with enough capacity inside the

@@ -1,5 +1,5 @@
 """Exact bucket-list optimiser: the list of at most K buckets with the least modelled prefill time
-under the runtime selector (domain §4) and the linear cost model (`cost.py`).
+under the runtime selector (docs/model.md "Replay selection") and the linear cost model (`cost.py`).
 
 Model. A batch `i` (tokens `n_i`, rows `R_i`, weight `w_i`) is replayed by the smallest chosen
 bucket in its feasible set `F_i = {B : n_i <= B <= factor*n_i, C(B) >= R_i}` (the runtime scans

@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 import orjson
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
+from cpbcg.planner.traces.base import ReadOptions, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.csv_table import header_columns, read_csv_requests
 from cpbcg.planner.traces.jsonl_table import read_jsonl_requests
 from cpbcg.planner.traces.records import RequestSpec

@@ -1,27 +1,27 @@
-"""Notes that make a batch source's assumptions visible: the scheduler simulation behind a
-request trace (stderr line + JSON summary), and scheduler options that a batch trace ignores.
+"""Notes (plain text for people) that make a batch source's assumptions visible: the scheduler
+simulation behind a request trace, a server log taken at its worst case, and scheduler options
+that a batch trace ignores. The JSON summary is `cpbcg.documents.simulation_summary`.
 
-Commands call these after `open_source` (and, for the simulation, after iterating its batches).
+The API returns these; the commands print them to stderr.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-
-import typer
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from cpbcg.planner.traces import TraceFormat, detect_format
 from cpbcg.planner.traces.registry import BY_NAME
 from cpbcg.planner.traces.text import display
 from cpbcg.planner.scheduler import backlog_fraction
+from cpbcg.planner.sglang_release import SGLANG_VERSION, ServerCheck
 from cpbcg.planner.traces.sources import BatchSource
 
 if TYPE_CHECKING:
-    from cpbcg.cli.options import SchedulerOptions, TraceOptions
+    from cpbcg.planner.traces.sglang_settings import LogSettings
 
+BATCHES, SGLANG_LOG = "batches", "sglang-log"
+"""Formats that are batch streams already (the scheduler options do not apply)."""
 FORMAT_LABELS = {name: fmt.label for name, fmt in BY_NAME.items()}
 """How each trace format is named in the note (the registry's labels)."""
 
@@ -44,7 +44,8 @@ def simulation_note(source: BatchSource) -> str | None:
     if sim is None:
         return None
     s, cfg = sim.summary(), sim.cfg
-    label = FORMAT_LABELS.get(_value(source.trace_format), str(_value(source.trace_format)))
+    kind = _value(source.trace_format)
+    label = FORMAT_LABELS.get(kind or "", str(kind))
     arrivals = "no timestamps" if s.synthetic_arrivals else "timestamps"
     if not s.synthetic_arrivals and cfg.time_scale != 1:
         arrivals += f" / time-scale {_num(cfg.time_scale)}"
@@ -81,32 +82,9 @@ def simulation_note(source: BatchSource) -> str | None:
     return text
 
 
-def simulation_summary(source: BatchSource) -> dict | None:
-    """JSON-able summary of the simulation (settings and counts), or None when the source is not
-    a request trace. Complete once `source.batches` has been iterated."""
-    sim = source.simulation
-    if sim is None:
-        return None
-    s = sim.summary()
-    return {
-        "trace_format": _value(source.trace_format),
-        "arrivals": "poisson" if s.synthetic_arrivals else "timestamps",
-        "scheduler": dataclasses.asdict(sim.cfg),
-        **dataclasses.asdict(s),
-        "skipped_rows": 0 if source.read_notes is None else source.read_notes.skipped_rows,
-        "first_skipped_line": None if source.read_notes is None else source.read_notes.first_skipped_line,
-        "busy_fraction": _busy(s),
-        "backlog_fraction": backlog_fraction(s),
-    }
-
-
-def report_simulation(source: BatchSource) -> dict | None:
-    """Print `simulation_note` (or, for a server log, `bound_note`) to stderr and return
-    `simulation_summary`."""
-    note = simulation_note(source) or bound_note(source)
-    if note is not None:
-        typer.echo(note, err=True)
-    return simulation_summary(source)
+def source_note(source: BatchSource) -> str | None:
+    """The stderr note of a source once read: `simulation_note`, else `bound_note`, else None."""
+    return simulation_note(source) or bound_note(source)
 
 
 def bound_note(source: BatchSource) -> str | None:
@@ -119,35 +97,27 @@ def ignored_options_note(trace_kind: TraceFormat | str | None, flags: list[str],
     a batch stream, or None. `trace_kind` is the trace's format as read (None for the embedded
     default); a request trace uses them all."""
     kind = _value(trace_kind)
-    if kind not in (None, TraceFormat.batches.value, TraceFormat.sglang_log.value) or not flags:
+    if kind not in (None, BATCHES, SGLANG_LOG) or not flags:
         return None
     what = "the embedded default workload is already a batch stream"
     if kind is not None:
-        what = f"{trace} is {'an SGLang server log' if kind == TraceFormat.sglang_log.value else 'a batch trace'}"
+        what = f"{trace} is {'an SGLang server log' if kind == SGLANG_LOG else 'a batch trace'}"
     verb = "applies" if len(flags) == 1 else "apply"
     return f"cpbcg: warning: {', '.join(flags)} {verb} to request traces only; {what}"
 
 
-def request_only_flags(trace: "TraceOptions", scheduler: "SchedulerOptions") -> list[str]:
-    """The request-trace options given on the command line, in CLI order."""
-    return [flag for flag, value in trace.request_only().items() if value is not None] + scheduler.given_flags()
-
-
-def warn_ignored_options(trace: "TraceOptions", scheduler: "SchedulerOptions") -> None:
-    """Print `ignored_options_note` to stderr before the trace is read (sniffs the format from
-    the first line when `auto`; bad traces raise `TraceError`)."""
-    flags = request_only_flags(trace, scheduler)
+def ignored_options_warning(flags: list[str], trace: Path | str | None, trace_format: str = "auto",
+                            length_field: str | None = None) -> str | None:
+    """`ignored_options_note` before the trace is read: sniffs the format from the first line when
+    `auto` (bad traces raise `TraceError`). `flags` are the request-trace options given, in CLI order."""
     if not flags:
-        return
-    kind: TraceFormat | None = None
-    first = trace.traces[0] if trace.traces else None  # several traces (plan): the first stands for them
-    if first is not None:
-        kind = TraceFormat(trace.trace_format)
-        if kind is TraceFormat.auto:
-            kind = detect_format(Path(first), trace.length_field)
-    note = ignored_options_note(kind, flags, None if first is None else display(first))
-    if note is not None:
-        typer.echo(note, err=True)
+        return None
+    kind: str | None = None
+    if trace is not None:
+        kind = TraceFormat(trace_format).value
+        if kind == "auto":
+            kind = str(detect_format(Path(trace), length_field).value)
+    return ignored_options_note(kind, flags, None if trace is None else display(trace))
 
 
 def _decode_note(s, cfg) -> str:
@@ -191,3 +161,35 @@ def _num(x: float) -> str:
 
 def _cache(setting: str | int) -> str:
     return setting if isinstance(setting, str) else f"{setting:,} tokens (LRU)"
+
+
+def server_check_notes(check: ServerCheck) -> list[str]:
+    """One `cpbcg: warning:` line per finding of `cpbcg.api.server_check`: the server would
+    refuse to start, or start without CP graphs, and why."""
+    return ([f"cpbcg: warning: SGLang {SGLANG_VERSION} would refuse to start with these flags: {m}" for m in check.refuses_start]
+            + [f"cpbcg: warning: SGLang {SGLANG_VERSION} would capture no CP graph with these flags: {m}" for m in check.no_cp_graph])
+
+
+def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object]) -> list[str]:
+    """One stderr line per setting an SGLang server log states: `cpbcg: from the log: cp_size 1
+    (server_args.attn_cp_size, line 3)`, or `..., overridden by the command line`; then its notes."""
+    if log is None:
+        return []
+    given = {k for k, v in overrides.items() if v is not None}
+    out = []
+    for s in log.settings:
+        value = ",".join(map(str, s.value)) if isinstance(s.value, list) else s.value
+        shown = value if len(str(value)) <= 60 else f"{len(s.value)} buckets {s.value[0]}..{s.value[-1]}"
+        tail = "; overridden by the command line" if s.key in given else ""
+        out.append(f"cpbcg: from the log: {s.key} {shown} ({s.origin}{tail})")
+    out += [f"cpbcg: note: {note}" for note in log.notes]
+    return out
+
+
+def log_summary_notes(source: BatchSource) -> list[str]:
+    """The reader's skipped / folded lines of an SGLang server log, after it was read."""
+    summary = source.log_summary
+    if summary is None:
+        return []
+    path = display(source.log.path if source.log is not None else "log")
+    return [f"cpbcg: note: {line}" for line in (summary.skipped_note(path), summary.folded_note(path)) if line is not None]

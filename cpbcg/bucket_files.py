@@ -1,0 +1,68 @@
+"""The bucket spec at the input edge: files are read here, through `cpbcg.inputs`, and only the
+parsed values reach the planner (`cpbcg.planner.model.bucket_spec` reads no files).
+
+`resolve_bucket_spec(spec)` is the one place a spec (`--buckets`, a config's `buckets:`) becomes
+a bucket list: lists and named generators are the planner's to parse; anything else is a file
+(`read_bucket_file`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cpbcg.errors import ConfigError
+from cpbcg.inputs import load_json, load_yaml, path_exists, read_input_bytes
+from cpbcg.planner.model.bucket_spec import NOT_A_SPEC, buckets_of_document, buckets_of_flags, parse_bucket_spec
+
+BUCKET_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+"""Suffixes that make a spec a file even before it exists (so a missing one says "no such file")."""
+
+
+def resolve_bucket_spec(spec: str | list[int]) -> list[int]:
+    """A bucket spec (see `cpbcg.planner.model.bucket_spec`) as a sorted, de-duplicated list of
+    tokens, files included. Raises `ConfigError` naming the spec or `FILE:LINE`."""
+    return parse_bucket_spec(spec, read_file=_read_spec_file)
+
+
+def is_bucket_file(spec: object) -> bool:
+    """Whether the spec names a file (a YAML/JSON name, or anything that exists on disk)."""
+    return isinstance(spec, str) and (Path(spec).suffix.lower() in BUCKET_FILE_SUFFIXES or path_exists(spec))
+
+
+def _read_spec_file(text: str) -> list[int]:
+    if not is_bucket_file(text):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ConfigError(f"cannot read {shown!r}: {NOT_A_SPEC}")
+    return read_bucket_file(Path(text))
+
+
+def read_bucket_file(path: str | Path) -> list[int]:
+    """Read a YAML/JSON bucket file (list, cpbcg bucket file, or SGLang cuda-graph-config), or
+    the SGLang server flags `plan --emit sglang|sglang-json` wrote (a file starting with `--`).
+
+    Refuses (`ConfigError`, `FILE:LINE: ...`) a FIFO, device or directory before opening it, a
+    file above 16 MiB, duplicate keys, alias bombs, deep nesting and non-integer buckets.
+    """
+    path = Path(path)
+    raw = read_input_bytes(path)
+    if raw.lstrip().startswith(b"--"):
+        return buckets_of_flags(raw.decode("utf-8", "replace"), str(path))
+    data = load_json(raw, str(path)) if path.suffix.lower() == ".json" else load_yaml(raw, str(path))
+    return buckets_of_document(data, str(path))
+
+
+def flags_file_words(spec: str) -> list[str] | None:
+    """The words of an SGLang flags file named by a bucket spec (`plan --emit sglang` output, a
+    file starting with `--`), or None when the spec names no such file (or it cannot be split)."""
+    import shlex
+
+    path = Path(spec) if spec and "," not in spec else None
+    if path is None or not path.is_file():
+        return None
+    raw = read_input_bytes(path)
+    if not raw.lstrip().startswith(b"--"):
+        return None
+    try:
+        return shlex.split(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return None

@@ -1,0 +1,172 @@
+"""Every deployment setting declared once: config key, command-line flag, bounds, default, help.
+
+`cpbcg.config` builds its validated config fields from these (`Setting.field_kwargs`), and
+`cpbcg.cli.options` derives the command-line options from them (`cpbcg.cli.options.option`), so a
+bound, a default or a help text is written in one place, the help's `[default: ...]` comes from
+the default itself, and `docs/cli.md` is generated from the result (`python -m cpbcg.cli.docgen`).
+The way torchtitan derives its CLI from its config dataclasses (`config/manager.py`).
+
+Light on purpose (no numpy, pydantic or typer): `cpbcg --help` reads it. The planner's own
+defaults (`SchedulerSettings`, `DEFAULT_COST`, `Deployment`) must equal these; a test checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from cpbcg.planner.choices import TRACE_FORMAT_NAMES, CaptureLayout, CPStrategy, EmitFormat, Fold, Objective, trace_format_name
+from cpbcg.planner.sglang_release import SGLANG_VERSION
+
+__all__ = [
+    "CAPTURE_DEFAULT_BUCKETS", "CPStrategy", "CaptureLayout", "EmitFormat", "Fold", "MAX_BUCKET_TOKENS", "MAX_INT32",
+    "MAX_INT64", "Objective", "SETTINGS", "SGLANG_VERSION", "Setting", "TRACE_FORMAT_NAMES", "setting", "trace_format_name",
+]
+
+MAX_INT32 = 2**31 - 1
+"""Upper bound of token and request counts (SGLang holds them in int32)."""
+MAX_INT64 = 2**63 - 1
+"""Upper bound of seeds and counters."""
+MAX_BUCKET_TOKENS = 1 << 22
+"""Largest bucket, alignment or request-slot count accepted (`cpbcg.planner.model.bucket_lists`)."""
+CAPTURE_DEFAULT_BUCKETS = "256,512,1024,2048,2304"
+"""Buckets `cpbcg capture` captures when neither `--buckets` nor the config names any (CPU-friendly)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: where it lives in the config, how the command line spells it, what it accepts."""
+
+    key: str
+    """Dotted config key (`scheduler.rate`)."""
+    kind: type
+    """Python type of a value on the command line (int, float, bool, str or an Enum)."""
+    default: Any
+    """The config's default (None: unset, see `default_text`)."""
+    help: str
+    """What it means, with its unit; never its default (appended from `default`)."""
+    flag: str | None = None
+    """Command-line flag (`--rate`); None: config only."""
+    short: str | None = None
+    """Short flag (`-b`)."""
+    off_flag: str | None = None
+    """The flag that sets a bool False (`--no-decode`)."""
+    ge: float | None = None
+    """Least value accepted (inclusive; the command line checks it too)."""
+    gt: float | None = None
+    """Values must be above this (the config checks it)."""
+    le: float | None = None
+    """Largest value accepted (inclusive; the command line checks it too)."""
+    default_text: str | None = None
+    """How the help states a default that is a rule, not a value (`2*cp_size for zigzag, ...`)."""
+    default_note: str | None = None
+    """Said after the default in the help (`fitted to public measurements`)."""
+    flag_kind: type | None = None
+    """Type the command line reads when it differs from `kind` (`--time-scale` takes a text list
+    of load factors; its config key is one number). Bounds are then checked by the reader."""
+
+    def field_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of the config's `pydantic.Field` (default, bounds, description)."""
+        bounds = {name: value for name, value in (("ge", self.ge), ("gt", self.gt), ("le", self.le)) if value is not None}
+        return {"default": self.default, "description": self.help, **bounds}
+
+    def help_text(self) -> str:
+        """The option's help: `help` and `[default: ...]` made from the default (none when unset)."""
+        shown = self.default_text
+        if shown is None and self.default is not None:
+            value = self.default
+            if isinstance(value, Enum):
+                shown = value.value
+            elif isinstance(value, bool):
+                shown = "on" if value else "off"
+            else:
+                shown = f"{value:g}" if isinstance(value, float) else str(value)
+        if shown is None:
+            return self.help
+        note = f", {self.default_note}" if self.default_note else ""
+        return f"{self.help} [default: {shown}{note}]"
+
+
+def _s(key: str, kind: type, default: Any, help: str, flag: str | None = None, **kw: Any) -> Setting:
+    return Setting(key, kind, default, help, flag, **kw)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # deployment (SGLang's server arguments)
+    _s("cp_size", int, 4, "CP ranks (SGLang --attn-cp-size).", "--cp-size", ge=1, le=1024),
+    _s("cp_strategy", CPStrategy, CPStrategy.zigzag, "CP split strategy (SGLang --cp-strategy).", "--cp-strategy"),
+    _s("tp_size", int, None, "SGLang --tp-size; must equal cp_size.", ge=1, le=1024, default_text="cp_size"),
+    _s("align_size", int, None, "Row alignment.", "--align-size", ge=1, le=MAX_BUCKET_TOKENS,
+       default_text="2*cp_size for zigzag, cp_size for interleave"),
+    _s("max_padding_factor", float, 2.0, "Largest bucket/tokens ratio the selector accepts.", "--max-padding-factor", ge=1, le=100),
+    _s("buckets", str, "sglang-default:8192", "Bucket spec: sglang-default:MAX, sglang-legacy:MAX, a list like 2048,2304, or a "
+       "YAML/JSON file (also SGLang --cuda-graph-config JSON).", "--buckets", short="-b", default_text="sglang-default:CHUNK",
+       default_note="SGLang's default for the --chunked-prefill-size in force"),
+    _s("capture_layout", CaptureLayout, CaptureLayout.single_request, "Dummy batch each bucket is captured from.", "--capture-layout"),
+    _s("max_context_size_tokens", int, None, "Longest dummy request for context_bounded capture (tokens).", "--max-context-size",
+       ge=1, le=MAX_INT32),
+    _s("max_capture_requests", int, None, "Request slots of the capture dummy batch.", "--max-capture-requests",
+       ge=1, le=MAX_BUCKET_TOKENS),
+    _s("max_seq_len_tokens", int, None, "Longest sequence a prefill graph replays (SGLang cuda-graph-config prefill.max_seq_len).",
+       ge=1, le=MAX_INT32),
+    # the scheduler simulation (docs/scheduler.md)
+    _s("scheduler.chunked_prefill_size", int, 8192, "Chunk budget per prefill forward in tokens; -1 disables chunking "
+       "(SGLang --chunked-prefill-size).", "--chunked-prefill-size", ge=-1, le=MAX_INT32),
+    _s("scheduler.max_prefill_tokens", int, 16384, "Token budget of one prefill forward (SGLang --max-prefill-tokens).",
+       "--max-prefill-tokens", ge=1, le=MAX_INT32),
+    _s("scheduler.prefill_max_requests", int, None, "Most requests in one prefill forward (SGLang --prefill-max-requests).",
+       "--prefill-max-requests", ge=1, le=MAX_INT32, default_text="unlimited"),
+    _s("scheduler.max_running_requests", int, None, "Request slots: requests decoding plus those of the forward being formed "
+       "(with --no-decode it caps the requests of one forward).", "--max-running-requests", ge=1, le=MAX_INT32,
+       default_text="min(max_total_tokens // 2, 4096) with decode, unlimited without"),
+    _s("scheduler.prefix_cache", str, "off", "Prefix cache over hash_ids (512-token blocks): off, unlimited, or a size in tokens (LRU).",
+       "--prefix-cache"),
+    _s("scheduler.prefill_fixed_ms", float, 5.0, "Fixed time of one prefill forward (ms).", "--prefill-fixed-ms", ge=0, le=1e6),
+    _s("scheduler.prefill_tokens_per_s", float, 40000.0, "Prefill throughput (tokens/s); a forward of n tokens takes "
+       "prefill_fixed_ms + n / this.", "--prefill-tokens-per-s", ge=1, le=1e12),
+    _s("scheduler.rate", float, 4.0, "Poisson arrival rate for request traces without timestamps (requests/s).", "--rate", ge=1e-9, le=1e9),
+    _s("scheduler.time_scale", float, 1.0, "Divide inter-arrival gaps by this to emulate higher load; plan takes a list of load "
+       "factors, e.g. 0.5,1,2,4: every factor is simulated and the list is fitted to all of them together.", "--time-scale",
+       ge=1e-6, le=1e6, flag_kind=str),
+    _s("scheduler.seed", int, 0, "Seed of the synthetic Poisson arrivals.", "--seed", ge=0, le=MAX_INT64),
+    _s("scheduler.decode", bool, True, "Simulate decode (request slots, KV pool, decode steps between prefills); --no-decode "
+       "keeps the prefill-only model.", "--decode", off_flag="--no-decode"),
+    _s("scheduler.page_size", int, 1, "KV page size in tokens; charges are page-rounded and chunks cut to a page boundary "
+       "(SGLang --page-size).", "--page-size", ge=1, le=1 << 20),
+    _s("scheduler.max_total_tokens", int, 1 << 20, "KV pool in tokens, with decode (SGLang --max-total-tokens); null in a "
+       "config = unbounded.", "--max-total-tokens", ge=1, le=2**62),
+    _s("scheduler.enable_mixed_chunk", bool, False, "Run the decode tokens of running requests inside prefill forwards "
+       "(SGLang --enable-mixed-chunk).", "--enable-mixed-chunk", off_flag="--no-mixed-chunk"),
+    _s("scheduler.default_output_tokens", int, 256, "Output length for requests whose trace has none (tokens).",
+       "--default-output-tokens", ge=1, le=1 << 31),
+    _s("scheduler.decode_fixed_ms", float, None, "Fixed time of one decode step (ms).", "--decode-fixed-ms", ge=0, le=1e6,
+       default_text="--prefill-fixed-ms"),
+    _s("scheduler.decode_ms_per_request", float, None, "Decode time per running request per step (ms).", "--decode-ms-per-request",
+       ge=0, le=1e6, default_text="1000 / --prefill-tokens-per-s"),
+    _s("scheduler.init_new_token_ratio", float, 0.7, "SGLANG_INIT_NEW_TOKEN_RATIO.", gt=0, le=1),
+    _s("scheduler.min_new_token_ratio_factor", float, 0.14, "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR.", ge=0, le=1),
+    _s("scheduler.new_token_ratio_decay_steps", int, 600, "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.", ge=1, le=MAX_INT32),
+    _s("scheduler.clip_max_new_tokens", int, 4096, "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (tokens).", ge=1, le=MAX_INT32),
+    # the cost model (docs/optimiser.md)
+    _s("cost.graph_fixed_ms", float, 10.0, "Cost model: fixed time of a graph replay (ms); a replay of bucket B costs "
+       "graph_fixed_ms + B*token_ms.", "--graph-fixed-ms", ge=0, le=1e6, default_note="fitted to public measurements"),
+    _s("cost.eager_fixed_ms", float, 24.0, "Cost model: fixed time of an eager forward (ms); n tokens eagerly cost "
+       "eager_fixed_ms + n*token_ms.", "--eager-fixed-ms", ge=0, le=1e6),
+    _s("cost.token_ms", float, 0.05, "Cost model: time per token (ms).", "--token-ms", ge=0, le=1e3),
+    # CI gates (`cpbcg replay-check`)
+    _s("gates.min_coverage", float, None, "Gate: least fraction of batches replayed in graphs (0..1).", "--min-coverage", ge=0, le=1),
+    _s("gates.min_token_coverage", float, None, "Gate: least fraction of tokens replayed in graphs (0..1).", "--min-token-coverage",
+       ge=0, le=1),
+    _s("gates.max_padding", float, None, "Gate: most padding overhead, padded / real graph tokens (0.05 = 5%).", "--max-padding", ge=0),
+    _s("gates.min_observed_coverage", float, None, "Gate (an SGLang server log that prints the graph verdict): least fraction "
+       "of forwards the server itself ran in graphs (0..1).", "--min-observed-coverage", ge=0, le=1),
+)
+"""Every setting, in config order."""
+
+_BY_KEY = {s.key: s for s in SETTINGS}
+
+
+def setting(key: str) -> Setting:
+    """The declaration of the config key `key` (`KeyError` for an unknown key)."""
+    return _BY_KEY[key]

@@ -1,0 +1,144 @@
+"""Options declared once (cpbcg/settings.py): every command's setting options reach the config,
+the planner's defaults agree with the declarations, and docs/cli.md is the commands' own help."""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cpbcg import api
+from cpbcg.cli import app
+from cpbcg.cli.docgen import reference
+from cpbcg.settings import MAX_BUCKET_TOKENS, SETTINGS, Setting
+
+ROOT = Path(__file__).resolve().parents[1]
+BY_FLAG = {s.flag: s for s in SETTINGS if s.flag}
+COMMANDS = {  # command -> its one api call, which receives the settings as dotted overrides (argument index)
+    "layout": ("layout", 2),
+    "batches": ("batches", 2),
+    "plan": ("plan_command", 1),
+    "replay-check": ("check_trace", 1),
+    "capture": ("capture", 1),
+}
+
+
+class Reached(Exception):
+    def __init__(self, overrides):
+        super().__init__("reached")
+        self.overrides = dict(overrides)
+
+
+def sample_value(spec: Setting):
+    """A valid value different from the default, and its command-line words."""
+    if spec.kind is bool:
+        value = not spec.default
+        return value, [spec.flag if value else spec.off_flag]
+    if isinstance(spec.default, Enum) or (isinstance(spec.kind, type) and issubclass(spec.kind, Enum)):
+        value = list(spec.kind)[-1] if spec.default != list(spec.kind)[-1] else list(spec.kind)[0]
+        return value, [spec.flag, value.value]
+    if spec.kind is str:
+        value = {"buckets": "64,128", "scheduler.prefix_cache": "unlimited"}[spec.key]
+        return value, [spec.flag, value]
+    if spec.kind is int:
+        value = 3 if (spec.le is None or spec.le >= 3) else int(spec.le)
+        return value, [spec.flag, str(value)]
+    value = 1.5 if (spec.ge or 0) >= 1 else 0.5
+    return value, [spec.flag, str(value)]
+
+
+def setting_options(command: str) -> list[Setting]:
+    """The options of `command` declared as settings (marked `SettingKey` by `option(key)`)."""
+    import inspect
+
+    import typer._click as click
+    import typer.main
+
+    from cpbcg.cli.options import SettingKey
+    from cpbcg.settings import setting
+
+    root = typer.main.get_command(app)
+    cmd = root.get_command(click.Context(root), command)
+    params = inspect.signature(cmd.callback).parameters.values()
+    keys = [m.key for p in params for m in getattr(p.annotation, "__metadata__", ()) if isinstance(m, SettingKey)]
+    assert len(keys) == len({p.name for p in cmd.params} & {p.name for p in params
+                                                         if any(isinstance(m, SettingKey) for m in getattr(p.annotation, "__metadata__", ()))})
+    return [setting(key) for key in keys]
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_setting_option_of_a_command_reaches_the_config(command, monkeypatch, tmp_path):
+    # a hand-written option->key map once dropped `capture --align-size`: every option counts here
+    specs = setting_options(command)
+    assert specs, command
+    function, index = COMMANDS[command]
+
+    def reached(*args, **kwargs):
+        raise Reached(args[index] if len(args) > index else kwargs["overrides"])
+
+    monkeypatch.setattr(api, function, reached)
+    argv, expected = [command], {}
+    for spec in specs:
+        value, words = sample_value(spec)
+        argv += words
+        expected[spec.key] = value
+    trace = tmp_path / "lens.jsonl"
+    trace.write_text("[64]\n")
+    argv += {"layout": ["64"], "batches": ["-t", str(trace), "-o", str(tmp_path / "out.jsonl")]}.get(command, [])
+    result = CliRunner().invoke(app, argv, catch_exceptions=True)
+    assert isinstance(result.exception, Reached), (argv, result.output)
+    got = {k: v for k, v in result.exception.overrides.items() if v is not None}
+    assert got == expected, f"{command}: options lost on the way to the config"
+
+
+def test_capture_takes_every_deployment_setting_but_the_strategy():
+    flags = {spec.flag for spec in setting_options("capture")}
+    assert flags == {"--cp-size", "--align-size", "--max-padding-factor", "--buckets", "--capture-layout",
+                     "--max-context-size", "--max-capture-requests"}
+
+
+def test_every_declared_flag_is_an_option_of_some_command():
+    used = {spec.flag for command in COMMANDS for spec in setting_options(command)}
+    assert used == set(BY_FLAG)
+
+
+def test_help_states_defaults_from_the_declaration_only():
+    # the help's [default: ...] comes from the default itself: change a default, the help follows
+    spec = dataclasses.replace(BY_FLAG["--rate"], default=8.0)
+    assert spec.help_text().endswith("[default: 8]") and "[default" not in spec.help
+
+
+def test_the_planner_defaults_are_the_declared_ones():
+    from cpbcg.planner.deployment import Deployment
+    from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS as PLANNER_MAX
+    from cpbcg.planner.optimise.cost import DEFAULT_COST
+    from cpbcg.planner.scheduler import SchedulerSettings
+
+    declared = {s.key: s.default for s in SETTINGS}
+    scheduler = SchedulerSettings()
+    for field in dataclasses.fields(scheduler):
+        assert getattr(scheduler, field.name) == declared[f"scheduler.{field.name}"], field.name
+    assert (DEFAULT_COST.graph_fixed_ms, DEFAULT_COST.eager_fixed_ms, DEFAULT_COST.token_ms) == (
+        declared["cost.graph_fixed_ms"], declared["cost.eager_fixed_ms"], declared["cost.token_ms"])
+    dep = Deployment()
+    assert (dep.cp.cp_size, dep.cp.strategy, dep.max_padding_factor, dep.capture.layout) == (
+        declared["cp_size"], declared["cp_strategy"], declared["max_padding_factor"], declared["capture_layout"])
+    assert PLANNER_MAX == MAX_BUCKET_TOKENS
+
+
+def test_the_config_fields_come_from_the_declarations():
+    from cpbcg.config import CostConfig, DeploymentConfig, GateConfig, SchedulerConfig
+
+    models = {"": DeploymentConfig, "scheduler": SchedulerConfig, "cost": CostConfig, "gates": GateConfig}
+    for spec in SETTINGS:
+        section, _, name = spec.key.rpartition(".")
+        field = models[section].model_fields[name]
+        assert field.default == spec.default and field.description == spec.help, spec.key
+
+
+def test_docs_cli_md_is_the_generated_reference():
+    # regenerate with: python -m cpbcg.cli.docgen > docs/cli.md
+    assert (ROOT / "docs" / "cli.md").read_text() == reference()
