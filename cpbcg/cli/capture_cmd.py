@@ -88,13 +88,13 @@ def capture(
 
     Example: `cpbcg capture --cp-size 4 --preset tiny -o manifest.json`
     """
-    from cpbcg.config import load_config
+    from cpbcg.config import default_bucket_spec, load_config
 
     check_outputs({"-o": output}, {"--trace": trace})
     overrides = {"cp_size": cp_size, "align_size": align_size, "max_padding_factor": max_padding_factor, "buckets": buckets,
                  "capture_layout": capture_layout, "max_context_size_tokens": max_context_size, "max_capture_requests": max_capture_requests}
     cfg = load_config(config, overrides)
-    if "buckets" not in cfg.model_fields_set:
+    if buckets is None and cfg.buckets == default_bucket_spec(cfg.scheduler.model_dump()):  # nothing named a list
         cfg = cfg.model_copy(update={"buckets": CAPTURE_DEFAULT_BUCKETS})
     from cpbcg.capture import CaptureSettings, run_capture
     from cpbcg.manifest import manifest_bytes, manifest_document
