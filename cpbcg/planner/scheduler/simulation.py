@@ -217,7 +217,7 @@ class Simulation:
                 self._batch_full = False  # finished at prefill: the running batch shrank
         if decode:
             self._see_running()
-        tally.window = (self._now_s, tally.decode_s, tally.blocked_decode_s)  # `close_window`, inlined
+        tally.close_window(self._now_s)
 
     def ceil_paged(self, tokens: int) -> int:
         page = self.settings.page_size
@@ -249,7 +249,7 @@ class Simulation:
         self._see_running()
 
     def _see_running(self) -> None:
-        """`Tally.see_running` with the running set's size and KV (the chunk's too), inlined."""
+        """Note the running set's size and resident KV (the in-progress chunk's too) in the tally's peaks."""
         running, tally = self.running, self.tally
         if running.num_requests > tally.max_running:
             tally.max_running = running.num_requests
