@@ -399,7 +399,7 @@ def gen_outputs_together(rng: random.Random) -> Case:
     """Two outputs of one command, the second unwritable: neither may be left behind."""
     first = rng.choice(["--junit", "--json"])
     second = "--json" if first == "--junit" else "--junit"
-    argv = ["replay-check", "-t", rng.choice([GOOD_TRACE, MOONCAKE]), first, "r.out", second, "/dev/full"]
+    argv = ["replay-check", "--report-only", "-t", rng.choice([GOOD_TRACE, MOONCAKE]), first, "r.out", second, "/dev/full"]
     return Case("output", argv, True, place="/dev/full", absent=("r.out",), note=f"{first} r.out {second} /dev/full")
 
 

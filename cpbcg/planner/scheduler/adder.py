@@ -26,6 +26,9 @@ class AddResult(Enum):
     """A compute budget or a request limit is spent."""
 
 
+CONTINUE, NO_TOKEN, OTHER = AddResult.CONTINUE, AddResult.NO_TOKEN, AddResult.OTHER
+
+
 class PrefillAdder:
     """Budgets of one forward being formed (SGLang `PrefillAdder.__init__`).
 
@@ -73,11 +76,13 @@ class PrefillAdder:
 
     def budget_state(self) -> AddResult:
         """SGLang `budget_state`: KV first, then the input and chunk budgets."""
-        if self.kv_free is not None and (self.rem_total_tokens <= 0 or self.cur_rem_tokens <= 0):
-            return AddResult.NO_TOKEN
-        if self.rem_input_tokens <= 0 or (self.rem_chunk_tokens is not None and self.rem_chunk_tokens <= 0):
-            return AddResult.OTHER
-        return AddResult.CONTINUE
+        kv_free = self.kv_free  # the properties' arithmetic, inlined: called per waiting request
+        if kv_free is not None and (kv_free - self.rem_total_offset <= 0 or kv_free - self.cur_rem_offset <= 0):
+            return NO_TOKEN
+        chunk = self.rem_chunk_tokens
+        if self.rem_input_tokens <= 0 or (chunk is not None and chunk <= 0):
+            return OTHER
+        return CONTINUE
 
     def charge(self, extend_tokens: int, max_new_tokens: int) -> None:
         """SGLang `_update_prefill_budget`: page-rounded extend charged to every budget; the KV
@@ -109,21 +114,21 @@ class PrefillAdder:
         `result` says why; a take below `extend_tokens` starts a chunked request.
         """
         if self.request_limit is not None and self.num_admitted >= self.request_limit:
-            return AddResult.OTHER, 0  # prefill_max_requests
-        max_new = min(output_tokens, self.clip)
-        if self.kv_free is not None and extend_tokens + max_new + self.page_size >= self.rem_total_tokens:
-            return AddResult.NO_TOKEN, 0
-        input_tokens = extend_tokens if self.page_size == 1 else self.ceil_paged_tokens(extend_tokens)
+            return OTHER, 0  # prefill_max_requests
+        max_new = output_tokens if output_tokens < self.clip else self.clip
+        kv_free, page = self.kv_free, self.page_size
+        if kv_free is not None and extend_tokens + max_new + page >= kv_free - self.rem_total_offset:
+            return NO_TOKEN, 0  # (`rem_total_tokens`, inlined)
+        input_tokens = extend_tokens if page == 1 else -(-extend_tokens // page) * page
         chunk = self.rem_chunk_tokens
         if chunk is None and self.num_admitted and input_tokens >= self.rem_input_tokens:
-            return AddResult.OTHER, 0
+            return OTHER, 0
         if chunk is None or input_tokens <= chunk:
             self.charge(extend_tokens, max_new)
             return self.budget_state(), extend_tokens
-        page = self.page_size
         take = (prefix_tokens + chunk // page * page) // page * page - prefix_tokens
         if take <= 0:
-            return AddResult.OTHER, 0
+            return OTHER, 0
         self.charge(take, 0)
         return self.budget_state(), take
 
@@ -138,18 +143,21 @@ def fill_forward(adder: PrefillAdder, waiting: deque, lookup: Callable[[object],
     result (`NO_TOKEN`: the KV budget stopped the forward) and whether the slots stopped it.
     """
     admitted: list = []
-    result = AddResult.CONTINUE
+    result = CONTINUE
+    budget_state, add_one, allocatable = adder.budget_state, adder.add_one, adder.allocatable
+    check = True  # the budgets change only when `add_one` admits, and then it returns the state
     while waiting:
-        if adder.budget_state() is AddResult.OTHER:
+        if check and budget_state() is OTHER:
             break
-        if adder.allocatable is not None and adder.num_admitted >= adder.allocatable:
+        check = False
+        if allocatable is not None and adder.num_admitted >= allocatable:
             return admitted, result, True
         item = waiting[0]
         extend, prefix, output = lookup(item)
-        result, taken = adder.add_one(extend, prefix, output)
+        result, taken = add_one(extend, prefix, output)
         if taken:
             waiting.popleft()
             admitted.append((item, extend, taken))
-        if result is not AddResult.CONTINUE or taken < extend:
+        if result is not CONTINUE or taken < extend:
             break
     return admitted, result, False

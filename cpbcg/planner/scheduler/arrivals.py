@@ -46,6 +46,12 @@ class Arrivals:
             return None
         return self._times[self._i]
 
+    def due(self, now_s: float) -> bool:
+        """Whether `admit(now_s)` could append anything: False when the next request of the
+        current chunk arrives after `now_s` (True at a chunk's end: the next chunk decides)."""
+        i = self._i
+        return i == len(self._times) or self._times[i] <= now_s
+
     def admit(self, now_s: float, waiting: deque) -> None:
         """Append every request arrived by `now_s` to `waiting`."""
         while True:

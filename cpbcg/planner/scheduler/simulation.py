@@ -57,6 +57,13 @@ class Simulation:
         self._now_s = 0.0
         self._max_seq = 0  # longest sequence (prefix + prefilled) of the forward being formed
         self._multimodal = False  # the forward being formed holds a request with images
+        st = self.settings  # settings read every forward or decode run, looked up once
+        self._decode_on, self._mixed_on = st.decode, st.enable_mixed_chunk
+        self._step_fixed_ms, self._step_ms_per_request = st.decode_step_fixed_ms, st.decode_step_ms_per_request
+        self._min_ratio, self._ratio_decay = st.min_new_token_ratio, st.new_token_ratio_decay
+        self._prefill_fixed_s, self._prefill_tokens_per_s = st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s
+        if self.cache is None:
+            self._lookup = _uncached_lookup
 
     def __iter__(self) -> Iterator[BatchSet]:
         waiting: deque = deque()
@@ -66,8 +73,10 @@ class Simulation:
         out_mm: list[bool] = []
         self._start_s = self.arrivals.next_time_s()
         self._now_s = self._start_s or 0.0
+        arrivals, running = self.arrivals, self.running
         while True:
-            self.arrivals.admit(self._now_s, waiting)
+            if arrivals.due(self._now_s):
+                arrivals.admit(self._now_s, waiting)
             batch = self._prefill(waiting) if waiting or self._chunked is not None else None
             if batch:
                 out_lens.extend(batch)
@@ -77,7 +86,7 @@ class Simulation:
                 if len(out_sizes) >= BATCHES_PER_CHUNK:
                     yield _chunk(out_lens, out_sizes, out_seq, out_mm)
                     out_lens, out_sizes, out_seq, out_mm = [], [], [], []
-            elif self.running.num_requests:
+            elif running.num_requests:
                 self._decode(bool(waiting))
             elif not self._idle(waiting):
                 break
@@ -107,9 +116,11 @@ class Simulation:
         if self._chunked is None and allocatable is not None and allocatable <= 0:
             self._batch_full = True
             return []
-        self.tally.max_waiting = max(self.tally.max_waiting, len(waiting))
-        mixed = running.num_requests if s.enable_mixed_chunk else 0
-        force = self._chunked is None and not running.num_requests and self.tally.forced_pending
+        tally = self.tally
+        if len(waiting) > tally.max_waiting:
+            tally.max_waiting = len(waiting)
+        mixed = running.num_requests if self._mixed_on else 0
+        force = self._chunked is None and not running.num_requests and tally.forced_pending
         kv_free = None if self._pool is None or force else self._pool - running.held_tokens - self._chunked_held()
         adder = PrefillAdder(s, mixed, kv_free, self._ratio * running.reserve_tokens, allocatable)
         batch: list[int] = []
@@ -123,16 +134,22 @@ class Simulation:
         if not self._batch_full:
             admitted, result, slots_full = fill_forward(adder, waiting, self._lookup)
             self._note_stop(result, slots_full, bool(batch or admitted))
+        max_seq, multimodal, cached = self._max_seq, self._multimodal, 0
         for item, extend, taken in admitted:
             batch.append(taken)
-            self._max_seq = max(self._max_seq, item[0] - extend + taken)
-            self._multimodal |= item[3] > 0
-            self.tally.cached_tokens += item[0] - extend
+            prefix = item[0] - extend
+            if prefix + taken > max_seq:
+                max_seq = prefix + taken
+            if item[3]:
+                multimodal = True
+            cached += prefix
             if taken < extend:
-                self._chunked = [extend - taken, item, taken, item[0] - extend]
-                self.tally.chunked_requests += 1
+                self._chunked = [extend - taken, item, taken, prefix]
+                tally.chunked_requests += 1
             else:
                 done.append((item, extend))
+        self._max_seq, self._multimodal = max_seq, multimodal
+        tally.cached_tokens += cached
         if batch:
             self._run_forward(batch, mixed, done)
         return batch + [1] * mixed if batch else []
@@ -173,9 +190,9 @@ class Simulation:
 
     def _run_forward(self, batch: list[int], mixed: int, done: list) -> None:
         """Advance time by the forward; finished prefills join the running batch."""
-        s, tally = self.settings, self.tally
+        tally, running, decode = self.tally, self.running, self._decode_on
         num_tokens = sum(batch)
-        duration_s = s.prefill_fixed_ms / 1000.0 + (num_tokens + mixed) / s.prefill_tokens_per_s
+        duration_s = self._prefill_fixed_s + (num_tokens + mixed) / self._prefill_tokens_per_s
         self._now_s += duration_s
         tally.busy_s += duration_s
         tally.extend_tokens += num_tokens
@@ -184,21 +201,22 @@ class Simulation:
             tally.mixed_decode_tokens += mixed
             tally.decoded_tokens += mixed
             self._note_retraction(1)
-            self.running.advance(1)
+            running.advance(1)
             self._batch_full = False  # 0.5.23: the mixed batch becomes the running batch, flag clear
-        if self._chunked is not None or not self.running.num_requests:
+        if self._chunked is not None or not running.num_requests:
             # 0.5.23: the forward's batch shrinks when the chunk leaves it, and it becomes the
             # running batch (flag clear) when none was running
             self._batch_full = False
+        cache = self.cache
         for item, extend in done:
-            if self.cache is not None and item[1]:
-                self.cache.insert(item[1])
-            if s.decode and item[2] > 1:
-                self.running.add(extend, item[2] - 1, item[0] - extend)
-            elif s.decode:
+            if cache is not None and item[1]:
+                cache.insert(item[1])
+            if decode and item[2] > 1:
+                running.add(extend, item[2] - 1, item[0] - extend)
+            elif decode:
                 self._batch_full = False  # finished at prefill: the running batch shrank
-        if s.decode:
-            tally.see_running(self.running.num_requests, self.running.held_tokens + self._chunked_held())
+        if decode:
+            self._see_running()
         tally.close_window(self._now_s)
 
     def ceil_paged(self, tokens: int) -> int:
@@ -207,9 +225,9 @@ class Simulation:
 
     def _decode(self, waiting: bool) -> None:
         """Run decode steps up to the next event: a finish, or (queue empty) an arrival."""
-        s, running = self.settings, self.running
+        running, tally = self.running, self.tally
         n = running.num_requests
-        step_s = (s.decode_step_fixed_ms + s.decode_step_ms_per_request * n) / 1000.0
+        step_s = (self._step_fixed_ms + self._step_ms_per_request * n) / 1000.0
         steps = running.steps_to_next_finish()
         if not waiting and not self._batch_full and self._chunked is None:
             next_s = self.arrivals.next_time_s()
@@ -217,17 +235,29 @@ class Simulation:
                 steps = min(steps, max(1, math.ceil((next_s - self._now_s) / step_s)))
         elif not self._batch_full:
             steps = 1  # a budget below one page stopped the forward: retry after a step
-        self._note_retraction(steps)
+        if self._pool is not None:
+            self._note_retraction(steps)
         self._now_s += steps * step_s
-        self.tally.decode_s += steps * step_s
+        tally.decode_s += steps * step_s
         if waiting or self._chunked is not None:
-            self.tally.blocked_decode_s += steps * step_s
-        self.tally.decode_steps += steps
-        self.tally.decoded_tokens += steps * n
-        self._ratio = max(self._ratio - steps * s.new_token_ratio_decay, s.min_new_token_ratio)
+            tally.blocked_decode_s += steps * step_s
+        tally.decode_steps += steps
+        tally.decoded_tokens += steps * n
+        self._ratio = max(self._ratio - steps * self._ratio_decay, self._min_ratio)
         if running.advance(steps) or not running.num_requests:
             self._batch_full = False
-        self.tally.see_running(running.num_requests, running.held_tokens + self._chunked_held())
+        self._see_running()
+
+    def _see_running(self) -> None:
+        """Note the running set's size and resident KV (the in-progress chunk's too) in the tally's peaks."""
+        running, tally = self.running, self.tally
+        if running.num_requests > tally.max_running:
+            tally.max_running = running.num_requests
+        kv_tokens = running.held_tokens_at(running.step)
+        if self._chunked is not None:
+            kv_tokens += self._chunked_held()
+        if kv_tokens > tally.peak_kv_tokens:
+            tally.peak_kv_tokens = kv_tokens
 
     def _note_retraction(self, steps: int) -> None:
         """Count decode runs whose KV (whole pages, the in-progress chunk too) would outgrow
@@ -239,6 +269,11 @@ class Simulation:
         """Counts so far (complete once iteration has finished)."""
         start = self._start_s if self._start_s is not None else 0.0
         return self.tally.summary(self.arrivals, self.settings, start, self._now_s)
+
+
+def _uncached_lookup(item: tuple) -> tuple[int, int, int]:
+    """`Simulation._lookup` without a prefix cache: nothing cached."""
+    return item[0], 0, item[2]
 
 
 def _chunk(lens: list[int], sizes: list[int], max_seq: list[int], multimodal: list[bool]) -> SeqBatchSet:

@@ -88,10 +88,6 @@ class Tally:
         """A prefill forward ended at `now_s`: the summary's time window reaches this far."""
         self.window = (now_s, self.decode_s, self.blocked_decode_s)
 
-    def see_running(self, running: int, kv_tokens: int) -> None:
-        self.max_running = max(self.max_running, running)
-        self.peak_kv_tokens = max(self.peak_kv_tokens, kv_tokens)
-
     def summary(self, arrivals, settings, start_s: float, end_s: float) -> SimulationSummary:
         decode = settings.decode
         window_end_s, decode_s, blocked_s = self.window or (start_s, 0.0, 0.0)
