@@ -51,7 +51,25 @@ class Arrivals:
             if items:
                 return times, items
 
+    def next_chunk_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """`next_chunk` as arrays: arrival times [n] float64 (s) and input, output and image
+        counts [n] int64 (hash ids are not kept: the compiled loop runs without a prefix cache)."""
+        while True:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return None
+            times, outputs, images = self._arrays_of(chunk)
+            if len(times):
+                return times, chunk.input_tokens.astype(np.int64, copy=False), outputs, images
+
     def _items_of(self, chunk: RequestChunk) -> tuple[list[float], list[Item]]:
+        times, outputs, images = self._arrays_of(chunk)
+        hashes = chunk.hash_ids if self._keep_hashes and chunk.hash_ids is not None else [None] * len(times)
+        return times.tolist(), list(zip(chunk.input_tokens.tolist(), hashes, outputs.tolist(), images.tolist()))
+
+    def _arrays_of(self, chunk: RequestChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Arrival times [n] float64 (s), output and image counts [n] int64 of a chunk; counts
+        its requests and tokens and reports progress."""
         n = chunk.num_requests
         if chunk.arrival_s is None:
             self.synthetic = True
@@ -66,13 +84,11 @@ class Arrivals:
         if outputs is None:
             outputs = np.full(n, self._default_output, dtype=np.int64)
             self.default_outputs += n
-        hashes = chunk.hash_ids if self._keep_hashes and chunk.hash_ids is not None else [None] * n
         images = getattr(chunk, "num_images", None)
-        image_counts = [0] * n if images is None else images.tolist()
-        items = list(zip(chunk.input_tokens.tolist(), hashes, outputs.tolist(), image_counts))
         self.requests += n
         self.input_tokens += int(chunk.input_tokens.sum())
         self.output_tokens += int(outputs.sum())
         if self._progress is not None:
             self._progress(self.requests)
-        return times.tolist(), items
+        return (np.asarray(times, dtype=np.float64), np.asarray(outputs, dtype=np.int64),
+                np.zeros(n, dtype=np.int64) if images is None else np.asarray(images, dtype=np.int64))

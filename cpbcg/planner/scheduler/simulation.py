@@ -15,9 +15,10 @@ conformance tests run this loop against SGLang 0.5.23's own scheduler code.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from heapq import heappop, heappush
+from math import ceil
+from types import ModuleType
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
@@ -32,6 +33,10 @@ from cpbcg.planner.traces.records import RequestChunk
 
 BATCHES_PER_CHUNK = 65536
 """Forwards per yielded `BatchSet` (bounds memory)."""
+USE_KERNEL = True
+"""Run the compiled loop (kernel.py) where it applies and numba is installed (tests turn it off)."""
+KERNEL_MAX_SLOTS = 1 << 20
+"""Request slots beyond which the generator runs (the kernel's heaps are sized by the slots)."""
 
 
 class Simulation:
@@ -56,6 +61,11 @@ class Simulation:
         self._now_s = 0.0
 
     def __iter__(self) -> Iterator[BatchSet]:
+        if self.cache is None and USE_KERNEL and _kernel_fits(self.settings):
+            from cpbcg.planner.scheduler import kernel  # imports numba: the request path only
+
+            if kernel.COMPILED:
+                return _kernel_loop(self, kernel)
         return _event_loop(self)
 
     def summary(self) -> SimulationSummary:
@@ -359,7 +369,9 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                         times, items = got
                         n_times, i_next = len(times), 0
                 if i_next < n_times:
-                    steps = min(steps, max(1, math.ceil((times[i_next] - now_s) / step_s)))
+                    gap_steps = ceil((times[i_next] - now_s) / step_s)  # min(steps, max(1, gap)), inlined
+                    if gap_steps < steps:
+                        steps = gap_steps if gap_steps > 1 else 1
             elif not batch_full:
                 steps = 1  # a budget below one page stopped the forward: retry after a step
             if pool is not None:  # _note_retraction(steps)
@@ -372,7 +384,9 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                 blocked_s += run_s
             decode_steps += steps
             decoded_tokens += steps * num_running
-            ratio = max(ratio - steps * ratio_decay, min_ratio)
+            ratio -= steps * ratio_decay
+            if min_ratio > ratio:
+                ratio = min_ratio
             step += steps  # RunningSet.advance(steps)
             while above_heap and above_heap[0] <= step:
                 below_count += 1
@@ -413,6 +427,91 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     sync()
     if out_sizes:
         yield _chunk(out_lens, out_sizes, out_seq, out_mm)
+
+
+def _kernel_fits(st: SchedulerSettings) -> bool:
+    slots = st.request_slots
+    return not st.decode or (slots is not None and slots <= KERNEL_MAX_SLOTS)
+
+
+def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
+    """`Simulation.__iter__` through the compiled `kernel.run` (no prefix cache): feeds it the
+    trace's chunks, hands out its forwards, and copies its counters into the tally at the end."""
+    st, arrivals, k = sim.settings, sim.arrivals, kernel
+    none = k.NO_LIMIT
+    slots = st.request_slots
+    cfg = np.array([st.page_size, st.clip_max_new_tokens, none if st.chunk_tokens is None else st.chunk_tokens,
+                    st.max_prefill_tokens, none if st.prefill_max_requests is None else st.prefill_max_requests,
+                    none if slots is None else slots, none if st.kv_pool_tokens is None else st.kv_pool_tokens,
+                    int(st.decode), int(st.enable_mixed_chunk), BATCHES_PER_CHUNK], dtype=np.int64)
+    fcfg = np.array([st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s, st.decode_step_fixed_ms,
+                     st.decode_step_ms_per_request, st.init_new_token_ratio, st.min_new_token_ratio,
+                     st.new_token_ratio_decay], dtype=np.float64)
+    s = np.zeros(k.NUM_INTS, dtype=np.int64)
+    f = np.zeros(k.NUM_FLOATS, dtype=np.float64)
+    heap_size = (slots or 0) + 2
+    residues = np.zeros(st.page_size, dtype=np.int64)
+    f_keys, f_bases, f_res, above = (np.zeros(heap_size, dtype=np.int64) for _ in range(4))
+    out_lens = np.zeros(1 << 18, dtype=np.int64)
+    out_sizes = np.zeros(BATCHES_PER_CHUNK, dtype=np.int64)
+    out_seq = np.zeros(BATCHES_PER_CHUNK, dtype=np.int64)
+    out_mm = np.zeros(BATCHES_PER_CHUNK, dtype=bool)
+    times = np.zeros(0, dtype=np.float64)
+    inputs, outputs, images = (np.zeros(0, dtype=np.int64) for _ in range(3))
+    exhausted = False
+    got = arrivals.next_chunk_arrays()
+    if got is None:
+        exhausted = True
+    else:
+        times, inputs, outputs, images = got
+    sim._start_s = float(times[0]) if len(times) else None
+    f[k.NOW_S] = sim._start_s or 0.0
+    f[k.RATIO] = st.init_new_token_ratio
+    while True:
+        status = k.run(cfg, fcfg, s, f, residues, f_keys, f_bases, f_res, above, times, inputs, outputs, images,
+                       len(times), exhausted, out_lens, out_sizes, out_seq, out_mm)
+        if status == k.NEED_REQUESTS:
+            got = arrivals.next_chunk_arrays()
+            head = int(s[k.HEAD])
+            if got is None:
+                exhausted = True
+            else:  # keep the waiting requests, append the chunk
+                times, inputs, outputs, images = (np.concatenate([old[head:], new]) for old, new in
+                                                  zip((times, inputs, outputs, images), got))
+                s[k.HEAD], s[k.NEXT] = 0, s[k.NEXT] - head
+        elif status == k.GROW_OUT:
+            out_lens = np.concatenate([out_lens, np.zeros_like(out_lens)])
+        else:
+            n_out, n_lens = int(s[k.N_OUT]), int(s[k.N_OUT_LENS])
+            if n_out:
+                _copy_tally(sim, k, s, f)
+                yield _arrays(out_lens[:n_lens].copy(), out_sizes[:n_out], out_seq[:n_out].copy(), out_mm[:n_out].copy())
+                s[k.N_OUT] = s[k.N_OUT_LENS] = 0
+            if status == k.DONE:
+                break
+    _copy_tally(sim, k, s, f)
+
+
+def _copy_tally(sim: Simulation, k: ModuleType, s: np.ndarray, f: np.ndarray) -> None:
+    t = sim.tally
+    ints = s.tolist()
+    t.extend_tokens, t.batches, t.chunked_requests, t.max_waiting = (
+        ints[k.EXTEND_TOKENS], ints[k.BATCHES], ints[k.CHUNKED_REQUESTS], ints[k.MAX_WAITING])
+    t.decode_steps, t.decoded_tokens, t.mixed_decode_tokens = ints[k.DECODE_STEPS], ints[k.DECODED_TOKENS], ints[k.MIXED_DECODE_TOKENS]
+    t.max_running, t.peak_kv_tokens = ints[k.MAX_RUNNING], ints[k.PEAK_KV]
+    t.kv_limited_forwards, t.slot_limited_forwards = ints[k.KV_LIMITED], ints[k.SLOT_LIMITED]
+    t.kv_oversized_requests, t.retraction_points = ints[k.KV_OVERSIZED], ints[k.RETRACTION_POINTS]
+    t.forced_pending = bool(ints[k.FORCED_PENDING])
+    floats = f.tolist()
+    t.busy_s, t.decode_s, t.blocked_decode_s = floats[k.BUSY_S], floats[k.DECODE_S], floats[k.BLOCKED_S]
+    t.window = (floats[k.WINDOW_END_S], floats[k.WINDOW_DECODE_S], floats[k.WINDOW_BLOCKED_S]) if ints[k.WINDOW_SET] else None
+    sim._now_s = floats[k.NOW_S]
+
+
+def _arrays(lens: np.ndarray, sizes: np.ndarray, max_seq: np.ndarray, multimodal: np.ndarray) -> SeqBatchSet:
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return SeqBatchSet(lens, offsets, None, max_seq, multimodal)
 
 
 def _chunk(lens: list[int], sizes: list[int], max_seq: list[int], multimodal: list[bool]) -> SeqBatchSet:
