@@ -18,6 +18,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+from numpy.typing import NDArray
+
+Ints = NDArray[np.int64]
+Floats = NDArray[np.float64]
+
 DONE, NEED_REQUESTS, OUT_FULL, GROW_OUT = 0, 1, 2, 3
 """What `run` returns: finished; needs the next chunk (or `exhausted`); a chunk of forwards is
 ready; the extend-length buffer must grow (nothing was done for the pending forward)."""
@@ -37,7 +43,7 @@ NO_LIMIT = -1
 """An int setting that is None (no chunking, no request limit, no slots, no pool)."""
 
 
-def _held_at(page, held_base_sum, num_running, residues, at_step):  # RunningSet.held_tokens_at
+def _held_at(page: int, held_base_sum: int, num_running: int, residues: Ints, at_step: int) -> int:  # RunningSet.held_tokens_at
     held = held_base_sum + num_running * at_step
     if page > 1:
         for r in range(page):
@@ -47,7 +53,7 @@ def _held_at(page, held_base_sum, num_running, residues, at_step):  # RunningSet
     return held
 
 
-def _finish_push(keys, bases, res, n, key, base, residue):
+def _finish_push(keys: Ints, bases: Ints, res: Ints, n: int, key: int, base: int, residue: int) -> None:
     i = n
     while i > 0:
         parent = (i - 1) >> 1
@@ -58,7 +64,7 @@ def _finish_push(keys, bases, res, n, key, base, residue):
     keys[i], bases[i], res[i] = key, base, residue
 
 
-def _finish_pop(keys, bases, res, n):
+def _finish_pop(keys: Ints, bases: Ints, res: Ints, n: int) -> None:
     """Remove the root of a heap of `n` entries (the caller read it)."""
     n -= 1
     key, base, residue = keys[n], bases[n], res[n]
@@ -77,7 +83,7 @@ def _finish_pop(keys, bases, res, n):
         keys[i], bases[i], res[i] = key, base, residue
 
 
-def _above_push(keys, n, key):
+def _above_push(keys: Ints, n: int, key: int) -> None:
     i = n
     while i > 0:
         parent = (i - 1) >> 1
@@ -88,7 +94,7 @@ def _above_push(keys, n, key):
     keys[i] = key
 
 
-def _above_pop(keys, n):
+def _above_pop(keys: Ints, n: int) -> None:
     n -= 1
     key = keys[n]
     i = 0
@@ -106,7 +112,7 @@ def _above_pop(keys, n):
         keys[i] = key
 
 
-def _advance(s, residues, f_keys, f_bases, f_res, above, clip, steps):
+def _advance(s: Ints, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints, above: Ints, clip: int, steps: int) -> int:
     """RunningSet.advance; returns how many requests finished."""
     step = s[STEP] + steps
     s[STEP] = step
@@ -130,7 +136,8 @@ def _advance(s, residues, f_keys, f_bases, f_res, above, clip, steps):
     return finished
 
 
-def _join(s, residues, f_keys, f_bases, f_res, above, clip, page, input_tokens, out, extend):
+def _join(s: Ints, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints, above: Ints, clip: int, page: int,
+          input_tokens: int, out: int, extend: int) -> None:
     """A request whose prefill ended (`extend` tokens computed): RunningSet.add, or the running
     batch shrank (finished at prefill: the batch-full flag clears)."""
     if out <= 1:
@@ -153,12 +160,13 @@ def _join(s, residues, f_keys, f_bases, f_res, above, clip, page, input_tokens, 
         s[BELOW_FINISH_SUM] += f_step
 
 
-def _kv_now(s, residues, page, at_step):
-    return _held_at(page, s[HELD_BASE_SUM], s[NUM_RUNNING], residues, at_step) + s[CHUNKED_HELD]
+def _kv_now(s: Ints, residues: Ints, page: int, at_step: int) -> int:
+    return _held_at(page, int(s[HELD_BASE_SUM]), int(s[NUM_RUNNING]), residues, at_step) + int(s[CHUNKED_HELD])
 
 
-def run(cfg, fcfg, s, f, residues, f_keys, f_bases, f_res, above, times, inputs, outputs, images, n_times, exhausted,
-        out_lens, out_sizes, out_seq, out_mm):  # noqa: C901 - one function on purpose (see module doc)
+def run(cfg: Ints, fcfg: Floats, s: Ints, f: Floats, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints,
+        above: Ints, times: Floats, inputs: Ints, outputs: Ints, images: Ints, n_times: int, exhausted: bool,
+        out_lens: Ints, out_sizes: Ints, out_seq: Ints, out_mm: NDArray[np.bool_]) -> int:  # noqa: C901 - one function on purpose (see module doc)
     """Run the event loop until it needs more requests, a chunk of forwards is full, or the end.
 
     `cfg` int64 settings, `fcfg` float64 settings (prefill fixed s, tokens/s, decode step fixed
@@ -408,14 +416,14 @@ def run(cfg, fcfg, s, f, residues, f_keys, f_bases, f_res, above, times, inputs,
 
 try:  # the optional compiled path: `pip install 'cpbcg[fast]'`
     import numba
-except ImportError:  # pragma: no cover - the generator in simulation.py runs instead
-    numba = None
 
-if numba is not None:
+    COMPILED = True
+except ImportError:  # pragma: no cover - the generator in simulation.py runs instead
+    COMPILED = False
+
+if COMPILED:
     _jit = numba.njit(cache=True, nogil=True)
     _held_at, _finish_push, _finish_pop, _above_push, _above_pop = (
         _jit(_held_at), _jit(_finish_push), _jit(_finish_pop), _jit(_above_push), _jit(_above_pop))
     _advance, _join, _kv_now = _jit(_advance), _jit(_join), _jit(_kv_now)
     run = _jit(run)
-COMPILED = numba is not None
-"""Whether `run` is compiled (numba is installed)."""

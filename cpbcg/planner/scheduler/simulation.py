@@ -26,7 +26,7 @@ import numpy as np
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.replay_limits import SeqBatchSet
 from cpbcg.planner.scheduler.arrivals import Arrivals, Item
-from cpbcg.planner.scheduler.cache import PrefixCache, make_cache
+from cpbcg.planner.scheduler.cache import make_cache
 from cpbcg.planner.scheduler.settings import SchedulerSettings
 from cpbcg.planner.scheduler.summary import SimulationSummary, Tally
 from cpbcg.planner.traces.records import RequestChunk
@@ -83,7 +83,6 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     step_fixed_ms, step_ms_per_request = st.decode_step_fixed_ms, st.decode_step_ms_per_request
     init_ratio, min_ratio, ratio_decay = st.init_new_token_ratio, st.min_new_token_ratio, st.new_token_ratio_decay
     prefill_fixed_s, prefill_tokens_per_s = st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s
-    lru = cache is not None and cache.capacity_blocks is not None
     # RunningSet state
     step = num_running = below_count = below_finish_sum = held_base_sum = 0
     residues = [0] * page
@@ -186,6 +185,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                 if chunked is not None:
                     # PrefillAdder.add_chunked for the in-progress request
                     remaining, item, held_chunk, prefix = chunked
+                    assert rem_chunk is not None  # a request is cut only under a chunk budget
                     limit = rem_chunk
                     if kv_free is not None:
                         limit = min(limit, int(kv_free - rem_total_offset))
@@ -511,7 +511,7 @@ def _copy_tally(sim: Simulation, k: ModuleType, s: np.ndarray, f: np.ndarray) ->
 def _arrays(lens: np.ndarray, sizes: np.ndarray, max_seq: np.ndarray, multimodal: np.ndarray) -> SeqBatchSet:
     offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    return SeqBatchSet(lens, offsets, None, max_seq, multimodal)
+    return SeqBatchSet(lens, offsets, np.ones(len(sizes), dtype=np.int64), max_seq, multimodal)
 
 
 def _chunk(lens: list[int], sizes: list[int], max_seq: list[int], multimodal: list[bool]) -> SeqBatchSet:
