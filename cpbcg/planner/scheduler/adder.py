@@ -1,9 +1,12 @@
 """How one prefill forward is packed: the rules of SGLang's `PrefillAdder` (schedule_policy.py)
 and the waiting-queue loop of `Scheduler._get_new_batch_prefill_raw` (scheduler.py).
 
-This is the only implementation of chunked-prefill packing in cpbcg: the scheduler simulation
-and the embedded synthetic workload (`planner/traces/embedded.py`) both call `fill_forward`.
-Budgets are in tokens; `kv_free_tokens=None` means no KV budget (prefill-only model).
+This is the readable statement of chunked-prefill packing, unit-tested rule by rule; the
+embedded synthetic workload (`planner/traces/embedded.py`) calls `fill_forward`. The scheduler
+simulation runs the same arithmetic inlined in its event loop (simulation.py, and kernel.py
+compiled), for speed (issue 24); tests/test_scheduler_kernel.py and the SGLang conformance tests
+hold the three together. Budgets are in tokens; `kv_free_tokens=None` means no KV budget
+(prefill-only model).
 """
 
 from __future__ import annotations
