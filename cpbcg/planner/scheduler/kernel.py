@@ -53,49 +53,25 @@ def _held_at(page: int, held_base_sum: int, num_running: int, residues: Ints, at
     return held
 
 
-def _finish_push(keys: Ints, bases: Ints, res: Ints, n: int, key: int, base: int, residue: int) -> None:
+def _heap_push(heap: tuple[Ints, ...], n: int, entry: tuple[int, ...]) -> None:
+    """Push `entry` onto a min-heap of `n` entries keyed by `heap[0]` (`heap[1:]`: payloads)."""
+    keys, key = heap[0], entry[0]
     i = n
     while i > 0:
         parent = (i - 1) >> 1
         if keys[parent] <= key:
             break
-        keys[i], bases[i], res[i] = keys[parent], bases[parent], res[parent]
+        for column in heap:
+            column[i] = column[parent]
         i = parent
-    keys[i], bases[i], res[i] = key, base, residue
+    for k in range(len(heap)):
+        heap[k][i] = entry[k]
 
 
-def _finish_pop(keys: Ints, bases: Ints, res: Ints, n: int) -> None:
+def _heap_pop(heap: tuple[Ints, ...], n: int) -> None:
     """Remove the root of a heap of `n` entries (the caller read it)."""
     n -= 1
-    key, base, residue = keys[n], bases[n], res[n]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= n:
-            break
-        if child + 1 < n and keys[child + 1] < keys[child]:
-            child += 1
-        if keys[child] >= key:
-            break
-        keys[i], bases[i], res[i] = keys[child], bases[child], res[child]
-        i = child
-    if n > 0:
-        keys[i], bases[i], res[i] = key, base, residue
-
-
-def _above_push(keys: Ints, n: int, key: int) -> None:
-    i = n
-    while i > 0:
-        parent = (i - 1) >> 1
-        if keys[parent] <= key:
-            break
-        keys[i] = keys[parent]
-        i = parent
-    keys[i] = key
-
-
-def _above_pop(keys: Ints, n: int) -> None:
-    n -= 1
+    keys = heap[0]
     key = keys[n]
     i = 0
     while True:
@@ -106,10 +82,12 @@ def _above_pop(keys: Ints, n: int) -> None:
             child += 1
         if keys[child] >= key:
             break
-        keys[i] = keys[child]
+        for column in heap:
+            column[i] = column[child]
         i = child
     if n > 0:
-        keys[i] = key
+        for column in heap:
+            column[i] = column[n]
 
 
 def _advance(s: Ints, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints, above: Ints, clip: int, steps: int) -> int:
@@ -118,14 +96,14 @@ def _advance(s: Ints, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints, 
     s[STEP] = step
     while s[N_ABOVE] and above[0] <= step:
         crossing = above[0]
-        _above_pop(above, s[N_ABOVE])
+        _heap_pop((above,), s[N_ABOVE])
         s[N_ABOVE] -= 1
         s[BELOW_COUNT] += 1
         s[BELOW_FINISH_SUM] += crossing + clip
     finished = 0
     while s[N_FINISH] and f_keys[0] <= step:
         f_step, base, residue = f_keys[0], f_bases[0], f_res[0]
-        _finish_pop(f_keys, f_bases, f_res, s[N_FINISH])
+        _heap_pop((f_keys, f_bases, f_res), s[N_FINISH])
         s[N_FINISH] -= 1
         s[HELD_BASE_SUM] -= base
         residues[residue] -= 1
@@ -148,12 +126,12 @@ def _join(s: Ints, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints, abo
     kv = extend - step
     residue = (input_tokens - step) % page
     residues[residue] += 1
-    _finish_push(f_keys, f_bases, f_res, s[N_FINISH], f_step, kv, residue)
+    _heap_push((f_keys, f_bases, f_res), s[N_FINISH], (f_step, kv, residue))
     s[N_FINISH] += 1
     s[HELD_BASE_SUM] += kv
     s[NUM_RUNNING] += 1
     if out - 1 > clip:
-        _above_push(above, s[N_ABOVE], f_step - clip)
+        _heap_push((above,), s[N_ABOVE], (f_step - clip,))
         s[N_ABOVE] += 1
     else:
         s[BELOW_COUNT] += 1
@@ -423,7 +401,6 @@ except ImportError:  # pragma: no cover - the generator in simulation.py runs in
 
 if COMPILED:
     _jit = numba.njit(cache=True, nogil=True)
-    _held_at, _finish_push, _finish_pop, _above_push, _above_pop = (
-        _jit(_held_at), _jit(_finish_push), _jit(_finish_pop), _jit(_above_push), _jit(_above_pop))
+    _held_at, _heap_push, _heap_pop = _jit(_held_at), _jit(_heap_push), _jit(_heap_pop)
     _advance, _join, _kv_now = _jit(_advance), _jit(_join), _jit(_kv_now)
     run = _jit(run)
