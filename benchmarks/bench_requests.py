@@ -1,47 +1,68 @@
 """Benchmark: request traces through the scheduler simulation, and several traces over workers.
 
-Run: `python benchmarks/bench_requests.py [--requests 1000000] [--files 8] [--file-requests 100000]
-[--runs 3] [--workdir /tmp/cpbcg-bench-requests]`
+Run: `python benchmarks/bench_requests.py [--requests 1000000] [--big-requests 10000000]
+[--files 8] [--file-requests 100000] [--runs 3] [--workdir /tmp/cpbcg-bench-requests]`
 
 It generates the traces it times (seeded), then times `cpbcg plan --format json` end to end
 (recommendation included), each run a fresh process (Python start-up included):
 
 1. one Azure-style CSV of `--requests` timestamped requests (decode on, the default scheduler)
-   against a batch trace of as many lines (`{"extend_seq_lens": [...]}`) in the same run;
-2. `--files` request files (`--file-requests` each) planned together with `--jobs 1` and
+   against a batch trace of as many lines (`{"extend_seq_lens": [...]}`) in the same run, and
+   the ratio of the two medians;
+2. one CSV of `--big-requests` requests, one run, for its peak RSS (0 skips it);
+3. `--files` request files (`--file-requests` each) planned together with `--jobs 1` and
    `--jobs 2`; the two JSON outputs must be byte-identical (checked).
 
-Every figure is min / median / max over `--runs` fresh processes after one warm-up run, with the
-peak RSS of the largest process (workers included, `getrusage(RUSAGE_CHILDREN)`). Numbers go in
-the README; nothing here is asserted by the test suite.
+Every figure is min / median / max over `--runs` fresh processes after one warm-up run (which
+also fills numba's on-disk cache of the compiled scheduler loop), wall and CPU seconds (CPU:
+user + system of the process and its workers), and the peak RSS of the largest process
+(workers included). Each run is measured by a small wrapper process of its own
+(`getrusage(RUSAGE_CHILDREN)`), so runs do not see each other's peaks. Numbers go in the
+README; nothing here is asserted by the test suite.
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
+import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
+WRAPPER = """
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+done = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+wall = time.perf_counter() - start
+if done.returncode:
+    sys.stderr.write(done.stderr.decode()[-2000:])
+    sys.exit(done.returncode)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stdout.buffer.write(json.dumps({"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+                                    "rss_mb": usage.ru_maxrss / 1024}).encode() + b"\\n" + done.stdout)
+"""
+
 
 def write_requests(path: Path, num_requests: int, seed: int, rate_per_s: float = 3.0) -> None:
     """Azure-style CSV: `TIMESTAMP` (wall clock), `ContextTokens`, `GeneratedTokens`; prompts
-    log-normal around 1,000 tokens, Poisson arrivals at `rate_per_s`."""
+    log-normal around 1,000 tokens, Poisson arrivals at `rate_per_s`. Written in blocks of
+    1M rows (bounded memory)."""
     rng = np.random.default_rng(seed)
-    gaps = rng.exponential(1.0 / rate_per_s, num_requests)
-    seconds = np.cumsum(gaps)
-    prompts = np.clip(rng.lognormal(np.log(1000), 1.0, num_requests), 1, 30000).astype(np.int64)
-    outputs = np.clip(rng.lognormal(np.log(200), 0.8, num_requests), 1, 4000).astype(np.int64)
     base = np.datetime64("2024-05-01T00:00:00", "us")
-    stamps = (base + (seconds * 1e6).astype("timedelta64[us]")).astype(str)
+    clock_s = 0.0
     with open(path, "w") as handle:
         handle.write("TIMESTAMP,ContextTokens,GeneratedTokens\n")
-        handle.writelines(f"{t.replace('T', ' ')},{p},{o}\n" for t, p, o in zip(stamps, prompts, outputs))
+        for start in range(0, num_requests, 1_000_000):
+            n = min(1_000_000, num_requests - start)
+            seconds = clock_s + np.cumsum(rng.exponential(1.0 / rate_per_s, n))
+            clock_s = float(seconds[-1])
+            prompts = np.clip(rng.lognormal(np.log(1000), 1.0, n), 1, 30000).astype(np.int64)
+            outputs = np.clip(rng.lognormal(np.log(200), 0.8, n), 1, 4000).astype(np.int64)
+            stamps = (base + (seconds * 1e6).astype("timedelta64[us]")).astype(str)
+            handle.writelines(f"{t.replace('T', ' ')},{p},{o}\n" for t, p, o in zip(stamps, prompts, outputs))
 
 
 def write_batches(path: Path, num_lines: int, seed: int) -> None:
@@ -53,25 +74,37 @@ def write_batches(path: Path, num_lines: int, seed: int) -> None:
             handle.write('{"extend_seq_lens": [%s]}\n' % ", ".join(map(str, lens)))
 
 
-def timed(argv: list[str], runs: int) -> tuple[list[float], float, bytes]:
-    """Wall seconds of `runs` fresh runs (after a warm-up), peak RSS (MB) and the last stdout."""
-    subprocess.run(argv, check=True, capture_output=True)
-    times, out = [], b""
+def run_once(argv: list[str]) -> tuple[dict[str, float], bytes]:
+    """One fresh run of `argv` in its own wrapper: (wall_s, cpu_s, rss_mb) and its stdout."""
+    out = subprocess.run([sys.executable, "-c", WRAPPER, *argv], check=True, capture_output=True).stdout
+    head, _, body = out.partition(b"\n")
+    return json.loads(head), body
+
+
+def timed(argv: list[str], runs: int) -> tuple[list[dict[str, float]], bytes]:
+    """`runs` fresh runs after a warm-up: their figures and the last stdout."""
+    run_once(argv)
+    figures, out = [], b""
     for _ in range(runs):
-        start = time.perf_counter()
-        out = subprocess.run(argv, check=True, capture_output=True).stdout
-        times.append(time.perf_counter() - start)
-    rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return times, rss_mb, out
+        figure, out = run_once(argv)
+        figures.append(figure)
+    return figures, out
 
 
-def show(label: str, times: list[float], rss_mb: float) -> None:
-    print(f"{label:<58} {min(times):7.2f} {statistics.median(times):7.2f} {max(times):7.2f} s   peak RSS {rss_mb:,.0f} MB")
+def show(label: str, figures: list[dict[str, float]]) -> float:
+    """Print min / median / max wall and CPU seconds and the peak RSS; returns the median wall."""
+    wall = [f["wall_s"] for f in figures]
+    cpu = [f["cpu_s"] for f in figures]
+    rss = max(f["rss_mb"] for f in figures)
+    print(f"{label:<46} wall {min(wall):6.2f} {statistics.median(wall):6.2f} {max(wall):6.2f} s"
+          f"   CPU {min(cpu):6.2f} {statistics.median(cpu):6.2f} {max(cpu):6.2f} s   peak RSS {rss:,.0f} MB", flush=True)
+    return statistics.median(wall)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1_000_000)
+    parser.add_argument("--big-requests", type=int, default=10_000_000)
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--file-requests", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
@@ -90,14 +123,21 @@ def main() -> None:
         if not path.exists():
             write_requests(path, args.file_requests, 100 + i)
         files.append(path)
-    print(f"cpbcg plan --format json, {args.runs} fresh processes each (min median max):")
-    show(f"batch trace, {args.requests:,} lines", *timed([*cpbcg, "plan", "-t", str(batches), "-f", "json"], args.runs)[:2])
-    show(f"request trace, {args.requests:,} requests (decode on)", *timed([*cpbcg, "plan", "-t", str(requests), "-f", "json"], args.runs)[:2])
+    print(f"cpbcg plan --format json, {args.runs} fresh processes each (min median max):", flush=True)
+    batch_s = show(f"batch trace, {args.requests:,} lines", timed([*cpbcg, "plan", "-t", str(batches), "-f", "json"], args.runs)[0])
+    request_s = show(f"request trace, {args.requests:,} requests", timed([*cpbcg, "plan", "-t", str(requests), "-f", "json"], args.runs)[0])
+    print(f"request / batch (median wall): {request_s / batch_s:.2f}x", flush=True)
+    if args.big_requests:
+        big = args.workdir / f"requests-{args.big_requests}.csv"
+        if not big.exists():
+            write_requests(big, args.big_requests, 2)
+        figure, _ = run_once([*cpbcg, "plan", "-t", str(big), "-f", "json"])
+        show(f"request trace, {args.big_requests:,} requests (1 run)", [figure])
     many = [*cpbcg, "plan", *[a for f in files for a in ("-t", str(f))], "-f", "json"]
-    serial, rss1, out1 = timed([*many, "--jobs", "1"], args.runs)
-    show(f"{args.files} request files x {args.file_requests:,}, --jobs 1", serial, rss1)
-    parallel, rss2, out2 = timed([*many, "--jobs", "2"], args.runs)
-    show(f"{args.files} request files x {args.file_requests:,}, --jobs 2", parallel, rss2)
+    serial, out1 = timed([*many, "--jobs", "1"], args.runs)
+    show(f"{args.files} request files x {args.file_requests:,}, --jobs 1", serial)
+    parallel, out2 = timed([*many, "--jobs", "2"], args.runs)
+    show(f"{args.files} request files x {args.file_requests:,}, --jobs 2", parallel)
     print(f"--jobs 1 and --jobs 2 JSON byte-identical: {out1 == out2}")
 
 

@@ -1,12 +1,14 @@
 """Profile of the request path by stage: reading a request trace, then the scheduler simulation.
 
 Run: `python benchmarks/profile_requests.py TRACE [--runs 3] [--no-decode] [--page-size 16]
-[--mixed-chunk] [--cprofile]`
+[--mixed-chunk] [--no-kernel] [--cprofile]`
 
 Reads the whole trace into `RequestChunk`s first (timed alone), then runs the simulation over
 them (timed alone), and prints wall and CPU seconds of each stage and the simulation's CPU
-microseconds per forward (prefill forwards). CPU time is given because the machine these numbers
-come from is shared: wall time there varies with other users' load. Nothing here is asserted.
+microseconds per forward (prefill forwards); the first run of a process includes loading the
+compiled loop (numba, `cpbcg[fast]`), `--no-kernel` times the Python generator instead. CPU
+time is given because the machine these numbers come from is shared: wall time there varies
+with other users' load. Nothing here is asserted.
 `benchmarks/bench_requests.py` times `cpbcg plan` end to end against the batch path.
 """
 
@@ -17,7 +19,7 @@ import cProfile
 import pstats
 import time
 
-from cpbcg.planner.scheduler import SchedulerSettings, Simulation
+from cpbcg.planner.scheduler import SchedulerSettings, Simulation, simulation
 from cpbcg.planner.traces import ReadOptions, open_trace
 
 
@@ -34,8 +36,10 @@ def main() -> None:
     parser.add_argument("--no-decode", action="store_true")
     parser.add_argument("--page-size", type=int, default=1)
     parser.add_argument("--mixed-chunk", action="store_true")
+    parser.add_argument("--no-kernel", action="store_true", help="run the Python generator, not the compiled loop")
     parser.add_argument("--cprofile", action="store_true", help="print the simulation's top functions")
     args = parser.parse_args()
+    simulation.USE_KERNEL = not args.no_kernel
     settings = SchedulerSettings(decode=not args.no_decode, page_size=args.page_size, enable_mixed_chunk=args.mixed_chunk)
     for run in range(args.runs):
         chunks, read_wall, read_cpu = timed(lambda: list(open_trace(args.trace, "auto", ReadOptions()).items))

@@ -1,7 +1,7 @@
 """Two oracles over the hostile-input fuzzer's surfaces (issue 23).
 
 (a) Paths: the same records read through every path of a reader give the same result or the
-    same error: the fast paths (numpy byte parse, one orjson call per line, numpy CSV columns)
+    same error: the fast paths (numpy byte parse, one orjson call per line, numpy CSV columns, pyarrow's CSV reader)
     against the careful line-by-line path, and the plain file against `.gz`, standard input and
     small read chunks. Seeded random traces of good lines mixed with hostile ones.
 (b) Bounds: every bound `--help` shows (`[A<=x<=B]`, `[0<x<=1]`) is accepted at its edge and
@@ -86,7 +86,13 @@ def azure_line(rng: random.Random, t: int, hostile: bool = False) -> str:
     length, out = rng.choice([0, 1, 100, 2048, rng.randrange(1, 30000)]), rng.randrange(0, 500)
     good = f"{stamp},{length},{out}"
     bad = [f"{stamp},+{length},{out}", f"{stamp},{length},-0", f"{stamp},{length},+{out}", f'{stamp},"{length}",{out}', f"{stamp}, {length},{out}",
-               f"{stamp},{length}", f"{stamp},{length}.0,{out}", f"{stamp},{length},{out},9", f"{stamp},\u00b2,{out}", ""]
+               f"{stamp},{length}", f"{stamp},{length}.0,{out}", f"{stamp},{length},{out},9", f"{stamp},\u00b2,{out}", "",
+           # timestamps: the columnar path (pyarrow) must read or refuse them as numpy does
+           f"2023-02-30 18:00:00,{length},{out}", f"2023-11-16 24:00:00,{length},{out}", f"2023-11-16 18:00:60,{length},{out}",
+           f"2023-11-16T18:00:00Z,{length},{out}", f"2023-11-16 18:00:00+01:00,{length},{out}", f"2023-11-16,{length},{out}",
+           f"1969-12-31 23:59:59,{length},{out}", f"2200-01-01 00:00:00,{length},{out}", f"2023-11-16 18:00:00.1234567891,{length},{out}",
+           f"2023-11-16T18:00:00.1234567,{length},{out}", f"2023-11-16 18:00,{length},{out}", f"{stamp},{length},{out}\r",
+           f"{stamp}\r,{length},{out}", f"{stamp},{length},\x01{out}", f"{stamp},{length},{out} "]
     return rng.choice(bad) if hostile else good
 
 
@@ -129,6 +135,7 @@ def careful_only(monkeypatch) -> None:
     monkeypatch.setattr(batches, "_parse_fast", lambda lines: None)
     monkeypatch.setattr(jsonl_table, "_fast", lambda *args: None)
     monkeypatch.setattr(csv_table, "_chunk_fast", lambda *args: None)
+    monkeypatch.setattr(csv_table, "_chunk_columnar", lambda *args: None)
 
 
 class _Stdin:
@@ -156,6 +163,10 @@ def test_every_path_of_a_reader_reads_the_same(tmp_path, monkeypatch, kind):
         with monkeypatch.context() as patch:
             careful_only(patch)
             results["careful"] = read_result(plain, str(plain), kind)
+        if kind == "azure":  # pyarrow's columns (large chunks only by default), not only numpy's
+            with monkeypatch.context() as patch:
+                patch.setattr(csv_table, "COLUMNAR_MIN_BYTES", 0)
+                results["pyarrow columns"] = read_result(plain, str(plain), kind)
         errors += results["plain"][0] == "error"
         if len({repr(r) for r in results.values()}) > 1:
             differ.append((case, text[:300], {k: repr(v)[:200] for k, v in results.items()}))

@@ -5,7 +5,8 @@
 * `running.py`    the decoding requests (slots, KV held, output reservation);
 * `cache.py`      the prefix cache over `hash_ids`;
 * `arrivals.py`   requests in arrival order from the trace stream;
-* `simulation.py` the event loop (`event_loop_normal`); `summary.py` what it saw.
+* `simulation.py` the event loop (`event_loop_normal`) as a Python generator; `summary.py` what it saw;
+* `kernel.py`     the same loop compiled by numba (`cpbcg[fast]`), run without a prefix cache.
 
 docs/scheduler.md states the model, each rule with the SGLang code it follows.
 """

@@ -1,9 +1,12 @@
 """How one prefill forward is packed: the rules of SGLang's `PrefillAdder` (schedule_policy.py)
 and the waiting-queue loop of `Scheduler._get_new_batch_prefill_raw` (scheduler.py).
 
-This is the only implementation of chunked-prefill packing in cpbcg: the scheduler simulation
-and the embedded synthetic workload (`planner/traces/embedded.py`) both call `fill_forward`.
-Budgets are in tokens; `kv_free_tokens=None` means no KV budget (prefill-only model).
+This is the readable statement of chunked-prefill packing, unit-tested rule by rule; the
+embedded synthetic workload (`planner/traces/embedded.py`) calls `fill_forward`. The scheduler
+simulation runs the same arithmetic inlined in its event loop (simulation.py, and kernel.py
+compiled), for speed (issue 24); tests/test_scheduler_kernel.py and the SGLang conformance tests
+hold the three together. Budgets are in tokens; `kv_free_tokens=None` means no KV budget
+(prefill-only model).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from enum import Enum
-from typing import Callable
+from typing import Callable, TypeVar
 
 from cpbcg.planner.scheduler.settings import SchedulerSettings
 
@@ -27,6 +30,8 @@ class AddResult(Enum):
 
 
 CONTINUE, NO_TOKEN, OTHER = AddResult.CONTINUE, AddResult.NO_TOKEN, AddResult.OTHER
+ItemT = TypeVar("ItemT")
+"""A waiting-queue item (`fill_forward` reads it only through `lookup`)."""
 
 
 class PrefillAdder:
@@ -98,11 +103,13 @@ class PrefillAdder:
     def add_chunked(self, remaining_tokens: int, output_tokens: int) -> int:
         """SGLang `add_chunked_req`: the in-progress request takes up to the chunk budget (capped
         by the KV budget unless that is spent), with no page cut. Returns the tokens taken."""
-        limit = self.rem_chunk_tokens
+        chunk = self.rem_chunk_tokens
+        assert chunk is not None, "a request is cut only under a chunk budget"
+        limit = chunk
         if self.kv_free is not None:
-            limit = min(limit, int(self.rem_total_tokens))
+            limit = min(chunk, int(self.rem_total_tokens))
             if limit <= 0:
-                limit = self.rem_chunk_tokens
+                limit = chunk
         take = min(remaining_tokens, max(limit, 1))  # max: a chunk budget spent by mixed decode tokens
         self.charge(take, min(output_tokens, self.clip) if take == remaining_tokens else 0)
         return take
@@ -133,7 +140,9 @@ class PrefillAdder:
         return self.budget_state(), take
 
 
-def fill_forward(adder: PrefillAdder, waiting: deque, lookup: Callable[[object], tuple[int, int, int]]) -> tuple[list, AddResult, bool]:
+def fill_forward(
+    adder: PrefillAdder, waiting: deque[ItemT], lookup: Callable[[ItemT], tuple[int, int, int]]
+) -> tuple[list[tuple[ItemT, int, int]], AddResult, bool]:
     """The waiting-queue loop of `_get_new_batch_prefill_raw` (SGLang 0.5.23): before each
     waiting request, stop if a compute budget is spent (`budget_state() == OTHER`, checked
     before the first request too: the in-progress chunk or mixed decode rows can spend it),
@@ -142,7 +151,7 @@ def fill_forward(adder: PrefillAdder, waiting: deque, lookup: Callable[[object],
     of a waiting item. Admitted items are popped; returns `[(item, extend, taken)]`, the last
     result (`NO_TOKEN`: the KV budget stopped the forward) and whether the slots stopped it.
     """
-    admitted: list = []
+    admitted: list[tuple[ItemT, int, int]] = []
     result = CONTINUE
     budget_state, add_one, allocatable = adder.budget_state, adder.add_one, adder.allocatable
     check = True  # the budgets change only when `add_one` admits, and then it returns the state

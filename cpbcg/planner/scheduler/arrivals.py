@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Callable, Iterable
 
 import numpy as np
 
 from cpbcg.planner.traces.records import RequestChunk
 from cpbcg.planner.scheduler.settings import SchedulerSettings
+
+
+Item = tuple[int, "list[int] | None", int, int]
+"""A waiting-queue item: `(input_tokens, hash_ids or None, output_tokens, images)`."""
 
 
 class Arrivals:
@@ -34,40 +37,39 @@ class Arrivals:
         self._progress = progress
         self._origin_s: float | None = None
         self._clock_s = 0.0
-        self._times: list[float] = []
-        self._items: list[tuple] = []
-        self._i = 0
         self.requests = self.input_tokens = self.output_tokens = self.default_outputs = 0
         self.synthetic = False
 
-    def next_time_s(self) -> float | None:
-        """Arrival time of the next request not yet handed out, or None at the end."""
-        if self._i == len(self._times) and not self._refill():
-            return None
-        return self._times[self._i]
-
-    def due(self, now_s: float) -> bool:
-        """Whether `admit(now_s)` could append anything: False when the next request of the
-        current chunk arrives after `now_s` (True at a chunk's end: the next chunk decides)."""
-        i = self._i
-        return i == len(self._times) or self._times[i] <= now_s
-
-    def admit(self, now_s: float, waiting: deque) -> None:
-        """Append every request arrived by `now_s` to `waiting`."""
+    def next_chunk(self) -> tuple[list[float], list[Item]] | None:
+        """The next non-empty chunk's arrival times (s, from the origin, scaled) and waiting-queue
+        items, in trace order; None at the end of the trace."""
         while True:
-            times, i, n = self._times, self._i, len(self._times)
-            j = i
-            while j < n and times[j] <= now_s:
-                j += 1
-            waiting.extend(self._items[i:j])
-            self._i = j
-            if j < n or not self._refill():
-                return
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return None
+            times, items = self._items_of(chunk)
+            if items:
+                return times, items
 
-    def _refill(self) -> bool:
-        chunk = next(self._chunks, None)
-        if chunk is None:
-            return False
+    def next_chunk_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """`next_chunk` as arrays: arrival times [n] float64 (s) and input, output and image
+        counts [n] int64 (hash ids are not kept: the compiled loop runs without a prefix cache)."""
+        while True:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return None
+            times, outputs, images = self._arrays_of(chunk)
+            if len(times):
+                return times, chunk.input_tokens.astype(np.int64, copy=False), outputs, images
+
+    def _items_of(self, chunk: RequestChunk) -> tuple[list[float], list[Item]]:
+        times, outputs, images = self._arrays_of(chunk)
+        hashes = chunk.hash_ids if self._keep_hashes and chunk.hash_ids is not None else [None] * len(times)
+        return times.tolist(), list(zip(chunk.input_tokens.tolist(), hashes, outputs.tolist(), images.tolist()))
+
+    def _arrays_of(self, chunk: RequestChunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Arrival times [n] float64 (s), output and image counts [n] int64 of a chunk; counts
+        its requests and tokens and reports progress."""
         n = chunk.num_requests
         if chunk.arrival_s is None:
             self.synthetic = True
@@ -82,15 +84,11 @@ class Arrivals:
         if outputs is None:
             outputs = np.full(n, self._default_output, dtype=np.int64)
             self.default_outputs += n
-        hashes = chunk.hash_ids if self._keep_hashes and chunk.hash_ids is not None else [None] * n
-        self._times = times.tolist()
         images = getattr(chunk, "num_images", None)
-        images = [0] * n if images is None else images.tolist()
-        self._items = list(zip(chunk.input_tokens.tolist(), hashes, outputs.tolist(), images))
-        self._i = 0
         self.requests += n
         self.input_tokens += int(chunk.input_tokens.sum())
         self.output_tokens += int(outputs.sum())
         if self._progress is not None:
             self._progress(self.requests)
-        return True
+        return (np.asarray(times, dtype=np.float64), np.asarray(outputs, dtype=np.int64),
+                np.zeros(n, dtype=np.int64) if images is None else np.asarray(images, dtype=np.int64))

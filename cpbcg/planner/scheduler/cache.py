@@ -18,7 +18,7 @@ class PrefixCache:
 
     def __init__(self, capacity_tokens: int | None):
         self.capacity_blocks = None if capacity_tokens is None else capacity_tokens // BLOCK_TOKENS
-        self._blocks: OrderedDict[int, None] | set[int] = set() if capacity_tokens is None else OrderedDict()
+        self._blocks: set[int] | OrderedDict[int, None] = set() if capacity_tokens is None else OrderedDict()
 
     def cached_tokens(self, hash_ids: list[int], input_tokens: int) -> int:
         """Tokens of the request's prompt already cached, at most `input_tokens - 1`."""
@@ -27,7 +27,7 @@ class PrefixCache:
             if block not in blocks:
                 break
             hit += 1
-        if hit and self.capacity_blocks is not None:
+        if hit and isinstance(blocks, OrderedDict):
             for block in reversed(hash_ids[:hit]):
                 blocks.move_to_end(block)
         return min(hit * BLOCK_TOKENS, input_tokens - 1)
@@ -35,13 +35,13 @@ class PrefixCache:
     def insert(self, hash_ids: list[int]) -> None:
         """Cache every block of a request whose prefill finished (evicting LRU blocks if full)."""
         blocks = self._blocks
-        if self.capacity_blocks is None:
+        if not isinstance(blocks, OrderedDict):
             blocks.update(hash_ids)
             return
         for block in reversed(hash_ids):
             blocks[block] = None
             blocks.move_to_end(block)
-        while len(blocks) > self.capacity_blocks:
+        while self.capacity_blocks is not None and len(blocks) > self.capacity_blocks:
             blocks.popitem(last=False)
 
 

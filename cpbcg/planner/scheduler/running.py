@@ -8,6 +8,7 @@ start of its sequence (a cached prefix before them is the cache's). Sums over th
 in O(log n) per request: finishes in a heap by `F`, the requests whose remaining output is
 above the clip (they reserve `clip` each) in a heap by the step they cross it, and the count
 of requests per sequence-end residue modulo the page size (the page padding, O(page) to sum).
+The event loop (simulation.py, kernel.py) keeps these sums inline, by the same arithmetic.
 """
 
 from __future__ import annotations

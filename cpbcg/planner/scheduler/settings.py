@@ -66,7 +66,7 @@ class SchedulerSettings:
     clip_max_new_tokens: int = CLIP_MAX_NEW_TOKENS
     """SGLang `SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION`: cap of the per-request output reservation."""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.chunked_prefill_size != -1 and self.chunked_prefill_size < self.page_size:
             raise ValueError("chunked_prefill_size must be -1 or at least page_size (no chunk could be cut)")
 

@@ -5,28 +5,38 @@ forward if it can (`_get_new_batch_prefill_raw`: the in-progress chunk, then FCF
 `PrefillAdder`), otherwise the running batch decodes (`update_running_batch`); an empty server
 waits for the next arrival. Decode steps are run in runs between events (a finish, an
 arrival), which is exact because nothing changes in between. docs/scheduler.md has the model.
+
+Speed: the loop is one generator function over plain local variables (issue 24): the budgets of
+`PrefillAdder` (adder.py) and the sums of `RunningSet` (running.py) are kept inline, with the
+same arithmetic in the same order, so the forwards and every float of the summary are those of
+the two classes. adder.py and running.py state each rule readably and are unit-tested; the
+conformance tests run this loop against SGLang 0.5.23's own scheduler code.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
+from heapq import heappop, heappush
+from math import ceil
+from types import ModuleType
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.replay_limits import SeqBatchSet
-from cpbcg.planner.traces.records import RequestChunk
-from cpbcg.planner.scheduler.adder import AddResult, PrefillAdder, fill_forward
-from cpbcg.planner.scheduler.arrivals import Arrivals
+from cpbcg.planner.scheduler.arrivals import Arrivals, Item
 from cpbcg.planner.scheduler.cache import make_cache
-from cpbcg.planner.scheduler.running import RunningSet
 from cpbcg.planner.scheduler.settings import SchedulerSettings
 from cpbcg.planner.scheduler.summary import SimulationSummary, Tally
+from cpbcg.planner.traces.records import RequestChunk
 
 BATCHES_PER_CHUNK = 65536
 """Forwards per yielded `BatchSet` (bounds memory)."""
+USE_KERNEL = True
+"""Run the compiled loop (kernel.py) where it applies and numba is installed (tests turn it off)."""
+KERNEL_MAX_SLOTS = 1 << 20
+"""Request slots beyond which the generator runs (the kernel's heaps are sized by the slots)."""
 
 
 class Simulation:
@@ -46,224 +56,17 @@ class Simulation:
         self.settings = self.cfg = settings or SchedulerSettings()  # `cfg`: the name commands read
         self.cache = make_cache(self.settings.prefix_cache)
         self.arrivals = Arrivals(chunks, self.settings, self.cache is not None, progress)
-        self.running = RunningSet(self.settings.clip_max_new_tokens, self.settings.page_size)
         self.tally = Tally()
-        self._slots = self.settings.request_slots
-        self._pool = self.settings.kv_pool_tokens
-        self._ratio = self.settings.init_new_token_ratio
-        self._batch_full = False
-        self._chunked: list | None = None  # [remaining extend, item, extend tokens prefilled so far, prefix]
         self._start_s: float | None = None
         self._now_s = 0.0
-        self._max_seq = 0  # longest sequence (prefix + prefilled) of the forward being formed
-        self._multimodal = False  # the forward being formed holds a request with images
-        st = self.settings  # settings read every forward or decode run, looked up once
-        self._decode_on, self._mixed_on = st.decode, st.enable_mixed_chunk
-        self._step_fixed_ms, self._step_ms_per_request = st.decode_step_fixed_ms, st.decode_step_ms_per_request
-        self._min_ratio, self._ratio_decay = st.min_new_token_ratio, st.new_token_ratio_decay
-        self._prefill_fixed_s, self._prefill_tokens_per_s = st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s
-        if self.cache is None:
-            self._lookup = _uncached_lookup
 
     def __iter__(self) -> Iterator[BatchSet]:
-        waiting: deque = deque()
-        out_lens: list[int] = []
-        out_sizes: list[int] = []
-        out_seq: list[int] = []
-        out_mm: list[bool] = []
-        self._start_s = self.arrivals.next_time_s()
-        self._now_s = self._start_s or 0.0
-        arrivals, running = self.arrivals, self.running
-        while True:
-            if arrivals.due(self._now_s):
-                arrivals.admit(self._now_s, waiting)
-            batch = self._prefill(waiting) if waiting or self._chunked is not None else None
-            if batch:
-                out_lens.extend(batch)
-                out_sizes.append(len(batch))
-                out_seq.append(self._max_seq)
-                out_mm.append(self._multimodal)
-                if len(out_sizes) >= BATCHES_PER_CHUNK:
-                    yield _chunk(out_lens, out_sizes, out_seq, out_mm)
-                    out_lens, out_sizes, out_seq, out_mm = [], [], [], []
-            elif running.num_requests:
-                self._decode(bool(waiting))
-            elif not self._idle(waiting):
-                break
-        if out_sizes:
-            yield _chunk(out_lens, out_sizes, out_seq, out_mm)
+        if self.cache is None and USE_KERNEL and _kernel_fits(self.settings):
+            from cpbcg.planner.scheduler import kernel  # imports numba: the request path only
 
-    def _idle(self, waiting: deque) -> bool:
-        """Nothing runs: wait for the next arrival (False at the end of the trace)."""
-        self._ratio = self.settings.init_new_token_ratio
-        self._batch_full = False
-        if waiting:
-            return True  # the head never fits the KV pool: `_prefill` forces it next turn
-        next_s = self.arrivals.next_time_s()
-        if next_s is None:
-            return False
-        self._now_s = max(self._now_s, next_s)
-        return True
-
-    def _prefill(self, waiting: deque) -> list[int]:
-        """Form and run one prefill forward; its extend lengths, or [] when none can be formed."""
-        s, running, slots = self.settings, self.running, self._slots
-        if not running.num_requests:
-            self._batch_full = False  # 0.5.23: an empty running batch clears the flag
-        if self._chunked is None and (not waiting or self._batch_full):
-            return []
-        allocatable = None if slots is None else slots - running.num_requests
-        if self._chunked is None and allocatable is not None and allocatable <= 0:
-            self._batch_full = True
-            return []
-        tally = self.tally
-        if len(waiting) > tally.max_waiting:
-            tally.max_waiting = len(waiting)
-        mixed = running.num_requests if self._mixed_on else 0
-        force = self._chunked is None and not running.num_requests and tally.forced_pending
-        kv_free = None if self._pool is None or force else self._pool - running.held_tokens - self._chunked_held()
-        adder = PrefillAdder(s, mixed, kv_free, self._ratio * running.reserve_tokens, allocatable)
-        batch: list[int] = []
-        done: list = []
-        self._max_seq, self._multimodal = 0, False
-        if self._chunked is not None:
-            _, item, held, prefix = self._chunked
-            batch.append(self._continue_chunk(adder, done))
-            self._max_seq, self._multimodal = prefix + held + batch[0], item[3] > 0
-        admitted: list = []
-        if not self._batch_full:
-            admitted, result, slots_full = fill_forward(adder, waiting, self._lookup)
-            self._note_stop(result, slots_full, bool(batch or admitted))
-        max_seq, multimodal, cached = self._max_seq, self._multimodal, 0
-        for item, extend, taken in admitted:
-            batch.append(taken)
-            prefix = item[0] - extend
-            if prefix + taken > max_seq:
-                max_seq = prefix + taken
-            if item[3]:
-                multimodal = True
-            cached += prefix
-            if taken < extend:
-                self._chunked = [extend - taken, item, taken, prefix]
-                tally.chunked_requests += 1
-            else:
-                done.append((item, extend))
-        self._max_seq, self._multimodal = max_seq, multimodal
-        tally.cached_tokens += cached
-        if batch:
-            self._run_forward(batch, mixed, done)
-        return batch + [1] * mixed if batch else []
-
-    def _continue_chunk(self, adder: PrefillAdder, done: list) -> int:
-        remaining, item, held, prefix = self._chunked
-        take = adder.add_chunked(remaining, item[2])
-        if take < remaining:
-            self._chunked = [remaining - take, item, held + take, prefix]
-        else:
-            self._chunked = None
-            done.append((item, held + take))
-        return take
-
-    def _note_stop(self, result: AddResult, slots_full: bool, formed: bool) -> None:
-        """SGLang sets `batch_is_full` when the KV budget or the request slots stop admission."""
-        self.tally.forced_pending = False
-        if self.settings.decode and (result is AddResult.NO_TOKEN or slots_full):
-            self._batch_full = True
-            self.tally.kv_limited_forwards += result is AddResult.NO_TOKEN
-            self.tally.slot_limited_forwards += slots_full
-            if not formed and not self.running.num_requests and self._chunked is None:
-                self.tally.forced_pending = True  # an empty server cannot fit the head request
-                self.tally.kv_oversized_requests += 1
-                self._batch_full = False
-
-    def _lookup(self, item: tuple) -> tuple[int, int, int]:
-        input_tokens, blocks, output, _ = item
-        cached = self.cache.cached_tokens(blocks, input_tokens) if blocks and self.cache is not None else 0
-        return input_tokens - cached, cached, output
-
-    def _chunked_held(self) -> int:
-        """KV the in-progress chunk holds: its prefilled tokens in whole pages."""
-        if self._chunked is None:
-            return 0
-        _, _, held, prefix = self._chunked
-        return self.ceil_paged(prefix + held) - prefix
-
-    def _run_forward(self, batch: list[int], mixed: int, done: list) -> None:
-        """Advance time by the forward; finished prefills join the running batch."""
-        tally, running, decode = self.tally, self.running, self._decode_on
-        num_tokens = sum(batch)
-        duration_s = self._prefill_fixed_s + (num_tokens + mixed) / self._prefill_tokens_per_s
-        self._now_s += duration_s
-        tally.busy_s += duration_s
-        tally.extend_tokens += num_tokens
-        tally.batches += 1
-        if mixed:
-            tally.mixed_decode_tokens += mixed
-            tally.decoded_tokens += mixed
-            self._note_retraction(1)
-            running.advance(1)
-            self._batch_full = False  # 0.5.23: the mixed batch becomes the running batch, flag clear
-        if self._chunked is not None or not running.num_requests:
-            # 0.5.23: the forward's batch shrinks when the chunk leaves it, and it becomes the
-            # running batch (flag clear) when none was running
-            self._batch_full = False
-        cache = self.cache
-        for item, extend in done:
-            if cache is not None and item[1]:
-                cache.insert(item[1])
-            if decode and item[2] > 1:
-                running.add(extend, item[2] - 1, item[0] - extend)
-            elif decode:
-                self._batch_full = False  # finished at prefill: the running batch shrank
-        if decode:
-            self._see_running()
-        tally.close_window(self._now_s)
-
-    def ceil_paged(self, tokens: int) -> int:
-        page = self.settings.page_size
-        return -(-tokens // page) * page
-
-    def _decode(self, waiting: bool) -> None:
-        """Run decode steps up to the next event: a finish, or (queue empty) an arrival."""
-        running, tally = self.running, self.tally
-        n = running.num_requests
-        step_s = (self._step_fixed_ms + self._step_ms_per_request * n) / 1000.0
-        steps = running.steps_to_next_finish()
-        if not waiting and not self._batch_full and self._chunked is None:
-            next_s = self.arrivals.next_time_s()
-            if next_s is not None:
-                steps = min(steps, max(1, math.ceil((next_s - self._now_s) / step_s)))
-        elif not self._batch_full:
-            steps = 1  # a budget below one page stopped the forward: retry after a step
-        if self._pool is not None:
-            self._note_retraction(steps)
-        self._now_s += steps * step_s
-        tally.decode_s += steps * step_s
-        if waiting or self._chunked is not None:
-            tally.blocked_decode_s += steps * step_s
-        tally.decode_steps += steps
-        tally.decoded_tokens += steps * n
-        self._ratio = max(self._ratio - steps * self._ratio_decay, self._min_ratio)
-        if running.advance(steps) or not running.num_requests:
-            self._batch_full = False
-        self._see_running()
-
-    def _see_running(self) -> None:
-        """Note the running set's size and resident KV (the in-progress chunk's too) in the tally's peaks."""
-        running, tally = self.running, self.tally
-        if running.num_requests > tally.max_running:
-            tally.max_running = running.num_requests
-        kv_tokens = running.held_tokens_at(running.step)
-        if self._chunked is not None:
-            kv_tokens += self._chunked_held()
-        if kv_tokens > tally.peak_kv_tokens:
-            tally.peak_kv_tokens = kv_tokens
-
-    def _note_retraction(self, steps: int) -> None:
-        """Count decode runs whose KV (whole pages, the in-progress chunk too) would outgrow
-        the pool: SGLang 0.5.23 retracts requests there (`retract_decode`), cpbcg does not."""
-        if self._pool is not None and self.running.held_tokens_at(self.running.step + steps) + self._chunked_held() > self._pool:
-            self.tally.retraction_points += 1
+            if kernel.COMPILED:
+                return _kernel_loop(self, kernel)
+        return _event_loop(self)
 
     def summary(self) -> SimulationSummary:
         """Counts so far (complete once iteration has finished)."""
@@ -271,9 +74,444 @@ class Simulation:
         return self.tally.summary(self.arrivals, self.settings, start, self._now_s)
 
 
-def _uncached_lookup(item: tuple) -> tuple[int, int, int]:
-    """`Simulation._lookup` without a prefix cache: nothing cached."""
-    return item[0], 0, item[2]
+def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one function on purpose (see module doc)
+    """`Simulation.__iter__`. Each block names the method of adder.py / running.py it inlines."""
+    st, tally, cache, arrivals = sim.settings, sim.tally, sim.cache, sim.arrivals
+    page, clip = st.page_size, st.clip_max_new_tokens
+    chunk_budget, max_prefill, request_limit = st.chunk_tokens, st.max_prefill_tokens, st.prefill_max_requests
+    slots, pool, decode_on, mixed_on = st.request_slots, st.kv_pool_tokens, st.decode, st.enable_mixed_chunk
+    step_fixed_ms, step_ms_per_request = st.decode_step_fixed_ms, st.decode_step_ms_per_request
+    init_ratio, min_ratio, ratio_decay = st.init_new_token_ratio, st.min_new_token_ratio, st.new_token_ratio_decay
+    prefill_fixed_s, prefill_tokens_per_s = st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s
+    # RunningSet state
+    step = num_running = below_count = below_finish_sum = held_base_sum = 0
+    residues = [0] * page
+    finish_heap: list[tuple[int, int, int]] = []
+    above_heap: list[int] = []
+    # Tally counters
+    cached_tokens = extend_tokens = batches = chunked_requests = max_waiting = 0
+    decode_steps = decoded_tokens = mixed_decode_tokens = max_running = peak_kv_tokens = 0
+    kv_limited = slot_limited = kv_oversized = retraction_points = 0
+    busy_s = decode_s = blocked_s = 0.0
+    forced_pending = batch_full = False
+    window: tuple[float, float, float] | None = None
+    ratio = init_ratio
+    # the in-progress chunk: remaining extend, item, extend tokens prefilled so far, prefix
+    chunked: tuple[int, Item, int, int] | None = None
+    chunked_held = 0  # KV it holds: its prefilled tokens in whole pages (`_chunked_held`)
+    # Arrivals: the current chunk's times and items, and the next index
+    times: list[float] = []
+    items: list[Item] = []
+    n_times = i_next = 0
+    exhausted = False
+
+    def held_at(at_step: int) -> int:  # RunningSet.held_tokens_at, page > 1
+        held = held_base_sum + num_running * at_step
+        for r, count in enumerate(residues):
+            if count:
+                held += count * (-(r + at_step) % page)
+        return held
+
+    def sync() -> None:
+        sim._now_s = now_s
+        tally.cached_tokens, tally.extend_tokens, tally.batches, tally.chunked_requests = cached_tokens, extend_tokens, batches, chunked_requests
+        tally.max_waiting, tally.decode_steps, tally.decoded_tokens = max_waiting, decode_steps, decoded_tokens
+        tally.mixed_decode_tokens, tally.max_running, tally.peak_kv_tokens = mixed_decode_tokens, max_running, peak_kv_tokens
+        tally.kv_limited_forwards, tally.slot_limited_forwards = kv_limited, slot_limited
+        tally.kv_oversized_requests, tally.retraction_points = kv_oversized, retraction_points
+        tally.busy_s, tally.decode_s, tally.blocked_decode_s = busy_s, decode_s, blocked_s
+        tally.forced_pending, tally.window = forced_pending, window
+
+    waiting: deque[Item] = deque()
+    out_lens: list[int] = []
+    out_sizes: list[int] = []
+    out_seq: list[int] = []
+    out_mm: list[bool] = []
+    next_chunk = arrivals.next_chunk
+    got = next_chunk()
+    if got is None:
+        exhausted = True
+    else:
+        times, items = got
+        n_times = len(times)
+    sim._start_s = times[0] if n_times else None
+    now_s = sim._start_s or 0.0
+    popleft, append_waiting = waiting.popleft, waiting.extend
+    while True:
+        # --- Arrivals.due / admit
+        if i_next == n_times or times[i_next] <= now_s:
+            while True:
+                j = i_next
+                while j < n_times and times[j] <= now_s:
+                    j += 1
+                if j > i_next:
+                    append_waiting(items[i_next:j])
+                i_next = j
+                if j < n_times or exhausted:
+                    break
+                got = next_chunk()
+                if got is None:
+                    exhausted = True
+                    break
+                times, items = got
+                n_times, i_next = len(times), 0
+        # --- _prefill: form one prefill forward
+        formed = False
+        if waiting or chunked is not None:
+            if not num_running:
+                batch_full = False  # 0.5.23: an empty running batch clears the flag
+            allocatable = None if slots is None else slots - num_running
+            if chunked is None and (batch_full or (allocatable is not None and allocatable <= 0)):
+                if not batch_full:
+                    batch_full = True
+            else:
+                if len(waiting) > max_waiting:
+                    max_waiting = len(waiting)
+                mixed = num_running if mixed_on else 0
+                if pool is None or (chunked is None and not num_running and forced_pending):
+                    kv_free = None
+                else:
+                    held = held_base_sum + num_running * step if page == 1 else held_at(step)
+                    kv_free = pool - held - chunked_held
+                # PrefillAdder.__init__
+                rem_input = max_prefill - mixed
+                rem_chunk = None if chunk_budget is None else chunk_budget - mixed
+                rem_total_offset = mixed + ratio * (len(above_heap) * clip + below_finish_sum - below_count * step)
+                cur_rem_offset = mixed
+                num_admitted = 0
+                batch: list[int] = []
+                done: list[tuple[Item, int]] = []
+                max_seq, multimodal = 0, False
+                if chunked is not None:
+                    # PrefillAdder.add_chunked for the in-progress request
+                    remaining, item, held_chunk, prefix = chunked
+                    assert rem_chunk is not None  # a request is cut only under a chunk budget
+                    limit = rem_chunk
+                    if kv_free is not None:
+                        limit = min(limit, int(kv_free - rem_total_offset))
+                        if limit <= 0:
+                            limit = rem_chunk
+                    take = min(remaining, max(limit, 1))  # max: a chunk budget spent by mixed decode tokens
+                    out = item[2]
+                    max_new = (out if out < clip else clip) if take == remaining else 0
+                    paged = take if page == 1 else -(-take // page) * page  # PrefillAdder.charge
+                    rem_total_offset += paged + max_new + page
+                    cur_rem_offset += paged
+                    rem_input -= paged
+                    rem_chunk -= paged
+                    num_admitted += 1
+                    if take < remaining:
+                        chunked = (remaining - take, item, held_chunk + take, prefix)
+                        chunked_held = -(-(prefix + held_chunk + take) // page) * page - prefix
+                    else:
+                        chunked, chunked_held = None, 0
+                        done.append((item, held_chunk + take))
+                    batch.append(take)
+                    max_seq, multimodal = prefix + held_chunk + take, item[3] > 0
+                if not batch_full:
+                    # fill_forward: FCFS PrefillAdder.add_one until a request is refused
+                    no_token = slots_full = False
+                    check = True
+                    cached = 0
+                    while waiting:
+                        if check:  # budget_state() is OTHER, before the first request
+                            check = False
+                            if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
+                                if not (kv_free is not None and (kv_free - rem_total_offset <= 0 or kv_free - cur_rem_offset <= 0)):
+                                    break
+                        if allocatable is not None and num_admitted >= allocatable:
+                            slots_full = True
+                            break
+                        item = waiting[0]
+                        input_tokens, blocks, out, _ = item
+                        prefix = cache.cached_tokens(blocks, input_tokens) if blocks and cache is not None else 0
+                        extend = input_tokens - prefix
+                        # add_one
+                        if request_limit is not None and num_admitted >= request_limit:
+                            no_token = False
+                            break
+                        max_new = out if out < clip else clip
+                        if kv_free is not None and extend + max_new + page >= kv_free - rem_total_offset:
+                            no_token = True
+                            break
+                        paged = extend if page == 1 else -(-extend // page) * page
+                        if rem_chunk is None and num_admitted and paged >= rem_input:
+                            no_token = False
+                            break
+                        if rem_chunk is None or paged <= rem_chunk:
+                            taken = extend
+                        else:
+                            taken = (prefix + rem_chunk // page * page) // page * page - prefix
+                            if taken <= 0:
+                                no_token = False
+                                break
+                            max_new = 0
+                            paged = taken if page == 1 else -(-taken // page) * page
+                        rem_total_offset += paged + max_new + page  # charge
+                        cur_rem_offset += paged
+                        rem_input -= paged
+                        if rem_chunk is not None:
+                            rem_chunk -= paged
+                        num_admitted += 1
+                        popleft()
+                        batch.append(taken)
+                        if prefix + taken > max_seq:
+                            max_seq = prefix + taken
+                        if item[3]:
+                            multimodal = True
+                        cached += prefix
+                        if taken < extend:
+                            chunked = (extend - taken, item, taken, prefix)
+                            chunked_held = -(-(prefix + taken) // page) * page - prefix
+                            chunked_requests += 1
+                        else:
+                            done.append((item, extend))
+                        # add_one returns budget_state() after the charge
+                        if kv_free is not None and (kv_free - rem_total_offset <= 0 or kv_free - cur_rem_offset <= 0):
+                            no_token = True
+                            break
+                        if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0) or taken < extend:
+                            no_token = False
+                            break
+                    else:
+                        no_token = False
+                    cached_tokens += cached
+                    # _note_stop: SGLang sets `batch_is_full` when the KV budget or the slots stop admission
+                    forced_pending = False
+                    if decode_on and (no_token or slots_full):
+                        batch_full = True
+                        kv_limited += no_token
+                        slot_limited += slots_full
+                        if not batch and not num_running and chunked is None:
+                            forced_pending = True  # an empty server cannot fit the head request
+                            kv_oversized += 1
+                            batch_full = False
+                if batch:
+                    formed = True
+                    # _run_forward: advance time by the forward; finished prefills join the running batch
+                    num_tokens = sum(batch)
+                    duration_s = prefill_fixed_s + (num_tokens + mixed) / prefill_tokens_per_s
+                    now_s += duration_s
+                    busy_s += duration_s
+                    extend_tokens += num_tokens
+                    batches += 1
+                    if mixed:
+                        mixed_decode_tokens += mixed
+                        decoded_tokens += mixed
+                        if pool is not None:  # _note_retraction(1)
+                            if (held_base_sum + num_running * (step + 1) if page == 1 else held_at(step + 1)) + chunked_held > pool:
+                                retraction_points += 1
+                        step += 1  # RunningSet.advance(1)
+                        while above_heap and above_heap[0] <= step:
+                            below_count += 1
+                            below_finish_sum += heappop(above_heap) + clip
+                        while finish_heap and finish_heap[0][0] <= step:
+                            f_step, base, residue = heappop(finish_heap)
+                            held_base_sum -= base
+                            residues[residue] -= 1
+                            below_count -= 1
+                            below_finish_sum -= f_step
+                            num_running -= 1
+                        batch_full = False  # 0.5.23: the mixed batch becomes the running batch, flag clear
+                    if chunked is not None or not num_running:
+                        # 0.5.23: the forward's batch shrinks when the chunk leaves it, and it becomes the
+                        # running batch (flag clear) when none was running
+                        batch_full = False
+                    for item, extend in done:
+                        if cache is not None and item[1]:
+                            cache.insert(item[1])
+                        if decode_on:
+                            out = item[2]
+                            if out > 1:  # RunningSet.add
+                                f_step = step + out - 1
+                                kv = extend - step
+                                residue = (item[0] - step) % page
+                                residues[residue] += 1
+                                heappush(finish_heap, (f_step, kv, residue))
+                                held_base_sum += kv
+                                num_running += 1
+                                if out - 1 > clip:
+                                    heappush(above_heap, f_step - clip)
+                                else:
+                                    below_count += 1
+                                    below_finish_sum += f_step
+                            else:
+                                batch_full = False  # finished at prefill: the running batch shrank
+                    if decode_on:  # _see_running
+                        if num_running > max_running:
+                            max_running = num_running
+                        kv_tokens = (held_base_sum + num_running * step if page == 1 else held_at(step)) + chunked_held
+                        if kv_tokens > peak_kv_tokens:
+                            peak_kv_tokens = kv_tokens
+                    window = (now_s, decode_s, blocked_s)
+                    out_lens.extend(batch)
+                    if mixed:
+                        out_lens.extend([1] * mixed)
+                    out_sizes.append(len(batch) + mixed)
+                    out_seq.append(max_seq)
+                    out_mm.append(multimodal)
+                    if len(out_sizes) >= BATCHES_PER_CHUNK:
+                        sync()
+                        yield _chunk(out_lens, out_sizes, out_seq, out_mm)
+                        out_lens, out_sizes, out_seq, out_mm = [], [], [], []
+        if formed:
+            continue
+        if num_running:
+            # --- _decode: decode steps up to the next event (a finish, or with the queue empty an arrival)
+            step_s = (step_fixed_ms + step_ms_per_request * num_running) / 1000.0
+            steps = finish_heap[0][0] - step
+            if not waiting and not batch_full and chunked is None:
+                if i_next == n_times and not exhausted:  # Arrivals.next_time_s
+                    got = next_chunk()
+                    if got is None:
+                        exhausted = True
+                    else:
+                        times, items = got
+                        n_times, i_next = len(times), 0
+                if i_next < n_times:
+                    gap_steps = ceil((times[i_next] - now_s) / step_s)  # min(steps, max(1, gap)), inlined
+                    if gap_steps < steps:
+                        steps = gap_steps if gap_steps > 1 else 1
+            elif not batch_full:
+                steps = 1  # a budget below one page stopped the forward: retry after a step
+            if pool is not None:  # _note_retraction(steps)
+                if (held_base_sum + num_running * (step + steps) if page == 1 else held_at(step + steps)) + chunked_held > pool:
+                    retraction_points += 1
+            run_s = steps * step_s
+            now_s += run_s
+            decode_s += run_s
+            if waiting or chunked is not None:
+                blocked_s += run_s
+            decode_steps += steps
+            decoded_tokens += steps * num_running
+            ratio -= steps * ratio_decay
+            if min_ratio > ratio:
+                ratio = min_ratio
+            step += steps  # RunningSet.advance(steps)
+            while above_heap and above_heap[0] <= step:
+                below_count += 1
+                below_finish_sum += heappop(above_heap) + clip
+            finished = 0
+            while finish_heap and finish_heap[0][0] <= step:
+                f_step, base, residue = heappop(finish_heap)
+                held_base_sum -= base
+                residues[residue] -= 1
+                below_count -= 1
+                below_finish_sum -= f_step
+                num_running -= 1
+                finished += 1
+            if finished or not num_running:
+                batch_full = False
+            if num_running > max_running:  # _see_running
+                max_running = num_running
+            kv_tokens = (held_base_sum + num_running * step if page == 1 else held_at(step)) + chunked_held
+            if kv_tokens > peak_kv_tokens:
+                peak_kv_tokens = kv_tokens
+            continue
+        # --- _idle: nothing runs, wait for the next arrival (stop at the end of the trace)
+        ratio = init_ratio
+        batch_full = False
+        if waiting:
+            continue  # the head never fits the KV pool: the next turn forces it
+        if i_next == n_times and not exhausted:
+            got = next_chunk()
+            if got is None:
+                exhausted = True
+            else:
+                times, items = got
+                n_times, i_next = len(times), 0
+        if i_next == n_times:
+            break
+        if times[i_next] > now_s:
+            now_s = times[i_next]
+    sync()
+    if out_sizes:
+        yield _chunk(out_lens, out_sizes, out_seq, out_mm)
+
+
+def _kernel_fits(st: SchedulerSettings) -> bool:
+    slots = st.request_slots
+    return not st.decode or (slots is not None and slots <= KERNEL_MAX_SLOTS)
+
+
+def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
+    """`Simulation.__iter__` through the compiled `kernel.run` (no prefix cache): feeds it the
+    trace's chunks, hands out its forwards, and copies its counters into the tally at the end."""
+    st, arrivals, k = sim.settings, sim.arrivals, kernel
+    none = k.NO_LIMIT
+    slots = st.request_slots
+    cfg = np.array([st.page_size, st.clip_max_new_tokens, none if st.chunk_tokens is None else st.chunk_tokens,
+                    st.max_prefill_tokens, none if st.prefill_max_requests is None else st.prefill_max_requests,
+                    none if slots is None else slots, none if st.kv_pool_tokens is None else st.kv_pool_tokens,
+                    int(st.decode), int(st.enable_mixed_chunk), BATCHES_PER_CHUNK], dtype=np.int64)
+    fcfg = np.array([st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s, st.decode_step_fixed_ms,
+                     st.decode_step_ms_per_request, st.init_new_token_ratio, st.min_new_token_ratio,
+                     st.new_token_ratio_decay], dtype=np.float64)
+    s = np.zeros(k.NUM_INTS, dtype=np.int64)
+    f = np.zeros(k.NUM_FLOATS, dtype=np.float64)
+    heap_size = (slots or 0) + 2
+    residues = np.zeros(st.page_size, dtype=np.int64)
+    f_keys, f_bases, f_res, above = (np.zeros(heap_size, dtype=np.int64) for _ in range(4))
+    out_lens = np.zeros(1 << 18, dtype=np.int64)
+    out_sizes = np.zeros(BATCHES_PER_CHUNK, dtype=np.int64)
+    out_seq = np.zeros(BATCHES_PER_CHUNK, dtype=np.int64)
+    out_mm = np.zeros(BATCHES_PER_CHUNK, dtype=bool)
+    times = np.zeros(0, dtype=np.float64)
+    inputs, outputs, images = (np.zeros(0, dtype=np.int64) for _ in range(3))
+    exhausted = False
+    got = arrivals.next_chunk_arrays()
+    if got is None:
+        exhausted = True
+    else:
+        times, inputs, outputs, images = got
+    sim._start_s = float(times[0]) if len(times) else None
+    f[k.NOW_S] = sim._start_s or 0.0
+    f[k.RATIO] = st.init_new_token_ratio
+    while True:
+        status = k.run(cfg, fcfg, s, f, residues, f_keys, f_bases, f_res, above, times, inputs, outputs, images,
+                       len(times), exhausted, out_lens, out_sizes, out_seq, out_mm)
+        if status == k.NEED_REQUESTS:
+            got = arrivals.next_chunk_arrays()
+            head = int(s[k.HEAD])
+            if got is None:
+                exhausted = True
+            else:  # keep the waiting requests, append the chunk
+                times, inputs, outputs, images = (np.concatenate([old[head:], new]) for old, new in
+                                                  zip((times, inputs, outputs, images), got))
+                s[k.HEAD], s[k.NEXT] = 0, s[k.NEXT] - head
+        elif status == k.GROW_OUT:
+            out_lens = np.concatenate([out_lens, np.zeros_like(out_lens)])
+        else:
+            n_out, n_lens = int(s[k.N_OUT]), int(s[k.N_OUT_LENS])
+            if n_out:
+                _copy_tally(sim, k, s, f)
+                yield _arrays(out_lens[:n_lens].copy(), out_sizes[:n_out], out_seq[:n_out].copy(), out_mm[:n_out].copy())
+                s[k.N_OUT] = s[k.N_OUT_LENS] = 0
+            if status == k.DONE:
+                break
+    _copy_tally(sim, k, s, f)
+
+
+def _copy_tally(sim: Simulation, k: ModuleType, s: np.ndarray, f: np.ndarray) -> None:
+    t = sim.tally
+    ints = s.tolist()
+    t.extend_tokens, t.batches, t.chunked_requests, t.max_waiting = (
+        ints[k.EXTEND_TOKENS], ints[k.BATCHES], ints[k.CHUNKED_REQUESTS], ints[k.MAX_WAITING])
+    t.decode_steps, t.decoded_tokens, t.mixed_decode_tokens = ints[k.DECODE_STEPS], ints[k.DECODED_TOKENS], ints[k.MIXED_DECODE_TOKENS]
+    t.max_running, t.peak_kv_tokens = ints[k.MAX_RUNNING], ints[k.PEAK_KV]
+    t.kv_limited_forwards, t.slot_limited_forwards = ints[k.KV_LIMITED], ints[k.SLOT_LIMITED]
+    t.kv_oversized_requests, t.retraction_points = ints[k.KV_OVERSIZED], ints[k.RETRACTION_POINTS]
+    t.forced_pending = bool(ints[k.FORCED_PENDING])
+    floats = f.tolist()
+    t.busy_s, t.decode_s, t.blocked_decode_s = floats[k.BUSY_S], floats[k.DECODE_S], floats[k.BLOCKED_S]
+    t.window = (floats[k.WINDOW_END_S], floats[k.WINDOW_DECODE_S], floats[k.WINDOW_BLOCKED_S]) if ints[k.WINDOW_SET] else None
+    sim._now_s = floats[k.NOW_S]
+
+
+def _arrays(lens: np.ndarray, sizes: np.ndarray, max_seq: np.ndarray, multimodal: np.ndarray) -> SeqBatchSet:
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return SeqBatchSet(lens, offsets, np.ones(len(sizes), dtype=np.int64), max_seq, multimodal)
 
 
 def _chunk(lens: list[int], sizes: list[int], max_seq: list[int], multimodal: list[bool]) -> SeqBatchSet:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cpbcg.planner.scheduler.arrivals import Arrivals
+    from cpbcg.planner.scheduler.settings import SchedulerSettings
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ def backlog_fraction(s: SimulationSummary) -> float:
 class Tally:
     """Mutable counters of a running simulation."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.cached_tokens = self.extend_tokens = self.batches = self.chunked_requests = 0
         self.max_waiting = self.decode_steps = self.decoded_tokens = self.mixed_decode_tokens = 0
         self.max_running = self.peak_kv_tokens = 0
@@ -88,7 +93,7 @@ class Tally:
         """A prefill forward ended at `now_s`: the summary's time window reaches this far."""
         self.window = (now_s, self.decode_s, self.blocked_decode_s)
 
-    def summary(self, arrivals, settings, start_s: float, end_s: float) -> SimulationSummary:
+    def summary(self, arrivals: Arrivals, settings: SchedulerSettings, start_s: float, end_s: float) -> SimulationSummary:
         decode = settings.decode
         window_end_s, decode_s, blocked_s = self.window or (start_s, 0.0, 0.0)
         return SimulationSummary(

@@ -11,20 +11,29 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.jsonl_table import length_too_large
 
-from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, drop_empty_prompts, lengths_ok, parse_time_values
-from cpbcg.planner.traces.text import (
-    CONTROL_BYTES, binary_error, excerpt, first_line, iter_line_chunks, line_excerpt, looks_binary, show_names, time_problem,
+from cpbcg.planner.traces.records import (
+    FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, TimeUnit, drop_empty_prompts, lengths_ok, parse_time_values,
 )
+from cpbcg.planner.traces.text import (
+    CONTROL_BYTES, binary_error, check_blob_lines, count_newlines, excerpt, first_line, iter_blob_chunks, line_excerpt, looks_binary,
+    show_names, split_lines, time_problem,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 REQUEST_CHUNK_BYTES = 4 << 20
 """Bytes of lines parsed at once (bounds memory: a chunk's Python objects are ~10x its bytes)."""
+COLUMNAR_MIN_BYTES = 1 << 20
+"""Chunks from this size on go through pyarrow's CSV reader when it is installed (smaller ones
+do not pay its import, ~0.15 s)."""
 
 
 @dataclass(frozen=True)
@@ -59,10 +68,18 @@ def read_csv_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestCh
     line of each request (computed only when needed, for messages)."""
     header_line, header = first_line(path)
     columns = _columns(path, header_line, header, spec)
-    for first, lines in iter_line_chunks(path, REQUEST_CHUNK_BYTES):
-        if first <= header_line:
-            skip = header_line - first + 1
-            lines, first = lines[skip:], first + skip
+    for first, blob in iter_blob_chunks(path, REQUEST_CHUNK_BYTES):
+        check_blob_lines(path, first, blob)
+        if first <= header_line:  # cut the header line and any blank lines before it
+            cut = 0
+            for _ in range(header_line - first + 1):
+                cut = blob.find(b"\n", cut) + 1 or len(blob)
+            blob, first = blob[cut:], header_line + 1
+        columnar = _chunk_columnar(blob, first, columns, spec)
+        if columnar is not None:
+            yield drop_empty_prompts(*columnar, spec.length_field)
+            continue
+        lines = split_lines(blob)
         rows = _split_rows(path, first, lines)
         if columns.filters:
             rows = _filtered(rows, columns)
@@ -72,10 +89,99 @@ def read_csv_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestCh
         yield drop_empty_prompts(chunk, _line_numbers(rows, first), spec.length_field)
 
 
+def _chunk_columnar(blob: bytes, first: int, columns: Columns, spec: RequestSpec) -> tuple[RequestChunk, Callable[[], np.ndarray]] | None:
+    """The chunk and its line numbers through pyarrow's CSV reader, or None: pyarrow is not
+    installed, or the chunk holds anything the line-by-line path decides (quotes, blank lines,
+    control bytes, U+FFFD, a lone CR, a row of the wrong width, a field that is not plain digits,
+    a timestamp outside the strict ISO form that both numpy and pyarrow read alike). pyarrow only
+    splits the fields; the values are converted by the same rules as `_chunk_fast`
+    (`_digits`, `lengths_ok`, `parse_time_values`), so the two paths give the same chunk."""
+    if len(blob) < COLUMNAR_MIN_BYTES:
+        return None
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.csv as pa_csv
+    except ImportError:  # the line-by-line path reads every chunk
+        return None
+    if (not blob or b'"' in blob or b"\xef\xbf\xbd" in blob or (b"\r" in blob and blob.count(b"\r") != blob.count(b"\r\n"))
+            or len(blob.translate(None, CONTROL_BYTE_SET)) != len(blob)):
+        return None
+    num_lines = count_newlines(blob) + (not blob.endswith(b"\n"))
+    names = [f"c{i}" for i in range(columns.width)]
+    try:
+        table = pa_csv.read_csv(
+            pa.py_buffer(blob),
+            read_options=pa_csv.ReadOptions(column_names=names, use_threads=False, block_size=len(blob) + 1),
+            parse_options=pa_csv.ParseOptions(quote_char=False, ignore_empty_lines=False),
+            convert_options=pa_csv.ConvertOptions(column_types={name: pa.string() for name in names},
+                                                  strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
+        return None
+    if table.num_rows != num_lines:
+        return None
+    keep = None
+    if columns.filters:
+        mask = np.ones(table.num_rows, dtype=bool)
+        for index, value in columns.filters:
+            mask &= np.array([text.strip() == value for text in table.column(index).to_pylist()], dtype=bool)
+        keep = np.flatnonzero(mask)
+        table = table.take(pa.array(keep))
+
+    def digits(index: int | None) -> np.ndarray | None:
+        if index is None:
+            return None
+        column = table.column(index)
+        if table.num_rows and not pc.all(pc.ascii_is_decimal(column)).as_py():
+            raise ValueError("not plain digits")
+        return np.asarray(pc.cast(column, pa.int64()).to_numpy(), dtype=np.int64)
+
+    try:
+        lengths = digits(columns.length)
+        outputs, images = digits(columns.output), digits(columns.images)
+        arrival = None if columns.time is None else _times(table.column(columns.time), spec.time_unit)
+    except (ValueError, TypeError, OverflowError, pa.ArrowInvalid):
+        return None
+    assert lengths is not None
+    if not lengths_ok(lengths, 0) or any(v is not None and not lengths_ok(v, 0) for v in (outputs, images)):
+        return None
+    count = len(lengths)
+    numbers = (lambda: first + np.arange(count, dtype=np.int64)) if keep is None else (lambda: first + keep)
+    return RequestChunk(lengths, arrival, None, outputs, images), numbers
+
+
+ISO_SECONDS = r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d{1,9})?$"
+"""Wall-clock timestamps that pyarrow converts exactly as numpy's `datetime64` (a month, day,
+hour, minute or second out of range fails in both); any other form goes to
+`parse_time_values` as text."""
+CONTROL_BYTE_SET = bytes(i for i in range(256) if CONTROL_BYTES.match(bytes([i])))
+"""`CONTROL_BYTES` as a set for `bytes.translate` (a pass at memory speed)."""
+
+
+FIRST_DATE_S, LAST_DATE_S = (int(d.astype("datetime64[s]").astype(np.int64)) for d in (FIRST_DATE, LAST_DATE))
+
+
+def _times(column: "pa.ChunkedArray", unit: TimeUnit) -> np.ndarray:
+    """[n] float64 seconds of a text column, by `parse_time_values`' rule; `ValueError` as it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if unit is TimeUnit.auto and len(column) and pc.all(pc.match_substring_regex(column, ISO_SECONDS)).as_py():
+        stamps = pc.cast(pc.replace_substring(column, " ", "T"), pa.timestamp("ns"))
+        nanoseconds = np.asarray(stamps.cast(pa.int64()).to_numpy(), dtype=np.int64)
+        seconds = nanoseconds // 1_000_000_000
+        if ((seconds < FIRST_DATE_S) | (seconds >= LAST_DATE_S)).any():
+            raise ValueError("date out of range (1970..2199)")
+        return nanoseconds / 1e9
+    return parse_time_values(column.to_pylist(), unit)
+
+
 def _filtered(rows: list[list[str]], columns: Columns) -> list[list[str]]:
     """Rows failing a filter become `[]` (skipped like blank lines; line numbers stay right).
     Rows of the wrong width are kept so that the careful path names them."""
-    keep = lambda row: len(row) != columns.width or all(row[i].strip() == value for i, value in columns.filters)  # noqa: E731
+    def keep(row: list[str]) -> bool:
+        return len(row) != columns.width or all(row[i].strip() == value for i, value in columns.filters)
+
     return [row if row and keep(row) else [] for row in rows]
 
 
@@ -116,10 +222,13 @@ def _columns(path: Path, line_no: int, header: bytes, spec: RequestSpec) -> Colu
     for name in wanted:
         if name not in names:
             raise TraceError(located(path, line_no, f'missing column "{name}" (header has: {show_names(names)})'))
-    for name in (spec.length_field, spec.time_field, spec.output_field, spec.images_field, *(f for f, _ in spec.filters)):
-        if name and names.count(name) > 1:
-            raise TraceError(located(path, line_no, f'column "{excerpt(name)[1:-1]}" appears {names.count(name)} times in the header'))
-    where = lambda name: names.index(name) if name and name in names else None  # noqa: E731
+    for field in (spec.length_field, spec.time_field, spec.output_field, spec.images_field, *(f for f, _ in spec.filters)):
+        if field and names.count(field) > 1:
+            raise TraceError(located(path, line_no, f'column "{excerpt(field)[1:-1]}" appears {names.count(field)} times in the header'))
+
+    def where(name: str | None) -> int | None:
+        return names.index(name) if name and name in names else None
+
     filters = tuple((names.index(name), value) for name, value in spec.filters)
     return Columns(len(names), names.index(spec.length_field), where(spec.time_field), where(spec.output_field), filters,
                    where(spec.images_field))
@@ -187,7 +296,7 @@ def csv_length(path: Path, line_no: int, text: str, field: str, minimum: int, ze
     return value
 
 
-def _line_numbers(rows: list[list[str]], first: int):
+def _line_numbers(rows: list[list[str]], first: int) -> Callable[[], np.ndarray]:
     """Line of each request, as a thunk that keeps no reference to `rows`."""
     if all(rows):
         count = len(rows)

@@ -1,0 +1,78 @@
+"""The compiled event loop (scheduler/kernel.py, numba) against the generator (simulation.py).
+
+Both must give the same forwards (extend lengths, forward boundaries, longest sequence, the
+multimodal flag) and the same `SimulationSummary`, float for float, for every setting the kernel
+runs (every one without a prefix cache): random traces cut into several chunks, small yields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import cpbcg.planner.scheduler.simulation as simulation
+from cpbcg.planner.scheduler import SchedulerSettings, Simulation
+from cpbcg.planner.traces.records import RequestChunk
+
+kernel = pytest.importorskip("cpbcg.planner.scheduler.kernel")
+pytestmark = pytest.mark.skipif(not kernel.COMPILED, reason="numba is not installed (cpbcg[fast])")
+
+SETTINGS = [
+    {},
+    {"page_size": 16},
+    {"decode": False},
+    {"enable_mixed_chunk": True},
+    {"page_size": 16, "enable_mixed_chunk": True},
+    {"max_total_tokens": 20000, "max_running_requests": 24, "page_size": 8},
+    {"max_total_tokens": 6000, "page_size": 4, "enable_mixed_chunk": True},
+    {"chunked_prefill_size": -1, "prefill_max_requests": 3},
+    {"chunked_prefill_size": 512, "max_prefill_tokens": 1024, "time_scale": 5.0},
+    {"decode": False, "chunked_prefill_size": 1024, "page_size": 64, "max_total_tokens": None},
+    {"max_total_tokens": None, "clip_max_new_tokens": 40, "init_new_token_ratio": 0.3},
+]
+
+
+def chunks(seed: int, n: int, timed: bool) -> list[RequestChunk]:
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.lognormal(np.log(700), 1.2, n), 1, 20000).astype(np.int64)
+    outputs = rng.integers(0, 400, n)
+    images = (rng.random(n) < 0.1).astype(np.int64)
+    arrival = np.cumsum(rng.exponential(1.0 / rng.choice([2.0, 20.0, 200.0]), n)) + 1.7e9
+    cuts = np.sort(rng.choice(np.arange(1, n), size=4, replace=False))
+    parts = []
+    for a, b in zip([0, *cuts], [*cuts, n]):
+        parts.append(RequestChunk(lengths[a:b], arrival[a:b] if timed else None, None, outputs[a:b], images[a:b]))
+    parts.insert(2, RequestChunk(np.zeros(0, dtype=np.int64), np.zeros(0) if timed else None, None,
+                                 np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+    return parts
+
+
+def forwards_and_summary(parts: list[RequestChunk], settings: SchedulerSettings, compiled: bool, monkeypatch):
+    monkeypatch.setattr(simulation, "USE_KERNEL", compiled)
+    sim = Simulation(parts, settings)
+    out = [(p.extend_seq_lens.tolist(), p.offsets.tolist(), p.counts.tolist(), p.max_seq_tokens.tolist(), p.multimodal.tolist())
+           for p in sim]
+    return out, dataclasses.asdict(sim.summary())
+
+
+@pytest.mark.parametrize("index", range(len(SETTINGS)))
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_kernel_gives_the_generators_forwards_and_summary(index, seed, monkeypatch):
+    monkeypatch.setattr(simulation, "BATCHES_PER_CHUNK", 50)  # several yields, each checked
+    parts = chunks(seed * 100 + index, 600, timed=seed != 3)
+    settings = SchedulerSettings(**SETTINGS[index])
+    expected = forwards_and_summary(parts, settings, False, monkeypatch)
+    got = forwards_and_summary(parts, settings, True, monkeypatch)
+    assert got[1] == expected[1]
+    assert got[0] == expected[0]
+    assert expected[1]["batches"] > 50  # more than one yield
+
+
+def test_the_kernel_runs_where_it_applies(monkeypatch):
+    ran = []
+    monkeypatch.setattr(simulation, "_kernel_loop", lambda sim, k: ran.append(1) or iter(()))
+    list(Simulation(chunks(0, 50, True), SchedulerSettings()))
+    list(Simulation(chunks(0, 50, True), SchedulerSettings(prefix_cache="unlimited")))  # the generator
+    assert ran == [1]
