@@ -33,7 +33,6 @@ from cpbcg.capture.zigzag import shard
 from cpbcg.errors import CaptureError, CpbcgError
 from cpbcg.planner.model.capacity import CaptureSpec, capture_pieces
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.model.strategy import Zigzag
 
 CAUSES: tuple[SkipCause, ...] = ("estimate", "out_of_memory", "capture_error", "rank_disagreement")
 """Skip causes in the order of the status flag ranks all-reduce (0 = ok, i + 1 = `CAUSES[i]`)."""
@@ -70,7 +69,7 @@ class CaptureSession:
         Raises `CaptureError` for an interleave deployment or `cp_size < 2` (zigzag only) or a
         bad torchrun world; `ConfigError` for an unknown dtype.
         """
-        if not isinstance(cp.model, Zigzag):
+        if not cp.model.capture_emulated:
             raise CaptureError("cp_strategy: capture emulates zigzag CP only (cp_strategy zigzag with cp_size >= 2)")
         group, device = init_group(cp.cp_size, want_cuda=not dry_run)
         backend: GraphBackend = CudaBackend() if device.type == "cuda" else EagerBackend()

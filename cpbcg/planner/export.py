@@ -2,7 +2,7 @@
 
 * `sglang`: the server flags (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ...
   --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --tp-size N
-  --cp-strategy S --prefill-attention-backend A` when `cp_size > 1` (what SGLang 0.5.23 needs
+  --cp-strategy S --prefill-attention-backend A` with CP (`StrategyModel.server_flags`: what SGLang 0.5.23 needs
   to start and to capture CP graphs, `sglang_release.check_server_flags`), and the scheduler
   flags the plan assumed.
 * `sglang-json`: the same flags with the list as `--cuda-graph-config {"prefill":{"bs":[...],"max_bs":MAX}}`:
@@ -22,7 +22,6 @@ import orjson
 from cpbcg.errors import ConfigError
 from cpbcg.planner.choices import EmitFormat
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS
 
 if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
@@ -64,15 +63,8 @@ def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int
 
 
 def cp_flags(cp: CPLayout) -> list[str]:
-    """`--enable-prefill-cp --attn-cp-size N --tp-size N --cp-strategy S
-    --prefill-attention-backend A` when `cp_size > 1`: 0.5.23 refuses to start unless TP is a
-    multiple of the CP size, and captures CP graphs only with `attn_cp_size == tp_size` and the
-    strategy's backend (`CP_GRAPH_BACKENDS`; the hardware it needs is `HARDWARE_NOTE`)."""
-    if cp.cp_size == 1:
-        return []
-    size = str(cp.cp_size)
-    return ["--enable-prefill-cp", "--attn-cp-size", size, "--tp-size", size, "--cp-strategy", cp.strategy.value,
-            "--prefill-attention-backend", CP_GRAPH_BACKENDS[cp.strategy.value]]
+    """The CP server flags of `cp`'s mode (`StrategyModel.server_flags`: none without CP)."""
+    return cp.model.server_flags()
 
 
 def scheduler_flags(deployment: "Deployment", chunk_tokens: int | None = None) -> list[str]:

@@ -132,7 +132,4 @@ def deployment_server_check(deployment: "Deployment", flag_words: list[str] | No
     if cp.cp_size == 1:
         return ServerCheck([], [])
     words = flag_words  # the flags file's words, read at the input edge (`cpbcg.bucket_files.flags_file_words`)
-    if words is None:
-        return check_server_flags(attn_cp_size=cp.cp_size, tp_size=cp.cp_size, cp_strategy=cp.strategy.value,
-                                  enable_prefill_cp=True, prefill_attention_backend=CP_GRAPH_BACKENDS[cp.strategy.value])
-    return check_flag_words(words)
+    return check_flag_words(cp.model.server_flags() if words is None else words)
