@@ -23,7 +23,7 @@ from cpbcg.check.gates import (
 )
 from cpbcg.check.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
 from cpbcg.check.summary import cell, pct, summary_rows
-from cpbcg.bucket_files import flags_file_words
+from cpbcg.bucket_files import export_buckets, flags_file_words
 from cpbcg.config import DeploymentConfig, load_config, preset_names
 from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
@@ -33,7 +33,6 @@ from cpbcg.notes import (
 from cpbcg.planner.choices import Fold
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.export import export_buckets
 from cpbcg.planner.model.bucket_spec import parse_positive_list
 from cpbcg.planner.model.explain import BatchExplanation, explain_batch
 from cpbcg.planner.model.layout import BatchSet

@@ -114,11 +114,15 @@ def check_flag_words(words: list[str]) -> ServerCheck:
         raw = values.get(flag)
         return int(raw) if isinstance(raw, str) and raw.isdigit() else default
 
+    def text(flag: str) -> str | None:
+        raw = values.get(flag)
+        return raw if isinstance(raw, str) and raw else None
+
     return check_server_flags(
-        attn_cp_size=number("--attn-cp-size", 1), cp_strategy=values.get("--cp-strategy") or None,
+        attn_cp_size=number("--attn-cp-size", 1), cp_strategy=text("--cp-strategy"),
         enable_prefill_cp=bool(values.get("--enable-prefill-cp")), tp_size=number("--tp-size", 1),
         pp_size=number("--pp-size", 1), dp_size=number("--dp-size", 1), ep_size=number("--ep-size", 1),
-        prefill_attention_backend=values.get("--prefill-attention-backend") or None,
+        prefill_attention_backend=text("--prefill-attention-backend"),
     )
 
 

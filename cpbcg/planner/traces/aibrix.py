@@ -10,7 +10,6 @@ they are read the same way. A request of 0 prompt tokens is skipped and counted 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np

@@ -17,7 +17,6 @@ import json
 import re
 from contextlib import contextmanager
 from itertools import chain
-from pathlib import Path
 from typing import Iterator, TypeGuard
 
 import numpy as np

@@ -8,7 +8,6 @@ is said in a note (`read input_tokens as prompt length`)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Iterable, Iterator
 
 import orjson

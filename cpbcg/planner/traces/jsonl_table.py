@@ -7,7 +7,6 @@ line (`FILE:LINE: ...`). Both paths apply the same rules (`records.py`).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np

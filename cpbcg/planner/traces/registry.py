@@ -37,9 +37,7 @@ from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.traces.records import ForwardSizes, ReadNotes, RequestChunk, RequestItem, TraceItem
 from cpbcg.planner.traces.stream import checked_requests
 from cpbcg.planner.traces.text import (
-    TracePath,
-    file_of,
-    MAX_LINE_BYTES, binary_error, display, gz_note, is_stdin, long_line, looks_binary, open_binary, read_errors, read_head, trace_path,
+    MAX_LINE_BYTES, TracePath, binary_error, display, file_of, gz_note, long_line, looks_binary, open_binary, read_errors, read_head, trace_path,
 )
 
 FORMATS: tuple[TraceFormatInfo, ...] = (

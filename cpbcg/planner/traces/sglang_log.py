@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from functools import lru_cache
 from typing import Iterator, NamedTuple
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Callable, Iterator, Literal
+from typing import Iterator, Literal
 
 import numpy as np
 

@@ -26,7 +26,6 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Iterator
 
 from cpbcg.planner.traces.sglang_log import DETECT_BYTES, MARK

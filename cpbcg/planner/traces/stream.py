@@ -3,7 +3,6 @@ trace holds at least one request."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np

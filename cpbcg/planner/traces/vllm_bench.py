@@ -8,7 +8,6 @@ The file is one JSON document, so it is read whole: a regular file (or `-`) of a
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
