@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypeVar
 
 import torch
 
@@ -39,6 +39,10 @@ CAUSES: tuple[SkipCause, ...] = ("estimate", "out_of_memory", "capture_error", "
 REPLAY_ITERS = 5
 """Timed forwards per bucket (after one untimed warm-up)."""
 GIB = 2**30
+
+
+_Done = TypeVar("_Done")
+"""What a guarded step returns."""
 
 
 @dataclass
@@ -109,16 +113,17 @@ class CaptureSession:
         order = sorted(zip(buckets, capacities), reverse=True)
         refuse_if_none_fits(self, order)
         self.buffers = StaticBuffers.allocate(max(capacities), self.model)
-        records, skipped = [], []
+        records: list[CaptureRecord] = []
+        skipped: list[SkippedBucket] = []
         for bucket, capacity in order:
             skip, record = self._estimate_skip(bucket, capacity), None
             if skip is None:
                 record, skip = self._guarded(bucket, capacity, lambda: self._capture_one(bucket, capacity))
             skip = self._agree(bucket, capacity, skip)
-            if skip is None:
-                records.append(record)
-            else:
+            if skip is not None:
                 skipped.append(skip)
+            elif record is not None:  # kept by every rank: this rank captured it
+                records.append(record)
             on_bucket(bucket)
         return records, skipped
 
@@ -134,7 +139,7 @@ class CaptureSession:
     def available(self) -> int | None:
         return (self.free_bytes or (lambda: available_bytes(self.model.device)))()
 
-    def _guarded(self, bucket: int, capacity: int, step: Callable[[], object]) -> tuple[object, SkippedBucket | None]:
+    def _guarded(self, bucket: int, capacity: int, step: Callable[[], _Done]) -> tuple[_Done | None, SkippedBucket | None]:
         """Run `step`; out-of-memory or a capture failure becomes a `SkippedBucket`."""
         try:
             return step(), None
@@ -165,7 +170,7 @@ class CaptureSession:
         pool = backend.new_pool()
         try:
             with torch.inference_mode():
-                alone = capture_bucket(backend, self.model, self.buffers, bucket, capacity, pool)
+                alone = capture_bucket(backend, self.model, self._buffers(), bucket, capacity, pool)
         except RuntimeError as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -175,6 +180,12 @@ class CaptureSession:
         del alone
         return None if standalone is None else max(standalone, 0)
 
+    def _buffers(self) -> StaticBuffers:
+        """The static buffers `capture` allocated (`CaptureError` before it)."""
+        if self.buffers is None:
+            raise CaptureError("no static buffers: capture() allocates them before the first bucket")
+        return self.buffers
+
     def _capture_one(self, bucket: int, capacity: int) -> CaptureRecord:
         backend = self.backend
         standalone = self._standalone_bytes(bucket, capacity)
@@ -182,7 +193,7 @@ class CaptureSession:
         pool_before, reserved_before = backend.pool_bytes(backend.shared_pool), backend.reserved_bytes()
         start = time.perf_counter()
         with torch.inference_mode():
-            self.graphs[bucket] = capture_bucket(backend, self.model, self.buffers, bucket, capacity)
+            self.graphs[bucket] = capture_bucket(backend, self.model, self._buffers(), bucket, capacity)
         backend.synchronize()
         capture_s = time.perf_counter() - start
         backend.settle()
@@ -215,7 +226,10 @@ class CaptureSession:
         x_local = shard(batch_input(self.model, sum(extend_seq_lens), self.seed), plan)
         forward = lambda run: lambda: cp_forward(run, self.model, self.group, plan, x_local, self.ops)  # noqa: E731
         timed = lambda fn: time_forward_ms(self.backend, self.group, fn, REPLAY_ITERS)  # noqa: E731
-        raw = lambda: [graphs.replay_raw() for _ in self.group.local_ranks]  # noqa: E731
+        def raw() -> None:
+            for _ in self.group.local_ranks:
+                graphs.replay_raw()
+
         return BucketTiming(timed(forward(graphs.run_piece)), timed(forward(graphs.run_eager)), timed(raw))
 
     def verify(self, record: CaptureRecord, samples: list[LiveLayout]) -> BucketResult:
@@ -232,14 +246,18 @@ class CaptureSession:
     def verify_all(self, records: list[CaptureRecord], samples: dict[int, list[LiveLayout]],
                    on_bucket: Callable[[int], None] = lambda b: None) -> tuple[list[BucketResult], list[SkippedBucket]]:
         """`verify` every record; out-of-memory skips the bucket (on every rank)."""
-        results, skipped = [], []
+        results: list[BucketResult] = []
+        skipped: list[SkippedBucket] = []
         for record in records:
             bucket, capacity = record.capture_num_tokens, record.local_rows
             result, skip = self._guarded(bucket, capacity, lambda: self.verify(record, samples.get(bucket, [])))
             if skip is not None:
                 skip = SkippedBucket(bucket, capacity, skip.cause, f"verification: {skip.reason}")
             skip = self._agree(bucket, capacity, skip)
-            results.append(result) if skip is None else skipped.append(skip)
+            if skip is not None:
+                skipped.append(skip)
+            elif result is not None:  # kept by every rank: this rank verified it
+                results.append(result)
             on_bucket(bucket)
         return results, skipped
 
