@@ -55,7 +55,7 @@ from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 
 if TYPE_CHECKING:
-    from cpbcg.capture.records import CaptureResult
+    from cpbcg.graph_capture.records import CaptureResult
 
 __all__ = [  # what the commands (and notebooks) use; the result types are re-exported for annotations
     "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
@@ -364,7 +364,7 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
 
 def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRecord, ...]:
     try:
-        from cpbcg.capture.run import replay_batches
+        from cpbcg.graph_capture.run import replay_batches
     except ImportError as exc:
         raise CaptureError(f"replay needs the capture extra and torch (pip install 'cpbcg[capture]'): {exc}") from exc
     return tuple(ReplayRecord.of(record) for record in replay_batches(batches, deployment))
@@ -385,7 +385,7 @@ def capture(config: str | None = None, overrides: Mapping[str, object] | None = 
     if "buckets" not in cfg.model_fields_set:
         cfg, deployment = load_config_and_deployment(config, {**given, "buckets": CAPTURE_DEFAULT_BUCKETS})
     try:
-        from cpbcg.capture import CaptureSettings, run_capture
+        from cpbcg.graph_capture import CaptureSettings, run_capture
         settings = CaptureSettings(deployment, preset=preset, num_layers=layers, dtype=dtype, seed=seed,
                                    trace=None if trace is None else Path(trace), samples=samples, dry_run=dry_run)
         if on_start is not None:

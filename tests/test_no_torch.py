@@ -31,6 +31,6 @@ print(sorted(name for name in sys.modules if name.split(".")[0] == "torch"))
 
 def test_no_planner_module_imports_torch():
     """Every module of `cpbcg.planner` (and the API and CLI) imports without torch: torch lives
-    in `cpbcg.capture` alone (CI also runs the suite where torch is not installed)."""
+    in `cpbcg.graph_capture` alone (CI also runs the suite where torch is not installed)."""
     out = subprocess.run([sys.executable, "-c", IMPORT_ALL], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

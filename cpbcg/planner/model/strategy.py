@@ -312,7 +312,7 @@ class StrategyModel:
 
     capture_emulated: ClassVar[bool] = False
     """Whether `cpbcg capture` can emulate this mode's CP forward (its rank split lives in
-    `cpbcg.capture.zigzag`: zigzag only)."""
+    `cpbcg.graph_capture.zigzag`: zigzag only)."""
 
     # --- deployment -----------------------------------------------------------------------------
     def server_flags(self) -> list[str]:

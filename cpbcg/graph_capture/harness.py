@@ -17,19 +17,19 @@ from typing import Callable, TypeVar
 
 import torch
 
-from cpbcg.capture import estimate
-from cpbcg.capture.comm import DistGroup, RankGroup, init_group
-from cpbcg.capture.forward import ForwardOps, batch_input, cp_forward, time_forward_ms, verify_layout
-from cpbcg.capture.graphs import (
+from cpbcg.graph_capture import estimate
+from cpbcg.graph_capture.comm import DistGroup, RankGroup, init_group
+from cpbcg.graph_capture.forward import ForwardOps, batch_input, cp_forward, time_forward_ms, verify_layout
+from cpbcg.graph_capture.graphs import (
     BucketGraphs, CudaBackend, EagerBackend, GraphBackend, StaticBuffers, capture_bucket, is_out_of_memory,
 )
-from cpbcg.capture.layouts import LiveLayout, bucket_layouts, rows_needed
-from cpbcg.capture.model import ProxyModel, build_model, sdpa_kernel, torch_dtype, upcast
-from cpbcg.capture.presets import ModelDims
-from cpbcg.capture.records import (
+from cpbcg.graph_capture.layouts import LiveLayout, bucket_layouts, rows_needed
+from cpbcg.graph_capture.model import ProxyModel, build_model, sdpa_kernel, torch_dtype, upcast
+from cpbcg.graph_capture.presets import ModelDims
+from cpbcg.graph_capture.records import (
     BucketResult, BucketTiming, CaptureRecord, LayoutCheck, ProbeCheck, SkipCause, SkippedBucket,
 )
-from cpbcg.capture.zigzag import shard
+from cpbcg.graph_capture.zigzag import shard
 from cpbcg.errors import CaptureError, CpbcgError
 from cpbcg.planner.model.capacity import CaptureSpec, capture_pieces
 from cpbcg.planner.model.layout import CPLayout

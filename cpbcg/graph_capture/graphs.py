@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 import torch
 
-from cpbcg.capture.model import Piece, ProxyModel, piece
+from cpbcg.graph_capture.model import Piece, ProxyModel, piece
 from cpbcg.errors import CaptureError
 
 if TYPE_CHECKING:

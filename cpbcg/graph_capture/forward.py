@@ -15,11 +15,11 @@ from typing import Callable
 
 import torch
 
-from cpbcg.capture import zigzag
-from cpbcg.capture.comm import RankGroup
-from cpbcg.capture.graphs import BucketGraphs, GraphBackend, Outputs
-from cpbcg.capture.model import ProxyModel, reference_forward, split_qkv
-from cpbcg.capture.records import LayoutCheck, Tolerance
+from cpbcg.graph_capture import zigzag
+from cpbcg.graph_capture.comm import RankGroup
+from cpbcg.graph_capture.graphs import BucketGraphs, GraphBackend, Outputs
+from cpbcg.graph_capture.model import ProxyModel, reference_forward, split_qkv
+from cpbcg.graph_capture.records import LayoutCheck, Tolerance
 from cpbcg.errors import CaptureError
 
 Runner = Callable[[int, torch.Tensor, torch.Tensor], Outputs]
