@@ -119,11 +119,7 @@ class CaptureSession:
             skip, record = self._estimate_skip(bucket, capacity), None
             if skip is None:
                 record, skip = self._guarded(bucket, capacity, lambda: self._capture_one(bucket, capacity))
-            skip = self._agree(bucket, capacity, skip)
-            if skip is not None:
-                skipped.append(skip)
-            elif record is not None:  # kept by every rank: this rank captured it
-                records.append(record)
+            self._settle(bucket, capacity, record, skip, records, skipped)
             on_bucket(bucket)
         return records, skipped
 
@@ -148,6 +144,15 @@ class CaptureSession:
             self.graphs.pop(bucket, None)
             self.backend.settle()
             return None, SkippedBucket(bucket, capacity, cause, _reason(exc))
+
+    def _settle(self, bucket: int, capacity: int, done: _Done | None, skip: SkippedBucket | None,
+                kept: list[_Done], skipped: list[SkippedBucket]) -> None:
+        """File one bucket's outcome once every rank agreed (`_agree`): its skip, or what this rank did."""
+        agreed = self._agree(bucket, capacity, skip)
+        if agreed is not None:
+            skipped.append(agreed)
+        elif done is not None:  # kept by every rank: this rank's step ran
+            kept.append(done)
 
     def _agree(self, bucket: int, capacity: int, skip: SkippedBucket | None) -> SkippedBucket | None:
         """Every rank keeps the bucket, or every rank skips it (an all-reduce of the cause)."""
@@ -253,11 +258,7 @@ class CaptureSession:
             result, skip = self._guarded(bucket, capacity, lambda: self.verify(record, samples.get(bucket, [])))
             if skip is not None:
                 skip = SkippedBucket(bucket, capacity, skip.cause, f"verification: {skip.reason}")
-            skip = self._agree(bucket, capacity, skip)
-            if skip is not None:
-                skipped.append(skip)
-            elif result is not None:  # kept by every rank: this rank verified it
-                results.append(result)
+            self._settle(bucket, capacity, result, skip, results, skipped)
             on_bucket(bucket)
         return results, skipped
 
