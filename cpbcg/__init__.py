@@ -3,7 +3,7 @@
 The public API (`cpbcg.api`, re-exported here and loaded on first use so that `cpbcg --help`
 stays fast): `load_deployment`, `open_trace`, `evaluate`, `plan`, `recommend`, `guarantee`,
 `check`, `capture` (torch), `load_manifest`, and the result types. The planner (`cpbcg.planner`) is pure numpy and never imports
-torch; the capture harness (`cpbcg.capture`) is the only place torch is used.
+torch; the capture harness (`cpbcg.graph_capture`) is the only place torch is used.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "load_deployment": "cpbcg.api", "open_trace": "cpbcg.api", "evaluate": "cpbcg.api", "plan": "cpbcg.api",
     "recommend": "cpbcg.api", "guarantee": "cpbcg.api", "check": "cpbcg.api", "capture": "cpbcg.api",
-    "GuaranteeResult": "cpbcg.api", "CaptureSettings": "cpbcg.capture", "load_manifest": "cpbcg.manifest",
+    "GuaranteeResult": "cpbcg.api", "CaptureSettings": "cpbcg.graph_capture", "load_manifest": "cpbcg.manifest",
     "Deployment": "cpbcg.planner.deployment", "Evaluation": "cpbcg.planner.evaluate", "PlanResult": "cpbcg.planner.plan",
     "Recommendation": "cpbcg.planner.optimise.recommend", "RecommendSettings": "cpbcg.planner.optimise.recommend",
     "Validation": "cpbcg.planner.optimise.recommend", "CheckReport": "cpbcg.check.gates", "Gates": "cpbcg.check.gates",

@@ -16,14 +16,14 @@ from __future__ import annotations
 import glob
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, TypedDict
 
 from cpbcg.check.gates import (
     CheckReport, Gates, ReplayRecord, check_gates, count_of, parse_max_eager, replay_gate, sample_graph_batches,
 )
 from cpbcg.check.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
 from cpbcg.check.summary import cell, pct, summary_rows
-from cpbcg.bucket_files import flags_file_words
+from cpbcg.bucket_files import export_buckets, flags_file_words
 from cpbcg.config import DeploymentConfig, load_config, preset_names
 from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
@@ -33,7 +33,6 @@ from cpbcg.notes import (
 from cpbcg.planner.choices import Fold
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.export import export_buckets
 from cpbcg.planner.model.bucket_spec import parse_positive_list
 from cpbcg.planner.model.explain import BatchExplanation, explain_batch
 from cpbcg.planner.model.layout import BatchSet
@@ -42,7 +41,7 @@ from cpbcg.planner.optimise.compare import Comparison, ParetoPoint, compare_reco
 from cpbcg.planner.optimise.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
-from cpbcg.planner.plan import PlanResult, plan as _plan, plan_traffic
+from cpbcg.planner.plan import PlanPart, PlanResult, plan as _plan, plan_traffic
 from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, default_rates, default_workers, first_requests, load_jobs, parse_load_factors
 from cpbcg.planner.observed import ObservedComparison, ObservedTally
 from cpbcg.planner.traces import detect
@@ -56,7 +55,7 @@ from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 
 if TYPE_CHECKING:
-    from cpbcg.capture.records import CaptureResult
+    from cpbcg.graph_capture.records import CaptureResult
 
 __all__ = [  # what the commands (and notebooks) use; the result types are re-exported for annotations
     "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
@@ -94,9 +93,9 @@ def load_config_and_deployment(
         fixed = set(MANIFEST_KEYS) | {"buckets"} if manifest is not None else set()
         layers.append((f"the log {log.path}", {k: v for k, v in log.overrides().items() if k not in fixed}))
     if manifest is not None:
-        fixed = [k for k in (*MANIFEST_KEYS, "buckets") if k in overrides]
-        if fixed:
-            raise ConfigError(f"{manifest.path}: the manifest fixes the buckets and CP settings; drop {', '.join(fixed)}")
+        clashing = [k for k in (*MANIFEST_KEYS, "buckets") if k in overrides]
+        if clashing:
+            raise ConfigError(f"{manifest.path}: the manifest fixes the buckets and CP settings; drop {', '.join(clashing)}")
         layers.append((str(manifest.path), manifest.config_layer()))
     cfg = load_config(config, overrides, layers=layers)
     deployment = cfg.to_deployment(cost_source)
@@ -164,8 +163,16 @@ def open_trace(
 
 def _chunks(trace: BatchSource | Iterable[BatchSet]) -> Iterable[BatchSet] | Iterable[ForwardSizes]:
     if isinstance(trace, BatchSource):
-        return trace.forwards if trace.is_bound else trace.batches  # type: ignore[return-value]
+        return trace.forwards if trace.forwards is not None else trace.batches  # a bound source: its forward sizes
     return trace
+
+
+def _batch_chunks(chunks: Iterable[object]) -> Iterator[BatchSet]:
+    """`chunks`, each checked to be a `BatchSet` (one check per chunk)."""
+    for chunk in chunks:
+        if not isinstance(chunk, BatchSet):
+            raise TypeError(f"plan: expected opened traces or BatchSet chunks, got {type(chunk).__name__}")
+        yield chunk
 
 
 def report_header(deployment: Deployment, trace: BatchSource | str | Path | None, path: str | Path | None = None) -> dict[str, object]:
@@ -177,7 +184,7 @@ def report_header(deployment: Deployment, trace: BatchSource | str | Path | None
 
 
 def _observed_plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings | None,
-                   table: BucketTable | None, on_chunk: Callable[[BatchSet], Any] | None) -> PlanResult:
+                   table: BucketTable | None, on_chunk: Callable[[BatchSet | ForwardSizes], object] | None) -> PlanResult:
     """`plan`, with an SGLang log's verdicts tallied against the model as the forwards stream past."""
     chunks = _chunks(trace)
     summary = trace.log_summary if isinstance(trace, BatchSource) else None
@@ -185,7 +192,8 @@ def _observed_plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployme
         return _plan(chunks, deployment, settings, table, on_chunk)
     assert isinstance(trace, BatchSource)
     tally = ObservedTally(deployment.table() if table is None else table, deployment.cp, deployment.max_padding_factor, trace.log)
-    result = _plan(tally.tap(chunks), deployment, settings, table, on_chunk)
+    assert trace.forwards is not None  # a server log is a bound source
+    result = _plan(tally.tap(trace.forwards), deployment, settings, table, on_chunk)
     return replace(result, observed=tally.result(summary.graph_label))
 
 
@@ -198,7 +206,7 @@ def evaluate(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, ta
 
 def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deployment: Deployment,
          settings: RecommendSettings | None = RecommendSettings(), table: BucketTable | None = None,
-         on_chunk: Callable[[BatchSet], Any] | None = None, *, load_factors: Sequence[float] | None = None,
+         on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None, *, load_factors: Sequence[float] | None = None,
          rates: Sequence[float] | str | None = None, workers: int = 1, scheduler: str | None = None,
          fit_traces: Sequence[str] | None = None, progress: Callable[[int], None] | None = None) -> PlanResult:
     """Evaluate the configured list and recommend one (`cpbcg plan`).
@@ -220,9 +228,10 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
     the same. A bound source (`BatchSource.is_bound`) is planned at each forward's exact worst
     case; on an SGLang log whose lines print the graph verdict, `.observed` compares the server's
     verdicts with the model's. Raises `TraceError`, `ConfigError` (bad settings, `fit_traces` naming no trace given)."""
-    sources = [trace] if isinstance(trace, BatchSource) else list(trace) if _all_sources(trace) else None
+    sources = [trace] if isinstance(trace, BatchSource) else _sources_of(trace)
     if sources is None:  # plain chunks: one pass, in place
-        return _plan(trace, deployment, settings, table, on_chunk)  # type: ignore[arg-type]
+        assert not isinstance(trace, BatchSource)
+        return _plan(_batch_chunks(trace), deployment, settings, table, on_chunk)
     if len(sources) == 1 and sources[0].log_summary is not None and (load_factors is None or len(load_factors) <= 1):
         return _observed_plan(sources[0], deployment, settings, table, on_chunk)  # a server log: verdicts tallied
     if len(sources) == 1 and sources[0].spec is None:  # standard input: read once, in place
@@ -236,6 +245,8 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
 def traffic_jobs(sources: Sequence[BatchSource], deployment: Deployment, load_factors: Sequence[float] | None = None,
                  rates: Sequence[float] | str | None = None, fit_traces: Sequence[str] | None = None) -> list[TrafficJob]:
     """The (trace, load) jobs `plan` runs for `sources` (see `plan`)."""
+    if isinstance(rates, str) and rates != "auto":
+        raise ConfigError(f"rates: {rates[:20]!r} is neither 'auto' nor a list of rates (requests/s)")
     fit = None if fit_traces is None else {str(Path(p)) for p in fit_traces}
     given = {str(Path(s.spec.path)) for s in sources if s.spec is not None and s.spec.path is not None}
     if fit is not None and not fit & given:
@@ -255,7 +266,7 @@ def traffic_jobs(sources: Sequence[BatchSource], deployment: Deployment, load_fa
         if rates is not None:
             first = first_requests(spec)
             if first is not None and first.arrival_s is None:
-                job_rates = default_rates(float(first.input_tokens.mean()), spec.scheduler) if rates == "auto" else list(rates)  # type: ignore[arg-type]
+                job_rates = default_rates(float(first.input_tokens.mean()), spec.scheduler) if isinstance(rates, str) else list(rates)
         jobs += load_jobs(spec, label, factors, job_rates, fitted)
     return jobs
 
@@ -286,8 +297,11 @@ def trace_paths(paths: Sequence[str | Path]) -> list[Path]:
     return out
 
 
-def _all_sources(trace: Any) -> bool:
-    return isinstance(trace, (list, tuple)) and bool(trace) and all(isinstance(t, BatchSource) for t in trace)
+def _sources_of(trace: Sequence[BatchSource] | Iterable[BatchSet]) -> list[BatchSource] | None:
+    """The opened traces `plan` was given (a non-empty list or tuple of them), or None for plain chunks."""
+    if isinstance(trace, (list, tuple)) and trace and all(isinstance(t, BatchSource) for t in trace):
+        return [t for t in trace if isinstance(t, BatchSource)]
+    return None
 
 
 def recommend(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings = RecommendSettings()) -> Recommendation:
@@ -350,7 +364,7 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
 
 def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRecord, ...]:
     try:
-        from cpbcg.capture.run import replay_batches
+        from cpbcg.graph_capture.run import replay_batches
     except ImportError as exc:
         raise CaptureError(f"replay needs the capture extra and torch (pip install 'cpbcg[capture]'): {exc}") from exc
     return tuple(ReplayRecord.of(record) for record in replay_batches(batches, deployment))
@@ -371,7 +385,7 @@ def capture(config: str | None = None, overrides: Mapping[str, object] | None = 
     if "buckets" not in cfg.model_fields_set:
         cfg, deployment = load_config_and_deployment(config, {**given, "buckets": CAPTURE_DEFAULT_BUCKETS})
     try:
-        from cpbcg.capture import CaptureSettings, run_capture
+        from cpbcg.graph_capture import CaptureSettings, run_capture
         settings = CaptureSettings(deployment, preset=preset, num_layers=layers, dtype=dtype, seed=seed,
                                    trace=None if trace is None else Path(trace), samples=samples, dry_run=dry_run)
         if on_start is not None:
@@ -543,7 +557,7 @@ class PlanReport:
     """What the SGLang server log states (None: not a server log)."""
 
     @property
-    def parts(self) -> tuple[Any, ...]:
+    def parts(self) -> tuple[PlanPart, ...]:
         """The (trace, load) parts planned (`PlanResult.parts`)."""
         return tuple(self.result.parts)
 
@@ -567,22 +581,30 @@ def load_plan_deployment(config: str | None, overrides: Mapping[str, object], ma
     return deployment
 
 
-def capture_settings(log: LogSettings | None) -> dict[str, Any]:
+class CaptureCost(TypedDict, total=False):
+    """`RecommendSettings` fields an SGLang log's capture lines measure (`capture_settings`)."""
+
+    graph_mib_per_token: float
+    capture_s_per_bucket: float
+    capture_source: str
+
+
+def capture_settings(log: LogSettings | None) -> CaptureCost:
     """`RecommendSettings` fields from an SGLang log's measured capture cost (`capture_s_per_bucket`,
     `graph_mib_per_token`, `capture_source`), {} without capture lines. Graph memory is the
     largest bucket's (one shared pool that the largest bucket sizes)."""
     cost = None if log is None else log.capture
-    if cost is None or not cost.bucket_gb:
+    if log is None or cost is None or not cost.bucket_gb:
         return {}
     largest = max(cost.bucket_gb)
-    out: dict[str, Any] = {"graph_mib_per_token": cost.bucket_gb[largest] * 1024 / largest}
+    out: CaptureCost = {"graph_mib_per_token": cost.bucket_gb[largest] * 1024 / largest}
     if cost.capture_s is not None:
         out["capture_s_per_bucket"] = cost.capture_s / len(cost.bucket_gb)
-    out["capture_source"] = f"measured on {cost.date or 'an undated day'} by the log {log.path}"  # type: ignore[union-attr]
+    out["capture_source"] = f"measured on {cost.date or 'an undated day'} by the log {log.path}"
     return out
 
 
-def rate_notes(parts: Sequence[Any]) -> list[str]:
+def rate_notes(parts: Sequence[PlanPart]) -> list[str]:
     """Which Poisson rates a trace without timestamps was planned at, and why (one line per trace)."""
     rates: dict[str, list[float]] = {}
     for part in parts:

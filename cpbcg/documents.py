@@ -22,7 +22,7 @@ from cpbcg.planner.traces.sources import BatchSource
 
 if TYPE_CHECKING:  # typed records of the capture package and the API (not imported at run time)
     from cpbcg.api import GuaranteeResult
-    from cpbcg.capture.records import BucketResult, CaptureResult
+    from cpbcg.graph_capture.records import BucketResult, CaptureResult
     from cpbcg.check.gates import CheckReport
     from cpbcg.planner.deployment import Deployment
 
@@ -156,7 +156,7 @@ def simulation_summary(source: BatchSource) -> dict[str, Any] | None:
 
 
 def manifest_document(result: "CaptureResult") -> dict[str, Any]:
-    """The manifest of a `cpbcg.capture.CaptureResult`: versions, device, CP and capture
+    """The manifest of a `cpbcg.graph_capture.CaptureResult`: versions, device, CP and capture
     settings, model, one record per captured bucket (capture order), skipped buckets with
     reasons. The one place capture results become JSON-ready data."""
     s, dims, tol = result.settings, result.dims, result.tolerance

@@ -6,7 +6,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from cpbcg.capture.presets import load_model_preset, model_preset_names
+from cpbcg.graph_capture.presets import load_model_preset, model_preset_names
 from cpbcg.cli import app
 from cpbcg.errors import ConfigError
 
@@ -54,7 +54,7 @@ def test_capture_manifest_loads_in_plan_and_replay_check(tmp_path):
 
 
 def test_capture_out_of_memory_writes_partial_manifest_and_exits_3(tmp_path, monkeypatch):
-    from cpbcg.capture import graphs
+    from cpbcg.graph_capture import graphs
 
     real = graphs.capture_bucket
 
@@ -63,7 +63,7 @@ def test_capture_out_of_memory_writes_partial_manifest_and_exits_3(tmp_path, mon
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB. GPU 0 has a total capacity of 139.8 GiB")
         return real(backend, model, buffers, bucket, capacity_rows, pool)
 
-    monkeypatch.setattr("cpbcg.capture.harness.capture_bucket", oom_at_2048)
+    monkeypatch.setattr("cpbcg.graph_capture.harness.capture_bucket", oom_at_2048)
     out = tmp_path / "m.json"
     result = runner.invoke(app, ["capture", "-b", "1024,2048,2304", "--layers", "1", "-o", str(out)])
     assert result.exit_code == 3, result.output
@@ -77,7 +77,7 @@ def test_capture_out_of_memory_writes_partial_manifest_and_exits_3(tmp_path, mon
 
 
 def test_capture_out_of_memory_in_verification_is_skipped_too(tmp_path, monkeypatch):
-    from cpbcg.capture.harness import CaptureSession
+    from cpbcg.graph_capture.harness import CaptureSession
 
     real = CaptureSession.verify
 
@@ -170,7 +170,7 @@ def test_capture_read_only_output_dir_refused_before_work(tmp_path, monkeypatch)
 
 
 def test_capture_skips_bucket_that_cannot_fit_in_memory_before_building(tmp_path, monkeypatch):
-    from cpbcg.capture import estimate, harness
+    from cpbcg.graph_capture import estimate, harness
 
     tiny, kernels = load_model_preset("tiny"), estimate.AttentionKernels("flash", "flash", "flash")
     small = estimate.bucket_peak_bytes(tiny, 64, 16, 64, 4, 4, 4, kernels)
@@ -189,7 +189,7 @@ def test_capture_skips_bucket_that_cannot_fit_in_memory_before_building(tmp_path
 
 
 def test_attention_bytes_estimate_counts_the_kernel_used():
-    from cpbcg.capture.estimate import AttentionKernels, attention_bytes, bucket_peak_bytes
+    from cpbcg.graph_capture.estimate import AttentionKernels, attention_bytes, bucket_peak_bytes
 
     tiny = load_model_preset("tiny")  # 4 heads of 16
     # fused: expanded K/V (2*keys) and output (rows) per head, plus the mask as a bias
@@ -214,7 +214,7 @@ def test_preset_short_option_is_p_only():
 
 
 def test_torch_dtype_unknown_is_config_error():
-    from cpbcg.capture.model import torch_dtype
+    from cpbcg.graph_capture.model import torch_dtype
 
     with pytest.raises(ConfigError, match="dtype 'int8' is not one of float32, bfloat16, float16"):
         torch_dtype("int8")

@@ -4,8 +4,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cpbcg.capture import CaptureSettings, run_capture  # noqa: E402
-from cpbcg.capture.run import replay_batches  # noqa: E402
+from cpbcg.graph_capture import CaptureSettings, run_capture  # noqa: E402
+from cpbcg.graph_capture.run import replay_batches  # noqa: E402
 from cpbcg.config import load_config  # noqa: E402
 from cpbcg.documents import manifest_document  # noqa: E402
 from cpbcg.manifest import load_manifest, manifest_bytes  # noqa: E402

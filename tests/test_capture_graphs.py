@@ -6,11 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cpbcg.capture.comm import EmulatedGroup  # noqa: E402
-from cpbcg.capture.graphs import EagerPiece, StaticBuffers, capture_bucket  # noqa: E402
-from cpbcg.capture.harness import CaptureSession  # noqa: E402
-from cpbcg.capture.model import build_model, upcast  # noqa: E402
-from cpbcg.capture.presets import load_model_preset  # noqa: E402
+from cpbcg.graph_capture.comm import EmulatedGroup  # noqa: E402
+from cpbcg.graph_capture.graphs import EagerPiece, StaticBuffers, capture_bucket  # noqa: E402
+from cpbcg.graph_capture.harness import CaptureSession  # noqa: E402
+from cpbcg.graph_capture.model import build_model, upcast  # noqa: E402
+from cpbcg.graph_capture.presets import load_model_preset  # noqa: E402
 from cpbcg.planner.model.capacity import CaptureSpec  # noqa: E402
 from cpbcg.planner.model.layout import CPLayout  # noqa: E402
 from cpbcg.errors import CaptureError  # noqa: E402
@@ -252,7 +252,7 @@ def test_replay_returns_clones_not_static_outputs(graphs):
 
 
 def test_cuda_pool_bytes_sums_the_segments_of_that_pool(monkeypatch):
-    from cpbcg.capture.graphs import CudaBackend, is_out_of_memory
+    from cpbcg.graph_capture.graphs import CudaBackend, is_out_of_memory
 
     segments = [{"total_size": 2 << 20, "segment_pool_id": (0, 7)}, {"total_size": 20 << 20, "segment_pool_id": (0, 7)},
                 {"total_size": 2 << 20, "segment_pool_id": (0, 0)}, {"total_size": 4 << 20, "segment_pool_id": (0, 8)}]

@@ -6,14 +6,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cpbcg.capture import zigzag  # noqa: E402
-from cpbcg.capture.forward import ForwardOps  # noqa: E402
-from cpbcg.capture.harness import CaptureSession  # noqa: E402
-from cpbcg.capture.layouts import LiveLayout, adversarial_layouts, sample_trace_batches  # noqa: E402
-from cpbcg.capture.model import attention  # noqa: E402
-from cpbcg.capture.presets import ModelDims, load_model_preset  # noqa: E402
-from cpbcg.capture.records import CaptureSettings, LayoutCheck, ProbeCheck  # noqa: E402
-from cpbcg.capture.run import replay_batches, run_capture  # noqa: E402
+from cpbcg.graph_capture import zigzag  # noqa: E402
+from cpbcg.graph_capture.forward import ForwardOps  # noqa: E402
+from cpbcg.graph_capture.harness import CaptureSession  # noqa: E402
+from cpbcg.graph_capture.layouts import LiveLayout, adversarial_layouts, sample_trace_batches  # noqa: E402
+from cpbcg.graph_capture.model import attention  # noqa: E402
+from cpbcg.graph_capture.presets import ModelDims, load_model_preset  # noqa: E402
+from cpbcg.graph_capture.records import CaptureSettings, LayoutCheck, ProbeCheck  # noqa: E402
+from cpbcg.graph_capture.run import replay_batches, run_capture  # noqa: E402
 from cpbcg.config import load_config  # noqa: E402
 from cpbcg.errors import CaptureError  # noqa: E402
 from cpbcg.planner.deployment import Deployment  # noqa: E402
@@ -175,7 +175,7 @@ def test_interleave_and_cp1_are_refused_naming_config_keys():
 
 
 def test_replay_batches_bucket_that_cannot_be_captured_is_not_verified(monkeypatch):
-    from cpbcg.capture import harness
+    from cpbcg.graph_capture import harness
 
     real = harness.capture_bucket
 

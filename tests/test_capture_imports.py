@@ -7,8 +7,8 @@ import sys
 CODE = """
 import sys
 from typer.testing import CliRunner
-import cpbcg.capture, cpbcg.capture.records, cpbcg.capture.estimate, cpbcg.manifest, cpbcg.planner.sampling
-from cpbcg.capture import CaptureSettings, CaptureResult, run_capture
+import cpbcg.graph_capture, cpbcg.graph_capture.records, cpbcg.graph_capture.estimate, cpbcg.manifest, cpbcg.planner.sampling
+from cpbcg.graph_capture import CaptureSettings, CaptureResult, run_capture
 import cpbcg.cli
 for args in (["--help"], ["capture", "--help"], ["replay-check", "--help"]):
     result = CliRunner().invoke(cpbcg.cli.app, args)
@@ -27,7 +27,7 @@ def test_capture_library_errors_name_no_flags():
     import ast
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "cpbcg" / "capture"
+    root = Path(__file__).resolve().parents[1] / "cpbcg" / "graph_capture"
     raised = []
     for path in sorted(root.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -36,3 +36,16 @@ def test_capture_library_errors_name_no_flags():
                 raised += [(path.name, t) for t in texts]
     assert len(raised) > 10  # the walk sees the messages
     assert [(name, t) for name, t in raised if "--" in t] == []
+
+
+def test_cpbcg_capture_is_the_api_function_whatever_was_imported_first():
+    """The capture harness package is `cpbcg.graph_capture`: importing it (or the CLI's capture
+    command) never replaces the public `cpbcg.capture` function with a module."""
+    code = (
+        "import cpbcg, cpbcg.api\n"
+        "first = cpbcg.capture\n"
+        "import cpbcg.graph_capture, cpbcg.graph_capture.records, cpbcg.cli.capture_cmd\n"
+        "print(first is cpbcg.api.capture, cpbcg.capture is cpbcg.api.capture, callable(cpbcg.capture))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "True"]

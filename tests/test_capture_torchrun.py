@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 RANK1_FAILS_128 = """
 import os, sys, torch
-from cpbcg.capture import harness
+from cpbcg.graph_capture import harness
 real = harness.capture_bucket
 def capture_bucket(backend, model, buffers, bucket, rows, pool=None):
     if bucket == 128 and os.environ["RANK"] == "1":
@@ -48,7 +48,7 @@ def test_torchrun_dry_run_ranks_agree_to_skip_a_bucket_one_rank_lost(tmp_path):
 def test_local_rank_beyond_the_visible_devices_is_refused(monkeypatch):
     import torch
 
-    from cpbcg.capture.comm import init_group
+    from cpbcg.graph_capture.comm import init_group
     from cpbcg.errors import CaptureError
 
     monkeypatch.setenv("WORLD_SIZE", "4")

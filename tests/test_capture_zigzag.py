@@ -6,11 +6,11 @@ torch = pytest.importorskip("torch")
 
 import torch.nn.functional as F  # noqa: E402
 
-from cpbcg.capture.comm import EmulatedGroup  # noqa: E402
-from cpbcg.capture.forward import cp_forward  # noqa: E402
-from cpbcg.capture.model import build_model, expand_kv, piece, reference_forward  # noqa: E402
-from cpbcg.capture.presets import load_model_preset  # noqa: E402
-from cpbcg.capture.zigzag import cp_attention, plan_zigzag, shard, unshard  # noqa: E402
+from cpbcg.graph_capture.comm import EmulatedGroup  # noqa: E402
+from cpbcg.graph_capture.forward import cp_forward  # noqa: E402
+from cpbcg.graph_capture.model import build_model, expand_kv, piece, reference_forward  # noqa: E402
+from cpbcg.graph_capture.presets import load_model_preset  # noqa: E402
+from cpbcg.graph_capture.zigzag import cp_attention, plan_zigzag, shard, unshard  # noqa: E402
 from cpbcg.errors import CaptureError  # noqa: E402
 from cpbcg.planner.model.layout import BatchSet, CPLayout, local_rows, local_tokens, zigzag_blocks  # noqa: E402
 
@@ -97,7 +97,7 @@ def test_cp_forward_equals_unsharded_reference():
 
 def test_attention_hands_sdpa_4d_tensors(monkeypatch):
     """Fused SDPA kernels need `[batch, heads, rows, dim]`; 3-D inputs fall to the math kernel."""
-    from cpbcg.capture import model as model_module
+    from cpbcg.graph_capture import model as model_module
 
     seen = []
     real = F.scaled_dot_product_attention

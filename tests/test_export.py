@@ -4,7 +4,9 @@ import pytest
 
 from cpbcg.errors import ConfigError
 from cpbcg.bucket_files import read_bucket_file
-from cpbcg.planner.export import EmitFormat, export_buckets, parse_sglang_flags
+from cpbcg.bucket_files import export_buckets
+from cpbcg.planner.choices import EmitFormat
+from cpbcg.planner.export import parse_sglang_flags
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.layout import CPLayout
 

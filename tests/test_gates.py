@@ -127,7 +127,7 @@ def test_parse_max_eager_refuses_bad_specs(spec, message):
 
 
 def test_replay_gate_counts_unverified_replays():
-    from cpbcg.capture.records import BatchReplay
+    from cpbcg.graph_capture.records import BatchReplay
 
     good = ReplayRecord.of(BatchReplay((1534, 161, 353), 2304, None, True, True, 0.001, 1.0))
     bad = ReplayRecord.of(BatchReplay((100, 28), 128, None, False, False, 0.5, None))

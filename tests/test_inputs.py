@@ -86,7 +86,7 @@ def test_one_line_strips_escapes_and_caps_length():
 def test_a_model_preset_goes_through_the_input_edge(tmp_path):
     import time
 
-    from cpbcg.capture.presets import load_model_preset
+    from cpbcg.graph_capture.presets import load_model_preset
 
     fifo = tmp_path / "FIFO.yaml"
     os.mkfifo(fifo)

@@ -293,8 +293,8 @@ def test_no_annotations_outside_github(monkeypatch):
 
 @pytest.fixture
 def fake_harness(monkeypatch):
-    """A stand-in for `cpbcg.capture.run` that records its call and verifies all but `bad`."""
-    from cpbcg.capture.records import BatchReplay
+    """A stand-in for `cpbcg.graph_capture.run` that records its call and verifies all but `bad`."""
+    from cpbcg.graph_capture.records import BatchReplay
 
     calls = []
     bad = []
@@ -304,9 +304,9 @@ def fake_harness(monkeypatch):
         return [BatchReplay(tuple(b), 2304 if sum(b) == 2048 else sum(b), None, False, b not in bad,
                             0.5 if b in bad else 0.0, None) for b in batches]
 
-    module = types.ModuleType("cpbcg.capture.run")
+    module = types.ModuleType("cpbcg.graph_capture.run")
     module.replay_batches = replay_batches
-    monkeypatch.setitem(sys.modules, "cpbcg.capture.run", module)
+    monkeypatch.setitem(sys.modules, "cpbcg.graph_capture.run", module)
     return calls, bad
 
 
@@ -330,7 +330,7 @@ def test_replay_failure_fails_the_check(fake_harness):
 
 
 def test_replay_without_the_capture_module_exits_2(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cpbcg.capture.run", None)
+    monkeypatch.setitem(sys.modules, "cpbcg.graph_capture.run", None)
     result = check("--manifest", VALID, "--replay", "2")
     assert result.exit_code == 2 and "replay needs the capture extra and torch" in result.stderr
 

@@ -96,3 +96,23 @@ def test_planner_exports_load():
 
     assert planner.strategy_model is strategy_model and planner.CPLayout is CPLayout  # every name resolves
     assert all(getattr(planner, name) is not None for name in planner.__all__)
+
+
+def test_server_flags_and_capture_emulation_are_the_models():
+    """The CP server flags (`plan --emit sglang`, `deployment_server_check`) and whether capture
+    can emulate a mode are rules of the strategy model, nowhere else."""
+    from cpbcg.planner.export import cp_flags
+    from cpbcg.planner.model.layout import CPLayout
+    from cpbcg.planner.sglang_release import check_flag_words
+
+    assert strategy_model(1).server_flags() == []
+    assert cp_flags(CPLayout(1)) == []
+    assert strategy_model(4, CPStrategy.zigzag).server_flags() == [
+        "--enable-prefill-cp", "--attn-cp-size", "4", "--tp-size", "4", "--cp-strategy", "zigzag",
+        "--prefill-attention-backend", "trtllm_mha"]
+    assert cp_flags(CPLayout(8, CPStrategy.interleave)) == [
+        "--enable-prefill-cp", "--attn-cp-size", "8", "--tp-size", "8", "--cp-strategy", "interleave",
+        "--prefill-attention-backend", "dsa"]
+    for strategy in CPStrategy:
+        assert check_flag_words(strategy_model(2, strategy).server_flags()).refuses_start == []
+    assert [strategy_model(cp, s).capture_emulated for cp, s in ((1, CPStrategy.zigzag), (4, CPStrategy.zigzag), (4, CPStrategy.interleave))] == [False, True, False]

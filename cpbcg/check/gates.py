@@ -184,7 +184,7 @@ class ReplayRecord:
 
     @classmethod
     def of(cls, record: Any) -> "ReplayRecord":
-        """From one `cpbcg.capture.BatchReplay` of `replay_batches`."""
+        """From one `cpbcg.graph_capture.BatchReplay` of `replay_batches`."""
         return cls([int(x) for x in record.extend_seq_lens], record.bucket, record.verified is True,
                    record.max_abs_err, record.replay_ms)
 

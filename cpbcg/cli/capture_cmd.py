@@ -29,7 +29,7 @@ MAX_LAYERS = 256
 
 
 class Dtype(str, Enum):
-    """Dtypes the proxy model runs in (`cpbcg.capture.presets.DTYPES`)."""
+    """Dtypes the proxy model runs in (`cpbcg.graph_capture.presets.DTYPES`)."""
 
     float32 = "float32"
     bfloat16 = "bfloat16"

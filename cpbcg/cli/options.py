@@ -111,21 +111,6 @@ class _SettingGroup:
         return flags
 
 
-@dataclass(frozen=True)
-class DeploymentOptions(_SettingGroup):
-    """The deployment config and the CP / capture settings that override it."""
-
-    config: ConfigOpt = None
-    cp_size: Annotated[Any, SettingKey("cp_size")] = None
-    cp_strategy: Annotated[Any, SettingKey("cp_strategy")] = None
-    align_size: Annotated[Any, SettingKey("align_size")] = None
-    max_padding_factor: Annotated[Any, SettingKey("max_padding_factor")] = None
-    buckets: Annotated[Any, SettingKey("buckets")] = None
-    capture_layout: Annotated[Any, SettingKey("capture_layout")] = None
-    max_context_size: Annotated[Any, SettingKey("max_context_size_tokens")] = None
-    max_capture_requests: Annotated[Any, SettingKey("max_capture_requests")] = None
-
-
 CAPTURE_BUCKETS_HELP = (
     "Buckets to capture (capture_num_tokens): a list like 2048,2304, sglang-default:MAX, or a bucket/plan file. A bucket whose "
     "estimated attention memory exceeds the free memory of the device (CPU: available RAM) is skipped before it is built; "
@@ -134,17 +119,32 @@ CAPTURE_BUCKETS_HELP = (
 
 
 @dataclass(frozen=True)
-class CaptureDeploymentOptions(_SettingGroup):
-    """The deployment settings `cpbcg capture` takes (zigzag only, so no --cp-strategy)."""
+class _DeploymentSettings(_SettingGroup):
+    """The deployment config and the CP / capture settings that override it, shared by every
+    command that takes a deployment (`DeploymentOptions`, `CaptureDeploymentOptions`)."""
 
     config: ConfigOpt = None
     cp_size: Annotated[Any, SettingKey("cp_size")] = None
     align_size: Annotated[Any, SettingKey("align_size")] = None
     max_padding_factor: Annotated[Any, SettingKey("max_padding_factor")] = None
-    buckets: Annotated[Any, SettingKey("buckets", help=CAPTURE_BUCKETS_HELP, default_text=f"the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}")] = None
     capture_layout: Annotated[Any, SettingKey("capture_layout")] = None
     max_context_size: Annotated[Any, SettingKey("max_context_size_tokens")] = None
     max_capture_requests: Annotated[Any, SettingKey("max_capture_requests")] = None
+
+
+@dataclass(frozen=True)
+class DeploymentOptions(_DeploymentSettings):
+    """The deployment settings of the planning commands: the shared ones, the strategy and the bucket list."""
+
+    cp_strategy: Annotated[Any, SettingKey("cp_strategy")] = None
+    buckets: Annotated[Any, SettingKey("buckets")] = None
+
+
+@dataclass(frozen=True)
+class CaptureDeploymentOptions(_DeploymentSettings):
+    """The deployment settings `cpbcg capture` takes (zigzag only, so no --cp-strategy), its buckets described for capture."""
+
+    buckets: Annotated[Any, SettingKey("buckets", help=CAPTURE_BUCKETS_HELP, default_text=f"the config's buckets, else {CAPTURE_DEFAULT_BUCKETS}")] = None
 
 
 @dataclass(frozen=True)

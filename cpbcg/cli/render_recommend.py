@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from rich.console import Group
+from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -147,8 +147,9 @@ def traffic_table(parts) -> Table:
     """One row per (trace, load) job: forwards, coverage, padding and eager by reason, for the
     configured and the recommended list (`PlanResult.parts`)."""
     table = Table(title="Per trace and load: configured -> recommended", title_justify="left")
-    for name, justify in (("trace", "left"), ("load", "right"), ("fit", "left"), ("forwards", "right"),
-                          ("in graphs", "right"), ("padding", "right"), ("eager", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("trace", "left"), ("load", "right"), ("fit", "left"), ("forwards", "right"),
+                                                     ("in graphs", "right"), ("padding", "right"), ("eager", "left"))
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     for p in parts:
         ev, rec = p.evaluation, p.recommended

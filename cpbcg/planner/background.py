@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import sys
 import warnings
+from multiprocessing.connection import Connection
 from typing import Any, Callable, Generic, TypeVar
 
 T = TypeVar("T")
@@ -72,7 +73,8 @@ class Background(Generic[T]):
             return self._fn(*self._args)
         if status == "error":
             raise value
-        return value
+        answer: T = value  # what the child's `fn(*args)` returned, through the pipe
+        return answer
 
     def close(self) -> None:
         """Stop the child if it still runs (idempotent)."""
@@ -91,7 +93,7 @@ class Background(Generic[T]):
         self.close()
 
 
-def _child(send, fn: Callable[..., Any], args: tuple) -> None:
+def _child(send: Connection, fn: Callable[..., object], args: tuple[object, ...]) -> None:
     sys.stdout = sys.stderr = open(os.devnull, "w")  # the child never writes to the terminal
     try:
         send.send(("ok", fn(*args)))

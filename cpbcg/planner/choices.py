@@ -45,14 +45,40 @@ class Fold(str, Enum):
     none = "none"
 
 
-TRACE_FORMAT_NAMES = (
-    "batches", "parquet", "vllm-bench", "jsonl", "csv", "mooncake", "aibrix", "sglang-requests", "sglang-log", "azure", "burstgpt", "splitwise", "vidur",
-)
-"""`--trace-format` names of the registered trace formats, in detection order (the names of
-`cpbcg.planner.traces.registry.FORMATS`, kept here so the CLI needs no numpy; the registry
-refuses to load if they differ)."""
 TRACE_FORMAT_ALIASES = {"vllm": "vllm-bench"}
 """Other accepted spellings of a trace format name."""
+
+
+class TraceFormat(str, Enum):
+    """What a trace holds (`--trace-format`); `auto` detects it from the first line. The names
+    of `cpbcg.planner.traces.registry.FORMATS` in detection order, kept here so the CLI needs no
+    numpy; the registry refuses to load if they differ. Aliases (`TRACE_FORMAT_ALIASES`) are
+    accepted: `TraceFormat("vllm") is TraceFormat.vllm_bench`."""
+
+    auto = "auto"
+    batches = "batches"
+    parquet = "parquet"
+    vllm_bench = "vllm-bench"
+    jsonl = "jsonl"
+    csv = "csv"
+    mooncake = "mooncake"
+    aibrix = "aibrix"
+    sglang_requests = "sglang-requests"
+    sglang_log = "sglang-log"
+    azure = "azure"
+    burstgpt = "burstgpt"
+    splitwise = "splitwise"
+    vidur = "vidur"
+
+    @classmethod
+    def _missing_(cls, value: object) -> "TraceFormat | None":
+        alias = TRACE_FORMAT_ALIASES.get(value) if isinstance(value, str) else None
+        return None if alias is None else cls(alias)
+
+
+TRACE_FORMAT_NAMES: tuple[str, ...] = tuple(f.value for f in TraceFormat if f is not TraceFormat.auto)
+"""`--trace-format` names of the registered trace formats, in detection order (`TraceFormat`
+without `auto`)."""
 
 
 def trace_format_name(text: str) -> str:

@@ -106,10 +106,10 @@ class Evaluation:
             **totals,
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready dict: every field (bucket keys as strings) plus `coverage`,
         `token_coverage`, `padding_overhead`."""
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out: dict[str, object] = {name: getattr(self, name) for name in self.__dataclass_fields__}
         out["bucket_hits"] = {str(b): h for b, h in self.bucket_hits.items()}
         if self.bucket_note is None:
             del out["bucket_note"]

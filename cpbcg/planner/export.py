@@ -1,15 +1,16 @@
-"""Hand a bucket list over in the engine's own format (`cpbcg plan --emit ...`).
+"""Hand a bucket list over as SGLang's server flags (`cpbcg plan --emit sglang|sglang-json`).
 
 * `sglang`: the server flags (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ...
   --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --tp-size N
-  --cp-strategy S --prefill-attention-backend A` when `cp_size > 1` (what SGLang 0.5.23 needs
+  --cp-strategy S --prefill-attention-backend A` with CP (`StrategyModel.server_flags`: what SGLang 0.5.23 needs
   to start and to capture CP graphs, `sglang_release.check_server_flags`), and the scheduler
   flags the plan assumed.
 * `sglang-json`: the same flags with the list as `--cuda-graph-config {"prefill":{"bs":[...],"max_bs":MAX}}`:
   compact JSON without spaces or shell quotes, so `$(cat flags.txt)` (word splitting, no quote
   removal) hands SGLang the JSON as written.
-* `yaml` / `json`: cpbcg's own bucket file `{capture_num_tokens: [...], ...metadata}`, which
-  `--buckets FILE` reads back.
+
+The bucket files (`--emit yaml` / `json`) are written at the input edge with the files that read
+them back (`cpbcg.bucket_files.export_buckets`): the planner imports no YAML.
 """
 
 from __future__ import annotations
@@ -20,35 +21,10 @@ from typing import TYPE_CHECKING
 import orjson
 
 from cpbcg.errors import ConfigError
-from cpbcg.planner.choices import EmitFormat
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS
 
 if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
-
-
-def export_buckets(buckets: list[int], fmt: EmitFormat | str, deployment: "Deployment", metadata: dict | None = None) -> str:
-    """The text of `buckets` (ascending tokens) in `fmt`, ending with a newline.
-
-    `sglang` and `sglang-json` carry the CP and scheduler settings of `deployment` too (the
-    list deploys under the conditions it was planned for); `metadata` (JSON-ready) goes into
-    the yaml/json bucket file beside `capture_num_tokens`. Raises `ConfigError` for an empty list."""
-    if not buckets:
-        raise ConfigError("nothing to export: the bucket list is empty")
-    buckets = sorted(int(b) for b in buckets)
-    fmt = EmitFormat(fmt)
-    if fmt is EmitFormat.sglang:
-        return deploy_flags(buckets, deployment) + "\n"
-    if fmt is EmitFormat.sglang_json:
-        graph = orjson.dumps({"prefill": {"bs": buckets, "max_bs": buckets[-1]}}).decode()
-        return " ".join(["--cuda-graph-config", graph] + cp_flags(deployment.cp) + scheduler_flags(deployment)) + "\n"
-    document = {"capture_num_tokens": buckets, **(metadata or {})}
-    if fmt is EmitFormat.json:
-        return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
-    import yaml  # only this export needs it
-
-    return yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=100)
 
 
 def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int | None = None) -> str:
@@ -63,16 +39,17 @@ def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int
     return " ".join(parts + cp_flags(deployment.cp) + scheduler_flags(deployment, chunk_tokens))
 
 
+def config_flags(buckets: list[int], deployment: "Deployment") -> str:
+    """The `--emit sglang-json` line: `deploy_flags` with the list as `--cuda-graph-config
+    {"prefill":{"bs":[...],"max_bs":MAX}}` (compact JSON, no spaces or shell quotes)."""
+    buckets = sorted(int(b) for b in buckets)
+    graph = orjson.dumps({"prefill": {"bs": buckets, "max_bs": buckets[-1]}}).decode()
+    return " ".join(["--cuda-graph-config", graph] + cp_flags(deployment.cp) + scheduler_flags(deployment))
+
+
 def cp_flags(cp: CPLayout) -> list[str]:
-    """`--enable-prefill-cp --attn-cp-size N --tp-size N --cp-strategy S
-    --prefill-attention-backend A` when `cp_size > 1`: 0.5.23 refuses to start unless TP is a
-    multiple of the CP size, and captures CP graphs only with `attn_cp_size == tp_size` and the
-    strategy's backend (`CP_GRAPH_BACKENDS`; the hardware it needs is `HARDWARE_NOTE`)."""
-    if cp.cp_size == 1:
-        return []
-    size = str(cp.cp_size)
-    return ["--enable-prefill-cp", "--attn-cp-size", size, "--tp-size", size, "--cp-strategy", cp.strategy.value,
-            "--prefill-attention-backend", CP_GRAPH_BACKENDS[cp.strategy.value]]
+    """The CP server flags of `cp`'s mode (`StrategyModel.server_flags`: none without CP)."""
+    return cp.model.server_flags()
 
 
 def scheduler_flags(deployment: "Deployment", chunk_tokens: int | None = None) -> list[str]:

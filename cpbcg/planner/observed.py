@@ -23,7 +23,7 @@ import numpy as np
 
 from cpbcg.planner.model.bound import bound_demand
 from cpbcg.planner.model.layout import CPLayout, CPStrategy
-from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.model.selector import BucketTable, EagerReason
 from cpbcg.planner.traces.records import ForwardSizes, ObservedForwards
 from cpbcg.planner.traces.sglang_settings import LogSettings
 
@@ -129,7 +129,7 @@ class ObservedComparison:
         """Forwards on which server and model agree."""
         return self.forwards - self.model_errors - self.unexplained_eager
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         """The JSON section `observed` of `plan` and `replay-check`."""
         return {
             "label": self.label, "forwards": self.forwards, "graph_forwards": self.graph_forwards, "coverage": self.coverage,
@@ -192,8 +192,8 @@ class ObservedTally:
         return Disagreement(int(chunk.line_no[i]), int(chunk.dp_rank[i]), int(chunk.num_tokens[i]), int(chunk.num_requests[i]),
                             server, model, why)
 
-    def _error_reasons(self, chunk: ObservedForwards, i: int, reason) -> tuple[str, ...]:
-        out = []
+    def _error_reasons(self, chunk: ObservedForwards, i: int, reason: EagerReason | None) -> tuple[str, ...]:
+        out: list[str] = []
         if reason is not None and reason.value in ("local_capacity", "not_cp_active") and self.cp.cp_size > 1 and chunk.num_requests[i] > 1:
             out.append("worst-case rows: the log has no extend lengths")
         if reason is not None and reason.value == "padding_limit":

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from cpbcg.errors import ModelError
 from cpbcg.planner.demand_log import DemandSplit
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
+from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.observed import ObservedComparison
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.traces.records import ForwardSizes
 from cpbcg.planner.traces.sources import BatchSource
@@ -59,7 +61,7 @@ class PlanResult:
     """Why no recommendation could be made (e.g. no forward is CP-active), else None."""
     parts: tuple[PlanPart, ...] = ()
     """Each (trace, load) job, in order; empty for a single stream planned in place."""
-    observed: Any = None
+    observed: ObservedComparison | None = None
     """An SGLang log's observed vs modelled graph use (`cpbcg.planner.observed.ObservedComparison`), else None."""
 
 
@@ -68,7 +70,7 @@ def plan(
     deployment: Deployment,
     settings: RecommendSettings | None = RecommendSettings(),
     table: BucketTable | None = None,
-    on_chunk: Callable[[BatchSet | ForwardSizes], Any] | None = None,
+    on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None,
 ) -> PlanResult:
     """Replay `chunks` with `table` (default: the deployment's configured list) and, unless
     `settings` is None, recommend a list for the same forwards. `ForwardSizes` chunks (an SGLang
@@ -78,7 +80,7 @@ def plan(
     trace, `ConfigError`/`ModelError` from the recommendation."""
     table = deployment.table() if table is None else table
     evaluation, log = tally(chunks, deployment, table, settings is not None, on_chunk)
-    if log is None:
+    if log is None or settings is None:  # the log is kept only for a recommendation
         return PlanResult(evaluation, None)
     return _recommended(evaluation, log.to_split(settings.validate_fraction), deployment, settings, {}, ())
 
@@ -91,7 +93,7 @@ def plan_traffic(
     *,
     workers: int = 1,
     scheduler: str | None = None,
-    on_chunk: Callable[[Any], Any] | None = None,
+    on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> PlanResult:
     """Run every job (a trace at a load) on the executor chosen (`traffic.map_jobs`: in process,
@@ -122,7 +124,7 @@ def plan_traffic(
 
 
 def _recommended(evaluation: Evaluation, split: DemandSplit, deployment: Deployment, settings: RecommendSettings,
-                 tails: dict, parts: tuple) -> PlanResult:
+                 tails: Mapping[str, Demand], parts: tuple[PlanPart, ...]) -> PlanResult:
     try:
         return PlanResult(evaluation, recommend(split, deployment, settings, tails), None, parts)
     except ModelError as exc:  # the evaluation stands; say why there is no list to recommend

@@ -9,11 +9,12 @@ sample is uniform, memory stays bounded, and the same seed gives the same batche
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
-from cpbcg.planner.evaluate import Demand
+from cpbcg.planner.arrays import Int64Array
+from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import BucketTable
 
@@ -52,9 +53,10 @@ class _BottomK:
     """The `k` items with the smallest keys seen so far (stable for equal keys)."""
 
     def __init__(self, k: int) -> None:
-        self.k, self.keys, self.items = k, np.zeros(0), []
+        self.k, self.keys = k, np.zeros(0)
+        self.items: list[SampledBatch] = []
 
-    def offer(self, keys: np.ndarray, items: list) -> None:
+    def offer(self, keys: np.ndarray, items: "_Lazy") -> None:
         best = np.argsort(keys, kind="stable")[: self.k]
         pool_keys = np.concatenate([self.keys, keys[best]])
         pool = self.items + [items[i] for i in best]
@@ -74,7 +76,8 @@ def sample_graph_batches(
     (`select_buckets`, docs/model.md "Replay selection"). Raises what reading `chunks` raises.
     """
     rng = np.random.default_rng(seed)
-    overall, buckets = _BottomK(k), {}
+    overall = _BottomK(k)
+    buckets: dict[int, _BottomK] = {}
     heaviest: dict[int, SampledBatch] = {}
     position = 0
     for batches in chunks:
@@ -106,7 +109,7 @@ def sample_graph_batches(
 class _Lazy:
     """`items[i]` built on demand (only the few winners of a chunk become Python objects)."""
 
-    def __init__(self, make, where: np.ndarray) -> None:
+    def __init__(self, make: Callable[[int], SampledBatch], where: Int64Array) -> None:
         self.make, self.where = make, where
 
     def __getitem__(self, i: int) -> SampledBatch:

@@ -114,11 +114,15 @@ def check_flag_words(words: list[str]) -> ServerCheck:
         raw = values.get(flag)
         return int(raw) if isinstance(raw, str) and raw.isdigit() else default
 
+    def text(flag: str) -> str | None:
+        raw = values.get(flag)
+        return raw if isinstance(raw, str) and raw else None
+
     return check_server_flags(
-        attn_cp_size=number("--attn-cp-size", 1), cp_strategy=values.get("--cp-strategy") or None,
+        attn_cp_size=number("--attn-cp-size", 1), cp_strategy=text("--cp-strategy"),
         enable_prefill_cp=bool(values.get("--enable-prefill-cp")), tp_size=number("--tp-size", 1),
         pp_size=number("--pp-size", 1), dp_size=number("--dp-size", 1), ep_size=number("--ep-size", 1),
-        prefill_attention_backend=values.get("--prefill-attention-backend") or None,
+        prefill_attention_backend=text("--prefill-attention-backend"),
     )
 
 
@@ -132,7 +136,4 @@ def deployment_server_check(deployment: "Deployment", flag_words: list[str] | No
     if cp.cp_size == 1:
         return ServerCheck([], [])
     words = flag_words  # the flags file's words, read at the input edge (`cpbcg.bucket_files.flags_file_words`)
-    if words is None:
-        return check_server_flags(attn_cp_size=cp.cp_size, tp_size=cp.cp_size, cp_strategy=cp.strategy.value,
-                                  enable_prefill_cp=True, prefill_attention_backend=CP_GRAPH_BACKENDS[cp.strategy.value])
-    return check_flag_words(words)
+    return check_flag_words(cp.model.server_flags() if words is None else words)

@@ -24,7 +24,7 @@ import multiprocessing
 import os
 import sys
 from collections import deque
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
@@ -192,7 +192,7 @@ def map_jobs(fn: Callable[[T], R], items: Sequence[T], workers: int = 1, schedul
         yield from map(fn, items)
         return
     with _executor(workers, scheduler, len(items)) as (executor, width):
-        pending: deque = deque()
+        pending: deque[Future[R]] = deque()
         queue = iter(items)
         for item in queue:
             pending.append(executor.submit(fn, item))
@@ -210,14 +210,14 @@ def _executor(workers: int, scheduler: str | None, num_items: int) -> Iterator[t
         except ImportError as exc:
             raise ConfigError(f"--scheduler {scheduler}: a Dask cluster needs the distributed extra (pip install 'cpbcg[distributed]'): {exc}") from None
         try:
-            client = Client(scheduler, timeout=30, set_as_default=False)
+            client = Client(scheduler, timeout=30, set_as_default=False)  # type: ignore[no-untyped-call]  # distributed leaves Client unannotated
         except (OSError, TimeoutError) as exc:
             raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler: {exc}") from None
         try:
             width = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()))
-            yield client.get_executor(pure=False), width
+            yield client.get_executor(pure=False), width  # type: ignore[no-untyped-call]  # unannotated in distributed
         finally:
-            client.close()
+            client.close()  # type: ignore[no-untyped-call]  # unannotated in distributed
         return
     width = max(1, min(workers, num_items))
     context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")

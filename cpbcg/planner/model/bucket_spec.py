@@ -26,7 +26,7 @@ name a command-line flag; the config loader prefixes the file and key.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Callable, Sequence
 
 from cpbcg.errors import ConfigError
 from cpbcg.planner.export import parse_sglang_flags
@@ -146,12 +146,10 @@ def _positive(value: object, where: str) -> int:
     return value
 
 
-def _validated(values: list, where: str) -> list[int]:
+def _validated(values: Sequence[object], where: str) -> list[int]:
     if not values:
         raise ConfigError(f"{where}: the bucket list is empty")
-    for i, value in enumerate(values):
-        _positive(value, f"{where}: bucket {i}")
-    return sorted(set(values))
+    return sorted({_positive(value, f"{where}: bucket {i}") for i, value in enumerate(values)})
 
 
 def _show(value: object, limit: int = 40) -> str:

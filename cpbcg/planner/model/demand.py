@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cpbcg.planner.arrays import BoolArray, Int64Array
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import BucketTable, Selection, select_buckets
 
@@ -19,15 +20,15 @@ from cpbcg.planner.model.selector import BucketTable, Selection, select_buckets
 class Demand:
     """What each batch asks of the selector, per batch (weights in `counts`)."""
 
-    num_tokens: np.ndarray
+    num_tokens: Int64Array
     """[N] int64: tokens `n` per batch."""
-    rows: np.ndarray
+    rows: Int64Array
     """[N] int64: CP-local physical rows per rank."""
-    active: np.ndarray
+    active: BoolArray
     """[N] bool: CP-active (eligible for graphs)."""
-    num_requests: np.ndarray
+    num_requests: Int64Array
     """[N] int64: requests per batch."""
-    counts: np.ndarray
+    counts: Int64Array
     """[N] int64: occurrences of each batch."""
 
     @classmethod
@@ -72,7 +73,7 @@ class Demand:
         """The runtime selector's outcome for every forward (see `select_buckets`)."""
         return select_buckets(self.num_tokens, self.rows, self.active, table, max_padding_factor)
 
-    def subset(self, mask: np.ndarray) -> "Demand":
+    def subset(self, mask: BoolArray | slice) -> "Demand":
         """The forwards where `mask` ([N] bool) holds, or in `mask` when it is a slice (views)."""
         return Demand(self.num_tokens[mask], self.rows[mask], self.active[mask], self.num_requests[mask], self.counts[mask])
 
@@ -85,7 +86,7 @@ class Demand:
         return cls(*(np.concatenate([getattr(p, name) for p in parts]) for name in ("num_tokens", "rows", "active", "num_requests", "counts")))
 
 
-def _radix_order(key: np.ndarray) -> np.ndarray:
+def _radix_order(key: Int64Array) -> Int64Array:
     """[N] int64 permutation that sorts `key` ([N] int64, >= 0): least significant digit first
     over 16-bit digits, each a stable argsort of uint16 values (numpy sorts those by radix, in
     linear time: several times faster than a comparison sort of the int64 keys). Only as many

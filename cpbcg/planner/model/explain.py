@@ -73,7 +73,7 @@ def explain_batch(extend_seq_lens: list[int], cp: CPLayout, table: BucketTable, 
         natural_capacity_rows=int(caps[natural]) if has_natural else None,
         bucket=int(buckets[chosen]) if chosen >= 0 else None,
         capacity_rows=int(caps[chosen]) if chosen >= 0 else None,
-        eager_reason=None if sel.reason_of(0) is None else sel.reason_of(0).value,
+        eager_reason=None if (reason := sel.reason_of(0)) is None else reason.value,
         rescued=bool(sel.rescued[0]),
         bucket_note=table.note,
     )

@@ -16,6 +16,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from cpbcg.errors import ConfigError, TraceError
+from cpbcg.planner.arrays import BoolArray, Int64Array
 from cpbcg.planner.choices import CPStrategy
 from cpbcg.planner.model.strategy import RequestBlocks, StrategyModel, Zigzag, align_up, strategy_model
 
@@ -72,6 +73,10 @@ class CPLayout:
         return self.model.min_capture_tokens
 
 
+_EVERY_ONCE: Int64Array = np.zeros(0, dtype=np.int64)
+"""Marks a `BatchSet` built without counts (`__post_init__` puts a 1 per batch)."""
+
+
 @dataclass(frozen=True)
 class BatchSet:
     """Many prefill batches as flat arrays (ragged, no per-request Python objects).
@@ -80,23 +85,24 @@ class BatchSet:
     Every batch holds at least one request; every length is >= 1 (the readers enforce it).
     """
 
-    extend_seq_lens: np.ndarray
+    extend_seq_lens: Int64Array
     """[num_requests] int64: extend tokens of every request, batch after batch."""
-    offsets: np.ndarray
+    offsets: Int64Array
     """[num_batches + 1] int64: start of each batch in `extend_seq_lens`; last = num_requests."""
-    counts: np.ndarray = field(default=None)  # type: ignore[assignment]
-    """[num_batches] int64: how many times each batch occurred (weights, >= 1)."""
+    counts: Int64Array = field(default_factory=lambda: _EVERY_ONCE)
+    """[num_batches] int64: how many times each batch occurred (weights, >= 1); default all 1."""
 
     def __post_init__(self) -> None:
-        if self.counts is None:
+        if self.counts is _EVERY_ONCE:
             object.__setattr__(self, "counts", np.ones(len(self.offsets) - 1, dtype=np.int64))
 
     @classmethod
-    def from_sizes(cls, extend_seq_lens, sizes, counts=None) -> "BatchSet":
+    def from_sizes(cls, extend_seq_lens: Sequence[int] | Int64Array, sizes: Sequence[int] | Int64Array,
+                   counts: Sequence[int] | Int64Array | None = None) -> "BatchSet":
         """From flat lengths ([num_requests] int64-like) and requests per batch ([num_batches])."""
         offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        weights = None if counts is None else np.asarray(counts, dtype=np.int64)
+        weights = _EVERY_ONCE if counts is None else np.asarray(counts, dtype=np.int64)
         return cls(np.asarray(extend_seq_lens, dtype=np.int64), offsets, weights)
 
     @classmethod
@@ -132,12 +138,12 @@ class BatchSet:
         return len(self.offsets) - 1
 
     @cached_property
-    def num_requests(self) -> np.ndarray:
+    def num_requests(self) -> Int64Array:
         """[num_batches] int64: requests per batch."""
         return np.diff(self.offsets)
 
     @cached_property
-    def num_tokens(self) -> np.ndarray:
+    def num_tokens(self) -> Int64Array:
         """[num_batches] int64: `n = sum(extend_seq_lens)` of each batch (tokens)."""
         return self._segment_sum(self.extend_seq_lens)
 
@@ -150,21 +156,21 @@ class BatchSet:
 
     def batch(self, index: int) -> list[int]:
         """The extend lengths of batch `index` as a Python list."""
-        return self.extend_seq_lens[self.offsets[index] : self.offsets[index + 1]].tolist()
+        return [int(x) for x in self.extend_seq_lens[self.offsets[index] : self.offsets[index + 1]]]
 
-    def subset(self, mask: np.ndarray) -> "BatchSet":
+    def subset(self, mask: BoolArray) -> "BatchSet":
         """The batches where `mask` ([num_batches] bool) is true, in order."""
         sizes = self.num_requests[mask]
         keep = np.repeat(mask, self.num_requests)
         return BatchSet.from_sizes(self.extend_seq_lens[keep], sizes, self.counts[mask])
 
-    def _segment_sum(self, values: np.ndarray) -> np.ndarray:
+    def _segment_sum(self, values: Int64Array) -> Int64Array:
         if self.num_batches == 0:
             return np.zeros(0, dtype=np.int64)
         return np.add.reduceat(values, self.offsets[:-1], dtype=np.int64)
 
 
-def cp_active(batches: BatchSet, layout: CPLayout) -> np.ndarray:
+def cp_active(batches: BatchSet, layout: CPLayout) -> BoolArray:
     """[num_batches] bool: whether each batch runs under CP (and may replay a CP graph).
 
     zigzag (docs/model.md "Layout"): `cp_size > 1`, total `>= 2*cp_size` and every request `>= 2*cp_size`.
@@ -175,7 +181,7 @@ def cp_active(batches: BatchSet, layout: CPLayout) -> np.ndarray:
     return layout.model.active(batches)
 
 
-def local_tokens(batches: BatchSet, layout: CPLayout) -> np.ndarray:
+def local_tokens(batches: BatchSet, layout: CPLayout) -> Int64Array:
     """[num_batches, cp_size] int64: logical tokens each rank holds for each batch.
 
     Matches SGLang's zigzag split (docs/model.md "Layout"): `[1534, 161, 353]` at cp 4 gives
@@ -184,7 +190,7 @@ def local_tokens(batches: BatchSet, layout: CPLayout) -> np.ndarray:
     return layout.model.local_tokens(batches)
 
 
-def local_rows(batches: BatchSet, layout: CPLayout) -> np.ndarray:
+def local_rows(batches: BatchSet, layout: CPLayout) -> Int64Array:
     """[num_batches] int64: physical CP-local rows per rank = `align_up(max rank tokens, align)`.
 
     With `cp_size == 1` rows equal the batch's tokens (no alignment).
@@ -193,13 +199,13 @@ def local_rows(batches: BatchSet, layout: CPLayout) -> np.ndarray:
     return layout.model.rows(batches)
 
 
-def worst_case_rows(num_tokens: np.ndarray | int, num_requests: np.ndarray | int, layout: CPLayout):
+def worst_case_rows(num_tokens: Int64Array | int, num_requests: Int64Array | int, layout: CPLayout) -> Int64Array:
     """Upper bound on rows for any batch of `num_tokens` tokens in `num_requests` requests.
 
     Domain §2: each request adds at most `1 - 1/cp` rows above the even share, so rows are at
     most `align_up(floor(n/cp + k*(1 - 1/cp)), align)`. Exact integer arithmetic; int or int64 array.
     """
-    return layout.model.worst_case_rows(num_tokens, num_requests)
+    return layout.model.worst_case_rows(np.asarray(num_tokens, dtype=np.int64), np.asarray(num_requests, dtype=np.int64))
 
 
 def zigzag_blocks(extend_len: int, cp_size: int) -> RequestBlocks:

@@ -27,17 +27,22 @@ from typing import Iterator
 
 import numpy as np
 
+from cpbcg.planner.arrays import BoolArray, Int64Array
 from cpbcg.planner.model.layout import BatchSet, CPStrategy
 from cpbcg.planner.model.selector import EagerReason, Selection
+
+
+def _required_max_seq_tokens() -> Int64Array:
+    raise TypeError("SeqBatchSet needs max_seq_tokens")
 
 
 @dataclass(frozen=True)
 class SeqBatchSet(BatchSet):
     """A `BatchSet` that also knows each forward's longest sequence (prefix + extend so far)."""
 
-    max_seq_tokens: np.ndarray = field(default=None)  # type: ignore[assignment]
+    max_seq_tokens: Int64Array = field(default_factory=_required_max_seq_tokens)
     """[num_batches] int64: the longest request sequence of each forward after it (tokens)."""
-    multimodal: np.ndarray | None = None
+    multimodal: BoolArray | None = None
     """[num_batches] bool: the forward holds a request with images, or None (none known)."""
 
     def split(self, max_batches: int) -> Iterator["SeqBatchSet"]:
@@ -46,16 +51,16 @@ class SeqBatchSet(BatchSet):
             yield SeqBatchSet(piece.extend_seq_lens, piece.offsets, piece.counts, self.max_seq_tokens[part],
                               None if self.multimodal is None else self.multimodal[part])
 
-    def subset(self, mask: np.ndarray) -> "SeqBatchSet":
+    def subset(self, mask: BoolArray) -> "SeqBatchSet":
         plain = super().subset(mask)
         return SeqBatchSet(plain.extend_seq_lens, plain.offsets, plain.counts, self.max_seq_tokens[mask],
                            None if self.multimodal is None else self.multimodal[mask])
 
 
-def max_seq_tokens(batches: BatchSet) -> np.ndarray:
+def max_seq_tokens(batches: BatchSet) -> Int64Array:
     """[num_batches] int64: each forward's longest sequence: a `SeqBatchSet`'s own, else the
     longest extend length (no prefix known)."""
-    if isinstance(batches, SeqBatchSet) and batches.max_seq_tokens is not None:
+    if isinstance(batches, SeqBatchSet):
         return batches.max_seq_tokens
     if batches.num_batches == 0:
         return np.zeros(0, dtype=np.int64)

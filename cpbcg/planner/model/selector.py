@@ -22,7 +22,9 @@ from enum import Enum
 from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
+from cpbcg.planner.arrays import BoolArray, Int64Array
 from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets, local_capacity
 from cpbcg.planner.model.layout import CPLayout
 
@@ -51,9 +53,9 @@ GRAPH = 0
 class BucketTable:
     """Captured buckets and their local capacities, ascending."""
 
-    capture_num_tokens: np.ndarray
+    capture_num_tokens: Int64Array
     """[num_buckets] int64 ascending: global token buckets `B`."""
-    capacity_rows: np.ndarray
+    capacity_rows: Int64Array
     """[num_buckets] int64: local capacity `C(B)` in rows per rank."""
     note: str | None = None
     """How SGLang changed the configured list before capturing it (rounding, duplicates, the CP
@@ -89,42 +91,43 @@ class Selection:
     `reason_of`, `eager_counts`); the reason codes are this module's business alone.
     """
 
-    bucket_index: np.ndarray
+    bucket_index: Int64Array
     """[num_forwards] int64: index into the table of the replaying bucket, -1 if eager."""
-    reason_code: np.ndarray
+    reason_code: npt.NDArray[np.int8]
     """[num_forwards] int8: internal code, 0 graph, `1 + EAGER_REASONS.index(reason)` eager."""
-    rescued: np.ndarray
+    rescued: BoolArray
     """[num_forwards] bool: natural bucket lacked capacity, a larger one replays it."""
-    natural_overflow: np.ndarray
+    natural_overflow: BoolArray
     """[num_forwards] bool: natural bucket within the padding limit lacked capacity."""
-    capture_num_tokens: np.ndarray
+    capture_num_tokens: Int64Array
     """[num_buckets] int64: the table's buckets (tokens), so `bucket_tokens` needs no table."""
 
     @property
-    def graph(self) -> np.ndarray:
+    def graph(self) -> BoolArray:
         """[num_forwards] bool: replayed from a captured graph."""
-        return self.reason_code == GRAPH
+        return np.equal(self.reason_code, GRAPH)
 
     @property
-    def bucket_tokens(self) -> np.ndarray:
+    def bucket_tokens(self) -> Int64Array:
         """[num_forwards] int64: bucket `B` (tokens) each forward replays in, 0 if eager."""
         return np.where(self.bucket_index >= 0, self.capture_num_tokens[np.maximum(self.bucket_index, 0)], 0)
 
-    def with_eager(self, mask: np.ndarray, reason: EagerReason) -> "Selection":
+    def with_eager(self, mask: BoolArray, reason: EagerReason) -> "Selection":
         """The selection with the forwards of `mask` ([num_forwards] bool) eager for `reason`."""
         return Selection(np.where(mask, -1, self.bucket_index), np.where(mask, _CODE[reason], self.reason_code),
                          self.rescued & ~mask, self.natural_overflow & ~mask, self.capture_num_tokens)
 
-    def eager_mask(self, reason: EagerReason | str) -> np.ndarray:
+    def eager_mask(self, reason: EagerReason | str) -> BoolArray:
         """[num_forwards] bool: eager for `reason`."""
-        return self.reason_code == _CODE[EagerReason(reason)]
+        mask: BoolArray = self.reason_code == _CODE[EagerReason(reason)]
+        return mask
 
     def reason_of(self, index: int) -> EagerReason | None:
         """Eager reason of forward `index`, or None when it replays in a graph."""
         code = int(self.reason_code[index])
         return None if code == GRAPH else EAGER_REASONS[code - 1]
 
-    def eager_counts(self, weights: np.ndarray) -> dict[EagerReason, int]:
+    def eager_counts(self, weights: Int64Array) -> dict[EagerReason, int]:
         """`weights` ([num_forwards] int64) summed per eager reason, every reason present."""
         sums = np.bincount(self.reason_code.astype(np.int64), weights=weights, minlength=len(EAGER_REASONS) + 1)
         return {reason: int(round(sums[i + 1])) for i, reason in enumerate(EAGER_REASONS)}
@@ -134,9 +137,9 @@ _CODE = {reason: np.int8(i + 1) for i, reason in enumerate(EAGER_REASONS)}
 
 
 def select_buckets(
-    num_tokens: np.ndarray,
-    rows: np.ndarray,
-    active: np.ndarray,
+    num_tokens: Int64Array,
+    rows: Int64Array,
+    active: BoolArray,
     table: BucketTable,
     max_padding_factor: float = 2.0,
 ) -> Selection:
@@ -180,8 +183,8 @@ def select_buckets(
 
 
 def replay_windows(
-    num_tokens: np.ndarray, rows: np.ndarray, sizes: np.ndarray, capacity: np.ndarray, max_padding_factor: float
-) -> tuple[np.ndarray, np.ndarray]:
+    num_tokens: Int64Array, rows: Int64Array, sizes: Int64Array, capacity: Int64Array, max_padding_factor: float
+) -> tuple[Int64Array, Int64Array]:
     """`(lo, hi)` [N] int64 indices into ascending `sizes` ([M] int64 tokens, `capacity` [M]
     nondecreasing rows): the buckets that may replay a forward of `num_tokens` tokens needing
     `rows` rows are exactly `sizes[lo..hi]` (none when `lo > hi`): `lo` the first with `B >= n`
@@ -191,19 +194,20 @@ def replay_windows(
     return lo, replay_window_hi(sizes, num_tokens, max_padding_factor)
 
 
-def replay_window_hi(sizes: np.ndarray, num_tokens: np.ndarray, max_padding_factor: float) -> np.ndarray:
+def replay_window_hi(sizes: Int64Array, num_tokens: Int64Array, max_padding_factor: float) -> Int64Array:
     """[N] int64: last index of ascending `sizes` with `B <= max_padding_factor * n` (-1 if none)."""
     return np.searchsorted(sizes, num_tokens * float(max_padding_factor), side="right") - 1
 
 
-def _natural_index(buckets: np.ndarray, num_tokens: np.ndarray) -> np.ndarray:
+def _natural_index(buckets: Int64Array, num_tokens: Int64Array) -> Int64Array:
     """[N] index of the smallest bucket >= n (len(buckets) if none): a table lookup when the
     largest bucket is small enough, else a binary search."""
     largest = int(buckets[-1])
     if largest > 1 << 22 or len(num_tokens) < largest:
         return np.searchsorted(buckets, num_tokens, side="left")
     lookup = np.searchsorted(buckets, np.arange(largest + 2), side="left")  # lookup[largest+1] = k
-    return lookup[np.minimum(num_tokens, largest + 1)]
+    out: Int64Array = lookup[np.minimum(num_tokens, largest + 1)]
+    return out
 
 
 def select_one(

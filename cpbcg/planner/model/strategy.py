@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Sequence
+from typing import TYPE_CHECKING, ClassVar, Sequence, overload
 
 import numpy as np
 
 from cpbcg.errors import ModelError
+from cpbcg.planner.arrays import BoolArray, Int32Array, Int64Array
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
+from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS
 
 if TYPE_CHECKING:  # the layout module imports this one
     from cpbcg.planner.model.capacity import CaptureSpec
@@ -65,7 +67,11 @@ _NOTE_ITEMS = 8
 _RANKS_PER_WORD = 64 // _FIELD_BITS
 
 
-def align_up(x, align: int):
+@overload
+def align_up(x: int, align: int) -> int: ...
+@overload
+def align_up(x: Int64Array, align: int) -> Int64Array: ...
+def align_up(x: int | Int64Array, align: int) -> int | Int64Array:
     """Round `x` (int or int64 array) up to a multiple of `align` (>= 1)."""
     return -(-x // align) * align
 
@@ -102,7 +108,7 @@ class PreparedBuckets:
     @property
     def note(self) -> str | None:
         """One line saying how the list changed, or None when SGLang captures it as given."""
-        parts = []
+        parts: list[str] = []
         if self.rounded:
             moved = ", ".join(f"{a} -> {b}" for a, b in self.rounded[:_NOTE_ITEMS])
             more = f", ... ({len(self.rounded)} in all)" if len(self.rounded) > _NOTE_ITEMS else ""
@@ -126,7 +132,7 @@ class StrategyModel:
     strategy: ClassVar[CPStrategy | None] = None
     """The `--cp-strategy` this models (None: no CP)."""
 
-    def __init__(self, cp_size: int, align_size: int | None = None):
+    def __init__(self, cp_size: int, align_size: int | None = None) -> None:
         self.cp_size = int(cp_size)
         self.align_rows = int(align_size) if align_size is not None else self.default_align_rows()
         """Row alignment (rows): `align_size`, or the runtime default of the mode."""
@@ -158,15 +164,15 @@ class StrategyModel:
         return self.cp_size
 
     # --- per forward ---------------------------------------------------------------------------
-    def local_tokens(self, batches: "BatchSet") -> np.ndarray:
+    def local_tokens(self, batches: "BatchSet") -> Int64Array:
         """[num_batches, cp_size] int64: logical tokens each rank holds for each batch."""
         raise NotImplementedError
 
-    def active(self, batches: "BatchSet") -> np.ndarray:
+    def active(self, batches: "BatchSet") -> BoolArray:
         """[num_batches] bool: whether each batch runs under CP (and may replay a CP graph)."""
         return batches.num_tokens >= self.min_capture_tokens
 
-    def rows(self, batches: "BatchSet") -> np.ndarray:
+    def rows(self, batches: "BatchSet") -> Int64Array:
         """[num_batches] int64: physical rows per rank, `align_up(max rank tokens, align_rows)`
         (0.5.23 `required_local_tokens`)."""
         raise NotImplementedError
@@ -186,30 +192,34 @@ class StrategyModel:
         return 2 * self.cp_size + 1
 
     # --- forwards known by size ------------------------------------------------------------
-    def worst_case_rows(self, num_tokens, num_requests):
+    def worst_case_rows(self, num_tokens: Int64Array, num_requests: Int64Array) -> Int64Array:
         """§2 upper bound on rows of any `num_requests` requests of `num_tokens` tokens
-        (int or int64 arrays): `align_up(floor(n/cp + k*(1 - 1/cp)), align)` zigzag,
+        ([N] int64 arrays): `align_up(floor(n/cp + k*(1 - 1/cp)), align)` zigzag,
         `align_up(ceil(n/cp), align)` interleave, `n` without CP."""
-        return self._share_rows(np.asarray(num_tokens))
+        return self._share_rows(np.asarray(num_tokens, dtype=np.int64))
 
-    def _share_rows(self, num_tokens):
+    @overload
+    def _share_rows(self, num_tokens: int) -> int: ...
+    @overload
+    def _share_rows(self, num_tokens: Int64Array) -> Int64Array: ...
+    def _share_rows(self, num_tokens: int | Int64Array) -> int | Int64Array:
         """Rows of `num_tokens` tokens dealt evenly over the ranks: `align_up(ceil(n/cp), align)`
         (0.5.23 `InterleaveCPBCGInput._max_local_tokens`, aligned)."""
         return align_up(-(-num_tokens // self.cp_size), self.align_rows)
 
-    def bound_active(self, num_tokens: np.ndarray, num_requests: np.ndarray,
-                     decode_requests: np.ndarray | None = None) -> np.ndarray:
+    def bound_active(self, num_tokens: Int64Array, num_requests: Int64Array,
+                     decode_requests: Int64Array | None = None) -> BoolArray:
         """[N] bool: some forward of `num_tokens` tokens in `num_requests` requests is CP-active.
         `decode_requests` [N] (optional): how many of those requests are one-token decode rows of
         a mixed-chunk forward."""
         return np.asarray(num_tokens) >= self.min_capture_tokens
 
-    def worst_forward_rows(self, num_tokens: np.ndarray, num_requests: np.ndarray) -> np.ndarray:
+    def worst_forward_rows(self, num_tokens: Int64Array, num_requests: Int64Array) -> Int64Array:
         """[N] int64: most rows any EXACTLY `num_requests[i]` requests of `num_tokens[i]` tokens
         need (forwards that cannot be CP-active get `worst_case_rows`)."""
         return np.asarray(self.worst_case_rows(num_tokens, num_requests), dtype=np.int64)
 
-    def worst_rows_upto(self, num_tokens: np.ndarray, max_requests: int) -> np.ndarray:
+    def worst_rows_upto(self, num_tokens: Int64Array, max_requests: int) -> Int64Array:
         """[N] int64 (`num_tokens` ascending, each CP-active): most rows any forward of that many
         tokens in AT MOST `max_requests` requests needs."""
         return np.asarray(self.worst_case_rows(num_tokens, np.ones_like(num_tokens)), dtype=np.int64)
@@ -236,7 +246,7 @@ class StrategyModel:
             )
         return pieces
 
-    def capacity_rows(self, sizes: np.ndarray, spec: "CaptureSpec") -> tuple[np.ndarray, np.ndarray]:
+    def capacity_rows(self, sizes: Int64Array, spec: "CaptureSpec") -> tuple[BoolArray, Int64Array]:
         """`(capturable [M] bool, C(B) [M] int64)` for bucket sizes `sizes` ([M] int64 tokens)
         under the capture layout of `spec`, vectorised (the rules of `capture_pieces`; `C` of an
         uncapturable size is meaningless)."""
@@ -251,10 +261,10 @@ class StrategyModel:
             ok &= full + (rest > 0) <= spec.max_capture_requests
         return ok, self._pieces_rows(full, rest, ctx)
 
-    def _single_request_rows(self, sizes: np.ndarray) -> np.ndarray:
+    def _single_request_rows(self, sizes: Int64Array) -> Int64Array:
         return self._pieces_rows(np.zeros_like(sizes), sizes, 1)
 
-    def _pieces_rows(self, full: np.ndarray, rest: np.ndarray, ctx: int) -> np.ndarray:
+    def _pieces_rows(self, full: Int64Array, rest: Int64Array, ctx: int) -> Int64Array:
         """[M] int64 rows of `full[i]` requests of `ctx` tokens plus one of `rest[i]`."""
         return np.asarray(self._share_rows(full * ctx + rest), dtype=np.int64)
 
@@ -278,11 +288,11 @@ class StrategyModel:
         multiple = self.bucket_multiple_tokens * (DEEPEP_BUCKET_MULTIPLE if deepep else 1)
         return PreparedBuckets(given, kept, rounded, dropped, multiple, least)
 
-    def round_buckets(self, sizes) -> np.ndarray:
+    def round_buckets(self, sizes: Sequence[int] | Int64Array) -> Int64Array:
         """[M] int64: each size rounded up as the runner rounds it (without DeepEP; no filter)."""
         return np.asarray(align_up(np.asarray(sizes, dtype=np.int64), self.bucket_multiple_tokens), dtype=np.int64)
 
-    def capture_grid(self, sizes: np.ndarray) -> np.ndarray:
+    def capture_grid(self, sizes: Int64Array) -> Int64Array:
         """[M'] int64: `sizes` ([M] int64 tokens) as the runner prepares them (rounded up, unique,
         ascending, `>= min_capture_tokens`), without DeepEP; may be empty."""
         out = np.unique(self.round_buckets(sizes))
@@ -300,11 +310,26 @@ class StrategyModel:
     min_capture_rule: ClassVar[str] = "cp_size"
     """`min_capture_tokens` in words, for messages."""
 
+    capture_emulated: ClassVar[bool] = False
+    """Whether `cpbcg capture` can emulate this mode's CP forward (its rank split lives in
+    `cpbcg.graph_capture.zigzag`: zigzag only)."""
+
+    # --- deployment -----------------------------------------------------------------------------
+    def server_flags(self) -> list[str]:
+        """The SGLang 0.5.23 server flags that run this mode with CP graphs: `--enable-prefill-cp
+        --attn-cp-size N --tp-size N --cp-strategy S --prefill-attention-backend A` (0.5.23 refuses
+        to start unless TP is a multiple of the CP size, and captures CP graphs only with
+        `attn_cp_size == tp_size` and the strategy's backend, `CP_GRAPH_BACKENDS`); none without CP."""
+        assert self.strategy is not None  # every CP mode names its strategy; NoCP overrides this
+        size = str(self.cp_size)
+        return ["--enable-prefill-cp", "--attn-cp-size", size, "--tp-size", size, "--cp-strategy", self.strategy.value,
+                "--prefill-attention-backend", CP_GRAPH_BACKENDS[self.strategy.value]]
+
 
 class NoCP(StrategyModel):
     """`cp_size == 1`: every forward is eligible for the plain prefill graphs; rows = tokens."""
 
-    def __init__(self, cp_size: int = 1, align_size: int | None = None):
+    def __init__(self, cp_size: int = 1, align_size: int | None = None) -> None:
         super().__init__(cp_size, align_size)
 
     def default_align_rows(self) -> int:
@@ -318,31 +343,34 @@ class NoCP(StrategyModel):
     def bucket_multiple_tokens(self) -> int:
         return 1
 
-    def local_tokens(self, batches: "BatchSet") -> np.ndarray:
+    def local_tokens(self, batches: "BatchSet") -> Int64Array:
         return batches.num_tokens.reshape(-1, 1).astype(np.int64)
 
-    def active(self, batches: "BatchSet") -> np.ndarray:
+    def active(self, batches: "BatchSet") -> BoolArray:
         return np.ones(batches.num_batches, dtype=bool)
 
-    def rows(self, batches: "BatchSet") -> np.ndarray:
+    def rows(self, batches: "BatchSet") -> Int64Array:
         return batches.num_tokens
 
     def rows_of(self, extend_seq_lens: Sequence[int]) -> int:
         return sum(int(x) for x in extend_seq_lens)
 
-    def worst_case_rows(self, num_tokens, num_requests):
+    def worst_case_rows(self, num_tokens: Int64Array, num_requests: Int64Array) -> Int64Array:
         return num_tokens
 
-    def bound_active(self, num_tokens: np.ndarray, num_requests: np.ndarray,
-                     decode_requests: np.ndarray | None = None) -> np.ndarray:
+    def bound_active(self, num_tokens: Int64Array, num_requests: Int64Array,
+                     decode_requests: Int64Array | None = None) -> BoolArray:
         return np.ones(len(num_tokens), dtype=bool)
 
     @property
     def adversarial_request_tokens(self) -> int:
         return 1
 
-    def _pieces_rows(self, full: np.ndarray, rest: np.ndarray, ctx: int) -> np.ndarray:
+    def _pieces_rows(self, full: Int64Array, rest: Int64Array, ctx: int) -> Int64Array:
         return np.asarray(full * ctx + rest, dtype=np.int64)
+
+    def server_flags(self) -> list[str]:
+        return []
 
     min_capture_rule = "1"
 
@@ -353,14 +381,14 @@ class Interleave(StrategyModel):
 
     strategy = CPStrategy.interleave
 
-    def local_tokens(self, batches: "BatchSet") -> np.ndarray:
+    def local_tokens(self, batches: "BatchSet") -> Int64Array:
         cp, n = self.cp_size, batches.num_tokens
         out = np.empty((batches.num_batches, cp), dtype=np.int64)
         for rank in range(cp):
             out[:, rank] = n // cp + (n % cp > rank)
         return out
 
-    def rows(self, batches: "BatchSet") -> np.ndarray:
+    def rows(self, batches: "BatchSet") -> Int64Array:
         return self._share_rows(batches.num_tokens)
 
     def rows_of(self, extend_seq_lens: Sequence[int]) -> int:
@@ -373,6 +401,7 @@ class Zigzag(StrategyModel):
 
     strategy = CPStrategy.zigzag
     min_capture_rule = "2*cp_size"
+    capture_emulated = True
 
     def default_align_rows(self) -> int:
         return 2 * self.cp_size
@@ -395,7 +424,7 @@ class Zigzag(StrategyModel):
                              tuple((r, seg - 1 - r) for r in range(self.cp_size)))
 
     @functools.cached_property
-    def extra_table(self) -> np.ndarray:
+    def extra_table(self) -> Int64Array:
         """[2*cp, cp] int64: `h_r(m)`, the tokens above `2*base` rank `r` holds of a request with
         remainder `m` (`[r < m] + [seg-1-r < m]`), read off `blocks(m)`; a request of `L = seg*base
         + m` tokens gives rank `r` `2*base + h_r(m)`."""
@@ -405,18 +434,18 @@ class Zigzag(StrategyModel):
             rows.append([split.block_tokens[a] + split.block_tokens[b] for a, b in split.rank_blocks])
         return np.asarray(rows, dtype=np.int64)
 
-    def _request_tokens(self, lengths: np.ndarray) -> np.ndarray:
+    def _request_tokens(self, lengths: Int64Array) -> Int64Array:
         """[..., cp] int64: per-rank tokens of single requests of `lengths` tokens."""
         base, rem = np.divmod(np.asarray(lengths, dtype=np.int64), 2 * self.cp_size)
         return 2 * base[..., None] + self.extra_table[rem]
 
-    def active(self, batches: "BatchSet") -> np.ndarray:
+    def active(self, batches: "BatchSet") -> BoolArray:
         if batches.num_batches == 0:
             return np.zeros(0, dtype=bool)
         shortest = np.minimum.reduceat(batches.extend_seq_lens, batches.offsets[:-1])
         return shortest >= self.min_request_tokens
 
-    def local_tokens(self, batches: "BatchSet") -> np.ndarray:
+    def local_tokens(self, batches: "BatchSet") -> Int64Array:
         out = np.empty((batches.num_batches, self.cp_size), dtype=np.int64)
         if batches.num_batches == 0:
             return out
@@ -425,11 +454,11 @@ class Zigzag(StrategyModel):
             out[:, rank] = twice_base + extra
         return out
 
-    def rows(self, batches: "BatchSet") -> np.ndarray:
+    def rows(self, batches: "BatchSet") -> Int64Array:
         twice_base, extras = self._extras(batches)
         return align_up(twice_base + functools.reduce(np.maximum, extras), self.align_rows)
 
-    def _extras(self, batches: "BatchSet") -> tuple[np.ndarray, list[np.ndarray]]:
+    def _extras(self, batches: "BatchSet") -> tuple[Int64Array, list[Int64Array]]:
         """`(2*sum(base) [num_batches], [cp] arrays of per-rank extras)`.
 
         The per-request extras (`extra_table[rem]`, 0..2 per rank) are packed 16 bits per rank
@@ -463,22 +492,22 @@ class Zigzag(StrategyModel):
             per_rank += self._request_tokens(np.int64(length))
         return int(align_up(int(per_rank.max()), self.align_rows))
 
-    def _pieces_rows(self, full: np.ndarray, rest: np.ndarray, ctx: int) -> np.ndarray:
+    def _pieces_rows(self, full: Int64Array, rest: Int64Array, ctx: int) -> Int64Array:
         tokens = full[:, None] * self._request_tokens(np.int64(ctx))[None, :] + self._request_tokens(rest)
         return np.asarray(align_up(tokens.max(axis=1), self.align_rows), dtype=np.int64)
 
     # --- worst cases -------------------------------------------------------------------------
-    def worst_case_rows(self, num_tokens, num_requests):
+    def worst_case_rows(self, num_tokens: Int64Array, num_requests: Int64Array) -> Int64Array:
         return align_up((num_tokens + num_requests * (self.cp_size - 1)) // self.cp_size, self.align_rows)
 
-    def bound_active(self, num_tokens: np.ndarray, num_requests: np.ndarray,
-                     decode_requests: np.ndarray | None = None) -> np.ndarray:
+    def bound_active(self, num_tokens: Int64Array, num_requests: Int64Array,
+                     decode_requests: Int64Array | None = None) -> BoolArray:
         """Every request needs `2*cp_size` tokens, so a mixed-chunk forward (one-token decode
         rows, `decode_requests > 0`) is never CP-active."""
         active = np.asarray(num_tokens) >= self.min_request_tokens * np.asarray(num_requests)
         return active if decode_requests is None else active & (np.asarray(decode_requests) == 0)
 
-    def worst_forward_rows(self, num_tokens: np.ndarray, num_requests: np.ndarray) -> np.ndarray:
+    def worst_forward_rows(self, num_tokens: Int64Array, num_requests: Int64Array) -> Int64Array:
         """Exact over exactly `k` requests. A request `L = seg*b + m` (`b >= 1`) gives rank `r`
         `2b + h_r(m)` tokens; splitting a request of base `b >= 2` into `seg` and `L - seg` leaves
         every rank's count unchanged, so exactly `k` requests with bases summing to `u >= k` reach
@@ -494,7 +523,7 @@ class Zigzag(StrategyModel):
             rows[mine] = align_up(tokens, self.align_rows)
         return rows
 
-    def worst_rows_upto(self, num_tokens: np.ndarray, max_requests: int) -> np.ndarray:
+    def worst_rows_upto(self, num_tokens: Int64Array, max_requests: int) -> Int64Array:
         """Exact over at most `max_requests` requests (zigzag needs every request `>= 2*cp`, so
         `k <= n // (2*cp)`); past `EXACT_DP_STEPS` the §2 bound. See `_zigzag_worst_tokens`."""
         cp = self.cp_size
@@ -503,7 +532,7 @@ class Zigzag(StrategyModel):
             return np.asarray(self.worst_case_rows(num_tokens, np.minimum(max_requests, num_tokens // (2 * cp))), dtype=np.int64)
         return np.asarray(align_up(self._worst_tokens(num_tokens, max_requests), self.align_rows), dtype=np.int64)
 
-    def _worst_tokens(self, n: np.ndarray, max_requests: int) -> np.ndarray:
+    def _worst_tokens(self, n: Int64Array, max_requests: int) -> Int64Array:
         """[N] most logical tokens one rank can hold for a zigzag batch of `n` tokens (n ascending)
         in at most `max_requests` requests.
 
@@ -525,7 +554,7 @@ class Zigzag(StrategyModel):
             np.maximum(best, _best_over_bases(q, n, max_requests, seg), out=best)
         return best
 
-    def _most_extra_tokens(self, rank: int, k_top: int) -> np.ndarray:
+    def _most_extra_tokens(self, rank: int, k_top: int) -> Int32Array:
         """[k_top + 1, S] int32: most `H` rank `rank` gets from 1..k requests whose residues sum
         to exactly `S` (row 0 unreachable: a batch holds at least one request)."""
         seg = 2 * self.cp_size
@@ -550,7 +579,7 @@ def _context(spec: "CaptureSpec") -> int:
     return int(ctx)
 
 
-def _exact_k_tokens(n: np.ndarray, k: int, seg: int, residue_rows: list[np.ndarray]) -> np.ndarray:
+def _exact_k_tokens(n: Int64Array, k: int, seg: int, residue_rows: list[Int32Array]) -> Int64Array:
     """[N] most logical tokens one rank holds over exactly `k` zigzag requests of `n` tokens
     (every `n >= seg*k`): max over ranks `r` and `u >= k` of `2u + Q_r(k, n - seg*u)`;
     `residue_rows[r]` is `Q_r(k, S)` for `S = 0..k*(seg-1)` (0 requests read as 0)."""
@@ -567,7 +596,7 @@ def _exact_k_tokens(n: np.ndarray, k: int, seg: int, residue_rows: list[np.ndarr
     return best
 
 
-def _best_over_bases(q: np.ndarray, n: np.ndarray, max_requests: int, seg: int) -> np.ndarray:
+def _best_over_bases(q: Int32Array, n: Int64Array, max_requests: int, seg: int) -> Int64Array:
     """[N] max over `u >= 1` of `2u + q[min(max_requests, u), n - seg*u]` (see `_worst_tokens`)."""
     k_top, width = q.shape[0] - 1, q.shape[1]
     out = np.full(len(n), _NONE, dtype=np.int64)

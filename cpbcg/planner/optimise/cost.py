@@ -14,10 +14,12 @@ replays in a heavily padded graph pays the graph cost even where eager would be 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
 from cpbcg.errors import ConfigError
+from cpbcg.planner.arrays import FloatArray, Int64Array
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.selector import BucketTable
@@ -42,12 +44,24 @@ class CostModel:
             if not np.isfinite(value) or value < 0:
                 raise ConfigError(f"cost.{name}: must be a finite number >= 0, got {value!r}")
 
-    def graph_ms(self, bucket_tokens):
+    @overload
+    def graph_ms(self, bucket_tokens: int) -> float: ...
+    @overload
+    def graph_ms(self, bucket_tokens: Int64Array) -> FloatArray: ...
+    def graph_ms(self, bucket_tokens: int | Int64Array) -> float | FloatArray:
         """Replay time of bucket(s) `bucket_tokens` (int or int64 array) in ms."""
+        if isinstance(bucket_tokens, int):
+            return self.graph_fixed_ms + bucket_tokens * self.token_ms
         return self.graph_fixed_ms + np.asarray(bucket_tokens, dtype=np.float64) * self.token_ms
 
-    def eager_ms(self, num_tokens):
+    @overload
+    def eager_ms(self, num_tokens: int) -> float: ...
+    @overload
+    def eager_ms(self, num_tokens: Int64Array) -> FloatArray: ...
+    def eager_ms(self, num_tokens: int | Int64Array) -> float | FloatArray:
         """Eager time of `num_tokens` (int or int64 array) in ms."""
+        if isinstance(num_tokens, int):
+            return self.eager_fixed_ms + num_tokens * self.token_ms
         return self.eager_fixed_ms + np.asarray(num_tokens, dtype=np.float64) * self.token_ms
 
     @property
@@ -57,7 +71,7 @@ class CostModel:
             return float("inf")
         return (self.eager_fixed_ms - self.graph_fixed_ms) / self.token_ms
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, float | str]:
         return {
             "graph_fixed_ms": self.graph_fixed_ms, "eager_fixed_ms": self.eager_fixed_ms,
             "token_ms": self.token_ms, "source": self.source,

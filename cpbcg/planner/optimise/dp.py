@@ -36,20 +36,26 @@ all layers at once: `O(K * sum of band lengths)`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
+from cpbcg.planner.arrays import Int32Array, Int64Array
 from cpbcg.planner.optimise import transition_costs
 from cpbcg.planner.optimise.transition_costs import AnchorRows, Prefix, Problem, ZoneRows
 
 __all__ = ["Problem", "Solution", "solve_band", "solve_monge"]
 
 
+StopRule = Callable[[int, "float | int"], bool]
+"""`stop(k, key)`: whether to end the layers after `k` buckets whose best objective is `key`."""
+
+
 @dataclass(frozen=True)
 class Solution:
     """Best list of at most k buckets, for each feasible k."""
 
-    lists: dict[int, np.ndarray]
+    lists: dict[int, Int64Array]
     """k -> candidate indices, ascending."""
     keys: dict[int, float | int]
     """k -> objective value of that list."""
@@ -97,7 +103,7 @@ class _Monge:
         return dp, arg
 
 
-def solve_monge(p: Problem, stop=None, step: int | None = None) -> Solution:
+def solve_monge(p: Problem, stop: StopRule | None = None, step: int | None = None) -> Solution:
     """Exact for Monge instances (module doc). `stop(k, key)` may end the layers early; `step`
     is the anchor spacing (default `ANCHOR_STEP`; any value >= 1 gives the same result)."""
     solver = _Monge(p, step or transition_costs.ANCHOR_STEP)
@@ -112,32 +118,35 @@ def solve_monge(p: Problem, stop=None, step: int | None = None) -> Solution:
     return _collect(p, layers, args, solver.pre)
 
 
-def _stop(p: Problem, layers, stop, pre) -> bool:
+def _stop(p: Problem, layers: list[np.ndarray], stop: StopRule, pre: Prefix) -> bool:
     tail = pre.e_total - pre.e_below
     total = layers[-1] + tail
     total[: p.final_floor] = p.inf
     return bool(stop(len(layers), total.min()))
 
 
-def _collect(p: Problem, layers, args, pre) -> Solution:
+def _collect(p: Problem, layers: list[np.ndarray], args: list[Int32Array], pre: Prefix) -> Solution:
     tail = pre.e_total - pre.e_below  # [m+1] eager value of the items with lo >= state
-    lists, keys = {}, {}
-    best_j, best_s, best = -1, -1, None
+    lists: dict[int, Int64Array] = {}
+    keys: dict[int, float | int] = {}
+    best_j, best_s = -1, -1
+    best: float | int | None = None
     for j, dp in enumerate(layers, start=1):
         total = dp + tail
         total[: p.final_floor] = p.inf
         total[0] = p.inf
         s = int(np.argmin(total))
         if total[s] < p.inf and (best is None or total[s] < best):
-            best_j, best_s, best = j, s, total[s]
+            best_j, best_s, best = j, s, total[s].item()
         if best_j >= 0:
             lists[j] = _walk(args, best_j, best_s)
-            keys[j] = best.item()
+            assert best is not None  # set with best_j
+            keys[j] = best
     return Solution(lists, keys)
 
 
-def _walk(args, j: int, s: int) -> np.ndarray:
-    chosen = []
+def _walk(args: list[Int32Array], j: int, s: int) -> Int64Array:
+    chosen: list[int] = []
     while s > 0:
         chosen.append(s - 1)
         s, j = int(args[j - 1][s]), j - 1

@@ -104,7 +104,7 @@ def guarantee_buckets(
         if last < lo_i:
             last = hi_i
             chosen.append(hi_i)
-    return sizes[chosen].tolist()
+    return [int(b) for b in sizes[chosen]]
 
 
 def check_guarantee(
@@ -120,7 +120,9 @@ def check_guarantee(
     if failing.size == 0:
         return GuaranteeCheck(True, None, None, None, None, 0)
     i = int(failing[0])
-    reason = sel.reason_of(i).value
+    eager = sel.reason_of(i)
+    assert eager is not None  # forward i is among the failing ones
+    reason = eager.value
     witness = _witness(int(n[i]), limits, cp, table, max_padding_factor)
     return GuaranteeCheck(False, int(n[i]), int(rows[i]), reason, witness, int(failing.size))
 

@@ -51,10 +51,11 @@ from typing import Sequence
 import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
+from cpbcg.planner.arrays import Int64Array
 from cpbcg.planner.optimise import dp
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.optimise.cost import CostModel
-from cpbcg.planner.evaluate import Demand
+from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.optimise.grid import CandidateGrid, candidate_grid
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.model.selector import replay_window_hi, replay_windows
@@ -234,8 +235,9 @@ class _Constraints:
     gap_free: bool
 
 
-def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_multiple, pinned, objective,
-              max_bucket_tokens, required, allow_gaps, need_graph) -> OptimalLists:
+def _optimise(demand: Demand, cp: CPLayout, cost: CostModel, max_buckets: int, max_tokens: int, spec: CaptureSpec,
+              factor: float, bucket_multiple: int, pinned: Sequence[int], objective: str, max_bucket_tokens: int | None,
+              required: Sequence[tuple[int, int]], allow_gaps: bool, need_graph: int | None) -> OptimalLists:
     if max_buckets < 1:
         raise ConfigError(f"max_buckets: must be >= 1, got {max_buckets}")
     if objective not in OBJECTIVES:
@@ -255,15 +257,16 @@ def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_mu
     cand = _candidates(w, grid, cost, rules, factor, objective)
     # a list never holds more buckets than there are candidates: no DP layer beyond that count
     problem, m_key = _problem(w, grid, cand, rules, cost, factor, objective, min(max_buckets, len(cand)))
-    stop = None
+    stop: dp.StopRule | None = None
     if need_graph is not None and m_key is not None:
-        total_w = int(w.weight.sum())
-        stop = lambda k, key: total_w - int(key) // m_key >= need_graph  # noqa: E731
+        total_w, key_m, need = int(w.weight.sum()), m_key, need_graph
+        stop = lambda k, key: total_w - int(key) // key_m >= need  # noqa: E731
     monge = problem.dead.dtype == np.int64 or bool(np.all(problem.weight * problem.gamma[problem.hi] <= problem.dead))
     solution = dp.solve_monge(problem, stop) if monge else dp.solve_band(problem)
     sizes = grid.sizes[cand]
     lists = {k: sizes[idx].tolist() for k, idx in solution.lists.items()}
-    graph, times = {}, {}
+    graph: dict[int, int] = {}
+    times: dict[int, float] = {}
     for k, chosen in lists.items():
         graph[k], times[k] = _list_outcome(w, grid, chosen, cost)
     if lists and stop is None:  # limits above the candidate count: the same list as the largest feasible one
@@ -277,7 +280,8 @@ def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_mu
     )
 
 
-def _constraints(grid, required, pin_index, max_tokens, factor, allow_gaps) -> _Constraints:
+def _constraints(grid: CandidateGrid, required: Sequence[tuple[int, int]], pin_index: Int64Array, max_tokens: int,
+                 factor: float, allow_gaps: bool) -> _Constraints:
     req = np.asarray(list(required), dtype=np.int64).reshape(-1, 2)
     if req.size and (np.any(req[:, 0] < 1) or np.any(req[:, 1] < 0)):
         raise ConfigError("required: each forward is (num_tokens >= 1, rows >= 0)")
@@ -326,7 +330,8 @@ def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constr
     return cand
 
 
-def _problem(w, grid, cand, rules: _Constraints, cost, factor, objective, max_buckets):
+def _problem(w: Windows, grid: CandidateGrid, cand: Int64Array, rules: _Constraints, cost: CostModel, factor: float,
+             objective: str, max_buckets: int) -> tuple[dp.Problem, int | None]:
     """The `dp.Problem` on the candidates, and the key's `M` (coverage) or None."""
     sizes = grid.sizes[cand]
     m = len(cand)
@@ -335,11 +340,12 @@ def _problem(w, grid, cand, rules: _Constraints, cost, factor, objective, max_bu
     hi = replay_window_hi(sizes, w.num_tokens[order], factor)
     weight, n = w.weight[order], w.num_tokens[order]
     if objective == "coverage":
-        m_key = int((weight * sizes[hi]).sum()) + 1
-        if (int(weight.sum()) + 1) * m_key < _KEY_LIMIT:
-            dead, gamma = weight * m_key + weight * n, sizes.astype(np.int64)
+        key_m = int((weight * sizes[hi]).sum()) + 1
+        m_key: int | None = key_m
+        if (int(weight.sum()) + 1) * key_m < _KEY_LIMIT:
+            dead, gamma = weight * key_m + weight * n, sizes.astype(np.int64)
         else:  # too large for exact int64 keys: the same order in float64 (ties may round)
-            dead, gamma, m_key = (weight * float(m_key) + weight * n).astype(np.float64), sizes.astype(np.float64), None
+            dead, gamma, m_key = (weight * float(key_m) + weight * n).astype(np.float64), sizes.astype(np.float64), None
     else:
         m_key = None
         dead, gamma = w.eager_ms[order], np.asarray(cost.graph_ms(sizes), dtype=np.float64)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Mapping, TypedDict
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.background import Background
 from cpbcg.planner.optimise.capture_cost import CaptureEstimate, estimate_capture
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
-from cpbcg.planner.model.capacity import local_capacity, minimum_capture_tokens
+from cpbcg.planner.model.capacity import CaptureSpec, local_capacity, minimum_capture_tokens
 from cpbcg.planner.model.layout import BatchSet, local_rows
 from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms
 from cpbcg.planner.model.demand import Demand
@@ -242,7 +242,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
     with Background(_fit_buckets, split.head, *fit_args) if validate else nullcontext() as held_out:
         buckets, optimal = _fit(whole, *fit_args)
         evaluation = evaluate_demand(whole, BucketTable.build(buckets, deployment.cp, deployment.capture), deployment.cp, deployment.max_padding_factor)
-        validation = _validation(split, held_out.result(), deployment, held_back or {}) if validate else None
+        validation = _validation(split, held_out.result(), deployment, held_back or {}) if held_out is not None else None
     if floor is not None:
         notes.append(_floor_note(floor, buckets, whole))
     table = deployment.table()
@@ -322,6 +322,18 @@ def _headroom(deployment: Deployment, chunk: int, requests: int) -> tuple[Headro
     return Headroom(chunk, requests, rows, capacity), None
 
 
+class _ListOptions(TypedDict):
+    """The options `_fit` hands to `optimise` and `fewest_for_coverage` alike (their keywords)."""
+
+    spec: CaptureSpec
+    max_padding_factor: float
+    bucket_multiple: int
+    pinned: list[int]
+    max_bucket_tokens: int
+    allow_gaps: bool
+    required: list[tuple[int, int]]
+
+
 def _fit(demand: Demand, deployment: Deployment, settings: RecommendSettings, max_buckets: int, chunk: int,
          headroom: Headroom | None, floor: tuple[int, int] | None = None) -> tuple[list[int], OptimalLists]:
     """The list for `demand` (best of `max_buckets`, or the fewest reaching the coverage target)
@@ -330,11 +342,11 @@ def _fit(demand: Demand, deployment: Deployment, settings: RecommendSettings, ma
     top = min(int(np.floor(chunk * factor)), max(chunk, MAX_BUCKET_TOKENS)) if headroom is not None else chunk
     if settings.include and max(settings.include) > top:
         raise ConfigError(f"include: bucket {max(settings.include)} is above the largest candidate {top} (max_padding_factor x the chunk {chunk})")
-    common = dict(
-        spec=deployment.capture, max_padding_factor=factor, bucket_multiple=settings.bucket_multiple,
-        pinned=sorted(set(settings.include)), max_bucket_tokens=top, allow_gaps=settings.allow_gaps,
-        required=([] if headroom is None else [(headroom.chunk_tokens, headroom.worst_rows)]) + ([] if floor is None else [floor]),
-    )
+    common: _ListOptions = {
+        "spec": deployment.capture, "max_padding_factor": factor, "bucket_multiple": settings.bucket_multiple,
+        "pinned": sorted(set(settings.include)), "max_bucket_tokens": top, "allow_gaps": settings.allow_gaps,
+        "required": ([] if headroom is None else [(headroom.chunk_tokens, headroom.worst_rows)]) + ([] if floor is None else [floor]),
+    }
     if settings.target_coverage is not None:
         fewest = fewest_for_coverage(demand, deployment.cp, deployment.cost, settings.target_coverage, chunk,
                                      max_buckets=max_buckets, **common)

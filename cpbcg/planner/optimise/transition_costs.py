@@ -29,13 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cpbcg.planner.arrays import Int64Array
+
 ZONE_TABLE_LIMIT = 1 << 22
 """Largest zone table (values, and item-state pairs to build it) before the anchor evaluator
 takes over: about 32 MiB of int64 (`ZoneRows`)."""
 ANCHOR_STEP = 32
 """Spacing of the anchor table's rows (candidates): memory ~ sum(band) / step, extra work per
 row ~ step / 2 items."""
-INT_INF = np.int64(1) << np.int64(62)
+INT_INF: np.int64 = np.int64(1 << 62)
 """Infeasible-state sentinel of the int64 key (keys are checked to stay below 2**61)."""
 
 
@@ -67,7 +69,8 @@ class Problem:
         return len(self.gamma)
 
     @property
-    def inf(self):
+    def inf(self) -> np.int64 | float:
+        """The unreachable value in `dead`'s dtype (`INT_INF` for int64 keys, else `inf`)."""
         return INT_INF if self.dead.dtype == np.int64 else np.inf
 
 
@@ -94,7 +97,8 @@ class Prefix:
 
     def tcost(self, x: np.ndarray, b: np.ndarray, gamma: np.ndarray) -> np.ndarray:
         """`tcost(x, b)` for `x <= band_lo[b]` (every item with `lo < x` is dead at `b`)."""
-        return self.e_dead[b] - self.e_below[x] + gamma[b] * self.w_live[b]
+        cost: np.ndarray = self.e_dead[b] - self.e_below[x] + gamma[b] * self.w_live[b]
+        return cost
 
 
 def cumsum0(values: np.ndarray) -> np.ndarray:
@@ -134,7 +138,8 @@ class Anchors:
         self.table = p.gamma[b] * w_live + _segment_cumsum(dead, seg_start, length)
 
     def lookup(self, x: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return self.table[self.offset[x // self.step] + b - x]
+        cost: np.ndarray = self.table[self.offset[x // self.step] + b - x]
+        return cost
 
 
 def histogram(index: np.ndarray, values: np.ndarray, length: int) -> np.ndarray:
@@ -155,7 +160,8 @@ def histogram(index: np.ndarray, values: np.ndarray, length: int) -> np.ndarray:
 def _segment_cumsum(values: np.ndarray, seg_start: np.ndarray, length: np.ndarray) -> np.ndarray:
     """Cumulative sums restarting at each segment (segments tile `values` in order)."""
     total = cumsum0(values)
-    return total[1:] - np.repeat(total[seg_start], length)
+    sums: np.ndarray = total[1:] - np.repeat(total[seg_start], length)
+    return sums
 
 
 def last_argmin(total: np.ndarray, col: np.ndarray, cstart: np.ndarray, ncol: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -217,7 +223,7 @@ class ZoneRows:
             return None
         return cls(p, pre, dead_lo, mix_lo, length)
 
-    def __call__(self, dp_prev, b, left, right) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, dp_prev: np.ndarray, b: Int64Array, left: Int64Array, right: Int64Array) -> tuple[Int64Array, np.ndarray]:
         """Largest argmin and min over `a in [left, right]` of `dp_prev[a] + tcost(a, b)`, per row."""
         col, cstart, ncol = _columns(left, right)
         total = dp_prev[col] - np.repeat(self.gamma[b], ncol) * self.w_below[col]  # zone B
@@ -241,7 +247,7 @@ class AnchorRows:
         self.p, self.pre, self.step = p, pre, step
         self.anchors = Anchors(p, pre, step)
 
-    def __call__(self, dp_prev, b, left, right) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, dp_prev: np.ndarray, b: Int64Array, left: Int64Array, right: Int64Array) -> tuple[Int64Array, np.ndarray]:
         """Largest argmin and min over `a in [left, right]` of `dp_prev[a] + tcost(a, b)`, per row.
 
         Per row, one anchor `x` with a known `tcost(x, b)` (`anchor`): `left` itself when it is

@@ -10,7 +10,6 @@ they are read the same way. A request of 0 prompt tokens is skipped and counted 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -18,8 +17,8 @@ import numpy as np
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.jsonl_table import REQUEST_CHUNK_BYTES, json_length, json_time, load_json_line
-from cpbcg.planner.traces.records import RequestChunk, RequestSpec, TimeUnit, drop_empty_prompts
-from cpbcg.planner.traces.text import iter_line_chunks
+from cpbcg.planner.traces.records import RequestChunk, RequestItem, RequestSpec, TimeUnit, drop_empty_prompts, known_lines
+from cpbcg.planner.traces.text import TracePath, iter_line_chunks
 
 SPEC = RequestSpec("aibrix", "prompt_length", "timestamp", TimeUnit.ms, output_field="output_length")
 LENGTH_KEYS = (("prompt_length", "output_length"), ("Prompt Length", "Output Length"))
@@ -30,7 +29,7 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
     return {"timestamp", "requests"} <= sniff.keys
 
 
-def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, object]]:
+def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
     """Yield `(chunk, line_numbers)`: one request per entry of each line's `requests`."""
     with_outputs: bool | None = None
     for first, lines in iter_line_chunks(path, REQUEST_CHUNK_BYTES):
@@ -42,7 +41,7 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
             for i, request in enumerate(group):
                 where = f"requests[{i}]."
                 keys = _length_keys(request)
-                if keys is None:
+                if keys is None or not isinstance(request, dict):
                     raise TraceError(located(path, line_no, f'{where[:-1]}: expected an object with "prompt_length" (or "Prompt Length")'))
                 prompt_key, output_key = keys
                 lengths.append(json_length(path, line_no, where + prompt_key, request[prompt_key], 1, zero_ok=True))
@@ -58,7 +57,7 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
         chunk = RequestChunk(np.array(lengths, dtype=np.int64), np.array(times, dtype=np.float64), None,
                              np.array(outputs, dtype=np.int64) if with_outputs else None)
         numbers = np.array(line_nos, dtype=np.int64)
-        yield drop_empty_prompts(chunk, lambda numbers=numbers: numbers, "prompt_length")
+        yield drop_empty_prompts(chunk, known_lines(numbers), "prompt_length")
 
 
 def _length_keys(request: object) -> tuple[str, str] | None:
@@ -70,7 +69,7 @@ def _length_keys(request: object) -> tuple[str, str] | None:
     return None
 
 
-def _line(path: Path, line_no: int, line: bytes) -> tuple[float, list]:
+def _line(path: TracePath, line_no: int, line: bytes) -> tuple[float, list[object]]:
     record = load_json_line(path, line_no, line)
     if not isinstance(record, dict):
         raise TraceError(located(path, line_no, f'expected {{"timestamp": ..., "requests": [...]}}, got {type(record).__name__}'))

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable
+
+if TYPE_CHECKING:
+    from cpbcg.planner.traces.records import TraceItem
+    from cpbcg.planner.traces.text import TracePath
 
 
 class TraceKind(str, Enum):
@@ -40,7 +43,7 @@ class Sniff:
     """The first bytes of the trace (decompressed, up to 1 MiB)."""
     cut: bool
     """`line` was longer than `MAX_LINE_BYTES` (only whole-file formats may accept it)."""
-    path: Path | None = None
+    path: TracePath | None = None
     """The trace itself, for formats that look past `head` (SGLang logs); None when unknown."""
 
     @property
@@ -80,5 +83,5 @@ class TraceFormatInfo:
     """What `read` yields."""
     recognises: Callable[[Sniff, ReadOptions], bool]
     """Whether a trace starting like `Sniff` is in this format (auto-detection)."""
-    read: Callable[[Path, ReadOptions], Iterator]
+    read: Callable[[TracePath, ReadOptions], Iterable[TraceItem]]
     """Stream the trace (lazily); raises `TraceError` naming file and line."""

@@ -17,18 +17,18 @@ import json
 import re
 from contextlib import contextmanager
 from itertools import chain
-from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TypeGuard
 
 import numpy as np
 import orjson
 
 from cpbcg.errors import TraceError, located
+from cpbcg.planner.arrays import Int64Array
 from cpbcg.planner.model.layout import MAX_TOKENS, BatchSet
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.fastparse import parse_canonical
 from cpbcg.planner.traces.jsonl_table import json_excerpt, load_json_line, load_json_records
-from cpbcg.planner.traces.text import MAX_LINE_BYTES, check_line_lengths, iter_blob_chunks, split_lines, trace_path
+from cpbcg.planner.traces.text import MAX_LINE_BYTES, TracePath, check_line_lengths, iter_blob_chunks, split_lines, trace_path
 
 FIELD = "extend_seq_lens"
 _LONG_INTEGER = re.compile(rb"\d{20}")
@@ -38,28 +38,28 @@ length) then stay in cache, and memory stays small; `benchmarks/bench_plan.py` t
 against 16 MiB chunks."""
 
 
-def read_batch_trace(path: str | Path, chunk_bytes: int = BATCH_CHUNK_BYTES) -> Iterator[BatchSet]:
+def read_batch_trace(path: str | TracePath, chunk_bytes: int = BATCH_CHUNK_BYTES) -> Iterator[BatchSet]:
     """Stream a batch trace as `BatchSet` chunks.
 
     Raises `TraceError` (`FILE:LINE: ...`) for malformed lines and for a trace with no batch.
     """
-    path = trace_path(path)
+    where = trace_path(path)
     seen_any = False
-    for first_line, blob in iter_blob_chunks(path, chunk_bytes):
+    for first_line, blob in iter_blob_chunks(where, chunk_bytes):
         if blob.isspace():  # only blank lines: nothing to parse (one C scan, not a list of lines)
             continue
         batches = _parse_canonical_checked(blob)
         if batches is None:
             lines = split_lines(blob)
-            check_line_lengths(path, first_line, lines)
+            check_line_lengths(where, first_line, lines)
             batches = _parse_fast(lines)
         if batches is None:
-            batches = _parse_slow(path, first_line, lines)
+            batches = _parse_slow(where, first_line, lines)
         if batches.num_batches:
             seen_any = True
             yield batches
     if not seen_any:
-        raise TraceError(located(path, 1, "empty trace: no batches"))
+        raise TraceError(located(where, 1, "empty trace: no batches"))
 
 
 def _parse_canonical_checked(blob: bytes) -> BatchSet | None:
@@ -91,25 +91,32 @@ def _parse_fast(lines: list[bytes]) -> BatchSet | None:
     blob = b"".join(body)
     if b"true" in blob or b"false" in blob or b"null" in blob:
         return None
-    with _gc_paused():
+    with _gc_paused():  # the parsed records are freed when `_fast_arrays` returns, before the collector resumes
         try:
-            records = load_json_records(body)
-            seqs = [r[FIELD] if type(r) is dict else r for r in records]
-            if any(type(seq) is not list for seq in seqs):
-                return None
-            sizes = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-            flat = np.array(list(chain.from_iterable(seqs)))
-            counted = b'"count"' in blob or b"\\" in blob  # a key may spell "count" with JSON escapes
-            weights = np.array([r.get("count", 1) if type(r) is dict else 1 for r in records]) if counted else np.ones(len(seqs), np.int64)
+            arrays = _fast_arrays(body, counted=b'"count"' in blob or b"\\" in blob)  # a key may spell "count" with JSON escapes
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError):
             return None
-        finally:
-            records = seqs = None  # free before the collector resumes
+    if arrays is None:
+        return None
+    sizes, flat, weights = arrays
     if flat.dtype != np.int64 or flat.ndim != 1 or weights.dtype != np.int64 or weights.ndim != 1:
         return None
     if not np.all(sizes > 0) or not _in_range(flat) or not _in_range(weights):
         return None
     return BatchSet.from_sizes(flat, sizes, weights)
+
+
+def _fast_arrays(body: list[bytes], counted: bool) -> tuple[Int64Array, np.ndarray, np.ndarray] | None:
+    """`(sizes, flat lengths, counts)` of JSON batch lines as numpy reads them (dtypes checked by
+    the caller), or None when a record is not a list of lengths; raises what parsing raises."""
+    records = load_json_records(body)
+    seqs = [r[FIELD] if type(r) is dict else r for r in records]
+    if any(type(seq) is not list for seq in seqs):
+        return None
+    sizes = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    flat = np.array(list(chain.from_iterable(seqs)))
+    weights = np.array([r.get("count", 1) if type(r) is dict else 1 for r in records]) if counted else np.ones(len(seqs), np.int64)
+    return sizes, flat, weights
 
 
 @contextmanager
@@ -123,7 +130,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _parse_slow(path: Path, first_line: int, lines: list[bytes]) -> BatchSet:
+def _parse_slow(path: TracePath, first_line: int, lines: list[bytes]) -> BatchSet:
     seqs: list[list[int]] = []
     counts: list[int] = []
     for line_no, line in enumerate(lines, start=first_line):
@@ -135,7 +142,7 @@ def _parse_slow(path: Path, first_line: int, lines: list[bytes]) -> BatchSet:
     return BatchSet.from_lists(seqs, counts) if seqs else BatchSet(np.zeros(0, np.int64), np.zeros(1, np.int64))
 
 
-def parse_batch_line(path: Path, line_no: int, line: bytes) -> tuple[list[int], int]:
+def parse_batch_line(path: TracePath, line_no: int, line: bytes) -> tuple[list[int], int]:
     """Parse one batch line into `(extend_seq_lens, count)`; raises `TraceError` naming the line."""
 
     def fail(message: str) -> TraceError:
@@ -158,22 +165,24 @@ def parse_batch_line(path: Path, line_no: int, line: bytes) -> tuple[list[int], 
         raise fail(f"{where}: expected a list of lengths, got {type(seq).__name__}")
     if not seq:
         raise fail(f"{where}: empty batch")
+    lens: list[int] = []
     for i, value in enumerate(seq):
         if not _is_positive_int(value):
             raise fail(f"{where}[{i}]: {_shown(value)} is not a positive integer")
         if value > MAX_TOKENS:
             raise fail(f"{where}[{i}]: {value} is above the largest supported length {MAX_TOKENS}")
+        lens.append(value)
     if not _is_positive_int(count) or count > MAX_TOKENS:
         raise fail(f"count: {_shown(count)} is not a positive integer up to {MAX_TOKENS}")
-    return seq, count  # type: ignore[return-value]
+    return lens, count
 
 
-def _is_positive_int(value: object) -> bool:
+def _is_positive_int(value: object) -> TypeGuard[int]:
     return type(value) is int and value > 0
 
 
 def _in_range(values: np.ndarray) -> bool:
-    return values.size == 0 or (values.min() >= 1 and values.max() <= MAX_TOKENS)
+    return values.size == 0 or bool(values.min() >= 1 and values.max() <= MAX_TOKENS)
 
 
 def _shown(value: object) -> str:

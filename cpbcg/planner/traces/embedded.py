@@ -49,6 +49,8 @@ def synthetic_batches(
     return BatchSet.from_lists(batches)
 
 
-def _plain(length: int) -> tuple[int, int, int]:
-    """`(extend, prefix, output)` tokens of a synthetic request: no cache, no output."""
+def _plain(length: object) -> tuple[int, int, int]:
+    """`(extend, prefix, output)` tokens of a synthetic request (its length, an int): no cache, no output."""
+    if not isinstance(length, int):
+        raise TypeError(f"a synthetic request is its length in tokens, not {type(length).__name__}")
     return length, 0, 0

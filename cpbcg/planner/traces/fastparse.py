@@ -19,7 +19,9 @@ import re
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
+from cpbcg.planner.arrays import BoolArray, Int64Array
 from cpbcg.planner.model.layout import BatchSet
 
 _SHAPE = re.compile(rb'\[D\]|\{"extend_seq_lens": ?\[D\]((?:, ?"[A-Za-z_]+": ?D)*)\}')
@@ -75,6 +77,8 @@ def _parse_folded(data: np.ndarray, max_line_bytes: int) -> BatchSet | None:
         return None
     close = np.flatnonzero(data == _CLOSE)  # exactly one `]` per line (the shapes have one)
     values = _run_values(data, ends)
+    if values is None:  # a run past MAX_DIGITS (refused above already)
+        return None
     if shapes <= _PLAIN_SHAPES:
         last = np.searchsorted(starts, newlines) - 1  # index of each line's last number
         if (starts[last] > close).any():
@@ -180,12 +184,12 @@ def _parse_uniform(data: np.ndarray, max_line_bytes: int) -> BatchSet | None:
     return BatchSet.from_sizes(values, np.diff(np.flatnonzero(at_newline), prepend=-1), np.ones(n, dtype=np.int64))
 
 
-def _run_values(data: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
+def _run_values(data: np.ndarray, ends: np.ndarray) -> Int64Array | None:
     """[num_numbers] int64 values of the digit runs ending at `ends` (each a digit; `data[0]` is
     not one: every accepted line starts with `[` or `{`), one pass per digit column right to left
     while any run goes on; None when a run is longer than `MAX_DIGITS`. Summed in int32 up to
     nine digits."""
-    values = (data[ends] - np.uint8(_ZERO)).astype(np.int32)
+    values: npt.NDArray[np.int32 | np.int64] = (data[ends] - np.uint8(_ZERO)).astype(np.int32)
     going = np.ones(len(ends), dtype=bool)
     at = ends.copy()
     scale = 1
@@ -217,6 +221,7 @@ def _bytes_at(data: np.ndarray, positions: np.ndarray, pattern: bytes) -> bool:
     )
 
 
-def _digit(values: np.ndarray) -> np.ndarray:
+def _digit(values: np.ndarray) -> BoolArray:
     """[n] bool: which bytes (uint8) are ASCII digits (one comparison: below `0` wraps high)."""
-    return (values - np.uint8(_ZERO)) < 10
+    digits: BoolArray = (values - np.uint8(_ZERO)) < 10
+    return digits

@@ -8,7 +8,6 @@ is said in a note (`read input_tokens as prompt length`)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Iterable, Iterator
 
 import orjson
@@ -17,8 +16,8 @@ from cpbcg.errors import TraceError
 from cpbcg.planner.traces.base import ReadOptions, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.csv_table import header_columns, read_csv_requests
 from cpbcg.planner.traces.jsonl_table import read_jsonl_requests
-from cpbcg.planner.traces.records import RequestSpec
-from cpbcg.planner.traces.text import display, first_line
+from cpbcg.planner.traces.records import RequestItem, RequestSpec
+from cpbcg.planner.traces.text import TracePath, display, first_line
 
 PROMPT_NAMES = ("input_tokens", "prompt_tokens", "input_len", "prompt_len")
 """Prompt-length columns recognised without `--length-field` (tokens), in order of preference."""
@@ -39,7 +38,7 @@ def detects(names: Iterable[str], options: ReadOptions) -> bool:
     return bool(options.length_field) or _first(names, PROMPT_NAMES) is not None
 
 
-def table_spec(path: Path, label: str, names: list[str], options: ReadOptions) -> tuple[RequestSpec, tuple[str, ...]]:
+def table_spec(path: TracePath, label: str, names: list[str], options: ReadOptions) -> tuple[RequestSpec, tuple[str, ...]]:
     """The spec of a generic table with columns `names`, and the notes naming every field found
     by its name rather than given by an option. `TraceError` (naming `--length-field`) when no
     prompt-length field is given or found."""
@@ -57,19 +56,19 @@ def table_spec(path: Path, label: str, names: list[str], options: ReadOptions) -
     return spec, (f"read {', '.join(read)}",) if read else ()
 
 
-def _noted(chunks: Iterator, notes: tuple[str, ...]) -> Iterator:
+def _noted(chunks: Iterable[RequestItem], notes: tuple[str, ...]) -> Iterator[RequestItem]:
     """The reader's `(chunk, line_numbers)` pairs, the first chunk carrying `notes`."""
     for i, (chunk, line_numbers) in enumerate(chunks):
         yield (replace(chunk, notes=chunk.notes + notes) if i == 0 and notes else chunk), line_numbers
 
 
-def _read_csv(path: Path, options: ReadOptions) -> Iterator:
+def _read_csv(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
     line_no, line = first_line(path)
     spec, notes = table_spec(path, "csv", header_columns(path, line_no, line), options)
     return _noted(read_csv_requests(path, spec), notes)
 
 
-def _read_jsonl(path: Path, options: ReadOptions) -> Iterator:
+def _read_jsonl(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
     _, line = first_line(path)
     try:
         record = orjson.loads(line)

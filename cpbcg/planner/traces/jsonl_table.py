@@ -7,21 +7,22 @@ line (`FILE:LINE: ...`). Both paths apply the same rules (`records.py`).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import orjson
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, drop_empty_prompts, lengths_ok, parse_time_values
-from cpbcg.planner.traces.text import EXCERPT_CHARS, excerpt, first_line, iter_line_chunks, time_problem
+from cpbcg.planner.traces.records import (
+    MAX_REQUEST_TOKENS, LineNumbers, RequestChunk, RequestItem, RequestSpec, drop_empty_prompts, known_lines, lengths_ok, parse_time_values,
+)
+from cpbcg.planner.traces.text import EXCERPT_CHARS, TracePath, excerpt, first_line, iter_line_chunks, time_problem
 
 REQUEST_CHUNK_BYTES = 4 << 20
 """Bytes of lines parsed at once (bounds memory: a chunk's Python objects are ~10x its bytes)."""
 
 
-def load_json_line(path: Path, line_no: int, line: bytes) -> object:
+def load_json_line(path: TracePath, line_no: int, line: bytes) -> object:
     """`orjson.loads(line)`, or `TraceError` `FILE:LINE: not valid JSON (...)` (also for nesting
     beyond orjson's depth limit)."""
     try:
@@ -30,15 +31,15 @@ def load_json_line(path: Path, line_no: int, line: bytes) -> object:
         raise TraceError(located(path, line_no, f"not valid JSON ({exc.msg[:80]})")) from None
 
 
-def load_json_records(lines: list[bytes]) -> list:
+def load_json_records(lines: list[bytes]) -> list[Any]:
     """Each line parsed on its own as one JSON value (`orjson.loads`), the rule of every
     JSONL reader's fast and careful paths alike: a line holding two comma-joined values
     (`[5], [6]`) is not valid JSON on any path. Raises `orjson.JSONDecodeError` (the careful
-    path then names the line)."""
+    path then names the line). The values are orjson's (typed `Any`: any JSON value)."""
     return list(map(orjson.loads, lines))
 
 
-def read_jsonl_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestChunk, object]]:
+def read_jsonl_requests(path: TracePath, spec: RequestSpec) -> Iterator[RequestItem]:
     """Yield `(chunk, line_numbers)`; `line_numbers()` gives the [n] int64 line of each request."""
     line_no, line = first_line(path)
     try:
@@ -51,10 +52,11 @@ def read_jsonl_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[Request
     output = spec.output_field if spec.output_field and (spec.output_field in record or not spec.optional_output) else None
     for first, lines in iter_line_chunks(path, REQUEST_CHUNK_BYTES):
         chunk = _fast(first, lines, spec, hashes, output)
-        yield drop_empty_prompts(*(chunk if chunk is not None else _slow(path, first, lines, spec, hashes, output)), spec.length_field)
+        requests, line_numbers = chunk if chunk is not None else _slow(path, first, lines, spec, hashes, output)
+        yield drop_empty_prompts(requests, line_numbers, spec.length_field)
 
 
-def _fast(first: int, lines: list[bytes], spec: RequestSpec, hash_field: str | None, output_field: str | None):
+def _fast(first: int, lines: list[bytes], spec: RequestSpec, hash_field: str | None, output_field: str | None) -> RequestItem | None:
     body = [line for line in lines if not line.isspace()]
     blob = b"".join(body)
     if b"true" in blob or b"false" in blob or b"null" in blob:
@@ -82,23 +84,25 @@ def _fast(first: int, lines: list[bytes], spec: RequestSpec, hash_field: str | N
     return chunk, _nonblank_line_numbers(lines, first)
 
 
-def _nonblank_line_numbers(lines: list[bytes], first: int):
+def _nonblank_line_numbers(lines: list[bytes], first: int) -> LineNumbers:
     """Line of each request, as a thunk that keeps no reference to `lines`."""
     if not any(line.isspace() for line in lines):
         count = len(lines)
         return lambda: first + np.arange(count, dtype=np.int64)
     numbers = np.array([i for i, line in enumerate(lines, start=first) if not line.isspace()], dtype=np.int64)
-    return lambda: numbers
+    return known_lines(numbers)
 
 
-def _hashes_ok(hashes: list) -> bool:
-    if any(type(h) is not list for h in hashes):
-        return False
-    return all(type(x) is int for h in hashes for x in h)
+def _hashes_ok(hashes: list[object]) -> bool:
+    return all(type(h) is list and all(type(x) is int for x in h) for h in hashes)
 
 
-def _slow(path: Path, first: int, lines: list[bytes], spec: RequestSpec, hash_field: str | None, output_field: str | None):
-    lengths, outputs, times, hashes, line_nos = [], [], [], [], []
+def _slow(path: TracePath, first: int, lines: list[bytes], spec: RequestSpec, hash_field: str | None, output_field: str | None) -> RequestItem:
+    lengths: list[int] = []
+    outputs: list[int] = []
+    times: list[float] = []
+    hashes: list[list[int]] = []
+    line_nos: list[int] = []
     for line_no, line in enumerate(lines, start=first):
         if line.isspace():
             continue
@@ -122,10 +126,10 @@ def _slow(path: Path, first: int, lines: list[bytes], spec: RequestSpec, hash_fi
         hashes if hash_field else None,
         np.array(outputs, dtype=np.int64) if output_field else None,
     )
-    return chunk, lambda: np.array(line_nos, dtype=np.int64)
+    return chunk, known_lines(np.array(line_nos, dtype=np.int64))
 
 
-def json_length(path: Path, line_no: int, field: str, value: object, minimum: int, zero_ok: bool = False) -> int:
+def json_length(path: TracePath, line_no: int, field: str, value: object, minimum: int, zero_ok: bool = False) -> int:
     """A JSON token count: an integer in [minimum, MAX_REQUEST_TOKENS] (or 0 with `zero_ok`: a
     row the caller skips), else `TraceError`."""
     integral = type(value) is int or (type(value) is float and value.is_integer())
@@ -137,7 +141,7 @@ def json_length(path: Path, line_no: int, field: str, value: object, minimum: in
     return value
 
 
-def json_time(path: Path, line_no: int, spec: RequestSpec, value: object) -> float:
+def json_time(path: TracePath, line_no: int, spec: RequestSpec, value: object) -> float:
     """One JSON timestamp in seconds, else `TraceError` naming the field."""
     try:
         return float(parse_time_values([value], spec.time_unit)[0])
@@ -145,7 +149,7 @@ def json_time(path: Path, line_no: int, spec: RequestSpec, value: object) -> flo
         raise TraceError(located(path, line_no, time_problem(spec.time_field or "", json_excerpt(value), exc))) from None
 
 
-def _json_hashes(path: Path, line_no: int, field: str, blocks: object) -> list[int]:
+def _json_hashes(path: TracePath, line_no: int, field: str, blocks: object) -> list[int]:
     if type(blocks) is not list or not all(type(x) is int for x in blocks):
         raise TraceError(located(path, line_no, f"{field}: expected a list of integers"))
     return blocks

@@ -9,12 +9,16 @@ Timestamps may be Parquet timestamps, numbers (the table's unit) or datetime str
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
+if TYPE_CHECKING:  # pyarrow is imported when a Parquet file is read
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
 from cpbcg.errors import TraceError, located
+from cpbcg.planner.arrays import FloatArray, Int64Array
 import cpbcg.planner.traces.azure as azure
 import cpbcg.planner.traces.burstgpt as burstgpt
 import cpbcg.planner.traces.mooncake as mooncake
@@ -23,9 +27,10 @@ import cpbcg.planner.traces.splitwise as splitwise
 import cpbcg.planner.traces.vidur as vidur
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import (
-    FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, datetime_seconds, drop_empty_prompts, numeric_seconds,
+    FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestItem, RequestSpec, datetime_seconds, drop_empty_prompts,
+    known_lines, numeric_seconds,
 )
-from cpbcg.planner.traces.text import display, excerpt, is_stdin, require_regular, show_names
+from cpbcg.planner.traces.text import TracePath, display, excerpt, file_of, require_regular, show_names
 
 MAGIC = b"PAR1"
 LAST_SECOND = float((LAST_DATE - FIRST_DATE) / np.timedelta64(1, "s"))
@@ -37,15 +42,14 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
     return sniff.head.startswith(MAGIC)
 
 
-def _pyarrow(path: Path):
+def _require_pyarrow(path: TracePath) -> None:
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet  # noqa: F401  (only whether it imports)
     except ImportError:
         raise TraceError(f"{display(path)}: reading Parquet traces needs pyarrow: pip install 'cpbcg[parquet]'") from None
-    return pq
 
 
-def table_spec(path: Path, names: list[str], options: ReadOptions) -> RequestSpec:
+def table_spec(path: TracePath, names: list[str], options: ReadOptions) -> RequestSpec:
     """The request table whose length column the file has (or the generic `length_field`)."""
     if not options.length_field:
         for spec in (azure.SPEC, burstgpt.spec(options), splitwise.SPEC, vidur.SPEC, mooncake.SPEC):
@@ -56,14 +60,17 @@ def table_spec(path: Path, names: list[str], options: ReadOptions) -> RequestSpe
     return replace(generic.table_spec(path, "csv", names, options)[0], label="parquet")
 
 
-def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, object]]:
+def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
     """Yield `(chunk, row_numbers)` per batch of rows."""
-    if is_stdin(path):
+    file = file_of(path)
+    if file is None:
         raise TraceError(f"{display(path)}: Parquet cannot be read from standard input; give the file")
-    require_regular(path)
-    pq = _pyarrow(path)
+    require_regular(file)
+    _require_pyarrow(file)
+    import pyarrow.parquet as pq
+
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(file)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
         raise TraceError(f"{path}: not a readable Parquet file ({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 120)[1:-1]})") from None
     names = parquet.schema_arrow.names
@@ -72,11 +79,11 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
     row = 1
     for batch in _batches(path, parquet, wanted):
         chunk, rows = _chunk(path, row, batch, spec, names)
-        yield drop_empty_prompts(chunk, lambda rows=rows: rows, spec.length_field)
+        yield drop_empty_prompts(chunk, known_lines(rows), spec.length_field)
         row += batch.num_rows
 
 
-def _columns(path: Path, spec: RequestSpec, names: list[str]) -> list[str]:
+def _columns(path: TracePath, spec: RequestSpec, names: list[str]) -> list[str]:
     required = [spec.length_field, *(f for f, _ in spec.filters)]
     required += [spec.time_field] if spec.time_field and not spec.optional_time else []
     required += [spec.output_field] if spec.output_field and not spec.optional_output else []
@@ -87,34 +94,34 @@ def _columns(path: Path, spec: RequestSpec, names: list[str]) -> list[str]:
     return required + optional
 
 
-def _batches(path: Path, parquet, columns: list[str]):
+def _batches(path: TracePath, parquet: pq.ParquetFile, columns: list[str]) -> Iterator[pa.RecordBatch]:
     try:
         yield from parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
     except (OSError, ValueError) as exc:
         raise TraceError(f"{path}: corrupt Parquet data ({excerpt(str(exc), 120)[1:-1]})") from None
 
 
-def _chunk(path: Path, row: int, batch, spec: RequestSpec, names: list[str]) -> tuple[RequestChunk, np.ndarray]:
+def _chunk(path: TracePath, row: int, batch: pa.RecordBatch, spec: RequestSpec, names: list[str]) -> tuple[RequestChunk, Int64Array]:
     """The requests of a batch that pass the filters, and their [n] int64 1-based rows."""
     keep = np.ones(batch.num_rows, dtype=bool)
     for field, value in spec.filters:
         keep &= np.asarray(batch.column(field).to_pylist(), dtype=object) == value
     lengths = _ints(path, row, batch, spec.length_field, 0)[keep]  # 0-token prompts: skipped by the caller
-    outputs = _ints(path, row, batch, spec.output_field, 0)[keep] if spec.output_field in batch.schema.names else None
+    outputs = _ints(path, row, batch, spec.output_field, 0)[keep] if spec.output_field and spec.output_field in batch.schema.names else None
     times = _times(path, row, batch, spec)[keep] if spec.time_field in batch.schema.names else None
     return RequestChunk(lengths, times, None, outputs), row + np.flatnonzero(keep)
 
 
-def _ints(path: Path, row: int, batch, field: str, minimum: int) -> np.ndarray:
+def _ints(path: TracePath, row: int, batch: pa.RecordBatch, field: str, minimum: int) -> Int64Array:
     import pyarrow.types as pat
 
     column = batch.column(field)
     if column.null_count:
-        bad = int(np.flatnonzero(np.asarray(column.is_null()))[0])
-        raise TraceError(located(path, row + bad, f"{field}: null is not a token count"))
+        null = int(np.flatnonzero(np.asarray(column.is_null()))[0])
+        raise TraceError(located(path, row + null, f"{field}: null is not a token count"))
     if not pat.is_integer(column.type):
         raise TraceError(f"{path}: column {field}: type {column.type}, expected integers (token counts)")
-    values = column.to_numpy(zero_copy_only=False).astype(np.int64)
+    values: Int64Array = column.to_numpy(zero_copy_only=False).astype(np.int64)
     bad = np.flatnonzero((values < minimum) | (values > MAX_REQUEST_TOKENS)) if column.type != "uint64" else np.flatnonzero(column.to_numpy() > MAX_REQUEST_TOKENS)
     if len(bad):
         value = column[int(bad[0])].as_py()
@@ -123,7 +130,7 @@ def _ints(path: Path, row: int, batch, field: str, minimum: int) -> np.ndarray:
     return values
 
 
-def _times(path: Path, row: int, batch, spec: RequestSpec) -> np.ndarray:
+def _times(path: TracePath, row: int, batch: pa.RecordBatch, spec: RequestSpec) -> FloatArray:
     import pyarrow as pa
     import pyarrow.types as pat
 
@@ -134,7 +141,7 @@ def _times(path: Path, row: int, batch, spec: RequestSpec) -> np.ndarray:
     try:
         if pat.is_timestamp(column.type):
             per_s = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[column.type.unit]
-            seconds = column.cast(pa.int64()).to_numpy(zero_copy_only=False) / per_s
+            seconds: FloatArray = column.cast(pa.int64()).to_numpy(zero_copy_only=False) / per_s
             if ((seconds < 0) | (seconds >= LAST_SECOND)).any():
                 raise ValueError("date out of range (1970..2199)")
             return seconds

@@ -7,11 +7,12 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Callable
+from typing import Callable, Union
 
 import numpy as np
 
-from cpbcg.planner.model.layout import MAX_TOKENS
+from cpbcg.planner.arrays import Int64Array
+from cpbcg.planner.model.layout import MAX_TOKENS, BatchSet
 
 BLOCK_TOKENS = 512
 """Tokens per prefix-hash block (Mooncake `hash_ids`)."""
@@ -62,14 +63,25 @@ class SkippedRows:
     """The prompt-length field that held 0 (`ContextTokens`)."""
 
 
-def drop_empty_prompts(chunk: RequestChunk, line_numbers: Callable[[], np.ndarray], field: str) -> tuple[RequestChunk, Callable[[], np.ndarray]]:
+LineNumbers = Callable[[], Int64Array]
+"""Computes (on demand: only messages need them) the [n] int64 line numbers of a chunk's rows."""
+RequestItem = tuple[RequestChunk, LineNumbers]
+"""What a request-trace reader yields: a chunk and its rows' line numbers."""
+
+
+def known_lines(lines: Int64Array) -> LineNumbers:
+    """Line numbers already at hand (`lines`, [n] int64) as a `LineNumbers`."""
+    return lambda: lines
+
+
+def drop_empty_prompts(chunk: RequestChunk, line_numbers: LineNumbers, field: str) -> RequestItem:
     """`(chunk, line_numbers)` without the rows whose prompt is 0 tokens, counted in
     `chunk.skipped` (`field` names the prompt-length field); unchanged when there are none."""
     empty = chunk.input_tokens == 0
     if not empty.any():
         return chunk, line_numbers
     keep = ~empty
-    lines = np.asarray(line_numbers())
+    lines = np.asarray(line_numbers(), dtype=np.int64)
     skipped = SkippedRows(int(empty.sum()), int(lines[int(np.argmax(empty))]), field)
     hashes = None if chunk.hash_ids is None else [h for h, k in zip(chunk.hash_ids, keep.tolist()) if k]
     kept = replace(
@@ -169,7 +181,7 @@ class TimeUnit(str, Enum):
     """Numbers are seconds, strings are wall-clock datetimes."""
 
 
-def parse_time_values(values: list, unit: TimeUnit) -> np.ndarray:
+def parse_time_values(values: list[object], unit: TimeUnit) -> np.ndarray:
     """[n] float64 seconds from numbers or numeric strings (ms or s by `unit`), or, with
     `TimeUnit.auto`, wall-clock datetime strings (seconds since 1970, years 1970..2199).
 
@@ -244,3 +256,7 @@ class RequestSpec:
     images_field: str | None = None
     """Field holding the request's image count (CSV only: Azure 2025 `NumImages`), read when the
     header has it, or None."""
+
+
+TraceItem = Union[BatchSet, ForwardSizes, RequestItem]
+"""What a trace reader yields, by its `TraceKind`: `BatchSet`s, `ForwardSizes` or `RequestItem`s."""

@@ -13,12 +13,12 @@ import stat
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator, TypeVar
 
 import orjson
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.choices import TRACE_FORMAT_ALIASES, TRACE_FORMAT_NAMES, trace_format_name
+from cpbcg.planner.choices import TRACE_FORMAT_NAMES, TraceFormat, trace_format_name
 import cpbcg.planner.traces.aibrix as aibrix
 import cpbcg.planner.traces.azure as azure
 import cpbcg.planner.traces.batches as batches
@@ -33,10 +33,11 @@ import cpbcg.planner.traces.vidur as vidur
 import cpbcg.planner.traces.vllm_bench as vllm_bench
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.csv_table import header_columns
-from cpbcg.planner.traces.records import ReadNotes
+from cpbcg.planner.model.layout import BatchSet
+from cpbcg.planner.traces.records import ForwardSizes, ReadNotes, RequestChunk, RequestItem, TraceItem
 from cpbcg.planner.traces.stream import checked_requests
 from cpbcg.planner.traces.text import (
-    MAX_LINE_BYTES, binary_error, display, gz_note, is_stdin, long_line, looks_binary, open_binary, read_errors, read_head, trace_path,
+    MAX_LINE_BYTES, TracePath, binary_error, display, file_of, gz_note, long_line, looks_binary, open_binary, read_errors, read_head, trace_path,
 )
 
 FORMATS: tuple[TraceFormatInfo, ...] = (
@@ -59,9 +60,6 @@ BY_NAME = {f.name: f for f in FORMATS}
 if tuple(BY_NAME) != TRACE_FORMAT_NAMES:
     raise ImportError(f"cpbcg.planner.choices.TRACE_FORMAT_NAMES {TRACE_FORMAT_NAMES} differ from the registry {tuple(BY_NAME)}")
 
-TraceFormat = Enum("TraceFormat", {"auto": "auto", **{f.name.replace("-", "_"): f.name for f in FORMATS}}, type=str)  # type: ignore[misc]
-TraceFormat.__doc__ = "What a trace holds (`--trace-format`); `auto` detects it from the first line."
-TraceFormat._missing_ = classmethod(lambda cls, value: cls.__members__.get(TRACE_FORMAT_ALIASES.get(value, "").replace("-", "_")))  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -70,8 +68,9 @@ class OpenedTrace:
 
     format: TraceFormatInfo
     """The format read (never `auto`)."""
-    items: Iterator
-    """`BatchSet`, `RequestChunk` or `ForwardSizes` chunks by `format.kind` (reading happens while iterating)."""
+    items: Iterable[TraceItem | RequestChunk]
+    """`BatchSet`, `RequestChunk` or `ForwardSizes` chunks by `format.kind` (reading happens while
+    iterating); `batch_chunks`, `forward_chunks` and `request_chunks` give them typed."""
     notes: ReadNotes = field(default_factory=ReadNotes)
     """Rows skipped and the readers' notes (request traces; complete once `items` is exhausted)."""
 
@@ -84,8 +83,39 @@ class OpenedTrace:
         """True when the trace gives forward sizes only, so plans from it are worst-case bounds."""
         return self.format.kind is TraceKind.forwards
 
+    def batch_chunks(self) -> Iterator[BatchSet]:
+        """The items of a batch trace; `TraceError` on the first item of another kind."""
+        return _only(self.items, BatchSet, self)
 
-def sniff(path: Path) -> Sniff:
+    def forward_chunks(self) -> Iterator[ForwardSizes]:
+        """The items of a server log (forward sizes); `TraceError` on the first item of another kind."""
+        return _only(self.items, ForwardSizes, self)
+
+    def request_chunks(self) -> Iterator[RequestChunk]:
+        """The items of a request trace; `TraceError` on the first item of another kind."""
+        return _only(self.items, RequestChunk, self)
+
+
+_Item = TypeVar("_Item", BatchSet, ForwardSizes, RequestChunk)
+
+
+def _only(items: Iterable[object], kind: type[_Item], opened: OpenedTrace) -> Iterator[_Item]:
+    """`items`, each checked to be a `kind` (one check per chunk)."""
+    for item in items:
+        if not isinstance(item, kind):
+            raise TraceError(f"{opened.notes.trace or opened.format.label}: a {opened.format.label} gives {type(item).__name__} chunks, not {kind.__name__}")
+        yield item
+
+
+def _request_items(items: Iterable[TraceItem], fmt: TraceFormatInfo) -> Iterator[RequestItem]:
+    """The `(chunk, line_numbers)` pairs of a request reader, each checked (one check per chunk)."""
+    for item in items:
+        if not isinstance(item, tuple):
+            raise TraceError(f"{fmt.label}: the reader gives {type(item).__name__} chunks, not requests")
+        yield item
+
+
+def sniff(path: TracePath) -> Sniff:
     """The first non-blank line of `path` as JSON and as a CSV header, and its first bytes.
 
     Raises `TraceError` for an empty, unreadable or corrupt trace.
@@ -116,7 +146,7 @@ MAX_BLANK_BYTES = 256 << 20
 """Most bytes of blank lines format detection reads past before the first record."""
 
 
-def _after_blank_lines(path: Path) -> tuple[int, bytes]:
+def _after_blank_lines(path: TracePath) -> tuple[int, bytes]:
     """`(blank lines skipped, the bytes from the first non-blank line on)`, at most
     `MAX_LINE_BYTES + 2` of them, reading past up to `MAX_BLANK_BYTES` of blank lines (a
     `TraceError` beyond; an empty result when the trace holds nothing else)."""
@@ -148,7 +178,8 @@ def _json(line: bytes) -> object | None:
     if line.lstrip()[:1] not in (b"{", b"["):
         return None
     try:
-        return orjson.loads(line)
+        value: object = orjson.loads(line)
+        return value
     except orjson.JSONDecodeError:
         return None
 
@@ -162,27 +193,28 @@ def _header(line: bytes) -> list[str] | None:
         return None
 
 
-def detect_format(path: Path | str, options: ReadOptions | str | None = None) -> Enum:
+def detect_format(path: TracePath | str, options: ReadOptions | str | None = None) -> Enum:
     """The `TraceFormat` of a trace (see `detect`); `options` may be just a `length_field`."""
     if not isinstance(options, ReadOptions):
         options = ReadOptions(length_field=options)
     return TraceFormat(detect(path, options).name)
 
 
-def detect(path: Path | str, options: ReadOptions = ReadOptions()) -> TraceFormatInfo:
+def detect(path: TracePath | str, options: ReadOptions = ReadOptions()) -> TraceFormatInfo:
     """The first format in `FORMATS` that recognises the trace. Raises `TraceError` naming the
     first line when none does (binary data, invalid JSON, unknown keys or columns)."""
-    path = trace_path(path)
-    if not is_stdin(path):
-        _require_file(path)
-    first = sniff(path)
+    where = trace_path(path)
+    file = file_of(where)
+    if file is not None:
+        _require_file(file)
+    first = sniff(where)
     for fmt in FORMATS:
         if fmt.recognises(first, options):
             return fmt
-    raise _unknown(path, first)
+    raise _unknown(where, first)
 
 
-def _unknown(path, first: Sniff) -> TraceError:
+def _unknown(path: TracePath, first: Sniff) -> TraceError:
     if first.cut:
         return long_line(path, first.line_no)
     if looks_binary(first.line):
@@ -198,7 +230,7 @@ def _unknown(path, first: Sniff) -> TraceError:
     return _unknown_kind(path, first.line_no, "CSV", "columns: " + ", ".join(n[:40] for n in names[:8]))
 
 
-def _unknown_kind(path, line_no: int, kind: str, names: str) -> TraceError:
+def _unknown_kind(path: TracePath, line_no: int, kind: str, names: str) -> TraceError:
     plain = "; read as plain text: no gzip magic bytes despite the .gz name" if gz_note(path) else ""
     shown = names if len(names) <= 48 else names[:45] + "..."
     known = ", ".join(f.name for f in FORMATS if f.name not in ("csv", "jsonl"))
@@ -215,20 +247,22 @@ def format_info(trace_format: str | Enum) -> TraceFormatInfo | None:
     return None if name == "auto" else BY_NAME[name]
 
 
-def open_trace(path: Path | str, trace_format: str | Enum = "auto", options: ReadOptions = ReadOptions()) -> OpenedTrace:
+def open_trace(path: TracePath | str, trace_format: str | Enum = "auto", options: ReadOptions = ReadOptions()) -> OpenedTrace:
     """Open a trace (`-` = standard input) in `trace_format` (`auto` detects it) for streaming.
 
     Request formats yield `RequestChunk`s checked for time order and emptiness; batch traces
     `BatchSet`s; server logs `ForwardSizes` (a bound). Raises `TraceError` (`FILE:LINE: ...`).
     """
-    path = trace_path(path)
-    if not is_stdin(path):  # a FIFO or /dev/fd/N would block or be read once: detection reads the start twice
-        _require_file(path)
-    fmt = format_info(trace_format) or detect(path, options)
-    items, notes = fmt.read(path, options), ReadNotes(display(path))
+    where = trace_path(path)
+    file = file_of(where)
+    if file is not None:  # a FIFO or /dev/fd/N would block or be read once: detection reads the start twice
+        _require_file(file)
+    fmt = format_info(trace_format) or detect(where, options)
+    read, notes = fmt.read(where, options), ReadNotes(display(where))
     if fmt.kind is TraceKind.requests:
-        items = checked_requests(path, items, _filter_note(options) if fmt is burstgpt.FORMAT else "", options.strict, notes)
-    return OpenedTrace(fmt, items, notes)
+        empty_note = _filter_note(options) if fmt is burstgpt.FORMAT else ""
+        return OpenedTrace(fmt, checked_requests(where, _request_items(read, fmt), empty_note, options.strict, notes), notes)
+    return OpenedTrace(fmt, read, notes)
 
 
 def _require_file(path: Path) -> None:
@@ -246,9 +280,9 @@ def _filter_note(options: ReadOptions) -> str:
     return f" (after the filters {', '.join(shown)})" if shown else ""
 
 
-def read_requests(path: Path | str, trace_format: str | Enum = "auto", options: ReadOptions = ReadOptions()) -> Iterator:
+def read_requests(path: TracePath | str, trace_format: str | Enum = "auto", options: ReadOptions = ReadOptions()) -> Iterator[RequestChunk]:
     """The `RequestChunk` stream of a request trace; `TraceError` if the trace is of another kind."""
     opened = open_trace(path, trace_format, options)
     if opened.kind is not TraceKind.requests:
         raise TraceError(f"{display(path)}: a {opened.format.label}, not a request trace")
-    return opened.items
+    return opened.request_chunks()

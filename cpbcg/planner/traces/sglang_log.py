@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from functools import lru_cache
 from typing import Iterator, NamedTuple
 
@@ -45,7 +44,7 @@ from cpbcg.errors import TraceError, located
 from cpbcg.planner.model.layout import MAX_TOKENS
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
-from cpbcg.planner.traces.text import check_blob_lines, display, is_stdin, iter_blob_chunks, open_binary, read_errors
+from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, open_binary, read_errors
 
 MARK = b"Prefill batch"
 DETECT_BYTES = 256 << 20
@@ -87,7 +86,7 @@ def parse_records(line: bytes) -> list[Record]:
     """Every `Prefill batch` record of one physical line, split at each mark (module doc)."""
     marks = [m.start() for m in re.finditer(re.escape(MARK), line)]
     records: list[Record] = []
-    first_prefix: re.Match | None = None
+    first_prefix: re.Match[bytes] | None = None
     for i, at in enumerate(marks):
         before = line[marks[i - 1] + len(MARK) if i else 0:at]
         prefixes = [m for m in _PREFIX.finditer(before) if m.group(1) or m.group(2).strip()]
@@ -106,7 +105,7 @@ def _ranks(tags_text: bytes) -> tuple[int, tuple[tuple[bytes, int], ...]]:
     return next((v for name, v in tags if name == b"DP"), 0), tuple((name, v) for name, v in tags if name != b"DP")
 
 
-def _record(prefix: re.Match | None, body: bytes) -> Record:
+def _record(prefix: re.Match[bytes] | None, body: bytes) -> Record:
     dp, printer = _ranks(prefix.group(2)) if prefix else (0, ())
     head = _HEAD.match(body)
     seq, token = _SEQ.search(body), _TOKEN.search(body)
@@ -169,10 +168,10 @@ class LogReader:
     complete afterwards. Raises `TraceError` (`FILE:1: ...`) when the log has no readable
     `Prefill batch` record at all."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: TracePath | str):
         self.path = path
         self.summary = LogSummary()
-        self._printed: dict[tuple[int, tuple], int] = {}
+        self._printed: dict[tuple[int, tuple[tuple[bytes, int], ...]], int] = {}
         self._kept: dict[int, int] = {}
         self._recent: dict[int, dict[int, tuple[int | None, int | None]]] = {}
         self._started = False
@@ -260,7 +259,7 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
     return find_mark(path) is not None
 
 
-def find_mark(path: Path | str, limit: int = DETECT_BYTES) -> int | None:
+def find_mark(path: TracePath | str, limit: int = DETECT_BYTES) -> int | None:
     """Byte offset (decompressed) of the first `Prefill batch` within `limit` bytes, or None;
     reads 4 MiB at a time (bounded memory)."""
     seen, tail = 0, b""
@@ -277,7 +276,7 @@ def find_mark(path: Path | str, limit: int = DETECT_BYTES) -> int | None:
     return None
 
 
-def read(path: Path, options: ReadOptions) -> LogReader:
+def read(path: TracePath, options: ReadOptions) -> LogReader:
     """The log's distinct forwards as `ObservedForwards` chunks (a `LogReader`)."""
     return LogReader(path)
 

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator, Literal
 
 import numpy as np
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
-from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk
-from cpbcg.planner.traces.text import display, iter_blob_chunks
+from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestItem, known_lines
+from cpbcg.planner.traces.text import TracePath, display, iter_blob_chunks
 
 CHUNK_REQUESTS = 65536
 _STATS = re.compile(rb"ReqTimeStats\(rid=([^,\s]+)[^)]*?input_len=(\d{1,12}), cached_input_len=(\d{1,12}), output_len=(\d{1,12})[^\n]*")
@@ -50,7 +49,7 @@ def _seconds(stamp: bytes) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
 
 
-def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, Callable[[], np.ndarray]]]:
+def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
     """`(RequestChunk, line numbers)` sorted by arrival (module doc). Raises `TraceError` when no
     request line reads."""
     seen: set[bytes] = set()
@@ -78,10 +77,10 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, Calla
     line_nos = np.array(lines, dtype=np.int64)[order]
     for start in range(0, len(a), CHUNK_REQUESTS):
         end = start + CHUNK_REQUESTS
-        yield RequestChunk(prompt[start:end], arrival[start:end], None, output[start:end]), (lambda s=start, e=end: line_nos[s:e])
+        yield RequestChunk(prompt[start:end], arrival[start:end], None, output[start:end]), known_lines(line_nos[start:end])
 
 
-def _stats_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None | bool:
+def _stats_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None | Literal[False]:
     m = _STATS.search(line)
     if m is None:
         return False
@@ -97,19 +96,20 @@ def _stats_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None |
     return _row(seen, m.group(1), arrival, int(m.group(2)) - int(m.group(3)), int(m.group(4)))
 
 
-def _finish_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None | bool:
+def _finish_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None | Literal[False]:
     values = {key: rx.search(line) for key, rx in _META.items()}
+    prompt, completion, cached, e2e = (values[key] for key in _META)
     rid, when = _ID.search(line), _WHEN.search(line)
-    if any(v is None for k, v in values.items() if k != "cached_tokens") or when is None or rid is None:
+    if prompt is None or completion is None or e2e is None or when is None or rid is None:
         return False
     if rid.group(1) in seen:
         return None
-    cached = int(values["cached_tokens"].group(1)) if values["cached_tokens"] else 0  # type: ignore[union-attr]
-    arrival = _seconds(when.group(1)) - float(values["e2e_latency"].group(1))  # type: ignore[union-attr]
-    return _row(seen, rid.group(1), arrival, int(values["prompt_tokens"].group(1)) - cached, int(values["completion_tokens"].group(1)))  # type: ignore[union-attr]
+    cached_tokens = int(cached.group(1)) if cached else 0
+    arrival = _seconds(when.group(1)) - float(e2e.group(1))
+    return _row(seen, rid.group(1), arrival, int(prompt.group(1)) - cached_tokens, int(completion.group(1)))
 
 
-def _row(seen: set[bytes], rid: bytes, arrival: float, prompt: int, output: int) -> tuple[float, int, int] | bool:
+def _row(seen: set[bytes], rid: bytes, arrival: float, prompt: int, output: int) -> tuple[float, int, int] | Literal[False]:
     if not (1 <= max(prompt, 1) <= MAX_REQUEST_TOKENS and 0 <= output <= MAX_REQUEST_TOKENS) or prompt < 0:
         return False
     seen.add(rid)

@@ -26,11 +26,10 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Iterator
 
 from cpbcg.planner.traces.sglang_log import DETECT_BYTES, MARK
-from cpbcg.planner.traces.text import display, is_stdin, iter_blob_chunks
+from cpbcg.planner.traces.text import TracePath, display, is_stdin, iter_blob_chunks
 
 _DATE = re.compile(rb"(\d{4}-\d\d-\d\d)[ T]\d\d:\d\d:\d\d")
 _VERSION = re.compile(rb"\bsglang(?:[ _-]?version)?\s*(?:==|[:=]|\s)\s*v?(\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)", re.IGNORECASE)
@@ -110,7 +109,7 @@ class LogSettings:
         return tuple(int(p) for p in re.findall(r"\d+", self.version)[:3])
 
 
-def read_log_settings(path: Path | str) -> LogSettings:
+def read_log_settings(path: TracePath | str) -> LogSettings:
     """Settings of an SGLang log (module doc), reading its start-up output: up to the first
     `Prefill batch` line, at most `DETECT_BYTES`. Standard input is not read (it is read once,
     by the forwards): an empty `LogSettings`. Raises `TraceError` only when the file cannot be read."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from cpbcg.errors import TraceError
 from cpbcg.planner.model.layout import BatchSet
@@ -53,7 +53,7 @@ class BatchSource:
     """Format of the trace as read (never `auto`); None for the embedded default."""
     simulation: Simulation | None
     """The scheduler simulation for request traces (its `summary()` is complete after iterating)."""
-    forwards: Iterator[ForwardSizes] | None = None
+    forwards: Iterable[ForwardSizes] | None = None
     """Forward sizes of a server log (bound mode), or None; `batches` then refuses to iterate."""
     log: LogSettings | None = None
     """What an SGLang server log says about its deployment (`read_log_settings`), else None."""
@@ -100,11 +100,12 @@ def open_source(
     opened = open_trace(trace, trace_format, options)
     fmt = TraceFormat(opened.format.name)
     if opened.kind is TraceKind.batches:
-        return BatchSource(opened.items, fmt, None, spec=spec)
+        return BatchSource(opened.batch_chunks(), fmt, None, spec=spec)
     if opened.kind is TraceKind.forwards:
-        log = read_log_settings(trace) if isinstance(opened.items, LogReader) else None
-        return BatchSource(_bound_only(trace), fmt, None, opened.items, log, spec=spec)
-    simulation = Simulation(opened.items, scheduler, progress)
+        if isinstance(opened.items, LogReader):
+            return BatchSource(_bound_only(trace), fmt, None, opened.items, read_log_settings(trace), spec=spec)
+        return BatchSource(_bound_only(trace), fmt, None, opened.forward_chunks(), None, spec=spec)
+    simulation = Simulation(opened.request_chunks(), scheduler, progress)
     return BatchSource(iter(simulation), fmt, simulation, spec=spec, read_notes=opened.notes)
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import io
 import sys
-from typing import IO
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 from cpbcg.errors import TraceError
 
@@ -28,7 +31,7 @@ class _StdinTap:
         """The whole input fits in `head`: it can be re-read any number of times."""
         self.passed_head = False
 
-    def open(self, name: str) -> IO[bytes]:
+    def open(self, name: str) -> "_TapReader":
         if self.passed_head:
             raise TraceError(f"{name}: standard input was already read; give the trace as a file")
         return _TapReader(self)
@@ -41,14 +44,15 @@ class _TapReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer).cast("B")
         head = self.tap.head
         if self.pos < len(head) or self.tap.complete:
-            data = head[self.pos : self.pos + len(buffer)]
+            data = head[self.pos : self.pos + len(view)]
         else:
             self.tap.passed_head = True
-            data = self.tap.stream.read(len(buffer))
-        buffer[: len(data)] = data
+            data = self.tap.stream.read(len(view))
+        view[: len(data)] = data
         self.pos += len(data)
         return len(data)
 

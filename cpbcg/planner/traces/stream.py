@@ -3,17 +3,17 @@ trace holds at least one request."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.traces.records import ReadNotes, RequestChunk
+from cpbcg.planner.traces.records import LineNumbers, ReadNotes, RequestChunk, RequestItem
+from cpbcg.planner.traces.text import TracePath
 
 
 def checked_requests(
-    path: Path, chunks: Iterable[tuple[RequestChunk, object]], empty_note: str = "", strict: bool = False,
+    path: TracePath, chunks: Iterable[RequestItem], empty_note: str = "", strict: bool = False,
     notes: ReadNotes | None = None,
 ) -> Iterator[RequestChunk]:
     """The chunks of a reader (`(chunk, line_numbers)` pairs), checked across chunk borders;
@@ -42,10 +42,10 @@ def checked_requests(
 class _TimeOrder:
     """Refuses decreasing arrival times, naming the first offending line."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: TracePath):
         self.path, self.last_s = path, -np.inf
 
-    def check(self, arrival_s: np.ndarray | None, line_nos) -> None:
+    def check(self, arrival_s: np.ndarray | None, line_nos: LineNumbers) -> None:
         if arrival_s is None or not len(arrival_s):
             return
         previous = np.concatenate([[self.last_s], arrival_s[:-1]])

@@ -14,13 +14,14 @@ Every reader opens its input here, so one set of rules holds for every format:
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
 import stat
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import Iterator, Union
 
 import numpy as np
 
@@ -51,13 +52,21 @@ class _StdinPath:
 
 
 STDIN_PATH = _StdinPath()
+TracePath = Union[Path, _StdinPath]
+"""A trace as the readers hold it: a file, or `STDIN_PATH`."""
 
 
-def trace_path(path: Path | str | _StdinPath) -> Path | _StdinPath:
+def trace_path(path: Path | str | _StdinPath) -> TracePath:
     """`Path(path)`, or `STDIN_PATH` for `-`: what every reader holds and names in messages."""
-    if path is STDIN_PATH or str(path) == STDIN:
+    if isinstance(path, _StdinPath) or str(path) == STDIN:
         return STDIN_PATH
     return Path(path)
+
+
+def file_of(path: TracePath | str) -> Path | None:
+    """The file `path` names, or None for standard input (`-`)."""
+    where = trace_path(path)
+    return None if isinstance(where, _StdinPath) else where
 
 
 def is_stdin(path: object) -> bool:
@@ -66,24 +75,25 @@ def is_stdin(path: object) -> bool:
 
 def display(path: object) -> str:
     """How a trace is named in messages (`<stdin>` for `-`)."""
-    return str(trace_path(path))  # type: ignore[arg-type]
+    return str(STDIN_PATH) if is_stdin(path) else str(Path(str(path)))
 
 
-def open_binary(path: Path | str) -> IO[bytes]:
+def open_binary(path: TracePath | str) -> io.BufferedIOBase:
     """Open a trace (`-` = stdin) for reading bytes, gunzipping when it starts with the gzip magic.
 
     Raises `TraceError` when it cannot be opened or is a directory.
     """
+    file = file_of(path)
     try:
-        if is_stdin(path):
-            handle = open_stdin(display(path))
-            if handle.peek(2)[:2] == b"\x1f\x8b":
-                return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
-            return handle
-        handle = open(path, "rb")
+        if file is None:
+            stdin = open_stdin(display(path))
+            if stdin.peek(2)[:2] == b"\x1f\x8b":
+                return gzip.GzipFile(fileobj=stdin, mode="rb")
+            return stdin
+        handle = open(file, "rb")
         if handle.read(2) == b"\x1f\x8b":
             handle.close()
-            return gzip.open(path, "rb")  # type: ignore[return-value]
+            return gzip.GzipFile(file, mode="rb")
         handle.seek(0)
         return handle
     except IsADirectoryError:
@@ -93,7 +103,7 @@ def open_binary(path: Path | str) -> IO[bytes]:
 
 
 @contextmanager
-def read_errors(path: Path | str, line_no: int) -> Iterator[None]:
+def read_errors(path: TracePath | str, line_no: int) -> Iterator[None]:
     """Turn decompression and read errors into `TraceError` (`FILE:LINE: ...`)."""
     try:
         yield
@@ -103,11 +113,11 @@ def read_errors(path: Path | str, line_no: int) -> Iterator[None]:
         raise TraceError(located(display(path), line_no, f"cannot read: {exc.strerror or exc}")) from None
 
 
-def long_line(path: Path | str, line_no: int) -> TraceError:
+def long_line(path: TracePath | str, line_no: int) -> TraceError:
     return TraceError(located(display(path), line_no, f"line longer than {MAX_LINE_BYTES} bytes (1 MiB), the longest a trace line may be"))
 
 
-def iter_blob_chunks(path: Path | str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+def iter_blob_chunks(path: TracePath | str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
     """Yield `(first_line_number, blob)`: about `chunk_bytes` of whole lines at a time (the last
     line may lack its newline). Raises `TraceError` on unreadable or corrupt input and on a
     line longer than `MAX_LINE_BYTES` (checked by the parsers for lines inside a blob, here for
@@ -153,7 +163,7 @@ def split_lines(blob: bytes) -> list[bytes]:
     return out
 
 
-def check_line_lengths(path: Path | str, first: int, lines: list[bytes]) -> None:
+def check_line_lengths(path: TracePath | str, first: int, lines: list[bytes]) -> None:
     """`TraceError` naming the first line longer than `MAX_LINE_BYTES`."""
     if max(map(len, lines), default=0) <= MAX_LINE_BYTES + 1:  # a CRLF line of the limit is checked below
         return
@@ -162,7 +172,7 @@ def check_line_lengths(path: Path | str, first: int, lines: list[bytes]) -> None
             raise long_line(path, line_no)
 
 
-def check_blob_lines(path: Path | str, first: int, blob: bytes) -> None:
+def check_blob_lines(path: TracePath | str, first: int, blob: bytes) -> None:
     """`check_line_lengths` for a blob of whole lines, without splitting it."""
     if len(blob) <= MAX_LINE_BYTES:
         return
@@ -173,7 +183,7 @@ def check_blob_lines(path: Path | str, first: int, blob: bytes) -> None:
         raise long_line(path, first + int(long[0]))
 
 
-def iter_line_chunks(path: Path | str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, list[bytes]]]:
+def iter_line_chunks(path: TracePath | str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, list[bytes]]]:
     """Yield `(first_line_number, lines)` chunks, every line bounded by `MAX_LINE_BYTES`."""
     for first, blob in iter_blob_chunks(path, chunk_bytes):
         lines = split_lines(blob)
@@ -181,7 +191,7 @@ def iter_line_chunks(path: Path | str, chunk_bytes: int = CHUNK_BYTES) -> Iterat
         yield first, lines
 
 
-def first_line(path: Path | str) -> tuple[int, bytes]:
+def first_line(path: TracePath | str) -> tuple[int, bytes]:
     """`(line number, bytes)` of the first non-blank line (a leading UTF-8 BOM dropped).
 
     Raises `TraceError` for an empty, unreadable or corrupt (gzip) file or an over-long line.
@@ -193,7 +203,7 @@ def first_line(path: Path | str) -> tuple[int, bytes]:
     raise TraceError(located(display(path), 1, "empty trace: no requests"))
 
 
-def read_head(path: Path | str, limit: int = MAX_LINE_BYTES) -> bytes:
+def read_head(path: TracePath | str, limit: int = MAX_LINE_BYTES) -> bytes:
     """The first `limit` bytes (decompressed), for format detection."""
     with open_binary(path) as handle, read_errors(path, 1):
         return handle.read(limit)
@@ -216,11 +226,12 @@ def time_problem(field: str, text: str, exc: Exception) -> str:
     return f"{field}: {text} is not a timestamp"
 
 
-def read_whole(path: Path | str, limit: int = MAX_WHOLE_BYTES) -> bytes:
+def read_whole(path: TracePath | str, limit: int = MAX_WHOLE_BYTES) -> bytes:
     """All bytes of a trace read whole. Refuses anything but a regular file or `-` (a device
     or FIFO could be endless) and more than `limit` bytes."""
-    if not is_stdin(path):
-        require_regular(path)
+    file = file_of(path)
+    if file is not None:
+        require_regular(file)
     with open_binary(path) as handle, read_errors(path, 1):
         data = handle.read(limit + 1)
     if len(data) > limit:
@@ -231,8 +242,9 @@ def read_whole(path: Path | str, limit: int = MAX_WHOLE_BYTES) -> bytes:
 def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
     """A short, printable quote of file content for messages: `ascii()` of at most `limit`
     characters (or bytes), with `...` when cut. Never prints raw binary."""
-    cut = len(value) > limit if isinstance(value, (str, bytes)) else False
-    return ascii(value[:limit] if cut else value) + ("..." if cut else "")
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        return ascii(value[:limit]) + "..."
+    return ascii(value)
 
 
 def line_excerpt(line: bytes) -> str:
@@ -258,24 +270,25 @@ def looks_binary(line: bytes) -> bool:
     return CONTROL_BYTES.search(line) is not None
 
 
-def gzip_magic(path: Path | str) -> bool:
+def gzip_magic(path: TracePath | str) -> bool:
     """Whether the file starts with the gzip magic bytes (`.gz` names alone decide nothing)."""
-    if is_stdin(path):
+    file = file_of(path)
+    if file is None:
         return False
     try:
-        with open(path, "rb") as handle:
-            return handle.read(2) == b"\x1f\x8b"
+        with open(file, "rb") as handle:
+            return bool(handle.read(2) == b"\x1f\x8b")
     except OSError:
         return False
 
 
-def gz_note(path: Path | str) -> str:
+def gz_note(path: TracePath | str) -> str:
     if str(path).endswith(".gz") and not gzip_magic(path):
         return " (read as plain text: no gzip magic bytes despite the .gz name)"
     return ""
 
 
-def binary_error(path: Path | str, line_no: int, line: bytes) -> TraceError:
+def binary_error(path: TracePath | str, line_no: int, line: bytes) -> TraceError:
     """`FILE:LINE: not a text trace ...` for a line of binary data."""
     return TraceError(located(display(path), line_no, (
         f"not a text trace: binary data {excerpt(line.strip(), 16)}{gz_note(path)}; "

@@ -8,7 +8,6 @@ The file is one JSON document, so it is read whole: a regular file (or `-`) of a
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -16,8 +15,8 @@ import orjson
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
-from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, drop_empty_prompts
-from cpbcg.planner.traces.text import display, excerpt, read_whole
+from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestItem, drop_empty_prompts, known_lines
+from cpbcg.planner.traces.text import TracePath, display, excerpt, read_whole
 
 CHUNK_REQUESTS = 1 << 16
 """Requests per yielded chunk."""
@@ -33,7 +32,7 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
     return head[:1] == b"{" and _INPUT_LENS.search(head) is not None
 
 
-def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, object]]:
+def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
     """Yield `(chunk, line_numbers)`; every request is on line 1 (the document's), so errors
     name the array and index instead: `result.json: input_lens[17]: ...`."""
     try:
@@ -51,10 +50,10 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
     for lo in range(0, len(inputs), CHUNK_REQUESTS):
         hi = min(lo + CHUNK_REQUESTS, len(inputs))
         chunk = RequestChunk(inputs[lo:hi], None if starts is None else starts[lo:hi], None, outputs[lo:hi])
-        yield drop_empty_prompts(chunk, lambda n=hi - lo: np.ones(n, dtype=np.int64), "input_lens")
+        yield drop_empty_prompts(chunk, known_lines(np.ones(hi - lo, dtype=np.int64)), "input_lens")  # one JSON document: line 1
 
 
-def _array(path: Path, result: dict, key: str, minimum: int, length: int | None = None) -> np.ndarray:
+def _array(path: TracePath, result: dict[str, object], key: str, minimum: int, length: int | None = None) -> np.ndarray:
     if key not in result:
         raise TraceError(f'{display(path)}: missing key "{key}" (saved with --save-detailed?)')
     values = result[key]
@@ -69,7 +68,7 @@ def _array(path: Path, result: dict, key: str, minimum: int, length: int | None 
     return np.array(values, dtype=np.int64).reshape(-1)
 
 
-def _times(path: Path, result: dict, length: int) -> np.ndarray:
+def _times(path: TracePath, result: dict[str, object], length: int) -> np.ndarray:
     values = result["start_times"]
     if not isinstance(values, list) or len(values) != length:
         raise TraceError(f"{display(path)}: start_times: expected {length} numbers, one per input_lens entry")

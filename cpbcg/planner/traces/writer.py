@@ -35,7 +35,7 @@ def fold_batches(chunks: Iterable[BatchSet], fold: Fold) -> Iterator[tuple[tuple
 def batch_trace_lines(folded: Iterable[tuple[tuple[int, ...], int]]) -> Iterator[bytes]:
     """The JSONL lines of folded forwards (`count` only when not 1)."""
     for lens, count in folded:
-        record: dict = {"extend_seq_lens": list(lens)}
+        record: dict[str, list[int] | int] = {"extend_seq_lens": list(lens)}
         if count != 1:
             record["count"] = count
         yield orjson.dumps(record) + b"\n"

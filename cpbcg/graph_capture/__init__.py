@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from cpbcg.capture.records import BatchReplay, CaptureResult, CaptureSettings
+from cpbcg.graph_capture.records import BatchReplay, CaptureResult, CaptureSettings
 
 if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
@@ -24,16 +24,16 @@ __all__ = ["BatchReplay", "CaptureResult", "CaptureSettings", "replay_batches", 
 
 
 def run_capture(settings: CaptureSettings, on_step: Callable[[str, int], None] | None = None) -> CaptureResult:
-    """Capture, verify and measure `settings.buckets` (see `cpbcg.capture.run.run_capture`).
+    """Capture, verify and measure `settings.buckets` (see `cpbcg.graph_capture.run.run_capture`).
 
-    Raises `ImportError` without torch, else what `cpbcg.capture.run.run_capture` raises."""
-    from cpbcg.capture.run import run_capture as run
+    Raises `ImportError` without torch, else what `cpbcg.graph_capture.run.run_capture` raises."""
+    from cpbcg.graph_capture.run import run_capture as run
 
     return run(settings, on_step)
 
 
 def replay_batches(batches: Sequence[Sequence[int]], deployment: "Deployment", **kw: object) -> list[BatchReplay]:
-    """Route, capture and replay `batches` in `deployment`'s buckets (see `cpbcg.capture.run.replay_batches`)."""
-    from cpbcg.capture.run import replay_batches as replay
+    """Route, capture and replay `batches` in `deployment`'s buckets (see `cpbcg.graph_capture.run.replay_batches`)."""
+    from cpbcg.graph_capture.run import replay_batches as replay
 
     return replay(batches, deployment, **kw)  # type: ignore[arg-type]

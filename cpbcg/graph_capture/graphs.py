@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import torch
 
-from cpbcg.capture.model import Piece, ProxyModel, piece
+from cpbcg.graph_capture.model import Piece, ProxyModel, piece
 from cpbcg.errors import CaptureError
+
+if TYPE_CHECKING:
+    from torch.cuda import _POOL_HANDLE
 
 WARMUP_RUNS = 2
 """Eager warm-ups of every piece before its capture (the server's count)."""
@@ -41,9 +44,12 @@ class PieceGraph(Protocol):
 class GraphBackend(Protocol):
     """Creates piece graphs and reads device state. `dry_run` is true when nothing is captured."""
 
-    dry_run: bool
-    shared_pool: object
-    """The one graph memory pool every bucket is captured into."""
+    @property
+    def dry_run(self) -> bool: ...
+
+    @property
+    def shared_pool(self) -> object:
+        """The one graph memory pool every bucket is captured into."""
 
     def new_pool(self) -> object: ...
 
@@ -60,6 +66,13 @@ class GraphBackend(Protocol):
     def reserved_bytes(self) -> int | None: ...
 
 
+def _cuda_pool(pool: object) -> "_POOL_HANDLE":
+    """`pool` as the CUDA graph pool handle it is (`torch.cuda.graph_pool_handle()`: a pair of ints)."""
+    if not (isinstance(pool, tuple) and len(pool) == 2 and all(isinstance(x, int) for x in pool)):
+        raise CaptureError(f"not a CUDA graph pool handle: {pool!r}")
+    return torch.cuda._POOL_HANDLE((pool[0], pool[1]))
+
+
 class CudaPiece:
     """A `torch.cuda.CUDAGraph` captured into a graph memory pool."""
 
@@ -69,7 +82,7 @@ class CudaPiece:
         self.outputs: Outputs | None = None
 
     def capture(self, fn: Callable[[], Outputs]) -> Outputs:
-        with torch.cuda.graph(self.graph, pool=self.pool):
+        with torch.cuda.graph(self.graph, pool=_cuda_pool(self.pool)):
             self.outputs = fn()
         return self.outputs
 
@@ -121,7 +134,7 @@ class CudaBackend:
             segments = torch.cuda.memory_snapshot()
         except (RuntimeError, AttributeError):
             return None
-        want = tuple(pool)  # type: ignore[arg-type]
+        want = tuple(_cuda_pool(pool))
         return sum(int(s["total_size"]) for s in segments if tuple(s.get("segment_pool_id", ())) == want)
 
     def reserved_bytes(self) -> int:
@@ -202,9 +215,11 @@ class StaticBuffers:
     def allocate(cls, max_rows: int, model: ProxyModel) -> "StaticBuffers":
         """Allocate (zeroed) before any capture."""
         dims = model.dims
-        kw = dict(device=model.device, dtype=model.dtype)
-        return cls(torch.zeros(max_rows, dims.hidden_size, **kw), torch.zeros(max_rows, dims.q_width, **kw),
-                   torch.zeros(max_rows, dims.hidden_size, **kw), torch.zeros(max_rows, dims.q_width + 2 * dims.kv_width, **kw))
+
+        def zeros(width: int) -> torch.Tensor:
+            return torch.zeros(max_rows, width, device=model.device, dtype=model.dtype)
+
+        return cls(zeros(dims.hidden_size), zeros(dims.q_width), zeros(dims.hidden_size), zeros(dims.q_width + 2 * dims.kv_width))
 
     @property
     def max_rows(self) -> int:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from cpbcg.capture.presets import ModelDims
+from cpbcg.graph_capture.presets import ModelDims
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.model.layout import CPLayout
@@ -27,7 +27,7 @@ class CaptureSettings:
     """The deployment whose `buckets` are captured (those below the smallest capturable size are
     dropped), with its CP layout (zigzag only), capture layout and padding factor."""
     preset: str = "tiny"
-    """Model preset name or model YAML path (`cpbcg.capture.presets`)."""
+    """Model preset name or model YAML path (`cpbcg.graph_capture.presets`)."""
     num_layers: int = 2
     """Proxy layers captured (each adds one attention break)."""
     dtype: str | None = None

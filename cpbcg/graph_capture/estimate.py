@@ -1,7 +1,7 @@
 """Peak memory of capturing and verifying one bucket, estimated before anything is built.
 
 Attention dominates. What it costs depends on the SDPA kernel PyTorch actually picks (asked of
-`cpbcg.capture.model.sdpa_kernel` per call site): a fused kernel (flash, memory-efficient, CPU
+`cpbcg.graph_capture.model.sdpa_kernel` per call site): a fused kernel (flash, memory-efficient, CPU
 flash) keeps `O(rows * head_dim)` per head, plus, with a mask, the bool mask turned into a bias
 in the model dtype; the `math` kernel materialises float32 scores AND their softmax,
 `2 * 4 * heads * rows * keys` bytes. No torch here: the kernels come in as names.
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cpbcg.capture.presets import ModelDims
+from cpbcg.graph_capture.presets import ModelDims
 
 MATH = "math"
 

@@ -15,11 +15,11 @@ from typing import Callable
 
 import torch
 
-from cpbcg.capture import zigzag
-from cpbcg.capture.comm import RankGroup
-from cpbcg.capture.graphs import BucketGraphs, GraphBackend, Outputs
-from cpbcg.capture.model import ProxyModel, reference_forward, split_qkv
-from cpbcg.capture.records import LayoutCheck, Tolerance
+from cpbcg.graph_capture import zigzag
+from cpbcg.graph_capture.comm import RankGroup
+from cpbcg.graph_capture.graphs import BucketGraphs, GraphBackend, Outputs
+from cpbcg.graph_capture.model import ProxyModel, reference_forward, split_qkv
+from cpbcg.graph_capture.records import LayoutCheck, Tolerance
 from cpbcg.errors import CaptureError
 
 Runner = Callable[[int, torch.Tensor, torch.Tensor], Outputs]
@@ -78,7 +78,7 @@ def cp_forward(
         state = {r: out[0] for r, out in outs.items()}
         if k == model.num_layers:
             break
-        qkv = {r: split_qkv(out[1], model.dims) for r, out in outs.items()}
+        qkv = {r: split_qkv(_fused_qkv(out[1], k), model.dims) for r, out in outs.items()}
         k_all = group.gather({r: t[1] for r, t in qkv.items()})
         v_all = group.gather({r: t[2] for r, t in qkv.items()})
         attn = {r: ops.attention(t[0], k_all, v_all, plan, r) for r, t in qkv.items()}
@@ -142,3 +142,10 @@ def time_forward_ms(backend: GraphBackend, group: RankGroup, fn: Callable[[], ob
         end.record()
         backend.synchronize()
     return start.elapsed_time(end) / iters / len(group.local_ranks)
+
+
+def _fused_qkv(qkv_out: torch.Tensor | None, index: int) -> torch.Tensor:
+    """The fused QKV output of piece `index` (every piece but the last has one)."""
+    if qkv_out is None:
+        raise CaptureError(f"piece {index} gave no QKV output: only the last piece ends without attention")
+    return qkv_out

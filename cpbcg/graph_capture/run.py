@@ -7,11 +7,11 @@ from typing import Callable, Sequence
 import torch
 
 import cpbcg
-from cpbcg.capture.harness import CaptureSession
-from cpbcg.capture.forward import tolerance_for
-from cpbcg.capture.layouts import LiveLayout, sample_trace_batches
-from cpbcg.capture.presets import load_model_preset
-from cpbcg.capture.records import BatchReplay, CaptureResult, CaptureSettings, LayoutCheck
+from cpbcg.graph_capture.harness import CaptureSession
+from cpbcg.graph_capture.forward import tolerance_for
+from cpbcg.graph_capture.layouts import LiveLayout, sample_trace_batches
+from cpbcg.graph_capture.presets import load_model_preset
+from cpbcg.graph_capture.records import BatchReplay, CaptureResult, CaptureSettings, LayoutCheck
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.capacity import capture_buckets, local_capacity
 from cpbcg.planner.model.layout import BatchSet, cp_active, local_rows

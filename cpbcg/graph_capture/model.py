@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from cpbcg.capture.presets import ModelDims
+from cpbcg.graph_capture.presets import ModelDims
 from cpbcg.errors import ConfigError
 
 RMS_EPS = 1e-6

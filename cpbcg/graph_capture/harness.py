@@ -13,33 +13,36 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypeVar
 
 import torch
 
-from cpbcg.capture import estimate
-from cpbcg.capture.comm import DistGroup, RankGroup, init_group
-from cpbcg.capture.forward import ForwardOps, batch_input, cp_forward, time_forward_ms, verify_layout
-from cpbcg.capture.graphs import (
+from cpbcg.graph_capture import estimate
+from cpbcg.graph_capture.comm import DistGroup, RankGroup, init_group
+from cpbcg.graph_capture.forward import ForwardOps, batch_input, cp_forward, time_forward_ms, verify_layout
+from cpbcg.graph_capture.graphs import (
     BucketGraphs, CudaBackend, EagerBackend, GraphBackend, StaticBuffers, capture_bucket, is_out_of_memory,
 )
-from cpbcg.capture.layouts import LiveLayout, bucket_layouts, rows_needed
-from cpbcg.capture.model import ProxyModel, build_model, sdpa_kernel, torch_dtype, upcast
-from cpbcg.capture.presets import ModelDims
-from cpbcg.capture.records import (
+from cpbcg.graph_capture.layouts import LiveLayout, bucket_layouts, rows_needed
+from cpbcg.graph_capture.model import ProxyModel, build_model, sdpa_kernel, torch_dtype, upcast
+from cpbcg.graph_capture.presets import ModelDims
+from cpbcg.graph_capture.records import (
     BucketResult, BucketTiming, CaptureRecord, LayoutCheck, ProbeCheck, SkipCause, SkippedBucket,
 )
-from cpbcg.capture.zigzag import shard
+from cpbcg.graph_capture.zigzag import shard
 from cpbcg.errors import CaptureError, CpbcgError
 from cpbcg.planner.model.capacity import CaptureSpec, capture_pieces
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.model.strategy import Zigzag
 
 CAUSES: tuple[SkipCause, ...] = ("estimate", "out_of_memory", "capture_error", "rank_disagreement")
 """Skip causes in the order of the status flag ranks all-reduce (0 = ok, i + 1 = `CAUSES[i]`)."""
 REPLAY_ITERS = 5
 """Timed forwards per bucket (after one untimed warm-up)."""
 GIB = 2**30
+
+
+_Done = TypeVar("_Done")
+"""What a guarded step returns."""
 
 
 @dataclass
@@ -70,7 +73,7 @@ class CaptureSession:
         Raises `CaptureError` for an interleave deployment or `cp_size < 2` (zigzag only) or a
         bad torchrun world; `ConfigError` for an unknown dtype.
         """
-        if not isinstance(cp.model, Zigzag):
+        if not cp.model.capture_emulated:
             raise CaptureError("cp_strategy: capture emulates zigzag CP only (cp_strategy zigzag with cp_size >= 2)")
         group, device = init_group(cp.cp_size, want_cuda=not dry_run)
         backend: GraphBackend = CudaBackend() if device.type == "cuda" else EagerBackend()
@@ -110,16 +113,13 @@ class CaptureSession:
         order = sorted(zip(buckets, capacities), reverse=True)
         refuse_if_none_fits(self, order)
         self.buffers = StaticBuffers.allocate(max(capacities), self.model)
-        records, skipped = [], []
+        records: list[CaptureRecord] = []
+        skipped: list[SkippedBucket] = []
         for bucket, capacity in order:
             skip, record = self._estimate_skip(bucket, capacity), None
             if skip is None:
                 record, skip = self._guarded(bucket, capacity, lambda: self._capture_one(bucket, capacity))
-            skip = self._agree(bucket, capacity, skip)
-            if skip is None:
-                records.append(record)
-            else:
-                skipped.append(skip)
+            self._settle(bucket, capacity, record, skip, records, skipped)
             on_bucket(bucket)
         return records, skipped
 
@@ -135,7 +135,7 @@ class CaptureSession:
     def available(self) -> int | None:
         return (self.free_bytes or (lambda: available_bytes(self.model.device)))()
 
-    def _guarded(self, bucket: int, capacity: int, step: Callable[[], object]) -> tuple[object, SkippedBucket | None]:
+    def _guarded(self, bucket: int, capacity: int, step: Callable[[], _Done]) -> tuple[_Done | None, SkippedBucket | None]:
         """Run `step`; out-of-memory or a capture failure becomes a `SkippedBucket`."""
         try:
             return step(), None
@@ -144,6 +144,15 @@ class CaptureSession:
             self.graphs.pop(bucket, None)
             self.backend.settle()
             return None, SkippedBucket(bucket, capacity, cause, _reason(exc))
+
+    def _settle(self, bucket: int, capacity: int, done: _Done | None, skip: SkippedBucket | None,
+                kept: list[_Done], skipped: list[SkippedBucket]) -> None:
+        """File one bucket's outcome once every rank agreed (`_agree`): its skip, or what this rank did."""
+        agreed = self._agree(bucket, capacity, skip)
+        if agreed is not None:
+            skipped.append(agreed)
+        elif done is not None:  # kept by every rank: this rank's step ran
+            kept.append(done)
 
     def _agree(self, bucket: int, capacity: int, skip: SkippedBucket | None) -> SkippedBucket | None:
         """Every rank keeps the bucket, or every rank skips it (an all-reduce of the cause)."""
@@ -166,7 +175,7 @@ class CaptureSession:
         pool = backend.new_pool()
         try:
             with torch.inference_mode():
-                alone = capture_bucket(backend, self.model, self.buffers, bucket, capacity, pool)
+                alone = capture_bucket(backend, self.model, self._buffers(), bucket, capacity, pool)
         except RuntimeError as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -176,6 +185,12 @@ class CaptureSession:
         del alone
         return None if standalone is None else max(standalone, 0)
 
+    def _buffers(self) -> StaticBuffers:
+        """The static buffers `capture` allocated (`CaptureError` before it)."""
+        if self.buffers is None:
+            raise CaptureError("no static buffers: capture() allocates them before the first bucket")
+        return self.buffers
+
     def _capture_one(self, bucket: int, capacity: int) -> CaptureRecord:
         backend = self.backend
         standalone = self._standalone_bytes(bucket, capacity)
@@ -183,7 +198,7 @@ class CaptureSession:
         pool_before, reserved_before = backend.pool_bytes(backend.shared_pool), backend.reserved_bytes()
         start = time.perf_counter()
         with torch.inference_mode():
-            self.graphs[bucket] = capture_bucket(backend, self.model, self.buffers, bucket, capacity)
+            self.graphs[bucket] = capture_bucket(backend, self.model, self._buffers(), bucket, capacity)
         backend.synchronize()
         capture_s = time.perf_counter() - start
         backend.settle()
@@ -216,7 +231,10 @@ class CaptureSession:
         x_local = shard(batch_input(self.model, sum(extend_seq_lens), self.seed), plan)
         forward = lambda run: lambda: cp_forward(run, self.model, self.group, plan, x_local, self.ops)  # noqa: E731
         timed = lambda fn: time_forward_ms(self.backend, self.group, fn, REPLAY_ITERS)  # noqa: E731
-        raw = lambda: [graphs.replay_raw() for _ in self.group.local_ranks]  # noqa: E731
+        def raw() -> None:
+            for _ in self.group.local_ranks:
+                graphs.replay_raw()
+
         return BucketTiming(timed(forward(graphs.run_piece)), timed(forward(graphs.run_eager)), timed(raw))
 
     def verify(self, record: CaptureRecord, samples: list[LiveLayout]) -> BucketResult:
@@ -233,14 +251,14 @@ class CaptureSession:
     def verify_all(self, records: list[CaptureRecord], samples: dict[int, list[LiveLayout]],
                    on_bucket: Callable[[int], None] = lambda b: None) -> tuple[list[BucketResult], list[SkippedBucket]]:
         """`verify` every record; out-of-memory skips the bucket (on every rank)."""
-        results, skipped = [], []
+        results: list[BucketResult] = []
+        skipped: list[SkippedBucket] = []
         for record in records:
             bucket, capacity = record.capture_num_tokens, record.local_rows
             result, skip = self._guarded(bucket, capacity, lambda: self.verify(record, samples.get(bucket, [])))
             if skip is not None:
                 skip = SkippedBucket(bucket, capacity, skip.cause, f"verification: {skip.reason}")
-            skip = self._agree(bucket, capacity, skip)
-            results.append(result) if skip is None else skipped.append(skip)
+            self._settle(bucket, capacity, result, skip, results, skipped)
             on_bucket(bucket)
         return results, skipped
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from cpbcg.capture.model import attention
+from cpbcg.graph_capture.model import attention
 from cpbcg.errors import CaptureError
 from cpbcg.planner.model.layout import zigzag_blocks
 

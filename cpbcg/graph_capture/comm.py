@@ -62,7 +62,7 @@ class DistGroup:
 
     def __init__(self, cp_size: int, rank: int, device: torch.device) -> None:
         self.cp_size = cp_size
-        self.local_ranks = (rank,)
+        self.local_ranks: tuple[int, ...] = (rank,)
         self.is_writer = rank == 0
         self.device = device
 
@@ -118,6 +118,9 @@ def init_group(cp_size: int, want_cuda: bool) -> tuple[RankGroup, torch.device]:
         torch.cuda.set_device(local_rank)
         device, backend = torch.device("cuda", local_rank), "nccl"
     if not dist.is_initialized():
-        kw = {"device_id": device} if backend == "nccl" else {}
-        dist.init_process_group(backend, timeout=timedelta(seconds=PROCESS_GROUP_TIMEOUT_S), **kw)
+        timeout = timedelta(seconds=PROCESS_GROUP_TIMEOUT_S)
+        if backend == "nccl":
+            dist.init_process_group(backend, timeout=timeout, device_id=device)
+        else:
+            dist.init_process_group(backend, timeout=timeout)
     return DistGroup(cp_size, dist.get_rank(), device), device

@@ -1,0 +1,16 @@
+"""Array types of the planner, for annotations: numpy arrays by dtype (shapes and units are in
+each function's docstring)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+Int64Array = npt.NDArray[np.int64]
+"""An int64 array (tokens, rows, requests, indices)."""
+Int32Array = npt.NDArray[np.int32]
+"""An int32 array (compact DP tables)."""
+FloatArray = npt.NDArray[np.float64]
+"""A float64 array (milliseconds, seconds, fractions)."""
+BoolArray = npt.NDArray[np.bool_]
+"""A bool array (masks)."""
