@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -19,11 +18,11 @@ from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.jsonl_table import length_too_large
 
 from cpbcg.planner.traces.records import (
-    FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestSpec, TimeUnit, drop_empty_prompts, lengths_ok, parse_time_values,
+    FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, LineNumbers, RequestChunk, RequestItem, RequestSpec, TimeUnit, drop_empty_prompts, lengths_ok, parse_time_values,
 )
 from cpbcg.planner.traces.text import (
     CONTROL_BYTES, binary_error, check_blob_lines, count_newlines, excerpt, first_line, iter_blob_chunks, line_excerpt, looks_binary,
-    show_names, split_lines, time_problem,
+    TracePath, show_names, split_lines, time_problem,
 )
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ def csv_reason(exc: csv.Error) -> str:
     return str(exc).split(" - ")[0]
 
 
-def header_columns(path: Path, line_no: int, line: bytes) -> list[str]:
+def header_columns(path: TracePath, line_no: int, line: bytes) -> list[str]:
     """Column names of a CSV header line; `TraceError` for binary data or an unparsable line."""
     if looks_binary(line):
         raise binary_error(path, line_no, line)
@@ -63,7 +62,7 @@ def header_columns(path: Path, line_no: int, line: bytes) -> list[str]:
         raise TraceError(located(path, line_no, f"not a CSV header ({csv_reason(exc)}): {line_excerpt(line)}")) from None
 
 
-def read_csv_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestChunk, object]]:
+def read_csv_requests(path: TracePath, spec: RequestSpec) -> Iterator[RequestItem]:
     """Yield `(chunk, line_numbers)` per chunk of lines; `line_numbers()` gives the [n] int64
     line of each request (computed only when needed, for messages)."""
     header_line, header = first_line(path)
@@ -89,7 +88,7 @@ def read_csv_requests(path: Path, spec: RequestSpec) -> Iterator[tuple[RequestCh
         yield drop_empty_prompts(chunk, _line_numbers(rows, first), spec.length_field)
 
 
-def _chunk_columnar(blob: bytes, first: int, columns: Columns, spec: RequestSpec) -> tuple[RequestChunk, Callable[[], np.ndarray]] | None:
+def _chunk_columnar(blob: bytes, first: int, columns: Columns, spec: RequestSpec) -> RequestItem | None:
     """The chunk and its line numbers through pyarrow's CSV reader, or None: pyarrow is not
     installed, or the chunk holds anything the line-by-line path decides (quotes, blank lines,
     control bytes, U+FFFD, a lone CR, a row of the wrong width, a field that is not plain digits,
@@ -185,7 +184,7 @@ def _filtered(rows: list[list[str]], columns: Columns) -> list[list[str]]:
     return [row if row and keep(row) else [] for row in rows]
 
 
-def _split_rows(path: Path, first: int, lines: list[bytes]) -> list[list[str]]:
+def _split_rows(path: TracePath, first: int, lines: list[bytes]) -> list[list[str]]:
     """Fields of each line (`[]` for a blank line); plain `split` unless the chunk has quotes.
 
     Raises `TraceError` naming the first line that is binary data or not a CSV row.
@@ -204,14 +203,14 @@ def _split_rows(path: Path, first: int, lines: list[bytes]) -> list[list[str]]:
     return [line.rstrip("\r").split(",") if line.strip() else [] for line in parts]
 
 
-def _csv_row(path: Path, line_no: int, line: bytes) -> list[str]:
+def _csv_row(path: TracePath, line_no: int, line: bytes) -> list[str]:
     try:
         return next(csv.reader([line.decode("utf-8", "replace")]), [])
     except csv.Error as exc:
         raise TraceError(located(path, line_no, f"not a CSV row ({csv_reason(exc)}): {line_excerpt(line)}")) from None
 
 
-def _columns(path: Path, line_no: int, header: bytes, spec: RequestSpec) -> Columns:
+def _columns(path: TracePath, line_no: int, header: bytes, spec: RequestSpec) -> Columns:
     """Positions of the spec's fields in the header; `TraceError` for a missing required column."""
     if header.lstrip()[:1] in (b"{", b"["):
         raise TraceError(located(path, line_no, f"not a CSV header: {spec.label} traces are CSV with a header line (see --trace-format)"))
@@ -259,7 +258,7 @@ def _digits(texts: list[str]) -> np.ndarray:
     return np.array(texts, dtype=np.int64)
 
 
-def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns: Columns, spec: RequestSpec) -> RequestChunk:
+def _chunk_slow(path: TracePath, first: int, rows: list[list[str]], columns: Columns, spec: RequestSpec) -> RequestChunk:
     lengths, outputs, times, images = [], [], [], []
     for line_no, row in enumerate(rows, start=first):
         if not row:
@@ -282,7 +281,7 @@ def _chunk_slow(path: Path, first: int, rows: list[list[str]], columns: Columns,
     return RequestChunk(np.array(lengths, dtype=np.int64), arrival, None, output, image)
 
 
-def csv_length(path: Path, line_no: int, text: str, field: str, minimum: int, zero_ok: bool = False) -> int:
+def csv_length(path: TracePath, line_no: int, text: str, field: str, minimum: int, zero_ok: bool = False) -> int:
     """A CSV token count: ASCII digits (no sign, surrounding blanks allowed) of an integer in
     [minimum, MAX_REQUEST_TOKENS] (or 0 with `zero_ok`: a row the caller skips), else `TraceError`. The fast path (`_digits`) takes plain
     digits only and leaves everything else here, so both refuse `+100` and `-0` alike."""
@@ -296,7 +295,7 @@ def csv_length(path: Path, line_no: int, text: str, field: str, minimum: int, ze
     return value
 
 
-def _line_numbers(rows: list[list[str]], first: int) -> Callable[[], np.ndarray]:
+def _line_numbers(rows: list[list[str]], first: int) -> LineNumbers:
     """Line of each request, as a thunk that keeps no reference to `rows`."""
     if all(rows):
         count = len(rows)
