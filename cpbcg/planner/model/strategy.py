@@ -251,6 +251,19 @@ class StrategyModel:
             ok &= full + (rest > 0) <= spec.max_capture_requests
         return ok, self._pieces_rows(full, rest, ctx)
 
+    def capture_tokens_limit(self, spec: "CaptureSpec") -> int | None:
+        """Largest bucket the capture layout of `spec` can hold at all (tokens; None = no limit):
+        above it `capacity_rows` marks every size uncapturable (context-bounded: more pieces than
+        `max_capture_requests`, or a context shorter than `min_request_tokens`, so no full piece);
+        at or below it a size is uncapturable only when its last piece is shorter than
+        `min_request_tokens` (a run of fewer than `min_request_tokens` sizes)."""
+        if spec.layout is CaptureLayout.single_request:
+            return None
+        ctx = _context(spec)
+        if ctx < self.min_request_tokens:
+            return ctx - 1
+        return None if spec.max_capture_requests is None else spec.max_capture_requests * ctx
+
     def _single_request_rows(self, sizes: np.ndarray) -> np.ndarray:
         return self._pieces_rows(np.zeros_like(sizes), sizes, 1)
 

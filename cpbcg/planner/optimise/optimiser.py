@@ -55,7 +55,7 @@ from cpbcg.planner.optimise import dp
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.optimise.cost import CostModel
 from cpbcg.planner.evaluate import Demand
-from cpbcg.planner.optimise.grid import CandidateGrid, candidate_grid
+from cpbcg.planner.optimise.grid import DENSE_GRID_LIMIT, CandidateGrid, candidate_grid, dense_grid_size, sparse_grid
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.model.selector import replay_window_hi, replay_windows
 
@@ -244,7 +244,13 @@ def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_mu
     if top < max_tokens:
         raise ConfigError(f"max_bucket_tokens: must be >= max_tokens {max_tokens}, got {top}")
     pins = sorted(set(cp.model.round_buckets(list(pinned)).tolist()))  # as SGLang captures them
-    grid = candidate_grid(cp, spec, top, bucket_multiple, pins + [max_tokens])
+    if dense_grid_size(top, bucket_multiple) <= DENSE_GRID_LIMIT:
+        grid = candidate_grid(cp, spec, top, bucket_multiple, pins + [max_tokens])
+    else:  # the same candidates without a size per token up to the limit
+        req = np.asarray(list(required), dtype=np.int64).reshape(-1, 2)
+        grid = sparse_grid(cp, spec, top, bucket_multiple, pins + [max_tokens],
+                           np.concatenate([demand.num_tokens, req[:, 0]]), np.concatenate([demand.rows, req[:, 1]]),
+                           factor, max_tokens, not allow_gaps)
     pin_index = np.searchsorted(grid.sizes, np.asarray(pins, dtype=np.int64))
     if pins and not np.array_equal(grid.sizes[np.minimum(pin_index, len(grid.sizes) - 1)], pins):
         raise ConfigError(f"pinned buckets {pins} include a size that cannot be captured")
