@@ -213,3 +213,15 @@ def test_weighted_token_total_overflow_is_refused(tmp_path):
 def test_evaluation_emit_with_json_needs_a_file():
     result = invoke("plan", "--format", "json", "--emit", "sglang")
     assert result.exit_code == 2 and "--emit with --format json needs -o FILE" in result.stderr
+
+
+def test_layout_says_not_cp_active_once_and_what_cp_size_1_means():
+    short = invoke("layout", "--cp-size", "4", "3")
+    assert short.exit_code == 0 and "not CP-active: not CP-active" not in short.stdout
+    assert "eager: not CP-active (zigzag needs every request >= 2*cp_size tokens" in short.stdout
+    assert "worst case for 1 request of 3 tokens: 8" in short.stdout
+    plain = invoke("layout", "--cp-size", "1", "100")
+    assert plain.exit_code == 0
+    assert "no context parallelism (cp_size 1)" in plain.stdout and "rows = tokens" in plain.stdout
+    assert "replays in bucket 112 (padding 12 tokens)" in plain.stdout  # no C(B) rows line: without CP a bucket holds its size
+    assert "natural bucket" not in plain.stdout and "align_up" not in plain.stdout

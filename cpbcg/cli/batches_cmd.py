@@ -13,6 +13,7 @@ from cpbcg.cli.common import ConfigOpt
 from cpbcg.cli.options import SchedulerOptions, TraceOptions, with_options
 from cpbcg.errors import ConfigError
 from cpbcg.settings import Fold
+from cpbcg.planner.words import counted
 
 FOLD_HELP = "Merge identical forwards into one line with a count: consecutive runs (keeps the order, streams), all (first-seen order), or none."
 
@@ -59,6 +60,6 @@ def batches(
         else:
             write_atomic(output, written.lines())
     where = "stdout" if str(output) == "-" else output
-    text = f"{written.forwards:,} prefill forwards → {written.num_lines:,} lines → {where}"
+    text = f"{counted(written.forwards, 'prefill forward')} → {counted(written.num_lines, 'line')} → {where}"
     note = written.note()
     stderr_console().print(text if note is None else f"{note}\n{text}", highlight=False, markup=False, soft_wrap=True)

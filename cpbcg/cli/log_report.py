@@ -4,6 +4,7 @@ skipped and folded) are `cpbcg.notes`'; the JSON section is `cpbcg.documents.obs
 
 from __future__ import annotations
 
+from cpbcg.planner.words import counted
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
             table.add_row(str(r.dp_rank), f"{r.forwards:,}", _frac(r.graph_forwards, r.forwards), _frac(r.model_graph_forwards, r.forwards),
                           _frac(r.graph_tokens, r.tokens), _frac(r.model_graph_tokens, r.tokens))
         parts.append(table)
-        lines = [f"agree on {observed.agreeing:,} of {observed.forwards:,} forwards"]
+        lines = [f"agree on {observed.agreeing:,} of {counted(observed.forwards, 'forward')}"]
         if observed.without_verdict:
             lines.append(f"{observed.without_verdict:,} forwards printed no verdict (not compared)")
         if observed.model_errors:
@@ -40,7 +41,7 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
                          + ", ".join(f"{k} ({v:,})" for k, v in observed.eager_explanations.items()))
             lines += [f"  line {d.line_no}: DP{d.dp_rank} {d.num_tokens} tokens in {d.num_requests} requests: model {d.model}"
                       for d in observed.eager_lines]
-        lines += [f"note: {n}" for n in observed.notes]
+        lines += [f"cpbcg: note: {n}" for n in observed.notes]
         parts.append(Text("\n".join(lines)))
     if log is not None and log.capture is not None and log.capture.bucket_gb:
         c = log.capture

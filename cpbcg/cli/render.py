@@ -8,6 +8,7 @@ from rich.text import Text
 
 from cpbcg.api import Evaluation, cell, pct, summary_rows
 from cpbcg.settings import SGLANG_VERSION
+from cpbcg.planner.words import counted
 
 REASON_HELP = {
     "not_cp_active": "not CP-active (zigzag needs every request >= 2*cp_size tokens, interleave a forward >= cp_size)",
@@ -23,7 +24,7 @@ def evaluation_tables(ev: Evaluation, header: dict) -> Group:
     """Summary, eager reasons and bucket hits as rich renderables."""
     title = (
         f"{header['source']} | cp_size {header['cp_size']} {header['cp_strategy']}, align {header['align_size']}, "
-        f"max_padding_factor {header['max_padding_factor']:g} | {len(ev.buckets)} buckets "
+        f"max_padding_factor {header['max_padding_factor']:g} | {counted(len(ev.buckets), 'bucket')} "
         f"{ev.buckets[0]}..{ev.buckets[-1]} | SGLang {header.get('sglang_version', SGLANG_VERSION)}"
     )
     summary = Table(title=title, title_justify="left", show_header=True)
@@ -32,7 +33,7 @@ def evaluation_tables(ev: Evaluation, header: dict) -> Group:
     summary.add_column("tokens", justify="right")
     for row in summary_rows(ev):
         summary.add_row(row.metric, cell(row.batches, row.batches_of), cell(row.tokens, row.tokens_of))
-    parts: list = [summary] if ev.bucket_note is None else [Text(f"note: {ev.bucket_note}"), summary]
+    parts: list = [summary] if ev.bucket_note is None else [Text(f"cpbcg: note: {ev.bucket_note}"), summary]
     examples = [(r, ex[0]) for r, ex in ev.eager_examples.items() if ex]
     if examples:
         lines = Text("First eager batch per reason (extend_seq_lens):\n", style="bold")
@@ -55,7 +56,7 @@ def bucket_hits_table(ev: Evaluation) -> Table:
             idle += 1
             continue
         table.add_row(str(bucket), str(cap), f"{hits:,}", pct(hits, ev.graph_batches))
-    table.caption = f"{idle} of {len(ev.buckets)} buckets were never hit"
+    table.caption = f"{idle} of {counted(len(ev.buckets), 'bucket')} {'was' if idle == 1 else 'were'} never hit"
     return table
 
 

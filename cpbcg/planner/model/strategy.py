@@ -43,6 +43,7 @@ import numpy as np
 
 from cpbcg.errors import ModelError
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
+from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:  # the layout module imports this one
     from cpbcg.planner.model.capacity import CaptureSpec
@@ -226,7 +227,7 @@ class StrategyModel:
         pieces = [ctx] * full + ([rest] if rest else [])
         if spec.max_capture_requests is not None and len(pieces) > spec.max_capture_requests:
             raise ModelError(
-                f"bucket {bucket_tokens}: context-bounded capture needs {len(pieces)} requests of "
+                f"bucket {bucket_tokens}: context-bounded capture needs {counted(len(pieces), 'request')} of "
                 f"<= {ctx} tokens, more than max_capture_requests={spec.max_capture_requests}"
             )
         if min(pieces) < self.min_request_tokens:

@@ -58,6 +58,7 @@ from cpbcg.planner.evaluate import Demand
 from cpbcg.planner.optimise.grid import DENSE_GRID_LIMIT, CandidateGrid, candidate_grid, dense_grid_size, sparse_grid
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.model.selector import replay_window_hi, replay_windows
+from cpbcg.planner.words import counted
 
 __all__ = ["CandidateGrid", "FewestBuckets", "OptimalLists", "candidate_grid", "fewest_for_coverage", "optimise"]
 
@@ -126,8 +127,8 @@ class OptimalLists:
         feasible = [k for k in self.buckets if k <= max_buckets]
         if not feasible:
             raise ConfigError(
-                f"max_buckets: no list of at most {max_buckets} buckets holds the {len(self.pinned)} pinned "
-                "buckets and the required forwards"
+                f"max_buckets: no list of at most {counted(max_buckets, 'bucket')} holds the {counted(len(self.pinned), 'pinned bucket')} "
+                "and the required forwards"
             )
         return self.buckets[max(feasible)]
 
@@ -255,7 +256,7 @@ def _optimise(demand, cp, cost, max_buckets, max_tokens, spec, factor, bucket_mu
     if pins and not np.array_equal(grid.sizes[np.minimum(pin_index, len(grid.sizes) - 1)], pins):
         raise ConfigError(f"pinned buckets {pins} include a size that cannot be captured")
     if len(pins) > max_buckets:
-        raise ConfigError(f"max_buckets: {len(pins)} pinned buckets exceed max_buckets {max_buckets}")
+        raise ConfigError(f"max_buckets: {counted(len(pins), 'pinned bucket')} exceed max_buckets {max_buckets}")
     w = batch_windows(demand, grid.sizes, grid.capacity_rows, cost, factor)
     rules = _constraints(grid, required, pin_index, max_tokens, factor, allow_gaps)
     cand = _candidates(w, grid, cost, rules, factor, objective)
