@@ -39,7 +39,7 @@ def test_sglang_append_adds_the_off_grid_max_bs():
 
 
 def test_spec_forms(tmp_path):
-    assert resolve_bucket_spec("2304, 2048,2048") == [2048, 2304]
+    assert resolve_bucket_spec("2304, 2048,2048") == [2048, 2048, 2304]  # SGLang drops the repeat; the capture note says so
     assert resolve_bucket_spec("sglang-default") == sglang_default_buckets(8192)
     assert resolve_bucket_spec([16, 8]) == [8, 16]
     (tmp_path / "b.yaml").write_text("- 4096\n- 2048\n")
@@ -172,3 +172,15 @@ def test_the_planner_reads_no_bucket_file(tmp_path):
     with pytest.raises(ConfigError, match="cannot read '.*': not a list like 2048,2304, a file"):
         parse_bucket_spec(str(path))  # the planner parses what the input edge read; it opens nothing
     assert parse_bucket_spec("2304,2048") == [2048, 2304] and parse_bucket_spec("pow2:64")[-1] == 64
+
+
+def test_a_repeated_bucket_is_noted_from_a_list_and_from_a_file(tmp_path):
+    from cpbcg.planner.model.layout import CPLayout
+    from cpbcg.planner.model.capacity import capture_buckets
+
+    (tmp_path / "dup.yaml").write_text("- 100\n- 100\n- 200\n")
+    for spec in ("100,50,100", str(tmp_path / "dup.yaml")):
+        prepared = capture_buckets(resolve_bucket_spec(spec), CPLayout(4))
+        assert "1 duplicate dropped" in prepared.note, prepared.note
+    assert capture_buckets([100, 100, 52, 50], CPLayout(4)).note.endswith("50 -> 52; 2 duplicates dropped")
+    assert capture_buckets([100, 52], CPLayout(4)).note is None

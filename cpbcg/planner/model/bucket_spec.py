@@ -59,7 +59,8 @@ def parse_positive_int(text: str, where: str, *, maximum: int | None = None, all
 
 
 def parse_bucket_spec(spec: str | list[int], read_file: Callable[[str], list[int]] | None = None) -> list[int]:
-    """Resolve a bucket spec (see module doc) into a sorted, de-duplicated list of tokens.
+    """Resolve a bucket spec (see module doc) into a sorted list of tokens, duplicates kept (SGLang
+    0.5.23 drops them when it prepares the list; `PreparedBuckets.note` says how many).
 
     The planner reads no files: a spec that is neither a list nor a named generator is handed to
     `read_file(spec)` (`cpbcg.bucket_files.read_bucket_file`, the input edge), and without one
@@ -75,7 +76,7 @@ def parse_bucket_spec(spec: str | list[int], read_file: Callable[[str], list[int
         parts = text.split(",")
         if parts[-1].strip() == "" and len(parts) > 1:
             parts = parts[:-1]
-        return sorted({_bucket(p, f"{_show(text)}: bucket {i}") for i, p in enumerate(parts)})
+        return sorted(_bucket(p, f"{_show(text)}: bucket {i}") for i, p in enumerate(parts))
     name, _, arg = text.partition(":")
     if name in NAMED_LISTS:
         try:
@@ -151,7 +152,7 @@ def _validated(values: list, where: str) -> list[int]:
         raise ConfigError(f"{where}: the bucket list is empty")
     for i, value in enumerate(values):
         _positive(value, f"{where}: bucket {i}")
-    return sorted(set(values))
+    return sorted(values)  # duplicates kept: SGLang drops them, and the capture note says so (`PreparedBuckets.note`)
 
 
 def _show(value: object, limit: int = 40) -> str:

@@ -108,9 +108,9 @@ class PreparedBuckets:
             moved = ", ".join(f"{a} -> {b}" for a, b in self.rounded[:_NOTE_ITEMS])
             more = f", ... ({len(self.rounded)} in all)" if len(self.rounded) > _NOTE_ITEMS else ""
             parts.append(f"rounded up to multiples of {self.multiple_tokens}: {moved}{more}")
-        merged = len(set(self.configured_tokens)) - len(self.capture_num_tokens) - len(self.dropped)
+        merged = len(self.configured_tokens) - len(self.capture_num_tokens) - len(self.dropped)  # repeats, given or after rounding
         if merged > 0:
-            parts.append(f"{merged} duplicate{'s' * (merged > 1)} dropped")
+            parts.append(f"{counted(merged, 'duplicate')} dropped")
         if self.dropped:
             parts.append(f"below min_capture_tokens {self.min_capture_tokens} dropped: {', '.join(map(str, self.dropped))}")
         if not parts:

@@ -251,7 +251,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
         buckets=buckets, max_buckets=max_buckets, objective=settings.objective, evaluation=evaluation,
         modelled_ms=_cost(whole, buckets, deployment), configured_modelled_ms=demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor),
         cost=deployment.cost, validation=validation, headroom=headroom,
-        capture=_estimate(buckets, settings), configured_capture=_estimate(list(deployment.buckets), settings),
+        capture=_estimate(buckets, settings), configured_capture=_estimate(sorted(set(deployment.buckets)), settings),
         deploy=deploy_flags(buckets, deployment, chunk if chunk != default_chunk_tokens(deployment) else None),
         optimal=optimal, demand=whole, target_coverage=settings.target_coverage, headroom_note=headroom_note,
         floor_tokens=None if floor is None else floor[0], notes=tuple(notes),
