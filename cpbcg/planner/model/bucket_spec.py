@@ -170,14 +170,13 @@ def _positive(value: object, where: str) -> int:
     return value
 
 
-def _validated(values: list, where: str, line_of: Callable[[int], int | None] | None = None, prefix_key: str = "") -> list[int]:
+def _validated(values: list[object], where: str, line_of: Callable[[int], int | None] | None = None, prefix_key: str = "") -> list[int]:
     """`values` checked as buckets; `line_of(i)` the line of item `i` in a file (None: no line)."""
     line = line_of or (lambda i: None)
     if not values:
         raise ConfigError(located(where, line(0) if line_of else None, "the bucket list is empty", prefix_key or None))
-    for i, value in enumerate(values):
-        _positive(value, located(where, line(i), "", f"bucket {i}").removesuffix(": "))
-    return sorted(values)  # duplicates kept: SGLang drops them, and the capture note says so (`PreparedBuckets.note`)
+    # duplicates kept: SGLang drops them, and the capture note says so (`PreparedBuckets.note`)
+    return sorted(_positive(value, located(where, line(i), "", f"bucket {i}").removesuffix(": ")) for i, value in enumerate(values))
 
 
 def _show(value: object, limit: int = 40) -> str:

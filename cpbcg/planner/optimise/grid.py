@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.model.capacity import CaptureSpec
@@ -122,11 +123,11 @@ class SizeLattice:
         extra = self.extras[np.maximum(at, 0)] if len(self.extras) else np.full(len(x), _NONE)
         return np.maximum(lattice, np.where(at >= 0, extra, _NONE))
 
-    def succ(self, x) -> np.ndarray:
+    def succ(self, x: ArrayLike) -> np.ndarray:
         """[N] int64: the smallest grid size `>= x` ([N] int64), `-1` where none."""
         return self._walk(np.asarray(x, dtype=np.int64), up=True)
 
-    def pred(self, x) -> np.ndarray:
+    def pred(self, x: ArrayLike) -> np.ndarray:
         """[N] int64: the largest grid size `< x` ([N] int64), `-1` where none."""
         return self._walk(np.asarray(x, dtype=np.int64), up=False)
 
