@@ -26,7 +26,7 @@ name a command-line flag; the config loader prefixes the file and key.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Callable, Sequence
 
 from cpbcg.errors import ConfigError, located
 from cpbcg.planner.export import parse_sglang_flags
@@ -170,7 +170,7 @@ def _positive(value: object, where: str) -> int:
     return value
 
 
-def _validated(values: list[object], where: str, line_of: Callable[[int], int | None] | None = None, prefix_key: str = "") -> list[int]:
+def _validated(values: Sequence[object], where: str, line_of: Callable[[int], int | None] | None = None, prefix_key: str = "") -> list[int]:
     """`values` checked as buckets; `line_of(i)` the line of item `i` in a file (None: no line)."""
     line = line_of or (lambda i: None)
     if not values:
