@@ -114,7 +114,7 @@ class Validation:
     """The recommendation fitted on the head of the trace, replayed on the tail."""
 
     fit_fraction: float
-    """Fraction of the trace's forwards (lines, trace order) the list was fitted on."""
+    """Fraction of the trace's prefill forwards (trace order; a batch line with a count kept whole) the list was fitted on."""
     buckets: list[int]
     """The list fitted on that head (tokens)."""
     in_sample: Evaluation
