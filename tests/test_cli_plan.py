@@ -225,3 +225,15 @@ def test_layout_says_not_cp_active_once_and_what_cp_size_1_means():
     assert "no context parallelism (cp_size 1)" in plain.stdout and "rows = tokens" in plain.stdout
     assert "replays in bucket 112 (padding 12 tokens)" in plain.stdout  # no C(B) rows line: without CP a bucket holds its size
     assert "natural bucket" not in plain.stdout and "align_up" not in plain.stdout
+
+
+def test_every_note_has_one_prefix_and_counts_agree_in_number(tmp_path):
+    trace = tmp_path / "one.jsonl"
+    trace.write_text("[100]\n")
+    result = invoke("plan", "-t", str(trace), "-b", "50,100,100", "-k", "1", "--no-headroom")
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.output.splitlines() if "note:" in line.lower()]
+    assert notes and all(line.startswith("cpbcg: note: ") for line in notes), notes
+    assert "SGLang 0.5.23 captures [52, 100]: rounded up to multiples of 4: 50 -> 52; 1 duplicate dropped" in result.output
+    assert "only 1 prefill forward (fewer than 1,000)" in result.output
+    assert "1 requests" not in result.output and "1 buckets" not in result.output and "1 forwards" not in result.output

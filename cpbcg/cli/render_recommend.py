@@ -73,7 +73,7 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
         text.append(f"Warning: out of sample the list replays {rec.validation.evaluation.coverage:.2%}, below the "
                     f"{rec.target_coverage:.2%} target: ask for a little more than you need.\n", style="bold yellow")
     if rec.headroom_note:
-        text.append(f"Note: {rec.headroom_note}.\n", style="yellow")
+        text.append(f"cpbcg: note: {rec.headroom_note}.\n", style="yellow")
     if rec.validation is not None:
         v = rec.validation
         text.append(
