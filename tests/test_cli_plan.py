@@ -237,3 +237,14 @@ def test_every_note_has_one_prefix_and_counts_agree_in_number(tmp_path):
     assert "SGLang 0.5.23 captures [52, 100]: rounded up to multiples of 4: 50 -> 52; 1 duplicate dropped" in result.output
     assert "only 1 prefill forward (fewer than 1,000)" in result.output
     assert "1 requests" not in result.output and "1 buckets" not in result.output and "1 forwards" not in result.output
+
+
+def test_bare_cpbcg_prints_the_readable_help_and_exits_2():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "cpbcg"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert lines[0] == "Usage: cpbcg [OPTIONS] COMMAND [ARGS]..." and "cpbcg: error" not in done.stderr
+    assert any(line.strip().startswith("plan") for line in lines) and len(lines) > 10  # the command list, one per line
