@@ -2,8 +2,9 @@
 
 (a) Paths: the same records read through every path of a reader give the same result or the
     same error: the fast paths (numpy byte parse, one orjson call per line, numpy CSV columns, pyarrow's CSV reader)
-    against the careful line-by-line path, and the plain file against `.gz`, standard input and
-    small read chunks. Seeded random traces of good lines mixed with hostile ones.
+    against the careful line-by-line path, and the plain file against `.gz`, standard input,
+    small read chunks, a leading UTF-8 BOM (plain and gzip) and CRLF line ends. Seeded random
+    traces of good lines mixed with hostile ones.
 (b) Bounds: every bound `--help` shows (`[A<=x<=B]`, `[0<x<=1]`) is accepted at its edge and
     refused one step past it, on every command; the options that set a deployment setting are
     also run end to end at their edges (the config's own bound must agree).
@@ -154,6 +155,11 @@ def test_every_path_of_a_reader_reads_the_same(tmp_path, monkeypatch, kind):
         plain.write_text(text)
         packed.write_bytes(gzip.compress(text.encode()))
         results = {"plain": read_result(plain, str(plain), kind), "gz": read_result(packed, str(packed), kind)}
+        for variant, data in (("bom", b"\xef\xbb\xbf" + text.encode()), ("crlf", text.replace("\n", "\r\n").encode()),
+                              ("bom gz", gzip.compress(b"\xef\xbb\xbf" + text.encode()))):
+            other = tmp_path / f"t{case}-{variant.replace(' ', '-')}{suffix}{'.gz' if 'gz' in variant else ''}"
+            other.write_bytes(data)
+            results[variant] = read_result(other, str(other), kind)
         if kind == "batches":
             results["small chunks"] = read_result(plain, str(plain), kind, chunk_bytes=rng.choice([37, 100, 4096]))
         with monkeypatch.context() as patch:

@@ -14,6 +14,7 @@ Every reader opens its input here, so one set of rules holds for every format:
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
 import stat
@@ -78,18 +79,34 @@ def open_binary(path: Path | str) -> IO[bytes]:
         if is_stdin(path):
             handle = open_stdin(display(path))
             if handle.peek(2)[:2] == b"\x1f\x8b":
-                return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
-            return handle
+                return _without_bom(gzip.GzipFile(fileobj=handle, mode="rb"))
+            return _without_bom(handle)
         handle = open(path, "rb")
         if handle.read(2) == b"\x1f\x8b":
             handle.close()
-            return gzip.open(path, "rb")  # type: ignore[return-value]
+            return _without_bom(gzip.open(path, "rb"))
         handle.seek(0)
-        return handle
+        return _without_bom(handle)
     except IsADirectoryError:
         raise TraceError(f"{display(path)}: is a directory, not a trace file") from None
     except OSError as exc:
         raise TraceError(f"{display(path)}: cannot open: {exc.strerror or exc}") from exc
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _without_bom(handle: io.BufferedIOBase) -> IO[bytes]:
+    """`handle` past a leading UTF-8 byte order mark, if any: every text reader (JSONL, JSON,
+    CSV, logs; plain, gzip or stdin) then sees the same bytes (RFC 8259 lets a JSON parser
+    ignore it; spreadsheet CSV exports write one)."""
+    try:
+        head = handle.peek(3)[:3]  # type: ignore[attr-defined]
+    except (EOFError, OSError, zlib.error):
+        return handle  # type: ignore[return-value]  # the reader reports a corrupt stream where it reads
+    if head == UTF8_BOM:
+        handle.read(3)
+    return handle  # type: ignore[return-value]
 
 
 @contextmanager
