@@ -52,7 +52,7 @@ def table_spec(path: Path, names: list[str], options: ReadOptions) -> RequestSpe
             if spec.length_field in names:
                 return spec
     if not generic.detects(names, options):
-        raise TraceError(f"{display(path)}: unknown Parquet request log (columns: {show_names(names)}); no known length column: give --length-field")
+        raise TraceError(f"{display(path)}:1: unknown Parquet request log (columns: {show_names(names)}); no known length column: give --length-field")
     return replace(generic.table_spec(path, "csv", names, options)[0], label="parquet")
 
 
@@ -65,7 +65,7 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
     try:
         parquet = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
-        raise TraceError(f"{path}: not a readable Parquet file ({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 120)[1:-1]})") from None
+        raise TraceError(f"{display(path)}:1: not a readable Parquet file ({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 120)[1:-1]})") from None
     names = parquet.schema_arrow.names
     spec = table_spec(path, names, options)
     wanted = _columns(path, spec, names)
