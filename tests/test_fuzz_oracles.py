@@ -66,6 +66,7 @@ def batch_line(rng: random.Random, hostile: bool = False) -> str:
     bad = [
         "[5], [6]", "[5],[6]", "[5], 6", '{"extend_seq_lens": [5]}, {"extend_seq_lens": [6]}', "[05]", "[-5]", "[+5]", "[0]",
         "[5.0]", "[true]", "[null]", '["5"]', "[]", "[4194305]", "[2147483648]", "[99999999999999999999]", '{"extend_seq_lens": 5}',
+        '{"extend_seq_lens": [5], "extend_seq_lens": [6]}', '{"extend_seq_lens": [5], "count": 2, "count": 3}', '{"extend_seq_lens": [5], "x": {"a": 1, "a": 2}}',
         '{"extend_seq_lens": [5], "count": 0}', '{"extend_seq_lens": [5], "count": -1}', "[[5]]", "[5", "5]", "{}", "[1e3]", "\t[5]",
     ]
     return rng.choice(bad) if hostile else rng.choice(good)
@@ -78,6 +79,7 @@ def mooncake_line(rng: random.Random, t: int, hostile: bool = False) -> str:
     bad = [
         good + ", " + good, good.replace('"input_length": ', '"input_length": -'), good.replace('"output_length": ', '"output_length": 0'),
         good.replace('"timestamp": ', '"timestamp": "'), good[:-1], good.replace("[", "[true, ", 1), "", "[1]", good.replace("}", ', "x": null}'),
+        good.replace("}", ', "input_length": 5}'), good.replace("{", '{"timestamp": 0, ', 1),
     ]
     return rng.choice(bad) if hostile else good
 

@@ -17,6 +17,7 @@ import orjson
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, drop_empty_prompts
+from cpbcg.planner.traces.jsonl_table import repeated_key
 from cpbcg.planner.traces.text import display, excerpt, read_whole
 
 CHUNK_REQUESTS = 1 << 16
@@ -45,6 +46,9 @@ def read(path: Path, options: ReadOptions) -> Iterator[tuple[RequestChunk, objec
     if not isinstance(result, dict):
         raise TraceError(located(display(path), 1, f"expected a vLLM bench result object, got {type(result).__name__}"))
     where = _Where(path, raw)
+    repeated = repeated_key(raw, result)
+    if repeated is not None:
+        raise where(repeated, "duplicate key: a JSON object names each key once")
     inputs = _array(where, result, "input_lens", 0)  # 0-token prompts: skipped below
     outputs = _array(where, result, "output_lens", 0, len(inputs))
     starts = _times(where, result, len(inputs)) if "start_times" in result else None
