@@ -161,6 +161,8 @@ def test_plot_writes_a_png(small_trace, tmp_path):
         (["--no-recommend", "--plot", "x.png"], "--plot shapes the recommendation"),
         (["-k", "2", "--include", "8192,abc"], "include"),
         (["-k", "2", "--include", "2048,²"], "include"),
+        (["-k", "2", "--include", "2048,2048"], "include: 2048 is given twice"),
+        (["-k", "2", "--include", "2048,,4096"], "include: '2048,,4096' is not a list of token counts"),
         (["-k", "1", "--include", "1024,2048"], "exceed max_buckets"),
         (["-k", "2", "--emit", "json", "-f", "json"], "needs -o FILE"),
         (["-k", "2", "--manifest", "missing.json"], "missing.json"),

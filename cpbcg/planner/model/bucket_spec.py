@@ -188,9 +188,16 @@ def _show(value: object, limit: int = 40) -> str:
 
 
 def parse_positive_list(text: str, key: str) -> list[int]:
-    """`"8192,4096"` -> `[4096, 8192]` (sorted, unique). ASCII digits only (`"²"` is no count).
-    Raises `ConfigError` naming `key` for anything else."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
+    """`"8192,4096"` -> `[4096, 8192]` (sorted; one trailing comma allowed, as in a bucket
+    list). ASCII digits only (`"²"` is no count). Raises `ConfigError` naming `key` for anything
+    else, an empty item (`8192,,4096`) or a count given twice (as `--time-scale` does)."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and not parts[-1]:
+        parts = parts[:-1]
     if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 8 and 0 < int(p) <= MAX_BUCKET_TOKENS for p in parts):
         raise ConfigError(f"{key}: {text[:60]!r} is not a list of token counts between 1 and {MAX_BUCKET_TOKENS}, like 8192,4096")
-    return sorted({int(p) for p in parts})
+    values = [int(p) for p in parts]
+    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"{key}: {twice} is given twice")
+    return sorted(values)
