@@ -14,6 +14,7 @@ subclasses with one-line messages naming the file, line and config key.
 from __future__ import annotations
 
 import glob
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -284,6 +285,22 @@ def trace_paths(paths: Sequence[str | Path]) -> list[Path]:
         else:
             out.append(path)
     return out
+
+
+def _refuse_repeated(paths: Sequence[Path]) -> None:
+    """`TraceError` when one trace file (or standard input) is given twice, directly or through a
+    directory or glob: each trace is one server's traffic, and planning it twice would count its
+    forwards twice without a word."""
+    seen: dict[object, Path] = {}
+    for path in paths:
+        try:
+            key: object = "-" if str(path) == "-" else (os.stat(path).st_dev, os.stat(path).st_ino)
+        except (OSError, ValueError):
+            key = str(path)  # the reader reports what is wrong with it
+        if key in seen:
+            same = "" if str(seen[key]) == str(path) else f" (as {seen[key]} too)"
+            raise TraceError(f"{path}: the same trace is given twice{same}; give each trace once")
+        seen[key] = path
 
 
 def _all_sources(trace: Any) -> bool:
@@ -695,6 +712,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     if request.guarantee and request.check_guarantee:
         raise ConfigError("--guarantee and --check-guarantee exclude each other")
     given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
+    _refuse_repeated(trace_paths(given))
     given += [p for p in (request.fit_traces or ()) if p not in [str(g) for g in given] and Path(p) not in given]
     paths = trace_paths(given)
     log = log_settings(paths[0], trace_format, options) if len(paths) == 1 else None

@@ -248,3 +248,13 @@ def test_bare_cpbcg_prints_the_readable_help_and_exits_2():
     lines = done.stderr.splitlines()
     assert lines[0] == "Usage: cpbcg [OPTIONS] COMMAND [ARGS]..." and "cpbcg: error" not in done.stderr
     assert any(line.strip().startswith("plan") for line in lines) and len(lines) > 10  # the command list, one per line
+
+
+def test_a_trace_given_twice_is_refused(tmp_path):
+    (tmp_path / "d").mkdir()
+    trace = tmp_path / "d" / "a.jsonl"
+    trace.write_text("[100]\n[200]\n")
+    for args in (["-t", str(trace), "-t", str(trace)], ["-t", str(tmp_path / "d"), "-t", str(trace)]):
+        result = invoke("plan", *args, "--no-recommend")
+        assert result.exit_code == 2 and f"{trace}: the same trace is given twice" in result.stderr, result.output
+    assert invoke("plan", "-t", str(trace), "--fit-trace", str(trace), "-k", "3").exit_code == 0  # fit on one of the traces: fine
