@@ -583,7 +583,8 @@ def gen_command(rng: random.Random) -> Case:
         command = rng.choice([[], ["plan"], ["batches"], ["layout"], ["presets"], ["replay-check"], ["capture"]])
         return Case("command", [*command, rng.choice(["--help", "-h"])], False, good=True, note=f"{command} --help")
     if roll < 0.6:
-        return Case("command", ["presets", *rng.choice([[], ["-f", "json"], ["--format", "table"]])], False, good=True, note="presets")
+        extra = rng.choice([[], [], ["-f", "json"], ["--bogus"]])  # presets takes no option
+        return Case("command", ["presets", *extra], bool(extra), good=not extra, note=f"presets {' '.join(extra)}")
     if roll < 0.8:
         value = rng.choice(["consecutive", "all", "none", "ALL", "", "some", "\u00b2"])
         good = value in ("consecutive", "all", "none")
