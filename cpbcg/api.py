@@ -51,6 +51,7 @@ from cpbcg.planner.traces.registry import format_info
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
 from cpbcg.planner.traces.text import is_stdin
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION, ServerCheck, deployment_server_check
+from cpbcg.planner.words import counted
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
 from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
     from cpbcg.capture.records import CaptureResult
 
 __all__ = [  # what the commands (and notebooks) use; the result types are re-exported for annotations
-    "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
+    "counted", "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
     "Gates", "GuaranteeReport", "GuaranteeResult", "Layout", "Manifest", "ParetoPoint", "PlanReport", "PlanRequest",
     "PlanResult", "ReadOptions", "Recommendation", "RecommendSettings", "ReplayRecord", "ServerCheck", "append_step_summary", "batch_trace",
     "batches", "capture", "cell", "check", "check_trace", "count_of", "evaluate", "explain", "github_annotations", "guarantee",

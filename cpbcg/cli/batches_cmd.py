@@ -13,7 +13,6 @@ from cpbcg.cli.common import ConfigOpt
 from cpbcg.cli.options import SchedulerOptions, TraceOptions, with_options
 from cpbcg.errors import ConfigError
 from cpbcg.settings import Fold
-from cpbcg.planner.words import counted
 
 FOLD_HELP = "Merge identical forwards into one line with a count: consecutive runs (keeps the order, streams), all (first-seen order), or none."
 
@@ -59,6 +58,8 @@ def batches(
             sys.stdout.flush()
         else:
             write_atomic(output, written.lines())
+    from cpbcg.api import counted
+
     where = "stdout" if str(output) == "-" else output
     text = f"{counted(written.forwards, 'prefill forward')} → {counted(written.num_lines, 'line')} → {where}"
     note = written.note()

@@ -9,7 +9,6 @@ import typer
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import FormatOpt, OutputFormat, print_json, stdout_console
 from cpbcg.cli.options import DeploymentOptions, with_options
-from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:
     from rich.console import Group
@@ -49,6 +48,7 @@ def render_explanation(ex: "BatchExplanation", cp_size: int, align: int, max_pad
     from rich.table import Table
     from rich.text import Text
 
+    from cpbcg.api import counted
     from cpbcg.cli.render import REASON_HELP
 
     table = Table(title=f"extend_seq_lens {ex.extend_seq_lens} (n={ex.num_tokens}), cp_size {cp_size}", title_justify="left")
@@ -92,6 +92,7 @@ def _outcome(ex: "BatchExplanation") -> "Text":
     """The bucket the forward replays in (rows against C(B) under CP), or why it runs eagerly."""
     from rich.text import Text
 
+    from cpbcg.api import counted
     from cpbcg.cli.render import REASON_HELP
 
     out = Text()

@@ -4,7 +4,6 @@ skipped and folded) are `cpbcg.notes`'; the JSON section is `cpbcg.documents.obs
 
 from __future__ import annotations
 
-from cpbcg.planner.words import counted
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +18,8 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
+
+    from cpbcg.api import counted
 
     parts: list = []
     if observed is not None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from cpbcg.planner.words import counted
-
 if TYPE_CHECKING:
     from cpbcg.api import Comparison, Recommendation
 
@@ -15,6 +13,8 @@ def plot_png(rec: Recommendation, comparison: Comparison) -> bytes:
     """Pareto curve plus the batch-size distribution with the chosen buckets: the PNG's bytes
     (the command writes them with its other outputs, `cpbcg.atomic.OutputGroup`)."""
     import matplotlib
+
+    from cpbcg.api import counted
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

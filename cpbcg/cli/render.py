@@ -6,9 +6,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.api import Evaluation, cell, pct, summary_rows
+from cpbcg.api import Evaluation, cell, counted, pct, summary_rows
 from cpbcg.settings import SGLANG_VERSION
-from cpbcg.planner.words import counted
 
 REASON_HELP = {
     "not_cp_active": "not CP-active (zigzag needs every request >= 2*cp_size tokens, interleave a forward >= cp_size)",

@@ -10,9 +10,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.api import Comparison, Evaluation, ParetoPoint, Recommendation, pct
+from cpbcg.api import Comparison, Evaluation, ParetoPoint, Recommendation, counted, pct
 from cpbcg.cli.render import REASON_HELP
-from cpbcg.planner.words import counted
 
 OBJECTIVE_TEXT = {"coverage": "most forwards in graphs, then least modelled time", "time": "least modelled time"}
 SHORT_REASON = {"not_cp_active": "inact", "above_largest_bucket": "above", "padding_limit": "pad", "local_capacity": "cap"}
