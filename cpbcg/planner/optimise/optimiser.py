@@ -105,7 +105,8 @@ class OptimalLists:
     num_candidates: int
     """Candidate sizes the DP searched (`P` in the module doc)."""
     grid_size: int
-    """Sizes on the grid before the exact reduction."""
+    """Sizes on the grid before the exact reduction (above `DENSE_GRID_LIMIT` the sparse grid's:
+    the sizes where the answer can change, `grid.sparse_grid`)."""
     bucket_multiple: int
     """Grid step (tokens); > 1 means the result is optimal on that coarser grid only."""
     max_tokens: int
