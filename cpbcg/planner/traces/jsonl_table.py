@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import orjson
@@ -36,7 +36,7 @@ def load_json_line(path: Path, line_no: int, line: bytes) -> object:
     return record
 
 
-def load_json_records(lines: list[bytes]) -> list[object]:
+def load_json_records(lines: list[bytes]) -> list[Any]:
     """Each line parsed on its own as one JSON value (`orjson.loads`), the rule of every
     JSONL reader's fast and careful paths alike: a line holding two comma-joined values
     (`[5], [6]`) is not valid JSON on any path, nor an object that repeats a key. Raises
