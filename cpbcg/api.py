@@ -14,6 +14,7 @@ subclasses with one-line messages naming the file, line and config key.
 from __future__ import annotations
 
 import glob
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, TypedDict
@@ -49,6 +50,7 @@ from cpbcg.planner.traces.registry import format_info
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
 from cpbcg.planner.traces.text import is_stdin
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION, ServerCheck, deployment_server_check
+from cpbcg.planner.words import counted
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
 from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
@@ -58,7 +60,7 @@ if TYPE_CHECKING:
     from cpbcg.graph_capture.records import CaptureResult
 
 __all__ = [  # what the commands (and notebooks) use; the result types are re-exported for annotations
-    "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
+    "counted", "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
     "Gates", "GuaranteeReport", "GuaranteeResult", "Layout", "Manifest", "ParetoPoint", "PlanReport", "PlanRequest",
     "PlanResult", "ReadOptions", "Recommendation", "RecommendSettings", "ReplayRecord", "ServerCheck", "append_step_summary", "batch_trace",
     "batches", "capture", "cell", "check", "check_trace", "count_of", "evaluate", "explain", "github_annotations", "guarantee",
@@ -302,6 +304,22 @@ def _sources_of(trace: Sequence[BatchSource] | Iterable[BatchSet]) -> list[Batch
     if isinstance(trace, (list, tuple)) and trace and all(isinstance(t, BatchSource) for t in trace):
         return [t for t in trace if isinstance(t, BatchSource)]
     return None
+
+
+def _refuse_repeated(paths: Sequence[Path]) -> None:
+    """`TraceError` when one trace file (or standard input) is given twice, directly or through a
+    directory or glob: each trace is one server's traffic, and planning it twice would count its
+    forwards twice without a word."""
+    seen: dict[object, Path] = {}
+    for path in paths:
+        try:
+            key: object = "-" if str(path) == "-" else (os.stat(path).st_dev, os.stat(path).st_ino)
+        except (OSError, ValueError):
+            key = str(path)  # the reader reports what is wrong with it
+        if key in seen:
+            same = "" if str(seen[key]) == str(path) else f" (as {seen[key]} too)"
+            raise TraceError(f"{path}: the same trace is given twice{same}; give each trace once")
+        seen[key] = path
 
 
 def recommend(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings = RecommendSettings()) -> Recommendation:
@@ -717,6 +735,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     if request.guarantee and request.check_guarantee:
         raise ConfigError("--guarantee and --check-guarantee exclude each other")
     given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
+    _refuse_repeated(trace_paths(given))
     given += [p for p in (request.fit_traces or ()) if p not in [str(g) for g in given] and Path(p) not in given]
     paths = trace_paths(given)
     log = log_settings(paths[0], trace_format, options) if len(paths) == 1 else None

@@ -12,12 +12,12 @@ a bucket list: lists and named generators are the planner's to parse; anything e
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import orjson
 
 from cpbcg.errors import ConfigError
-from cpbcg.inputs import load_json, load_yaml, path_exists, read_input_bytes
+from cpbcg.inputs import load_json, load_yaml, path_exists, read_input_bytes, yaml_key_lines
 from cpbcg.planner.choices import EmitFormat
 from cpbcg.planner.export import config_flags, deploy_flags
 from cpbcg.planner.model.bucket_spec import NOT_A_SPEC, buckets_of_document, buckets_of_flags, parse_bucket_spec
@@ -59,7 +59,26 @@ def read_bucket_file(path: str | Path) -> list[int]:
     if raw.lstrip().startswith(b"--"):
         return buckets_of_flags(raw.decode("utf-8", "replace"), str(path))
     data = load_json(raw, str(path)) if path.suffix.lower() == ".json" else load_yaml(raw, str(path))
-    return buckets_of_document(data, str(path))
+    return buckets_of_document(data, str(path), _line_finder(raw))
+
+
+def _line_finder(raw: bytes) -> Callable[[tuple[str, ...]], int]:
+    """`line_of(key path)`: the line of a key or list item of a document already loaded (its
+    nearest enclosing key's when it has none; line 1 for the whole document)."""
+    lines: dict[tuple[str, ...], int] | None = None
+
+    def line_of(path: tuple[str, ...]) -> int:
+        nonlocal lines
+        if lines is None:
+            try:
+                lines = yaml_key_lines(raw.decode("utf-8-sig", "replace"))
+            except Exception:  # noqa: BLE001 — a location is a courtesy; the error it decorates is the one to report
+                lines = {}
+        while path and path not in lines:
+            path = path[:-1]
+        return lines[path] if path else 1
+
+    return line_of
 
 
 def flags_file_words(spec: str) -> list[str] | None:

@@ -218,7 +218,11 @@ def _read_source(source: str) -> tuple[str, str]:
     path = Path(source)
     if path_exists(path):
         label = str(path)
-        return label, decode_text(read_input_bytes(path), label)
+        try:
+            raw = read_input_bytes(path)
+        except ConfigError as exc:  # not a readable file (a directory, a FIFO): say which option named it
+            raise ConfigError(f"command line: config: {exc}") from None
+        return label, decode_text(raw, label)
     preset = resources.files(PRESET_PACKAGE) / f"{source}.yaml"
     if not _is_preset_name(source) or not preset.is_file():
         raise ConfigError(f"{_show(source)[1:-1]}: no such config file or preset (presets: {', '.join(preset_names())})")
@@ -245,7 +249,9 @@ def load_config(
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{label}: expected a mapping of settings, got {type(data).__name__}")
+        hint = (" (a bucket list: pass it with --buckets)" if isinstance(data, list)
+                else " (SGLang server flags: pass the file with --buckets)" if isinstance(data, str) and data.lstrip().startswith("--") else "")
+        raise ConfigError(f"{label}:1: expected a mapping of settings, got {type(data).__name__}{hint}")
     stack = [(label, {}), *((name, _given(values)) for name, values in layers), ("command line", _given(overrides))]
     merged = data
     for _, values in stack[1:]:
@@ -258,7 +264,9 @@ def load_config(
         key = ".".join(str(p) for p in loc) or "(top level)"
         message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
         origin = _located(_origin(loc, stack), label, text, loc)
-        raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))})") from None
+        hint = (" (this is a bucket file, as plan --emit yaml|json writes it: pass it with --buckets)"
+                if first["type"] == "extra_forbidden" and loc[:1] in (("capture_num_tokens",), ("prefill",)) else "")
+        raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))}){hint}") from None
     _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
     _check_buckets(cfg, _located(_origin(("buckets",), stack), label, text, ("buckets",)))
     _check_flags_file(cfg)
@@ -295,7 +303,7 @@ def _check_flags_file(cfg: DeploymentConfig) -> None:
     try:
         settings = sglang_flag_settings(raw.decode("utf-8", "replace"))
     except ConfigError as exc:
-        raise ConfigError(f"{spec}: {exc}") from None
+        raise ConfigError(f"{spec}:1: {exc}") from None  # a shell split fails on the file as a whole
     for key, written in settings.items():
         if str(actual.get(key)) != written:
             flag = next(f for f, k in FLAG_KEYS.items() if k == key)
@@ -332,7 +340,7 @@ def _check_buckets(cfg: DeploymentConfig, origin: str) -> None:
         spec = cfg.buckets
         if isinstance(spec, str) and "," not in spec and path_exists(Path(spec)) and Path(spec).is_file():
             text = str(exc)
-            raise ConfigError(text if text.startswith(f"{spec}:") else f"{spec}: {text}") from None
+            raise ConfigError(text if text.startswith(f"{spec}:") else f"{spec}:1: {text}") from None  # the list as a whole
         raise ConfigError(f"{origin}: buckets: {exc}") from None
 
 

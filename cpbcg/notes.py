@@ -16,6 +16,7 @@ from cpbcg.planner.traces.text import display
 from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.planner.sglang_release import SGLANG_VERSION, ServerCheck
 from cpbcg.planner.traces.sources import BatchSource
+from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:
     from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -63,7 +64,7 @@ def simulation_note(source: BatchSource) -> str | None:
     if cfg.prefix_cache != "off":
         cache += f" ({s.cached_tokens:,} of {s.input_tokens:,} prompt tokens cached)"
     text = (
-        f"simulated {s.batches:,} prefill forwards from {s.requests:,} requests ({label}, {arrivals}): "
+        f"simulated {counted(s.batches, 'prefill forward')} from {counted(s.requests, 'request')} ({label}, {arrivals}): "
         f"{chunking}{limits}, prefill {_num(cfg.prefill_tokens_per_s)} tok/s + {_num(cfg.prefill_fixed_ms)} ms/forward, "
         f"{cache}; prefill busy {_busy(s):.1%}, at most {s.max_waiting:,} waiting"
     )

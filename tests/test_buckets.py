@@ -39,7 +39,7 @@ def test_sglang_append_adds_the_off_grid_max_bs():
 
 
 def test_spec_forms(tmp_path):
-    assert resolve_bucket_spec("2304, 2048,2048") == [2048, 2304]
+    assert resolve_bucket_spec("2304, 2048,2048") == [2048, 2048, 2304]  # SGLang drops the repeat; the capture note says so
     assert resolve_bucket_spec("sglang-default") == sglang_default_buckets(8192)
     assert resolve_bucket_spec([16, 8]) == [8, 16]
     (tmp_path / "b.yaml").write_text("- 4096\n- 2048\n")
@@ -75,10 +75,13 @@ def test_bad_specs(spec, message):
     "body, message",
     [
         ("[1, 2", "not valid JSON"),
-        ('{"a": 1}', "expected a list of buckets"),
-        ('[]', "the bucket list is empty"),
-        ('[16, 0]', "bucket 1: 0 is not a positive integer"),
-        ('{"prefill": {}}', "prefill needs 'bs' or 'max_bs'"),
+        ('{"a": 1}', "b.json:1: expected a list of buckets, .* got a mapping with keys a$"),
+        ('[]', "b.json:1: the bucket list is empty"),
+        ('[16,\n 0]', "b.json:2: bucket 1: 0 is not a positive integer"),
+        ('{"prefill": {}}', "b.json:1: prefill: needs 'bs' .* or 'max_bs'"),
+        ('{"prefill":\n {"max_bs": -1}}', "b.json:2: prefill.max_bs: -1 is not a positive integer"),
+        ('{"capture_num_tokens":\n [8,\n "x"]}', "b.json:3: bucket 1: x is not a positive integer"),
+        ('{"cp_size": 4}', "b.json:1: expected a list of buckets, .*this is a deployment config: pass it with --config"),
     ],
 )
 def test_bad_files(tmp_path, body, message):
@@ -86,6 +89,32 @@ def test_bad_files(tmp_path, body, message):
     path.write_text(body)
     with pytest.raises(ConfigError, match=message):
         resolve_bucket_spec(str(path))
+
+
+@pytest.mark.parametrize(
+    "name, body, message",
+    [
+        ("bk.txt", "x: 1\n", "bk.txt:1: expected a list of buckets"),
+        ("c.yaml", "- 8\n- 16\n", r"c.yaml:1: expected a mapping of settings, got list \(a bucket list: pass it with --buckets\)"),
+        ("f.txt", '--cuda-graph-bs-prefill "8\n', "f.txt:1: not a flags line a shell can split"),
+        ("e.yaml", "capture_num_tokens: [8, 16]\n", "e.yaml:1: capture_num_tokens: unknown key .*pass it with --buckets"),
+    ],
+)
+def test_every_file_error_names_its_line(tmp_path, name, body, message):
+    from cpbcg.config import load_config
+
+    path = tmp_path / name
+    path.write_text(body)
+    option = "config" if name[0] in "ce" else "buckets"
+    with pytest.raises(ConfigError, match=message):
+        load_config(str(path)) if option == "config" else load_config(None, {"buckets": str(path)})
+
+
+def test_a_directory_as_config_names_the_option(tmp_path):
+    from cpbcg.config import load_config
+
+    with pytest.raises(ConfigError, match="^command line: config: .*: is a directory, not a file$"):
+        load_config(str(tmp_path))
 
 
 def test_a_spec_that_looks_like_a_list_is_a_list_however_long():
@@ -128,7 +157,7 @@ def test_bucket_files_are_read_safely(tmp_path):
         "tab.yaml": ("prefill:\n\tbs: [8]\n", "tab.yaml:2: not valid YAML: found character '\\t' that cannot start any token"),
         "digits.yaml": ("- 8\n- 1" + "0" * 30 + "\n", "digits.yaml:2: [1]: integer of 31 digits"),
         "big.json": ("[8, 1" + "0" * 30 + "]", "big.json:1: [1]: integer of 31 digits"),
-        "bool.json": ("[8, true]", "bool.json: bucket 1: True is not a positive integer"),
+        "bool.json": ("[8, true]", "bool.json:1: bucket 1: True is not a positive integer"),
     }
     for name, (body, message) in cases.items():
         (tmp_path / name).write_text(body)
@@ -158,11 +187,11 @@ def test_a_flags_file_error_names_the_file_once(tmp_path):
     path.write_text("--cuda-graph-bs-prefill 0 16\n")
     with pytest.raises(ConfigError) as caught:
         resolve_bucket_spec(str(path))
-    assert str(caught.value) == f"{path}: bucket 0: 0 is not a positive integer"
+    assert str(caught.value) == f"{path}:1: bucket 0: 0 is not a positive integer"
     path.write_text("--cuda-graph-bs-prefill 16 x\n")
     with pytest.raises(ConfigError) as caught:
         resolve_bucket_spec(str(path))
-    assert str(caught.value) == f"{path}: --cuda-graph-bs-prefill: 'x' is not a token count"
+    assert str(caught.value) == f"{path}:1: --cuda-graph-bs-prefill: 'x' is not a token count"
 
 
 def test_the_planner_reads_no_bucket_file(tmp_path):
@@ -172,3 +201,15 @@ def test_the_planner_reads_no_bucket_file(tmp_path):
     with pytest.raises(ConfigError, match="cannot read '.*': not a list like 2048,2304, a file"):
         parse_bucket_spec(str(path))  # the planner parses what the input edge read; it opens nothing
     assert parse_bucket_spec("2304,2048") == [2048, 2304] and parse_bucket_spec("pow2:64")[-1] == 64
+
+
+def test_a_repeated_bucket_is_noted_from_a_list_and_from_a_file(tmp_path):
+    from cpbcg.planner.model.layout import CPLayout
+    from cpbcg.planner.model.capacity import capture_buckets
+
+    (tmp_path / "dup.yaml").write_text("- 100\n- 100\n- 200\n")
+    for spec in ("100,50,100", str(tmp_path / "dup.yaml")):
+        prepared = capture_buckets(resolve_bucket_spec(spec), CPLayout(4))
+        assert "1 duplicate dropped" in prepared.note, prepared.note
+    assert capture_buckets([100, 100, 52, 50], CPLayout(4)).note.endswith("50 -> 52; 2 duplicates dropped")
+    assert capture_buckets([100, 52], CPLayout(4)).note is None

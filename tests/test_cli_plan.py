@@ -213,3 +213,48 @@ def test_weighted_token_total_overflow_is_refused(tmp_path):
 def test_evaluation_emit_with_json_needs_a_file():
     result = invoke("plan", "--format", "json", "--emit", "sglang")
     assert result.exit_code == 2 and "--emit with --format json needs -o FILE" in result.stderr
+
+
+def test_layout_says_not_cp_active_once_and_what_cp_size_1_means():
+    short = invoke("layout", "--cp-size", "4", "3")
+    assert short.exit_code == 0 and "not CP-active: not CP-active" not in short.stdout
+    assert "eager: not CP-active (zigzag needs every request >= 2*cp_size tokens" in short.stdout
+    assert "worst case for 1 request of 3 tokens: 8" in short.stdout
+    plain = invoke("layout", "--cp-size", "1", "100")
+    assert plain.exit_code == 0
+    assert "no context parallelism (cp_size 1)" in plain.stdout and "rows = tokens" in plain.stdout
+    assert "replays in bucket 112 (padding 12 tokens)" in plain.stdout  # no C(B) rows line: without CP a bucket holds its size
+    assert "natural bucket" not in plain.stdout and "align_up" not in plain.stdout
+
+
+def test_every_note_has_one_prefix_and_counts_agree_in_number(tmp_path):
+    trace = tmp_path / "one.jsonl"
+    trace.write_text("[100]\n")
+    result = invoke("plan", "-t", str(trace), "-b", "50,100,100", "-k", "1", "--no-headroom")
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.output.splitlines() if "note:" in line.lower()]
+    assert notes and all(line.startswith("cpbcg: note: ") for line in notes), notes
+    assert "SGLang 0.5.23 captures [52, 100]: rounded up to multiples of 4: 50 -> 52; 1 duplicate dropped" in result.output
+    assert "only 1 prefill forward (fewer than 1,000)" in result.output
+    assert "1 requests" not in result.output and "1 buckets" not in result.output and "1 forwards" not in result.output
+
+
+def test_bare_cpbcg_prints_the_readable_help_and_exits_2():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "cpbcg"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert lines[0] == "Usage: cpbcg [OPTIONS] COMMAND [ARGS]..." and "cpbcg: error" not in done.stderr
+    assert any(line.strip().startswith("plan") for line in lines) and len(lines) > 10  # the command list, one per line
+
+
+def test_a_trace_given_twice_is_refused(tmp_path):
+    (tmp_path / "d").mkdir()
+    trace = tmp_path / "d" / "a.jsonl"
+    trace.write_text("[100]\n[200]\n")
+    for args in (["-t", str(trace), "-t", str(trace)], ["-t", str(tmp_path / "d"), "-t", str(trace)]):
+        result = invoke("plan", *args, "--no-recommend")
+        assert result.exit_code == 2 and f"{trace}: the same trace is given twice" in result.stderr, result.output
+    assert invoke("plan", "-t", str(trace), "--fit-trace", str(trace), "-k", "3").exit_code == 0  # fit on one of the traces: fine

@@ -110,7 +110,7 @@ def test_fifo_device_and_directory_configs_are_refused_without_opening(tmp_path)
     fifo = tmp_path / "cfg.yaml"
     os.mkfifo(fifo)  # opening it for reading would block forever
     for source, message in ((fifo, "is not a regular file"), ("/dev/zero", "is not a regular file"), (tmp_path, "is a directory")):
-        with pytest.raises(ConfigError, match=f"^{source}: {message}"):
+        with pytest.raises(ConfigError, match=f"^command line: config: {source}: {message}"):
             load_config(str(source))
 
 

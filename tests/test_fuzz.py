@@ -10,8 +10,10 @@ Fast by default (`DEFAULT_CASES` cases, a few seconds). Long mode:
 `CPBCG_FUZZ_CASES=10000 pytest tests/test_fuzz.py` (`CPBCG_FUZZ_SEED` picks another seed;
 `CPBCG_FUZZ_REPORT=path` writes every failing case as JSON lines).
 
-Surfaces: batch and request traces, configs, bucket specs and files, manifests, integer and
-float options, output paths, environment. FIFOs and /dev/zero given as a *trace* are left to
+Surfaces: batch and request traces, every reader's valid and invalid files (plain, BOM, CRLF,
+gzip, stdin, leading blank lines; a valid one must exit 0), configs, presets, bucket specs and
+files, manifests, integer and float options, the other commands (layout, presets, --help,
+batches --fold), output paths, environment. FIFOs and /dev/zero given as a *trace* are left to
 the trace readers' own tests (an in-process read of /dev/zero would fill memory before any
 timeout fires); as configs, bucket files and manifests they are fuzzed here.
 """
@@ -33,6 +35,7 @@ from typing import Optional
 
 import pytest
 
+import cpbcg.planner.traces.stdin as stdin_module
 from cpbcg.cli import main
 from test_fuzz_generators import ASSETS, DIR, FIFO, GOOD_TRACE, MOONCAKE, VALID_MANIFEST, Case, generate  # noqa: F401 (re-exported)
 
@@ -50,6 +53,14 @@ delete a tag when its fix lands so that the fuzzer guards it."""
 
 class _Timeout(BaseException):
     pass
+
+
+class _Stdin(io.StringIO):
+    """Standard input of a case: its bytes on `.buffer` (what `-t -` reads)."""
+
+    def __init__(self, data: bytes):
+        super().__init__("")
+        self.buffer = io.BufferedReader(io.BytesIO(data))
 
 
 def _alarm(signum, frame):  # noqa: ANN001
@@ -84,7 +95,8 @@ def run_case(case: Case, workdir: Path) -> Outcome:
     try:
         os.chdir(workdir)
         os.environ.update(case.env)
-        sys.stdin = io.StringIO("")
+        sys.stdin = _Stdin(case.stdin or b"")
+        stdin_module._tap = None  # a fresh standard input per case
         signal.setitimer(signal.ITIMER_REAL, TIMEOUT_S)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -120,6 +132,8 @@ def problems(case: Case, result: Outcome) -> list[str]:
     errors = [line for line in result.stderr.splitlines() if "cpbcg: error:" in line]
     if case.bad and result.code != 2:
         found.append(f"bad input accepted: exit {result.code}")
+    if case.good and result.code != 0:
+        found.append(f"valid input refused: exit {result.code}: {result.stderr.strip().splitlines()[-1:]}")
     if result.left:
         found.append(f"output left behind by a failed command: {', '.join(result.left)}")
     if result.code == 2:
@@ -176,7 +190,9 @@ def test_fuzz_hostile_inputs(tmp_path):
 def test_generator_is_seeded_and_covers_every_surface():
     first, again = generate(400, 7), generate(400, 7)
     assert [c.argv for c in first] == [c.argv for c in again]
-    assert {c.surface for c in first} == {"config", "config-path", "bucket-spec", "bucket-file", "manifest", "manifest-path", "option", "output", "env", "trace"}
+    assert {c.surface for c in first} == {"config", "config-path", "bucket-spec", "bucket-file", "manifest", "manifest-path", "option", "output",
+                                          "env", "trace", "reader", "command"}
+    assert any(c.stdin for c in first) and sum(c.good for c in first) > 20
     assert sum(c.bad for c in first) > 300
 
 

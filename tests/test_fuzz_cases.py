@@ -27,7 +27,7 @@ def error_line(result) -> str:
 
 def test_a_fifo_config_is_refused_without_blocking(tmp_path):
     result = cli(tmp_path, ["plan", "-c", "cfg.yaml", "-t", GOOD_TRACE], {"cfg.yaml": FIFO}, place="cfg.yaml")
-    assert error_line(result) == "cpbcg: error: cfg.yaml: is not a regular file (a FIFO, socket or device); give a file"
+    assert error_line(result) == "cpbcg: error: command line: config: cfg.yaml: is not a regular file (a FIFO, socket or device); give a file"
 
 
 def test_the_410_byte_alias_bomb_is_refused_at_once(tmp_path):

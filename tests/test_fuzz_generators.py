@@ -38,6 +38,10 @@ class Case:
     tag: Optional[str] = None
     """A `KNOWN_OPEN` tag when the case exercises a known open issue."""
     note: str = ""
+    good: bool = False
+    """A known-valid input: must exit 0 (a refusal is a finding)."""
+    stdin: Optional[bytes] = None
+    """Bytes on standard input (`-t -`); None = empty."""
 
 
 # ----------------------------------------------------------------------------- values
@@ -152,7 +156,9 @@ def gen_config(rng: random.Random) -> Case:
     else:
         text, bad, note = rng.choice(STRUCTURAL)(rng, values)
         files[name] = text
-    return Case("config", _config_command(rng, name), bad, files, place=name, note=note)
+    # a random value may be valid and leave the command to refuse something else (replay-check
+    # without gates when `gates.min_coverage: null`): only a known-bad file must be named
+    return Case("config", _config_command(rng, name), bad, files, place=name if bad else None, note=note)
 
 
 def _s_duplicate(rng, values):
@@ -438,8 +444,8 @@ def gen_env(rng: random.Random) -> Case:
 
 
 BATCH_LINE_TAGS = {"[" * 1000 + "5" + "]" * 1000: "trace-deep", '{"extend_seq_lens": [0123]}': "trace-leading-zeros"}
-NOT_BAD_BATCH_LINES = {'{"extend_seq_lens": [4194305]}', '{"extend_seq_lens": [5], "extend_seq_lens": [6]}'}
-"""Legal data (eager above the largest bucket), or not in this project's rules for traces yet."""
+NOT_BAD_BATCH_LINES = {'{"extend_seq_lens": [4194305]}'}
+"""Legal data (eager above the largest bucket)."""
 BAD_BATCH_LINES = [
     "[" * 1000 + "5" + "]" * 1000, '{"extend_seq_lens": [0123]}', '{"extend_seq_lens": [-5]}', '{"extend_seq_lens": [0]}',
     '{"extend_seq_lens": [1.5]}', '{"extend_seq_lens": [true]}', '{"extend_seq_lens": ["5"]}', '{"extend_seq_lens": []}',
@@ -493,9 +499,105 @@ def gen_trace(rng: random.Random) -> Case:
     return Case("trace", argv, False, {name: body}, note="random bytes")
 
 
+READER_GOOD = [
+    ("requests", n) for n in (
+        "aibrix-legacy-keys.jsonl", "aibrix.jsonl", "azure-2024.csv", "azure-2025-multimodal-zero.csv", "azure-2025.csv", "azure.csv",
+        "azure.parquet", "burstgpt-zero.csv", "burstgpt.csv", "burstgpt.parquet", "common-columns.csv", "common-keys.jsonl", "generic.csv",
+        "mooncake.jsonl", "splitwise.csv", "vidur-arrived-at.csv", "vidur.csv", "vllm-bench-indented.json", "vllm-bench.json", "zero-length.jsonl")
+] + [("traces", n) for n in ("extra-keys.jsonl", "good.jsonl", "good.jsonl.gz")] + [("log", "sglang-server.log")]
+"""Valid traces of every reader (read as given, and after the transformations of `gen_reader`)."""
+READER_BAD = [
+    ("requests", n) for n in (
+        "aibrix-mixed-null-output.jsonl", "azure-minus-zero-output.csv", "azure-plus-sign.csv", "azure-year-3000.csv", "bad-hash-ids.jsonl",
+        "bad-json.jsonl", "bad-timestamp.csv", "binary.jsonl", "cr-in-header.csv", "cut-header.jsonl.gz", "duplicate-column.csv", "empty.csv",
+        "generic-comma-joined.jsonl", "header-only.csv", "huge-length.csv", "huge-length.jsonl", "missing-column.csv", "missing-field.jsonl",
+        "mooncake-comma-joined.jsonl", "mooncake-list-length.jsonl", "negative-length.csv", "non-integer-length.csv", "non-integer-length.jsonl",
+        "non-monotonic-timestamps.csv", "non-monotonic-timestamps.jsonl", "not-gzip.jsonl.gz", "null-length.parquet", "short-row.csv",
+        "unknown-columns.csv", "unknown-keys.jsonl", "vidur-plus-sign.csv", "vllm-bench-short-output.json")
+] + [("traces", n) for n in (
+    "blank-lines-only.jsonl", "bool-length.jsonl", "comma-joined-lists.jsonl", "comma-joined-lists.jsonl.gz", "comma-joined-objects.jsonl",
+    "deep-nesting.jsonl", "empty-batch.jsonl", "empty.jsonl", "float-length.jsonl", "leading-zero-line1.jsonl", "leading-zero-line2.jsonl",
+    "lens-not-list.jsonl", "missing-field.jsonl", "negative-length.jsonl", "not-json.jsonl", "scalar-line.jsonl", "string-length.jsonl",
+    "truncated.jsonl.gz", "zero-count.jsonl", "zero-length.jsonl")]
+"""Invalid traces of every reader: refused (exit 2, naming the file) however they are passed."""
+TRANSFORMS = ["plain", "bom", "crlf", "gz", "stdin", "blank-head", "no-final-newline"]
+
+
+def _transform(rng: random.Random, name: str, body: bytes) -> tuple[str, bytes, str]:
+    """(name, bytes, how): the same records re-encoded as a reader must accept them alike."""
+    import gzip
+
+    binary = name.endswith((".parquet", ".gz"))
+    how = "plain" if binary and rng.random() < 0.7 else rng.choice(TRANSFORMS)
+    if binary and how not in ("plain", "stdin") or name.endswith(".parquet") and how == "stdin":
+        how = "plain"
+    if how == "bom":
+        body = b"\xef\xbb\xbf" + body
+    elif how == "crlf":
+        body = body.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+    elif how == "gz":
+        name, body = name + ".gz", gzip.compress(body)
+    elif how == "blank-head":
+        body = b"\n" * rng.randrange(1, 4) + body
+    elif how == "no-final-newline":
+        body = body.rstrip(b"\r\n")
+    return name, body, how
+
+
+def gen_reader(rng: random.Random) -> Case:
+    """Every reader with valid and invalid files, plain, BOM, CRLF, gzip, stdin, leading blank
+    lines, no final newline: a valid trace must be read (exit 0), an invalid one refused."""
+    good = rng.random() < 0.5
+    folder, name = rng.choice(READER_GOOD if good else READER_BAD)
+    source = ASSETS / ("traces" if folder == "log" else folder) / name
+    name, body, how = _transform(rng, name, source.read_bytes())
+    stdin = body if how == "stdin" else None
+    target = "-" if stdin is not None else name
+    if folder == "log":
+        argv = ["plan", "-t", target, "-k", "2", "--validate-fraction", "0"]
+    elif folder == "traces":
+        argv = rng.choice([["plan", "-t", target, "-k", "2"], ["replay-check", "--report-only", "-t", target]])
+    else:
+        argv = rng.choice([["batches", "-t", target, "-o", "o.jsonl"], ["plan", "-t", target, "-k", "2", "--validate-fraction", "0"],
+                           ["replay-check", "--report-only", "-t", target]])
+    files = {} if stdin is not None else {name: body}
+    place = None if good or stdin is not None else name
+    return Case("reader", argv, not good, files, place=place, good=good, stdin=stdin, note=f"{how} {source.name}")
+
+
+LAYOUT_GOOD = [["100"], ["1534", "161", "353"], ["3"], ["8", "8"], ["4194304"], ["1"] * 50]
+LAYOUT_BAD = [["0"], ["-1"], ["abc"], ["\u00b2"], ["1e3"], ["1.5"], ["9" * 5000], ["18446744073709551616"], ["5", "0"], ["\u0663"]]
+
+
+def gen_command(rng: random.Random) -> Case:
+    """The other commands and their options: layout (lengths, CP options), presets, every
+    command's --help, batches --fold: valid ones must work, invalid ones be refused."""
+    roll = rng.random()
+    if roll < 0.35:
+        good = rng.random() < 0.5
+        lens = rng.choice(LAYOUT_GOOD if good else LAYOUT_BAD)
+        extra = rng.choice([[], ["--cp-size", str(rng.choice([1, 2, 3, 4, 8]))], ["--cp-strategy", "interleave"], ["-f", "json"],
+                            ["--buckets", "2048,2304"], ["--max-padding-factor", "1.5"], ["--capture-layout", "context_bounded", "--max-context-size", "1000"]])
+        return Case("command", ["layout", *extra, *lens], not good, good=good, note=f"layout {' '.join(lens)[:40]}")
+    if roll < 0.5:
+        command = rng.choice([[], ["plan"], ["batches"], ["layout"], ["presets"], ["replay-check"], ["capture"]])
+        return Case("command", [*command, rng.choice(["--help", "-h"])], False, good=True, note=f"{command} --help")
+    if roll < 0.6:
+        extra = rng.choice([[], [], ["-f", "json"], ["--bogus"]])  # presets takes no option
+        return Case("command", ["presets", *extra], bool(extra), good=not extra, note=f"presets {' '.join(extra)}")
+    if roll < 0.8:
+        value = rng.choice(["consecutive", "all", "none", "ALL", "", "some", "\u00b2"])
+        good = value in ("consecutive", "all", "none")
+        return Case("command", ["batches", "-t", MOONCAKE, "-o", "o.jsonl", "--fold", value], not good, good=good, note=f"--fold {value}")
+    preset = rng.choice(["ci-gates-cp4", "deepseek-v3-cp4-mla", "gpt-oss-120b-cp4", "llama-3.1-70b-cp8", "qwen3-32b-cp2-b200", "nope", "../x", ""])
+    good = preset not in ("nope", "../x", "")
+    return Case("command", ["plan", "-t", GOOD_TRACE, "-c", preset, "-k", "2"], not good, good=good, note=f"preset {preset}")
+
+
 GENERATORS: list[tuple[Callable[[random.Random], Case], int]] = [
     (gen_config, 20), (gen_config_path, 3), (gen_bucket_spec, 10), (gen_bucket_file, 6), (gen_manifest, 10),
     (gen_manifest_path, 2), (gen_option, 20), (gen_output, 7), (gen_outputs_together, 1), (gen_output_is_input, 1), (gen_env, 8), (gen_trace, 13),
+    (gen_reader, 14), (gen_command, 6),
 ]
 
 

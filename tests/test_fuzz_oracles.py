@@ -2,8 +2,9 @@
 
 (a) Paths: the same records read through every path of a reader give the same result or the
     same error: the fast paths (numpy byte parse, one orjson call per line, numpy CSV columns, pyarrow's CSV reader)
-    against the careful line-by-line path, and the plain file against `.gz`, standard input and
-    small read chunks. Seeded random traces of good lines mixed with hostile ones.
+    against the careful line-by-line path, and the plain file against `.gz`, standard input,
+    small read chunks, a leading UTF-8 BOM (plain and gzip) and CRLF line ends. Seeded random
+    traces of good lines mixed with hostile ones.
 (b) Bounds: every bound `--help` shows (`[A<=x<=B]`, `[0<x<=1]`) is accepted at its edge and
     refused one step past it, on every command; the options that set a deployment setting are
     also run end to end at their edges (the config's own bound must agree).
@@ -65,6 +66,7 @@ def batch_line(rng: random.Random, hostile: bool = False) -> str:
     bad = [
         "[5], [6]", "[5],[6]", "[5], 6", '{"extend_seq_lens": [5]}, {"extend_seq_lens": [6]}', "[05]", "[-5]", "[+5]", "[0]",
         "[5.0]", "[true]", "[null]", '["5"]', "[]", "[4194305]", "[2147483648]", "[99999999999999999999]", '{"extend_seq_lens": 5}',
+        '{"extend_seq_lens": [5], "extend_seq_lens": [6]}', '{"extend_seq_lens": [5], "count": 2, "count": 3}', '{"extend_seq_lens": [5], "x": {"a": 1, "a": 2}}',
         '{"extend_seq_lens": [5], "count": 0}', '{"extend_seq_lens": [5], "count": -1}', "[[5]]", "[5", "5]", "{}", "[1e3]", "\t[5]",
     ]
     return rng.choice(bad) if hostile else rng.choice(good)
@@ -77,6 +79,7 @@ def mooncake_line(rng: random.Random, t: int, hostile: bool = False) -> str:
     bad = [
         good + ", " + good, good.replace('"input_length": ', '"input_length": -'), good.replace('"output_length": ', '"output_length": 0'),
         good.replace('"timestamp": ', '"timestamp": "'), good[:-1], good.replace("[", "[true, ", 1), "", "[1]", good.replace("}", ', "x": null}'),
+        good.replace("}", ', "input_length": 5}'), good.replace("{", '{"timestamp": 0, ', 1),
     ]
     return rng.choice(bad) if hostile else good
 
@@ -154,6 +157,11 @@ def test_every_path_of_a_reader_reads_the_same(tmp_path, monkeypatch, kind):
         plain.write_text(text)
         packed.write_bytes(gzip.compress(text.encode()))
         results = {"plain": read_result(plain, str(plain), kind), "gz": read_result(packed, str(packed), kind)}
+        for variant, data in (("bom", b"\xef\xbb\xbf" + text.encode()), ("crlf", text.replace("\n", "\r\n").encode()),
+                              ("bom gz", gzip.compress(b"\xef\xbb\xbf" + text.encode()))):
+            other = tmp_path / f"t{case}-{variant.replace(' ', '-')}{suffix}{'.gz' if 'gz' in variant else ''}"
+            other.write_bytes(data)
+            results[variant] = read_result(other, str(other), kind)
         if kind == "batches":
             results["small chunks"] = read_result(plain, str(plain), kind, chunk_bytes=rng.choice([37, 100, 4096]))
         with monkeypatch.context() as patch:

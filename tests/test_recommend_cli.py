@@ -161,6 +161,8 @@ def test_plot_writes_a_png(small_trace, tmp_path):
         (["--no-recommend", "--plot", "x.png"], "--plot shapes the recommendation"),
         (["-k", "2", "--include", "8192,abc"], "include"),
         (["-k", "2", "--include", "2048,²"], "include"),
+        (["-k", "2", "--include", "2048,2048"], "include: 2048 is given twice"),
+        (["-k", "2", "--include", "2048,,4096"], "include: '2048,,4096' is not a list of token counts"),
         (["-k", "1", "--include", "1024,2048"], "exceed max_buckets"),
         (["-k", "2", "--emit", "json", "-f", "json"], "needs -o FILE"),
         (["-k", "2", "--manifest", "missing.json"], "missing.json"),
@@ -229,3 +231,18 @@ def test_a_recommendation_worse_than_the_configured_list_says_so(small_trace):
 def test_plot_must_be_a_png(small_trace, tmp_path):
     result = invoke("plan", "-t", str(small_trace), "--plot", str(tmp_path / "p.svg"))
     assert result.exit_code == 2 and "the plot is a PNG; give a file name ending in .png" in result.stderr
+
+
+def test_plot_says_which_comparison_lists_it_leaves_out_and_stops_at_100_percent(small_trace, tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    figures = []
+    original = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda self, *a, **k: (figures.append(self), original(self, *a, **k))[1])
+    result = invoke("plan", "-t", str(small_trace), "-k", "2", "--plot", str(tmp_path / "p.png"))
+    assert result.exit_code == 0, result.output
+    left, right, cov = figures[0].axes
+    legend = [t.get_text() for t in left.get_legend().get_texts()]
+    # the Pareto curve runs to 128 buckets; the vLLM-style list holds 528 (1, 2, 4, step 8 to 256, step 16 to 8192)
+    assert legend[-1] == "not drawn (more than 128 buckets): vllm (528 buckets)", legend
+    assert cov.get_ylim() == (0.0, 100.0)

@@ -114,7 +114,7 @@ def test_gzip_is_read_transparently(tmp_path):
         ("azure.csv", TraceFormat.mooncake, {}, "azure.csv:1: not a JSON object: mooncake traces are JSONL"),
         ("mooncake.jsonl", TraceFormat.azure, {}, "mooncake.jsonl:1: not a CSV header: azure traces are CSV"),
         ("azure.csv", TraceFormat.vidur, {}, 'azure.csv:1: missing column "num_prefill_tokens"'),
-        ("azure.csv", TraceFormat.csv, {}, "azure.csv: trace format csv needs --length-field (the prompt-length field; no column is named input_tokens, prompt_tokens"),
+        ("azure.csv", TraceFormat.csv, {}, "azure.csv:1: trace format csv needs --length-field (the prompt-length field; no column is named input_tokens, prompt_tokens"),
         ("generic.jsonl", TraceFormat.jsonl, {"length_field": "prompt", "time_field": "nope"}, 'generic.jsonl:1: missing field "nope"'),
         ("binary.jsonl", TraceFormat.auto, {}, "binary.jsonl:1: not a text trace: binary data b'"),
         ("binary.jsonl", TraceFormat.azure, {}, "binary.jsonl:1: not a text trace: binary data b'"),
@@ -246,3 +246,14 @@ def test_csv_lengths_follow_one_rule_on_both_paths(tmp_path, value):
         return
     with pytest.raises(TraceError, match=r"t.csv:3: num_prefill_tokens: .* is not a positive integer"):
         read_all(trace)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"length_field": "len", "time_field": "len"}, "--time-field 'len' is the --length-field too"),
+    ({"length_field": "len", "time_field": "t", "output_field": "t"}, "--output-field 't' is the --time-field too"),
+])
+def test_one_field_in_two_roles_is_refused(tmp_path, options, message):
+    path = tmp_path / "g.jsonl"
+    path.write_text('{"t": 1, "len": 5}\n')
+    with pytest.raises(TraceError, match=message):
+        list(read_requests(path, TraceFormat.jsonl, ReadOptions(**options)))

@@ -89,9 +89,9 @@ def test_cause_2_sign_in_a_csv_integer():
 
 def test_cause_3_unbalanced_quote_in_a_flags_file():
     path = BUCKET_FILES / "flags-unbalanced-quote.txt"
-    assert one_error(invoke("plan", "-t", GOOD, "-b", str(path))) == f"{path}: not a flags line a shell can split: no closing quotation"
+    assert one_error(invoke("plan", "-t", GOOD, "-b", str(path))) == f"{path}:1: not a flags line a shell can split: no closing quotation"
     config = BUCKET_FILES / "config-flags-unbalanced-quote.yaml"
-    assert one_error(invoke("plan", "-t", GOOD, "-c", str(config))) == f"{path}: not a flags line a shell can split: no closing quotation"
+    assert one_error(invoke("plan", "-t", GOOD, "-c", str(config))) == f"{path}:1: not a flags line a shell can split: no closing quotation"
 
 
 @pytest.mark.parametrize("value", ["AUTO", "", "nope", "Batches"])
@@ -153,7 +153,7 @@ def test_cause_13_scheduler_integer_keys_are_bounded(name, message):
 
 def test_a_bucket_files_error_names_the_file():
     path = BUCKET_FILES / "below-cp.yaml"
-    assert one_error(invoke("plan", "-t", GOOD, "-b", str(path))) == f"{path}: no capture bucket is >= 2*cp_size=8; nothing to capture"
+    assert one_error(invoke("plan", "-t", GOOD, "-b", str(path))) == f"{path}:1: no capture bucket is >= 2*cp_size=8; nothing to capture"
 
 
 def test_replay_check_json_has_the_simulation_block():

@@ -147,3 +147,25 @@ def test_the_line_limit_is_the_same_for_every_line_ending(tmp_path, end):
                 _batches(path)
         else:
             assert _batches(path) == (2, 12)
+
+
+@pytest.mark.parametrize("name, body, message", [
+    ("b.jsonl", '[5]\n{"extend_seq_lens": [5], "extend_seq_lens": [6]}\n', "b.jsonl:2: extend_seq_lens: duplicate key"),
+    ("c.jsonl", '{"extend_seq_lens": [5], "count": 2, "count": 3}\n', "c.jsonl:1: count: duplicate key"),
+    ("n.jsonl", '{"extend_seq_lens": [5], "x": {"a": 1, "a": 2}}\n', "n.jsonl:1: a: duplicate key"),
+    ("m.jsonl", '{"timestamp": 0, "input_length": 100, "output_length": 1}\n{"timestamp": 1, "input_length": 100, "input_length": 5, "output_length": 1}\n',
+     "m.jsonl:2: input_length: duplicate key"),
+    ("v.json", '{"input_lens": [5, 6],\n "output_lens": [1, 2],\n "input_lens": [7]}', "v.json:1: input_lens: duplicate key"),
+])
+def test_a_repeated_json_key_is_refused_by_every_reader(tmp_path, name, body, message):
+    # orjson keeps the last value silently; configs and bucket files refuse a repeated key, so traces do too
+    (tmp_path / name).write_text(body)
+    with pytest.raises(TraceError) as info:
+        list(open_trace(tmp_path / name).items)
+    assert message in str(info.value), str(info.value)
+
+
+def test_a_colon_inside_a_string_is_no_repeated_key(tmp_path):
+    path = tmp_path / "ok.jsonl"
+    path.write_text('{"extend_seq_lens": [5], "note": "a:b"}\n{"extend_seq_lens": [6], "x": {"a": 1}, "y": {"a": 2}}\n')
+    assert len(list(open_trace(path).items)) == 1

@@ -9,6 +9,7 @@ import os
 import sys
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError  # typer vendors click; no public alias
 
 from cpbcg.cli.app import app, report_error, sanitize_environment
 from cpbcg.errors import ExitCode
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         print("cpbcg: aborted", file=sys.stderr)
         sys.exit(ExitCode.ABORTED)
+    except NoArgsIsHelpError as exc:  # bare `cpbcg`: the help, readable, as click prints it (stderr, exit 2)
+        print(exc.format_message(), file=sys.stderr)
+        sys.exit(ExitCode.BAD_INPUT)
     except typer.TyperException as exc:  # click's usage errors (typer vendors click)
         ctx = getattr(exc, "ctx", None)
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)

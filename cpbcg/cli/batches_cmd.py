@@ -58,7 +58,9 @@ def batches(
             sys.stdout.flush()
         else:
             write_atomic(output, written.lines())
+    from cpbcg.api import counted
+
     where = "stdout" if str(output) == "-" else output
-    text = f"{written.forwards:,} prefill forwards → {written.num_lines:,} lines → {where}"
+    text = f"{counted(written.forwards, 'prefill forward')} → {counted(written.num_lines, 'line')} → {where}"
     note = written.note()
     stderr_console().print(text if note is None else f"{note}\n{text}", highlight=False, markup=False, soft_wrap=True)

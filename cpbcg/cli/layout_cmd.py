@@ -12,6 +12,7 @@ from cpbcg.cli.options import DeploymentOptions, with_options
 
 if TYPE_CHECKING:
     from rich.console import Group
+    from rich.text import Text
 
     from cpbcg.api import BatchExplanation
 
@@ -47,6 +48,7 @@ def render_explanation(ex: "BatchExplanation", cp_size: int, align: int, max_pad
     from rich.table import Table
     from rich.text import Text
 
+    from cpbcg.api import counted
     from cpbcg.cli.render import REASON_HELP
 
     table = Table(title=f"extend_seq_lens {ex.extend_seq_lens} (n={ex.num_tokens}), cp_size {cp_size}", title_justify="left")
@@ -63,12 +65,17 @@ def render_explanation(ex: "BatchExplanation", cp_size: int, align: int, max_pad
             cells.append("; ".join(held))
         cells += [str(tokens), str(ex.local_rows)]
         table.add_row(*cells)
-    verdict = Text() if ex.bucket_note is None else Text(f"note: {ex.bucket_note}\n")
+    verdict = Text() if ex.bucket_note is None else Text(f"cpbcg: note: {ex.bucket_note}\n")
+    if cp_size == 1:  # no CP: no ranks to split over, rows are tokens, every bucket holds its own size
+        verdict.append(f"no context parallelism (cp_size 1): the forward runs SGLang's plain prefill graphs, rows = tokens "
+                       f"and a bucket of B tokens holds B, so the smallest bucket >= n within max_padding_factor "
+                       f"{max_padding_factor:g} x n serves it\n")
+        return Group(table, verdict.append_text(_outcome(ex)))
     verdict.append(f"rows = align_up(max {max(ex.rank_local_tokens)}, {align}) = {ex.local_rows}")
-    verdict.append(f" (worst case for {len(ex.extend_seq_lens)} requests of {ex.num_tokens} tokens: {ex.worst_case_rows})\n")
+    verdict.append(f" (worst case for {counted(len(ex.extend_seq_lens), 'request')} of {counted(ex.num_tokens, 'token')}: {ex.worst_case_rows})\n")
     if not ex.cp_active:
-        verdict.append("not CP-active: ", style="bold red")
-        verdict.append(REASON_HELP["not_cp_active"] + " → eager\n")
+        verdict.append("eager: ", style="bold red")
+        verdict.append(REASON_HELP["not_cp_active"] + "\n")
         return Group(table, verdict)
     if ex.natural_bucket is not None and ex.natural_capacity_rows is not None:
         fits = ex.local_rows <= ex.natural_capacity_rows
@@ -78,11 +85,23 @@ def render_explanation(ex: "BatchExplanation", cp_size: int, align: int, max_pad
                            f"{max_padding_factor * ex.num_tokens:g} tokens: beyond the padding limit\n")
         else:
             verdict.append(f"natural bucket {ex.natural_bucket}: C = {ex.natural_capacity_rows} rows → {'fits' if fits else 'too small'}\n")
+    return Group(table, verdict.append_text(_outcome(ex)))
+
+
+def _outcome(ex: "BatchExplanation") -> "Text":
+    """The bucket the forward replays in (rows against C(B) under CP), or why it runs eagerly."""
+    from rich.text import Text
+
+    from cpbcg.api import counted
+    from cpbcg.cli.render import REASON_HELP
+
+    out = Text()
     if ex.bucket is not None:
         style = "bold yellow" if ex.rescued else "bold green"
         label = "rescued: replays in" if ex.rescued else "replays in"
-        verdict.append(f"{label} bucket {ex.bucket} (C = {ex.capacity_rows} rows, padding {ex.bucket - ex.num_tokens} tokens)", style=style)
+        rows = f"C = {ex.capacity_rows} rows, " if len(ex.rank_local_tokens) > 1 else ""
+        out.append(f"{label} bucket {ex.bucket} ({rows}padding {counted(ex.bucket - ex.num_tokens, 'token')})", style=style)
     else:
-        verdict.append(f"eager ({ex.eager_reason}): ", style="bold red")
-        verdict.append(REASON_HELP[str(ex.eager_reason)])
-    return Group(table, verdict)
+        out.append(f"eager ({ex.eager_reason}): ", style="bold red")
+        out.append(REASON_HELP[str(ex.eager_reason)])
+    return out

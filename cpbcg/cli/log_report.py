@@ -19,6 +19,8 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
     from rich.table import Table
     from rich.text import Text
 
+    from cpbcg.api import counted
+
     parts: list = []
     if observed is not None:
         table = Table(title=f"Observed ({observed.label}, printed by the server) vs modelled", title_justify="left")
@@ -28,7 +30,7 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
             table.add_row(str(r.dp_rank), f"{r.forwards:,}", _frac(r.graph_forwards, r.forwards), _frac(r.model_graph_forwards, r.forwards),
                           _frac(r.graph_tokens, r.tokens), _frac(r.model_graph_tokens, r.tokens))
         parts.append(table)
-        lines = [f"agree on {observed.agreeing:,} of {observed.forwards:,} forwards"]
+        lines = [f"agree on {observed.agreeing:,} of {counted(observed.forwards, 'forward')}"]
         if observed.without_verdict:
             lines.append(f"{observed.without_verdict:,} forwards printed no verdict (not compared)")
         if observed.model_errors:
@@ -40,7 +42,7 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
                          + ", ".join(f"{k} ({v:,})" for k, v in observed.eager_explanations.items()))
             lines += [f"  line {d.line_no}: DP{d.dp_rank} {d.num_tokens} tokens in {d.num_requests} requests: model {d.model}"
                       for d in observed.eager_lines]
-        lines += [f"note: {n}" for n in observed.notes]
+        lines += [f"cpbcg: note: {n}" for n in observed.notes]
         parts.append(Text("\n".join(lines)))
     if log is not None and log.capture is not None and log.capture.bucket_gb:
         c = log.capture

@@ -14,6 +14,8 @@ def plot_png(rec: Recommendation, comparison: Comparison) -> bytes:
     (the command writes them with its other outputs, `cpbcg.atomic.OutputGroup`)."""
     import matplotlib
 
+    from cpbcg.api import counted
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -26,10 +28,17 @@ def plot_png(rec: Recommendation, comparison: Comparison) -> bytes:
     cov = left.twinx()
     cov.plot(ks, [100 * p.coverage for p in comparison.points], "s--", color="tab:green", label="graph batches")
     cov.set_ylabel("forwards replayed in graphs (%)", color="tab:green")
+    cov.set_ylim(0, 100)  # a share: the axis stops at 100%
+    cov.lines[-1].set_clip_on(False)  # markers at 100% stay whole
+    beyond = []
     for r in comparison.reports[1:]:
         k = len(r.evaluation.buckets)
         if k <= max(ks):
             left.plot([k], [r.modelled_ms / 1e3], "x", markersize=9, label=r.name)
+        else:
+            beyond.append(f"{r.name} ({counted(k, 'bucket')})")
+    if beyond:  # lists longer than the curve are said, not silently dropped
+        left.plot([], [], " ", label=f"not drawn (more than {max(ks)} buckets): " + ", ".join(beyond))
     left.legend(loc="center right", fontsize=8)
     d = rec.demand
     right.hist(d.num_tokens, bins=120, weights=d.counts, color="tab:gray")
@@ -38,7 +47,7 @@ def plot_png(rec: Recommendation, comparison: Comparison) -> bytes:
         right.axvline(b, color="tab:red", linewidth=0.6, alpha=0.7)
     right.set_xlabel("batch tokens n (red: recommended buckets)")
     right.set_ylabel("forwards")
-    right.set_title(f"Batch sizes and the {len(rec.buckets)} recommended buckets")
+    right.set_title(f"Batch sizes and the {counted(len(rec.buckets), 'recommended bucket')}")
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")

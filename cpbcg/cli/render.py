@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.api import Evaluation, cell, pct, summary_rows
+from cpbcg.api import Evaluation, cell, counted, pct, summary_rows
 from cpbcg.settings import SGLANG_VERSION
 
 REASON_HELP = {
@@ -23,7 +23,7 @@ def evaluation_tables(ev: Evaluation, header: dict) -> Group:
     """Summary, eager reasons and bucket hits as rich renderables."""
     title = (
         f"{header['source']} | cp_size {header['cp_size']} {header['cp_strategy']}, align {header['align_size']}, "
-        f"max_padding_factor {header['max_padding_factor']:g} | {len(ev.buckets)} buckets "
+        f"max_padding_factor {header['max_padding_factor']:g} | {counted(len(ev.buckets), 'bucket')} "
         f"{ev.buckets[0]}..{ev.buckets[-1]} | SGLang {header.get('sglang_version', SGLANG_VERSION)}"
     )
     summary = Table(title=title, title_justify="left", show_header=True)
@@ -32,7 +32,7 @@ def evaluation_tables(ev: Evaluation, header: dict) -> Group:
     summary.add_column("tokens", justify="right")
     for row in summary_rows(ev):
         summary.add_row(row.metric, cell(row.batches, row.batches_of), cell(row.tokens, row.tokens_of))
-    parts: list = [summary] if ev.bucket_note is None else [Text(f"note: {ev.bucket_note}"), summary]
+    parts: list = [summary] if ev.bucket_note is None else [Text(f"cpbcg: note: {ev.bucket_note}"), summary]
     examples = [(r, ex[0]) for r, ex in ev.eager_examples.items() if ex]
     if examples:
         lines = Text("First eager batch per reason (extend_seq_lens):\n", style="bold")
@@ -55,7 +55,7 @@ def bucket_hits_table(ev: Evaluation) -> Table:
             idle += 1
             continue
         table.add_row(str(bucket), str(cap), f"{hits:,}", pct(hits, ev.graph_batches))
-    table.caption = f"{idle} of {len(ev.buckets)} buckets were never hit"
+    table.caption = f"{idle} of {counted(len(ev.buckets), 'bucket')} {'was' if idle == 1 else 'were'} never hit"
     return table
 
 

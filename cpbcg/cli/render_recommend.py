@@ -10,7 +10,7 @@ from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.api import Comparison, Evaluation, ParetoPoint, Recommendation, pct
+from cpbcg.api import Comparison, Evaluation, ParetoPoint, Recommendation, counted, pct
 from cpbcg.cli.render import REASON_HELP
 
 OBJECTIVE_TEXT = {"coverage": "most forwards in graphs, then least modelled time", "time": "least modelled time"}
@@ -53,13 +53,13 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
     """The answer: the list, how it compares, whether it holds out of sample, how to deploy it."""
     text = Text()
     how = (f"fewest buckets reaching {rec.target_coverage:.2%} of forwards in graphs" if rec.target_coverage
-           else f"at most {rec.max_buckets} buckets, {OBJECTIVE_TEXT[rec.objective]}")
+           else f"at most {counted(rec.max_buckets, 'bucket')}, {OBJECTIVE_TEXT[rec.objective]}")
     text.append(f"Recommended {len(rec.buckets)} bucket{'' if len(rec.buckets) == 1 else 's'} ({how}):\n", style="bold")
     text.append("  " + ", ".join(map(str, rec.buckets)) + "\n")  # wraps between numbers, never inside one
     if rec.headroom is not None:
         h = rec.headroom
         text.append(
-            f"Headroom: serves a full {h.chunk_tokens}-token chunk of up to {h.max_requests} requests by its worst case "
+            f"Headroom: serves a full {h.chunk_tokens}-token chunk of up to {counted(h.max_requests, 'request')} by its worst case "
             f"({h.worst_rows:,} CP-local rows; a bucket of exactly {h.chunk_tokens} holds {h.chunk_capacity_rows:,}).\n")
     worse = rec.evaluation.graph_batches < configured.graph_batches
     if worse:
@@ -67,12 +67,12 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
                     f"against {configured.coverage:.2%}); keep the configured list, or allow more buckets or a finer --bucket-multiple.\n",
                     style="bold yellow")
     if rec.target_coverage and rec.evaluation.coverage < rec.target_coverage:
-        text.append(f"Warning: no list of at most {rec.max_buckets} buckets reaches {rec.target_coverage:.2%}; this is the best one.\n", style="bold yellow")
+        text.append(f"Warning: no list of at most {counted(rec.max_buckets, 'bucket')} reaches {rec.target_coverage:.2%}; this is the best one.\n", style="bold yellow")
     elif rec.target_coverage and rec.validation is not None and rec.validation.evaluation.coverage < rec.target_coverage:
         text.append(f"Warning: out of sample the list replays {rec.validation.evaluation.coverage:.2%}, below the "
                     f"{rec.target_coverage:.2%} target: ask for a little more than you need.\n", style="bold yellow")
     if rec.headroom_note:
-        text.append(f"Note: {rec.headroom_note}.\n", style="yellow")
+        text.append(f"cpbcg: note: {rec.headroom_note}.\n", style="yellow")
     if rec.validation is not None:
         v = rec.validation
         text.append(
@@ -129,14 +129,14 @@ def guarantee_renderable(result, cp_size: int, cp_strategy: str, factor: float) 
     limits, buckets, check = result.limits, result.buckets, result.check
     out = Text()
     what = "Fewest buckets replaying" if result.recommended else "Bucket list checked against"
-    out.append(f"{what} every CP-active batch of <= {limits.max_requests} requests and <= {limits.max_tokens} tokens "
+    out.append(f"{what} every CP-active batch of <= {counted(limits.max_requests, 'request')} and <= {counted(limits.max_tokens, 'token')} "
                f"(cp_size {cp_size} {cp_strategy}, max_padding_factor {factor:g}):\n", style="bold")
-    out.append(f"  {len(buckets)} buckets: {', '.join(map(str, buckets))}\n")
+    out.append(f"  {counted(len(buckets), 'bucket')}: {', '.join(map(str, buckets))}\n")
     if check.ok:
         out.append("  guarantee holds: every such batch replays in a graph.\n", style="green")
     else:
         out.append(
-            f"  guarantee FAILS for {check.failing_sizes:,} batch sizes; smallest n = {check.failing_tokens} "
+            f"  guarantee FAILS for {counted(check.failing_sizes, 'batch size')}; smallest n = {check.failing_tokens} "
             f"(worst case {check.failing_rows} rows, eager: {check.reason} — {REASON_HELP[check.reason]})\n", style="red")
         if check.witness:
             out.append(f"  e.g. extend_seq_lens = {check.witness}\n")

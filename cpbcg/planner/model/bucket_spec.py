@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Sequence
 
-from cpbcg.errors import ConfigError
+from cpbcg.errors import ConfigError, located
 from cpbcg.planner.export import parse_sglang_flags
 from cpbcg.planner.model.bucket_lists import DEFAULT_MAX_BS, MAX_BUCKET_TOKENS, NAMED_LISTS, sglang_default_buckets
 
@@ -59,7 +59,8 @@ def parse_positive_int(text: str, where: str, *, maximum: int | None = None, all
 
 
 def parse_bucket_spec(spec: str | list[int], read_file: Callable[[str], list[int]] | None = None) -> list[int]:
-    """Resolve a bucket spec (see module doc) into a sorted, de-duplicated list of tokens.
+    """Resolve a bucket spec (see module doc) into a sorted list of tokens, duplicates kept (SGLang
+    0.5.23 drops them when it prepares the list; `PreparedBuckets.note` says how many).
 
     The planner reads no files: a spec that is neither a list nor a named generator is handed to
     `read_file(spec)` (`cpbcg.bucket_files.read_bucket_file`, the input edge), and without one
@@ -75,7 +76,7 @@ def parse_bucket_spec(spec: str | list[int], read_file: Callable[[str], list[int
         parts = text.split(",")
         if parts[-1].strip() == "" and len(parts) > 1:
             parts = parts[:-1]
-        return sorted({_bucket(p, f"{_show(text)}: bucket {i}") for i, p in enumerate(parts)})
+        return sorted(_bucket(p, f"{_show(text)}: bucket {i}") for i, p in enumerate(parts))
     name, _, arg = text.partition(":")
     if name in NAMED_LISTS:
         try:
@@ -94,26 +95,38 @@ NOT_A_SPEC = f"not a list like 2048,2304, a file, or one of {', '.join(f'{n}:MAX
 """Why a spec that names no file, list or generator is refused."""
 
 
-def buckets_of_document(data: object, where: str) -> list[int]:
+def buckets_of_document(data: object, where: str, line_of: Callable[[tuple[str, ...]], int] | None = None) -> list[int]:
     """The buckets of a parsed bucket document (already read at the input edge,
     `cpbcg.bucket_files`): a list of ints, cpbcg's own bucket file (`{"capture_num_tokens": [...]}`),
     or an SGLang `--cuda-graph-config` (`{"prefill": {"bs": [...]}}` or `{"prefill": {"max_bs": N}}`).
-    Raises `ConfigError` (`WHERE: ...`) for anything else or a bucket that is not a positive int."""
+    `line_of(key path)` gives the line of a key or list item (`("prefill", "bs", "2")`; default:
+    line 1). Raises `ConfigError` (`WHERE:LINE: KEY: ...`; line 1 for the document's shape) for
+    anything else or a bucket that is not a positive int."""
+    line = line_of or (lambda path: 1)
+    prefix: tuple[str, ...] = ()
     if isinstance(data, dict) and "capture_num_tokens" in data:
-        data = data["capture_num_tokens"]
+        data, prefix = data["capture_num_tokens"], ("capture_num_tokens",)
     elif isinstance(data, dict) and isinstance(data.get("prefill"), dict):
         prefill = data["prefill"]
         if "bs" in prefill:
-            data = prefill["bs"]
+            data, prefix = prefill["bs"], ("prefill", "bs")
         elif "max_bs" in prefill:
-            data = sglang_default_buckets(_positive(prefill["max_bs"], f"{where}: prefill.max_bs"))
+            at = located(where, line(("prefill", "max_bs")), "", "prefill.max_bs").removesuffix(": ")
+            data = sglang_default_buckets(_positive(prefill["max_bs"], at))
         else:
-            raise ConfigError(f"{where}: prefill needs 'bs' or 'max_bs'")
+            raise ConfigError(located(where, line(("prefill",)), "needs 'bs' (a bucket list) or 'max_bs'", "prefill"))
     if not isinstance(data, list):
-        raise ConfigError(
-            f"{where}: expected a list of buckets, {{capture_num_tokens: [...]}} or {{prefill: {{bs: [...]}}}}"
-        )
-    return _validated(data, where)
+        got = f"a mapping with keys {', '.join(map(str, data))}" if isinstance(data, dict) and data else type(data).__name__
+        got = "an empty document" if data is None else got
+        hint = (" (this is a deployment config: pass it with --config)"
+                if isinstance(data, dict) and any(k in data for k in _CONFIG_KEYS) else "")
+        raise ConfigError(located(where, line(prefix), f"expected a list of buckets, {{capture_num_tokens: [...]}} or "
+                                  f"{{prefill: {{bs: [...]}}}}, got {_show(got, 60)}{hint}", ".".join(prefix) or None))
+    return _validated(data, where, lambda i: line((*prefix, str(i))) if line_of else None, prefix_key=".".join(prefix))
+
+
+_CONFIG_KEYS = ("cp_size", "cp_strategy", "scheduler", "cost", "gates", "max_padding_factor", "buckets", "capture_layout")
+"""Keys of a deployment config, to tell a config passed as a bucket file."""
 
 
 def buckets_of_flags(text: str, where: str) -> list[int]:
@@ -122,8 +135,19 @@ def buckets_of_flags(text: str, where: str) -> list[int]:
     try:
         flags = parse_sglang_flags(text)
     except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    return _validated(flags, where)
+        raise ConfigError(located(where, _flag_line(text, str(exc)), str(exc))) from None
+    return _validated(flags, located(where, _flag_line(text, "--cuda-graph-bs-prefill"), "").removesuffix(": "))
+
+
+def _flag_line(text: str, message: str) -> int:
+    """The line of the flag a message starts with (`--cuda-graph-bs-prefill: ...`), else line 1
+    (a flags file is one shell line; a failed split concerns it as a whole)."""
+    flag = re.match(r"--[A-Za-z0-9-]+", message)
+    if flag:
+        for number, line in enumerate(text.splitlines(), start=1):
+            if flag.group() in line:
+                return number
+    return 1
 
 
 def _int_arg(arg: str, text: str) -> int:
@@ -146,10 +170,13 @@ def _positive(value: object, where: str) -> int:
     return value
 
 
-def _validated(values: Sequence[object], where: str) -> list[int]:
+def _validated(values: Sequence[object], where: str, line_of: Callable[[int], int | None] | None = None, prefix_key: str = "") -> list[int]:
+    """`values` checked as buckets; `line_of(i)` the line of item `i` in a file (None: no line)."""
+    line = line_of or (lambda i: None)
     if not values:
-        raise ConfigError(f"{where}: the bucket list is empty")
-    return sorted({_positive(value, f"{where}: bucket {i}") for i, value in enumerate(values)})
+        raise ConfigError(located(where, line(0) if line_of else None, "the bucket list is empty", prefix_key or None))
+    # duplicates kept: SGLang drops them, and the capture note says so (`PreparedBuckets.note`)
+    return sorted(_positive(value, located(where, line(i), "", f"bucket {i}").removesuffix(": ")) for i, value in enumerate(values))
 
 
 def _show(value: object, limit: int = 40) -> str:
@@ -161,9 +188,16 @@ def _show(value: object, limit: int = 40) -> str:
 
 
 def parse_positive_list(text: str, key: str) -> list[int]:
-    """`"8192,4096"` -> `[4096, 8192]` (sorted, unique). ASCII digits only (`"²"` is no count).
-    Raises `ConfigError` naming `key` for anything else."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
+    """`"8192,4096"` -> `[4096, 8192]` (sorted; one trailing comma allowed, as in a bucket
+    list). ASCII digits only (`"²"` is no count). Raises `ConfigError` naming `key` for anything
+    else, an empty item (`8192,,4096`) or a count given twice (as `--time-scale` does)."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and not parts[-1]:
+        parts = parts[:-1]
     if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 8 and 0 < int(p) <= MAX_BUCKET_TOKENS for p in parts):
         raise ConfigError(f"{key}: {text[:60]!r} is not a list of token counts between 1 and {MAX_BUCKET_TOKENS}, like 8192,4096")
-    return sorted({int(p) for p in parts})
+    values = [int(p) for p in parts]
+    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"{key}: {twice} is given twice")
+    return sorted(values)

@@ -45,6 +45,7 @@ from cpbcg.errors import ModelError
 from cpbcg.planner.arrays import BoolArray, Int32Array, Int64Array
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS
+from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:  # the layout module imports this one
     from cpbcg.planner.model.capacity import CaptureSpec
@@ -113,9 +114,9 @@ class PreparedBuckets:
             moved = ", ".join(f"{a} -> {b}" for a, b in self.rounded[:_NOTE_ITEMS])
             more = f", ... ({len(self.rounded)} in all)" if len(self.rounded) > _NOTE_ITEMS else ""
             parts.append(f"rounded up to multiples of {self.multiple_tokens}: {moved}{more}")
-        merged = len(set(self.configured_tokens)) - len(self.capture_num_tokens) - len(self.dropped)
+        merged = len(self.configured_tokens) - len(self.capture_num_tokens) - len(self.dropped)  # repeats, given or after rounding
         if merged > 0:
-            parts.append(f"{merged} duplicate{'s' * (merged > 1)} dropped")
+            parts.append(f"{counted(merged, 'duplicate')} dropped")
         if self.dropped:
             parts.append(f"below min_capture_tokens {self.min_capture_tokens} dropped: {', '.join(map(str, self.dropped))}")
         if not parts:
@@ -236,7 +237,7 @@ class StrategyModel:
         pieces = [ctx] * full + ([rest] if rest else [])
         if spec.max_capture_requests is not None and len(pieces) > spec.max_capture_requests:
             raise ModelError(
-                f"bucket {bucket_tokens}: context-bounded capture needs {len(pieces)} requests of "
+                f"bucket {bucket_tokens}: context-bounded capture needs {counted(len(pieces), 'request')} of "
                 f"<= {ctx} tokens, more than max_capture_requests={spec.max_capture_requests}"
             )
         if min(pieces) < self.min_request_tokens:
@@ -260,6 +261,19 @@ class StrategyModel:
         if spec.max_capture_requests is not None:
             ok &= full + (rest > 0) <= spec.max_capture_requests
         return ok, self._pieces_rows(full, rest, ctx)
+
+    def capture_tokens_limit(self, spec: "CaptureSpec") -> int | None:
+        """Largest bucket the capture layout of `spec` can hold at all (tokens; None = no limit):
+        above it `capacity_rows` marks every size uncapturable (context-bounded: more pieces than
+        `max_capture_requests`, or a context shorter than `min_request_tokens`, so no full piece);
+        at or below it a size is uncapturable only when its last piece is shorter than
+        `min_request_tokens` (a run of fewer than `min_request_tokens` sizes)."""
+        if spec.layout is CaptureLayout.single_request:
+            return None
+        ctx = _context(spec)
+        if ctx < self.min_request_tokens:
+            return ctx - 1
+        return None if spec.max_capture_requests is None else spec.max_capture_requests * ctx
 
     def _single_request_rows(self, sizes: Int64Array) -> Int64Array:
         return self._pieces_rows(np.zeros_like(sizes), sizes, 1)

@@ -57,8 +57,10 @@ def headroom_required(max_tokens: int, max_requests: int, cp: CPLayout) -> list[
     Empty when no CP-active forward of `max_tokens` tokens exists."""
     if max_tokens < cp.model.min_capture_tokens:
         return []
-    n, rows = worst_rows(Limits(max_requests, max_tokens), cp)
-    return [(int(n[-1]), int(rows[-1]))] if n.size and n[-1] == max_tokens else []
+    # the chunk alone: each size's worst case depends on that size and the limits only (not on
+    # the smaller sizes `worst_rows` lists), so this costs O(1) in the chunk, not O(chunk)
+    rows = cp.model.worst_rows_upto(np.asarray([max_tokens], dtype=np.int64), max_requests)
+    return [(max_tokens, int(rows[0]))]
 
 
 @dataclass(frozen=True)

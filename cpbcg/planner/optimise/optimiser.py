@@ -56,9 +56,10 @@ from cpbcg.planner.optimise import dp
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.optimise.cost import CostModel
 from cpbcg.planner.model.demand import Demand
-from cpbcg.planner.optimise.grid import CandidateGrid, candidate_grid
+from cpbcg.planner.optimise.grid import DENSE_GRID_LIMIT, CandidateGrid, candidate_grid, dense_grid_size, sparse_grid
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.model.selector import replay_window_hi, replay_windows
+from cpbcg.planner.words import counted
 
 __all__ = ["CandidateGrid", "FewestBuckets", "OptimalLists", "candidate_grid", "fewest_for_coverage", "optimise"]
 
@@ -105,7 +106,8 @@ class OptimalLists:
     num_candidates: int
     """Candidate sizes the DP searched (`P` in the module doc)."""
     grid_size: int
-    """Sizes on the grid before the exact reduction."""
+    """Sizes on the grid before the exact reduction (above `DENSE_GRID_LIMIT` the sparse grid's:
+    the sizes where the answer can change, `grid.sparse_grid`)."""
     bucket_multiple: int
     """Grid step (tokens); > 1 means the result is optimal on that coarser grid only."""
     max_tokens: int
@@ -127,8 +129,8 @@ class OptimalLists:
         feasible = [k for k in self.buckets if k <= max_buckets]
         if not feasible:
             raise ConfigError(
-                f"max_buckets: no list of at most {max_buckets} buckets holds the {len(self.pinned)} pinned "
-                "buckets and the required forwards"
+                f"max_buckets: no list of at most {counted(max_buckets, 'bucket')} holds the {counted(len(self.pinned), 'pinned bucket')} "
+                "and the required forwards"
             )
         return self.buckets[max(feasible)]
 
@@ -246,12 +248,18 @@ def _optimise(demand: Demand, cp: CPLayout, cost: CostModel, max_buckets: int, m
     if top < max_tokens:
         raise ConfigError(f"max_bucket_tokens: must be >= max_tokens {max_tokens}, got {top}")
     pins = sorted(set(cp.model.round_buckets(list(pinned)).tolist()))  # as SGLang captures them
-    grid = candidate_grid(cp, spec, top, bucket_multiple, pins + [max_tokens])
+    if dense_grid_size(top, bucket_multiple) <= DENSE_GRID_LIMIT:
+        grid = candidate_grid(cp, spec, top, bucket_multiple, pins + [max_tokens])
+    else:  # the same candidates without a size per token up to the limit
+        req = np.asarray(list(required), dtype=np.int64).reshape(-1, 2)
+        grid = sparse_grid(cp, spec, top, bucket_multiple, pins + [max_tokens],
+                           np.concatenate([demand.num_tokens, req[:, 0]]), np.concatenate([demand.rows, req[:, 1]]),
+                           factor, max_tokens, not allow_gaps)
     pin_index = np.searchsorted(grid.sizes, np.asarray(pins, dtype=np.int64))
     if pins and not np.array_equal(grid.sizes[np.minimum(pin_index, len(grid.sizes) - 1)], pins):
         raise ConfigError(f"pinned buckets {pins} include a size that cannot be captured")
     if len(pins) > max_buckets:
-        raise ConfigError(f"max_buckets: {len(pins)} pinned buckets exceed max_buckets {max_buckets}")
+        raise ConfigError(f"max_buckets: {counted(len(pins), 'pinned bucket')} exceed max_buckets {max_buckets}")
     w = batch_windows(demand, grid.sizes, grid.capacity_rows, cost, factor)
     rules = _constraints(grid, required, pin_index, max_tokens, factor, allow_gaps)
     cand = _candidates(w, grid, cost, rules, factor, objective)

@@ -43,6 +43,7 @@ from cpbcg.planner.export import deploy_flags
 from cpbcg.planner.optimise.guarantee import headroom_required
 from cpbcg.planner.optimise.optimiser import OptimalLists, fewest_for_coverage, optimise
 from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.words import counted
 
 MAX_DEFAULT_BUCKETS = 512
 """The default bucket count (the configured list's) stops where `--max-buckets` does."""
@@ -113,7 +114,7 @@ class Validation:
     """The recommendation fitted on the head of the trace, replayed on the tail."""
 
     fit_fraction: float
-    """Fraction of the trace's forwards (lines, trace order) the list was fitted on."""
+    """Fraction of the trace's prefill forwards (trace order; a batch line with a count kept whole) the list was fitted on."""
     buckets: list[int]
     """The list fitted on that head (tokens)."""
     in_sample: Evaluation
@@ -230,11 +231,11 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
     notes += _size_notes(split, settings)
     validate = settings.validate_fraction > 0 and split.head.num_forwards > 0 and split.tail.num_forwards > 0
     if validate and abs((1.0 - split.fit_fraction) - settings.validate_fraction) > VALIDATION_TOLERANCE:
-        notes.append(f"no out-of-sample check: {split.num_lines:,} forwards cannot hold back {settings.validate_fraction:.0%} "
+        notes.append(f"no out-of-sample check: {counted(split.num_lines, 'forward')} cannot hold back {settings.validate_fraction:.0%} "
                      f"(the nearest cut holds back {1.0 - split.fit_fraction:.0%})")
         validate = False
     if floor is not None and not _floor_fits(whole, deployment, settings, max_buckets, chunk, headroom, floor):
-        notes.append(f"no floor: {max_buckets} buckets cannot serve every size from {floor[0]:,} tokens up to the chunk within the "
+        notes.append(f"no floor: {counted(max_buckets, 'bucket')} cannot serve every size from {floor[0]:,} tokens up to the chunk within the "
                      "padding factor; raise --max-buckets, or set --min-bucket higher")
         floor = None
     fit_args = (deployment, settings, max_buckets, chunk, headroom, floor)
@@ -250,7 +251,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
         buckets=buckets, max_buckets=max_buckets, objective=settings.objective, evaluation=evaluation,
         modelled_ms=_cost(whole, buckets, deployment), configured_modelled_ms=demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor),
         cost=deployment.cost, validation=validation, headroom=headroom,
-        capture=_estimate(buckets, settings), configured_capture=_estimate(list(deployment.buckets), settings),
+        capture=_estimate(buckets, settings), configured_capture=_estimate(sorted(set(deployment.buckets)), settings),
         deploy=deploy_flags(buckets, deployment, chunk if chunk != default_chunk_tokens(deployment) else None),
         optimal=optimal, demand=whole, target_coverage=settings.target_coverage, headroom_note=headroom_note,
         floor_tokens=None if floor is None else floor[0], notes=tuple(notes),
@@ -289,14 +290,14 @@ def _floor_note(floor: tuple[int, int], buckets: list[int], demand: Demand) -> s
     below = sum(1 for b in buckets if smallest is not None and b < smallest)
     seen = f"the trace's smallest CP-active forward has {smallest:,} tokens" if smallest is not None else "the trace has no CP-active forward"
     return (f"floor: every CP-active size from {floor[0]:,} tokens up has a bucket within the padding factor (--min-bucket); "
-            f"{seen}: the floor costs {below} of the {len(buckets)} buckets")
+            f"{seen}: the floor costs {below} of the {counted(len(buckets), 'bucket')}")
 
 
 def _size_notes(split: DemandSplit, settings: RecommendSettings) -> list[str]:
     """A warning when the trace is too small for its recommendation to mean much."""
     if split.num_lines >= MIN_MEANINGFUL_FORWARDS:
         return []
-    return [f"warning: only {split.num_lines:,} prefill forwards (fewer than {MIN_MEANINGFUL_FORWARDS:,}): the recommended list "
+    return [f"warning: only {counted(split.num_lines, 'prefill forward')} (fewer than {MIN_MEANINGFUL_FORWARDS:,}): the recommended list "
             "follows these few shapes; plan on a longer trace, or several (--trace A --trace B), before deploying it"]
 
 
@@ -317,7 +318,7 @@ def _headroom(deployment: Deployment, chunk: int, requests: int) -> tuple[Headro
     except ModelError as exc:
         return None, f"no headroom: {exc}"
     if top_capacity < rows:
-        return None, (f"no headroom: a full {chunk}-token chunk of {requests} requests needs {rows} rows and no bucket "
+        return None, (f"no headroom: a full {chunk}-token chunk of {counted(requests, 'request')} needs {counted(rows, 'row')} and no bucket "
                       f"up to max_padding_factor x {chunk} = {top} holds them")
     return Headroom(chunk, requests, rows, capacity), None
 

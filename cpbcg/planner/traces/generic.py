@@ -44,8 +44,14 @@ def table_spec(path: TracePath, label: str, names: list[str], options: ReadOptio
     prompt-length field is given or found."""
     length = options.length_field or _first(names, PROMPT_NAMES)
     if not length:
-        raise TraceError(f"{display(path)}: trace format {label} needs --length-field (the prompt-length field; "
+        raise TraceError(f"{display(path)}:1: trace format {label} needs --length-field (the prompt-length field; "
                          f"no column is named {', '.join(PROMPT_NAMES)})")
+    given = [(f"--{role}", name) for role, name in (("length-field", options.length_field), ("time-field", options.time_field),
+                                                     ("output-field", options.output_field)) if name]
+    for i, (flag, name) in enumerate(given):
+        earlier = next((f for f, n in given[:i] if n == name), None)
+        if earlier is not None:  # one field cannot be the prompt length and the arrival time (or output) at once
+            raise TraceError(f"{display(path)}: {flag} {name[:40]!r} is the {earlier} too: give each role its own field")
     time = options.time_field or _first(names, TIME_NAMES)
     output = options.output_field or _first(names, OUTPUT_NAMES)
     found = [(given, name, role) for given, name, role in zip(

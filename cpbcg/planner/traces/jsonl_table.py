@@ -7,6 +7,7 @@ line (`FILE:LINE: ...`). Both paths apply the same rules (`records.py`).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterator
 
 import numpy as np
@@ -24,19 +25,53 @@ REQUEST_CHUNK_BYTES = 4 << 20
 
 def load_json_line(path: TracePath, line_no: int, line: bytes) -> object:
     """`orjson.loads(line)`, or `TraceError` `FILE:LINE: not valid JSON (...)` (also for nesting
-    beyond orjson's depth limit)."""
+    beyond orjson's depth limit), or `FILE:LINE: KEY: duplicate key` for an object that names a
+    key twice (orjson would keep the last silently; configs and bucket files refuse it too)."""
     try:
-        return orjson.loads(line)
+        record = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         raise TraceError(located(path, line_no, f"not valid JSON ({exc.msg[:80]})")) from None
+    key = repeated_key(line, record)
+    if key is not None:
+        raise TraceError(located(path, line_no, "duplicate key: a JSON object names each key once", excerpt(key)[1:-1]))
+    return record
 
 
 def load_json_records(lines: list[bytes]) -> list[Any]:
     """Each line parsed on its own as one JSON value (`orjson.loads`), the rule of every
     JSONL reader's fast and careful paths alike: a line holding two comma-joined values
-    (`[5], [6]`) is not valid JSON on any path. Raises `orjson.JSONDecodeError` (the careful
-    path then names the line). The values are orjson's (typed `Any`: any JSON value)."""
-    return list(map(orjson.loads, lines))
+    (`[5], [6]`) is not valid JSON on any path, nor an object that repeats a key. Raises
+    `ValueError` (`orjson.JSONDecodeError` for bad JSON; the careful path then names the line)."""
+    records = list(map(orjson.loads, lines))
+    blob = b"".join(lines)
+    if b":" in blob:  # no key anywhere (bare lists): nothing can repeat
+        objects = sum(len(r) for r in records if type(r) is dict)
+        if blob.count(b"{") != sum(type(r) is dict for r in records) or blob.count(b":") != objects:
+            if any(repeated_key(line, record) is not None for line, record in zip(lines, records)):
+                raise ValueError("a JSON object repeats a key")
+    return records
+
+
+def repeated_key(text: bytes, value: object) -> str | None:
+    """The first key a JSON object in `text` (already parsed as `value`) names twice, at any
+    depth, or None. Cheap when it cannot happen: one flat object whose colons are its keys."""
+    if b":" not in text or type(value) is dict and text.count(b"{") == 1 and text.count(b":") == len(value):
+        return None
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen and not found:
+                found.append(key)
+            seen.add(key)
+        return dict(items)
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):  # orjson read it: only the stdlib's own limits can fail here
+        return None
+    return found[0] if found else None
 
 
 def read_jsonl_requests(path: TracePath, spec: RequestSpec) -> Iterator[RequestItem]:

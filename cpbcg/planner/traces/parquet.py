@@ -56,7 +56,7 @@ def table_spec(path: TracePath, names: list[str], options: ReadOptions) -> Reque
             if spec.length_field in names:
                 return spec
     if not generic.detects(names, options):
-        raise TraceError(f"{display(path)}: unknown Parquet request log (columns: {show_names(names)}); no known length column: give --length-field")
+        raise TraceError(f"{display(path)}:1: unknown Parquet request log (columns: {show_names(names)}); no known length column: give --length-field")
     return replace(generic.table_spec(path, "csv", names, options)[0], label="parquet")
 
 
@@ -72,7 +72,7 @@ def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
     try:
         parquet = pq.ParquetFile(file)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ...
-        raise TraceError(f"{path}: not a readable Parquet file ({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 120)[1:-1]})") from None
+        raise TraceError(f"{display(path)}:1: not a readable Parquet file ({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 120)[1:-1]})") from None
     names = parquet.schema_arrow.names
     spec = table_spec(path, names, options)
     wanted = _columns(path, spec, names)

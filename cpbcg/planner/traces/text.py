@@ -88,18 +88,34 @@ def open_binary(path: TracePath | str) -> io.BufferedIOBase:
         if file is None:
             stdin = open_stdin(display(path))
             if stdin.peek(2)[:2] == b"\x1f\x8b":
-                return gzip.GzipFile(fileobj=stdin, mode="rb")
-            return stdin
+                return _without_bom(gzip.GzipFile(fileobj=stdin, mode="rb"))
+            return _without_bom(stdin)
         handle = open(file, "rb")
         if handle.read(2) == b"\x1f\x8b":
             handle.close()
-            return gzip.GzipFile(file, mode="rb")
+            return _without_bom(gzip.GzipFile(file, mode="rb"))
         handle.seek(0)
-        return handle
+        return _without_bom(handle)
     except IsADirectoryError:
         raise TraceError(f"{display(path)}: is a directory, not a trace file") from None
     except OSError as exc:
         raise TraceError(f"{display(path)}: cannot open: {exc.strerror or exc}") from exc
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _without_bom(handle: io.BufferedIOBase) -> IO[bytes]:
+    """`handle` past a leading UTF-8 byte order mark, if any: every text reader (JSONL, JSON,
+    CSV, logs; plain, gzip or stdin) then sees the same bytes (RFC 8259 lets a JSON parser
+    ignore it; spreadsheet CSV exports write one)."""
+    try:
+        head = handle.peek(3)[:3]  # type: ignore[attr-defined]
+    except (EOFError, OSError, zlib.error):
+        return handle  # type: ignore[return-value]  # the reader reports a corrupt stream where it reads
+    if head == UTF8_BOM:
+        handle.read(3)
+    return handle  # type: ignore[return-value]
 
 
 @contextmanager
