@@ -61,12 +61,8 @@ class Simulation:
         self._now_s = 0.0
 
     def __iter__(self) -> Iterator[BatchSet]:
-        if self.cache is None and USE_KERNEL and _kernel_fits(self.settings):
-            from cpbcg.planner.scheduler import kernel  # imports numba: the request path only
-
-            if kernel.COMPILED:
-                return _kernel_loop(self, kernel)
-        return _event_loop(self)
+        kernel = compiled_loop(self.settings)
+        return _event_loop(self) if kernel is None else _kernel_loop(self, kernel)
 
     def summary(self) -> SimulationSummary:
         """Counts so far (complete once iteration has finished)."""
@@ -429,9 +425,28 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
         yield _chunk(out_lens, out_sizes, out_seq, out_mm)
 
 
-def _kernel_fits(st: SchedulerSettings) -> bool:
-    slots = st.request_slots
-    return not st.decode or (slots is not None and slots <= KERNEL_MAX_SLOTS)
+def compiled_loop(settings: SchedulerSettings) -> ModuleType | None:
+    """kernel.py when it runs a simulation with `settings` (no prefix cache, numba installed,
+    `USE_KERNEL`, at most `KERNEL_MAX_SLOTS` slots), else None. Imports numba only then."""
+    slots = settings.request_slots
+    if settings.prefix_cache != "off" or not USE_KERNEL:
+        return None
+    if settings.decode and (slots is None or slots > KERNEL_MAX_SLOTS):
+        return None
+    from cpbcg.planner.scheduler import kernel  # imports numba: the request path only
+
+    return kernel if kernel.COMPILED else None
+
+
+def load_compiled_loop(settings: SchedulerSettings) -> bool:
+    """Load (or compile) the compiled loop for `settings` in this process, so that processes
+    forked afterwards inherit it instead of each loading it again (~0.7 s): one empty simulation
+    runs through it, with the argument types of every run. Returns whether it applies."""
+    if compiled_loop(settings) is None:
+        return False
+    for _ in Simulation((), settings):
+        pass
+    return True
 
 
 def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
