@@ -8,7 +8,8 @@ part a list is fitted on and the held-back rest (`DemandSplit`, aggregated: one 
 distinct forward shape). Jobs share nothing, so `map_jobs` runs them in order:
 
 * in this process (`workers=1`, or a single job),
-* on a local `concurrent.futures.ProcessPoolExecutor` (one worker per core by default),
+* on a local `concurrent.futures.ProcessPoolExecutor` (one worker per core by default), forked
+  after `preload` has loaded what every worker would load again (the compiled event loop, pyarrow),
 * or on a Dask distributed cluster (`scheduler="tcp://host:8786"`): `Client.get_executor()` is a
   `concurrent.futures` executor, so both share this one code path. Dask is imported only then.
 
