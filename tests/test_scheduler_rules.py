@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 from cpbcg.config import SchedulerConfig
 from cpbcg.planner.traces.records import RequestChunk
-from cpbcg.planner.scheduler import AddResult, PrefillAdder, SchedulerSettings, Simulation
-from cpbcg.planner.scheduler.running import RunningSet
+from cpbcg.planner.scheduler import SchedulerSettings, Simulation
 
 EXACT = dict(prefill_fixed_ms=0.0, prefill_tokens_per_s=1024.0)
 STEP_S = 2.0**-10
@@ -88,17 +87,20 @@ def test_prefill_max_requests_includes_the_chunked_request():
 
 
 def test_admission_needs_extend_plus_clipped_output_plus_a_page_below_the_free_pool():
-    cfg = SchedulerSettings(page_size=1)
-    refused = PrefillAdder(cfg, kv_free_tokens=151)
-    assert refused.add_one(100, 0, 50) == (AddResult.NO_TOKEN, 0)  # 100 + 50 + 1 >= 151
-    admitted = PrefillAdder(cfg, kv_free_tokens=152)
-    assert admitted.add_one(100, 0, 50) == (AddResult.CONTINUE, 100)
+    # an empty server refuses a request whose charge reaches the pool, then forces it (kv_oversized)
+    def oversized(pool, output, **kw):
+        return run([100], outputs=[output], max_total_tokens=pool, **kw)[1].kv_oversized_requests
+    assert (oversized(151, 50), oversized(152, 50)) == (1, 0)  # 100 + 50 + 1 >= 151
     # the output estimate is clipped at SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (4096)
-    assert PrefillAdder(cfg, kv_free_tokens=100 + 4096 + 2).add_one(100, 0, 10**6) == (AddResult.CONTINUE, 100)
-    # the charge is page-rounded extend + output estimate + one page (reserve)
-    paged = PrefillAdder(SchedulerSettings(page_size=16), kv_free_tokens=10_000)
-    paged.add_one(100, 0, 50)
-    assert paged.rem_total_tokens == 10_000 - (112 + 50 + 16) and paged.rem_chunk_tokens == 8192 - 112
+    assert (oversized(100 + 4096 + 1, 10**6), oversized(100 + 4096 + 2, 10**6)) == (1, 0)
+    assert oversized(150 + 16, 50, page_size=16) == 1 and oversized(150 + 17, 50, page_size=16) == 0  # a page, not 1
+    # the charge of an admitted request is page-rounded extend + output estimate + one page
+    # (reserve): 112 + 50 + 16 of a 10,000 pool, so 9,000 + out + 16 must stay below 9,822
+    both = dict(outputs=[50, 0], max_total_tokens=10_000, page_size=16, chunked_prefill_size=16384)
+    assert run([100, 9000], **{**both, "outputs": [50, 805]})[0][0] == [100, 9000]
+    assert run([100, 9000], **{**both, "outputs": [50, 806]})[0][0] == [100]
+    # the chunk budget is charged the page-rounded extend: 8192 - 112 left, cut at a page
+    assert run([100, 9000], outputs=[50, 50], max_total_tokens=100_000, page_size=16)[0][:2] == [[100, 8080], [920]]
 
 
 def test_kv_budget_holds_the_second_request_until_the_first_finishes():
@@ -198,14 +200,23 @@ def test_progress_hook_reports_requests_read():
     assert seen == [3]
 
 
-def test_running_set_sums_clip_and_finishes():
-    running = RunningSet(clip_max_new_tokens=4)
-    running.add(kv_tokens=10, decode_tokens=6)
-    running.add(kv_tokens=5, decode_tokens=2)
-    assert (running.reserve_tokens, running.held_tokens, running.steps_to_next_finish()) == (4 + 2, 15, 2)
-    assert running.advance(1) == 0 and (running.reserve_tokens, running.held_tokens) == (4 + 1, 17)
-    assert running.advance(1) == 1 and (running.reserve_tokens, running.held_tokens) == (4, 12)
-    assert running.advance(4) == 1 and running.num_requests == 0 and running.held_tokens == 0
+def test_running_requests_reserve_their_clipped_remaining_output():
+    # A (10 in, 7 out) runs with 6 tokens to decode, reserving min(6, clip 4) x ratio 0.7 (held
+    # there by a min ratio factor of 1); B (1 out) arrives as A's forward ends and needs
+    # extend + 1 + 1 below 100 - 10 held - 2.8: 85 fits, 86 waits for A to finish. Without the
+    # clip (4.2) 85 would wait; without the reserve 86 would fit.
+    def limited(extend):
+        return run([10, extend], [0.0, 10 / 1024], [7, 1], max_total_tokens=100, clip_max_new_tokens=4,
+                   min_new_token_ratio_factor=1.0)[1].kv_limited_forwards
+    assert (limited(85), limited(86)) == (0, 1)
+
+
+def test_running_requests_hold_whole_pages_of_prompt_and_decoded_tokens():
+    # 0.5.23 allocates KV in pages: 100 prompt + 49 decoded tokens hold 10 pages of 16 (160), so
+    # a pool of 159 is overrun before the request finishes (a retraction point), 160 is not
+    def overruns(pool, page):
+        return run([100], outputs=[50], max_total_tokens=pool, page_size=page, clip_max_new_tokens=1)[1].retraction_points
+    assert (overruns(159, 16), overruns(160, 16), overruns(149, 1), overruns(148, 1)) == (1, 0, 0, 1)
 
 
 def test_config_converts_to_settings():

@@ -133,20 +133,3 @@ def test_random_sequences_form_the_forwards_of_sglang_0_5_23(sglang_wheel, decod
     assert not bad, f"{len(bad)} of {count} differ; first: {bad[0]}"
     if decode:
         assert retracted >= 1  # some pools are small enough to reach a retraction
-
-
-def test_running_requests_hold_whole_pages_of_prompt_and_decoded_tokens():
-    # 0.5.23 allocates KV in pages: 100 prompt tokens hold 7 pages of 16 (112); the 12th decoded
-    # token still fits (112), the 13th opens an 8th page. A cached prefix of 40 shifts the pages:
-    # 40 + 100 = 140 -> 144, so 44 - 40 = 104 of them are the request's own.
-    from cpbcg.planner.scheduler.running import RunningSet
-
-    running = RunningSet(4096, page_size=16)
-    running.add(100, 50)
-    assert running.held_tokens == 112
-    assert running.held_tokens_at(12) == 112 and running.held_tokens_at(13) == 128
-    running.add(100, 50, prefix_tokens=40)
-    assert running.held_tokens == 112 + 104
-    running.advance(50)
-    assert running.num_requests == 0 and running.held_tokens == 0
-

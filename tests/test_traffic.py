@@ -121,6 +121,24 @@ def test_planning_never_imports_dask(traces):
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+PRELOADED = ("import sys, cpbcg\n"
+             "dep = cpbcg.load_deployment(cp_size=4)\n"
+             "cpbcg.plan([cpbcg.open_trace(p, dep) for p in sys.argv[1:]], dep, workers=2)\n"
+             "kernel = sys.modules.get('cpbcg.planner.scheduler.kernel')\n"
+             "print('numba' in sys.modules, kernel and len(kernel.run.signatures))\n")
+
+
+def test_the_compiled_loop_is_loaded_before_the_pool_forks_and_only_for_request_traces(traces, tmp_path):
+    batches = [tmp_path / f"batches-{i}.jsonl" for i in range(2)]
+    for i, path in enumerate(batches):
+        path.write_text(f"[100, {300 + i}]\n[3000]\n")
+    run = subprocess.run([sys.executable, "-c", PRELOADED, *map(str, batches)], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "False None"  # planning batch traces never imports numba
+    pytest.importorskip("numba")
+    run = subprocess.run([sys.executable, "-c", PRELOADED, *map(str, traces[:2])], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "True 1"  # compiled (or loaded from its cache) once, inherited by the workers
+
+
 def test_the_floor_serves_the_smallest_cp_active_forward(traces):
     dep = cpbcg.load_deployment(cp_size=4)
     source = cpbcg.open_trace(traces[0], dep)

@@ -24,7 +24,7 @@ from cpbcg.planner.observed import ObservedComparison
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.traces.records import ForwardSizes
 from cpbcg.planner.traces.sources import BatchSource
-from cpbcg.planner.traffic import JobOutcome, TrafficJob, map_jobs, run_job, tally
+from cpbcg.planner.traffic import JobOutcome, TrafficJob, map_jobs, preload, run_job, tally
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def plan_traffic(
     in_process = scheduler is None and (workers <= 1 or len(jobs) <= 1)
     work = partial(run_job, deployment=deployment, table=table, held_back=held_back,
                    on_chunk=on_chunk if in_process else None, progress=progress if in_process else None)
-    outcomes: list[JobOutcome] = list(map_jobs(work, list(jobs), workers, scheduler))
+    outcomes: list[JobOutcome] = list(map_jobs(work, list(jobs), workers, scheduler, partial(preload, jobs)))
     evaluation = Evaluation.merge([o.evaluation for o in outcomes])
     parts = tuple(_part(o, None) for o in outcomes)
     if settings is None:

@@ -8,7 +8,8 @@ part a list is fitted on and the held-back rest (`DemandSplit`, aggregated: one 
 distinct forward shape). Jobs share nothing, so `map_jobs` runs them in order:
 
 * in this process (`workers=1`, or a single job),
-* on a local `concurrent.futures.ProcessPoolExecutor` (one worker per core by default),
+* on a local `concurrent.futures.ProcessPoolExecutor` (one worker per core by default), forked
+  after `preload` has loaded what every worker would load again (the compiled event loop, pyarrow),
 * or on a Dask distributed cluster (`scheduler="tcp://host:8786"`): `Client.get_executor()` is a
   `concurrent.futures` executor, so both share this one code path. Dask is imported only then.
 
@@ -25,11 +26,11 @@ import os
 import sys
 from collections import deque
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
-from cpbcg.errors import ConfigError
+from cpbcg.errors import ConfigError, TraceError
 from cpbcg.planner.background import JOBS_ENV
 from cpbcg.planner.demand_log import DemandLog, DemandSplit
 from cpbcg.planner.deployment import Deployment
@@ -38,7 +39,10 @@ from cpbcg.planner.model.bound import bound_demand
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.scheduler import SchedulerSettings
-from cpbcg.planner.traces import ForwardSizes, open_trace
+from cpbcg.planner.scheduler.simulation import load_compiled_loop
+from cpbcg.planner.traces import ForwardSizes, TraceKind, open_trace
+from cpbcg.planner.traces.csv_table import COLUMNAR_MIN_BYTES
+from cpbcg.planner.traces.registry import detect, format_info
 from cpbcg.planner.traces.records import RequestChunk
 from cpbcg.planner.traces.sources import BatchSource, TraceSpec
 
@@ -185,13 +189,15 @@ def default_rates(mean_prompt_tokens: float, scheduler: SchedulerSettings) -> li
     return [float(f"{u / per_request_s:.3g}") for u in UTILISATIONS]
 
 
-def map_jobs(fn: Callable[[T], R], items: Sequence[T], workers: int = 1, scheduler: str | None = None) -> Iterator[R]:
+def map_jobs(fn: Callable[[T], R], items: Sequence[T], workers: int = 1, scheduler: str | None = None,
+             prepare: Callable[[], None] | None = None) -> Iterator[R]:
     """`fn(item)` for every item, in order, on the executor chosen (module doc). Exceptions are
-    raised in order, as a serial loop would raise them."""
+    raised in order, as a serial loop would raise them. `prepare()` runs before a local pool of
+    more than one worker forks (`preload`: what every worker would load, loaded once)."""
     if scheduler is None and (workers <= 1 or len(items) <= 1):
         yield from map(fn, items)
         return
-    with _executor(workers, scheduler, len(items)) as (executor, width):
+    with _executor(workers, scheduler, len(items), prepare) as (executor, width):
         pending: deque[Future[R]] = deque()
         queue = iter(items)
         for item in queue:
@@ -203,7 +209,8 @@ def map_jobs(fn: Callable[[T], R], items: Sequence[T], workers: int = 1, schedul
 
 
 @contextmanager
-def _executor(workers: int, scheduler: str | None, num_items: int) -> Iterator[tuple[Executor, int]]:
+def _executor(workers: int, scheduler: str | None, num_items: int,
+              prepare: Callable[[], None] | None) -> Iterator[tuple[Executor, int]]:
     if scheduler is not None:
         try:
             from distributed import Client
@@ -220,11 +227,40 @@ def _executor(workers: int, scheduler: str | None, num_items: int) -> Iterator[t
             client.close()  # type: ignore[no-untyped-call]  # unannotated in distributed
         return
     width = max(1, min(workers, num_items))
+    if prepare is not None and width > 1:
+        prepare()
     context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice by a forked worker
         stream.flush()
     with ProcessPoolExecutor(max_workers=width, mp_context=context) as pool:
         yield pool, width
+
+
+def preload(jobs: Sequence[TrafficJob]) -> None:
+    """Load in this process what the jobs would each load again in a forked worker: the compiled
+    event loop (numba, ~0.7 s) when a request trace is simulated through it, and pyarrow (~0.15 s)
+    when a request trace is at least `COLUMNAR_MIN_BYTES` long (its CSV and Parquet readers use it).
+    Called before a local pool forks; a batch trace, a server log or the embedded default loads
+    neither. A trace that cannot be opened is left to its job to report, in order."""
+    compiled = columnar = False
+    for job in jobs:
+        path = job.spec.path
+        if path is None or (compiled and columnar):
+            continue
+        try:
+            if (format_info(job.spec.trace_format) or detect(path, job.spec.options)).kind is not TraceKind.requests:
+                continue
+            size_bytes = os.path.getsize(path)
+        except (TraceError, OSError):
+            continue
+        if not compiled:
+            compiled = True
+            load_compiled_loop(job.spec.scheduler)
+        if not columnar and size_bytes >= COLUMNAR_MIN_BYTES:
+            columnar = True
+            with suppress(ImportError):
+                import pyarrow.compute  # noqa: F401
+                import pyarrow.csv  # noqa: F401
 
 
 def default_workers() -> int:

@@ -43,7 +43,7 @@ NO_LIMIT = -1
 """An int setting that is None (no chunking, no request limit, no slots, no pool)."""
 
 
-def _held_at(page: int, held_base_sum: int, num_running: int, residues: Ints, at_step: int) -> int:  # RunningSet.held_tokens_at
+def _held_at(page: int, held_base_sum: int, num_running: int, residues: Ints, at_step: int) -> int:  # simulation.py's held_at
     held = held_base_sum + num_running * at_step
     if page > 1:
         for r in range(page):
@@ -91,7 +91,7 @@ def _heap_pop(heap: tuple[Ints, ...], n: int) -> None:
 
 
 def _advance(s: Ints, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints, above: Ints, clip: int, steps: int) -> int:
-    """RunningSet.advance; returns how many requests finished."""
+    """Advance the running batch `steps` decode steps (simulation.py); returns how many requests finished."""
     step = s[STEP] + steps
     s[STEP] = step
     while s[N_ABOVE] and above[0] <= step:
@@ -116,7 +116,7 @@ def _advance(s: Ints, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints, 
 
 def _join(s: Ints, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints, above: Ints, clip: int, page: int,
           input_tokens: int, out: int, extend: int) -> None:
-    """A request whose prefill ended (`extend` tokens computed): RunningSet.add, or the running
+    """A request whose prefill ended (`extend` tokens computed): it joins the running batch, or the running
     batch shrank (finished at prefill: the batch-full flag clears)."""
     if out <= 1:
         s[BATCH_FULL] = 0

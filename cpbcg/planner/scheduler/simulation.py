@@ -6,11 +6,18 @@ forward if it can (`_get_new_batch_prefill_raw`: the in-progress chunk, then FCF
 waits for the next arrival. Decode steps are run in runs between events (a finish, an
 arrival), which is exact because nothing changes in between. docs/scheduler.md has the model.
 
-Speed: the loop is one generator function over plain local variables (issue 24): the budgets of
-`PrefillAdder` (adder.py) and the sums of `RunningSet` (running.py) are kept inline, with the
-same arithmetic in the same order, so the forwards and every float of the summary are those of
-the two classes. adder.py and running.py state each rule readably and are unit-tested; the
-conformance tests run this loop against SGLang 0.5.23's own scheduler code.
+Speed: the loop is one generator function over plain local variables (issue 24). It is where the
+rules are written: the budgets of SGLang's `PrefillAdder` (each block names the method it
+follows) and the running batch's sums, kept event-driven in O(log n) per request. Every running
+request decodes one token per decode step, so after `step` global steps a request admitted at
+step `s0` with `d` tokens to decode has `F - step` left (`F = s0 + d`) and has written
+`kv + step - s0` KV tokens, held in whole pages counted from the start of its sequence (a cached
+prefix before them is the cache's): finishes are a heap by `F`, the requests reserving `clip` a
+heap by the step they fall below it, and the page padding a count of requests per sequence-end
+residue modulo the page size. kernel.py restates this loop expression for expression for numba
+(tests/test_scheduler_kernel.py compares the two float for float); tests/test_scheduler_rules.py
+pins each rule on hand-worked cases and the conformance tests run this loop against SGLang
+0.5.23's own scheduler code. The embedded default workload (traces/embedded.py) is packed by it.
 """
 
 from __future__ import annotations
@@ -43,7 +50,8 @@ class Simulation:
     """Iterate to get the prefill forwards as `BatchSet` chunks; `summary()` once exhausted.
 
     `chunks`: the trace's `RequestChunk`s (read lazily); `progress(requests_read)` is called as
-    the trace is read. Memory is bounded by the waiting queue, the running requests and the
+    the trace is read; `compiled=False` runs the Python loop even where the compiled one applies
+    (`compiled_loop`). Memory is bounded by the waiting queue, the running requests and the
     prefix cache, not by the trace length.
     """
 
@@ -52,6 +60,7 @@ class Simulation:
         chunks: Iterable[RequestChunk],
         settings: SchedulerSettings | None = None,
         progress: Callable[[int], None] | None = None,
+        compiled: bool = True,
     ):
         self.settings = self.cfg = settings or SchedulerSettings()  # `cfg`: the name commands read
         self.cache = make_cache(self.settings.prefix_cache)
@@ -59,14 +68,11 @@ class Simulation:
         self.tally = Tally()
         self._start_s: float | None = None
         self._now_s = 0.0
+        self._compiled = compiled
 
     def __iter__(self) -> Iterator[BatchSet]:
-        if self.cache is None and USE_KERNEL and _kernel_fits(self.settings):
-            from cpbcg.planner.scheduler import kernel  # imports numba: the request path only
-
-            if kernel.COMPILED:
-                return _kernel_loop(self, kernel)
-        return _event_loop(self)
+        kernel = compiled_loop(self.settings) if self._compiled else None
+        return _event_loop(self) if kernel is None else _kernel_loop(self, kernel)
 
     def summary(self) -> SimulationSummary:
         """Counts so far (complete once iteration has finished)."""
@@ -75,7 +81,7 @@ class Simulation:
 
 
 def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one function on purpose (see module doc)
-    """`Simulation.__iter__`. Each block names the method of adder.py / running.py it inlines."""
+    """`Simulation.__iter__`. Each block names the SGLang method it follows."""
     st, tally, cache, arrivals = sim.settings, sim.tally, sim.cache, sim.arrivals
     page, clip = st.page_size, st.clip_max_new_tokens
     chunk_budget, max_prefill, request_limit = st.chunk_tokens, st.max_prefill_tokens, st.prefill_max_requests
@@ -83,7 +89,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     step_fixed_ms, step_ms_per_request = st.decode_step_fixed_ms, st.decode_step_ms_per_request
     init_ratio, min_ratio, ratio_decay = st.init_new_token_ratio, st.min_new_token_ratio, st.new_token_ratio_decay
     prefill_fixed_s, prefill_tokens_per_s = st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s
-    # RunningSet state
+    # the running batch: decode steps run, requests, sums of the reserve and of the KV held
     step = num_running = below_count = below_finish_sum = held_base_sum = 0
     residues = [0] * page
     finish_heap: list[tuple[int, int, int]] = []
@@ -105,7 +111,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     n_times = i_next = 0
     exhausted = False
 
-    def held_at(at_step: int) -> int:  # RunningSet.held_tokens_at, page > 1
+    def held_at(at_step: int) -> int:  # KV the running requests hold after `at_step` steps, page > 1
         held = held_base_sum + num_running * at_step
         for r, count in enumerate(residues):
             if count:
@@ -173,7 +179,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                 else:
                     held = held_base_sum + num_running * step if page == 1 else held_at(step)
                     kv_free = pool - held - chunked_held
-                # PrefillAdder.__init__
+                # PrefillAdder.__init__: the forward's budgets
                 rem_input = max_prefill - mixed
                 rem_chunk = None if chunk_budget is None else chunk_budget - mixed
                 rem_total_offset = mixed + ratio * (len(above_heap) * clip + below_finish_sum - below_count * step)
@@ -183,7 +189,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                 done: list[tuple[Item, int]] = []
                 max_seq, multimodal = 0, False
                 if chunked is not None:
-                    # PrefillAdder.add_chunked for the in-progress request
+                    # PrefillAdder.add_chunked_req for the in-progress request
                     remaining, item, held_chunk, prefix = chunked
                     assert rem_chunk is not None  # a request is cut only under a chunk budget
                     limit = rem_chunk
@@ -194,7 +200,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                     take = min(remaining, max(limit, 1))  # max: a chunk budget spent by mixed decode tokens
                     out = item[2]
                     max_new = (out if out < clip else clip) if take == remaining else 0
-                    paged = take if page == 1 else -(-take // page) * page  # PrefillAdder.charge
+                    paged = take if page == 1 else -(-take // page) * page  # PrefillAdder._update_prefill_budget
                     rem_total_offset += paged + max_new + page
                     cur_rem_offset += paged
                     rem_input -= paged
@@ -209,7 +215,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                     batch.append(take)
                     max_seq, multimodal = prefix + held_chunk + take, item[3] > 0
                 if not batch_full:
-                    # fill_forward: FCFS PrefillAdder.add_one until a request is refused
+                    # the waiting-queue loop of _get_new_batch_prefill_raw: FCFS add_one_req until one is refused
                     no_token = slots_full = False
                     check = True
                     cached = 0
@@ -301,7 +307,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                         if pool is not None:  # _note_retraction(1)
                             if (held_base_sum + num_running * (step + 1) if page == 1 else held_at(step + 1)) + chunked_held > pool:
                                 retraction_points += 1
-                        step += 1  # RunningSet.advance(1)
+                        step += 1  # advance the running batch one step: finishes, requests falling below the clip
                         while above_heap and above_heap[0] <= step:
                             below_count += 1
                             below_finish_sum += heappop(above_heap) + clip
@@ -322,7 +328,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                             cache.insert(item[1])
                         if decode_on:
                             out = item[2]
-                            if out > 1:  # RunningSet.add
+                            if out > 1:  # joins the running batch with out - 1 tokens to decode
                                 f_step = step + out - 1
                                 kv = extend - step
                                 residue = (item[0] - step) % page
@@ -387,7 +393,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
             ratio -= steps * ratio_decay
             if min_ratio > ratio:
                 ratio = min_ratio
-            step += steps  # RunningSet.advance(steps)
+            step += steps  # advance the running batch
             while above_heap and above_heap[0] <= step:
                 below_count += 1
                 below_finish_sum += heappop(above_heap) + clip
@@ -429,9 +435,28 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
         yield _chunk(out_lens, out_sizes, out_seq, out_mm)
 
 
-def _kernel_fits(st: SchedulerSettings) -> bool:
-    slots = st.request_slots
-    return not st.decode or (slots is not None and slots <= KERNEL_MAX_SLOTS)
+def compiled_loop(settings: SchedulerSettings) -> ModuleType | None:
+    """kernel.py when it runs a simulation with `settings` (no prefix cache, numba installed,
+    `USE_KERNEL`, at most `KERNEL_MAX_SLOTS` slots), else None. Imports numba only then."""
+    slots = settings.request_slots
+    if settings.prefix_cache != "off" or not USE_KERNEL:
+        return None
+    if settings.decode and (slots is None or slots > KERNEL_MAX_SLOTS):
+        return None
+    from cpbcg.planner.scheduler import kernel  # imports numba: the request path only
+
+    return kernel if kernel.COMPILED else None
+
+
+def load_compiled_loop(settings: SchedulerSettings) -> bool:
+    """Load (or compile) the compiled loop for `settings` in this process, so that processes
+    forked afterwards inherit it instead of each loading it again (~0.7 s): one empty simulation
+    runs through it, with the argument types of every run. Returns whether it applies."""
+    if compiled_loop(settings) is None:
+        return False
+    for _ in Simulation((), settings):
+        pass
+    return True
 
 
 def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
