@@ -51,7 +51,7 @@ def chunks(seed: int, n: int, timed: bool) -> list[RequestChunk]:
 
 def forwards_and_summary(parts: list[RequestChunk], settings: SchedulerSettings, compiled: bool, monkeypatch):
     monkeypatch.setattr(simulation, "USE_KERNEL", compiled)
-    sim = Simulation(parts, settings)
+    sim = Simulation(parts, settings, compiled=compiled)  # True: the kernel whatever the trace's length
     out = [(p.extend_seq_lens.tolist(), p.offsets.tolist(), p.counts.tolist(), p.max_seq_tokens.tolist(), p.multimodal.tolist())
            for p in sim]
     return out, dataclasses.asdict(sim.summary())
@@ -72,7 +72,11 @@ def test_kernel_gives_the_generators_forwards_and_summary(index, seed, monkeypat
 
 def test_the_kernel_runs_where_it_applies(monkeypatch):
     ran = []
-    monkeypatch.setattr(simulation, "_kernel_loop", lambda sim, k: ran.append(1) or iter(()))
-    list(Simulation(chunks(0, 50, True), SchedulerSettings()))
+    monkeypatch.setattr(simulation, "_kernel_loop", lambda sim, k: ran.append(len(list(sim.arrivals._chunks))) or iter(()))
+    monkeypatch.setattr(simulation, "KERNEL_MIN_REQUESTS", 50)
+    list(Simulation(chunks(0, 50, True), SchedulerSettings()))  # 50 requests: long enough
+    list(Simulation(chunks(0, 49, True), SchedulerSettings()))  # too short: the generator
+    list(Simulation(chunks(0, 49, True), SchedulerSettings(), compiled=True))  # asked for
+    list(Simulation(chunks(0, 50, True), SchedulerSettings(), compiled=False))
     list(Simulation(chunks(0, 50, True), SchedulerSettings(prefix_cache="unlimited")))  # the generator
-    assert ran == [1]
+    assert ran == [len(chunks(0, 50, True)), len(chunks(0, 49, True))]  # the chunks read ahead are handed on

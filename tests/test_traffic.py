@@ -15,6 +15,8 @@ import cpbcg
 from cpbcg.cli import app
 from cpbcg.config import load_config
 from cpbcg.errors import ConfigError
+from cpbcg.planner.scheduler.simulation import KERNEL_MIN_REQUESTS
+from cpbcg.planner.traffic import MIN_REQUEST_BYTES
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
@@ -134,8 +136,12 @@ def test_the_compiled_loop_is_loaded_before_the_pool_forks_and_only_for_request_
         path.write_text(f"[100, {300 + i}]\n[3000]\n")
     run = subprocess.run([sys.executable, "-c", PRELOADED, *map(str, batches)], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "False None"  # planning batch traces never imports numba
-    pytest.importorskip("numba")
     run = subprocess.run([sys.executable, "-c", PRELOADED, *map(str, traces[:2])], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "False None"  # 400 requests each: the Python loop is done before numba would load
+    pytest.importorskip("numba")
+    assert KERNEL_MIN_REQUESTS * MIN_REQUEST_BYTES < 2_000_000
+    big = [mooncake(tmp_path / f"big-{i}.jsonl", i, n=40_000) for i in range(2)]  # ~2.4 MB each
+    run = subprocess.run([sys.executable, "-c", PRELOADED, *map(str, big)], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "True 1"  # compiled (or loaded from its cache) once, inherited by the workers
 
 

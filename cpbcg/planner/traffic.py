@@ -39,7 +39,7 @@ from cpbcg.planner.model.bound import bound_demand
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.scheduler import SchedulerSettings
-from cpbcg.planner.scheduler.simulation import load_compiled_loop
+from cpbcg.planner.scheduler.simulation import KERNEL_MIN_REQUESTS, load_compiled_loop
 from cpbcg.planner.traces import ForwardSizes, TraceKind, open_trace
 from cpbcg.planner.traces.csv_table import COLUMNAR_MIN_BYTES
 from cpbcg.planner.traces.registry import detect, format_info
@@ -236,9 +236,14 @@ def _executor(workers: int, scheduler: str | None, num_items: int,
         yield pool, width
 
 
+MIN_REQUEST_BYTES = 16
+"""Fewest bytes a request takes in any request trace format (a CSV row of three short numbers)."""
+
+
 def preload(jobs: Sequence[TrafficJob]) -> None:
     """Load in this process what the jobs would each load again in a forked worker: the compiled
-    event loop (numba, ~0.7 s) when a request trace is simulated through it, and pyarrow (~0.15 s)
+    event loop (numba, ~0.7 s) when a request trace may be long enough to run through it (at
+    least `KERNEL_MIN_REQUESTS` x `MIN_REQUEST_BYTES` bytes), and pyarrow (~0.15 s)
     when a request trace is at least `COLUMNAR_MIN_BYTES` long (its CSV and Parquet readers use it).
     Called before a local pool forks; a batch trace, a server log or the embedded default loads
     neither. A trace that cannot be opened is left to its job to report, in order."""
@@ -253,7 +258,7 @@ def preload(jobs: Sequence[TrafficJob]) -> None:
             size_bytes = os.path.getsize(path)
         except (TraceError, OSError):
             continue
-        if not compiled:
+        if not compiled and size_bytes >= KERNEL_MIN_REQUESTS * MIN_REQUEST_BYTES:
             compiled = True
             load_compiled_loop(job.spec.scheduler)
         if not columnar and size_bytes >= COLUMNAR_MIN_BYTES:

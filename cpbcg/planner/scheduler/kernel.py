@@ -1,8 +1,8 @@
 """The event loop of simulation.py as one numba-compiled function over arrays (issue 24).
 
-Used for every simulation without a prefix cache (the default) when numba is installed
-(`pip install 'cpbcg[fast]'`); the generator in simulation.py runs otherwise and with a prefix
-cache. Both give the same forwards and the same summary, float for float: every expression
+Used for every simulation without a prefix cache (the default) of a trace of at least
+`simulation.KERNEL_MIN_REQUESTS` requests when numba is installed (`pip install 'cpbcg[fast]'`);
+the generator in simulation.py runs otherwise and with a prefix cache. Both give the same forwards and the same summary, float for float: every expression
 below is the generator's, in the same order (IEEE doubles without fast-math, int64 with Python's
 floor division and modulo; no value here comes near 2**53). tests/test_scheduler_kernel.py
 checks the two against each other; the conformance tests check the result against SGLang.

@@ -44,14 +44,19 @@ USE_KERNEL = True
 """Run the compiled loop (kernel.py) where it applies and numba is installed (tests turn it off)."""
 KERNEL_MAX_SLOTS = 1 << 20
 """Request slots beyond which the generator runs (the kernel's heaps are sized by the slots)."""
+KERNEL_MIN_REQUESTS = 100_000
+"""Requests a trace must hold before the compiled loop runs it (`compiled=None`): below, the
+generator is done (~15 us per forward, under ~1 s) before numba would have loaded its cached
+loop (~0.7 s), let alone compiled it on first use after an install (~10 s)."""
 
 
 class Simulation:
     """Iterate to get the prefill forwards as `BatchSet` chunks; `summary()` once exhausted.
 
     `chunks`: the trace's `RequestChunk`s (read lazily); `progress(requests_read)` is called as
-    the trace is read; `compiled=False` runs the Python loop even where the compiled one applies
-    (`compiled_loop`). Memory is bounded by the waiting queue, the running requests and the
+    the trace is read. `compiled`: None runs the compiled loop where it applies (`compiled_loop`)
+    and the trace holds at least `KERNEL_MIN_REQUESTS` requests (read ahead to tell), True where
+    it applies whatever the length, False never (the Python loop; same forwards). Memory is bounded by the waiting queue, the running requests and the
     prefix cache, not by the trace length.
     """
 
@@ -60,18 +65,21 @@ class Simulation:
         chunks: Iterable[RequestChunk],
         settings: SchedulerSettings | None = None,
         progress: Callable[[int], None] | None = None,
-        compiled: bool = True,
+        compiled: bool | None = None,
     ):
         self.settings = self.cfg = settings or SchedulerSettings()  # `cfg`: the name commands read
         self.cache = make_cache(self.settings.prefix_cache)
-        self.arrivals = Arrivals(chunks, self.settings, self.cache is not None, progress)
+        self._ahead = _ReadAhead(chunks)
+        self.arrivals = Arrivals(self._ahead, self.settings, self.cache is not None, progress)
         self.tally = Tally()
         self._start_s: float | None = None
         self._now_s = 0.0
         self._compiled = compiled
 
     def __iter__(self) -> Iterator[BatchSet]:
-        kernel = compiled_loop(self.settings) if self._compiled else None
+        wanted = self._compiled is True or (
+            self._compiled is None and self.settings.prefix_cache == "off" and self._ahead.holds(KERNEL_MIN_REQUESTS))
+        kernel = compiled_loop(self.settings) if wanted else None
         return _event_loop(self) if kernel is None else _kernel_loop(self, kernel)
 
     def summary(self) -> SimulationSummary:
@@ -435,6 +443,33 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
         yield _chunk(out_lens, out_sizes, out_seq, out_mm)
 
 
+class _ReadAhead:
+    """The trace's chunks, with a look ahead: `holds(n)` reads chunks until `n` requests are at
+    hand or the trace ends (the chunks read are handed out first, then the rest, lazily)."""
+
+    def __init__(self, chunks: Iterable[RequestChunk]):
+        self._rest = iter(chunks)
+        self._read: deque[RequestChunk] = deque()
+        self._requests = 0
+
+    def holds(self, requests: int) -> bool:
+        while self._requests < requests:
+            chunk = next(self._rest, None)
+            if chunk is None:
+                return False
+            self._read.append(chunk)
+            self._requests += len(chunk.input_tokens)
+        return True
+
+    def __iter__(self) -> Iterator[RequestChunk]:
+        return self
+
+    def __next__(self) -> RequestChunk:
+        if self._read:
+            return self._read.popleft()
+        return next(self._rest)
+
+
 def compiled_loop(settings: SchedulerSettings) -> ModuleType | None:
     """kernel.py when it runs a simulation with `settings` (no prefix cache, numba installed,
     `USE_KERNEL`, at most `KERNEL_MAX_SLOTS` slots), else None. Imports numba only then."""
@@ -454,7 +489,7 @@ def load_compiled_loop(settings: SchedulerSettings) -> bool:
     runs through it, with the argument types of every run. Returns whether it applies."""
     if compiled_loop(settings) is None:
         return False
-    for _ in Simulation((), settings):
+    for _ in Simulation((), settings, compiled=True):
         pass
     return True
 

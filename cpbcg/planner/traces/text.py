@@ -105,17 +105,17 @@ def open_binary(path: TracePath | str) -> io.BufferedIOBase:
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
-def _without_bom(handle: io.BufferedIOBase) -> IO[bytes]:
+def _without_bom(handle: io.BufferedIOBase) -> io.BufferedIOBase:
     """`handle` past a leading UTF-8 byte order mark, if any: every text reader (JSONL, JSON,
     CSV, logs; plain, gzip or stdin) then sees the same bytes (RFC 8259 lets a JSON parser
     ignore it; spreadsheet CSV exports write one)."""
     try:
         head = handle.peek(3)[:3]  # type: ignore[attr-defined]
     except (EOFError, OSError, zlib.error):
-        return handle  # type: ignore[return-value]  # the reader reports a corrupt stream where it reads
+        return handle  # the reader reports a corrupt stream where it reads
     if head == UTF8_BOM:
         handle.read(3)
-    return handle  # type: ignore[return-value]
+    return handle
 
 
 @contextmanager
