@@ -5,6 +5,7 @@ that plans a trace more than once."""
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import orjson
@@ -113,6 +114,16 @@ def test_an_unreachable_scheduler_is_a_usage_error(traces):
     pytest.importorskip("distributed")
     result = runner.invoke(app, ["plan", "-t", str(traces[0]), "--scheduler", "tcp://127.0.0.1:9", "--no-recommend"])
     assert result.exit_code == 2 and "cannot reach the Dask scheduler" in result.stderr
+
+
+@pytest.mark.parametrize("address, reason", [("bogus", "missing port"), ("tcp://127.0.0.1", "missing port"), ("", "missing port"),
+                                             ("http://127.0.0.1:1", "unknown protocol 'http'")])
+def test_a_malformed_scheduler_address_is_refused_at_once(traces, address, reason):
+    pytest.importorskip("distributed")
+    start = time.monotonic()
+    result = runner.invoke(app, ["plan", "-t", str(traces[0]), "--scheduler", address, "--no-recommend"])
+    assert result.exit_code == 2 and "not a Dask scheduler address" in result.stderr and reason in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and time.monotonic() - start < 20  # no wait for a connection timeout
 
 
 def test_planning_never_imports_dask(traces):

@@ -208,6 +208,23 @@ def map_jobs(fn: Callable[[T], R], items: Sequence[T], workers: int = 1, schedul
             yield pending.popleft().result()
 
 
+def _check_address(scheduler: str) -> None:
+    """`ConfigError` at once for an address no Dask client can connect to (`bogus`,
+    `tcp://host` without a port, `http://...`), by distributed's own address parser, instead of
+    a wait for the connection timeout."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import backends
+
+    try:
+        scheme, location = parse_address(scheduler)
+        if scheme not in backends:
+            raise ValueError(f"unknown protocol {scheme!r} (one of {', '.join(sorted(backends))})")
+        if scheme != "inproc":
+            parse_host_port(location)
+    except ValueError as exc:
+        raise ConfigError(f"--scheduler {scheduler!r}: not a Dask scheduler address (tcp://host:port): {exc}") from None
+
+
 @contextmanager
 def _executor(workers: int, scheduler: str | None, num_items: int,
               prepare: Callable[[], None] | None) -> Iterator[tuple[Executor, int]]:
@@ -216,9 +233,10 @@ def _executor(workers: int, scheduler: str | None, num_items: int,
             from distributed import Client
         except ImportError as exc:
             raise ConfigError(f"--scheduler {scheduler}: a Dask cluster needs the distributed extra (pip install 'cpbcg[distributed]'): {exc}") from None
+        _check_address(scheduler)
         try:
             client = Client(scheduler, timeout=30, set_as_default=False)  # type: ignore[no-untyped-call]  # distributed leaves Client unannotated
-        except (OSError, TimeoutError) as exc:
+        except Exception as exc:  # noqa: BLE001 - distributed raises OSError, TimeoutError or its own errors for an unreachable scheduler
             raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler: {exc}") from None
         try:
             width = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()))
