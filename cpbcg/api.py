@@ -765,7 +765,8 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     SGLang server log's settings lie under the command line), the trace evaluated, the gates of
     the config and `overrides` checked, `replay` forwards replayed through fresh graphs.
     `max_eager` (`REASON=N` texts) merge into the config's `gates.max_eager`. Without any gate
-    (and no `replay`) it is a `ConfigError` unless `report_only`. Notes for people go to `note`;
+    (and no `replay`) it is a `ConfigError` unless `report_only`, as are flags with which SGLang
+    0.5.23 would refuse to start or capture no CP graph (`server_check`). Notes for people go to `note`;
     the report carries the simulation summary."""
     overrides = {**overrides, **max_eager_overrides(max_eager or [])}
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
@@ -781,7 +782,13 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     warning = ignored_options_warning(ignored_flags or [], trace_path, trace_format, options.length_field if options else None)
     if warning is not None:
         note(warning)
-    for finding in server_check_notes(server_check(deployment)):
+    found = server_check(deployment)
+    if (found.refuses_start or found.no_cp_graph) and not report_only:
+        what = "refuse to start" if found.refuses_start else "capture no CP graph"
+        reason = (found.refuses_start or found.no_cp_graph)[0]
+        raise ConfigError(f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
+                          "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
+    for finding in server_check_notes(found):
         note(finding)
     report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay,
                            trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk)

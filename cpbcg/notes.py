@@ -84,8 +84,12 @@ def simulation_note(source: BatchSource) -> str | None:
 
 
 def source_note(source: BatchSource) -> str | None:
-    """The stderr note of a source once read: `simulation_note`, else `bound_note`, else None."""
-    return simulation_note(source) or bound_note(source)
+    """The stderr note of a source once read: `simulation_note`, else `bound_note`, else None;
+    every line starts `cpbcg: ` (`note:` unless it is already a warning or a note)."""
+    text = simulation_note(source) or bound_note(source)
+    if text is None:
+        return None
+    return "\n".join(line if line.startswith("cpbcg: ") else f"cpbcg: note: {line}" for line in text.splitlines())
 
 
 def bound_note(source: BatchSource) -> str | None:

@@ -25,7 +25,7 @@ def test_batches_writes_a_batch_trace(tmp_path):
     trace.write_text("".join(line.replace(', "output_length"', ', "unused"') + "\n" for line in (ASSETS / "mooncake.jsonl").read_text().splitlines()))
     args = ["batches", "--trace", str(trace), "--prefix-cache", "unlimited", "-o", str(out)]
     first = (
-        "simulated 3 prefill forwards from 4 requests (Mooncake, timestamps): chunked_prefill_size 8192, "
+        "cpbcg: note: simulated 3 prefill forwards from 4 requests (Mooncake, timestamps): chunked_prefill_size 8192, "
         "prefill 40,000 tok/s + 5 ms/forward, prefix cache unlimited (2,223 of 4,100 prompt tokens cached); "
         "prefill busy 1.0%, at most 2 waiting"
     )
@@ -41,7 +41,7 @@ def test_batches_writes_a_batch_trace(tmp_path):
     assert lines_of(out) == [{"extend_seq_lens": [1200, 600]}, {"extend_seq_lens": [76]}, {"extend_seq_lens": [1]}]
     assert result.stderr.splitlines() == [
         first,
-        "decode: output lengths none in the trace, default_output_tokens 256 each; step 5 ms + 0.025 ms/request; "
+        "cpbcg: note: decode: output lengths none in the trace, default_output_tokens 256 each; step 5 ms + 0.025 ms/request; "
         "decode busy 42.8% (0.0% with requests kept waiting); at most 2 running of 4,096 slots, "
         "KV pool 1,048,576 tokens (peak 1,800); admission stopped by KV 0x, by slots 0x",
         f"3 prefill forwards → 3 lines → {out}",
@@ -53,9 +53,9 @@ def test_batches_states_poisson_arrivals_for_traces_without_timestamps(tmp_path)
     result = runner.invoke(app, ["batches", "-t", str(ASSETS / "vidur.csv"), "-o", str(out), "--rate", "2.5", "--chunked-prefill-size", "-1"])
     assert result.exit_code == 0, result.output
     note = result.stderr.splitlines()
-    assert note[0].startswith("simulated 3 prefill forwards from 3 requests (vidur, no timestamps): no chunking, max_prefill_tokens 16384, ")
-    assert note[1].startswith("decode: output lengths from the trace; ")
-    assert note[2] == "Poisson arrivals at 2.5 req/s (no arrival times were read: the trace has none or no --time-field was given; --rate, seed 0)"
+    assert note[0].startswith("cpbcg: note: simulated 3 prefill forwards from 3 requests (vidur, no timestamps): no chunking, max_prefill_tokens 16384, ")
+    assert note[1].startswith("cpbcg: note: decode: output lengths from the trace; ")
+    assert note[2] == "cpbcg: note: Poisson arrivals at 2.5 req/s (no arrival times were read: the trace has none or no --time-field was given; --rate, seed 0)"
 
 
 def test_batches_warns_that_scheduler_options_ignore_a_batch_trace(tmp_path):

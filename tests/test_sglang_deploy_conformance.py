@@ -183,3 +183,24 @@ def test_the_release_is_named_in_help_report_header_and_json():
     assert "| SGLang 0.5.23" in text.stdout
     doc = CliRunner().invoke(app, ["plan", "--no-recommend", "--format", "json"])
     assert '"sglang_version": "0.5.23"' in doc.stdout
+
+
+def test_replay_check_refuses_flags_that_capture_no_cp_graph(tmp_path):
+    """A CI gate over graphs the server would never capture cannot pass: exit 2, one line (the
+    flags without --enable-prefill-cp), unless --report-only asks for the report alone."""
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    flags = tmp_path / "flags.txt"
+    flags.write_text(deploy_flags([2048, 4096, 8192], Deployment()).replace("--enable-prefill-cp ", "") + "\n")
+    result = CliRunner().invoke(app, ["replay-check", "--buckets", str(flags), "--min-coverage", "0"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("cpbcg: error: replay-check: SGLang 0.5.23 would capture no CP graph with these flags")
+    result = CliRunner().invoke(app, ["replay-check", "--buckets", str(flags), "--report-only"])
+    assert result.exit_code == 0 and "would capture no CP graph with these flags" in result.stderr
+    old = tmp_path / "old.txt"
+    old.write_text(OLD_EMIT)
+    result = CliRunner().invoke(app, ["replay-check", "--buckets", str(old), "--min-coverage", "0"])
+    assert result.exit_code == 2 and "would refuse to start with these flags (tp_size must be divisible" in result.stderr
