@@ -735,6 +735,8 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     if request.guarantee and request.check_guarantee:
         raise ConfigError("--guarantee and --check-guarantee exclude each other")
     given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
+    if request.guarantee or request.check_guarantee:
+        _refuse_trace_options(request, bool(given))
     _refuse_repeated(trace_paths(given))
     given += [p for p in (request.fit_traces or ()) if p not in [str(g) for g in given] and Path(p) not in given]
     paths = trace_paths(given)
@@ -751,6 +753,31 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
         return GuaranteeReport(deployment, result, export)
     return plan_report(deployment, request, paths, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
                        note=note, progress=progress, on_chunk=on_chunk, log=log)
+
+
+def _refuse_trace_options(request: PlanRequest, traces_given: bool) -> None:
+    """`ConfigError` naming the options guarantee mode would ignore: it is trace-free (every
+    forward within `--max-requests` and `--max-tokens`), so a trace, the recommendation's fit and
+    validation settings, the comparison and the plot have nothing to act on."""
+    default = PlanRequest()
+    ignored = [flag for flag, used in (
+        ("--trace", traces_given or bool(request.fit_traces)),
+        ("-k/--max-buckets", request.max_buckets is not None),
+        ("--target-coverage", request.target_coverage is not None),
+        ("--objective", request.objective != default.objective),
+        ("--include", request.include is not None),
+        ("--no-headroom", request.headroom != default.headroom),
+        ("--allow-gaps", request.allow_gaps != default.allow_gaps),
+        ("--validate-fraction", request.validate_fraction != default.validate_fraction),
+        ("--compare", request.compare),
+        ("--plot", request.plot),
+        ("--min-bucket", request.min_bucket is not None),
+        ("--time-scale", request.load_factors is not None),
+    ) if used]
+    if ignored:
+        mode = "--guarantee" if request.guarantee else "--check-guarantee"
+        raise ConfigError(f"{mode} is trace-free (every forward of up to --max-requests requests and --max-tokens tokens) "
+                          f"and takes no {', '.join(ignored)}; drop {'it' if len(ignored) == 1 else 'them'}, or plan a trace without {mode}")
 
 
 NO_GATES = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."

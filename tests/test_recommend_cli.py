@@ -246,3 +246,21 @@ def test_plot_says_which_comparison_lists_it_leaves_out_and_stops_at_100_percent
     # the Pareto curve runs to 128 buckets; the vLLM-style list holds 528 (1, 2, 4, step 8 to 256, step 16 to 8192)
     assert legend[-1] == "not drawn (more than 128 buckets): vllm (528 buckets)", legend
     assert cov.get_ylim() == (0.0, 100.0)
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["-k", "3"], "-k/--max-buckets"), (["--plot", "p.png"], "--plot"), (["--compare"], "--compare"),
+    (["--target-coverage", "0.5"], "--target-coverage"), (["--validate-fraction", "0.5"], "--validate-fraction"),
+    (["--objective", "time"], "--objective"), (["--include", "4096"], "--include"), (["--time-scale", "2"], "--time-scale"),
+])
+def test_guarantee_mode_refuses_the_options_it_would_ignore(tmp_path, extra, named):
+    for mode in ("--guarantee", "--check-guarantee"):
+        result = runner.invoke(app, ["plan", mode, "--max-requests", "8", *extra])
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"cpbcg: error: {mode} is trace-free") and f"takes no {named};" in line
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("[100]\n")
+    result = runner.invoke(app, ["plan", "--guarantee", "--trace", str(trace)])
+    assert result.exit_code == 2 and "takes no --trace;" in result.stderr
+    assert not (tmp_path / "p.png").exists()
