@@ -30,6 +30,7 @@ from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
 from cpbcg.notes import (
     ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, server_check_notes, source_note,
+    unused_request_option_notes,
 )
 from cpbcg.planner.choices import Fold
 from cpbcg.planner.deployment import Deployment
@@ -673,10 +674,14 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
         text = source_note(part.source)
         if text is not None:
             note(text)
+        for line in unused_request_option_notes(ignored_flags or [], part.source, part.label):
+            note(line)
     if not parts:  # standard input or a server log, planned in place
         text = source_note(source)
         if text is not None:
             note(text)
+        for line in unused_request_option_notes(ignored_flags or [], source, first):
+            note(line)
     for line in log_summary_notes(source):
         note(line)
     for line in rate_notes(parts):
@@ -822,6 +827,8 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     text = source_note(source)
     if text is not None:
         note(text)
+    for line in unused_request_option_notes(ignored_flags or [], source, trace_path):
+        note(line)
     for line in log_summary_notes(source):
         note(line)
     from cpbcg.documents import simulation_summary

@@ -198,3 +198,24 @@ def log_summary_notes(source: BatchSource) -> list[str]:
         return []
     path = display(source.log.path if source.log is not None else "log")
     return [f"cpbcg: note: {line}" for line in (summary.skipped_note(path), summary.folded_note(path)) if line is not None]
+
+
+def unused_request_option_notes(flags: list[str], source: BatchSource, trace: Path | str | None) -> list[str]:
+    """One `cpbcg: warning:` line per request-trace option given (`flags`, as `ignored_options_note`
+    takes them) that this request trace, once read, gave nothing to act on: `--rate` for a trace
+    whose requests carry arrival times (they are used; `--time-scale` changes the load), and
+    `--model`/`--log-type` (BurstGPT's row filters) for a trace of another format."""
+    simulation = source.simulation
+    if simulation is None or not flags:
+        return []
+    name = "the trace" if trace is None else display(trace)
+    out = []
+    if "--rate" in flags and not simulation.summary().synthetic_arrivals:
+        out.append(f"cpbcg: warning: --rate applies to requests without arrival times; {name} has them, so they are used "
+                   "(--time-scale changes the load)")
+    filters = [f for f in ("--model", "--log-type") if f in flags]
+    if filters and _value(source.trace_format) != TraceFormat.burstgpt.value:
+        verb = "filters" if len(filters) == 1 else "filter"
+        out.append(f"cpbcg: warning: {', '.join(filters)} {verb} BurstGPT rows only; {name} is "
+                   f"{_value(source.trace_format)}, so every row was read")
+    return out
