@@ -32,3 +32,12 @@ def test_burstgpt_filters_on_another_format_are_named():
     (line,) = warnings(["plan", "--no-recommend", "-t", azure, "--model", "GPT-4", "--log-type", "Conversation log"])
     assert line == f"cpbcg: warning: --model, --log-type filter BurstGPT rows only; {azure} is azure, so every row was read"
     assert warnings(["plan", "--no-recommend", "-t", str(ASSETS / "burstgpt.csv"), "--model", "ChatGPT"]) == []
+
+
+def test_max_eager_help_names_every_eager_reason():
+    from cpbcg.cli.replay_check_cmd import MaxEagerOpt
+    from cpbcg.planner.model.selector import EAGER_REASONS
+
+    help_text = MaxEagerOpt.__metadata__[0].help
+    listed = help_text[help_text.index("(") + 1:help_text.index(")")].split(", ")
+    assert listed == [r.value for r in EAGER_REASONS]

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from cpbcg.atomic import OutputGroup
 
 ManifestOpt = Annotated[Optional[Path], typer.Option("--manifest", "-m", help="Capture manifest (`cpbcg capture -o`): buckets, capacities and CP settings come from it.", show_default=False)]
-MaxEagerOpt = Annotated[Optional[list[str]], typer.Option("--max-eager", metavar="REASON=N", help="Gate: at most N eager batches for REASON (not_cp_active, above_largest_bucket, padding_limit, local_capacity). Repeatable.", show_default=False)]
+MaxEagerOpt = Annotated[Optional[list[str]], typer.Option("--max-eager", metavar="REASON=N", help="Gate: at most N eager batches for REASON (not_cp_active, above_largest_bucket, padding_limit, local_capacity, context_limit, multimodal_input). Repeatable.", show_default=False)]
 JunitOpt = Annotated[Optional[Path], typer.Option("--junit", parser=output_path, help="Write a JUnit XML report (one test case per gate); `-` writes it to stdout.", show_default=False)]
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", parser=output_path, help="Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout.", show_default=False)]
 ReportOnlyOpt = Annotated[bool, typer.Option("--report-only", help="Run without any gate: report coverage and exit 0. Without it, a run with no gate (config gates:, --min-coverage, --max-eager, ..., --replay) is refused with exit 2, so a CI job that forgot its gates is not green.")]
