@@ -33,6 +33,18 @@ def _first(names: Iterable[str], wanted: tuple[str, ...]) -> str | None:
     return next((name for name in wanted if name in present), None)
 
 
+def _found(path: TracePath, names: Iterable[str], wanted: tuple[str, ...], flag: str, role: str) -> str | None:
+    """The one recognised column of `wanted` present in `names`, or None; `TraceError` when
+    several are (reading one would silently drop the other: the option says which)."""
+    present = set(names)
+    both = [name for name in wanted if name in present]
+    if len(both) > 1:
+        raise TraceError(f"{display(path)}:1: {' and '.join(both)} all name the {role}: pass {flag} to say which to read"
+                         if len(both) > 2 else
+                         f"{display(path)}:1: {both[0]} and {both[1]} both name the {role}: pass {flag} to say which to read")
+    return both[0] if both else None
+
+
 def detects(names: Iterable[str], options: ReadOptions) -> bool:
     """Whether a table with these columns is a generic request table under `options`."""
     return bool(options.length_field) or _first(names, PROMPT_NAMES) is not None
@@ -42,7 +54,7 @@ def table_spec(path: TracePath, label: str, names: list[str], options: ReadOptio
     """The spec of a generic table with columns `names`, and the notes naming every field found
     by its name rather than given by an option. `TraceError` (naming `--length-field`) when no
     prompt-length field is given or found."""
-    length = options.length_field or _first(names, PROMPT_NAMES)
+    length = options.length_field or _found(path, names, PROMPT_NAMES, "--length-field", ROLES[0])
     if not length:
         raise TraceError(f"{display(path)}:1: trace format {label} needs --length-field (the prompt-length field; "
                          f"no column is named {', '.join(PROMPT_NAMES)})")
@@ -52,8 +64,8 @@ def table_spec(path: TracePath, label: str, names: list[str], options: ReadOptio
         earlier = next((f for f, n in given[:i] if n == name), None)
         if earlier is not None:  # one field cannot be the prompt length and the arrival time (or output) at once
             raise TraceError(f"{display(path)}: {flag} {name[:40]!r} is the {earlier} too: give each role its own field")
-    time = options.time_field or _first(names, TIME_NAMES)
-    output = options.output_field or _first(names, OUTPUT_NAMES)
+    time = options.time_field or _found(path, names, TIME_NAMES, "--time-field", ROLES[1])
+    output = options.output_field or _found(path, names, OUTPUT_NAMES, "--output-field", ROLES[2])
     found = [(given, name, role) for given, name, role in zip(
         (options.length_field, options.time_field, options.output_field), (length, time, output), ROLES)]
     read = [f"{name} as {role}" for given, name, role in found if name and not given]
