@@ -77,8 +77,8 @@ class Simulation:
         self._compiled = compiled
 
     def __iter__(self) -> Iterator[BatchSet]:
-        wanted = self._compiled is True or (
-            self._compiled is None and self.settings.prefix_cache == "off" and self._ahead.holds(KERNEL_MIN_REQUESTS))
+        wanted = self._compiled is not False and kernel_applies(self.settings) and (
+            self._compiled is True or self._ahead.holds(KERNEL_MIN_REQUESTS))
         kernel = compiled_loop(self.settings) if wanted else None
         return _event_loop(self) if kernel is None else _kernel_loop(self, kernel)
 
@@ -470,13 +470,17 @@ class _ReadAhead:
         return next(self._rest)
 
 
-def compiled_loop(settings: SchedulerSettings) -> ModuleType | None:
-    """kernel.py when it runs a simulation with `settings` (no prefix cache, numba installed,
-    `USE_KERNEL`, at most `KERNEL_MAX_SLOTS` slots), else None. Imports numba only then."""
+def kernel_applies(settings: SchedulerSettings) -> bool:
+    """Whether the compiled loop can run a simulation with `settings` (no prefix cache,
+    `USE_KERNEL`, at most `KERNEL_MAX_SLOTS` slots), numba aside. Imports nothing."""
     slots = settings.request_slots
-    if settings.prefix_cache != "off" or not USE_KERNEL:
-        return None
-    if settings.decode and (slots is None or slots > KERNEL_MAX_SLOTS):
+    return USE_KERNEL and settings.prefix_cache == "off" and not (settings.decode and (slots is None or slots > KERNEL_MAX_SLOTS))
+
+
+def compiled_loop(settings: SchedulerSettings) -> ModuleType | None:
+    """kernel.py when it runs a simulation with `settings` (`kernel_applies` and numba is
+    installed), else None. Imports numba only then."""
+    if not kernel_applies(settings):
         return None
     from cpbcg.planner.scheduler import kernel  # imports numba: the request path only
 
