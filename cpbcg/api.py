@@ -29,8 +29,8 @@ from cpbcg.config import DeploymentConfig, load_config, preset_names
 from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
 from cpbcg.notes import (
-    ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, server_check_notes, source_note,
-    unused_request_option_notes,
+    ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, server_check_notes,
+    source_note,
 )
 from cpbcg.planner.choices import Fold
 from cpbcg.planner.deployment import Deployment
@@ -671,16 +671,10 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
     for part in parts:
         if len(parts) > 1:
             note(f"{part.label} at {part.load}:")
-        text = source_note(part.source)
-        if text is not None:
-            note(text)
-        for line in unused_request_option_notes(ignored_flags or [], part.source, part.label):
+        for line in read_notes(part.source, ignored_flags or [], part.label):
             note(line)
     if not parts:  # standard input or a server log, planned in place
-        text = source_note(source)
-        if text is not None:
-            note(text)
-        for line in unused_request_option_notes(ignored_flags or [], source, first):
+        for line in read_notes(source, ignored_flags or [], first):
             note(line)
     for line in log_summary_notes(source):
         note(line)
@@ -815,19 +809,15 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     if warning is not None:
         note(warning)
     found = server_check(deployment)
-    if (found.refuses_start or found.no_cp_graph) and not report_only:
-        what = "refuse to start" if found.refuses_start else "capture no CP graph"
-        reason = (found.refuses_start or found.no_cp_graph)[0]
+    if not found.ok and not report_only:
+        what, reason = found.findings()[0]
         raise ConfigError(f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
                           "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
     for finding in server_check_notes(found):
         note(finding)
     report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay,
                            trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk)
-    text = source_note(source)
-    if text is not None:
-        note(text)
-    for line in unused_request_option_notes(ignored_flags or [], source, trace_path):
+    for line in read_notes(source, ignored_flags or [], trace_path):
         note(line)
     for line in log_summary_notes(source):
         note(line)

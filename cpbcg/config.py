@@ -281,8 +281,8 @@ def _check_tp(cfg: DeploymentConfig, origin: str) -> None:
         return
     check = check_server_flags(attn_cp_size=cfg.cp_size, tp_size=cfg.tp_size, cp_strategy=cfg.cp_strategy.value,
                                enable_prefill_cp=True, prefill_attention_backend=CP_GRAPH_BACKENDS[cfg.cp_strategy.value])
-    why = (check.refuses_start and f"SGLang {SGLANG_VERSION} would refuse to start: {check.refuses_start[0]}") or (
-        f"SGLang {SGLANG_VERSION} would capture no CP graph: {check.no_cp_graph[0]}")
+    what, reason = check.findings()[0]
+    why = f"SGLang {SGLANG_VERSION} would {what}: {reason}"
     raise ConfigError(f"{origin}: tp_size: {cfg.tp_size} differs from cp_size {cfg.cp_size}: {why} (set tp_size: {cfg.cp_size})")
 
 

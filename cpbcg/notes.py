@@ -171,8 +171,7 @@ def _cache(setting: str | int) -> str:
 def server_check_notes(check: ServerCheck) -> list[str]:
     """One `cpbcg: warning:` line per finding of `cpbcg.api.server_check`: the server would
     refuse to start, or start without CP graphs, and why."""
-    return ([f"cpbcg: warning: SGLang {SGLANG_VERSION} would refuse to start with these flags: {m}" for m in check.refuses_start]
-            + [f"cpbcg: warning: SGLang {SGLANG_VERSION} would capture no CP graph with these flags: {m}" for m in check.no_cp_graph])
+    return [f"cpbcg: warning: SGLang {SGLANG_VERSION} would {what} with these flags: {why}" for what, why in check.findings()]
 
 
 def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object]) -> list[str]:
@@ -198,6 +197,13 @@ def log_summary_notes(source: BatchSource) -> list[str]:
         return []
     path = display(source.log.path if source.log is not None else "log")
     return [f"cpbcg: note: {line}" for line in (summary.skipped_note(path), summary.folded_note(path)) if line is not None]
+
+
+def read_notes(source: BatchSource, flags: list[str], trace: Path | str | None) -> list[str]:
+    """The stderr lines of a source once read: its `source_note` (if any), then the
+    `unused_request_option_notes` of the request-trace options given (`flags`)."""
+    text = source_note(source)
+    return ([] if text is None else [text]) + unused_request_option_notes(flags, source, trace)
 
 
 def unused_request_option_notes(flags: list[str], source: BatchSource, trace: Path | str | None) -> list[str]:

@@ -47,6 +47,11 @@ class ServerCheck:
     def ok(self) -> bool:
         return not self.refuses_start and not self.no_cp_graph
 
+    def findings(self) -> list[tuple[str, str]]:
+        """`(what 0.5.23 would do, why)` per failed check, start-up refusals first:
+        `("refuse to start", msg)`, `("capture no CP graph", msg)`."""
+        return [("refuse to start", m) for m in self.refuses_start] + [("capture no CP graph", m) for m in self.no_cp_graph]
+
 
 def check_server_flags(
     *,
