@@ -39,9 +39,8 @@ def _found(path: TracePath, names: Iterable[str], wanted: tuple[str, ...], flag:
     present = set(names)
     both = [name for name in wanted if name in present]
     if len(both) > 1:
-        raise TraceError(f"{display(path)}:1: {' and '.join(both)} all name the {role}: pass {flag} to say which to read"
-                         if len(both) > 2 else
-                         f"{display(path)}:1: {both[0]} and {both[1]} both name the {role}: pass {flag} to say which to read")
+        verb = "both name" if len(both) == 2 else "all name"
+        raise TraceError(f"{display(path)}:1: {' and '.join(both)} {verb} the {role}: pass {flag} to say which to read")
     return both[0] if both else None
 
 
