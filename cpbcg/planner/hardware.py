@@ -1,0 +1,160 @@
+"""The hardware and the model a deployment runs on: a GPU catalogue and a model's shape.
+
+Both are inputs of SGLang 0.5.23's start-up resolution (`--gpu`, `--model-config`): the GPU's
+compute capability decides whether trtllm_mha prefill CP runs (SM100 family only,
+`arg_groups/attention_hook.py`), its memory the default chunk size
+(`arg_groups/memory_hook.py::handle_gpu_memory_settings`); the model's architecture decides MLA
+(`configs/model_config.py`), its context length the capture layout, and its size the cost
+models (capture time, graph memory, forward time).
+
+Pure data: the planner reads no files. A model's Hugging Face `config.json` is read at the input
+edge and handed here as a mapping (`model_spec_from_config`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["GPU", "GPUS", "ModelSpec", "gpu_by_name", "model_spec_from_config"]
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One GPU model as 0.5.23's start-up code sees it."""
+
+    name: str
+    """Catalogue name (`B200`), matched case-insensitively by `gpu_by_name`."""
+    vendor: str
+    """`nvidia` or `amd`."""
+    compute_capability: tuple[int, int]
+    """CUDA compute capability (major, minor); (0, 0) for AMD parts."""
+    memory_mib: int
+    """Total memory per GPU in MiB, as `nvidia-smi --query-gpu=memory.total` (or rocm-smi)
+    reports it: what 0.5.23's `get_device_memory_capacity` returns."""
+    source: str
+    """Where `memory_mib` and the capability come from."""
+
+    @property
+    def memory_gib(self) -> float:
+        """`memory_mib / 1024` (GiB)."""
+        return self.memory_mib / 1024
+
+    @property
+    def is_sm100(self) -> bool:
+        """The SM100 family (compute capability 10.x: B200, GB200, B300, GB300), the only one
+        with trtllm_mha prefill context parallelism in 0.5.23 (`is_sm100_supported`)."""
+        return self.vendor == "nvidia" and self.compute_capability[0] == 10
+
+
+_NV_SPEC = "NVIDIA datasheet (HBM capacity); MiB as nvidia-smi reports it"
+_AMD_SPEC = "AMD datasheet (HBM capacity); MiB as rocm-smi reports it"
+
+GPUS: dict[str, GPU] = {g.name.upper(): g for g in (
+    GPU("A100-40GB", "nvidia", (8, 0), 40_960, _NV_SPEC),
+    GPU("A100", "nvidia", (8, 0), 81_920, _NV_SPEC + " (80 GB part)"),
+    GPU("L40S", "nvidia", (8, 9), 46_068, _NV_SPEC),
+    GPU("H100", "nvidia", (9, 0), 81_559, _NV_SPEC + " (SXM 80 GB)"),
+    GPU("H800", "nvidia", (9, 0), 81_559, _NV_SPEC),
+    GPU("H20", "nvidia", (9, 0), 97_871, _NV_SPEC),
+    GPU("H200", "nvidia", (9, 0), 143_771, _NV_SPEC + " (141 GB)"),
+    GPU("B200", "nvidia", (10, 0), 183_359, _NV_SPEC + " (180 GB usable)"),
+    GPU("GB200", "nvidia", (10, 0), 189_471, _NV_SPEC + " (186 GB)"),
+    GPU("B300", "nvidia", (10, 3), 275_040, _NV_SPEC + " (288 GB HBM3e, approximate MiB)"),
+    GPU("GB300", "nvidia", (10, 3), 284_208, _NV_SPEC + " (288 GB HBM3e, approximate MiB)"),
+    GPU("RTX-PRO-6000", "nvidia", (12, 0), 97_887, _NV_SPEC + " (Blackwell workstation, SM120)"),
+    GPU("MI300X", "amd", (0, 0), 196_592, _AMD_SPEC),
+    GPU("MI325X", "amd", (0, 0), 262_128, _AMD_SPEC),
+    GPU("MI355X", "amd", (0, 0), 294_896, _AMD_SPEC),
+)}
+"""The GPUs `--gpu` accepts, by upper-case name."""
+
+
+def gpu_by_name(name: str) -> GPU:
+    """The catalogue entry for `name` (case-insensitive). Raises `ValueError` naming the
+    known GPUs when there is none."""
+    found = GPUS.get(name.strip().upper())
+    if found is None:
+        raise ValueError(f"unknown GPU {name!r} (known: {', '.join(g.name for g in GPUS.values())})")
+    return found
+
+
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the planner needs of a model, read from its Hugging Face `config.json` (for
+    multimodal models the `text_config` part holds the language model's shape)."""
+
+    architecture: str
+    """`architectures[0]` (`LlamaForCausalLM`)."""
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    """`num_key_value_heads`, else `num_attention_heads` (MHA)."""
+    head_dim: int
+    """`head_dim`, else `hidden_size // num_attention_heads`."""
+    intermediate_size: int | None
+    """Dense MLP width (None: not stated)."""
+    vocab_size: int | None
+    context_length: int | None
+    """`max_position_embeddings` (tokens; None: not stated)."""
+    dtype_bytes: int
+    """Bytes per weight/activation element of `torch_dtype` / `dtype` (2 when not stated)."""
+    kv_lora_rank: int | None
+    """MLA's compressed KV rank (DeepSeek V2/V3, Kimi K2); None for MHA/GQA models."""
+    num_experts: int | None
+    """Routed experts (`num_experts`, `num_local_experts` or `n_routed_experts`); None: dense."""
+    num_experts_per_tok: int | None
+    moe_intermediate_size: int | None
+    source: str
+    """The file (or preset) it was read from."""
+
+
+def _int(config: Mapping[str, Any], key: str, source: str) -> int | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{source}: {key}: expected a positive integer, got {value!r}")
+    return value
+
+
+def model_spec_from_config(config: Mapping[str, Any], source: str) -> ModelSpec:
+    """A `ModelSpec` from a parsed `config.json` mapping. Raises `ValueError` ("SOURCE: KEY:
+    ...") when `architectures`, `num_hidden_layers`, `hidden_size` or `num_attention_heads` is
+    missing or not a positive integer, or a stated size is not one."""
+    archs = config.get("architectures")
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+        raise ValueError(f"{source}: architectures: expected a list of model class names")
+    text = config.get("text_config")
+    shape: Mapping[str, Any] = {**config, **text} if isinstance(text, Mapping) else config
+    required = {}
+    for key in ("num_hidden_layers", "hidden_size", "num_attention_heads"):
+        value = _int(shape, key, source)
+        if value is None:
+            raise ValueError(f"{source}: {key}: missing (a Hugging Face config.json states it)")
+        required[key] = value
+    heads = required["num_attention_heads"]
+    dtype = shape.get("torch_dtype", shape.get("dtype", "bfloat16"))
+    experts = next((v for k in ("num_experts", "num_local_experts", "n_routed_experts") if (v := _int(shape, k, source))), None)
+    return ModelSpec(
+        architecture=archs[0],
+        num_hidden_layers=required["num_hidden_layers"],
+        hidden_size=required["hidden_size"],
+        num_attention_heads=heads,
+        num_key_value_heads=_int(shape, "num_key_value_heads", source) or heads,
+        head_dim=_int(shape, "head_dim", source) or required["hidden_size"] // heads,
+        intermediate_size=_int(shape, "intermediate_size", source),
+        vocab_size=_int(shape, "vocab_size", source),
+        context_length=_int(shape, "max_position_embeddings", source),
+        dtype_bytes=_DTYPE_BYTES.get(str(dtype), 2),
+        kv_lora_rank=_int(shape, "kv_lora_rank", source),
+        num_experts=experts,
+        num_experts_per_tok=_int(shape, "num_experts_per_tok", source),
+        moe_intermediate_size=_int(shape, "moe_intermediate_size", source),
+        source=source,
+    )
