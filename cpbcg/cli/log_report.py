@@ -100,7 +100,7 @@ def _one_log(observed: "ObservedComparison | None", log: "LogSettings | None", p
         parts.append(Text("\n".join(lines)))
     if log is not None and log.capture is not None and log.capture.bucket_gb:
         c = log.capture
-        table = Table(title=f"Capture memory per bucket{where}" + (f" (launch {log.launch})" if log.launch > 1 else ""), title_justify="left")
+        table = Table(title="Capture memory per bucket", title_justify="left")
         table.add_column("bucket (tokens)", justify="right")
         table.add_column("GiB", justify="right")
         shown = [(b, gb) for b, gb in sorted(c.bucket_gb.items(), reverse=True) if gb >= 0.005]

@@ -270,6 +270,7 @@ class _Scan:
         self.version_line = 0
         self.date = ""
         self.forwards = 0
+        self.turned_off = False
 
     def prefix(self, tags: bytes, line_no: int) -> None:
         for m in _RANK_TAG.finditer(tags.strip()):
@@ -297,9 +298,11 @@ class _Scan:
                     self.args, self.args_line, self.from_flags = parsed, line_no, True
         if b"max_total_num_tokens=" in line:
             for m in _RESOLVED.finditer(line):
-                self.resolved.setdefault(m.group(1).decode(), (int(m.group(2)), line_no))
-        if (m := _TURN_OFF.search(line)) and m.group(1) == b"chunked-prefill-size":
-            self.resolved.setdefault("chunked_prefill_size", (-1, line_no))
+                if not (self.turned_off and m.group(1) == b"chunked_prefill_size"):
+                    self.resolved.setdefault(m.group(1).decode(), (int(m.group(2)), line_no))
+        if (m := _TURN_OFF.search(line)) and m.group(1) == b"chunked-prefill-size":  # an override wins, whichever line comes first
+            self.resolved["chunked_prefill_size"] = (-1, line_no)
+            self.turned_off = True
         if _PP_GRAPHS_OFF in line:  # 0.5.23 `_apply_cuda_graph_compatibility`: PP turns breakable prefill graphs off
             self.resolved.setdefault("prefill_graphs", (False, line_no))
         if (m := _CAPTURE_LIST.search(line)) and not self.captured:
