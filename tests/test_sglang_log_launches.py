@@ -169,6 +169,7 @@ def test_the_values_the_server_resolved_win_over_the_dump(tmp_path):
     assert log.setting("scheduler.max_prefill_tokens").value == 12000 and log.setting("scheduler.max_running_requests").value == 48
     assert log.resolved["max_total_num_tokens"] == (500000, 8) and log.resolved["context_len"] == (32768, 8)
     assert log.server_args["chunked_prefill_size"] == 8192  # the dump keeps what was asked
+    assert log.sglang_flags()["chunked_prefill_size"] == (8192, 2) and log.sglang_flags()["attn_cp_size"] == (1, 2)
 
 
 def test_json_records_each_settings_source_line_and_the_logs_version(tmp_path):

@@ -152,10 +152,21 @@ class LogSettings:
     """Where `prefill_graphs` was read (`capture lines, line 40`, `server_args.disable_cuda_graph, line 3`)."""
     version_line: int = 0
     """Line that printed the version (0: none)."""
+    dump_line: int = 0
+    """Line of the settings dump (0: the launch printed none)."""
 
     def overrides(self) -> dict[str, Any]:
         """Dotted config keys -> values, for `load_config` (a layer under the command line)."""
         return {s.key: s.value for s in self.settings}
+
+    def sglang_flags(self) -> dict[str, tuple[Any, int]]:
+        """What the launch asked for, as SGLang names its flags (`attn_cp_size`, `cuda_graph_config`)
+        -> (value, line): the dump's values where it printed one, the launch command's otherwise.
+        The values the server resolved from them are `resolved` (they win where both exist)."""
+        out = dict(self.flags)
+        if self.dump_line:
+            out.update({k: (v, self.dump_line) for k, v in self.server_args.items()})
+        return out
 
     def setting(self, key: str) -> LogSetting | None:
         """The setting of config key `key`, or None when the launch neither states nor shows it."""
@@ -356,6 +367,7 @@ class _Scan:
             tuple(settings), dict(a), self.args_line, tuple(self.captured), self._cost(), self.version, self.date,
             graphs, bool(a.get("enable_lora") or a.get("lora_paths")), self._notes(cp, graphs, graphs_origin), "",
             self.launch, self.first_line, dict(self.flags), dict(self.resolved), dict(self.ranks), graphs_origin, self.version_line,
+            self.dump_line,
         )
 
     def _cp_shown(self) -> LogSetting | None:
