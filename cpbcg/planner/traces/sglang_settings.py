@@ -77,6 +77,10 @@ _BOOL_FLAGS = {"enable_mixed_chunk", "enable_prefill_cp", "disable_cuda_graph", 
                "enable_piecewise_cuda_graph", "disable_piecewise_cuda_graph", "enable_request_time_stats_logging", "log_requests"}
 _SCHEDULER_KEYS = ("chunked_prefill_size", "page_size", "max_prefill_tokens", "prefill_max_requests", "max_running_requests")
 _RESOLVED_KEYS = ("chunked_prefill_size", "max_prefill_tokens", "max_running_requests")
+_PREFILL_GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_backend_prefill", "disable_prefill_cuda_graph", "enable_piecewise_cuda_graph",
+                       "disable_piecewise_cuda_graph", "piecewise_cuda_graph_tokens", "piecewise_cuda_graph_max_tokens",
+                       "cuda_graph_bs_prefill", "cuda_graph_max_bs_prefill")
+"""Dump fields of some prefill-graph setting: a full dump with none of them is from a release without prefill graphs."""
 
 
 @dataclass(frozen=True)
@@ -415,6 +419,8 @@ class _Scan:
             return None, ""
         if a.get("disable_cuda_graph") is True:  # 0.5.23 `cuda_graph_hook`: turns both phases off
             return False, f"{where}.disable_cuda_graph, {at}"
+        if self.dump_line and "tp_size" in a and not any(k in a for k in _PREFILL_GRAPH_KEYS):
+            return False, f"server_args has no prefill-graph setting (a release before prefill CUDA graphs), line {self.dump_line}"
         return None, ""
 
     def _cost(self) -> CaptureCost | None:
