@@ -79,6 +79,10 @@ def test_a_cp_size_the_log_does_not_state_is_read_from_the_rank_prefixes(tmp_pat
     assert (shown.value, shown.line, shown.inferred) == (2, 2, True) and "rank prefixes ATTN_CP0..1" in shown.origin
     plain = read_log_settings(write_log(tmp_path / "cp1.log", "[2026-11-02 09:59:59 TP0] Load weight begin.\n" + prefill_line(1, 1)))
     assert plain.setting("cp_size").value == 1 and "carry no ATTN_CP tag" in plain.setting("cp_size").origin
+    untagged = read_log_settings(write_log(tmp_path / "u.log", prefill_line(1, 1, prefix="[2026-04-05 20:02:48] ")))
+    assert (untagged.setting("cp_size").value, untagged.setting("cp_size").line) == (1, 2)  # 0.5.23 prints no tag at tp 1, cp 1
+    one_rank = read_log_settings(write_log(tmp_path / "r0.log", prefill_line(1, 1, prefix="[2026-11-02 10:00:00 ATTN_CP0 TP0] ")))
+    assert one_rank.setting("cp_size") is None  # ATTN_CP is printed only when cp > 1, but one rank does not show the size
 
 
 def test_a_one_token_graph_forward_is_no_model_error_once_the_prefixes_show_cp_1(tmp_path):

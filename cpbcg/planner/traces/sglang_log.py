@@ -260,8 +260,9 @@ class LogParser:
         if not j and key not in self._printed:
             self._printers.add(key)
             self._dp.add(rec.dp_rank)
-            if rec.printer:
-                self.scan.prefix(b" ".join(name + str(v).encode() for name, v in ((b"DP", rec.dp_rank), *rec.printer)), line_no)
+            if rec.printer or rec.timestamp:  # a scheduler's prefix: what its tags show of the layout (module doc of sglang_settings)
+                tags = [(b"DP", rec.dp_rank)] if rec.dp_rank else []
+                self.scan.prefix(b" ".join(name + str(v).encode() for name, v in (*tags, *rec.printer)), line_no)
         self._printed[key] = j + 1
         s.printers = max(s.printers, len(self._printed))
         kept = self._kept.get(rec.dp_rank, 0)

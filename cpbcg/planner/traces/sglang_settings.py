@@ -66,6 +66,9 @@ _TURN_OFF = re.compile(rb"Automatically turn off --([a-z][a-z-]*)")
 _PP_GRAPHS_OFF = b"Disabling breakable prefill CUDA graph by default for pipeline"
 _RANK_PREFIX = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z][A-Z_]*\d+)+)\s*\]")
 _RANK_TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
+_ANY_PREFIX = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z][A-Z_]*\d+)*)\s*\]")
+_SCHEDULER_LINE = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*(?:Load weight|Capture|max_total_num_tokens=)")
+"""A scheduler's start-up line under a dated prefix without rank tags (`tp_size` 1, no CP, no PP in 0.5.23)."""
 INTERESTING = re.compile(
     rb"Prefill batch|server_args\s*=|launch_server|sglang serve|max_total_num_tokens=|Automatically turn off|Captur|Load weight|Disabling breakable|"
     + _VERSION.pattern.replace(rb"\bsglang", rb"\b(?i:sglang)"))
@@ -199,15 +202,27 @@ def read_log_settings(path: TracePath | str) -> LogSettings:
         head, complete = stdin_head()
         stop = head.find(MARK)
         scan.feed(1, head[:stop] if stop >= 0 else head if complete else head[:head.rfind(b"\n") + 1])
+        _first_forward_prefix(scan, 1, head, stop)
         return scan.launches()[-1]
     seen = 0
     for first, blob in iter_blob_chunks(path, 4 << 20):
         stop = blob.find(MARK)
         scan.feed(first, blob if stop < 0 else blob[:stop])
+        _first_forward_prefix(scan, first, blob, stop)
         seen += len(blob)
         if stop >= 0 or seen >= DETECT_BYTES:
             break
     return scan.launches()[-1]
+
+
+def _first_forward_prefix(scan: "LaunchScan", first: int, blob: bytes, stop: int) -> None:
+    """The rank prefix of the first `Prefill batch` line (at `stop` in `blob`), as its reader sees it."""
+    if stop < 0:
+        return
+    start = blob.rfind(b"\n", 0, stop) + 1
+    prefixes = list(_ANY_PREFIX.finditer(blob, start, stop))
+    if prefixes:
+        scan.prefix(prefixes[-1].group(1), first + blob.count(b"\n", 0, start))
 
 
 class LaunchScan:
@@ -286,8 +301,11 @@ class _Scan:
         self.date = ""
         self.forwards = 0
         self.turned_off = False
+        self.plain_prefix_line = 0
 
     def prefix(self, tags: bytes, line_no: int) -> None:
+        if not tags.strip():
+            self.plain_prefix_line = self.plain_prefix_line or line_no
         for m in _RANK_TAG.finditer(tags.strip()):
             name, n = m.group(1).decode(), int(m.group(2)) + 1
             seen = self.ranks.get(name)
@@ -301,6 +319,8 @@ class _Scan:
             self.version, self.version_line = m.group(1).decode(), line_no
         if (m := _RANK_PREFIX.search(line)) is not None:
             self.prefix(m.group(1), line_no)
+        elif _SCHEDULER_LINE.search(line):
+            self.prefix(b"", line_no)
         if dump is not None and not self.dump_line:
             parsed = parse_args_dump(line[dump.start(1):].decode("utf-8", "replace"))
             if parsed:
@@ -379,6 +399,8 @@ class _Scan:
         for tag in ("ATTN_CP", "CP"):
             if tag in self.ranks:
                 n, at = self.ranks[tag]
+                if n < 2:  # printed only when attn_cp_size > 1, yet one rank seen: the size is not shown
+                    return None
                 return LogSetting("cp_size", n, f"rank prefixes {tag}0..{n - 1}, line {at}", at, True)
         if self.dump_line and "attn_cp_size" not in self.args and "tp_size" in self.args:
             return LogSetting("cp_size", 1, f"server_args has no attn_cp_size (a release before attention CP), line {self.dump_line}",
@@ -389,9 +411,9 @@ class _Scan:
                               f"{'.'.join(map(str, CP_FIRST_VERSION))}), line {self.version_line}", self.version_line, True)
         if self.date and self.date < CP_FIRST_DATE:
             return LogSetting("cp_size", 1, f"the log is dated {self.date}, before attention CP (SGLang PR #17213, {CP_FIRST_DATE})", 0, True)
-        if self.ranks and (self.version is None or version is None or version >= CP_FIRST_VERSION):
-            tags = " ".join(sorted(self.ranks))
-            first = min(at for _, at in self.ranks.values())
+        if (self.ranks or self.plain_prefix_line) and (version is None or version >= CP_FIRST_VERSION):
+            tags = " ".join(sorted(self.ranks)) or "no tags"
+            first = min([at for _, at in self.ranks.values()] + ([self.plain_prefix_line] if self.plain_prefix_line else []))
             return LogSetting("cp_size", 1, f"rank prefixes ({tags}) carry no ATTN_CP tag, printed when attn_cp_size > 1, line {first}",
                               first, True)
         return None
