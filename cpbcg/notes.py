@@ -205,7 +205,19 @@ def log_summary_notes(source: BatchSource) -> list[str]:
         return []
     path = display(source.log.path if source.log is not None else "log")
     lines = (summary.skipped_note(path), summary.folded_note(path), summary.launches_note(path))
-    return [f"cpbcg: note: {line}" for line in lines if line is not None]
+    out = [f"cpbcg: note: {line}" for line in lines if line is not None]
+    launches = getattr(source.forwards, "launches", None)
+    first = source.log.overrides() if source.log is not None else {}
+    for launch in launches()[1:] if summary.launches > 1 and callable(launches) else []:
+        differ = [f"{s.key} {_short(s.value)} ({s.origin})" for s in launch.settings if first.get(s.key) != s.value]
+        if differ:
+            out.append(f"cpbcg: note: {path}: launch {launch.launch} (line {launch.first_line}) is compared under its own settings: "
+                       + "; ".join(differ))
+    return out
+
+
+def _short(value: object) -> str:
+    return f"{len(value)} buckets {value[0]}..{value[-1]}" if isinstance(value, list) and len(value) > 4 else str(value)
 
 
 def read_notes(source: BatchSource, flags: list[str], trace: Path | str | None) -> list[str]:

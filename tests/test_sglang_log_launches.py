@@ -164,6 +164,7 @@ def test_a_log_of_two_launches_gives_both_launches_forwards_and_settings(tmp_pat
     assert [(x["launch"], x["first_line"], x["forwards"]) for x in launches] == [(1, 1, 3), (2, 10, 2)]
     assert doc["observed"]["forwards"] == 5
     assert f"{path}: 2 launches (restarts); forwards per launch 3, 2" in err
+    assert f"{path}: launch 2 (line 10) is compared under its own settings: cp_size 2 (server_args.attn_cp_size, line 10)" in err
 
 
 def test_the_values_the_server_resolved_win_over_the_dump(tmp_path):

@@ -52,7 +52,7 @@ def _one_log(observed: "ObservedComparison | None", log: "LogSettings | None", p
     from rich.table import Table
     from rich.text import Text
 
-    from cpbcg.api import counted
+    from cpbcg.api import SGLANG_VERSION, counted
 
     parts: list = []
     where = f" — {path}" if path else ""
@@ -97,6 +97,8 @@ def _one_log(observed: "ObservedComparison | None", log: "LogSettings | None", p
             lines += [f"  line {d.line_no}: DP{d.dp_rank} {d.num_tokens} tokens in {d.num_requests} requests: model {d.model}"
                       for d in observed.eager_lines]
         lines += [f"cpbcg: note: {n}" for n in observed.notes]
+        if log is not None and log.version is not None:
+            lines.append(f"the log's SGLang version: {log.version} (line {log.version_line}); the model follows {SGLANG_VERSION}")
         parts.append(Text("\n".join(lines)))
     if log is not None and log.capture is not None and log.capture.bucket_gb:
         c = log.capture
