@@ -45,14 +45,15 @@ from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guara
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
 from cpbcg.planner.plan import PlanPart, PlanResult, plan as _plan, plan_traffic
 from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, default_rates, default_workers, first_requests, load_jobs, parse_load_factors
-from cpbcg.planner.observed import ObservedComparison, ObservedTally
+from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedComparison, ObservedTally
 from cpbcg.planner.traces import detect
 from cpbcg.planner.traces.registry import format_info
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
-from cpbcg.planner.traces.text import is_stdin
+from cpbcg.planner.traces.text import display, is_stdin
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION, ServerCheck, deployment_server_check
 from cpbcg.planner.words import counted
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
+from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
 from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
@@ -69,7 +70,8 @@ __all__ = [  # what the commands (and notebooks) use; the result types are re-ex
     "load_config_and_deployment", "load_deployment", "load_manifest", "load_plan_deployment", "max_eager_overrides",
     "open_trace", "parse_max_eager", "pct", "plan", "plan_command", "plan_report", "preset_table", "recommend", "report_header", "server_check",
     "report_json", "step_summary_markdown", "summary_rows",
-    "LogSettings", "ObservedComparison", "capture_settings", "default_workers", "log_settings", "parse_load_factors", "rate_notes",
+    "LogSettings", "ObservedComparison", "LogObserved", "LaunchModel", "assumed_settings", "launch_resolver", "observe_log",
+    "common_log_settings", "capture_settings", "default_workers", "log_settings", "parse_load_factors", "rate_notes",
     "trace_paths", "traffic_jobs",
 ]
 
@@ -136,10 +138,89 @@ def log_settings(path: str | Path | None, trace_format: str = "auto", options: R
     """What an SGLang server log states about its deployment (settings dump or launch flags,
     captured list, capture cost, version), or None when `path` is not a server log (or is stdin).
     Raises `TraceError` for a trace that cannot be read or detected."""
-    if path is None or is_stdin(path):
+    if path is None:
         return None
-    fmt = format_info(trace_format) or detect(Path(path), options or ReadOptions())
-    return read_log_settings(Path(path)) if fmt.name in ("sglang-log", "sglang-requests") else None
+    where = "-" if is_stdin(path) else Path(path)
+    fmt = format_info(trace_format) or detect(where, options or ReadOptions())
+    return read_log_settings(where) if fmt.name in ("sglang-log", "sglang-requests") else None
+
+
+ASSUMED_OPTIONS = {"cp_size": "--cp-size", "buckets": "--buckets", "scheduler.chunked_prefill_size": "--chunked-prefill-size",
+                   "scheduler.page_size": "--page-size"}
+"""The settings whose source a log's comparison names when the log does not state them, and the option that sets each."""
+
+
+def assumed_settings(log: LogSettings | None, deployment: Deployment, overrides: Mapping[str, object] | None = None,
+                     fixed: Iterable[str] = ()) -> tuple[AssumedSetting, ...]:
+    """The settings of `ASSUMED_OPTIONS` that the log (one launch) neither states nor shows, the
+    command line does not give and a manifest does not fix (`fixed`), with the value `deployment`
+    plans them at: what the comparison and the report call assumed. Empty without a log."""
+    if log is None:
+        return ()
+    known = set(log.overrides()) | {k for k, v in (overrides or {}).items() if v is not None} | set(fixed)
+    values: dict[str, object] = {"cp_size": deployment.cp.cp_size, "buckets": deployment.bucket_spec or list(deployment.buckets),
+                                 "scheduler.chunked_prefill_size": deployment.scheduler.chunked_prefill_size,
+                                 "scheduler.page_size": deployment.scheduler.page_size}
+    return tuple(AssumedSetting(k, values[k], option) for k, option in ASSUMED_OPTIONS.items() if k not in known)
+
+
+def launch_resolver(config: str | None, overrides: Mapping[str, object] | None = None,
+                    manifest: Manifest | None = None) -> Callable[[LogSettings], LaunchModel]:
+    """LogSettings of one launch -> the `LaunchModel` it is compared under: the config, the
+    launch's settings and `overrides` layered as for the plan (`load_config_and_deployment`);
+    launches with equal settings share one."""
+    cache: dict[str, Deployment] = {}
+    fixed = (*MANIFEST_KEYS, "buckets") if manifest is not None else ()
+
+    def resolve(log: LogSettings) -> LaunchModel:
+        key = repr(sorted(log.overrides().items(), key=lambda kv: kv[0]))
+        if key not in cache:
+            cache[key] = load_config_and_deployment(config, overrides, manifest=manifest, log=log)[1]
+        dep = cache[key]
+        table = manifest.table() if manifest is not None else dep.table()
+        return LaunchModel(table, dep.cp, dep.max_padding_factor, assumed_settings(log, dep, overrides, fixed))
+    return resolve
+
+
+def common_log_settings(logs: Sequence[LogSettings]) -> LogSettings | None:
+    """The settings several logs plan together under: those every log states with the same value
+    (the first log's source named); a setting they differ on is left to the config and said in
+    a note (each log's own comparison still uses its own). None without logs."""
+    if not logs:
+        return None
+    if len(logs) == 1:
+        return logs[0]
+    first, others = logs[0], logs[1:]
+    common, notes = [], []
+    for s in first.settings:
+        theirs = [o.setting(s.key) for o in others]
+        if all(t is not None and t.value == s.value for t in theirs):
+            common.append(replace(s, origin=f"{s.origin} of {first.path}, the same in all {len(logs)} logs"))
+    keys = dict.fromkeys(k for log in logs for k in log.overrides())
+    for key in keys:
+        if key not in {s.key for s in common}:
+            shown = ", ".join(f"{log.path} {_shown(log.overrides().get(key, 'not stated'))}" for log in logs)
+            notes.append(f"the logs differ on {key} ({shown}): planned together at the config's value; each log's "
+                         "observed comparison uses its own")
+    return replace(first, settings=tuple(common), notes=tuple(notes), capture=None, path=", ".join(log.path for log in logs))
+
+
+def _shown(value: object) -> str:
+    return f"{len(value)} buckets" if isinstance(value, list) else str(value)
+
+
+def observe_log(source: BatchSource, deployment: Deployment, resolve: Callable[[LogSettings], LaunchModel] | None = None) -> LogObserved:
+    """One SGLang log's own observed comparison (every launch under its own settings), read in a
+    pass of its own: what `plan` reports per log when several traces are planned together."""
+    fresh = source.spec.open() if source.spec is not None else source
+    reader = fresh.forwards
+    assert isinstance(reader, LogReader)
+    log = fresh.log or LogSettings(path=str(source.spec.path if source.spec else "-"))
+    base = resolve(log) if resolve is not None else LaunchModel(deployment.table(), deployment.cp, deployment.max_padding_factor)
+    tally = ObservedTally(base.table, base.cp, base.max_padding_factor, log, launch_settings=reader.launch, resolve=resolve, assumed=base.assumed)
+    for _ in tally.tap(reader):
+        pass
+    return LogObserved(log.path, log, tally.result(reader.summary.graph_label), reader.summary)
 
 
 def open_trace(
@@ -187,14 +268,20 @@ def report_header(deployment: Deployment, trace: BatchSource | str | Path | None
 
 
 def _observed_plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings | None,
-                   table: BucketTable | None, on_chunk: Callable[[BatchSet | ForwardSizes], object] | None) -> PlanResult:
-    """`plan`, with an SGLang log's verdicts tallied against the model as the forwards stream past."""
+                   table: BucketTable | None, on_chunk: Callable[[BatchSet | ForwardSizes], object] | None,
+                   resolve: Callable[[LogSettings], LaunchModel] | None = None) -> PlanResult:
+    """`plan`, with an SGLang log's verdicts tallied against the model as the forwards stream past
+    (each launch under its own settings with `resolve`, `launch_resolver`)."""
     chunks = _chunks(trace)
     summary = trace.log_summary if isinstance(trace, BatchSource) else None
     if summary is None:
         return _plan(chunks, deployment, settings, table, on_chunk)
     assert isinstance(trace, BatchSource)
-    tally = ObservedTally(deployment.table() if table is None else table, deployment.cp, deployment.max_padding_factor, trace.log)
+    reader = trace.forwards
+    first = resolve(trace.log) if resolve is not None and trace.log is not None and table is None else None
+    tally = ObservedTally(deployment.table() if table is None else table, deployment.cp, deployment.max_padding_factor, trace.log,
+                          launch_settings=reader.launch if isinstance(reader, LogReader) and table is None else None,
+                          resolve=resolve if table is None else None, assumed=first.assumed if first is not None else ())
     assert trace.forwards is not None  # a server log is a bound source
     result = _plan(tally.tap(trace.forwards), deployment, settings, table, on_chunk)
     return replace(result, observed=tally.result(summary.graph_label))
@@ -211,7 +298,8 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
          settings: RecommendSettings | None = RecommendSettings(), table: BucketTable | None = None,
          on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None, *, load_factors: Sequence[float] | None = None,
          rates: Sequence[float] | str | None = None, workers: int = 1, scheduler: str | None = None,
-         fit_traces: Sequence[str] | None = None, progress: Callable[[int], None] | None = None) -> PlanResult:
+         fit_traces: Sequence[str] | None = None, progress: Callable[[int], None] | None = None,
+         resolve_launch: Callable[[LogSettings], LaunchModel] | None = None) -> PlanResult:
     """Evaluate the configured list and recommend one (`cpbcg plan`).
 
     `trace`: one opened trace (`open_trace`), several (planned together, each an independent
@@ -230,13 +318,14 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
     Dask cluster at `scheduler` (`tcp://host:8786`; needs `cpbcg[distributed]`); the result is
     the same. A bound source (`BatchSource.is_bound`) is planned at each forward's exact worst
     case; on an SGLang log whose lines print the graph verdict, `.observed` compares the server's
-    verdicts with the model's. Raises `TraceError`, `ConfigError` (bad settings, `fit_traces` naming no trace given)."""
+    verdicts with the model's, launch by launch (each under its own settings with `resolve_launch`,
+    `launch_resolver`). Raises `TraceError`, `ConfigError` (bad settings, `fit_traces` naming no trace given)."""
     sources = [trace] if isinstance(trace, BatchSource) else _sources_of(trace)
     if sources is None:  # plain chunks: one pass, in place
         assert not isinstance(trace, BatchSource)
         return _plan(_batch_chunks(trace), deployment, settings, table, on_chunk)
     if len(sources) == 1 and sources[0].log_summary is not None and (load_factors is None or len(load_factors) <= 1):
-        return _observed_plan(sources[0], deployment, settings, table, on_chunk)  # a server log: verdicts tallied
+        return _observed_plan(sources[0], deployment, settings, table, on_chunk, resolve_launch)  # a server log: verdicts tallied
     if len(sources) == 1 and sources[0].spec is None:  # standard input: read once, in place
         if load_factors is not None and len(load_factors) > 1:
             raise ConfigError("--time-scale: a trace read from standard input can be simulated once: give one load factor, or a file")
@@ -357,7 +446,8 @@ def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None 
 
 def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *, manifest: Manifest | None = None, replay: int = 0,
           trace_format: str = "auto", options: ReadOptions | None = None, progress: Callable[[int], None] | None = None,
-          on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None) -> tuple[CheckReport, BatchSource]:
+          on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None,
+          resolve_launch: Callable[[LogSettings], LaunchModel] | None = None) -> tuple[CheckReport, BatchSource]:
     """Evaluate a trace as `plan` does, check the gates, and with `replay > 0` replay that many
     sampled graph forwards through freshly captured graphs (torch). Returns the report and the
     opened source (its simulation summary is complete). A bound source (server log) is checked
@@ -366,7 +456,8 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
     source = open_trace(trace_path, deployment, trace_format=trace_format, options=options, progress=progress)
     if replay and source.is_bound:
         raise ConfigError(f"{describe_source(trace_path)}: an SGLang server log gives forward sizes, not extend lengths: nothing to replay through graphs")
-    planned = _observed_plan(source, deployment, None, table, on_chunk)
+    planned = _observed_plan(source, deployment, None, table if manifest is not None else None, on_chunk,
+                             None if manifest is not None else resolve_launch)
     ev = planned.evaluation
     header = report_header(deployment, source, trace_path)
     if manifest is not None:
@@ -574,6 +665,8 @@ class PlanReport:
     """The JSON section `observed` (`cpbcg.documents.observed_document`), None without a server log."""
     log: LogSettings | None = None
     """What the SGLang server log states (None: not a server log)."""
+    logs: tuple[LogObserved, ...] = ()
+    """Per SGLang server log planned: its settings and its own observed comparison (per launch, with a total)."""
 
     @property
     def parts(self) -> tuple[PlanPart, ...]:
@@ -588,7 +681,7 @@ def load_plan_deployment(config: str | None, overrides: Mapping[str, object], ma
     receives what the log and the fit say)."""
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
     _, deployment = load_config_and_deployment(config, overrides, cost_source="command line" if cost_given else None, log=log)
-    for line in log_settings_notes(log, overrides):
+    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ())):
         note(line)
     if manifest is not None:
         fit = manifest.fitted_cost()
@@ -610,16 +703,22 @@ class CaptureCost(TypedDict, total=False):
 
 def capture_settings(log: LogSettings | None) -> CaptureCost:
     """`RecommendSettings` fields from an SGLang log's measured capture cost (`capture_s_per_bucket`,
-    `graph_mib_per_token`, `capture_source`), {} without capture lines. Graph memory is the
-    largest bucket's (one shared pool that the largest bucket sizes)."""
+    `graph_mib_per_token`, `capture_source`), {} without capture lines. Graph memory is one
+    shared pool that the largest bucket sizes: the log's own measured total (`mem usage` of the
+    capture's end line) over the largest captured bucket, so the estimate for the captured list
+    is the measurement; without an end line, the largest bucket's `avail_mem` step."""
     cost = None if log is None else log.capture
     if log is None or cost is None or not cost.bucket_gb:
         return {}
-    largest = max(cost.bucket_gb)
-    out: CaptureCost = {"graph_mib_per_token": cost.bucket_gb[largest] * 1024 / largest}
+    largest = max(log.captured or cost.bucket_gb)
+    where = f"line {cost.total_line}" if cost.total_line else "capture progress lines"
+    if cost.total_gb is not None:
+        out: CaptureCost = {"graph_mib_per_token": cost.total_gb * 1024 / largest}
+    else:
+        out = {"graph_mib_per_token": cost.bucket_gb[max(cost.bucket_gb)] * 1024 / max(cost.bucket_gb)}
     if cost.capture_s is not None:
-        out["capture_s_per_bucket"] = cost.capture_s / len(cost.bucket_gb)
-    out["capture_source"] = f"measured on {cost.date or 'an undated day'} by the log {log.path}"
+        out["capture_s_per_bucket"] = cost.capture_s / len(log.captured or cost.bucket_gb)
+    out["capture_source"] = f"measured (log {log.path} {where}, {cost.date or 'undated'})"
     return out
 
 
@@ -642,7 +741,8 @@ def rate_notes(parts: Sequence[PlanPart]) -> list[str]:
 def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given: Sequence[str | Path] = (), *,
                 trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
                 note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
-                on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None) -> PlanReport:
+                on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None,
+                resolve_launch: Callable[[LogSettings], LaunchModel] | None = None) -> PlanReport:
     """`cpbcg plan` on its traces (paths as `trace_paths` gives them; none: the embedded default
     workload): evaluate the configured list, recommend one (`request`), compare and export.
     Notes for people (ignored options, the simulation, no recommendation) go to `note` as they
@@ -663,7 +763,7 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
     result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
                   load_factors=None if request.load_factors is None else list(request.load_factors), rates=request.untimed_rates,
                   workers=workers, scheduler=request.scheduler,
-                  fit_traces=None if request.fit_traces is None else list(request.fit_traces))
+                  fit_traces=None if request.fit_traces is None else list(request.fit_traces), resolve_launch=resolve_launch)
     from cpbcg.documents import observed_document, simulation_summary
 
     parts = result.parts
@@ -698,8 +798,18 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
                 "cp_strategy": deployment.cp.strategy.value, "max_padding_factor": deployment.max_padding_factor,
                 "cost_model": deployment.cost.to_dict()}
         export = _export(exported, request.emit, deployment, meta, note)
-    return PlanReport(deployment, header, result, comparison, simulation_summary(source), export,
-                      observed_document(result.observed, log), log)
+    logs: tuple[LogObserved, ...] = ()
+    if len(sources) == 1 and sources[0].log_summary is not None:
+        logs = (LogObserved(display(first if first is not None else "-"), sources[0].log or LogSettings(), result.observed,
+                            sources[0].log_summary),)
+    elif len(sources) > 1:  # several logs: each compared in a pass of its own, under its own settings
+        logs = tuple(observe_log(s, deployment, resolve_launch) for s in sources if s.log_summary is not None)
+        for one in logs:
+            for line in log_settings_notes(one.settings, {}):
+                note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}:"))
+    observed: dict[str, object] | None = observed_document(result.observed, log) if len(sources) == 1 else \
+        ({"logs": [one.to_dict() for one in logs]} if logs else None)
+    return PlanReport(deployment, header, result, comparison, simulation_summary(source), export, observed, log, logs)
 
 
 def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
@@ -739,7 +849,9 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     _refuse_repeated(trace_paths(given))
     given += [p for p in (request.fit_traces or ()) if p not in [str(g) for g in given] and Path(p) not in given]
     paths = trace_paths(given)
-    log = log_settings(paths[0], trace_format, options) if len(paths) == 1 else None
+    logs = [log_settings(p, trace_format, options) for p in paths]
+    log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
+        if logs and all(one is not None for one in logs) else None
     deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
     if request.guarantee or request.check_guarantee:
         requests = guarantee_request_count(deployment, request.max_requests)
@@ -750,8 +862,9 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
             limits = {"max_requests": result.limits.max_requests, "max_tokens": result.limits.max_tokens}
             export = _export(result.buckets, request.emit, deployment, {"guarantee": limits}, note)
         return GuaranteeReport(deployment, result, export)
+    resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
     return plan_report(deployment, request, paths, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
-                       note=note, progress=progress, on_chunk=on_chunk, log=log)
+                       note=note, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve)
 
 
 def _refuse_trace_options(request: PlanRequest, traces_given: bool) -> None:
@@ -800,7 +913,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         note(f"cpbcg: warning: {manifest_path} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model")
     log = log_settings(trace_path, trace_format, options)
     cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
-    for line in log_settings_notes(log, overrides):
+    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ())):
         note(line)
     gates = cfg.gates.to_gates()
     if not replay and not report_only and gates == Gates():
@@ -815,8 +928,9 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
                           "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
     for finding in server_check_notes(found):
         note(finding)
+    resolve = launch_resolver(config, overrides, manifest) if log is not None else None
     report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay,
-                           trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk)
+                           trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk, resolve_launch=resolve)
     for line in read_notes(source, ignored_flags or [], trace_path):
         note(line)
     for line in log_summary_notes(source):

@@ -198,12 +198,19 @@ def _bucket_record(b: "BucketResult") -> dict[str, Any]:
 
 def observed_document(observed: Any, log: Any) -> dict[str, Any] | None:
     """The JSON section `observed` of plan and replay-check (an SGLang server log: the server's
-    graph verdicts vs the model's, and the measured capture cost), or None."""
+    graph verdicts vs the model's, in total and per launch (`launches`, each with its settings,
+    their sources and what was assumed), the log's settings (`log`: each setting's source and
+    line, the resolved values, the printed SGLang version) and the measured capture cost), or None."""
     if observed is None and (log is None or log.capture is None):
         return None
+    from cpbcg.planner.observed import settings_document
+
     doc: dict[str, Any] = observed.to_dict() if observed is not None else {}
+    if log is not None:
+        doc["log"] = {"path": log.path, **settings_document(log)}
     if log is not None and log.capture is not None:
         c = log.capture
         doc["capture"] = {"bucket_gb": {str(b): gb for b, gb in sorted(c.bucket_gb.items())}, "total_gb": c.total_gb,
-                          "capture_s": c.capture_s, "source": f"measured on {c.date or 'an undated day'} by the log {log.path}"}
+                          "capture_s": c.capture_s, "line": c.total_line or None,
+                          "source": f"measured on {c.date or 'an undated day'} by the log {log.path}"}
     return doc

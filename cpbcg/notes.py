@@ -8,7 +8,7 @@ The API returns these; the commands print them to stderr.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from cpbcg.planner.traces import TraceFormat, detect_format
 from cpbcg.planner.traces.registry import BY_NAME
@@ -19,6 +19,7 @@ from cpbcg.planner.traces.sources import BatchSource
 from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:
+    from cpbcg.planner.observed import AssumedSetting
     from cpbcg.planner.traces.sglang_settings import LogSettings
 
 BATCHES, SGLANG_LOG = "batches", "sglang-log"
@@ -174,9 +175,11 @@ def server_check_notes(check: ServerCheck) -> list[str]:
     return [f"cpbcg: warning: SGLang {SGLANG_VERSION} would {what} with these flags: {why}" for what, why in check.findings()]
 
 
-def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object]) -> list[str]:
-    """One stderr line per setting an SGLang server log states: `cpbcg: from the log: cp_size 1
-    (server_args.attn_cp_size, line 3)`, or `..., overridden by the command line`; then its notes."""
+def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object], assumed: "Sequence[AssumedSetting]" = ()) -> list[str]:
+    """One stderr line per setting an SGLang server log states or shows: `cpbcg: from the log:
+    cp_size 1 (server_args.attn_cp_size, line 3)`, or `..., overridden by the command line`; one
+    per setting it does not state (`assumed`: `cpbcg: assumed: cp_size 4 (...; --cp-size sets
+    it)`); the version the log prints; then its notes."""
     if log is None:
         return []
     given = {k for k, v in overrides.items() if v is not None}
@@ -186,6 +189,11 @@ def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object
         shown = value if len(str(value)) <= 60 else f"{len(s.value)} buckets {s.value[0]}..{s.value[-1]}"
         tail = "; overridden by the command line" if s.key in given else ""
         out.append(f"cpbcg: from the log: {s.key} {shown} ({s.origin}{tail})")
+    out += [f"cpbcg: assumed: {a.text()}" for a in assumed]
+    if log.prefill_graphs is not None:
+        out.append(f"cpbcg: from the log: prefill graphs {'on' if log.prefill_graphs else 'off'} ({log.prefill_graphs_origin})")
+    if log.version is not None:
+        out.append(f"cpbcg: note: the log's SGLang version is {log.version} (line {log.version_line}); cpbcg models {SGLANG_VERSION}")
     out += [f"cpbcg: note: {note}" for note in log.notes]
     return out
 
@@ -196,7 +204,20 @@ def log_summary_notes(source: BatchSource) -> list[str]:
     if summary is None:
         return []
     path = display(source.log.path if source.log is not None else "log")
-    return [f"cpbcg: note: {line}" for line in (summary.skipped_note(path), summary.folded_note(path)) if line is not None]
+    lines = (summary.skipped_note(path), summary.folded_note(path), summary.launches_note(path))
+    out = [f"cpbcg: note: {line}" for line in lines if line is not None]
+    launches = getattr(source.forwards, "launches", None)
+    first = source.log.overrides() if source.log is not None else {}
+    for launch in launches()[1:] if summary.launches > 1 and callable(launches) else []:
+        differ = [f"{s.key} {_short(s.value)} ({s.origin})" for s in launch.settings if first.get(s.key) != s.value]
+        if differ:
+            out.append(f"cpbcg: note: {path}: launch {launch.launch} (line {launch.first_line}) is compared under its own settings: "
+                       + "; ".join(differ))
+    return out
+
+
+def _short(value: object) -> str:
+    return f"{len(value)} buckets {value[0]}..{value[-1]}" if isinstance(value, list) and len(value) > 4 else str(value)
 
 
 def read_notes(source: BatchSource, flags: list[str], trace: Path | str | None) -> list[str]:

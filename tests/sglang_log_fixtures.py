@@ -74,3 +74,29 @@ def startup_lines(*, max_bs: int = 8192, cp: int = 1, tp: int = 1, dp: int = 1, 
 def write_log(path: Path, body: str) -> Path:
     path.write_text(SYNTHETIC_HEADER + body)
     return path
+
+
+def resolved_line(*, chunk: int = 8192, max_prefill: int = 16384, max_running: int = 256, total: int = 500000, context: int = 32768,
+                  prefix: str = "[2026-11-02 09:59:30 TP0] ") -> str:
+    """The scheduler's start-up line of the values it resolved (`Scheduler.__init__`, every release)."""
+    return (f"{prefix}max_total_num_tokens={total}, chunked_prefill_size={chunk}, max_prefill_tokens={max_prefill}, "
+            f"max_running_requests={max_running}, context_len={context}, available_gpu_mem=12.34 GB\n")
+
+
+def old_dump(*, date: str = "2025-09-01", piecewise: bool = False, disable_cuda_graph: bool = False, tp: int = 1, pp: int = 1) -> str:
+    """A 2025 `server_args=ServerArgs(...)` repr: no attention CP field, a piecewise list listed whether on or off."""
+    return (f"[{date} 09:59:00] server_args=ServerArgs(model_path='org/model', tp_size={tp}, dp_size=1, pp_size={pp}, "
+            f"load_format=<LoadFormat.AUTO: 'auto'>, chunked_prefill_size=8192, page_size=1, enable_mixed_chunk=False, "
+            f"disable_cuda_graph={disable_cuda_graph}, enable_piecewise_cuda_graph={piecewise}, "
+            f"piecewise_cuda_graph_tokens=[4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096], piecewise_cuda_graph_max_tokens=4096)\n")
+
+
+def piecewise_capture(buckets: list[int], *, date: str = "2025-09-01", total_gb: float = 0.77) -> str:
+    """A piecewise runner's capture: the list, the progress line (largest first) and the end line."""
+    text = f"[{date} 09:59:20 TP0] Capture cuda graph num tokens {buckets}\n"
+    avail, steps = 40.0, []
+    for b in reversed(buckets):
+        steps.append(f"Capturing num tokens (num_tokens={b} avail_mem={avail:.2f} GB): ")
+        avail = round(avail - (total_gb - 0.01 * (len(buckets) - 1) if b == buckets[-1] else 0.01), 2)
+    text += "\r".join(steps) + "\n"
+    return text + f"[{date} 09:59:40 TP0] Capture piecewise CUDA graph end. Time elapsed: 9.80 s. mem usage={40.0 - avail:.2f} GB. avail mem={avail:.2f} GB.\n"

@@ -191,7 +191,7 @@ def test_plan_cli_configures_from_the_log_and_reports_observed(tmp_path):
     assert "cpbcg: from the log: buckets 58 buckets 4..8192 (capture lines, line 4)" in result.stderr
     assert "Observed (cuda graph, printed by the server) vs modelled" in result.stdout
     assert "agree on 60 of 60 forwards" in result.stdout
-    assert f"measured on 2026-11-02 by the log {path}, total 2.37 GiB, capture 31.50 s" in result.stdout
+    assert f"measured on 2026-11-02 by the log {path}, total 2.37 GiB measured (log line 6), capture 31.50 s" in result.stdout
     assert "│             8192 │      2.29 │" in result.stdout and "│ 49 other buckets │ 0.00 each │" in result.stdout
     over = runner.invoke(app, ["plan", "-t", str(path), "--no-recommend", "--cp-size", "2", "-f", "json"])
     assert over.exit_code == 0, over.output
@@ -204,7 +204,7 @@ def test_recommendation_uses_the_measured_capture_cost(tmp_path):
     path, _ = synthetic_bcg_log(tmp_path, forwards=80)
     doc = orjson.loads(runner.invoke(app, ["plan", "-t", str(path), "-f", "json", "--validate-fraction", "0"]).stdout)
     capture = doc["recommendation"]["capture_estimate"]
-    assert capture["source"] == f"measured on 2026-11-02 by the log {path}"
+    assert capture["source"] == f"measured (log {path} line 6, 2026-11-02)"
 
 
 def test_min_observed_coverage_gate(tmp_path):

@@ -1,29 +1,82 @@
-"""What `plan` and `replay-check` show of an SGLang server log: observed vs modelled graph use
-with the measured capture cost (a table). The stderr lines (settings taken from the log, lines
-skipped and folded) are `cpbcg.notes`'; the JSON section is `cpbcg.documents.observed_document`."""
+"""What `plan` and `replay-check` show of SGLang server logs: per log, its launches (settings as
+read, what was assumed, observed vs modelled graph use, the measured capture total) and their
+total, then the comparison per DP rank with the disagreeing lines, and the measured capture memory
+per bucket (a table). The stderr lines (settings taken from the log, lines skipped and folded) are
+`cpbcg.notes`'; the JSON section is `cpbcg.documents.observed_document`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from rich.console import Group
 
-    from cpbcg.api import LogSettings, ObservedComparison
+    from cpbcg.api import LogObserved, LogSettings, ObservedComparison
 
 
-def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings | None") -> "Group | None":
-    """Observed vs modelled per DP rank, the disagreeing lines (model errors first) and the
-    measured per-bucket capture memory; None when the log has neither."""
+def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings | None",
+                        logs: "Sequence[LogObserved]" = ()) -> "Group | None":
+    """Per log (`logs`; else the one `observed` of `log`): the launch table when it has several
+    launches or assumed settings, observed vs modelled per DP rank, the disagreeing lines (model
+    errors first) and the measured per-bucket capture memory; None when there is nothing to show."""
     from rich.console import Group
+
+    parts: list = []
+    if len(logs) > 1:
+        parts.append(_logs_table(logs))
+    shown = [(one.observed, one.settings, one.path) for one in logs] if len(logs) > 1 else [(observed, log, log.path if log else "")]
+    for one_observed, one_log, path in shown:
+        parts += _one_log(one_observed, one_log, path if len(logs) > 1 else "")
+    return Group(*parts) if parts else None
+
+
+def _logs_table(logs: "Sequence[LogObserved]") -> object:
+    from rich.table import Table
+
+    table = Table(title="SGLang logs, each under its own settings", title_justify="left")
+    for name in ("log", "SGLang", "launches", "forwards", "observed in graphs", "modelled in graphs", "agree", "model errors (assumed)"):
+        table.add_column(name, justify="left" if name in ("log", "SGLang") else "right")
+    for one in logs:
+        o = one.observed
+        launches = str(one.summary.launches) if one.summary is not None else "1"
+        if o is None:
+            table.add_row(one.path, one.settings.version or "?", launches, "-", "no verdicts", "", "", "")
+            continue
+        table.add_row(one.path, one.settings.version or "?", launches, f"{o.forwards:,}", _frac(o.graph_forwards, o.forwards),
+                      _frac(sum(r.model_graph_forwards for r in o.ranks), o.forwards), _frac(o.agreeing, o.forwards),
+                      f"{o.model_errors:,} ({o.assumption_errors:,})")
+    return table
+
+
+def _one_log(observed: "ObservedComparison | None", log: "LogSettings | None", path: str) -> list:
     from rich.table import Table
     from rich.text import Text
 
-    from cpbcg.api import counted
+    from cpbcg.api import SGLANG_VERSION, counted
 
     parts: list = []
+    where = f" — {path}" if path else ""
+    if observed is not None and (len(observed.launches) > 1 or any(launch.assumed for launch in observed.launches)):
+        table = Table(title=f"Launches{where}: each compared under its own settings", title_justify="left")
+        for name in ("launch", "from line", "forwards", "observed in graphs", "modelled in graphs", "agree", "capture (measured)",
+                     "settings read / assumed"):
+            table.add_column(name, justify="left" if name == "settings read / assumed" else "right")
+        for launch in observed.launches:
+            lc, s = launch.comparison, launch.settings
+            cost = s.capture
+            measured = f"{cost.total_gb:.2f} GiB (line {cost.total_line})" if cost is not None and cost.total_gb is not None else "-"
+            read = "; ".join(_setting(x.key, x.value) + f" ({x.origin})" for x in s.settings if x.key in ("cp_size", "scheduler.chunked_prefill_size"))
+            assumed = "; ".join(a.text() for a in launch.assumed)
+            table.add_row(str(launch.launch), str(launch.first_line), f"{lc.forwards:,}", _frac(lc.graph_forwards, lc.forwards),
+                          _frac(sum(r.model_graph_forwards for r in lc.ranks), lc.forwards), _frac(lc.agreeing, lc.forwards), measured,
+                          "; ".join(t for t in (read, assumed) if t) or "-")
+        if len(observed.launches) > 1:
+            table.add_row("total", "", f"{observed.forwards:,}", _frac(observed.graph_forwards, observed.forwards),
+                          _frac(sum(r.model_graph_forwards for r in observed.ranks), observed.forwards),
+                          _frac(observed.agreeing, observed.forwards), "", "")
+        parts.append(table)
     if observed is not None:
-        table = Table(title=f"Observed ({observed.label}, printed by the server) vs modelled", title_justify="left")
+        table = Table(title=f"Observed ({observed.label}, printed by the server) vs modelled{where}", title_justify="left")
         for name in ("DP rank", "forwards", "observed in graphs", "modelled in graphs", "observed tokens in graphs", "modelled tokens in graphs"):
             table.add_column(name, justify="right")
         for r in observed.ranks:
@@ -34,7 +87,8 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
         if observed.without_verdict:
             lines.append(f"{observed.without_verdict:,} forwards printed no verdict (not compared)")
         if observed.model_errors:
-            lines.append(f"model errors: {observed.model_errors:,} forwards the server ran in graphs, the model calls eager:")
+            assumed = f" ({observed.assumption_errors:,} of them explained by assumed settings)" if observed.assumption_errors else ""
+            lines.append(f"model errors: {observed.model_errors:,} forwards the server ran in graphs, the model calls eager{assumed}:")
             lines += [f"  line {d.line_no}: DP{d.dp_rank} {d.num_tokens} tokens in {d.num_requests} requests: model {d.model} "
                       f"({'; '.join(d.explanations)})" for d in observed.model_error_lines]
         if observed.unexplained_eager:
@@ -43,6 +97,8 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
             lines += [f"  line {d.line_no}: DP{d.dp_rank} {d.num_tokens} tokens in {d.num_requests} requests: model {d.model}"
                       for d in observed.eager_lines]
         lines += [f"cpbcg: note: {n}" for n in observed.notes]
+        if log is not None and log.version is not None:
+            lines.append(f"the log's SGLang version: {log.version} (line {log.version_line}); the model follows {SGLANG_VERSION}")
         parts.append(Text("\n".join(lines)))
     if log is not None and log.capture is not None and log.capture.bucket_gb:
         c = log.capture
@@ -56,9 +112,14 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
         if rest:
             table.add_row(f"{rest} other buckets", "0.00 each")
         parts.append(table)
-        total = [f"total {c.total_gb:.2f} GiB" if c.total_gb is not None else "", f"capture {c.capture_s:.2f} s" if c.capture_s is not None else ""]
+        total = [f"total {c.total_gb:.2f} GiB measured (log line {c.total_line})" if c.total_gb is not None else "",
+                 f"capture {c.capture_s:.2f} s" if c.capture_s is not None else ""]
         parts.append(Text(f"measured on {c.date or 'an undated day'} by the log {log.path}" + "".join(f", {t}" for t in total if t)))
-    return Group(*parts) if parts else None
+    return parts
+
+
+def _setting(key: str, value: object) -> str:
+    return f"{key.split('.')[-1]} {value}"
 
 
 def _frac(part: int, whole: int) -> str:

@@ -97,7 +97,7 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
 
     console = stdout_console()
     console.print(evaluation_tables(result.evaluation, report.header))
-    observed_view = observed_renderable(result.observed, report.log)
+    observed_view = observed_renderable(result.observed, report.log, report.logs)
     if observed_view is not None:
         console.print(observed_view)
     if rec is not None:

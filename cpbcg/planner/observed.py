@@ -11,13 +11,24 @@ server ran in graphs beside the model's. Where they disagree it keeps the lines:
   before SGLang PR #31487, 2026-07-16);
 * the model replays, the server ran eagerly: eager reasons the log cannot show, named when the
   log's settings make them possible (graphs off, LoRA, mixed batches), else
-  `return_logprob, input embeddings or context limits (not in the log)`.
+  `return_logprob, input embeddings or context limits (not in the log)`; an NPU server
+  (`npu graph`), pipeline parallelism (0.5.23 turns breakable prefill graphs off with
+  `pp_size > 1`) and a launch where every forward ran eagerly without any capture line
+  ("prefill graphs likely off") get their own reason.
+
+A log is a sequence of launches: each launch is compared under its own settings (`LaunchModel`,
+built by the caller from the launch's `LogSettings`), and the comparison is reported per launch
+(`ObservedComparison.launches`) with their total. Settings a launch does not state are
+*assumed* (`AssumedSetting`): a disagreement the assumption could explain is attributed to it
+(the assumed `cp_size` for a forward the server replayed and the model calls not CP-active;
+prefill graphs assumed on for one the server ran eagerly). A launch whose prefill graphs were
+off is modelled eager throughout.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -25,6 +36,7 @@ from cpbcg.planner.model.bound import bound_demand
 from cpbcg.planner.model.layout import CPLayout, CPStrategy
 from cpbcg.planner.model.selector import BucketTable, EagerReason
 from cpbcg.planner.traces.records import ForwardSizes, ObservedForwards
+from cpbcg.planner.traces.sglang_log import LogSummary
 from cpbcg.planner.traces.sglang_settings import LogSettings
 
 PADDING_CAP_DATE = "2026-07-16"
@@ -35,6 +47,35 @@ REFERENCE_VERSION = (0, 5, 23)
 KEPT_EXAMPLES = 20
 """Disagreeing lines kept per side."""
 NOT_IN_LOG = "return_logprob, input embeddings or context limits (not in the log)"
+LIKELY_OFF = "prefill graphs likely off (every forward of the launch ran eagerly, no capture line)"
+NPU = "an NPU server (npu graph): its graph runner is not the CUDA runner 0.5.23's model follows"
+
+
+@dataclass(frozen=True)
+class AssumedSetting:
+    """A setting the log does not state, planned at a value it assumes."""
+
+    key: str
+    """cpbcg config key (`cp_size`)."""
+    value: object
+    """The value assumed (the config's or the default)."""
+    option: str
+    """The option that sets it (`--cp-size`)."""
+
+    def text(self) -> str:
+        shown = ",".join(map(str, self.value)) if isinstance(self.value, list) else self.value
+        return f"{self.key} {shown} (assumed: not in the log; {self.option} sets it)"
+
+
+@dataclass(frozen=True)
+class LaunchModel:
+    """What one launch of a log is modelled with: its list, CP layout and padding cap, and the
+    settings that were assumed rather than read from it."""
+
+    table: BucketTable
+    cp: CPLayout
+    max_padding_factor: float
+    assumed: tuple[AssumedSetting, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +142,10 @@ class ObservedComparison:
     """How many of `unexplained_eager` each explanation could cover."""
     notes: tuple[str, ...] = ()
     """Version and padding-cap notes."""
+    launches: tuple["LaunchObserved", ...] = ()
+    """Per launch of the log (this comparison is their total); empty within a launch's own."""
+    assumption_errors: int = 0
+    """Of `model_errors`, those a setting the log does not state (assumed) could explain."""
 
     @property
     def forwards(self) -> int:
@@ -135,38 +180,88 @@ class ObservedComparison:
             "label": self.label, "forwards": self.forwards, "graph_forwards": self.graph_forwards, "coverage": self.coverage,
             "token_coverage": self.token_coverage, "model_coverage": self.model_coverage, "agreeing": self.agreeing,
             "without_verdict": self.without_verdict, "ranks": [asdict(r) for r in self.ranks],
-            "model_errors": self.model_errors, "model_error_lines": [asdict(d) for d in self.model_error_lines],
+            "model_errors": self.model_errors, "assumption_errors": self.assumption_errors, "model_error_lines": [asdict(d) for d in self.model_error_lines],
             "unexplained_eager": self.unexplained_eager, "eager_lines": [asdict(d) for d in self.eager_lines],
             "eager_explanations": dict(self.eager_explanations), "notes": list(self.notes),
+            **({"launches": [launch.to_dict() for launch in self.launches]} if self.launches else {}),
         }
 
 
-class ObservedTally:
-    """Tally `ObservedForwards` chunks against the selector (module doc); `tap` passes every chunk
-    on unchanged, `result()` is complete once the stream is exhausted."""
+@dataclass(frozen=True)
+class LaunchObserved:
+    """One launch of a log: its settings (as read), what was assumed, and its comparison."""
 
-    def __init__(self, table: BucketTable, cp: CPLayout, max_padding_factor: float, settings: LogSettings | None = None):
-        self.table, self.cp, self.settings = table, cp, settings or LogSettings()
-        self.no_cap = bool(self.settings.date) and self.settings.date < PADDING_CAP_DATE
-        self.factor = float("inf") if self.no_cap else max_padding_factor
+    launch: int
+    """1-based launch."""
+    first_line: int
+    """Line the launch begins on."""
+    settings: LogSettings
+    assumed: tuple[AssumedSetting, ...]
+    comparison: ObservedComparison
+
+    def to_dict(self) -> dict[str, object]:
+        return {"launch": self.launch, "first_line": self.first_line, **settings_document(self.settings),
+                "assumed": [asdict(a) for a in self.assumed], **self.comparison.to_dict()}
+
+
+@dataclass(frozen=True)
+class LogObserved:
+    """One SGLang log of a plan: its (first launch's) settings, its comparison (total, per launch
+    in `.launches`) and what its reader kept, folded and skipped."""
+
+    path: str
+    settings: LogSettings
+    observed: ObservedComparison | None
+    """None when no forward printed a verdict."""
+    summary: LogSummary | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON of one log: its path, version, settings (each with its source line) and comparison."""
+        doc: dict[str, object] = {"path": self.path, **settings_document(self.settings)}
+        if self.summary is not None:
+            doc["forwards"] = self.summary.forwards
+            doc["launch_count"] = self.summary.launches
+        if self.observed is not None:
+            doc["observed"] = self.observed.to_dict()
+        return doc
+
+
+def settings_document(log: LogSettings) -> dict[str, object]:
+    """A launch's settings for JSON: each with its value, source and line; the values the server
+    resolved and the launch flags (each with its line); the version; the prefill-graph state."""
+    return {
+        "sglang_version": log.version, "version_line": log.version_line or None,
+        "settings": [{"key": s.key, "value": s.value, "source": s.origin, "line": s.line or None, "inferred": s.inferred}
+                     for s in log.settings],
+        "resolved": {k: {"value": v, "line": at} for k, (v, at) in log.resolved.items()},
+        "launch_flags": {k: {"value": v, "line": at} for k, (v, at) in log.flags.items()},
+        "prefill_graphs": log.prefill_graphs, "prefill_graphs_source": log.prefill_graphs_origin or None,
+        "rank_prefixes": {k: {"ranks": n, "line": at} for k, (n, at) in log.ranks.items()},
+        "notes": list(log.notes),
+    }
+
+
+class _LaunchTally:
+    """One launch's forwards against its `LaunchModel` (module doc)."""
+
+    def __init__(self, model: LaunchModel, settings: LogSettings):
+        self.model, self.settings = model, settings
+        self.no_cap = bool(settings.date) and settings.date < PADDING_CAP_DATE
+        self.factor = float("inf") if self.no_cap else model.max_padding_factor
+        self.assumed = {a.key: a for a in model.assumed}
         self._ranks: dict[int, np.ndarray] = {}  # dp -> [forwards, tokens, graph, graph tokens, model graph, model tokens]
         self._unknown = 0
         self._errors: list[Disagreement] = []
         self._eager: list[Disagreement] = []
-        self._n_errors = self._n_eager = 0
+        self._n_errors = self._n_eager = self._n_assumed = 0
         self._explained: dict[str, int] = {}
 
-    def tap(self, chunks: Iterable[ForwardSizes]) -> Iterator[ForwardSizes]:
-        for chunk in chunks:
-            if isinstance(chunk, ObservedForwards):
-                self.add(chunk)
-            yield chunk
-
     def add(self, chunk: ObservedForwards) -> None:
-        sel = bound_demand(chunk, self.cp).select(self.table, self.factor)
+        sel = bound_demand(chunk, self.model.cp).select(self.model.table, self.factor)
         known = chunk.graph >= 0
         self._unknown += int((~known).sum())
-        server, model = chunk.graph == 1, sel.graph
+        server = chunk.graph == 1
+        model = sel.graph if self.settings.prefill_graphs is not False else np.zeros(len(chunk.graph), dtype=bool)
         n = chunk.num_tokens
         for dp in np.unique(chunk.dp_rank[known]).tolist():
             mine = known & (chunk.dp_rank == dp)
@@ -177,24 +272,31 @@ class ObservedTally:
         eager = np.flatnonzero(known & ~server & model)
         self._n_errors += len(errors)
         self._n_eager += len(eager)
-        for i in errors[:max(0, KEPT_EXAMPLES - len(self._errors))].tolist():
+        for i in errors.tolist():
             reason = sel.reason_of(i)
-            self._errors.append(self._line(chunk, i, True, reason.value if reason else "graph", self._error_reasons(chunk, i, reason)))
+            why = self._error_reasons(chunk, i, reason)
+            if any(w.startswith("the assumed ") for w in why):
+                self._n_assumed += 1
+            if len(self._errors) < KEPT_EXAMPLES:
+                shown = "eager (prefill graphs off)" if self.settings.prefill_graphs is False else reason.value if reason else "graph"
+                self._errors.append(_line(chunk, i, True, shown, why))
         for i in eager.tolist():
             why = self._eager_reasons(chunk, i)
             for w in why:
                 self._explained[w] = self._explained.get(w, 0) + 1
             if len(self._eager) < KEPT_EXAMPLES:
-                self._eager.append(self._line(chunk, i, False, f"graph {int(sel.bucket_tokens[i])}", why))
-
-    @staticmethod
-    def _line(chunk: ObservedForwards, i: int, server: bool, model: str, why: tuple[str, ...]) -> Disagreement:
-        return Disagreement(int(chunk.line_no[i]), int(chunk.dp_rank[i]), int(chunk.num_tokens[i]), int(chunk.num_requests[i]),
-                            server, model, why)
+                self._eager.append(_line(chunk, i, False, f"graph {int(sel.bucket_tokens[i])}", why))
 
     def _error_reasons(self, chunk: ObservedForwards, i: int, reason: EagerReason | None) -> tuple[str, ...]:
         out: list[str] = []
-        if reason is not None and reason.value in ("local_capacity", "not_cp_active") and self.cp.cp_size > 1 and chunk.num_requests[i] > 1:
+        cp = self.model.cp
+        if self.settings.prefill_graphs is False:
+            out.append(f"the log says prefill graphs were off ({self.settings.prefill_graphs_origin}), yet the server replayed")
+        if reason is not None and reason.value in ("local_capacity", "not_cp_active") and cp.cp_size > 1 and "cp_size" in self.assumed:
+            out.append(f"the assumed {self.assumed['cp_size'].text()}")
+        if reason is not None and reason.value in ("above_largest_bucket", "padding_limit") and "buckets" in self.assumed:
+            out.append(f"the assumed bucket list ({self.assumed['buckets'].option} sets it)")
+        if reason is not None and reason.value in ("local_capacity", "not_cp_active") and cp.cp_size > 1 and chunk.num_requests[i] > 1:
             out.append("worst-case rows: the log has no extend lengths")
         if reason is not None and reason.value == "padding_limit":
             out.append("a server without the 2x padding cap (before SGLang PR #31487, 2026-07)")
@@ -202,24 +304,37 @@ class ObservedTally:
 
     def _eager_reasons(self, chunk: ObservedForwards, i: int) -> tuple[str, ...]:
         s, out = self.settings, []
-        if s.prefill_graphs is False:
-            out.append("prefill graphs off")
+        if s.prefill_graphs is None:
+            out.append("prefill graphs assumed on (the log states no graph setting and prints no capture line)")
+        if s.pp_size() > 1:
+            out.append(f"pipeline parallelism (pp_size {s.pp_size()}): 0.5.23 turns breakable prefill graphs off with PP "
+                       "unless --cuda-graph-backend-prefill breakable opts in")
         if chunk.decode_requests[i] > 0 or s.server_args.get("enable_mixed_chunk") is True:
             out.append("mixed batch")
         if s.lora:
             out.append("LoRA")
-        if self.cp.cp_size > 1 and self.cp.strategy is CPStrategy.zigzag and chunk.num_requests[i] > 1:
+        cp = self.model.cp
+        if cp.cp_size > 1 and cp.strategy is CPStrategy.zigzag and chunk.num_requests[i] > 1:
             out.append("a request shorter than 2*cp_size (lengths not in the log)")
         out.append(NOT_IN_LOG)
         return tuple(out)
 
-    def result(self, label: str = "cuda graph") -> ObservedComparison | None:
-        """The comparison, or None when no forward printed a verdict."""
+    def result(self, label: str) -> ObservedComparison | None:
         if not self._ranks:
             return None
         ranks = tuple(RankObserved(dp, *(int(v) for v in row)) for dp, row in sorted(self._ranks.items()))
+        explained, eager = dict(self._explained), list(self._eager)
+        lead = []
+        if label.startswith("npu"):
+            lead.append(NPU)
+        if (self.settings.prefill_graphs is None and self.settings.capture is None and not self.settings.captured
+                and sum(r.graph_forwards for r in ranks) == 0):
+            lead.append(LIKELY_OFF)
+        if lead and self._n_eager:
+            explained = {**{w: self._n_eager for w in lead}, **explained}
+            eager = [replace(d, explanations=(*lead, *d.explanations)) for d in eager]
         return ObservedComparison(label, ranks, self._unknown, self._n_errors, tuple(self._errors), self._n_eager,
-                                  tuple(self._eager), dict(self._explained), self._notes())
+                                  tuple(eager), explained, self._notes(), assumption_errors=self._n_assumed)
 
     def _notes(self) -> tuple[str, ...]:
         s, notes = self.settings, []
@@ -229,4 +344,72 @@ class ObservedTally:
         elif s.version_tuple() is not None and s.version_tuple() < REFERENCE_VERSION:  # type: ignore[operator]
             notes.append(f"the log's SGLang {s.version} is older than the reference 0.5.23: releases before SGLang PR #31487 "
                          "(2026-07) had no 2x padding cap")
+        if s.prefill_graphs is False:
+            notes.append(f"prefill graphs were off ({s.prefill_graphs_origin}): every forward is modelled eager")
         return tuple(notes)
+
+
+def _line(chunk: ObservedForwards, i: int, server: bool, model: str, why: tuple[str, ...]) -> Disagreement:
+    return Disagreement(int(chunk.line_no[i]), int(chunk.dp_rank[i]), int(chunk.num_tokens[i]), int(chunk.num_requests[i]),
+                        server, model, why)
+
+
+class ObservedTally:
+    """Tally `ObservedForwards` chunks against the selector (module doc), launch by launch; `tap`
+    passes every chunk on unchanged, `result()` is complete once the stream is exhausted.
+
+    `settings` are the log's (its first launch's) and `table`, `cp`, `max_padding_factor` what
+    they are modelled with. With `launch_settings` (launch -> its `LogSettings`, complete before
+    the launch's first forward: `LogReader.launch`) and `resolve` (`LogSettings` -> `LaunchModel`)
+    every launch is modelled under its own settings."""
+
+    def __init__(self, table: BucketTable, cp: CPLayout, max_padding_factor: float, settings: LogSettings | None = None, *,
+                 launch_settings: Callable[[int], LogSettings] | None = None,
+                 resolve: Callable[[LogSettings], LaunchModel] | None = None, assumed: tuple[AssumedSetting, ...] = ()):
+        self.settings = settings or LogSettings()
+        self.base = LaunchModel(table, cp, max_padding_factor, assumed)
+        self.launch_settings, self.resolve = launch_settings, resolve
+        self._launches: dict[int, _LaunchTally] = {}
+
+    def tap(self, chunks: Iterable[ForwardSizes]) -> Iterator[ForwardSizes]:
+        for chunk in chunks:
+            if isinstance(chunk, ObservedForwards):
+                self.add(chunk)
+            yield chunk
+
+    def add(self, chunk: ObservedForwards) -> None:
+        tally = self._launches.get(chunk.launch)
+        if tally is None:
+            settings = self.launch_settings(chunk.launch) if self.launch_settings is not None else self.settings
+            model = self.resolve(settings) if self.resolve is not None else self.base
+            tally = self._launches[chunk.launch] = _LaunchTally(model, settings)
+        tally.add(chunk)
+
+    def result(self, label: str = "cuda graph") -> ObservedComparison | None:
+        """The total over the launches with their own comparisons in `.launches`, or None when
+        no forward printed a verdict."""
+        per = [(k, t, t.result(label)) for k, t in sorted(self._launches.items())]
+        launches = tuple(LaunchObserved(k, t.settings.first_line, t.settings, t.model.assumed, c) for k, t, c in per if c is not None)
+        if not launches:
+            return None
+        return replace(_total([launch.comparison for launch in launches], label), launches=launches)
+
+
+def _total(parts: list[ObservedComparison], label: str) -> ObservedComparison:
+    """The sum of several launches' comparisons (lines: the first `KEPT_EXAMPLES` in log order)."""
+    ranks: dict[int, list[int]] = {}
+    for c in parts:
+        for r in c.ranks:
+            row = ranks.setdefault(r.dp_rank, [0] * 6)
+            for j, v in enumerate((r.forwards, r.tokens, r.graph_forwards, r.graph_tokens, r.model_graph_forwards, r.model_graph_tokens)):
+                row[j] += v
+    explained: dict[str, int] = {}
+    for c in parts:
+        for k, v in c.eager_explanations.items():
+            explained[k] = explained.get(k, 0) + v
+    notes = tuple(dict.fromkeys(n for c in parts for n in c.notes))
+    return ObservedComparison(
+        label, tuple(RankObserved(dp, *row) for dp, row in sorted(ranks.items())), sum(c.without_verdict for c in parts),
+        sum(c.model_errors for c in parts), tuple(d for c in parts for d in c.model_error_lines)[:KEPT_EXAMPLES],
+        sum(c.unexplained_eager for c in parts), tuple(d for c in parts for d in c.eager_lines)[:KEPT_EXAMPLES], explained, notes,
+        assumption_errors=sum(c.assumption_errors for c in parts))

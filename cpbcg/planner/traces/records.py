@@ -170,6 +170,8 @@ class ObservedForwards(ForwardSizes):
     """int64: attention-DP rank that ran it (`DP1` in the rank prefix; 0 without one)."""
     graph: np.ndarray
     """int8: the server's verdict (`cuda graph: True` 1, `False` 0; -1 when the line has none)."""
+    launch: int = 1
+    """1-based launch of the log (a restart begins the next, `sglang_settings`); a chunk never spans two."""
 
 
 class TimeUnit(str, Enum):

@@ -14,6 +14,12 @@ length, arrival `entry_time` (wall clock, s), else the line's time minus the que
 durations (`Finish`: minus `e2e_latency`). Requests are sorted by arrival (they finish out of
 order), so the trace is held as four numbers per request. Lines that cannot be read are skipped
 and counted like the `Prefill batch` reader's.
+
+A PD decode instance prints `ReqTimeStats(..., type=decode)` for requests it only decoded (their
+prefill ran on the prefill instance): no prefill demand, so they are skipped and counted in a
+note. A file that also holds `Prefill batch` lines with the server's graph verdicts is read as
+requests (exact lengths) and a note says so and how to compare the verdicts instead
+(`--trace-format sglang-log`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ _ENTRY = re.compile(rb"entry_time=(\d+(?:\.\d+)?)")
 _MS = re.compile(rb"(queue|forward)_duration=(\d+(?:\.\d+)?)ms")
 _META = {key: re.compile(rb"'" + key.encode() + rb"': (\d+(?:\.\d+)?)") for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency")}
 _ID = re.compile(rb"'id': '([^']+)'")
+_DECODE = re.compile(rb"\btype=decode\b")
+_VERDICT_LINE = re.compile(rb"Prefill batch[^\n]*\b(?:cuda|npu|cpu|musa|xpu) graph: (?:True|False)")
 
 
 def recognises(sniff: Sniff, options: ReadOptions) -> bool:
@@ -56,11 +64,18 @@ def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
     rows: list[tuple[float, int, int]] = []  # arrival s, prompt tokens, output tokens
     lines: list[int] = []
     skipped, first_skipped = 0, 0
+    decode, first_decode, verdicts = 0, 0, 0
     for first, blob in iter_blob_chunks(path):
+        verdicts += len(_VERDICT_LINE.findall(blob)) if b"Prefill batch" in blob else 0
         if b"ReqTimeStats(" not in blob and b"Finish: obj=" not in blob:
             continue
         line_no = first
         for line in blob.split(b"\n"):
+            if b"ReqTimeStats(" in line and _DECODE.search(line):
+                decode += 1
+                first_decode = first_decode or line_no
+                line_no += 1
+                continue
             row = _stats_row(line, seen) if b"ReqTimeStats(" in line else _finish_row(line, seen) if b"Finish: obj=" in line else None
             if row is False:
                 skipped += 1
@@ -70,14 +85,23 @@ def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
                 lines.append(line_no)
             line_no += 1
     if not rows:
-        raise TraceError(located(display(path), first_skipped or 1, "no readable ReqTimeStats or Finish request lines"))
+        what = f" ({decode:,} type=decode lines of a PD decode instance: no prefill)" if decode else ""
+        raise TraceError(located(display(path), first_skipped or first_decode or 1, f"no readable ReqTimeStats or Finish request lines{what}"))
+    notes = []
+    if decode:
+        notes.append(f"{display(path)}: skipped {decode:,} ReqTimeStats lines of type=decode (first: line {first_decode}): requests a PD "
+                     "decode instance only decoded, no prefill demand")
+    if verdicts:
+        notes.append(f"{display(path)} also has {verdicts:,} Prefill batch lines with the server's graph verdicts: read here as requests "
+                     "(exact lengths, simulated); --trace-format sglang-log compares the verdicts with the model instead")
     a = np.array(rows, dtype=np.float64)
     order = np.argsort(a[:, 0], kind="stable")
     arrival, prompt, output = a[order, 0] - a[order[0], 0], a[order, 1].astype(np.int64), a[order, 2].astype(np.int64)
     line_nos = np.array(lines, dtype=np.int64)[order]
     for start in range(0, len(a), CHUNK_REQUESTS):
         end = start + CHUNK_REQUESTS
-        yield RequestChunk(prompt[start:end], arrival[start:end], None, output[start:end]), known_lines(line_nos[start:end])
+        yield (RequestChunk(prompt[start:end], arrival[start:end], None, output[start:end], notes=tuple(notes) if start == 0 else ()),
+               known_lines(line_nos[start:end]))
 
 
 def _stats_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None | Literal[False]:

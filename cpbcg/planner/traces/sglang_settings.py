@@ -1,12 +1,19 @@
-"""What an SGLang server log says about its deployment: settings, the captured list, capture cost.
+"""What an SGLang server log says about its deployment, launch by launch: settings, the values
+the server resolved, the captured list, capture cost.
 
-Read from the start of the log up to its first `Prefill batch` line (start-up output):
+A log is a sequence of launches (restarts, notebooks that start several servers): a new launch
+begins at a settings dump or a launch command line once the current launch already has one (or
+has run forwards). Each launch's lines are read into its own `LogSettings`:
 
 * the settings dump, `server_args=ServerArgs(k=v, ...)` (older releases, a Python repr) or
   `server_args={'k': v, ...}` (0.5.23, `ServerArgs.resolved_dict`): parsed with `ast` (values as
   literals, never evaluated; a value that is not a literal, such as an enum repr, is skipped);
-* or, without a dump, the launch command line (`python -m sglang.launch_server --attn-cp-size 4 ...`,
-  `sglang serve ...`), parsed with `shlex`;
+* the launch command line (`python -m sglang.launch_server --attn-cp-size 4 ...`, `sglang serve
+  ...`), parsed with `shlex` (`launch_flags`; the settings when the launch has no dump);
+* the values the scheduler resolved, `max_total_num_tokens=..., chunked_prefill_size=...,
+  max_prefill_tokens=..., max_running_requests=..., context_len=...` (`Scheduler.__init__`,
+  every release), and start-up overrides (`Automatically turn off --chunked-prefill-size`,
+  0.5.23 `arg_groups/model_hook.py`): they win over the dump, which prints what was asked;
 * the captured prefill list: `Capture cuda graph num tokens [...]` (piecewise runner) or
   `Capture target prefill CUDA graph begin. backend=breakable, num_tokens=[...], avail mem=...`
   (0.5.23 `cuda_graph_setup.capture_prefill_graph`);
@@ -16,7 +23,14 @@ Read from the start of the log up to its first `Prefill batch` line (start-up ou
   one `avail_mem[last] - avail mem` of the end line;
 * the end line: `Capture ... end. Time elapsed: 12.34 s. mem usage=2.50 GB. avail mem=...` or
   `Capture target prefill CUDA graph end. elapsed=12.34 s, mem usage=2.50 GB, avail mem=... GB.`;
+* the rank prefixes (`[date PP1 ATTN_CP2 TP2]`): 0.5.23's scheduler prints `PPn` only when
+  `pp_size > 1` and `ATTN_CPn` only when `attn_cp_size > 1` (`run_scheduler_process`), so the
+  layout a prefix shows is read when no setting states it;
 * the SGLang version where the log prints it, and the date of the first dated line.
+
+What the log does not state is inferred where the log shows it (each with its evidence): CP from
+the prefixes, no CP for a release before attention CP (a dump without `attn_cp_size`, a version
+before `CP_FIRST_VERSION` or a date before `CP_FIRST_DATE`). Every setting keeps its line.
 """
 
 from __future__ import annotations
@@ -28,8 +42,17 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
-from cpbcg.planner.traces.sglang_log import DETECT_BYTES, MARK
 from cpbcg.planner.traces.text import TracePath, display, is_stdin, iter_blob_chunks
+
+MARK = b"Prefill batch"
+DETECT_BYTES = 256 << 20
+"""Format detection and the settings scan look this far (bytes, decompressed) for the first `Prefill batch` line."""
+CP_FIRST_VERSION = (0, 5, 8)
+"""The first release taken to have attention CP (`attn_cp_size`, `ATTN_CP` rank prefixes): SGLang PR
+#17213 added them, opened 2026-01-16; 0.5.6 was December 2025's release and releases came about every
+three weeks, so 0.5.8 is the first that can hold it (0.5.7 is counted as before it, a guess at the boundary)."""
+CP_FIRST_DATE = "2026-01-16"
+"""Logs dated before SGLang PR #17213 (attention CP) was opened ran a release without it."""
 
 _DATE = re.compile(rb"(\d{4}-\d\d-\d\d)[ T]\d\d:\d\d:\d\d")
 _VERSION = re.compile(rb"\bsglang(?:[ _-]?version)?\s*(?:==|[:=]|\s)\s*v?(\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)", re.IGNORECASE)
@@ -38,29 +61,50 @@ _LAUNCH = re.compile(rb"(?:sglang\.launch_server|launch_server\.py|\bsglang serv
 _CAPTURE_LIST = re.compile(rb"Capture (?:cuda graph num tokens|[a-z ]*prefill [A-Za-z ]*graph begin\.[^\n]*?num_tokens=)\s*\[([\d,\s]*)\]")
 _CAPTURE_STEP = re.compile(rb"Capturing (?:num tokens|prefill shape) \(num_tokens=(\d+) avail_mem=([\d.]+) GB\)")
 _CAPTURE_END = re.compile(rb"Capture ([^\n]*?)end\. (?:Time elapsed: |elapsed=)([\d.]+) ?s[.,] mem usage=([\d.]+) GB[.,] avail mem=([\d.]+) GB")
-_CAPTURE_BEGIN_PREFILL = re.compile(rb"Capture [a-z ]*prefill|Capture piecewise|Capture cuda graph num tokens", re.IGNORECASE)
+_RESOLVED = re.compile(rb"\b(max_total_num_tokens|chunked_prefill_size|max_prefill_tokens|max_running_requests|context_len)=(-?\d{1,12})\b")
+_TURN_OFF = re.compile(rb"Automatically turn off --([a-z][a-z-]*)")
+_PP_GRAPHS_OFF = b"Disabling breakable prefill CUDA graph by default for pipeline"
+_RANK_PREFIX = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z][A-Z_]*\d+)+)\s*\]")
+_RANK_TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
+_ANY_PREFIX = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z][A-Z_]*\d+)*)\s*\]")
+_SCHEDULER_LINE = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*(?:Load weight|Capture|max_total_num_tokens=)")
+"""A scheduler's start-up line under a dated prefix without rank tags (`tp_size` 1, no CP, no PP in 0.5.23)."""
+INTERESTING = re.compile(
+    rb"Prefill batch|server_args\s*=|launch_server|sglang serve|max_total_num_tokens=|Automatically turn off|Captur|Load weight|Disabling breakable|"
+    + _VERSION.pattern.replace(rb"\bsglang", rb"\b(?i:sglang)"))
+"""The one line prefilter of the log reader: a line without any of these carries nothing it reads."""
 
 _FLAG_NAMES = {"tp": "tp_size", "dp": "dp_size", "pp": "pp_size", "piecewise_cuda_graph_tokens": "cuda_graph_bs_prefill",
                "piecewise_cuda_graph_max_tokens": "cuda_graph_max_bs_prefill"}
 _BOOL_FLAGS = {"enable_mixed_chunk", "enable_prefill_cp", "disable_cuda_graph", "disable_prefill_cuda_graph", "enable_lora",
                "enable_piecewise_cuda_graph", "disable_piecewise_cuda_graph", "enable_request_time_stats_logging", "log_requests"}
+_SCHEDULER_KEYS = ("chunked_prefill_size", "page_size", "max_prefill_tokens", "prefill_max_requests", "max_running_requests")
+_RESOLVED_KEYS = ("chunked_prefill_size", "max_prefill_tokens", "max_running_requests")
+_PREFILL_GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_backend_prefill", "disable_prefill_cuda_graph", "enable_piecewise_cuda_graph",
+                       "disable_piecewise_cuda_graph", "piecewise_cuda_graph_tokens", "piecewise_cuda_graph_max_tokens",
+                       "cuda_graph_bs_prefill", "cuda_graph_max_bs_prefill")
+"""Dump fields of some prefill-graph setting: a full dump with none of them is from a release without prefill graphs."""
 
 
 @dataclass(frozen=True)
 class LogSetting:
-    """One deployment setting the log states."""
+    """One deployment setting the log states (or shows)."""
 
     key: str
     """cpbcg config key (`cp_size`, `scheduler.chunked_prefill_size`, `buckets`)."""
     value: Any
     """The value, in cpbcg's units (tokens, a bucket list)."""
     origin: str
-    """Where it was read: `server_args.attn_cp_size (line 3)`, `capture lines (line 40)`."""
+    """Where it was read: `server_args.attn_cp_size, line 3`, `capture lines, line 40`."""
+    line: int = 0
+    """Line of the log it was read from (0: none, e.g. a setting inferred from the version)."""
+    inferred: bool = False
+    """Shown by the log (rank prefixes, the release) rather than stated by a setting."""
 
 
 @dataclass(frozen=True)
 class CaptureCost:
-    """Prefill-graph capture cost measured by the server (its start-up log)."""
+    """Prefill-graph capture cost measured by the server (its start-up log, one launch)."""
 
     bucket_gb: dict[int, float]
     """GiB of graph memory per bucket (`avail_mem` steps; the last from the end line), as printed."""
@@ -70,14 +114,16 @@ class CaptureCost:
     """Time the prefill capture took (s), or None."""
     date: str
     """Date of the log (`YYYY-MM-DD`), '' when no line is dated."""
+    total_line: int = 0
+    """Line of the end line (`mem usage`, the capture time), 0 without one."""
 
 
 @dataclass(frozen=True)
 class LogSettings:
-    """What the start of an SGLang log says about the deployment (module doc)."""
+    """What one launch of an SGLang log says about its deployment (module doc)."""
 
     settings: tuple[LogSetting, ...] = ()
-    """cpbcg config values stated by the log, in config-key order."""
+    """cpbcg config values stated or shown by the launch, in config-key order."""
     server_args: dict[str, Any] = field(default_factory=dict)
     """Every literal value of the settings dump (or the launch flags, `-` turned to `_`)."""
     args_line: int = 0
@@ -85,7 +131,7 @@ class LogSettings:
     captured: tuple[int, ...] = ()
     """The captured prefill bucket list (tokens, ascending), empty when not printed."""
     capture: CaptureCost | None = None
-    """Measured capture cost, or None when the log has no capture lines."""
+    """Measured capture cost, or None when the launch has no capture lines."""
     version: str | None = None
     """SGLang version as printed, or None."""
     date: str = ""
@@ -98,72 +144,209 @@ class LogSettings:
     """What the log says that changes how to read it (CP graphs impossible, page rounding)."""
     path: str = ""
     """The log, as named in messages."""
+    launch: int = 1
+    """1-based launch of the log these settings belong to."""
+    first_line: int = 1
+    """First line of the launch."""
+    flags: dict[str, tuple[Any, int]] = field(default_factory=dict)
+    """The launch command's flags as SGLang names them (`attn_cp_size`) -> (value, line)."""
+    resolved: dict[str, tuple[Any, int]] = field(default_factory=dict)
+    """Values the server printed it resolved (`max_total_num_tokens`, `chunked_prefill_size`, ...,
+    start-up overrides: `chunked_prefill_size` -1) -> (value, line); they win over the dump."""
+    ranks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Rank-prefix tags seen (`PP`, `ATTN_CP`, `CP`, `TP`, `DP`) -> (ranks seen: highest index + 1, first line)."""
+    prefill_graphs_origin: str = ""
+    """Where `prefill_graphs` was read (`capture lines, line 40`, `server_args.disable_cuda_graph, line 3`)."""
+    version_line: int = 0
+    """Line that printed the version (0: none)."""
+    dump_line: int = 0
+    """Line of the settings dump (0: the launch printed none)."""
 
     def overrides(self) -> dict[str, Any]:
         """Dotted config keys -> values, for `load_config` (a layer under the command line)."""
         return {s.key: s.value for s in self.settings}
+
+    def sglang_flags(self) -> dict[str, tuple[Any, int]]:
+        """What the launch asked for, as SGLang names its flags (`attn_cp_size`, `cuda_graph_config`)
+        -> (value, line): the dump's values where it printed one, the launch command's otherwise.
+        The values the server resolved from them are `resolved` (they win where both exist)."""
+        out = dict(self.flags)
+        if self.dump_line:
+            out.update({k: (v, self.dump_line) for k, v in self.server_args.items()})
+        return out
+
+    def setting(self, key: str) -> LogSetting | None:
+        """The setting of config key `key`, or None when the launch neither states nor shows it."""
+        return next((s for s in self.settings if s.key == key), None)
 
     def version_tuple(self) -> tuple[int, ...] | None:
         if self.version is None:
             return None
         return tuple(int(p) for p in re.findall(r"\d+", self.version)[:3])
 
+    def pp_size(self) -> int:
+        """Pipeline stages: `pp_size` of the dump or flags, else the `PP` prefixes seen (1 without either)."""
+        stated = _int(self.server_args.get("pp_size"))
+        return stated if stated is not None and stated >= 1 else self.ranks.get("PP", (1, 0))[0]
+
 
 def read_log_settings(path: TracePath | str) -> LogSettings:
-    """Settings of an SGLang log (module doc), reading its start-up output: up to the first
-    `Prefill batch` line, at most `DETECT_BYTES`. Standard input is not read (it is read once,
-    by the forwards): an empty `LogSettings`. Raises `TraceError` only when the file cannot be read."""
+    """Settings of the launch that runs a log's first forward (module doc), reading its start-up
+    output: up to the first `Prefill batch` line, at most `DETECT_BYTES`. Standard input is read
+    from its kept head (`stdin_head`), the same bytes a file's reader sees first. Raises
+    `TraceError` only when the file cannot be read."""
+    scan = LaunchScan(display(path))
     if is_stdin(path):
-        return LogSettings(path=display(path))
-    state = _Scan()
+        from cpbcg.planner.traces.stdin import stdin_head
+
+        head, complete = stdin_head()
+        stop = head.find(MARK)
+        scan.feed(1, head[:stop] if stop >= 0 else head if complete else head[:head.rfind(b"\n") + 1])
+        _first_forward_prefix(scan, 1, head, stop)
+        return scan.launches()[-1]
     seen = 0
     for first, blob in iter_blob_chunks(path, 4 << 20):
         stop = blob.find(MARK)
-        state.scan(first, blob if stop < 0 else blob[:stop])
+        scan.feed(first, blob if stop < 0 else blob[:stop])
+        _first_forward_prefix(scan, first, blob, stop)
         seen += len(blob)
         if stop >= 0 or seen >= DETECT_BYTES:
             break
-    return replace(state.result(), path=display(path))
+    return scan.launches()[-1]
+
+
+def _first_forward_prefix(scan: "LaunchScan", first: int, blob: bytes, stop: int) -> None:
+    """The rank prefix of the first `Prefill batch` line (at `stop` in `blob`), as its reader sees it."""
+    if stop < 0:
+        return
+    start = blob.rfind(b"\n", 0, stop) + 1
+    prefixes = list(_ANY_PREFIX.finditer(blob, start, stop))
+    if prefixes:
+        scan.prefix(prefixes[-1].group(1), first + blob.count(b"\n", 0, start))
+
+
+class LaunchScan:
+    """The settings side of the log reader: feed it lines (`line`) or blobs (`feed`, prefiltered by
+    `INTERESTING`); it splits them into launches (module doc) and keeps each launch's readings.
+    `launches()` gives every launch's `LogSettings` so far (at least one)."""
+
+    def __init__(self, path: str = ""):
+        self.path = path
+        self._scans = [_Scan(1, 1)]
+
+    @property
+    def current(self) -> int:
+        """1-based launch being read."""
+        return len(self._scans)
+
+    def feed(self, first: int, blob: bytes) -> None:
+        """Every interesting settings line of `blob` (whole lines from line `first`); `Prefill batch`
+        lines are the forwards' (`sglang_log`), skipped here."""
+        line_no, at = first, 0
+        for m in INTERESTING.finditer(blob):
+            start = blob.rfind(b"\n", 0, m.start()) + 1
+            if start < at:
+                continue
+            end = blob.find(b"\n", m.start())
+            end = len(blob) if end < 0 else end
+            line_no += blob.count(b"\n", at, start)
+            at = end
+            line = blob[start:end]
+            if MARK not in line:
+                self.line(line, line_no)
+
+    def line(self, line: bytes, line_no: int) -> bool:
+        """Read one settings line; True when it began a new launch."""
+        scan = self._scans[-1]
+        dump = _ARGS.search(line)
+        flags = None if dump else _LAUNCH.search(line)
+        new = (dump is not None and (scan.dump_line or scan.forwards)) or (flags is not None and (scan.args_line or scan.forwards))
+        if new:
+            scan = _Scan(len(self._scans) + 1, line_no)
+            self._scans.append(scan)
+        scan.line(line, line_no, dump, flags)
+        return bool(new)
+
+    def prefix(self, tags: bytes, line_no: int) -> None:
+        """A rank prefix's tags (`PP1 ATTN_CP2 TP2`) seen on line `line_no` of the current launch."""
+        self._scans[-1].prefix(tags, line_no)
+
+    def forward(self) -> None:
+        """The current launch ran a forward (later dumps begin a new launch)."""
+        self._scans[-1].forwards += 1
+
+    def launches(self) -> list[LogSettings]:
+        return [replace(s.result(), path=self.path) for s in self._scans]
+
+    def launch(self, index: int) -> LogSettings:
+        """`LogSettings` of launch `index` (1-based) as read so far."""
+        return replace(self._scans[index - 1].result(), path=self.path)
 
 
 class _Scan:
-    def __init__(self) -> None:
+    def __init__(self, launch: int, first_line: int) -> None:
+        self.launch, self.first_line = launch, first_line
         self.args: dict[str, Any] = {}
-        self.args_line = 0
+        self.args_line = self.dump_line = 0
         self.from_flags = False
+        self.flags: dict[str, tuple[Any, int]] = {}
+        self.resolved: dict[str, tuple[Any, int]] = {}
+        self.ranks: dict[str, tuple[int, int]] = {}
         self.captured: list[int] = []
         self.captured_line = 0
         self.steps: dict[int, float] = {}
-        self.end: tuple[float, float, float] | None = None
+        self.end: tuple[float, float, float, int] | None = None
         self.version: str | None = None
+        self.version_line = 0
         self.date = ""
+        self.forwards = 0
+        self.turned_off = False
+        self.plain_prefix_line = 0
 
-    def scan(self, first: int, blob: bytes) -> None:
-        if not self.date and (m := _DATE.search(blob)):
+    def prefix(self, tags: bytes, line_no: int) -> None:
+        if not tags.strip():
+            self.plain_prefix_line = self.plain_prefix_line or line_no
+        for m in _RANK_TAG.finditer(tags.strip()):
+            name, n = m.group(1).decode(), int(m.group(2)) + 1
+            seen = self.ranks.get(name)
+            if seen is None or n > seen[0]:
+                self.ranks[name] = (n, seen[1] if seen else line_no)
+
+    def line(self, line: bytes, line_no: int, dump: re.Match[bytes] | None = None, flags: re.Match[bytes] | None = None) -> None:
+        if not self.date and (m := _DATE.search(line)):
             self.date = m.group(1).decode()
-        if self.version is None and (m := _VERSION.search(blob)):
-            self.version = m.group(1).decode()
-        line_no = first
-        for line in blob.split(b"\n"):
-            self._line(line, line_no)
-            line_no += 1
-
-    def _line(self, line: bytes, line_no: int) -> None:
-        if (m := _ARGS.search(line)) and (not self.args or self.from_flags):
-            parsed = parse_args_dump(line[m.start(1):].decode("utf-8", "replace"))
+        if self.version is None and (m := _VERSION.search(line)):
+            self.version, self.version_line = m.group(1).decode(), line_no
+        if (m := _RANK_PREFIX.search(line)) is not None:
+            self.prefix(m.group(1), line_no)
+        elif _SCHEDULER_LINE.search(line):
+            self.prefix(b"", line_no)
+        if dump is not None and not self.dump_line:
+            parsed = parse_args_dump(line[dump.start(1):].decode("utf-8", "replace"))
             if parsed:
-                self.args, self.args_line, self.from_flags = parsed, line_no, False
-        elif not self.args and (m := _LAUNCH.search(line)):
-            parsed = parse_launch_flags(m.group(1).decode("utf-8", "replace"))
+                self.args, self.args_line, self.dump_line, self.from_flags = parsed, line_no, line_no, False
+        elif flags is not None and not self.flags:
+            parsed = parse_launch_flags(flags.group(1).decode("utf-8", "replace"))
             if parsed:
-                self.args, self.args_line, self.from_flags = parsed, line_no, True
+                self.flags = {k: (v, line_no) for k, v in parsed.items()}
+                if not self.args:
+                    self.args, self.args_line, self.from_flags = parsed, line_no, True
+        if b"max_total_num_tokens=" in line:
+            for m in _RESOLVED.finditer(line):
+                if not (self.turned_off and m.group(1) == b"chunked_prefill_size"):
+                    self.resolved.setdefault(m.group(1).decode(), (int(m.group(2)), line_no))
+        if (m := _TURN_OFF.search(line)) and m.group(1) == b"chunked-prefill-size":  # an override wins, whichever line comes first
+            self.resolved["chunked_prefill_size"] = (-1, line_no)
+            self.turned_off = True
+        if _PP_GRAPHS_OFF in line:  # 0.5.23 `_apply_cuda_graph_compatibility`: PP turns breakable prefill graphs off
+            self.resolved.setdefault("prefill_graphs", (False, line_no))
         if (m := _CAPTURE_LIST.search(line)) and not self.captured:
             self.captured = sorted({int(t) for t in re.findall(rb"\d+", m.group(1))})
             self.captured_line = line_no
         for m in _CAPTURE_STEP.finditer(line):  # tqdm redraws: keep the first reading per bucket
             self.steps.setdefault(int(m.group(1)), float(m.group(2)))
         if (m := _CAPTURE_END.search(line)) and self.steps and self.end is None and not _is_decode(m.group(1)):
-            self.end = (float(m.group(2)), float(m.group(3)), float(m.group(4)))
+            self.end = (float(m.group(2)), float(m.group(3)), float(m.group(4)), line_no)
 
     def result(self) -> LogSettings:
         a = self.args
@@ -171,21 +354,34 @@ class _Scan:
         settings: list[LogSetting] = []
 
         def put(key: str, value: Any, name: str) -> None:
-            settings.append(LogSetting(key, value, f"{where}.{name}, line {self.args_line}"))
+            settings.append(LogSetting(key, value, f"{where}.{name}, line {self.args_line}", self.args_line))
 
         cp = _int(a.get("attn_cp_size"))
         if cp is not None and cp >= 1:
             put("cp_size", cp, "attn_cp_size")
+        else:
+            shown = self._cp_shown()
+            if shown is not None:
+                cp = shown.value
+                settings.append(shown)
         if a.get("cp_strategy") in ("zigzag", "interleave") and (cp or 1) > 1:
             put("cp_strategy", a["cp_strategy"], "cp_strategy")
+        graphs, graphs_origin = self._prefill_graphs()
         (listed, listed_from), (top, top_from) = _prefill_bs(a), _prefill_max_bs(a)
         if self.captured:
-            settings.append(LogSetting("buckets", list(self.captured), f"capture lines, line {self.captured_line}"))
+            settings.append(LogSetting("buckets", list(self.captured), f"capture lines, line {self.captured_line}", self.captured_line))
+        elif graphs is False:
+            pass  # a list configured for graphs that were off was never deployed
         elif listed:
             put("buckets", listed, listed_from)
         elif top is not None:
             put("buckets", f"sglang-default:{top}", top_from)
-        for name in ("chunked_prefill_size", "page_size", "max_prefill_tokens", "prefill_max_requests", "max_running_requests"):
+        for name in _SCHEDULER_KEYS:
+            if name in self.resolved and name in _RESOLVED_KEYS:
+                value, at = self.resolved[name]
+                if value >= 1 or (name == "chunked_prefill_size" and value == -1):
+                    settings.append(LogSetting(f"scheduler.{name}", value, f"resolved by the server, line {at}", at))
+                    continue
             value = _int(a.get(name))
             if value is not None and (value >= 1 or (name == "chunked_prefill_size" and value == -1)):
                 put(f"scheduler.{name}", value, name)
@@ -193,8 +389,61 @@ class _Scan:
             put("scheduler.enable_mixed_chunk", a["enable_mixed_chunk"], "enable_mixed_chunk")
         return LogSettings(
             tuple(settings), dict(a), self.args_line, tuple(self.captured), self._cost(), self.version, self.date,
-            _prefill_graphs(a, bool(self.captured or self.steps)), bool(a.get("enable_lora") or a.get("lora_paths")), self._notes(cp),
+            graphs, bool(a.get("enable_lora") or a.get("lora_paths")), self._notes(cp, graphs, graphs_origin), "",
+            self.launch, self.first_line, dict(self.flags), dict(self.resolved), dict(self.ranks), graphs_origin, self.version_line,
+            self.dump_line,
         )
+
+    def _cp_shown(self) -> LogSetting | None:
+        """cp_size as the launch shows it without stating it (module doc), or None."""
+        for tag in ("ATTN_CP", "CP"):
+            if tag in self.ranks:
+                n, at = self.ranks[tag]
+                if n < 2:  # printed only when attn_cp_size > 1, yet one rank seen: the size is not shown
+                    return None
+                return LogSetting("cp_size", n, f"rank prefixes {tag}0..{n - 1}, line {at}", at, True)
+        if self.dump_line and "attn_cp_size" not in self.args and "tp_size" in self.args:
+            return LogSetting("cp_size", 1, f"server_args has no attn_cp_size (a release before attention CP), line {self.dump_line}",
+                              self.dump_line, True)
+        version = None if self.version is None else tuple(int(p) for p in re.findall(r"\d+", self.version)[:3])
+        if version is not None and version < CP_FIRST_VERSION:
+            return LogSetting("cp_size", 1, f"SGLang {self.version} predates attention CP (first in "
+                              f"{'.'.join(map(str, CP_FIRST_VERSION))}), line {self.version_line}", self.version_line, True)
+        if self.date and self.date < CP_FIRST_DATE:
+            return LogSetting("cp_size", 1, f"the log is dated {self.date}, before attention CP (SGLang PR #17213, {CP_FIRST_DATE})", 0, True)
+        if (self.ranks or self.plain_prefix_line) and (version is None or version >= CP_FIRST_VERSION):
+            tags = " ".join(sorted(self.ranks)) or "no tags"
+            first = min([at for _, at in self.ranks.values()] + ([self.plain_prefix_line] if self.plain_prefix_line else []))
+            return LogSetting("cp_size", 1, f"rank prefixes ({tags}) carry no ATTN_CP tag, printed when attn_cp_size > 1, line {first}",
+                              first, True)
+        return None
+
+    def _prefill_graphs(self) -> tuple[bool | None, str]:
+        """Whether prefill graphs were on and where that was read (capture lines win: measured)."""
+        a, at = self.args, f"line {self.args_line}"
+        where = "launch flags" if self.from_flags else "server_args"
+        if self.captured or self.steps:
+            return True, f"capture lines, line {self.captured_line or self.first_line}"
+        if "prefill_graphs" in self.resolved:
+            return False, f"resolved by the server (pipeline parallelism), line {self.resolved['prefill_graphs'][1]}"
+        backend = _prefill_phase(a).get("backend") or a.get("cuda_graph_backend_prefill")
+        if backend == "disabled" or a.get("disable_prefill_cuda_graph") is True:
+            return False, f"{where}.{'cuda_graph_config.prefill.backend' if backend == 'disabled' else 'disable_prefill_cuda_graph'}, {at}"
+        if backend in ("breakable", "full"):
+            return True, f"{where}.cuda_graph_config.prefill.backend {backend}, {at}"
+        if "enable_piecewise_cuda_graph" in a or "disable_piecewise_cuda_graph" in a:  # the piecewise runner decides, not disable_cuda_graph
+            if a.get("disable_piecewise_cuda_graph") is True:
+                return False, f"{where}.disable_piecewise_cuda_graph, {at}"
+            if a.get("enable_piecewise_cuda_graph") is True:
+                return True, f"{where}.enable_piecewise_cuda_graph, {at}"
+            if a.get("enable_piecewise_cuda_graph") is False:
+                return False, f"{where}.enable_piecewise_cuda_graph False, {at}"
+            return None, ""
+        if a.get("disable_cuda_graph") is True:  # 0.5.23 `cuda_graph_hook`: turns both phases off
+            return False, f"{where}.disable_cuda_graph, {at}"
+        if self.dump_line and "tp_size" in a and not any(k in a for k in _PREFILL_GRAPH_KEYS):
+            return False, f"server_args has no prefill-graph setting (a release before prefill CUDA graphs), line {self.dump_line}"
+        return None, ""
 
     def _cost(self) -> CaptureCost | None:
         if not self.steps:
@@ -205,15 +454,18 @@ class _Scan:
             nxt = self.steps[order[i + 1]] if i + 1 < len(order) else (self.end[2] if self.end else None)
             if nxt is not None:
                 gb[b] = round(max(self.steps[b] - nxt, 0.0), 2)
-        return CaptureCost(gb, self.end[1] if self.end else None, self.end[0] if self.end else None, self.date)
+        return CaptureCost(gb, self.end[1] if self.end else None, self.end[0] if self.end else None, self.date,
+                           self.end[3] if self.end else 0)
 
-    def _notes(self, cp: int | None) -> tuple[str, ...]:
+    def _notes(self, cp: int | None, graphs: bool | None, graphs_origin: str) -> tuple[str, ...]:
         a, notes = self.args, []
-        if cp is not None and cp > 1:
+        if cp is not None and cp > 1 and self.args:
             tp, pp = _int(a.get("tp_size")) or 1, _int(a.get("pp_size")) or 1
             if not a.get("enable_prefill_cp", True) or pp != 1 or tp != cp:
                 notes.append(f"attn_cp_size {cp} with tp_size {tp}, pp_size {pp}, enable_prefill_cp {a.get('enable_prefill_cp')}: "
                              "SGLang 0.5.23 captures no CP prefill graph here (supports_prefill_cp_bcg)")
+        if graphs is False and _prefill_bs(a)[0]:
+            notes.append(f"prefill graphs were off ({graphs_origin}): the listed {_prefill_bs(a)[1]} was not deployed")
         return tuple(notes)
 
 
@@ -254,19 +506,6 @@ def _prefill_max_bs(a: dict[str, Any]) -> tuple[int | None, str]:
         if type(value) is int and value >= 1:
             return value, name
     return None, ""
-
-
-def _prefill_graphs(a: dict[str, Any], captured: bool) -> bool | None:
-    backend = _prefill_phase(a).get("backend") or a.get("cuda_graph_backend_prefill")
-    if a.get("disable_cuda_graph") is True or a.get("disable_prefill_cuda_graph") is True or backend == "disabled":
-        return False
-    if a.get("disable_piecewise_cuda_graph") is True:
-        return False
-    if captured or backend in ("breakable", "full") or a.get("enable_piecewise_cuda_graph") is True:
-        return True
-    if a.get("enable_piecewise_cuda_graph") is False and backend is None:
-        return False
-    return None
 
 
 def parse_args_dump(text: str) -> dict[str, Any]:

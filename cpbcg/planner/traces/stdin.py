@@ -69,3 +69,12 @@ def open_stdin(name: str) -> io.BufferedReader:
     return io.BufferedReader(_tap.open(name), 1 << 16)
 
 
+
+
+def stdin_head() -> tuple[bytes, bool]:
+    """The kept first bytes of standard input (at most `STDIN_HEAD_BYTES`) and whether they are
+    all of it; reading them never passes the head, so the trace's reader still sees every byte."""
+    global _tap
+    if _tap is None or _tap.stream is not sys.stdin.buffer:
+        _tap = _StdinTap()
+    return _tap.head, _tap.complete
