@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cpbcg"
-COMMANDS = {"plan_cmd", "layout_cmd", "batches_cmd", "replay_check_cmd", "capture_cmd", "presets_cmd"}
+COMMANDS = {"plan_cmd", "layout_cmd", "batches_cmd", "replay_check_cmd", "capture_cmd", "presets_cmd", "watch_cmd"}
 
 
 def module_name(path: Path) -> str:
