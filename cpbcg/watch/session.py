@@ -309,10 +309,8 @@ class WatchSession:
         chunk = server.lines.feed(first, blob)
         if server.resolved is None and server.lines.settings is not None:
             self._resolve(server)
-        if chunk is None or server.refusal is not None:
+        if chunk is None or server.refusal is not None or server.resolved is None:
             return
-        if server.resolved is None:  # forwards before any settings: cannot happen (the first forward fixes them)
-            self._resolve(server)
         limit = self.options.max_forwards
         if limit is not None and self.forwards + chunk.num_forwards > limit:
             chunk = take(chunk, slice(0, max(0, limit - self.forwards)))
@@ -320,6 +318,9 @@ class WatchSession:
 
     def _resolve(self, server: _Server) -> None:
         settings = server.lines.resolve()
+        server.refusal = refusal_of(settings, server.lines)
+        if server.refusal is not None:  # judged before the settings are: a refused server's may not even load
+            return
         resolved = self.resolve(settings)
         server.resolved = resolved
         for line in resolved.notes:
@@ -327,7 +328,6 @@ class WatchSession:
         server.run = RunTally(resolved.deployment, resolved.table, settings)
         server.ring = ForwardRing(max(self.options.ring_forwards, self.options.window_forwards))
         server.next_gate = self.options.window_forwards
-        server.refusal = refusal_of(settings, server.lines)
 
     def _add(self, server: _Server, chunk: ObservedForwards, now: float) -> None:
         """Tally `chunk`, cut at the gated windows' ends so every gated window is the same whatever the reads."""
