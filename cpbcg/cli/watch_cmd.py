@@ -41,43 +41,54 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100.0 * value:.2f}%"
 
 
-def snapshot_view(snap: WatchSnapshot) -> RenderableType:
-    """One table per snapshot: a row per server (and per DP rank with several) and window."""
-    from rich.table import Table
+def _eager_text(eager: dict[str, int]) -> str:
+    """The model's eager forwards other than above the largest bucket (a column of its own)."""
+    return ", ".join(f"{r} {c:,}" for r, c in eager.items() if c and r != "above_largest_bucket") or "-"
 
-    table = Table(title=f"cpbcg watch: {snap.forwards:,} prefill forwards in {snap.elapsed_s:.0f} s", title_justify="left")
-    for name in ("server", "dp", "window", "forwards", "observed", "modelled", "padding", "> largest", "eager (model)", "drift", "fit gain"):
-        table.add_column(name, justify="left" if name in ("server", "dp", "window", "eager (model)") else "right")
+
+def snapshot_view(snap: WatchSnapshot) -> RenderableType:
+    """One table per server: a row for the run and one per window (and DP rank with several)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    parts: list[RenderableType] = [Text(f"cpbcg watch: {snap.forwards:,} prefill forwards in {snap.elapsed_s:.0f} s")]
     for server in snap.servers:
         if server.refusal:
-            table.add_row(server.name, "", "", "", "REFUSED", "", "", "", server.refusal[:60], "", "")
+            parts.append(Text(f"{server.name}: REFUSED: {server.refusal}"))
             continue
-        gain = server.gain
-        gain_text = "-" if gain is None or isinstance(gain, str) else f"{100.0 * gain.gain:+.2f}% ({len(gain.buckets)} buckets)"
+        table = Table(title=f"{server.name}: {server.forwards:,} forwards, {len(server.buckets)} buckets up to "
+                      f"{max(server.buckets, default=0):,}", title_justify="left")
+        for name in ("window", "dp", "forwards", "observed", "modelled", "padding", "> largest", "unexplained eager", "other eager (model)", "drift"):
+            table.add_column(name, justify="left" if name in ("window", "dp", "other eager (model)") else "right")
+        rows = []
         if server.evaluation is not None:
             ob = server.observed
-            table.add_row(server.name, "all", "run", f"{server.forwards:,}", _pct(None if ob is None else ob.coverage),
-                          _pct(server.evaluation.coverage), _pct(server.evaluation.padding_overhead),
-                          f"{server.evaluation.eager.get('above_largest_bucket', 0):,}",
-                          ", ".join(f"{r} {c:,}" for r, c in server.evaluation.eager.items() if c) or "-", "", gain_text)
+            rows.append(("run", "all", server.forwards, ob, server.evaluation, None))
         for kind, per in server.windows.items():
-            for key, w in per.items():
-                ob = w.observed
-                table.add_row("", key, kind, f"{w.forwards:,}", _pct(None if ob is None else ob.coverage), _pct(w.evaluation.coverage),
-                              _pct(w.evaluation.padding_overhead), f"{w.above_largest:,}",
-                              ", ".join(f"{r} {c:,}" for r, c in w.evaluation.eager.items() if c) or "-",
-                              "-" if w.drift is None else f"{w.drift:.3f}", "")
+            rows += [(kind, key, w.forwards, w.observed, w.evaluation, w.drift) for key, w in per.items()]
+        for kind, key, forwards, ob, ev, drift in rows:
+            table.add_row(kind, key, f"{forwards:,}", _pct(None if ob is None else ob.coverage), _pct(ev.coverage), _pct(ev.padding_overhead),
+                          f"{ev.eager.get('above_largest_bucket', 0):,}", "-" if ob is None else f"{ob.unexplained_eager:,}",
+                          _eager_text(ev.eager), "-" if drift is None else f"{drift:.3f}")
+        parts.append(table)
+        gain = server.gain
+        if isinstance(gain, str):
+            parts.append(Text(f"  refit on the forwards window: {gain}"))
+        elif gain is not None:
+            parts.append(Text(f"  refit on the forwards window: {len(gain.buckets)} buckets would replay {_pct(gain.coverage)} "
+                              f"(now {_pct(gain.current_coverage)}, {100.0 * gain.gain:+.2f} points; modelled)"))
         if server.metrics is not None:
             m = server.metrics
-            table.add_row("", "", "sglang", f"{m.prefill_graph_passes + m.prefill_eager_passes:,.0f}",
-                          _pct(m.prefill_graph_passes / (m.prefill_graph_passes + m.prefill_eager_passes)
-                               if m.prefill_graph_passes + m.prefill_eager_passes else None), "", "", "", "", "",
-                          "graph mem " + ", ".join(f"{p} {gb:.2f} GB" for p, gb in m.graph_memory_gb.items()))
+            total = m.prefill_graph_passes + m.prefill_eager_passes
+            parts.append(Text(f"  SGLang metrics ({m.url}): {total:,.0f} prefill passes, {_pct(m.prefill_graph_passes / total if total else None)} "
+                              "in graphs; graph memory " + (", ".join(f"{p} {gb:.2f} GB" for p, gb in m.graph_memory_gb.items()) or "-")))
         elif server.metrics_error:
-            table.add_row("", "", "sglang", "", "", "", "", "", server.metrics_error[:60], "", "")
-    table.caption = ("observed: the server's `cuda graph: True` share; modelled: SGLang 0.5.23's selector on the same forwards at "
-                     "their worst case; fit gain: the list recommended for the forwards window, modelled")
-    return table
+            parts.append(Text(f"  SGLang metrics: {server.metrics_error}"))
+    parts.append(Text("observed: the server's `cuda graph: True` share; modelled: SGLang 0.5.23's selector on the same forwards at their "
+                      "worst case; unexplained eager: the model replays, the server ran eagerly; drift: total variation from "
+                      "--baseline-trace (0 same sizes, 1 none in common)", style="dim"))
+    return Group(*parts)
 
 
 def gates_view(report: WatchReport) -> RenderableType:
