@@ -20,7 +20,7 @@ from cpbcg.errors import ExitCode
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from cpbcg.api import WatchReport, WatchSnapshot
+    from cpbcg.api import Evaluation, ObservedComparison, WatchReport, WatchSnapshot
 
 LogsArg = Annotated[list[str], typer.Argument(metavar="LOG...", help="SGLang server logs to follow like `tail -F` (rotation and truncation survive); `-` reads standard input (`kubectl logs -f POD | cpbcg watch -`). One server each.", show_default=False)]
 MetricsUrlOpt = Annotated[Optional[list[str]], typer.Option("--metrics-url", metavar="URL", help="The server's SGLang metrics endpoint (`--enable-metrics`; http://HOST:PORT/metrics), scraped every --interval: prefill passes by mode, graph memory and capture time beside the log. Repeatable: one per LOG, in order.", show_default=False)]
@@ -61,7 +61,7 @@ def snapshot_view(snap: WatchSnapshot) -> RenderableType:
                       f"{max(server.buckets, default=0):,}", title_justify="left")
         for name in ("window", "dp", "forwards", "observed", "modelled", "padding", "> largest", "unexplained eager", "other eager (model)", "drift"):
             table.add_column(name, justify="left" if name in ("window", "dp", "other eager (model)") else "right")
-        rows = []
+        rows: list[tuple[str, str, int, ObservedComparison | None, Evaluation, float | None]] = []
         if server.evaluation is not None:
             ob = server.observed
             rows.append(("run", "all", server.forwards, ob, server.evaluation, None))
