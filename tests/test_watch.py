@@ -327,7 +327,7 @@ def test_the_exporter_serves_the_documented_metrics_over_http(tmp_path, sglang_e
     assert got[("cpbcg_window_observed_coverage_ratio", (("dp_rank", "all"), ("server", str(log)), ("window", "forwards")))] == 0.6
     assert got[("cpbcg_window_model_coverage_ratio", (("dp_rank", "all"), ("server", str(log)), ("window", "forwards")))] == 0.8
     assert got[("cpbcg_prefill_graphs_refused", (("server", str(log)),))] == 0
-    assert got[("cpbcg_sglang_prefill_passes", (("dp_rank", "0"), ("mode", "prefill_cuda_graph"), ("server", str(log))))] == 3
+    assert got[("cpbcg_sglang_prefill_passes_total", (("dp_rank", "0"), ("mode", "prefill_cuda_graph"), ("server", str(log))))] == 3
     assert got[("cpbcg_sglang_graph_memory_gb", (("phase", "prefill"), ("server", str(log))))] == 2.5
     assert got[("cpbcg_sglang_startup_graph_seconds", (("phase", "prefill"), ("server", str(log))))] == 31.5
     assert got[("cpbcg_window_recommended_coverage_gain_ratio", (("server", str(log)),))] == pytest.approx(0.2)
@@ -359,3 +359,23 @@ def test_the_cli_exporter_is_scraped_while_it_runs(tmp_path):
         watch.wait(timeout=LIMIT_S)
         proc.terminate()
         proc.wait(timeout=LIMIT_S)
+
+
+def test_the_dashboard_and_the_alert_rules_use_only_exported_metrics():
+    import re
+
+    import yaml
+
+    from cpbcg.watch.exporter import COUNTERS, GAUGES, PREFIX
+
+    exported = {f"{PREFIX}{n}_total" for n in COUNTERS} | {PREFIX + n for n in GAUGES}
+    dashboard = orjson.loads((ROOT / "deploy" / "grafana" / "cpbcg-watch.json").read_bytes())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "cpbcg-watch-rules.yaml").read_text())["groups"][0]["rules"]
+    exprs += [r["expr"] for r in rules]
+    used = {m for e in exprs for m in re.findall(r"\bcpbcg_[a-z_]+", e)}
+    assert used and used <= exported, sorted(used - exported)
+    assert {"cpbcg_prefill_forwards_total", "cpbcg_prefill_graph_forwards_total", "cpbcg_prefill_graphs_refused"} <= used
+    assert {r["alert"] for r in rules} >= {"CpbcgPrefillGraphsOff", "CpbcgObservedCoverageLow"}
+    documented = (ROOT / "docs" / "watch.md").read_text()
+    assert all(f"`{name}`" in documented for name in exported), sorted(n for n in exported if f"`{n}`" not in documented)

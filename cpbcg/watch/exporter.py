@@ -28,6 +28,7 @@ COUNTERS = {
     "log_rotations": "Times the followed log file was replaced (rotation).",
     "log_truncations": "Times the followed log file was truncated in place.",
     "sglang_scrape_errors": "Failed scrapes of the server's SGLang metrics endpoint.",
+    "sglang_prefill_passes": "SGLang's sglang:cuda_graph_passes_total for prefill, as last scraped, by mode.",
 }
 """Counter names (without `cpbcg_` and `_total`) -> help."""
 GAUGES = {
@@ -40,7 +41,6 @@ GAUGES = {
     "window_size_drift_ratio": "Total variation distance of the window's size distribution from the planned trace's (0..1).",
     "window_recommended_coverage_gain_ratio": "Modelled coverage the list recommended for the forwards window would add.",
     "prefill_graphs_refused": "1 when the server's start-up output says its prefill graphs are off (resolved disabled, no capture line, 0 buckets).",
-    "sglang_prefill_passes": "SGLang's sglang:cuda_graph_passes_total for prefill, as last scraped, by mode.",
     "sglang_graph_memory_gb": "SGLang's sglang:graph_memory_usage_gb, as last scraped, by phase.",
     "sglang_startup_graph_seconds": "SGLang's sglang:startup_cuda_graph_time_seconds, as last scraped, by phase.",
 }
