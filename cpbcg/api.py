@@ -879,4 +879,5 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
         return hist
 
     return watch_logs(logs, resolve, options, metrics_urls=metrics_urls, serve_metrics=serve_metrics,
-                      baseline=baseline if baseline_trace is not None else None, on_snapshot=on_snapshot, note=note)
+                      baseline=baseline if baseline_trace is not None else None, on_snapshot=on_snapshot, note=note,
+                      baseline_trace_is_stdin=baseline_trace is not None and is_stdin(baseline_trace))

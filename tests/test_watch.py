@@ -379,3 +379,35 @@ def test_the_dashboard_and_the_alert_rules_use_only_exported_metrics():
     assert {r["alert"] for r in rules} >= {"CpbcgPrefillGraphsOff", "CpbcgObservedCoverageLow"}
     documented = (ROOT / "docs" / "watch.md").read_text()
     assert all(f"`{name}`" in documented for name in exported), sorted(n for n in exported if f"`{n}`" not in documented)
+
+
+def test_two_servers_with_attention_dp_are_judged_apart(tmp_path):
+    dp = write_log(tmp_path / "dp.log", startup_lines(dp=2) + "".join(
+        prefill_line(500 + i, 1, graph=(i % 2 == 0), prefix=f"[2026-11-02 10:00:01 DP{i % 2} TP0] ") for i in range(40)))
+    plain = lines_log(tmp_path, [True] * 10, "plain.log")
+    report = api.watch([str(dp), str(plain)], None, OVERRIDES, options(max_forwards=50, window_forwards=8),
+                       baseline_trace=str(dp))
+    first, second = report.snapshot.servers
+    assert [(r.dp_rank, r.forwards, r.graph_forwards) for r in first.ranks] == [(0, 20, 20), (1, 20, 0)]
+    assert set(first.windows["forwards"]) == {"all", "0", "1"}
+    assert first.windows["forwards"]["1"].observed.coverage == 0.0 and first.windows["forwards"]["0"].observed.coverage == 1.0
+    assert first.windows["time"]["all"].forwards == 40  # read well within the 60 s window
+    assert first.windows["forwards"]["all"].drift is not None and first.windows["time"]["all"].drift == 0.0  # the whole log is its baseline
+    assert (second.forwards, second.observed.graph_forwards) == (10, 10)
+
+
+def test_an_unreachable_sglang_endpoint_is_a_line_not_a_failure(tmp_path):
+    log = lines_log(tmp_path, [True] * 3)
+    report = api.watch([str(log)], None, OVERRIDES, options(max_forwards=3), metrics_urls=["http://127.0.0.1:1/metrics"])
+    server = report.snapshot.servers[0]
+    assert report.passed and server.metrics is None and server.metrics_errors >= 1
+    assert server.metrics_error.startswith("http://127.0.0.1:1/metrics: ")
+
+
+def test_a_bad_window_in_the_middle_is_found_however_much_is_read_at_once(tmp_path):
+    # the whole file arrives in one read: the gated windows are still those ending at 100, 150, ..., 500
+    log = lines_log(tmp_path, [True] * 200 + [False] * 100 + [True] * 200)
+    result = canary(log, "--max-forwards", "500")
+    assert result.exit_code == 1, result.output
+    assert "window.min_observed_coverage: observed cuda graph coverage 0.00% is below the minimum 60.00%" in result.stderr
+    assert "lines 207-306 of" in result.stderr

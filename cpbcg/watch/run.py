@@ -43,7 +43,7 @@ def followers_of(logs: Sequence[str]) -> list[Follower]:
 def watch_logs(logs: Sequence[str], resolve: Callable[[LogSettings], Resolved], options: WatchOptions, *,
                metrics_urls: Sequence[str] = (), serve_metrics: str | None = None,
                baseline: Callable[[Resolved], FloatArray | None] | None = None,
-               on_snapshot: Callable[[WatchSnapshot], None] | None = None,
+               on_snapshot: Callable[[WatchSnapshot], None] | None = None, baseline_trace_is_stdin: bool = False,
                note: Callable[[str], None] = lambda text: None) -> WatchReport:
     """Follow `logs` (module doc). `metrics_urls` pair with `logs` in order. Raises `ConfigError`
     for bad options, `TraceError` for an unreadable log, `OSError` for an address in use."""
@@ -52,6 +52,8 @@ def watch_logs(logs: Sequence[str], resolve: Callable[[LogSettings], Resolved], 
     for url in metrics_urls:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"--metrics-url {url[:80]!r}: expected http://HOST:PORT/metrics")
+    if baseline_trace_is_stdin:
+        raise ConfigError("--baseline-trace -: standard input is for a followed log; give the planned trace as a file")
     address = parse_address(serve_metrics) if serve_metrics is not None else None
     followers = followers_of(logs)
     exporter = None
