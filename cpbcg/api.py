@@ -865,7 +865,11 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
 
     def resolve(log: LogSettings) -> Resolved:
         cfg, deployment = load_config_and_deployment(config, overrides, log=log)
-        return Resolved(deployment, cfg.gates.to_gates(), deployment.table(), tuple(log_settings_notes(log, overrides)))
+        notes = log_settings_notes(log, overrides)
+        if not log.settings:
+            notes.append(f"cpbcg: note: {log.path}: no start-up output (settings dump, capture line) before the first Prefill batch: "
+                         "the buckets and settings are the config's and the command line's, assumed to be the server's")
+        return Resolved(deployment, cfg.gates.to_gates(), deployment.table(), tuple(notes))
 
     def baseline(server: Resolved) -> "FloatArray | None":
         if baseline_trace is None:

@@ -411,3 +411,29 @@ def test_a_bad_window_in_the_middle_is_found_however_much_is_read_at_once(tmp_pa
     assert result.exit_code == 1, result.output
     assert "window.min_observed_coverage: observed cuda graph coverage 0.00% is below the minimum 60.00%" in result.stderr
     assert "lines 207-306 of" in result.stderr
+
+
+def test_a_log_without_start_up_output_says_whose_settings_it_assumed(tmp_path):
+    log = write_log(tmp_path / "tail.log", prefill_line(100, 1) + "[2026-11-02 10:00:02 TP0] Prefill batch, #new-seq: 1, oops\n")
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "1", *PINNED])
+    assert result.exit_code == 0, result.output
+    assert "no start-up output (settings dump, capture line) before the first Prefill batch" in result.stderr
+    assert "cpbcg: note: " + str(log) + ": 1 unreadable Prefill batch line skipped (first: line 3)" in result.stderr
+
+
+def test_ctrl_c_ends_the_run_with_its_report(tmp_path):
+    import signal
+
+    log = lines_log(tmp_path, [True] * 20)
+    proc = subprocess.Popen([sys.executable, "-m", "cpbcg", "watch", str(log), "--duration", "30", "--interval", "0.2", "--format", "json",
+                             "--min-observed-coverage", "0.5", *PINNED], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = orjson.loads(proc.stdout.readline())  # the first update: bounded by --duration 30
+        assert first["type"] == "snapshot" and first["forwards"] == 20
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=LIMIT_S)
+    finally:
+        proc.kill()
+    final = orjson.loads(out.splitlines()[-1])
+    assert (proc.returncode, final["type"], final["stopped_by"], final["passed"]) == (0, "result", "interrupted", True)

@@ -109,7 +109,7 @@ def verdict(report: WatchReport) -> str:
     from cpbcg.api import count_of
 
     lines = [f"watch: FAILED: {r}" for r in report.refusals]
-    lines += [f"cpbcg: note: {u}" for u in report.unchecked]
+    lines += [f"cpbcg: note: {u}" for u in (*report.notes, *report.unchecked)]
     if not report.gates:
         lines.append(f"watch: stopped by {report.stopped_by}; no gates configured: nothing to fail on" if not report.refusals
                      else f"watch: stopped by {report.stopped_by}")

@@ -180,6 +180,8 @@ class WatchReport:
     """`duration`, `max-forwards`, `end of input`, `interrupted` or `refused`."""
     unchecked: tuple[str, ...] = ()
     """Window gates not checked (no full window), one line each."""
+    notes: tuple[str, ...] = ()
+    """What the reader skipped, per log (one line each)."""
 
     @property
     def passed(self) -> bool:
@@ -187,7 +189,8 @@ class WatchReport:
 
     def to_dict(self) -> dict[str, object]:
         return {**self.snapshot.to_dict(), "type": "result", "stopped_by": self.stopped_by, "passed": self.passed,
-                "refusals": list(self.refusals), "gates": [g.to_dict() for g in self.gates], "unchecked": list(self.unchecked)}
+                "refusals": list(self.refusals), "gates": [g.to_dict() for g in self.gates], "unchecked": list(self.unchecked),
+                "notes": list(self.notes)}
 
 
 @dataclass
@@ -434,4 +437,5 @@ class WatchSession:
                 unchecked.append(f"{server.follower.name}: {server.run.forwards if server.run else 0:,} forwards, fewer than one "
                                  f"{self.options.window_forwards:,}-forward window: the window gates were not checked")
         refusals = tuple(s.refusal for s in self.servers if s.refusal is not None)
-        return WatchReport(snap, tuple(gates), refusals, stopped_by, tuple(unchecked))
+        notes = tuple(line for s in self.servers if (line := s.lines.summary.skipped_note(s.follower.name)) is not None)
+        return WatchReport(snap, tuple(gates), refusals, stopped_by, tuple(unchecked), notes)
