@@ -437,3 +437,16 @@ def test_ctrl_c_ends_the_run_with_its_report(tmp_path):
         proc.kill()
     final = orjson.loads(out.splitlines()[-1])
     assert (proc.returncode, final["type"], final["stopped_by"], final["passed"]) == (0, "result", "interrupted", True)
+
+
+def test_the_table_shows_the_run_and_the_windows(tmp_path):
+    log = lines_log(tmp_path, [True, True, True, False], sizes=[100, 200, 9000, 300])
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "4", *PINNED])
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip() + "/" + line.split("│")[2].strip(): [c.strip() for c in line.split("│")[3:-1]]
+            for line in result.stdout.splitlines() if line.count("│") > 5}
+    # forwards, observed, modelled, padding, > largest, unexplained eager, other eager, drift; padding by hand: 100, 200, 300 pad
+    # to the default buckets 112, 208, 320: 40 tokens on 600; 9000 is above 8192; 300 the server ran eagerly, the model replays
+    assert rows["run/all"][:6] == ["4", "75.00%", "75.00%", "6.67%", "1", "1"]
+    assert rows["forwards/all"][:6] == rows["time/all"][:6] == rows["run/all"][:6]
+    assert "refit on the forwards window: " in result.stdout
