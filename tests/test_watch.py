@@ -450,3 +450,12 @@ def test_the_table_shows_the_run_and_the_windows(tmp_path):
     assert rows["run/all"][:6] == ["4", "75.00%", "75.00%", "6.67%", "1", "1"]
     assert rows["forwards/all"][:6] == rows["time/all"][:6] == rows["run/all"][:6]
     assert "refit on the forwards window: " in result.stdout
+
+
+@pytest.mark.parametrize("capture", [True, False])  # without a capture line yet: a server still starting, not refused for it
+def test_a_canary_on_a_server_that_printed_no_forward_fails(tmp_path, capture):
+    log = write_log(tmp_path / "quiet.log", startup_lines(capture=capture))
+    result = canary(log, "--duration", "0.5")
+    assert result.exit_code == 1, result.output
+    assert "watch: FAILED: " + str(log) + ": no readable Prefill batch line in " in result.stderr
+    assert runner.invoke(app, ["watch", str(log), "--duration", "0.5", *PINNED]).exit_code == 0  # without gates: nothing to fail on

@@ -175,7 +175,7 @@ class WatchReport:
     snapshot: WatchSnapshot
     gates: tuple[GateResult, ...]
     refusals: tuple[str, ...]
-    """One line per refused server (prefill graphs off)."""
+    """One line per refused server: prefill graphs off, or no forward read where gates were set."""
     stopped_by: str
     """`duration`, `max-forwards`, `end of input`, `interrupted` or `refused`."""
     unchecked: tuple[str, ...] = ()
@@ -218,10 +218,11 @@ class _Server:
         return self.refusal is not None or self.follower.eof
 
 
-def refusal_of(settings: LogSettings, lines: LogLines) -> str | None:
+def refusal_of(settings: LogSettings, lines: LogLines, forwards_began: bool = True) -> str | None:
     """Why a server's prefill graphs are off by its start-up output, or None: resolved disabled,
     a capture line with 0 buckets, or a settings dump with no prefill capture line before the first
-    `Prefill batch` (a log without start-up output is not judged)."""
+    `Prefill batch` (a log without start-up output is not judged; nor a missing capture line while
+    `forwards_began` is False: a server still starting)."""
     where = f"{settings.path}:{settings.args_line}" if settings.args_line else settings.path
     if settings.prefill_graphs is False:
         keys = ("disable_cuda_graph", "disable_prefill_cuda_graph", "disable_piecewise_cuda_graph", "enable_piecewise_cuda_graph",
@@ -230,7 +231,7 @@ def refusal_of(settings: LogSettings, lines: LogLines) -> str | None:
         return f"{where}: prefill graphs resolved disabled ({said or 'the start-up settings'}): every prefill forward runs eagerly"
     if lines.zero_buckets_line:
         return f"{settings.path}:{lines.zero_buckets_line}: the prefill capture line lists 0 buckets: every prefill forward runs eagerly"
-    if settings.args_line and not settings.captured and settings.capture is None:
+    if forwards_began and settings.args_line and not settings.captured and settings.capture is None:
         return (f"{where}: no prefill capture line before the first Prefill batch: the server captured no prefill graph "
                 "(every prefill forward runs eagerly)")
     return None
@@ -319,9 +320,9 @@ class WatchSession:
             chunk = take(chunk, slice(0, max(0, limit - self.forwards)))
         self._add(server, chunk, now)
 
-    def _resolve(self, server: _Server) -> None:
+    def _resolve(self, server: _Server, forwards_began: bool = True) -> None:
         settings = server.lines.resolve()
-        server.refusal = refusal_of(settings, server.lines)
+        server.refusal = refusal_of(settings, server.lines, forwards_began)
         if server.refusal is not None:  # judged before the settings are: a refused server's may not even load
             return
         resolved = self.resolve(settings)
@@ -421,6 +422,15 @@ class WatchSession:
                           server.follower.truncations, s.records, s.folded_copies, s.unreadable, s.nonprefill, server.refusal,
                           () if server.resolved is None else tuple(server.resolved.table.capture_num_tokens.tolist()))
 
+    def _nothing_read(self, server: _Server) -> None:
+        """A server that printed no readable `Prefill batch` line: refused when it has gates to check
+        (a canary must not pass on a server that served nothing, or logs below INFO)."""
+        if server.resolved is None:
+            self._resolve(server, forwards_began=server.lines.settings is not None)
+        if server.resolved is not None and server.resolved.gates != Gates():
+            server.refusal = (f"{server.follower.name}: no readable Prefill batch line in {self.clock() - self.start:.0f} s "
+                              "(a server that served no prefill, or logs below INFO): the gates had nothing to check")
+
     def _report(self, stopped_by: str) -> WatchReport:
         self._fit_all()
         snap = self._tick(self.clock(), final=True)
@@ -428,7 +438,9 @@ class WatchSession:
         unchecked: list[str] = []
         many = len(self.servers) > 1
         for server, view in zip(self.servers, snap.servers):
-            if server.resolved is None or view.evaluation is None or server.refusal is not None:
+            if server.refusal is None and (server.run is None or not server.run.forwards):
+                self._nothing_read(server)
+            if server.resolved is None or view.evaluation is None or server.refusal is not None or not view.forwards:
                 continue
             for g in check_gates(view.evaluation, server.resolved.gates, view.observed):
                 gates.append(replace(g, metric=f"{g.metric} of {server.follower.name}") if many else g)
