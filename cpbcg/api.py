@@ -862,6 +862,8 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
     from cpbcg.watch.session import Resolved
 
     overrides = {**overrides, **max_eager_overrides(max_eager or [])}
+    if baseline_trace is not None and not is_stdin(baseline_trace) and not Path(baseline_trace).is_file():
+        raise ConfigError(f"--baseline-trace {str(baseline_trace)[:200]}: no such file")  # said before following, not at the first update
 
     def resolve(log: LogSettings) -> Resolved:
         cfg, deployment = load_config_and_deployment(config, overrides, log=log)

@@ -243,6 +243,8 @@ def test_prefill_graphs_resolved_disabled_are_refused(tmp_path):
     (["--serve-metrics", "nowhere"], "--serve-metrics 'nowhere': expected HOST:PORT"),
     (["--serve-metrics", "example.com:80"], "HOST must be an IP address or localhost"),
     (["--metrics-url", "ftp://x"], "--metrics-url 'ftp://x': expected http://HOST:PORT/metrics"),
+    (["--baseline-trace", "missing.jsonl"], "--baseline-trace missing.jsonl: no such file"),
+    (["--baseline-trace", "-"], "--baseline-trace -: standard input is for a followed log"),
 ])
 def test_bad_options_are_one_line_and_exit_2(tmp_path, args, message):
     result = runner.invoke(app, ["watch", str(lines_log(tmp_path, [True])), "--duration", "5", *args])
