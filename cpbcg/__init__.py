@@ -2,7 +2,7 @@
 
 The public API (`cpbcg.api`, re-exported here and loaded on first use so that `cpbcg --help`
 stays fast): `load_deployment`, `open_trace`, `evaluate`, `plan`, `recommend`, `guarantee`,
-`check`, `capture` (torch), `load_manifest`, and the result types. The planner (`cpbcg.planner`) is pure numpy and never imports
+`check`, `capture` (torch), `load_manifest`, `watch`, and the result types. The planner (`cpbcg.planner`) is pure numpy and never imports
 torch; the capture harness (`cpbcg.graph_capture`) is the only place torch is used.
 """
 
@@ -23,6 +23,7 @@ _EXPORTS = {
     "CPLayout": "cpbcg.planner.model.layout", "CaptureSpec": "cpbcg.planner.model.capacity", "CostModel": "cpbcg.planner.optimise.cost",
     "CpbcgError": "cpbcg.errors", "TraceError": "cpbcg.errors", "ConfigError": "cpbcg.errors", "ModelError": "cpbcg.errors",
     "ReadOptions": "cpbcg.planner.traces", "BatchSource": "cpbcg.planner.traces.sources", "PlanPart": "cpbcg.planner.plan",
+    "watch": "cpbcg.api", "WatchOptions": "cpbcg.watch.session", "WatchReport": "cpbcg.watch.session",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

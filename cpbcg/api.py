@@ -57,6 +57,7 @@ from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
 from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
+from cpbcg.watch.session import WatchOptions, WatchReport, WatchSnapshot
 
 if TYPE_CHECKING:
     from cpbcg.graph_capture.records import CaptureResult
@@ -73,6 +74,7 @@ __all__ = [  # what the commands (and notebooks) use; the result types are re-ex
     "LogSettings", "ObservedComparison", "LogObserved", "LaunchModel", "assumed_settings", "launch_resolver", "observe_log",
     "common_log_settings", "capture_settings", "default_workers", "log_settings", "parse_load_factors", "rate_notes",
     "trace_paths", "traffic_jobs",
+    "watch", "watch_options", "WatchOptions", "WatchReport", "WatchSnapshot",
 ]
 
 PARETO_MAX_BUCKETS = 128
@@ -953,3 +955,50 @@ def preset_table() -> list[tuple[str, int, str, int, str]]:
         cfg = load_config(name)
         rows.append((name, cfg.cp_size, cfg.cp_strategy.value, cfg.scheduler.chunked_prefill_size, str(cfg.buckets)))
     return rows
+
+
+def watch_options(**fields: object) -> WatchOptions:
+    """`WatchOptions` from the command's values (None values keep the defaults)."""
+    return WatchOptions(**{k: v for k, v in fields.items() if v is not None})  # type: ignore[arg-type]
+
+
+def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, object], options: WatchOptions, *,
+          max_eager: list[str] | None = None, metrics_urls: Sequence[str] = (), serve_metrics: str | None = None,
+          baseline_trace: str | Path | None = None, on_snapshot: Callable[[WatchSnapshot], None] | None = None,
+          note: Callable[[str], None] = lambda text: None) -> WatchReport:
+    """`cpbcg watch`: follow running servers' logs (`-`: standard input) and judge their prefill
+    graphs over the run and rolling windows (`cpbcg.watch.session`). Each server runs under the
+    config, its log's start-up settings and `overrides` (the layers `plan` reads a log with), and
+    is gated by the config's `gates:`, `overrides` and `max_eager`. `baseline_trace`: the trace
+    the list was planned on (any format `plan` reads), for drift. Raises `ConfigError`, `TraceError`."""
+    from cpbcg.planner.arrays import FloatArray
+    from cpbcg.planner.window import size_histogram
+    from cpbcg.watch.run import watch_logs
+    from cpbcg.watch.session import Resolved
+
+    overrides = {**overrides, **max_eager_overrides(max_eager or [])}
+    if baseline_trace is not None and not is_stdin(baseline_trace) and not Path(baseline_trace).is_file():
+        raise ConfigError(f"--baseline-trace {str(baseline_trace)[:200]}: no such file")  # said before following, not at the first update
+
+    def resolve(log: LogSettings) -> Resolved:
+        cfg, deployment = load_config_and_deployment(config, overrides, log=log)
+        notes = log_settings_notes(log, overrides)
+        if not log.settings:
+            notes.append(f"cpbcg: note: {log.path}: no start-up output (settings dump, capture line) before the first Prefill batch: "
+                         "the buckets and settings are the config's and the command line's, assumed to be the server's")
+        return Resolved(deployment, cfg.gates.to_gates(), deployment.table(), tuple(notes))
+
+    def baseline(server: Resolved) -> "FloatArray | None":
+        if baseline_trace is None:
+            return None
+        source = open_trace(baseline_trace, server.deployment)  # a request trace is simulated under the server's settings
+        hist = None
+        buckets = server.table.capture_num_tokens.tolist()
+        for chunk in source.forwards if source.forwards is not None else source.batches:
+            part = size_histogram(chunk.num_tokens, chunk.counts, buckets)
+            hist = part if hist is None else hist + part
+        return hist
+
+    return watch_logs(logs, resolve, options, metrics_urls=metrics_urls, serve_metrics=serve_metrics,
+                      baseline=baseline if baseline_trace is not None else None, on_snapshot=on_snapshot, note=note,
+                      baseline_trace_is_stdin=baseline_trace is not None and is_stdin(baseline_trace))

@@ -38,14 +38,14 @@ _EXIT_SUMMARY = {
 }
 _EXIT_MEANING = {
     ExitCode.OK: "ok (all gates passed)",
-    ExitCode.GATE_FAILED: "a gate failed (`replay-check`), a guarantee failed (`plan --check-guarantee`), or a captured bucket "
+    ExitCode.GATE_FAILED: "a gate failed (`replay-check`, `watch`), a server's prefill graphs are off (`watch`), a guarantee failed (`plan --check-guarantee`), or a captured bucket "
                           "failed verification (`capture`)",
     ExitCode.BAD_INPUT: "bad input or usage: one plain line `cpbcg: error: FILE:LINE: KEY: ...` of at most 300 characters, "
                         "no traceback, nothing half-written",
     ExitCode.CAPTURE_INCOMPLETE: "capture incomplete (`capture`): a bucket was skipped (memory estimate above free memory, out of "
                                  "memory, capture error, or another torchrun rank lost it); the manifest lists it under "
                                  "`skipped_buckets` and holds the rest; a verification failure (1) wins over 3",
-    ExitCode.ABORTED: "interrupted (Ctrl-C)",
+    ExitCode.ABORTED: "interrupted (Ctrl-C; `watch` instead ends its run there and exits by its gates)",
 }
 
 

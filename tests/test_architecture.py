@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cpbcg"
-COMMANDS = {"plan_cmd", "layout_cmd", "batches_cmd", "replay_check_cmd", "capture_cmd", "presets_cmd"}
+COMMANDS = {"plan_cmd", "layout_cmd", "batches_cmd", "replay_check_cmd", "capture_cmd", "presets_cmd", "watch_cmd"}
 
 
 def module_name(path: Path) -> str:
@@ -151,7 +151,7 @@ def test_no_planner_module_reads_an_input_file():
 
 def test_layers_point_down_between_packages():
     # cli -> api -> (check, capture, config, manifest, documents, notes) -> planner; never back up
-    order = ["cpbcg.cli", "cpbcg.api", "cpbcg.check", "cpbcg.graph_capture", "cpbcg.planner"]
+    order = ["cpbcg.cli", "cpbcg.api", "cpbcg.watch", "cpbcg.check", "cpbcg.graph_capture", "cpbcg.planner"]
     graph = _package_graph(FULL_GRAPH)
     for i, upper in enumerate(order):
         for lower in order[i + 1:]:

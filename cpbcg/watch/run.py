@@ -1,0 +1,77 @@
+"""`cpbcg watch` end to end: sources opened, the exporter started, the session run, all closed.
+
+`cpbcg.api.watch` is the door; it supplies how a server's settings become a deployment (the
+config, the log's settings, the command line: the same layers `plan` and `replay-check` use).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Callable, Sequence
+
+from cpbcg.errors import ConfigError
+from cpbcg.planner.arrays import FloatArray
+from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.planner.traces.text import is_stdin
+from cpbcg.watch.follow import FileFollower, StreamFollower
+from cpbcg.watch.session import Follower, Resolved, WatchOptions, WatchReport, WatchSession, WatchSnapshot
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:9400` for IPv6; port 0 = any free port) -> `(host, port)`. Raises `ConfigError`."""
+    host, sep, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"--serve-metrics {text[:80]!r}: expected HOST:PORT, e.g. 127.0.0.1:9400 (port 0: any free port)")
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ConfigError(f"--serve-metrics {text[:80]!r}: HOST must be an IP address or localhost") from None
+    return host, int(port)
+
+
+def followers_of(logs: Sequence[str]) -> list[Follower]:
+    """One follower per log (`-`: standard input, at most once). Raises `ConfigError`."""
+    if not logs:
+        raise ConfigError("watch: give one or more server logs (or - for standard input)")
+    if sum(1 for p in logs if is_stdin(p)) > 1 or len(set(logs)) != len(logs):
+        raise ConfigError("watch: each log (and - for standard input) can be followed once")
+    return [StreamFollower() if is_stdin(p) else FileFollower(str(p)) for p in logs]
+
+
+def watch_logs(logs: Sequence[str], resolve: Callable[[LogSettings], Resolved], options: WatchOptions, *,
+               metrics_urls: Sequence[str] = (), serve_metrics: str | None = None,
+               baseline: Callable[[Resolved], FloatArray | None] | None = None,
+               on_snapshot: Callable[[WatchSnapshot], None] | None = None, baseline_trace_is_stdin: bool = False,
+               note: Callable[[str], None] = lambda text: None) -> WatchReport:
+    """Follow `logs` (module doc). `metrics_urls` pair with `logs` in order. Raises `ConfigError`
+    for bad options, `TraceError` for an unreadable log, `OSError` for an address in use."""
+    if len(metrics_urls) > len(logs):
+        raise ConfigError(f"--metrics-url: {len(metrics_urls)} given for {len(logs)} logs (one per log, in order)")
+    for url in metrics_urls:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"--metrics-url {url[:80]!r}: expected http://HOST:PORT/metrics")
+    if baseline_trace_is_stdin:
+        raise ConfigError("--baseline-trace -: standard input is for a followed log; give the planned trace as a file")
+    address = parse_address(serve_metrics) if serve_metrics is not None else None
+    followers = followers_of(logs)
+    exporter = None
+    subscribers: list[Callable[[WatchSnapshot], None]] = []
+    try:
+        if address is not None:
+            from cpbcg.watch.exporter import Exporter
+
+            exporter = Exporter(*address)
+            subscribers.append(exporter.publish)
+            note(f"cpbcg: note: serving metrics at {exporter.url}")
+        if on_snapshot is not None:
+            subscribers.append(on_snapshot)
+        session = WatchSession(followers, resolve, options, metrics_urls=metrics_urls, subscribers=subscribers,
+                               baseline=baseline, note=note)
+        return session.run()
+    finally:
+        for f in followers:
+            f.close()
+        if exporter is not None:
+            exporter.close()

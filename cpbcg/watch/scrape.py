@@ -1,0 +1,90 @@
+"""SGLang's own Prometheus endpoint (`--enable-metrics`), read beside the log.
+
+Names and labels as SGLang 0.5.23 exports them (`observability/metrics_collector.py`):
+
+* `sglang:cuda_graph_passes_total{mode}`: forward passes by graph use; `mode` `prefill_cuda_graph`
+  or `prefill_none` for prefill forwards (`increment_prefill_cuda_graph_pass`, counted where the
+  `Prefill batch` line is printed), `decode_*` for decode;
+* `sglang:graph_memory_usage_gb{phase}`: graph memory per phase (`prefill`, `decode`, ...);
+* `sglang:startup_cuda_graph_time_seconds{phase}`: capture time per phase.
+
+Every series also carries the scheduler's labels (`model_name`, `engine_type`, `tp_rank`,
+`pp_rank`, `moe_ep_rank`, and `dp_rank` with attention DP). Copies of one count (several TP or PP
+ranks exporting the same forwards) are not added: per DP rank the largest is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PASSES = "sglang:cuda_graph_passes_total"
+MEMORY = "sglang:graph_memory_usage_gb"
+CAPTURE_TIME = "sglang:startup_cuda_graph_time_seconds"
+PREFILL_MODES = ("prefill_cuda_graph", "prefill_none")
+MAX_BYTES = 16 << 20
+"""Largest metrics page read (bytes)."""
+
+
+@dataclass(frozen=True)
+class SglangMetrics:
+    """One scrape of an SGLang metrics endpoint (module doc)."""
+
+    url: str
+    prefill_passes: dict[str, dict[str, float]] = field(default_factory=dict)
+    """`dp_rank` ('' without attention DP) -> `mode` (`prefill_cuda_graph`, `prefill_none`) -> passes."""
+    graph_memory_gb: dict[str, float] = field(default_factory=dict)
+    """`phase` -> graph memory (GB, as SGLang names it)."""
+    capture_s: dict[str, float] = field(default_factory=dict)
+    """`phase` -> capture time at start-up (s)."""
+
+    @property
+    def prefill_graph_passes(self) -> float:
+        return sum(modes.get("prefill_cuda_graph", 0.0) for modes in self.prefill_passes.values())
+
+    @property
+    def prefill_eager_passes(self) -> float:
+        return sum(modes.get("prefill_none", 0.0) for modes in self.prefill_passes.values())
+
+    def to_dict(self) -> dict[str, object]:
+        return {"url": self.url, "prefill_passes": self.prefill_passes, "prefill_graph_passes": self.prefill_graph_passes,
+                "prefill_eager_passes": self.prefill_eager_passes, "graph_memory_gb": self.graph_memory_gb, "capture_s": self.capture_s}
+
+
+def parse_metrics(text: str, url: str = "") -> SglangMetrics:
+    """The module doc's series out of a Prometheus text page. Raises `ValueError` on a malformed page."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    passes: dict[str, dict[str, float]] = {}
+    memory: dict[str, float] = {}
+    capture: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name == PASSES and labels.get("mode") in PREFILL_MODES:
+                modes = passes.setdefault(labels.get("dp_rank", ""), {})
+                modes[labels["mode"]] = max(modes.get(labels["mode"], 0.0), sample.value)
+            elif sample.name == MEMORY and "phase" in labels:
+                memory[labels["phase"]] = max(memory.get(labels["phase"], 0.0), sample.value)
+            elif sample.name == CAPTURE_TIME and "phase" in labels:
+                capture[labels["phase"]] = max(capture.get(labels["phase"], 0.0), sample.value)
+    return SglangMetrics(url, passes, memory, capture)
+
+
+def scrape(url: str, timeout_s: float = 2.0) -> SglangMetrics | str:
+    """One scrape of `url` (http or https), or why it failed (one line; never raises)."""
+    import urllib.error
+    import urllib.request
+
+    if not url.startswith(("http://", "https://")):
+        return f"{url}: not an http(s) URL"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 (checked above)
+            body = response.read(MAX_BYTES + 1)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return f"{url}: {getattr(exc, 'reason', None) or exc}"
+    if len(body) > MAX_BYTES:
+        return f"{url}: the page is larger than {MAX_BYTES >> 20} MiB"
+    try:
+        return parse_metrics(body.decode("utf-8", "replace"), url)
+    except ValueError as exc:
+        return f"{url}: not a Prometheus text page ({exc})"

@@ -1,0 +1,453 @@
+"""The `cpbcg watch` loop: follow the sources, tally, judge rolling windows, gate, publish.
+
+Per server (one log): every forward read is tallied since the start of the run (`RunTally`: the
+numbers `plan` prints for the finished log) and kept in a bounded ring (`ForwardRing`); every
+`interval_s` the windows are judged (`window_stats`) over the last `window_forwards` forwards and
+over the last `window_seconds` seconds, for the server and for each attention-DP rank, and a
+`WatchSnapshot` goes to the subscribers (live view, JSON lines, the exporter). Every
+`recommend_every_s` (and at the end) the optimiser fits a list to the forwards window
+(`window_gain`).
+
+Gates (`cpbcg.check.gates.check_gates`, replay-check's) are checked over the whole run at the end
+and over every full forwards window, one every `gate_step` forwards (the window ending at forward
+`W`, `W + step`, ...: the same windows whatever the reading speed); the worst window per gate is
+reported. A server whose start-up output says its prefill graphs are off (resolved disabled, no
+prefill capture line, a capture line with 0 buckets) is refused: one line, the run fails, and the
+server is no longer followed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable, Protocol, Sequence
+
+from cpbcg.check.gates import GateResult, Gates, check_gates
+from cpbcg.planner.arrays import FloatArray
+from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.evaluate import Evaluation
+from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.observed import ObservedComparison
+from cpbcg.planner.traces.records import ObservedForwards
+from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.planner.window import ForwardRing, RunTally, WindowGain, WindowStats, take, window_gain, window_stats
+from cpbcg.watch.scrape import SglangMetrics, scrape
+from cpbcg.watch.sglang_lines import LogLines
+
+
+class Follower(Protocol):
+    name: str
+    rotations: int
+    truncations: int
+    eof: bool
+
+    def poll(self) -> list[tuple[int, bytes]]: ...
+
+    def finish(self) -> list[tuple[int, bytes]]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How `cpbcg watch` runs (every field has the CLI's default)."""
+
+    window_forwards: int = 10_000
+    """Forwards in the forwards window (per server)."""
+    window_seconds: float = 60.0
+    """Seconds in the time window."""
+    ring_forwards: int = 131_072
+    """Forwards kept per server (bounds memory: 72 bytes each); the time window holds at most these."""
+    gate_step: int | None = None
+    """Forwards between two gated windows; None = a quarter window."""
+    interval_s: float = 1.0
+    """Seconds between two snapshots (live view, JSON lines, exporter gauges, scrapes)."""
+    recommend_every_s: float = 60.0
+    """Seconds between two list fits on the forwards window; 0 = only at the end."""
+    duration_s: float | None = None
+    """Stop after this many seconds (None: no limit)."""
+    max_forwards: int | None = None
+    """Stop after this many forwards, all servers together (None: no limit)."""
+    poll_s: float = 0.05
+    """Idle wait between two reads (s)."""
+
+    @property
+    def step(self) -> int:
+        return self.gate_step or max(1, self.window_forwards // 4)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a server runs: the deployment from the config, its log's settings and the command line."""
+
+    deployment: Deployment
+    gates: Gates
+    table: BucketTable
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RankView:
+    """One attention-DP rank since the start of the run."""
+
+    dp_rank: int
+    forwards: int
+    """Distinct prefill forwards read."""
+    tokens: int
+    verdict_forwards: int
+    """Of them, with a printed verdict (`cuda graph: True|False`)."""
+    graph_forwards: int
+    """The server ran them in graphs (`cuda graph: True`)."""
+    graph_tokens: int
+    model_graph_forwards: int
+    """The model replays them in graphs (at their worst case)."""
+    padded_tokens: int
+    """Padding the model's replays add (tokens)."""
+    eager: dict[str, int]
+    """The model's eager forwards by reason."""
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """One server (log) in a snapshot."""
+
+    name: str
+    forwards: int
+    evaluation: Evaluation | None
+    """The run so far, as `plan` tallies it (None before the settings resolved)."""
+    observed: ObservedComparison | None
+    ranks: tuple[RankView, ...]
+    windows: dict[str, dict[str, WindowStats]]
+    """`forwards` / `time` -> `all` or the DP rank -> the window judged."""
+    gain: WindowGain | str | None
+    """The last fit on the forwards window, why none was made, or None before the first."""
+    metrics: SglangMetrics | None
+    metrics_error: str | None
+    metrics_errors: int
+    rotations: int
+    truncations: int
+    records: int
+    folded_copies: int
+    unreadable: int
+    nonprefill: int
+    refusal: str | None
+    buckets: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "server": self.name, "forwards": self.forwards, "buckets": list(self.buckets),
+            "totals": None if self.evaluation is None else self.evaluation.to_dict(),
+            "observed": None if self.observed is None else self.observed.to_dict(),
+            "ranks": [r.to_dict() for r in self.ranks],
+            "windows": {kind: {key: w.to_dict() for key, w in per.items()} for kind, per in self.windows.items()},
+            "recommended": self.gain.to_dict() if isinstance(self.gain, WindowGain) else None,
+            "recommended_note": self.gain if isinstance(self.gain, str) else None,
+            "sglang_metrics": None if self.metrics is None else self.metrics.to_dict(), "sglang_metrics_error": self.metrics_error,
+            "sglang_metrics_errors": self.metrics_errors,
+            "log": {"rotations": self.rotations, "truncations": self.truncations, "records": self.records,
+                    "folded_copies": self.folded_copies, "unreadable": self.unreadable, "nonprefill": self.nonprefill},
+            "refusal": self.refusal,
+        }
+
+
+@dataclass(frozen=True)
+class WatchSnapshot:
+    """Every server at one moment."""
+
+    elapsed_s: float
+    forwards: int
+    """Forwards read, all servers."""
+    servers: tuple[ServerView, ...]
+    final: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {"type": "final" if self.final else "snapshot", "elapsed_s": round(self.elapsed_s, 3), "forwards": self.forwards,
+                "servers": [s.to_dict() for s in self.servers]}
+
+
+@dataclass(frozen=True)
+class WatchReport:
+    """What a `cpbcg watch` run found: the last snapshot, the gates and the refusals."""
+
+    snapshot: WatchSnapshot
+    gates: tuple[GateResult, ...]
+    refusals: tuple[str, ...]
+    """One line per refused server: prefill graphs off, or no forward read where gates were set."""
+    stopped_by: str
+    """`duration`, `max-forwards`, `end of input`, `interrupted` or `refused`."""
+    unchecked: tuple[str, ...] = ()
+    """Window gates not checked (no full window), one line each."""
+    notes: tuple[str, ...] = ()
+    """What the reader skipped, per log (one line each)."""
+
+    @property
+    def passed(self) -> bool:
+        return not self.refusals and all(g.passed for g in self.gates)
+
+    def to_dict(self) -> dict[str, object]:
+        return {**self.snapshot.to_dict(), "type": "result", "stopped_by": self.stopped_by, "passed": self.passed,
+                "refusals": list(self.refusals), "gates": [g.to_dict() for g in self.gates], "unchecked": list(self.unchecked),
+                "notes": list(self.notes)}
+
+
+@dataclass
+class _Server:
+    follower: Follower
+    metrics_url: str | None
+    lines: LogLines = field(init=False)
+    resolved: Resolved | None = None
+    run: RunTally | None = None
+    ring: ForwardRing | None = None
+    refusal: str | None = None
+    next_gate: int = 0
+    worst: dict[str, GateResult] = field(default_factory=dict)
+    windows_gated: int = 0
+    gain: WindowGain | str | None = None
+    metrics: SglangMetrics | None = None
+    metrics_error: str | None = None
+    metrics_errors: int = 0
+
+    def __post_init__(self) -> None:
+        self.lines = LogLines(self.follower.name)
+
+    @property
+    def done(self) -> bool:
+        return self.refusal is not None or self.follower.eof
+
+
+def refusal_of(settings: LogSettings, lines: LogLines, forwards_began: bool = True) -> str | None:
+    """Why a server's prefill graphs are off by its start-up output, or None: resolved disabled,
+    a capture line with 0 buckets, or a settings dump with no prefill capture line before the first
+    `Prefill batch` (a log without start-up output is not judged; nor a missing capture line while
+    `forwards_began` is False: a server still starting)."""
+    where = f"{settings.path}:{settings.args_line}" if settings.args_line else settings.path
+    if settings.prefill_graphs is False:
+        keys = ("disable_cuda_graph", "disable_prefill_cuda_graph", "disable_piecewise_cuda_graph", "enable_piecewise_cuda_graph",
+                "cuda_graph_backend_prefill", "cuda_graph_config")
+        said = ", ".join(f"{k}={settings.server_args[k]!r}" for k in keys if k in settings.server_args)[:300]
+        return f"{where}: prefill graphs resolved disabled ({said or 'the start-up settings'}): every prefill forward runs eagerly"
+    if lines.zero_buckets_line:
+        return f"{settings.path}:{lines.zero_buckets_line}: the prefill capture line lists 0 buckets: every prefill forward runs eagerly"
+    if forwards_began and settings.args_line and not settings.captured and settings.capture is None:
+        return (f"{where}: no prefill capture line before the first Prefill batch: the server captured no prefill graph "
+                "(every prefill forward runs eagerly)")
+    return None
+
+
+class WatchSession:
+    """Follow `followers` (one server each; `metrics_urls` aligned, None for none) until a stop
+    condition (`WatchOptions`), the end of every input, or `KeyboardInterrupt`.
+
+    `resolve(settings)` gives the deployment, gates and table of a server once its start-up
+    settings are read (raises `ConfigError` for bad settings); `subscribers` receive every
+    snapshot; `baseline(resolved)` (`size_histogram` of the planned trace over the server's list,
+    read once per server) turns on drift; `clock` is `time.monotonic` (tests may pass another)."""
+
+    def __init__(self, followers: Sequence[Follower], resolve: Callable[[LogSettings], Resolved], options: WatchOptions = WatchOptions(),
+                 *, metrics_urls: Sequence[str | None] = (), subscribers: Sequence[Callable[[WatchSnapshot], None]] = (),
+                 baseline: Callable[[Resolved], FloatArray | None] | None = None, note: Callable[[str], None] = lambda text: None,
+                 clock: Callable[[], float] = time.monotonic):
+        urls = list(metrics_urls) + [None] * (len(followers) - len(metrics_urls))
+        self.servers = [_Server(f, u) for f, u in zip(followers, urls)]
+        self.resolve, self.options, self.subscribers = resolve, options, list(subscribers)
+        self.baseline_of, self.note, self.clock = baseline, note, clock
+        self._baselines: dict[int, FloatArray | None] = {}
+        self.forwards = 0
+        self.start = clock()
+
+    # -- reading -------------------------------------------------------------------------------
+    def run(self) -> WatchReport:
+        o = self.options
+        stopped_by = "end of input"
+        next_tick = self.start + o.interval_s
+        next_fit = self.start + o.recommend_every_s if o.recommend_every_s > 0 else float("inf")
+        try:
+            while True:
+                now = self.clock()
+                if o.duration_s is not None and now - self.start >= o.duration_s:
+                    stopped_by = "duration"
+                    break
+                busy = False
+                for server in self.servers:
+                    if not server.done:
+                        for first, blob in server.follower.poll():
+                            busy = True
+                            self._feed(server, first, blob, now)
+                            if self._limit_reached():
+                                break
+                    if self._limit_reached():
+                        break
+                if self._limit_reached():
+                    stopped_by = "max-forwards"
+                    break
+                if all(s.done for s in self.servers):
+                    stopped_by = "refused" if all(s.refusal for s in self.servers) else "end of input"
+                    break
+                now = self.clock()
+                if now >= next_tick:
+                    if now >= next_fit:
+                        self._fit_all()
+                        next_fit = now + o.recommend_every_s
+                    self._tick(now, final=False)
+                    next_tick = now + o.interval_s
+                if not busy:
+                    time.sleep(o.poll_s)
+        except KeyboardInterrupt:
+            stopped_by = "interrupted"
+        for server in self.servers:
+            if not server.done:
+                for first, blob in server.follower.finish():
+                    self._feed(server, first, blob, self.clock())
+            server.follower.close()
+        return self._report(stopped_by)
+
+    def _limit_reached(self) -> bool:
+        return self.options.max_forwards is not None and self.forwards >= self.options.max_forwards
+
+    def _feed(self, server: _Server, first: int, blob: bytes, now: float) -> None:
+        if server.refusal is not None:
+            return
+        chunk = server.lines.feed(first, blob)
+        if server.resolved is None and server.lines.settings is not None:
+            self._resolve(server)
+        if chunk is None or server.refusal is not None or server.resolved is None:
+            return
+        limit = self.options.max_forwards
+        if limit is not None and self.forwards + chunk.num_forwards > limit:
+            chunk = take(chunk, slice(0, max(0, limit - self.forwards)))
+        self._add(server, chunk, now)
+
+    def _resolve(self, server: _Server, forwards_began: bool = True) -> None:
+        settings = server.lines.resolve()
+        server.refusal = refusal_of(settings, server.lines, forwards_began)
+        if server.refusal is not None:  # judged before the settings are: a refused server's may not even load
+            return
+        resolved = self.resolve(settings)
+        server.resolved = resolved
+        for line in resolved.notes:
+            self.note(line)
+        server.run = RunTally(resolved.deployment, resolved.table, settings)
+        server.ring = ForwardRing(max(self.options.ring_forwards, self.options.window_forwards))
+        server.next_gate = self.options.window_forwards
+
+    def _add(self, server: _Server, chunk: ObservedForwards, now: float) -> None:
+        """Tally `chunk`, cut at the gated windows' ends so every gated window is the same whatever the reads."""
+        assert server.run is not None and server.ring is not None
+        done = 0
+        while done < chunk.num_forwards:
+            upto = min(chunk.num_forwards, done + server.next_gate - server.ring.total)
+            piece = chunk if done == 0 and upto == chunk.num_forwards else take(chunk, slice(done, upto))
+            server.run.add(piece)
+            server.ring.add(piece, now)
+            self.forwards += piece.num_forwards
+            done = upto
+            if server.ring.total == server.next_gate:
+                self._gate_window(server)
+                server.next_gate += self.options.step
+
+    # -- judging -------------------------------------------------------------------------------
+    def _baseline(self, resolved: Resolved) -> FloatArray | None:
+        if self.baseline_of is None:
+            return None
+        if id(resolved) not in self._baselines:
+            self._baselines[id(resolved)] = self.baseline_of(resolved)
+        return self._baselines[id(resolved)]
+
+    def _window(self, server: _Server, window: ObservedForwards) -> WindowStats:
+        assert server.resolved is not None
+        r = server.resolved
+        return window_stats(window, r.deployment, r.table, server.lines.settings, self._baseline(r))
+
+    def _gate_window(self, server: _Server) -> None:
+        assert server.resolved is not None and server.ring is not None
+        stats = self._window(server, server.ring.last(self.options.window_forwards))
+        gates = server.resolved.gates
+        if stats.observed is None:
+            gates = replace(gates, min_observed_coverage=None)
+        server.windows_gated += 1
+        for g in check_gates(stats.evaluation, gates, stats.observed):
+            g = replace(g, name=f"window.{g.name}", detail=f"{self.options.window_forwards:,}-forward window, lines "
+                        f"{stats.first_line}-{stats.last_line} of {server.follower.name}")
+            old = server.worst.get(g.name)
+            if old is None or (g.measured < old.measured if g.comparison == ">=" else g.measured > old.measured):
+                server.worst[g.name] = g
+
+    def _fit_all(self) -> None:
+        for server in self.servers:
+            if server.resolved is not None and server.ring is not None and server.refusal is None and len(server.ring):
+                r = server.resolved
+                server.gain = window_gain(server.ring.last(self.options.window_forwards), r.deployment, r.table)
+
+    def _scrape_all(self) -> None:
+        for server in self.servers:
+            if server.metrics_url is not None:
+                got = scrape(server.metrics_url)
+                if isinstance(got, str):
+                    server.metrics_error, server.metrics_errors = got, server.metrics_errors + 1
+                else:
+                    server.metrics, server.metrics_error = got, None
+
+    def _tick(self, now: float, final: bool) -> WatchSnapshot:
+        self._scrape_all()
+        snap = WatchSnapshot(now - self.start, self.forwards, tuple(self._view(s, now) for s in self.servers), final)
+        for subscriber in self.subscribers:
+            subscriber(snap)
+        return snap
+
+    def _view(self, server: _Server, now: float) -> ServerView:
+        s = server.lines.summary
+        windows: dict[str, dict[str, WindowStats]] = {}
+        ranks: tuple[RankView, ...] = ()
+        evaluation = observed = None
+        if server.run is not None and server.ring is not None and server.resolved is not None:
+            evaluation = server.run.evaluation()
+            observed = server.run.observed(s.graph_label)
+            by_dp = {r.dp_rank: r for r in observed.ranks} if observed is not None else {}
+            ranks = tuple(RankView(dp, ev.batches, ev.tokens, by_dp[dp].forwards if dp in by_dp else 0,
+                                   by_dp[dp].graph_forwards if dp in by_dp else 0, by_dp[dp].graph_tokens if dp in by_dp else 0,
+                                   ev.graph_batches, ev.padded_tokens, {k: v for k, v in ev.eager.items() if v})
+                          for dp, ev in server.run.rank_evaluations().items())
+            for kind, window in (("forwards", server.ring.last(self.options.window_forwards)),
+                                 ("time", server.ring.since(now - self.options.window_seconds))):
+                per = {"all": self._window(server, window)}
+                if len(ranks) > 1:
+                    for rank in ranks:
+                        per[str(rank.dp_rank)] = self._window(server, take(window, window.dp_rank == rank.dp_rank))
+                windows[kind] = per
+        return ServerView(server.follower.name, 0 if server.run is None else server.run.forwards, evaluation, observed, ranks, windows,
+                          server.gain, server.metrics, server.metrics_error, server.metrics_errors, server.follower.rotations,
+                          server.follower.truncations, s.records, s.folded_copies, s.unreadable, s.nonprefill, server.refusal,
+                          () if server.resolved is None else tuple(server.resolved.table.capture_num_tokens.tolist()))
+
+    def _nothing_read(self, server: _Server) -> None:
+        """A server that printed no readable `Prefill batch` line: refused when it has gates to check
+        (a canary must not pass on a server that served nothing, or logs below INFO)."""
+        if server.resolved is None:
+            self._resolve(server, forwards_began=server.lines.settings is not None)
+        if server.resolved is not None and server.resolved.gates != Gates():
+            server.refusal = (f"{server.follower.name}: no readable Prefill batch line in {self.clock() - self.start:.0f} s "
+                              "(a server that served no prefill, or logs below INFO): the gates had nothing to check")
+
+    def _report(self, stopped_by: str) -> WatchReport:
+        self._fit_all()
+        snap = self._tick(self.clock(), final=True)
+        gates: list[GateResult] = []
+        unchecked: list[str] = []
+        many = len(self.servers) > 1
+        for server, view in zip(self.servers, snap.servers):
+            if server.refusal is None and (server.run is None or not server.run.forwards):
+                self._nothing_read(server)
+            if server.resolved is None or view.evaluation is None or server.refusal is not None or not view.forwards:
+                continue
+            for g in check_gates(view.evaluation, server.resolved.gates, view.observed):
+                gates.append(replace(g, metric=f"{g.metric} of {server.follower.name}") if many else g)
+            gates += list(server.worst.values())
+            if not server.windows_gated and server.resolved.gates != Gates():
+                unchecked.append(f"{server.follower.name}: {server.run.forwards if server.run else 0:,} forwards, fewer than one "
+                                 f"{self.options.window_forwards:,}-forward window: the window gates were not checked")
+        refusals = tuple(s.refusal for s in self.servers if s.refusal is not None)
+        notes = tuple(line for s in self.servers if (line := s.lines.summary.skipped_note(s.follower.name)) is not None)
+        return WatchReport(snap, tuple(gates), refusals, stopped_by, tuple(unchecked), notes)

@@ -1,0 +1,463 @@
+"""`cpbcg watch` with real parts: a writer process appending log lines at a rate, rotation and
+truncation on real files, standard input, a real HTTP scrape of the exporter and a stub SGLang
+metrics endpoint on 127.0.0.1 (ephemeral ports). Every loop is bounded in count and time."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
+
+from cpbcg import api
+from cpbcg.cli import app
+from cpbcg.planner.traces.sglang_log import LogReader
+from cpbcg.planner.window import ForwardRing, size_histogram, take, total_variation
+from cpbcg.watch.follow import FileFollower, StreamFollower
+from cpbcg.watch.scrape import parse_metrics
+from sglang_log_fixtures import default_buckets, prefill_line, startup_lines, write_log
+
+ROOT = Path(__file__).resolve().parents[1]
+WRITER = ROOT / "tests" / "watch_writer.py"
+PINNED = ["--page-size", "1", "--chunked-prefill-size", "8192"]
+"""Settings the synthetic logs state too (pinned: the defaults move with issue 29)."""
+OVERRIDES = {"scheduler.page_size": 1, "scheduler.chunked_prefill_size": 8192}
+LIMIT_S = 60.0
+"""No test waits longer than this for a writer (every session also has a --duration cap)."""
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def wide(monkeypatch):
+    monkeypatch.setenv("CPBCG_WIDTH", "200")
+
+
+def writer(path: Path, forwards: int, rate: float = 2000.0, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(WRITER), str(path), "--forwards", str(forwards), "--rate", str(rate), *extra])
+
+
+def options(**kw) -> api.WatchOptions:
+    return api.watch_options(**{"interval_s": 0.2, "recommend_every_s": 0.0, "duration_s": LIMIT_S, "poll_s": 0.02, **kw})
+
+
+def plan_json(path: Path) -> dict:
+    result = runner.invoke(app, ["plan", "--trace", str(path), "--format", "json", "--no-recommend", *PINNED])
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout)
+
+
+def lines_log(tmp_path: Path, graphs: list[bool], name: str = "server.log", sizes: list[int] | None = None, **startup) -> Path:
+    sizes = sizes or [1000 + 7 * i for i in range(len(graphs))]
+    return write_log(tmp_path / name, startup_lines(**startup) + "".join(prefill_line(n, 2, graph=g) for n, g in zip(sizes, graphs)))
+
+
+# -- following files and streams -------------------------------------------------------------
+
+
+def test_a_file_followed_through_rotation_and_truncation(tmp_path):
+    path = tmp_path / "server.log"
+    path.write_text("a\nb\npart")
+    f = FileFollower(str(path))
+    assert f.poll() == [(1, b"a\nb\n")]  # the partial line waits for its newline
+    with open(path, "a") as h:
+        h.write("ial\nc\n")
+    assert f.poll() == [(3, b"partial\nc\n")]
+    # logrotate (create): the old file gains a last line after the rename; the new file starts over at line 1
+    os.replace(path, tmp_path / "server.log.1")
+    with open(tmp_path / "server.log.1", "a") as h:
+        h.write("d\n")
+    assert f.poll() == [(5, b"d\n")]
+    path.write_text("e\nf\n")
+    got = f.poll() + f.poll()
+    assert got == [(1, b"e\nf\n")] and f.rotations == 1
+    # copytruncate: the file shrinks under the reader, which starts it again
+    with open(path, "r+") as h:
+        h.truncate(0)
+    path.write_text("g\n")
+    assert f.poll() == [(1, b"g\n")] and f.truncations == 1
+    assert f.poll() == []
+    f.close()
+
+
+def test_a_missing_file_is_waited_for(tmp_path):
+    path = tmp_path / "later.log"
+    f = FileFollower(str(path))
+    assert f.poll() == []
+    path.write_text("x\n")
+    assert f.poll() == [(1, b"x\n")]
+    f.close()
+
+
+def test_a_stream_ends_at_its_end_with_its_partial_last_line():
+    read, write = os.pipe()
+    os.write(write, b"one\ntw")
+    stream = StreamFollower(os.fdopen(read, "rb"), "<pipe>")
+    assert stream.poll(timeout=1.0) == [(1, b"one\n")]
+    os.write(write, b"o")
+    os.close(write)
+    got: list = []
+    for _ in range(50):  # bounded: the end arrives within a few polls
+        got += stream.poll(timeout=0.1)
+        if stream.eof:
+            break
+    assert got == [(2, b"two")] and stream.eof
+
+
+# -- the pure parts ------------------------------------------------------------------------------
+
+
+def test_the_ring_holds_the_last_forwards_only():
+    ring = ForwardRing(1000)
+    reader = LogReader(str(ROOT / "tests" / "assets" / "traces" / "sglang-server.log"))
+    chunk = next(iter(reader))
+    for i in range(300):  # 1,200 forwards into a ring of 1,000
+        ring.add(chunk, float(i))
+    assert len(ring) == 1000 and ring.total == 300 * chunk.num_forwards
+    last = ring.last(6)
+    assert last.num_tokens.tolist() == (chunk.num_tokens.tolist() * 2)[-6:]
+    assert ring.since(299.0).num_forwards == chunk.num_forwards
+    assert ring.since(0.0).num_forwards == 1000  # the ring bounds the time window too
+    assert take(chunk, slice(1, 3)).num_requests.tolist() == chunk.num_requests[1:3].tolist()
+
+
+def test_drift_is_the_total_variation_distance_over_the_buckets():
+    buckets = [4, 8, 16]
+    a = size_histogram(np.array([1, 5, 9, 17]), np.ones(4), buckets)
+    assert a.tolist() == [1.0, 1.0, 1.0, 1.0]  # (0,4], (4,8], (8,16], above 16
+    assert total_variation(a, a) == 0.0
+    assert total_variation(size_histogram(np.array([1, 2]), np.ones(2), buckets), size_histogram(np.array([20]), np.ones(1), buckets)) == 1.0
+    assert total_variation(a, size_histogram(np.array([3]), np.ones(1), buckets)) == pytest.approx(0.75)
+    assert total_variation(a, np.zeros(4)) is None
+
+
+# -- whole runs ----------------------------------------------------------------------------------
+
+
+def test_a_growing_log_gives_the_totals_plan_gives_on_the_finished_file(tmp_path):
+    path = tmp_path / "server.log"
+    proc = writer(path, 3000, 3000.0, "--seed", "7")
+    try:
+        report = api.watch([str(path)], None, OVERRIDES, options(max_forwards=3000, window_forwards=500))
+    finally:
+        proc.wait(timeout=LIMIT_S)
+    assert report.stopped_by == "max-forwards"
+    server = report.snapshot.servers[0]
+    planned = plan_json(path)
+    ev = server.evaluation
+    assert ev is not None and ev.batches == planned["batches"] == 3000
+    for key in ("graph_batches", "tokens", "graph_tokens", "padded_tokens", "eager"):
+        assert getattr(ev, key) == planned[key], key
+    assert server.observed is not None
+    assert (server.observed.forwards, server.observed.graph_forwards, server.observed.unexplained_eager) == (
+        planned["observed"]["forwards"], planned["observed"]["graph_forwards"], planned["observed"]["unexplained_eager"])
+    assert 0 < server.observed.graph_forwards < 3000
+    window = server.windows["forwards"]["all"]
+    assert window.forwards == 500 and window.last_line == 6 + 3000  # header, 5 start-up lines, 3,000 forwards
+
+
+def test_a_rotated_log_is_followed_across_the_rotation(tmp_path):
+    path = tmp_path / "server.log"
+    proc = writer(path, 1000, 2000.0, "--rotate-at", "400")
+    try:
+        report = api.watch([str(path)], None, OVERRIDES, options(max_forwards=1000))
+    finally:
+        proc.wait(timeout=LIMIT_S)
+    server = report.snapshot.servers[0]
+    assert (server.forwards, server.rotations) == (1000, 1)
+    assert (tmp_path / "server.log.1").read_text().count("Prefill batch") == 400
+
+
+def test_standard_input_is_read_to_its_end(tmp_path):
+    log = lines_log(tmp_path, [True, False, True, True])
+    out = subprocess.run([sys.executable, "-m", "cpbcg", "watch", "-", "--format", "json", "--duration", "60", *PINNED],
+                         stdin=open(log, "rb"), capture_output=True, timeout=LIMIT_S, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    result = orjson.loads(out.stdout.splitlines()[-1])
+    assert result["type"] == "result" and result["stopped_by"] == "end of input"
+    server = result["servers"][0]
+    assert server["server"] == "<stdin>" and server["forwards"] == 4
+    assert server["observed"]["graph_forwards"] == 3
+    assert server["buckets"] == default_buckets(8192)  # the capture line read from the stream, as plan reads it
+
+
+# -- gates and refusals --------------------------------------------------------------------------
+
+
+def canary(log: Path, *extra: str):
+    return runner.invoke(app, ["watch", str(log), "--duration", "60", "--min-observed-coverage", "0.6", "--window-forwards", "100",
+                               "--gate-step", "50", "--interval", "0.2", *PINNED, *extra])
+
+
+def test_a_canary_fails_on_a_window_below_its_gate_and_passes_above(tmp_path):
+    # 400 forwards in graphs, then 100 eager: the whole run is at 80% (passes 60%), the last window at 0%
+    bad = lines_log(tmp_path, [True] * 400 + [False] * 100, "bad.log")
+    result = canary(bad, "--max-forwards", "500")
+    assert result.exit_code == 1, result.output
+    assert "window.min_observed_coverage: observed cuda graph coverage 0.00% is below the minimum 60.00%" in result.stderr
+    assert "lines 407-506 of" in result.stderr  # the failing window, named by its lines
+    # the same with 40 eager forwards per 100 in every window: 60% everywhere, passes
+    good = lines_log(tmp_path, ([True] * 60 + [False] * 40) * 5, "good.log")
+    result = canary(good, "--max-forwards", "500")
+    assert result.exit_code == 0, result.output
+    assert "passed all 2 gates" in result.stderr
+
+
+def test_a_window_gate_on_a_run_shorter_than_a_window_says_it_was_not_checked(tmp_path):
+    result = canary(lines_log(tmp_path, [True] * 30), "--max-forwards", "30")
+    assert result.exit_code == 0
+    assert "fewer than one 100-forward window: the window gates were not checked" in result.stderr
+
+
+@pytest.mark.parametrize("startup, expected", [
+    ({"capture": False}, "no prefill capture line before the first Prefill batch"),
+    ({"max_bs": 2}, "the prefill capture line lists 0 buckets"),
+])
+def test_a_server_without_prefill_graphs_is_refused_in_one_line(tmp_path, startup, expected):
+    log = lines_log(tmp_path, [False] * 5, **startup)
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", *PINNED])
+    assert result.exit_code == 1, result.output
+    failed = [line for line in result.stderr.splitlines() if line.startswith("watch: FAILED:")]
+    assert len(failed) == 1 and expected in failed[0]
+
+
+def test_prefill_graphs_resolved_disabled_are_refused(tmp_path):
+    text = startup_lines().replace("'disable_cuda_graph': False", "'disable_cuda_graph': True")
+    log = write_log(tmp_path / "off.log", text + prefill_line(100, 1, graph=False))
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--format", "json", *PINNED])
+    assert result.exit_code == 1
+    final = orjson.loads(result.stdout.splitlines()[-1])
+    assert final["stopped_by"] == "refused" and "prefill graphs resolved disabled (disable_cuda_graph=True" in final["refusals"][0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--serve-metrics", "nowhere"], "--serve-metrics 'nowhere': expected HOST:PORT"),
+    (["--serve-metrics", "example.com:80"], "HOST must be an IP address or localhost"),
+    (["--metrics-url", "ftp://x"], "--metrics-url 'ftp://x': expected http://HOST:PORT/metrics"),
+    (["--baseline-trace", "missing.jsonl"], "--baseline-trace missing.jsonl: no such file"),
+    (["--baseline-trace", "-"], "--baseline-trace -: standard input is for a followed log"),
+])
+def test_bad_options_are_one_line_and_exit_2(tmp_path, args, message):
+    result = runner.invoke(app, ["watch", str(lines_log(tmp_path, [True])), "--duration", "5", *args])
+    assert result.exit_code == 2 and message in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+# -- the exporter and SGLang's endpoint ----------------------------------------------------------
+
+SGLANG_PAGE = """# HELP sglang:cuda_graph_passes_total Total number of forward passes categorized by CUDA graph.
+# TYPE sglang:cuda_graph_passes_total counter
+sglang:cuda_graph_passes_total{engine_type="unified",model_name="org/model",moe_ep_rank="0",pp_rank="0",tp_rank="0",mode="prefill_cuda_graph"} 3.0
+sglang:cuda_graph_passes_total{engine_type="unified",model_name="org/model",moe_ep_rank="0",pp_rank="0",tp_rank="0",mode="prefill_none"} 1.0
+sglang:cuda_graph_passes_total{engine_type="unified",model_name="org/model",moe_ep_rank="0",pp_rank="0",tp_rank="0",mode="decode_cuda_graph"} 90.0
+# HELP sglang:graph_memory_usage_gb Memory used by captured device graphs in GB.
+# TYPE sglang:graph_memory_usage_gb gauge
+sglang:graph_memory_usage_gb{engine_type="unified",model_name="org/model",moe_ep_rank="0",pp_rank="0",tp_rank="0",phase="prefill"} 2.5
+sglang:graph_memory_usage_gb{engine_type="unified",model_name="org/model",moe_ep_rank="0",pp_rank="0",tp_rank="0",phase="decode"} 0.75
+# HELP sglang:startup_cuda_graph_time_seconds CUDA graph capture duration by phase in seconds.
+# TYPE sglang:startup_cuda_graph_time_seconds gauge
+sglang:startup_cuda_graph_time_seconds{engine_type="unified",model_name="org/model",moe_ep_rank="0",pp_rank="0",tp_rank="0",phase="prefill"} 31.5
+"""
+
+
+class _Stub(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        body = SGLANG_PAGE.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def sglang_endpoint():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    server.shutdown()
+    server.server_close()
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_the_sglang_page_is_read_by_its_0_5_23_names():
+    m = parse_metrics(SGLANG_PAGE, "u")
+    assert m.prefill_passes == {"": {"prefill_cuda_graph": 3.0, "prefill_none": 1.0}}  # decode passes left out
+    assert (m.graph_memory_gb, m.capture_s) == ({"prefill": 2.5, "decode": 0.75}, {"prefill": 31.5})
+
+
+def test_the_exporter_serves_the_documented_metrics_over_http(tmp_path, sglang_endpoint):
+    log = lines_log(tmp_path, [True, True, False, True, False], sizes=[100, 200, 9000, 300, 400])
+    notes: list[str] = []
+    scraped: list[dict] = []
+
+    def on_snapshot(snap):
+        if snap.final:  # the exporter has this snapshot already (it subscribes first)
+            url = next(n for n in notes if "serving metrics at" in n).rsplit(" ", 1)[1]
+            assert url.startswith("http://127.0.0.1:")
+            scraped.append(scrape(url))
+
+    report = api.watch([str(log)], None, OVERRIDES, options(max_forwards=5), metrics_urls=[sglang_endpoint],
+                       serve_metrics="127.0.0.1:0", on_snapshot=on_snapshot, note=notes.append)
+    assert report.passed and report.snapshot.servers[0].metrics is not None
+    got = scraped[0]
+    s = (("dp_rank", "0"), ("server", str(log)))
+    assert got[("cpbcg_prefill_forwards_total", s)] == 5
+    assert got[("cpbcg_prefill_verdict_forwards_total", s)] == 5
+    assert got[("cpbcg_prefill_graph_forwards_total", s)] == 3
+    assert got[("cpbcg_prefill_model_graph_forwards_total", s)] == 4  # 9000 is above the largest bucket, 400 the server ran eagerly
+    assert got[("cpbcg_prefill_eager_forwards_total", (("dp_rank", "0"), ("reason", "above_largest_bucket"), ("server", str(log))))] == 1
+    assert got[("cpbcg_prefill_tokens_total", s)] == 10000
+    assert got[("cpbcg_window_observed_coverage_ratio", (("dp_rank", "all"), ("server", str(log)), ("window", "forwards")))] == 0.6
+    assert got[("cpbcg_window_model_coverage_ratio", (("dp_rank", "all"), ("server", str(log)), ("window", "forwards")))] == 0.8
+    assert got[("cpbcg_prefill_graphs_refused", (("server", str(log)),))] == 0
+    assert got[("cpbcg_sglang_prefill_passes_total", (("dp_rank", "0"), ("mode", "prefill_cuda_graph"), ("server", str(log))))] == 3
+    assert got[("cpbcg_sglang_graph_memory_gb", (("phase", "prefill"), ("server", str(log))))] == 2.5
+    assert got[("cpbcg_sglang_startup_graph_seconds", (("phase", "prefill"), ("server", str(log))))] == 31.5
+    assert got[("cpbcg_window_recommended_coverage_gain_ratio", (("server", str(log)),))] == pytest.approx(0.2)
+
+
+def test_the_cli_exporter_is_scraped_while_it_runs(tmp_path):
+    path = tmp_path / "server.log"
+    proc = writer(path, 100000, 200.0)
+    watch = subprocess.Popen([sys.executable, "-m", "cpbcg", "watch", str(path), "--serve-metrics", "127.0.0.1:0", "--duration", "20",
+                              "--interval", "0.2", "--recommend-every", "0", "--format", "json", *PINNED],
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert watch.stderr is not None
+        url = ""
+        for _ in range(200):  # bounded: the note comes before any forward is read
+            line = watch.stderr.readline()
+            if "serving metrics at" in line:
+                url = line.split()[-1]
+                break
+        assert url.startswith("http://127.0.0.1:")
+        seen = 0.0
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and seen < 50:
+            seen = sum(v for (name, _), v in scrape(url).items() if name == "cpbcg_prefill_forwards_total")
+            time.sleep(0.2)
+        assert seen >= 50
+    finally:
+        watch.terminate()
+        watch.wait(timeout=LIMIT_S)
+        proc.terminate()
+        proc.wait(timeout=LIMIT_S)
+
+
+def test_the_dashboard_and_the_alert_rules_use_only_exported_metrics():
+    import re
+
+    import yaml
+
+    from cpbcg.watch.exporter import COUNTERS, GAUGES, PREFIX
+
+    exported = {f"{PREFIX}{n}_total" for n in COUNTERS} | {PREFIX + n for n in GAUGES}
+    dashboard = orjson.loads((ROOT / "deploy" / "grafana" / "cpbcg-watch.json").read_bytes())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "cpbcg-watch-rules.yaml").read_text())["groups"][0]["rules"]
+    exprs += [r["expr"] for r in rules]
+    used = {m for e in exprs for m in re.findall(r"\bcpbcg_[a-z_]+", e)}
+    assert used and used <= exported, sorted(used - exported)
+    assert {"cpbcg_prefill_forwards_total", "cpbcg_prefill_graph_forwards_total", "cpbcg_prefill_graphs_refused"} <= used
+    assert {r["alert"] for r in rules} >= {"CpbcgPrefillGraphsOff", "CpbcgObservedCoverageLow"}
+    documented = (ROOT / "docs" / "watch.md").read_text()
+    assert all(f"`{name}`" in documented for name in exported), sorted(n for n in exported if f"`{n}`" not in documented)
+
+
+def test_two_servers_with_attention_dp_are_judged_apart(tmp_path):
+    dp = write_log(tmp_path / "dp.log", startup_lines(dp=2) + "".join(
+        prefill_line(500 + i, 1, graph=(i % 2 == 0), prefix=f"[2026-11-02 10:00:01 DP{i % 2} TP0] ") for i in range(40)))
+    plain = lines_log(tmp_path, [True] * 10, "plain.log")
+    report = api.watch([str(dp), str(plain)], None, OVERRIDES, options(max_forwards=50, window_forwards=8),
+                       baseline_trace=str(dp))
+    first, second = report.snapshot.servers
+    assert [(r.dp_rank, r.forwards, r.graph_forwards) for r in first.ranks] == [(0, 20, 20), (1, 20, 0)]
+    assert set(first.windows["forwards"]) == {"all", "0", "1"}
+    assert first.windows["forwards"]["1"].observed.coverage == 0.0 and first.windows["forwards"]["0"].observed.coverage == 1.0
+    assert first.windows["time"]["all"].forwards == 40  # read well within the 60 s window
+    assert first.windows["forwards"]["all"].drift is not None and first.windows["time"]["all"].drift == 0.0  # the whole log is its baseline
+    assert (second.forwards, second.observed.graph_forwards) == (10, 10)
+
+
+def test_an_unreachable_sglang_endpoint_is_a_line_not_a_failure(tmp_path):
+    log = lines_log(tmp_path, [True] * 3)
+    report = api.watch([str(log)], None, OVERRIDES, options(max_forwards=3), metrics_urls=["http://127.0.0.1:1/metrics"])
+    server = report.snapshot.servers[0]
+    assert report.passed and server.metrics is None and server.metrics_errors >= 1
+    assert server.metrics_error.startswith("http://127.0.0.1:1/metrics: ")
+
+
+def test_a_bad_window_in_the_middle_is_found_however_much_is_read_at_once(tmp_path):
+    # the whole file arrives in one read: the gated windows are still those ending at 100, 150, ..., 500
+    log = lines_log(tmp_path, [True] * 200 + [False] * 100 + [True] * 200)
+    result = canary(log, "--max-forwards", "500")
+    assert result.exit_code == 1, result.output
+    assert "window.min_observed_coverage: observed cuda graph coverage 0.00% is below the minimum 60.00%" in result.stderr
+    assert "lines 207-306 of" in result.stderr
+
+
+def test_a_log_without_start_up_output_says_whose_settings_it_assumed(tmp_path):
+    log = write_log(tmp_path / "tail.log", prefill_line(100, 1) + "[2026-11-02 10:00:02 TP0] Prefill batch, #new-seq: 1, oops\n")
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "1", *PINNED])
+    assert result.exit_code == 0, result.output
+    assert "no start-up output (settings dump, capture line) before the first Prefill batch" in result.stderr
+    assert "cpbcg: note: " + str(log) + ": 1 unreadable Prefill batch line skipped (first: line 3)" in result.stderr
+
+
+def test_ctrl_c_ends_the_run_with_its_report(tmp_path):
+    import signal
+
+    log = lines_log(tmp_path, [True] * 20)
+    proc = subprocess.Popen([sys.executable, "-m", "cpbcg", "watch", str(log), "--duration", "30", "--interval", "0.2", "--format", "json",
+                             "--min-observed-coverage", "0.5", *PINNED], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = orjson.loads(proc.stdout.readline())  # the first update: bounded by --duration 30
+        assert first["type"] == "snapshot" and first["forwards"] == 20
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=LIMIT_S)
+    finally:
+        proc.kill()
+    final = orjson.loads(out.splitlines()[-1])
+    assert (proc.returncode, final["type"], final["stopped_by"], final["passed"]) == (0, "result", "interrupted", True)
+
+
+def test_the_table_shows_the_run_and_the_windows(tmp_path):
+    log = lines_log(tmp_path, [True, True, True, False], sizes=[100, 200, 9000, 300])
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "4", *PINNED])
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip() + "/" + line.split("│")[2].strip(): [c.strip() for c in line.split("│")[3:-1]]
+            for line in result.stdout.splitlines() if line.count("│") > 5}
+    # forwards, observed, modelled, padding, > largest, unexplained eager, other eager, drift; padding by hand: 100, 200, 300 pad
+    # to the default buckets 112, 208, 320: 40 tokens on 600; 9000 is above 8192; 300 the server ran eagerly, the model replays
+    assert rows["run/all"][:6] == ["4", "75.00%", "75.00%", "6.67%", "1", "1"]
+    assert rows["forwards/all"][:6] == rows["time/all"][:6] == rows["run/all"][:6]
+    assert "refit on the forwards window: " in result.stdout
+
+
+@pytest.mark.parametrize("capture", [True, False])  # without a capture line yet: a server still starting, not refused for it
+def test_a_canary_on_a_server_that_printed_no_forward_fails(tmp_path, capture):
+    log = write_log(tmp_path / "quiet.log", startup_lines(capture=capture))
+    result = canary(log, "--duration", "0.5")
+    assert result.exit_code == 1, result.output
+    assert "watch: FAILED: " + str(log) + ": no readable Prefill batch line in " in result.stderr
+    assert runner.invoke(app, ["watch", str(log), "--duration", "0.5", *PINNED]).exit_code == 0  # without gates: nothing to fail on

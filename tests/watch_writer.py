@@ -1,0 +1,71 @@
+"""A SYNTHETIC SGLang server writing its log at a rate (a subprocess of tests/test_watch.py).
+
+    python tests/watch_writer.py PATH --forwards N --rate LINES_PER_S [--seed S] [--rotate-at K] [--eager-from K]
+
+Writes the start-up output (`sglang_log_fixtures.startup_lines`: settings dump, 58 prefill
+buckets up to 8192) and then N `Prefill batch` lines in SGLang 0.5.23's wording, flushed in
+bursts of 20 lines at about LINES_PER_S. Sizes and verdicts come from a seeded generator; a
+verdict follows SGLang's rule (`sglang_graph_verdict`) until line `--eager-from`, after which
+every forward prints `cuda graph: False` (a server whose graphs went away). `--rotate-at K`:
+after K forwards the file is renamed to PATH.1 and a new PATH is started (logrotate's create mode).
+Every loop is bounded: N lines, then exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from sglang_log_fixtures import SYNTHETIC_HEADER, default_buckets, prefill_line, sglang_graph_verdict, startup_lines  # noqa: E402
+
+BURST = 20
+
+
+def forwards(n: int, seed: int, eager_from: int | None) -> list[str]:
+    rng = random.Random(seed)
+    buckets = default_buckets(8192)
+    out = []
+    for i in range(n):
+        size = rng.choice([rng.randint(1, 512), rng.randint(513, 8192), rng.randint(8193, 9000)])
+        k = rng.randint(1, min(size, 8))
+        graph = sglang_graph_verdict(size, buckets) and (eager_from is None or i < eager_from)
+        out.append(prefill_line(size, k, graph=graph))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("path")
+    ap.add_argument("--forwards", type=int, required=True)
+    ap.add_argument("--rate", type=float, default=1000.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rotate-at", type=int, default=None)
+    ap.add_argument("--eager-from", type=int, default=None)
+    a = ap.parse_args()
+    path = Path(a.path)
+    handle = open(path, "w")
+    handle.write(SYNTHETIC_HEADER + startup_lines())
+    handle.flush()
+    lines = forwards(a.forwards, a.seed, a.eager_from)
+    start, rotated = time.monotonic(), False
+    for i in range(0, len(lines), BURST):
+        if a.rotate_at is not None and i >= a.rotate_at and not rotated:
+            rotated = True
+            handle.close()
+            os.replace(path, path.with_name(path.name + ".1"))
+            handle = open(path, "w")
+        handle.write("".join(lines[i:i + BURST]))
+        handle.flush()
+        wait = start + (i + BURST) / a.rate - time.monotonic()
+        if wait > 0:
+            time.sleep(min(wait, 1.0))
+    handle.close()
+
+
+if __name__ == "__main__":
+    main()
