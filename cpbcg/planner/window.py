@@ -34,7 +34,8 @@ _COLUMNS = ("num_tokens", "num_requests", "counts", "cached_tokens", "decode_req
 
 def take(chunk: ObservedForwards, rows: slice | np.ndarray) -> ObservedForwards:
     """The rows `rows` of `chunk` (every aligned array sliced alike)."""
-    return ObservedForwards(**{f.name: getattr(chunk, f.name)[rows] for f in fields(chunk)})
+    return ObservedForwards(**{f.name: (value[rows] if isinstance(value := getattr(chunk, f.name), np.ndarray) else value)
+                               for f in fields(chunk)})
 
 
 def concat(chunks: Sequence[ObservedForwards]) -> ObservedForwards:
