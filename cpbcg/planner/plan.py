@@ -18,9 +18,11 @@ from cpbcg.planner.demand_log import DemandSplit
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.model.demand import Demand
+from cpbcg.planner.model.bucket_lists import sglang_default_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.observed import ObservedComparison
+from cpbcg.planner.optimise.cost import CostModel, evaluation_cost_ms
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.traces.records import ForwardSizes
 from cpbcg.planner.traces.sources import BatchSource
@@ -47,6 +49,27 @@ class PlanPart:
     """The recommended list on them (None without a recommendation)."""
     source: BatchSource
     """The finished source (format, bound flag, simulation summary)."""
+    default: Evaluation | None = None
+    """SGLang's default list for the recommendation's chunk on the job's forwards (None without a recommendation)."""
+    flags: tuple[str, ...] = ()
+    """Where the recommended list costs more padding or modelled time than SGLang's default on this job (`part_flags`)."""
+
+
+FLAG_TOLERANCE = 0.005
+"""A recommended list is flagged on a (trace, load) when its padding exceeds SGLang's default's by
+more than this (fraction of graph tokens), or its modelled time by more than this fraction."""
+
+
+def part_flags(recommended: Evaluation, default: Evaluation, cost: CostModel) -> tuple[str, ...]:
+    """Plain phrases where `recommended` costs more than SGLang's default list on the same forwards:
+    padding (padded over real graph tokens) or modelled prefill time (`evaluation_cost_ms`)."""
+    out = []
+    if recommended.padding_overhead > default.padding_overhead + FLAG_TOLERANCE:
+        out.append(f"padding {recommended.padding_overhead:.2%} against SGLang's default {default.padding_overhead:.2%}")
+    ours, theirs = evaluation_cost_ms(recommended, cost), evaluation_cost_ms(default, cost)
+    if theirs > 0 and ours > theirs * (1 + FLAG_TOLERANCE):
+        out.append(f"modelled time {ours / theirs - 1:+.2%} over SGLang's default")
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -119,7 +142,9 @@ def plan_traffic(
     rec = result.recommendation
     if rec is not None:
         rec_table = BucketTable.build(rec.buckets, deployment.cp, deployment.capture)
-        parts = tuple(_part(o, rec_table, deployment) for o in outcomes)
+        chunk = rec.headroom.chunk_tokens if rec.headroom is not None else rec.optimal.max_tokens
+        default_table = BucketTable.build(sglang_default_buckets(chunk), deployment.cp, deployment.capture)
+        parts = tuple(_part(o, rec_table, deployment, default_table) for o in outcomes)
     return PlanResult(result.evaluation, rec, result.recommendation_error, parts)
 
 
@@ -131,9 +156,16 @@ def _recommended(evaluation: Evaluation, split: DemandSplit, deployment: Deploym
         return PlanResult(evaluation, None, f"no recommendation: {exc}", parts)
 
 
-def _part(outcome: JobOutcome, rec_table: BucketTable | None, deployment: Deployment | None = None) -> PlanPart:
+def _part(outcome: JobOutcome, rec_table: BucketTable | None, deployment: Deployment | None = None,
+          default_table: BucketTable | None = None) -> PlanPart:
     job = outcome.job
-    recommended = None
+    recommended = default = None
+    flags: tuple[str, ...] = ()
     if rec_table is not None and outcome.split is not None and deployment is not None:
-        recommended = evaluate_demand(outcome.split.whole(), rec_table, deployment.cp, deployment.max_padding_factor)
-    return PlanPart(job.label, job.load, job.load_factor, job.rate_per_s, job.fit, outcome.evaluation, recommended, outcome.source)
+        whole = outcome.split.whole()
+        recommended = evaluate_demand(whole, rec_table, deployment.cp, deployment.max_padding_factor)
+        if default_table is not None:
+            default = evaluate_demand(whole, default_table, deployment.cp, deployment.max_padding_factor)
+            flags = part_flags(recommended, default, deployment.cost)
+    return PlanPart(job.label, job.load, job.load_factor, job.rate_per_s, job.fit, outcome.evaluation, recommended, outcome.source,
+                    default, flags)
