@@ -184,6 +184,8 @@ class DeploymentConfig(_Strict):
         given = self.cost.model_fields_set
         if cost_source is None:
             cost_source = derived.source if not given else "config"
+        if given and set(COST_KEYS) - given:  # some terms given: say which, and where the rest came from
+            cost_source = f"{cost_source} for {', '.join(k for k in COST_KEYS if k in given)}; the rest {derived.source}"
         cost = derived if not given else CostModel(*(getattr(self.cost if k in given else derived, k) for k in COST_KEYS), cost_source)
         spec = self.buckets if isinstance(self.buckets, str) else ",".join(map(str, self.buckets))
         return Deployment(

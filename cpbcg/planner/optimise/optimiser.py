@@ -308,7 +308,7 @@ def _optimise(demand: Demand, cp: CPLayout, cost: CostModel, max_buckets: int, m
         raise ConfigError(f"max_buckets: {counted(len(pins), 'pinned bucket')} exceed max_buckets {max_buckets}")
     w = batch_windows(demand, grid.sizes, grid.capacity_rows, cost, factor)
     rules = _constraints(grid, required, pin_index, max_tokens, factor, allow_gaps)
-    cand = _candidates(w, grid, cost, rules, factor, objective)
+    cand = _candidates(w, grid, cost, rules, factor, objective, budget is not None)
     # a list never holds more buckets than there are candidates: no DP layer beyond that count
     problem, m_key = _problem(w, grid, cand, rules, cost, factor, objective, min(layer_cap, len(cand)))
     final_ok: dp.FinalRule | None = None
@@ -360,12 +360,15 @@ def _constraints(grid: CandidateGrid, required: Sequence[tuple[int, int]], pin_i
     return _Constraints(np.concatenate([lo, pin_index]), np.concatenate([hi, pin_index]), chunk, not allow_gaps)
 
 
-def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constraints, factor: float, objective: str) -> np.ndarray:
+def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constraints, factor: float, objective: str,
+                budgeted: bool = False) -> np.ndarray:
     """Grid indices that provably contain an optimal list (module doc): every `lo` (batches and
     required windows), `hi + 1` of batches whose graph can cost more than eager (time objective
     only: under coverage a replay is never worse), the chunk size, one size no batch can replay
     in (a list must hold a bucket even when every replay would cost more than eager), and, for
-    gap-free lists, the closure under `G`. Sorted, unique."""
+    gap-free lists, the closure under `G`. With a budget also the smallest such size: a budget
+    bounds the largest bucket, and a largest bucket that replays nothing is either dropped or,
+    alone, the cheapest that replays nothing. Sorted, unique."""
     sizes, m = grid.sizes, len(grid.sizes)
     parts = [w.lo, rules.lo, [min(rules.chunk, m - 1)]]
     if objective == "time":
@@ -373,7 +376,10 @@ def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constr
         above = w.hi[bad] + 1
         parts.append(above[above < m])
     covered = np.cumsum(np.bincount(w.lo, minlength=m + 1) - np.bincount(w.hi + 1, minlength=m + 1))[:m]
-    parts.append(np.flatnonzero(covered == 0)[-1:])
+    uncovered = np.flatnonzero(covered == 0)
+    parts.append(uncovered[-1:])
+    if budgeted:
+        parts.append(uncovered[:1])
     cand = np.unique(np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]))
     if rules.gap_free:
         reach = (sizes + 1) * float(factor)  # [M] largest bucket the next one may be
