@@ -2,6 +2,7 @@
 
     python benchmarks/fit_costs.py            # the fit, every point's error, the constants
     python benchmarks/fit_costs.py --check    # exit 1 when cpbcg's FITTED differs from the refit
+    python benchmarks/fit_costs.py --presets  # before/after: the blog's setups and the shipped presets
 
 Data: benchmarks/cost_points.yaml (every point, its source and whether it is fitted). Formulas:
 cpbcg/planner/optimise/published.py (the one copy; this script only chooses their constants).
@@ -109,11 +110,56 @@ def errors(data: dict[str, Any], params: pub.CostParams) -> list[tuple[str, str,
     return out
 
 
+OLD_S_PER_BUCKET, OLD_MIB_PER_TOKEN = 76.9 / 4, 0.49 * 1024 / 8192
+"""The estimate before the fit (SGLang PR #31203's four buckets): 19.2 s per bucket, 0.06 MiB per token of the largest."""
+
+
+def before_after(data: dict[str, Any]) -> None:
+    """The blog's setups, then the shipped presets with SGLang's default list at cp 4, chunk 8192."""
+    from cpbcg.config import model_spec_named
+    from cpbcg.planner.model.bucket_lists import sglang_default_buckets
+    from cpbcg.planner.model.capacity import CaptureSpec, local_capacity, minimum_capture_tokens
+    from cpbcg.planner.model.layout import CPLayout
+    from cpbcg.planner.optimise.capture_cost import capture_model
+
+    specs = data["specs"]
+    print("setup                                  capture s before -> after (measured)   graph MiB before -> after (measured)")
+    for p in data["capture"]:
+        if p["fit"]:
+            print(f"{p['model'] + ', ' + str(p['shapes']) + ' shapes TP4 GB300':<38} {p['shapes'] * OLD_S_PER_BUCKET:>8.0f} -> "
+                  f"{pub.capture_seconds(specs[p['model']], p['shapes']):.1f} ({p['measured_s']})")
+    for p in data["memory"]:
+        spec = specs[p["model"]]
+        after = pub.graph_pool_mib(spec, p["rows"], p["tp"]) + p["graphs"] * pub.per_graph_mib(spec)
+        print(f"{p['model'] + ' TP' + str(p['tp']) + ', largest ' + str(p['rows']):<38} {'':>30} {p['rows'] * OLD_MIB_PER_TOKEN:>8.0f} -> "
+              f"{after:.0f} ({p['measured_mib']})")
+    for p in data["forward"]:
+        if "speedup" in p:
+            old = (24 + 0.05 * p["tokens"]) / (10 + 0.05 * p["tokens"])
+            print(f"{p['model'] + ' ' + p['gpu'] + ' TP' + str(p['tp']) + ' speedup at ' + str(p['tokens']):<38} "
+                  f"{old:>8.2f}x -> {_forward(specs, p, pub.FITTED):.2f}x ({p['speedup']}x{'' if p['fit'] else ', check'})")
+    print()
+    print("preset (cp 4, chunk 8192, SGLang's 57-bucket default list)   capture s before -> after   graph MiB before -> after (net)")
+    cp, spec = CPLayout(4), CaptureSpec()
+    buckets = [b for b in sglang_default_buckets(8192) if b >= minimum_capture_tokens(cp)]  # what 0.5.23 captures
+    capacity = [int(c) for c in local_capacity(buckets, cp, spec)]
+    kept = [(b, c) for b, c in zip(buckets, capacity)]
+    for name in ("llama-3.1-70b", "qwen3-32b", "gpt-oss-120b"):
+        model = model_spec_named(name)
+        est = capture_model(model, None, 4, 8192, capacity[-1]).estimate([b for b, _ in kept], capacity[-1])
+        print(f"{name:<61} {len(kept) * OLD_S_PER_BUCKET:>8.0f} -> {est.capture_s:.0f}   {max(buckets) * OLD_MIB_PER_TOKEN:>8.0f} -> "
+              f"{est.graph_mib:.0f} ({est.net_mib:+.0f})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when cpbcg's FITTED constants differ from the refit")
+    parser.add_argument("--presets", action="store_true", help="print the before/after estimates of the blog's setups and the presets")
     args = parser.parse_args()
     data = load()
+    if args.presets:
+        before_after(data)
+        return 0
     params = fit(data)
     print(f"{'what':<10} {'estimate':>9} {'measured':>9} {'ratio':>6}  fit  source")
     for kind, source, est, meas, fitted in errors(data, params):

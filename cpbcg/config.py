@@ -186,7 +186,8 @@ class DeploymentConfig(_Strict):
             cost_source = derived.source if not given else "config"
         if given and set(COST_KEYS) - given:  # some terms given: say which, and where the rest came from
             cost_source = f"{cost_source} for {', '.join(k for k in COST_KEYS if k in given)}; the rest {derived.source}"
-        cost = derived if not given else CostModel(*(getattr(self.cost if k in given else derived, k) for k in COST_KEYS), cost_source)
+        terms = {k: float(getattr(self.cost if k in given else derived, k)) for k in COST_KEYS}
+        cost = derived if not given else CostModel(terms["graph_fixed_ms"], terms["eager_fixed_ms"], terms["token_ms"], cost_source)
         spec = self.buckets if isinstance(self.buckets, str) else ",".join(map(str, self.buckets))
         return Deployment(
             cp=self.cp_layout, capture=self.capture_spec, max_padding_factor=self.max_padding_factor,

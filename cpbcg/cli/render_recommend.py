@@ -73,11 +73,7 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
         text.append(f"Warning: this list replays fewer forwards in graphs than the configured one ({rec.evaluation.coverage:.2%} "
                     f"against {configured.coverage:.2%}); keep the configured list, or allow more buckets or a finer --bucket-multiple.\n",
                     style="bold yellow")
-    if rec.target_coverage and rec.evaluation.coverage < rec.target_coverage and rec.target_coverage > rec.ceiling:
-        text.append(f"Warning: no list of any size reaches {rec.target_coverage:.2%}: the ceiling is {rec.ceiling:.2%} (the other "
-                    f"{1 - rec.ceiling:.2%} of forwards are not CP-active or fit no capturable bucket); this list reaches "
-                    f"{rec.evaluation.coverage:.2%}.\n", style="bold yellow")
-    elif rec.target_coverage and rec.evaluation.coverage < rec.target_coverage:
+    if rec.target_coverage and rec.evaluation.coverage < rec.target_coverage <= rec.ceiling:  # above the ceiling: the notes say it
         text.append(f"Warning: no list of at most {counted(rec.max_buckets, 'bucket')} reaches {rec.target_coverage:.2%} (the ceiling of "
                     f"any list is {rec.ceiling:.2%}); this is the best one.\n", style="bold yellow")
     elif rec.target_coverage and rec.validation is not None and rec.validation.evaluation.coverage < rec.target_coverage:
