@@ -482,7 +482,7 @@ def test_capture_budgets_match_a_brute_force(batches, counts, cp_size, cost, k, 
     demand = Demand.of(BatchSet.from_lists(batches, counts), cp).aggregate()
     options = dict(objective=objective, allow_gaps=not gap_free, max_bucket_tokens=top, budget=budget)
     if max_s is not None and 0.5 + 2.0 > max_s:
-        with pytest.raises(ConfigError, match="max_capture_seconds"):
+        with pytest.raises(ConfigError, match="--max-capture-seconds"):
             optimise(demand, cp, cost, k, max_tokens, **options)
         return
     result = optimise(demand, cp, cost, k, max_tokens, **options)

@@ -166,9 +166,14 @@ class OptimalLists:
         `ConfigError` when no feasible list has at most `max_buckets` buckets."""
         feasible = [k for k in self.buckets if k <= max_buckets]
         if not feasible:
-            within = f" within {self.budget.describe()}" if self.budget is not None and self.budget.describe() else ""
+            if self.budget is not None and self.budget.describe():
+                raise ConfigError(
+                    f"{self.budget.describe()}: no list of at most {counted(max_buckets, 'bucket')} keeps within it and holds the "
+                    f"{counted(len(self.pinned), 'pinned bucket')} and the required forwards (the full chunk with headroom, the floor "
+                    "of small buckets): raise the budget, or lower the largest bucket needed (--no-headroom, --max-tokens, --min-bucket 0)"
+                )
             raise ConfigError(
-                f"max_buckets: no list of at most {counted(max_buckets, 'bucket')}{within} holds the {counted(len(self.pinned), 'pinned bucket')} "
+                f"max_buckets: no list of at most {counted(max_buckets, 'bucket')} holds the {counted(len(self.pinned), 'pinned bucket')} "
                 "and the required forwards"
             )
         return self.buckets[max(feasible)]
@@ -285,7 +290,7 @@ def _optimise(demand: Demand, cp: CPLayout, cost: CostModel, max_buckets: int, m
     if max_buckets < 1:
         raise ConfigError(f"max_buckets: must be >= 1, got {max_buckets}")
     if budget is not None and budget.max_buckets(max_buckets) < 1:
-        raise ConfigError(f"max_capture_seconds: {budget.max_capture_s:g} s is below one bucket's capture "
+        raise ConfigError(f"--max-capture-seconds {budget.max_capture_s:g}: below one bucket's capture "
                           f"({float(budget.model.capture_s(1)):.1f} s; {budget.model.source})")
     layer_cap = max_buckets if budget is None else budget.max_buckets(max_buckets)
     if objective not in OBJECTIVES:
