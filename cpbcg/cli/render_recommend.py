@@ -43,6 +43,7 @@ def before_after_table(configured: Evaluation, rec: Recommendation) -> Table:
         ("tokens in graphs", lambda ev: pct(ev.graph_tokens, ev.tokens)),
         ("padding", lambda ev: pct(ev.padded_tokens, ev.graph_tokens)),
         ("rescued", lambda ev: f"{ev.rescued:,}"),
+        ("ceiling (any list)", lambda ev: f"{ev.ceiling:.2%}"),
     ]
     rows += [(f"eager: {reason}", _eager_count(reason)) for reason in configured.eager]
     for label, fmt in rows:

@@ -22,7 +22,7 @@ from cpbcg.planner.model.bucket_lists import sglang_default_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.observed import ObservedComparison
-from cpbcg.planner.optimise.cost import CostModel, evaluation_cost_ms
+from cpbcg.planner.optimise.cost import flags_against_default
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.traces.records import ForwardSizes
 from cpbcg.planner.traces.sources import BatchSource
@@ -52,24 +52,7 @@ class PlanPart:
     default: Evaluation | None = None
     """SGLang's default list for the recommendation's chunk on the job's forwards (None without a recommendation)."""
     flags: tuple[str, ...] = ()
-    """Where the recommended list costs more padding or modelled time than SGLang's default on this job (`part_flags`)."""
-
-
-FLAG_TOLERANCE = 0.005
-"""A recommended list is flagged on a (trace, load) when its padding exceeds SGLang's default's by
-more than this (fraction of graph tokens), or its modelled time by more than this fraction."""
-
-
-def part_flags(recommended: Evaluation, default: Evaluation, cost: CostModel) -> tuple[str, ...]:
-    """Plain phrases where `recommended` costs more than SGLang's default list on the same forwards:
-    padding (padded over real graph tokens) or modelled prefill time (`evaluation_cost_ms`)."""
-    out = []
-    if recommended.padding_overhead > default.padding_overhead + FLAG_TOLERANCE:
-        out.append(f"padding {recommended.padding_overhead:.2%} against SGLang's default {default.padding_overhead:.2%}")
-    ours, theirs = evaluation_cost_ms(recommended, cost), evaluation_cost_ms(default, cost)
-    if theirs > 0 and ours > theirs * (1 + FLAG_TOLERANCE):
-        out.append(f"modelled time {ours / theirs - 1:+.2%} over SGLang's default")
-    return tuple(out)
+    """Where the recommended list costs more padding or modelled time than SGLang's default on this job (`cost.flags_against_default`)."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +149,6 @@ def _part(outcome: JobOutcome, rec_table: BucketTable | None, deployment: Deploy
         recommended = evaluate_demand(whole, rec_table, deployment.cp, deployment.max_padding_factor)
         if default_table is not None:
             default = evaluate_demand(whole, default_table, deployment.cp, deployment.max_padding_factor)
-            flags = part_flags(recommended, default, deployment.cost)
+            flags = flags_against_default(recommended, default, deployment.cost)
     return PlanPart(job.label, job.load, job.load_factor, job.rate_per_s, job.fit, outcome.evaluation, recommended, outcome.source,
                     default, flags)

@@ -131,3 +131,20 @@ def demand_cost_ms(demand: Demand, table: BucketTable, cost: CostModel, max_padd
         cost.eager_ms(demand.num_tokens),
     )
     return float((per_batch * demand.counts).sum())
+
+
+FLAG_TOLERANCE = 0.005
+"""A list is flagged against SGLang's default when its padding exceeds the default's by more than
+this (fraction of graph tokens), or its modelled time by more than this fraction."""
+
+
+def flags_against_default(ev: Evaluation, default: Evaluation, cost: CostModel) -> tuple[str, ...]:
+    """Plain phrases where the list of `ev` costs more than SGLang's default list (`default`, on
+    the same forwards): padding (padded over real graph tokens) or modelled prefill time."""
+    out = []
+    if ev.padding_overhead > default.padding_overhead + FLAG_TOLERANCE:
+        out.append(f"padding {ev.padding_overhead:.2%} against SGLang's default {default.padding_overhead:.2%}")
+    ours, theirs = evaluation_cost_ms(ev, cost), evaluation_cost_ms(default, cost)
+    if theirs > 0 and ours > theirs * (1 + FLAG_TOLERANCE):
+        out.append(f"modelled time {ours / theirs - 1:+.2%} over SGLang's default")
+    return tuple(out)

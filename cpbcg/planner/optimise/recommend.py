@@ -31,10 +31,10 @@ import numpy as np
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.background import Background
 from cpbcg.planner.optimise.capture_cost import CaptureEstimate, CaptureModel, capture_model, measured_capture_model
-from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
+from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
 from cpbcg.planner.model.capacity import CaptureSpec, local_capacity, minimum_capture_tokens
 from cpbcg.planner.model.layout import BatchSet, local_rows
-from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms
+from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms, flags_against_default
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.demand_log import DemandLog, DemandSplit
 from cpbcg.planner.deployment import Deployment
@@ -313,6 +313,11 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
     modelled = _cost(whole, buckets, deployment)
     configured_ms = demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor)
     trade_off = _trade_off(optimal, cm, deployment)
+    default = evaluate_demand(whole, BucketTable.build(sglang_default_buckets(chunk), deployment.cp, deployment.capture),
+                              deployment.cp, deployment.max_padding_factor)
+    flags = flags_against_default(evaluation, default, deployment.cost)
+    if flags:
+        notes.append(f"warning: on the fitted forwards the list costs more than SGLang's default list for the chunk: {'; '.join(flags)}")
     if settings.target_coverage is not None:
         notes += _target_notes(settings.target_coverage, buckets, modelled, configured_ms, optimal, len(table.capture_num_tokens))
     return Recommendation(
