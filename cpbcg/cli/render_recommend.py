@@ -100,9 +100,12 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
     text.append(f" (configured list: {before.capture_s:,.0f} s, {before.graph_mib:,.0f} MiB; {est.source}).\n", style="dim")
     if rec.knee is not None:
         k = rec.knee
-        text.append(f"Suggested knee: {counted(k.num_buckets, 'bucket')}, {_vs(k.modelled_ms, rec.modelled_ms)} modelled time, "
-                    f"{k.coverage:.2%} of forwards in graphs, {k.capture_s:,.0f} s and {k.graph_mib:,.0f} MiB to capture "
-                    f"(rule: {KNEE_RULE}).\n")
+        if k.num_buckets == len(rec.buckets):
+            text.append(f"Suggested knee: the recommended list itself (rule: {KNEE_RULE}).\n")
+        else:
+            text.append(f"Suggested knee: {counted(k.num_buckets, 'bucket')}, {_vs(k.modelled_ms, rec.modelled_ms)} modelled time, "
+                        f"{k.coverage:.2%} of forwards in graphs, {k.capture_s:,.0f} s and {k.graph_mib:,.0f} MiB to capture "
+                        f"(rule: {KNEE_RULE}).\n")
     text.append(f"Cost model: graph {rec.cost.graph_fixed_ms:g} ms + B*{rec.cost.token_ms:g}, eager {rec.cost.eager_fixed_ms:g} ms + "
                 f"n*{rec.cost.token_ms:g} ({rec.cost.source}).\n", style="dim")
     if rec.optimal.bucket_multiple == 1:

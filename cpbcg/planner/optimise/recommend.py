@@ -56,8 +56,8 @@ OUT_OF_SAMPLE_DROP = 0.005
 """Coverage lost out of sample (fraction of forwards) above which the recommendation warns."""
 KNEE_TOLERANCE = 0.02
 """The suggested knee: the fewest buckets whose modelled time is within this fraction of the
-least modelled time of any list computed (K = 1 up to the largest asked for)."""
-KNEE_RULE = f"the fewest buckets within {KNEE_TOLERANCE:.0%} of the least modelled time of any list computed"
+least modelled time of any list of at most the recommendation's count limit."""
+KNEE_RULE = f"the fewest buckets within {KNEE_TOLERANCE:.0%} of the least modelled time of any list up to the recommendation's count limit"
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
         optimal=optimal, demand=whole, target_coverage=settings.target_coverage, headroom_note=headroom_note,
         floor_tokens=None if floor is None else floor[0], notes=tuple(notes),
         configured_evaluation=evaluate_demand(whole, table, deployment.cp, deployment.max_padding_factor),
-        capture_model=cm, trade_off=trade_off, knee=_knee(trade_off), budget=_budget(deployment, settings, chunk),
+        capture_model=cm, trade_off=trade_off, knee=_knee(trade_off, max_buckets), budget=_budget(deployment, settings, chunk),
     )
 
 
@@ -421,8 +421,10 @@ def _trade_off(optimal: OptimalLists, cm: CaptureModel, deployment: Deployment) 
     return tuple(out)
 
 
-def _knee(points: tuple[TradeOff, ...]) -> TradeOff | None:
-    """`KNEE_RULE` over `points` (None when there are none)."""
+def _knee(points: tuple[TradeOff, ...], max_buckets: int) -> TradeOff | None:
+    """`KNEE_RULE` over the `points` of at most `max_buckets` buckets (None when there are none):
+    the same with or without the longer Pareto curve of `--compare`."""
+    points = tuple(p for p in points if p.max_buckets <= max_buckets)
     if not points:
         return None
     best = min(p.modelled_ms for p in points)
