@@ -192,3 +192,17 @@ def test_target_coverage_says_its_ceiling_and_its_time(tmp_path):
     assert ceiling < 1
     high = cpbcg.plan(cpbcg.open_trace(trace, dep), dep, cpbcg.RecommendSettings(target_coverage=1.0, validate_fraction=0)).recommendation
     assert any(f"the ceiling is {ceiling:.2%}" in n for n in high.notes)
+
+
+def test_the_deployment_model_reaches_the_capture_estimate():
+    from cpbcg.planner.traces.embedded import synthetic_batches
+
+    settings = cpbcg.RecommendSettings(max_buckets=12, validate_fraction=0)
+    batches = synthetic_batches(600)
+    assumed = cpbcg.plan([batches], cpbcg.load_deployment(cp_size=4), settings).recommendation
+    given = cpbcg.plan([batches], cpbcg.load_deployment(cp_size=4, model="gpt-oss-120b", gpu="GB300"), settings).recommendation
+    assert "model assumed Llama-3.1-70B" in assumed.capture.source and "assumed" not in given.capture.source
+    assert "36 layers, hidden 2880" in given.capture.source and given.capture.capture_s < assumed.capture.capture_s
+    assert given.capture.range_factor == 1.5 and not given.capture.measured
+    per_shape = pub.capture_seconds_per_shape(model_spec_named("gpt-oss-120b"))
+    assert given.capture.capture_s == pytest.approx(pub.FITTED.capture_startup_s + len(given.buckets) * per_shape)
