@@ -42,7 +42,7 @@ from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.optimise.compare import Comparison, ParetoPoint, compare_recommendation
 from cpbcg.planner.optimise.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
-from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
+from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation, RecommendSettings, TradeOff, default_chunk_tokens
 from cpbcg.planner.plan import PlanPart, PlanResult, plan as _plan, plan_traffic
 from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, default_rates, default_workers, first_requests, load_jobs, parse_load_factors
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedComparison, ObservedTally
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from cpbcg.graph_capture.records import CaptureResult
 
 __all__ = [  # what the commands (and notebooks) use; the result types are re-exported for annotations
+    "KNEE_RULE", "TradeOff",
     "counted", "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
     "Gates", "GuaranteeReport", "GuaranteeResult", "Layout", "Manifest", "ParetoPoint", "PlanReport", "PlanRequest",
     "PlanResult", "ReadOptions", "Recommendation", "RecommendSettings", "ReplayRecord", "ServerCheck", "append_step_summary", "batch_trace",
@@ -635,6 +636,10 @@ class PlanRequest:
     """Dask scheduler address of the jobs (`--scheduler`)."""
     fit_traces: tuple[str, ...] | None = None
     """Fit on these traces only, report on all (`--fit-trace`)."""
+    max_capture_s: float | None = None
+    """Capture budget in seconds (`--max-capture-seconds`)."""
+    max_graph_mib: float | None = None
+    """Graph-memory budget in MiB (`--max-graph-memory`)."""
 
     def settings(self) -> RecommendSettings | None:
         """The `RecommendSettings` these options give (None without a recommendation)."""
@@ -647,6 +652,7 @@ class PlanRequest:
             headroom=self.headroom, max_requests=self.max_requests, allow_gaps=self.allow_gaps,
             validate_fraction=self.validate_fraction, min_bucket=self.min_bucket,
             pareto_max_buckets=PARETO_MAX_BUCKETS if (self.compare or self.plot) else 0,
+            max_capture_s=self.max_capture_s, max_graph_mib=self.max_graph_mib,
         )
 
 
@@ -720,7 +726,12 @@ def capture_settings(log: LogSettings | None) -> CaptureCost:
         out = {"graph_mib_per_token": cost.bucket_gb[max(cost.bucket_gb)] * 1024 / max(cost.bucket_gb)}
     if cost.capture_s is not None:
         out["capture_s_per_bucket"] = cost.capture_s / len(log.captured or cost.bucket_gb)
-    out["capture_source"] = f"measured (log {log.path} {where}, {cost.date or 'undated'})"
+    count = len(log.captured or cost.bucket_gb)
+    took = f"{count} buckets in {cost.capture_s:.1f} s, " if cost.capture_s is not None else ""
+    memory = (f"{cost.total_gb:.2f} GB in all" if cost.total_gb is not None
+              else f"{cost.bucket_gb[max(cost.bucket_gb)]:.2f} GB at {max(cost.bucket_gb)} tokens")
+    out["capture_source"] = (f"measured on {cost.date or 'an undated day'} by the log {log.path} {where} "
+                             f"({took}{memory}, as the log printed them)")
     return out
 
 
@@ -878,6 +889,8 @@ def _refuse_trace_options(request: PlanRequest, traces_given: bool) -> None:
         ("--trace", traces_given or bool(request.fit_traces)),
         ("-k/--max-buckets", request.max_buckets is not None),
         ("--target-coverage", request.target_coverage is not None),
+        ("--max-capture-seconds", request.max_capture_s is not None),
+        ("--max-graph-memory", request.max_graph_mib is not None),
         ("--objective", request.objective != default.objective),
         ("--include", request.include is not None),
         ("--no-headroom", request.headroom != default.headroom),

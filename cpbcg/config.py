@@ -12,17 +12,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, StrictInt, StrictStr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cpbcg.check.gates import Gates
 from cpbcg.settings import MAX_INT32, MAX_INT64, setting
 from cpbcg.errors import ConfigError, CpbcgError
 from cpbcg.bucket_files import is_bucket_file, resolve_bucket_spec
-from cpbcg.inputs import decode_text, load_yaml, path_exists, read_input_bytes, yaml_key_lines
+from cpbcg.inputs import decode_text, load_json, load_yaml, path_exists, read_input_bytes, yaml_key_lines
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
 from cpbcg.planner.model.capacity import CaptureSpec, capturable_buckets
-from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
+from cpbcg.planner.optimise.cost import CostModel, forward_cost
+from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name, model_spec_from_config
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION, check_server_flags
@@ -143,6 +144,9 @@ class DeploymentConfig(_Strict):
         setting("buckets").default, description=setting("buckets").help)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
+    model: StrictStr | None = Field(None, description="The served model: a preset name (cpbcg/configs/models) or a Hugging Face "
+                                    "config.json path; scales the cost models (docs/costs.md).")
+    gpu: StrictStr | None = Field(None, description="The GPU (e.g. B200, H200): scales the cost model (docs/costs.md).")
     gates: GateConfig = Field(default_factory=GateConfig)
     _resolved: tuple[object, tuple[int, ...]] | None = PrivateAttr(None)
 
@@ -175,14 +179,37 @@ class DeploymentConfig(_Strict):
     def to_deployment(self, cost_source: str | None = None) -> Deployment:
         """The plain frozen `Deployment` the planner reads (bucket spec resolved).
         `cost_source` labels the cost model (default: `defaults` or `config`)."""
+        model, gpu = self.model_spec(), self.gpu_spec()
+        derived = forward_cost(model, gpu, self.cp_size)
+        given = self.cost.model_fields_set
         if cost_source is None:
-            cost_source = DEFAULT_COST.source if self.cost == CostConfig() else "config"
+            cost_source = derived.source if not given else "config"
+        if given and set(COST_KEYS) - given:  # some terms given: say which, and where the rest came from
+            cost_source = f"{cost_source} for {', '.join(k for k in COST_KEYS if k in given)}; the rest {derived.source}"
+        terms = {k: float(getattr(self.cost if k in given else derived, k)) for k in COST_KEYS}
+        cost = derived if not given else CostModel(terms["graph_fixed_ms"], terms["eager_fixed_ms"], terms["token_ms"], cost_source)
         spec = self.buckets if isinstance(self.buckets, str) else ",".join(map(str, self.buckets))
         return Deployment(
             cp=self.cp_layout, capture=self.capture_spec, max_padding_factor=self.max_padding_factor,
             buckets=self.resolved_buckets(), bucket_spec=spec, max_seq_len_tokens=self.max_seq_len_tokens,
-            scheduler=self.scheduler.to_settings(), cost=self.cost.to_cost(cost_source),
+            scheduler=self.scheduler.to_settings(), cost=cost, model=model, gpu=gpu,
         )
+
+    def model_spec(self) -> ModelSpec | None:
+        """`model` as a `ModelSpec`: a preset's dimensions or a `config.json`'s (None when not given).
+        Raises `ConfigError` for an unknown preset or a bad file."""
+        if self.model is None:
+            return None
+        return model_spec_named(self.model)
+
+    def gpu_spec(self) -> GPU | None:
+        """`gpu` from the catalogue (None when not given). Raises `ConfigError` for an unknown GPU."""
+        if self.gpu is None:
+            return None
+        try:
+            return gpu_by_name(self.gpu)
+        except ValueError as exc:
+            raise ConfigError(f"gpu: {exc}") from None
 
     @property
     def cp_layout(self) -> CPLayout:
@@ -191,6 +218,31 @@ class DeploymentConfig(_Strict):
     @property
     def capture_spec(self) -> CaptureSpec:
         return CaptureSpec(self.capture_layout, self.max_context_size_tokens, self.max_capture_requests)
+
+
+COST_KEYS = ("graph_fixed_ms", "eager_fixed_ms", "token_ms")
+
+
+def model_spec_named(name: str) -> ModelSpec:
+    """The `ModelSpec` of a model preset (`cpbcg/configs/models/NAME.yaml`, dense: a preset holds
+    the active MLP width) or of a Hugging Face `config.json` at path `name`. Raises `ConfigError`."""
+    from cpbcg.graph_capture.presets import load_model_preset
+
+    if name.endswith(".json"):
+        data = load_json(read_input_bytes(Path(name), error=ConfigError, what="model config"), name, ConfigError, what="model config")
+        if not isinstance(data, dict):
+            raise ConfigError(f"{name}: a model config.json must be a JSON object")
+        try:
+            return model_spec_from_config(data, name)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    dims = load_model_preset(name)
+    return ModelSpec(
+        architecture=f"preset {dims.name}", num_hidden_layers=dims.num_hidden_layers or 1, hidden_size=dims.hidden_size,
+        num_attention_heads=dims.num_attention_heads, num_key_value_heads=dims.num_key_value_heads, head_dim=dims.head_dim,
+        intermediate_size=dims.intermediate_size, vocab_size=None, context_length=None, dtype_bytes=4 if dims.dtype == "float32" else 2,
+        kv_lora_rank=None, num_experts=None, num_experts_per_tok=None, moe_intermediate_size=None, source=f"preset {dims.name}",
+    )
 
 
 def default_bucket_spec(scheduler: Any) -> str:

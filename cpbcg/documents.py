@@ -16,7 +16,7 @@ import orjson
 from cpbcg.manifest import SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.optimise.compare import Comparison
-from cpbcg.planner.optimise.recommend import Recommendation
+from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation
 from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.planner.traces.sources import BatchSource
 
@@ -77,8 +77,13 @@ def recommendation_document(rec: Recommendation) -> dict[str, Any]:
         "headroom": None if rec.headroom is None else dataclasses.asdict(rec.headroom),
         "headroom_note": rec.headroom_note,
         "validation": validation,
-        "capture_estimate": dataclasses.asdict(rec.capture),
-        "configured_capture_estimate": dataclasses.asdict(rec.configured_capture),
+        "capture_estimate": {**dataclasses.asdict(rec.capture), "net_mib": rec.capture.net_mib},
+        "configured_capture_estimate": {**dataclasses.asdict(rec.configured_capture), "net_mib": rec.configured_capture.net_mib},
+        "configured_evaluation": None if rec.configured_evaluation is None else rec.configured_evaluation.to_dict(),
+        "coverage_ceiling": rec.ceiling,
+        "trade_off": [dataclasses.asdict(t) for t in rec.trade_off],
+        "knee": None if rec.knee is None else {**dataclasses.asdict(rec.knee), "rule": KNEE_RULE},
+        "budget": None if rec.budget is None else {"max_capture_s": rec.budget.max_capture_s, "max_graph_mib": rec.budget.max_graph_mib},
         "deploy": rec.deploy,
         "exact": rec.optimal.bucket_multiple == 1,
         "bucket_multiple": rec.optimal.bucket_multiple,
@@ -94,6 +99,7 @@ def traffic_document(parts: Any) -> list[dict[str, Any]]:
     return [{
         "trace": p.label, "load": p.load, "load_factor": p.load_factor, "rate_per_s": p.rate_per_s, "fit": p.fit,
         "configured": p.evaluation.to_dict(), "recommended": None if p.recommended is None else p.recommended.to_dict(),
+        "sglang_default": None if p.default is None else p.default.to_dict(), "flags": list(p.flags),
     } for p in parts]
 
 
@@ -105,7 +111,8 @@ def as_dict(result: Any) -> dict[str, Any]:
 def comparison_document(comparison: Comparison) -> dict[str, Any]:
     """The `comparison` section of the plan JSON (`--compare`)."""
     return {
-        "lists": [{"name": r.name, "modelled_ms": r.modelled_ms, "optimal_same_size_ms": r.optimal_same_size_ms, **r.evaluation.to_dict()}
+        "lists": [{"name": r.name, "modelled_ms": r.modelled_ms, "optimal_same_size_ms": r.optimal_same_size_ms,
+                   "capture_s": r.capture_s, "graph_mib": r.graph_mib, **r.evaluation.to_dict()}
                   for r in comparison.reports],
         "pareto": [vars(p) for p in comparison.points],
     }

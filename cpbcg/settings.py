@@ -92,6 +92,8 @@ def _s(key: str, kind: type, default: Any, help: str, flag: str | None = None, *
     return Setting(key, kind, default, help, flag, **kw)
 
 
+_COST_NOTE = "fitted to public measurements for Llama-3.1-70B on B200 at TP 4; a config's model:, gpu: and cp_size (TP) rescale it (docs/costs.md)"
+
 SETTINGS: tuple[Setting, ...] = (
     # deployment (SGLang's server arguments)
     _s("cp_size", int, 4, "CP ranks (SGLang --attn-cp-size).", "--cp-size", ge=1, le=1024),
@@ -149,11 +151,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("scheduler.new_token_ratio_decay_steps", int, 600, "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.", ge=1, le=MAX_INT32),
     _s("scheduler.clip_max_new_tokens", int, 4096, "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (tokens).", ge=1, le=MAX_INT32),
     # the cost model (docs/optimiser.md)
-    _s("cost.graph_fixed_ms", float, 10.0, "Cost model: fixed time of a graph replay (ms); a replay of bucket B costs "
-       "graph_fixed_ms + B*token_ms.", "--graph-fixed-ms", ge=0, le=1e6, default_note="fitted to public measurements"),
-    _s("cost.eager_fixed_ms", float, 24.0, "Cost model: fixed time of an eager forward (ms); n tokens eagerly cost "
-       "eager_fixed_ms + n*token_ms.", "--eager-fixed-ms", ge=0, le=1e6),
-    _s("cost.token_ms", float, 0.05, "Cost model: time per token (ms).", "--token-ms", ge=0, le=1e3),
+    _s("cost.graph_fixed_ms", float, 70.06, "Cost model: fixed time of a graph replay (ms); a replay of bucket B costs "
+       "graph_fixed_ms + B*token_ms.", "--graph-fixed-ms", ge=0, le=1e6, default_note=_COST_NOTE),
+    _s("cost.eager_fixed_ms", float, 122.8, "Cost model: fixed time of an eager forward (ms); n tokens eagerly cost "
+       "eager_fixed_ms + n*token_ms.", "--eager-fixed-ms", ge=0, le=1e6, default_note=_COST_NOTE),
+    _s("cost.token_ms", float, 0.02591, "Cost model: time per token (ms).", "--token-ms", ge=0, le=1e3, default_note=_COST_NOTE),
     # CI gates (`cpbcg replay-check`)
     _s("gates.min_coverage", float, None, "Gate: least fraction of batches replayed in graphs (0..1).", "--min-coverage", ge=0, le=1),
     _s("gates.min_token_coverage", float, None, "Gate: least fraction of tokens replayed in graphs (0..1).", "--min-token-coverage",

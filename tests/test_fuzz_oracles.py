@@ -253,7 +253,7 @@ def test_deployment_options_run_at_their_edges(tmp_path):
     """The options that set a config key, run end to end at the edges `--help` shows: the
     config's own bound agrees with the option's (exit 0 at the edge)."""
     bounds = help_bounds("plan")
-    config_options = [o for o in bounds if o not in ("--max-buckets", "--max-tokens", "--bucket-multiple", "--max-requests", "--validate-fraction", "--target-coverage")]
+    config_options = [o for o in bounds if o not in ("--max-buckets", "--max-tokens", "--bucket-multiple", "--max-requests", "--validate-fraction", "--target-coverage", "--max-capture-seconds", "--max-graph-memory")]
     assert len(config_options) >= 20
     refused = []
     for option in config_options:

@@ -18,7 +18,8 @@ from cpbcg.planner.evaluate import Demand, evaluate
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.optimise import dp, transition_costs
 from cpbcg.planner.optimise.guarantee import headroom_required
-from cpbcg.planner.optimise.optimiser import candidate_grid, fewest_for_coverage, optimise
+from cpbcg.planner.optimise.capture_cost import CaptureModel
+from cpbcg.planner.optimise.optimiser import Budget, candidate_grid, fewest_for_coverage, optimise
 from cpbcg.planner.model.selector import BucketTable, select_buckets
 from cpbcg.planner.traces.embedded import synthetic_batches
 
@@ -95,7 +96,7 @@ def oracle_allows(buckets, cap, max_tokens, factor, pinned, required, gap_free):
 
 
 def oracle_best(batches, counts, cp, cost, k_top, max_tokens, factor, objective, pinned=(), required=(),
-                gap_free=False, top=None, align=None):
+                gap_free=False, top=None, align=None, budget_ok=None):
     """Best (graph forwards, ms) for each count limit 1..k_top over every subset of the sizes
     2*cp..top as SGLang 0.5.23 captures them (rounded up to multiples of cp; single-request
     capture: C(B) = rows of one request of B tokens); None if none is allowed."""
@@ -107,6 +108,8 @@ def oracle_best(batches, counts, cp, cost, k_top, max_tokens, factor, objective,
     for r in range(1, k_top + 1):
         for subset in itertools.combinations(sizes, r):
             if not oracle_allows(subset, cap, max_tokens, factor, pinned, required, gap_free):
+                continue
+            if budget_ok is not None and not budget_ok(subset, cap):
                 continue
             graph, ms = oracle_outcome(batches, counts, subset, cap, cp, align, cost, factor)
             key = (-graph, ms) if objective == "coverage" else (0, ms)
@@ -267,9 +270,9 @@ def test_divide_and_conquer_matches_the_band_scan_on_larger_instances(seed, scal
         want.setdefault("dc", got)
         assert got.cost_ms == pytest.approx(want["dc"].cost_ms) and got.graph_forwards == want["dc"].graph_forwards
 
-    def band(problem, stop=None):
+    def band(problem, stop=None, final_ok=None):
         as_float = dataclasses.replace(problem, dead=problem.dead.astype(float), gamma=problem.gamma.astype(float))
-        return dp.solve_band(as_float)
+        return dp.solve_band(as_float, final_ok)
 
     monkeypatch.setattr(dp, "solve_monge", band)
     scan = optimise(demand, cp, cost, 12, 1200, **options)
@@ -427,7 +430,7 @@ def test_baselines_follow_their_rules():
 
 
 def test_cost_model_from_config_and_measured_timings():
-    assert CostConfig().to_cost("config").to_dict() == {"graph_fixed_ms": 10.0, "eager_fixed_ms": 24.0, "token_ms": 0.05, "source": "config"}
+    assert CostConfig().to_cost("config").to_dict() == {"graph_fixed_ms": 70.06, "eager_fixed_ms": 122.8, "token_ms": 0.02591, "source": "config"}
     fitted = with_measured(CostConfig().to_cost("config"), (0.2, 0.01), 3.0, "manifest m.json")
     assert (fitted.graph_fixed_ms, fitted.eager_fixed_ms, fitted.token_ms, fitted.source) == (0.2, 3.0, 0.01, "manifest m.json")
     assert with_measured(fitted, None, None, "other").source == "manifest m.json"
@@ -442,3 +445,54 @@ def test_histogram_matches_add_at_on_large_int64_sums():
     np.add.at(expected, index, values)
     assert np.array_equal(transition_costs.histogram(index, values, 50), expected)
     assert np.array_equal(transition_costs.histogram(index, values.astype(np.float64), 50), np.bincount(index, values.astype(np.float64), 50))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    batches=batch_lists,
+    counts=st.lists(st.integers(1, 5), min_size=6, max_size=6),
+    cp_size=st.sampled_from([1, 2, 4]),
+    cost=st.sampled_from(COSTS),
+    k=st.integers(1, 4),
+    max_tokens=st.integers(16, 24),
+    headroom=st.integers(0, 6),
+    objective=st.sampled_from(["time", "coverage"]),
+    gap_free=st.booleans(),
+    max_s=st.one_of(st.none(), st.floats(2.5, 12.0)),
+    max_mib=st.one_of(st.none(), st.floats(8.0, 40.0)),
+    per_row=st.sampled_from([0.5, 1.0, 2.0]),
+)
+def test_capture_budgets_match_a_brute_force(batches, counts, cp_size, cost, k, max_tokens, headroom, objective, gap_free,
+                                             max_s, max_mib, per_row):
+    # budgets are exact constraints: a list of K buckets captures in start-up + K*s and holds
+    # per_row * C(largest) + K * per_graph MiB; the brute force filters every subset by both
+    model = CaptureModel(startup_s=0.5, s_per_graph=2.0, mib_per_row=per_row, mib_per_token=0.0, mib_per_graph=3.0,
+                         chunk_tokens=max_tokens, eager_peak_mib=0.0, source="test")
+    budget = Budget(model, max_s, max_mib)
+
+    def budget_ok(subset, cap):
+        return ((max_s is None or 0.5 + 2.0 * len(subset) <= max_s)
+                and (max_mib is None or per_row * cap[max(subset)] + 3.0 * len(subset) <= max_mib))
+
+    cp, counts = CPLayout(cp_size), counts[: len(batches)]
+    align = 2 * cp_size if cp_size > 1 else 1
+    top = max_tokens + headroom
+    want, cap = oracle_best(batches, counts, cp_size, cost, k, max_tokens, 2.0, objective, gap_free=gap_free, top=top,
+                            budget_ok=budget_ok)
+    demand = Demand.of(BatchSet.from_lists(batches, counts), cp).aggregate()
+    options = dict(objective=objective, allow_gaps=not gap_free, max_bucket_tokens=top, budget=budget)
+    if max_s is not None and 0.5 + 2.0 > max_s:
+        with pytest.raises(ConfigError, match="--max-capture-seconds"):
+            optimise(demand, cp, cost, k, max_tokens, **options)
+        return
+    result = optimise(demand, cp, cost, k, max_tokens, **options)
+    for limit in range(1, k + 1):
+        if want[limit] is None:
+            assert limit not in result.buckets
+            continue
+        chosen = result.buckets[limit]
+        assert budget_ok(chosen, cap) and oracle_allows(chosen, cap, max_tokens, 2.0, [], [], gap_free)
+        graph, ms = oracle_outcome(batches, counts, chosen, cap, cp_size, align, cost, 2.0)
+        if objective == "coverage":
+            assert graph == -want[limit][0]
+        assert ms == pytest.approx(want[limit][1], rel=1e-9, abs=1e-9)

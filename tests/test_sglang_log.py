@@ -204,7 +204,13 @@ def test_recommendation_uses_the_measured_capture_cost(tmp_path):
     path, _ = synthetic_bcg_log(tmp_path, forwards=80)
     doc = orjson.loads(runner.invoke(app, ["plan", "-t", str(path), "-f", "json", "--validate-fraction", "0"]).stdout)
     capture = doc["recommendation"]["capture_estimate"]
-    assert capture["source"] == f"measured (log {path} line 6, 2026-11-02)"
+    # the log's own total replaces the estimate, said with what it printed and where
+    assert capture["source"] == (f"measured on 2026-11-02 by the log {path} line 6 "
+                                 "(58 buckets in 31.5 s, 2.37 GB in all, as the log printed them)")
+    assert capture["measured"] is True and capture["range_factor"] == 1.0
+    k = doc["recommendation"]["num_buckets"]
+    assert capture["capture_s"] == pytest.approx(31.5 / 58 * k)
+    assert capture["graph_mib"] == pytest.approx(2.37 * 1024 / 8192 * max(doc["recommendation"]["buckets"]))
 
 
 def test_min_observed_coverage_gate(tmp_path):

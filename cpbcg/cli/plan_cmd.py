@@ -48,6 +48,8 @@ JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, max=1024,
 SchedulerAddressOpt = Annotated[Optional[str], typer.Option("--scheduler", help="Run the jobs on this Dask distributed cluster (tcp://host:8786) instead of local processes; needs pip install 'cpbcg[distributed]'. Same result.", show_default=False)]
 FitTraceOpt = Annotated[Optional[list[Path]], typer.Option("--fit-trace", help="Fit the recommendation on this trace only (repeatable; it must be among the --trace files, or is added to them) and report the list on every trace given.", show_default=False)]
 MinBucketOpt = Annotated[Optional[int], typer.Option("--min-bucket", min=0, max=1 << 22, help="Floor of small buckets: the recommended list serves every CP-active size from this many tokens up within max_padding_factor, whether or not the trace held it; 0 = no floor. [default: the smallest capturable size, 2*cp_size zigzag, cp_size interleave]", show_default=False)]
+MaxCaptureOpt = Annotated[Optional[float], typer.Option("--max-capture-seconds", min=0.001, max=1e7, metavar="SECONDS", help="Capture budget: the recommended list (and every list of the Pareto curve) captures within this many seconds per server start, an exact constraint of the optimiser; the capture time is the estimate for the model (docs/costs.md) or what a server log measured.", show_default=False)]
+MaxGraphMemoryOpt = Annotated[Optional[float], typer.Option("--max-graph-memory", min=0.001, max=1e9, metavar="MIB", help="Graph-memory budget (MiB per GPU: the shared pool the largest bucket's CP-local rows size, plus each graph's own), an exact constraint of the optimiser (docs/costs.md).", show_default=False)]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", parser=output_path, help="Write a PNG: Pareto curve (buckets vs modelled time, coverage) and the forward-size distribution with the recommended buckets.", show_default=False)]
 
 
@@ -77,6 +79,8 @@ def plan(
     scheduler_address: SchedulerAddressOpt = None,
     fit_trace: FitTraceOpt = None,
     min_bucket: MinBucketOpt = None,
+    max_capture_seconds: MaxCaptureOpt = None,
+    max_graph_memory: MaxGraphMemoryOpt = None,
     *,
     deployment: DeploymentOptions,
     trace: TraceOptions,
@@ -108,6 +112,7 @@ def plan(
             compare=compare, guarantee=guarantee, check_guarantee=check_guarantee,
             emit=None if emit_format is None else emit_format.value, output=output, plot=plot_path,
             jobs=jobs, scheduler=scheduler_address, fit_traces=fit_trace, min_bucket=min_bucket,
+            max_capture_s=max_capture_seconds, max_graph_mib=max_graph_memory,
         ),
         deployment, trace, scheduler, cost,
     )

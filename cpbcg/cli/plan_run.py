@@ -45,6 +45,8 @@ class PlanRequest:
     scheduler: Optional[str] = None
     fit_traces: Optional[list[Path]] = None
     min_bucket: Optional[int] = None
+    max_capture_s: Optional[float] = None
+    max_graph_mib: Optional[float] = None
 
 
 def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, scheduler: SchedulerOptions, cost: CostOptions) -> None:
@@ -60,6 +62,7 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         min_bucket=req.min_bucket, load_factors=None if factors is None else tuple(factors),
         untimed_rates="auto" if scheduler.rate is None and factors is None else None, workers=req.jobs, scheduler=req.scheduler,
         fit_traces=None if req.fit_traces is None else tuple(str(p) for p in req.fit_traces),
+        max_capture_s=req.max_capture_s, max_graph_mib=req.max_graph_mib,
     )
     overrides = {**deployment.overrides(), **scheduler.overrides(several_loads=True), **cost.overrides()}
     with TraceProgress() as bar:
@@ -120,7 +123,8 @@ def _check_usage(req: PlanRequest, trace: TraceOptions, cost: CostOptions) -> No
         raise ConfigError("--emit with --format json needs -o FILE (both would go to stdout)")
     if not req.recommend:
         for given, flag in ((req.max_buckets, "--max-buckets"), (req.target_coverage, "--target-coverage"),
-                            (req.include, "--include"), (req.plot, "--plot"), (req.compare or None, "--compare")):
+                            (req.include, "--include"), (req.plot, "--plot"), (req.compare or None, "--compare"),
+                            (req.max_capture_s, "--max-capture-seconds"), (req.max_graph_mib, "--max-graph-memory")):
             if given is not None:
                 raise ConfigError(f"{flag} shapes the recommendation; drop --no-recommend")
     if req.plot is not None and req.plot.suffix.lower() != ".png":

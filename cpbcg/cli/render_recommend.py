@@ -10,7 +10,7 @@ from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.api import Comparison, Evaluation, ParetoPoint, Recommendation, counted, pct
+from cpbcg.api import KNEE_RULE, Comparison, Evaluation, ParetoPoint, Recommendation, TradeOff, counted, pct
 from cpbcg.cli.render import REASON_HELP
 
 OBJECTIVE_TEXT = {"coverage": "most forwards in graphs, then least modelled time", "time": "least modelled time"}
@@ -26,8 +26,11 @@ def _eager_count(reason: str) -> Callable[[Evaluation], str]:
 
 
 def before_after_table(configured: Evaluation, rec: Recommendation) -> Table:
-    """Configured vs recommended on the whole trace, and the recommendation out of sample."""
-    table = Table(title="Configured list vs recommendation", title_justify="left")
+    """Configured vs recommended on the same forwards (the fitted traces'), and the recommendation out of sample."""
+    same = rec.configured_evaluation if rec.configured_evaluation is not None else configured
+    title = "Configured list vs recommendation" + ("" if same.batches == configured.batches else " (on the fitted traces' forwards)")
+    configured = same
+    table = Table(title=title, title_justify="left")
     columns = [("configured", configured), ("recommended", rec.evaluation)]
     if rec.validation is not None:
         columns.append((f"held-back {1 - rec.validation.fit_fraction:.0%} (out of sample)", rec.validation.evaluation))
@@ -40,6 +43,7 @@ def before_after_table(configured: Evaluation, rec: Recommendation) -> Table:
         ("tokens in graphs", lambda ev: pct(ev.graph_tokens, ev.tokens)),
         ("padding", lambda ev: pct(ev.padded_tokens, ev.graph_tokens)),
         ("rescued", lambda ev: f"{ev.rescued:,}"),
+        ("ceiling (any list)", lambda ev: f"{ev.ceiling:.2%}"),
     ]
     rows += [(f"eager: {reason}", _eager_count(reason)) for reason in configured.eager]
     for label, fmt in rows:
@@ -50,7 +54,11 @@ def before_after_table(configured: Evaluation, rec: Recommendation) -> Table:
 
 
 def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Group:
-    """The answer: the list, how it compares, whether it holds out of sample, how to deploy it."""
+    """The answer: the list, how it compares (with the configured list on the same forwards),
+    whether it holds out of sample, what it costs per bucket count, how to deploy it."""
+    table = before_after_table(configured, rec)
+    if rec.configured_evaluation is not None:
+        configured = rec.configured_evaluation
     text = Text()
     how = (f"fewest buckets reaching {rec.target_coverage:.2%} of forwards in graphs" if rec.target_coverage
            else f"at most {counted(rec.max_buckets, 'bucket')}, {OBJECTIVE_TEXT[rec.objective]}")
@@ -66,8 +74,9 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
         text.append(f"Warning: this list replays fewer forwards in graphs than the configured one ({rec.evaluation.coverage:.2%} "
                     f"against {configured.coverage:.2%}); keep the configured list, or allow more buckets or a finer --bucket-multiple.\n",
                     style="bold yellow")
-    if rec.target_coverage and rec.evaluation.coverage < rec.target_coverage:
-        text.append(f"Warning: no list of at most {counted(rec.max_buckets, 'bucket')} reaches {rec.target_coverage:.2%}; this is the best one.\n", style="bold yellow")
+    if rec.target_coverage and rec.evaluation.coverage < rec.target_coverage <= rec.ceiling:  # above the ceiling: the notes say it
+        text.append(f"Warning: no list of at most {counted(rec.max_buckets, 'bucket')} reaches {rec.target_coverage:.2%} (the ceiling of "
+                    f"any list is {rec.ceiling:.2%}); this is the best one.\n", style="bold yellow")
     elif rec.target_coverage and rec.validation is not None and rec.validation.evaluation.coverage < rec.target_coverage:
         text.append(f"Warning: out of sample the list replays {rec.validation.evaluation.coverage:.2%}, below the "
                     f"{rec.target_coverage:.2%} target: ask for a little more than you need.\n", style="bold yellow")
@@ -83,8 +92,20 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
         if warning:
             text.append(f"Warning: {warning}.\n", style="bold yellow")
     est, before = rec.capture, rec.configured_capture
-    text.append(f"Capture (estimate): {est.capture_s:,.0f} s and {est.graph_mib:,.0f} MiB of graph memory per GPU "
-                f"(configured list: {before.capture_s:,.0f} s, {before.graph_mib:,.0f} MiB; {est.source}).\n", style="dim")
+    what = "measured" if est.measured else "estimate"
+    text.append(f"Capture ({what}): {est.describe()} of graph memory per GPU", style="dim")
+    if est.eager_peak_removed_mib:
+        text.append(f"; serving the full chunk in a graph removes the eager activation peak of {est.eager_peak_removed_mib:,.0f} MiB "
+                    f"(net {est.net_mib:+,.0f} MiB)", style="dim")
+    text.append(f" (configured list: {before.capture_s:,.0f} s, {before.graph_mib:,.0f} MiB; {est.source}).\n", style="dim")
+    if rec.knee is not None:
+        k = rec.knee
+        if k.num_buckets == len(rec.buckets):
+            text.append(f"Suggested knee: the recommended list itself (rule: {KNEE_RULE}).\n")
+        else:
+            text.append(f"Suggested knee: {counted(k.num_buckets, 'bucket')}, {_vs(k.modelled_ms, rec.modelled_ms)} modelled time, "
+                        f"{k.coverage:.2%} of forwards in graphs, {k.capture_s:,.0f} s and {k.graph_mib:,.0f} MiB to capture "
+                        f"(rule: {KNEE_RULE}).\n")
     text.append(f"Cost model: graph {rec.cost.graph_fixed_ms:g} ms + B*{rec.cost.token_ms:g}, eager {rec.cost.eager_fixed_ms:g} ms + "
                 f"n*{rec.cost.token_ms:g} ({rec.cost.source}).\n", style="dim")
     if rec.optimal.bucket_multiple == 1:
@@ -93,14 +114,42 @@ def recommendation_renderable(configured: Evaluation, rec: Recommendation) -> Gr
     text.append("  (under DP attention an explicit list skips SGLang's per-DP clamp; with DeepEP buckets are rounded up to\n"
                 "  multiples of 8: plan with --bucket-multiple 8 there)\n", style="dim")
     text.append(f"  {rec.deploy}\n")
-    return Group(before_after_table(configured, rec), text)
+    return Group(table, trade_off_table(rec), text)
+
+
+def _vs(ms: float, base: float) -> str:
+    return f"{100.0 * (ms - base) / base:+.1f}% vs the recommendation's" if base else "the same"
+
+
+TRADE_OFF_ROWS = 12
+"""Most rows of the trade-off table (the knee and the recommended count always shown)."""
+
+
+def trade_off_table(rec: Recommendation) -> Table:
+    """Per bucket count K: coverage, modelled time, capture seconds and graph MiB of the best list."""
+    table = Table(title="Trade-off: best list of at most K buckets", title_justify="left")
+    table.caption = f"knee (*): {KNEE_RULE}; capture: {'measured' if rec.capture.measured else 'estimate'}, see below"
+    for name in ("K", "in graphs", "modelled s", "capture s", "graph MiB", "largest"):
+        table.add_column(name, justify="right")
+    points = list(rec.trade_off)
+    keep = {p.max_buckets for p in points if p.max_buckets in (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512)}
+    keep |= {rec.max_buckets} | ({rec.knee.max_buckets} if rec.knee is not None else set())
+    shown: list[TradeOff] = [p for p in points if p.max_buckets in keep]
+    if len(shown) > TRADE_OFF_ROWS:
+        must = {rec.max_buckets} | ({rec.knee.max_buckets} if rec.knee is not None else set())
+        shown = [p for p in shown if p.max_buckets in must or p.max_buckets <= 16][-TRADE_OFF_ROWS:]
+    for p in shown:
+        mark = "*" if rec.knee is not None and p.max_buckets == rec.knee.max_buckets else ""
+        table.add_row(f"{p.max_buckets}{mark}", f"{p.coverage:.2%}", f"{p.modelled_ms / 1e3:,.2f}", f"{p.capture_s:,.0f}",
+                      f"{p.graph_mib:,.0f}", str(p.largest_bucket))
+    return table
 
 
 def comparison_table(comparison: Comparison, rec: Recommendation) -> Table:
     """One row per list: the recommendation beside SGLang's default and peers' lists."""
     table = Table(title="Bucket lists compared on this trace (modelled time, coverage)", title_justify="left")
     table.caption = "K: buckets; time: modelled prefill time; best@K: the optimiser's best list of the same size"
-    for name in ("list", "K", "graph fwd", "graph tok", "padding", "time s", "vs rec", "best@K s", "eager by reason"):
+    for name in ("list", "K", "graph fwd", "graph tok", "padding", "time s", "vs rec", "best@K s", "capture s", "graph MiB", "eager by reason"):
         table.add_column(name, justify="left" if name in ("list", "eager by reason") else "right")
     base = comparison.reports[0].modelled_ms
     for r in comparison.reports:
@@ -108,7 +157,8 @@ def comparison_table(comparison: Comparison, rec: Recommendation) -> Table:
         same = f"{r.optimal_same_size_ms / 1e3:,.2f}" if r.optimal_same_size_ms is not None else "-"
         table.add_row(r.name, str(len(ev.buckets)), pct(ev.graph_batches, ev.batches), pct(ev.graph_tokens, ev.tokens),
                       pct(ev.padded_tokens, ev.graph_tokens), f"{r.modelled_ms / 1e3:,.2f}",
-                      f"{100.0 * (r.modelled_ms - base) / base:+.1f}%" if base else "-", same, _eager_cell(ev))
+                      f"{100.0 * (r.modelled_ms - base) / base:+.1f}%" if base else "-", same,
+                      "-" if r.capture_s is None else f"{r.capture_s:,.0f}", "-" if r.graph_mib is None else f"{r.graph_mib:,.0f}", _eager_cell(ev))
     return table
 
 
@@ -116,11 +166,12 @@ def pareto_table(points: list[ParetoPoint], objective: str) -> Table:
     table = Table(title="Pareto: best list of at most K buckets", title_justify="left")
     if objective == "coverage":
         table.caption = "coverage first: a larger K may cost more modelled time when it replays more forwards in graphs"
-    for name in ("K", "modelled s", "graph batches", "graph tokens", "largest bucket"):
+    for name in ("K", "modelled s", "graph batches", "graph tokens", "capture s", "graph MiB", "largest bucket"):
         table.add_column(name, justify="right")
     for p in points:
         table.add_row(str(p.max_buckets), f"{p.modelled_ms / 1e3:,.2f}", f"{100 * p.coverage:.2f}%",
-                      f"{100 * p.token_coverage:.2f}%", str(p.buckets[-1]))
+                      f"{100 * p.token_coverage:.2f}%", "-" if p.capture_s is None else f"{p.capture_s:,.0f}",
+                      "-" if p.graph_mib is None else f"{p.graph_mib:,.0f}", str(p.buckets[-1]))
     return table
 
 
@@ -148,7 +199,8 @@ def traffic_table(parts) -> Table:
     configured and the recommended list (`PlanResult.parts`)."""
     table = Table(title="Per trace and load: configured -> recommended", title_justify="left")
     columns: tuple[tuple[str, JustifyMethod], ...] = (("trace", "left"), ("load", "right"), ("fit", "left"), ("forwards", "right"),
-                                                     ("in graphs", "right"), ("padding", "right"), ("eager", "left"))
+                                                     ("in graphs", "right"), ("padding", "right"), ("eager", "left"),
+                                                     ("vs SGLang default", "left"))
     for name, justify in columns:
         table.add_column(name, justify=justify)
     for p in parts:
@@ -159,5 +211,5 @@ def traffic_table(parts) -> Table:
 
         table.add_row(Path(p.label).name, p.load, "yes" if p.fit else "no", f"{ev.batches:,}",
                       both(lambda e: pct(e.graph_batches, e.batches)), both(lambda e: pct(e.padded_tokens, e.graph_tokens)),
-                      both(_eager_cell))
+                      both(_eager_cell), "; ".join(p.flags) if p.flags else ("-" if p.default is None else "ok"))
     return table

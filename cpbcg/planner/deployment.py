@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cpbcg.planner.hardware import GPU, ModelSpec
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.model.layout import CPLayout
@@ -41,6 +42,11 @@ class Deployment:
     `--cuda-graph-config '{"prefill": {"max_seq_len": N}}'`; longer forwards run eagerly
     (`context_limit`). None: no limit (0.5.23's trtllm_mha and dsa backends set none, and the
     runner ignores `max_context_size` for CP graphs)."""
+    model: ModelSpec | None = None
+    """The served model (its `config.json`): scales the capture and graph-memory estimates and the
+    default cost model; None = the assumed model (`published.DEFAULT_MODEL`, said wherever used)."""
+    gpu: GPU | None = None
+    """The GPU: scales the default cost model's per-token time; None = the assumed GPU (`published.DEFAULT_GPU`)."""
 
     def table(self) -> BucketTable:
         """The configured buckets with capacities from the capture model (docs/model.md "Local capacity").

@@ -29,6 +29,10 @@ temporaries (about a megabyte each) stay in cache; measured with benchmarks/benc
 16k-forward pieces 0.15 s per million forwards, 128k 0.20 s, one 1M piece 0.30 s."""
 
 
+LIST_INDEPENDENT_REASONS = ("not_cp_active", "context_limit", "multimodal_input")
+"""Eager reasons no bucket list changes (the coverage ceiling, `Evaluation.ceiling`)."""
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """How a bucket list serves a stream of forwards. Counts honour `count` weights."""
@@ -74,6 +78,14 @@ class Evaluation:
     def token_coverage(self) -> float:
         """Fraction of tokens replayed in graphs."""
         return self.graph_tokens / self.tokens if self.tokens else 0.0
+
+    @property
+    def ceiling(self) -> float:
+        """Most coverage any list could reach on these forwards: those eager for a reason no list
+        changes (`LIST_INDEPENDENT_REASONS`: not CP-active, past the context limit, multimodal) excluded."""
+        if not self.batches:
+            return 0.0
+        return 1.0 - sum(self.eager.get(r, 0) for r in LIST_INDEPENDENT_REASONS) / self.batches
 
     @property
     def padding_overhead(self) -> float:

@@ -18,9 +18,11 @@ from cpbcg.planner.demand_log import DemandSplit
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.model.demand import Demand
+from cpbcg.planner.model.bucket_lists import sglang_default_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.observed import ObservedComparison
+from cpbcg.planner.optimise.cost import flags_against_default
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.traces.records import ForwardSizes
 from cpbcg.planner.traces.sources import BatchSource
@@ -47,6 +49,10 @@ class PlanPart:
     """The recommended list on them (None without a recommendation)."""
     source: BatchSource
     """The finished source (format, bound flag, simulation summary)."""
+    default: Evaluation | None = None
+    """SGLang's default list for the recommendation's chunk on the job's forwards (None without a recommendation)."""
+    flags: tuple[str, ...] = ()
+    """Where the recommended list costs more padding or modelled time than SGLang's default on this job (`cost.flags_against_default`)."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +125,9 @@ def plan_traffic(
     rec = result.recommendation
     if rec is not None:
         rec_table = BucketTable.build(rec.buckets, deployment.cp, deployment.capture)
-        parts = tuple(_part(o, rec_table, deployment) for o in outcomes)
+        chunk = rec.headroom.chunk_tokens if rec.headroom is not None else rec.optimal.max_tokens
+        default_table = BucketTable.build(sglang_default_buckets(chunk), deployment.cp, deployment.capture)
+        parts = tuple(_part(o, rec_table, deployment, default_table) for o in outcomes)
     return PlanResult(result.evaluation, rec, result.recommendation_error, parts)
 
 
@@ -131,9 +139,16 @@ def _recommended(evaluation: Evaluation, split: DemandSplit, deployment: Deploym
         return PlanResult(evaluation, None, f"no recommendation: {exc}", parts)
 
 
-def _part(outcome: JobOutcome, rec_table: BucketTable | None, deployment: Deployment | None = None) -> PlanPart:
+def _part(outcome: JobOutcome, rec_table: BucketTable | None, deployment: Deployment | None = None,
+          default_table: BucketTable | None = None) -> PlanPart:
     job = outcome.job
-    recommended = None
+    recommended = default = None
+    flags: tuple[str, ...] = ()
     if rec_table is not None and outcome.split is not None and deployment is not None:
-        recommended = evaluate_demand(outcome.split.whole(), rec_table, deployment.cp, deployment.max_padding_factor)
-    return PlanPart(job.label, job.load, job.load_factor, job.rate_per_s, job.fit, outcome.evaluation, recommended, outcome.source)
+        whole = outcome.split.whole()
+        recommended = evaluate_demand(whole, rec_table, deployment.cp, deployment.max_padding_factor)
+        if default_table is not None:
+            default = evaluate_demand(whole, default_table, deployment.cp, deployment.max_padding_factor)
+            flags = flags_against_default(recommended, default, deployment.cost)
+    return PlanPart(job.label, job.load, job.load_factor, job.rate_per_s, job.fit, outcome.evaluation, recommended, outcome.source,
+                    default, flags)

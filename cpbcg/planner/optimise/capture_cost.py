@@ -1,42 +1,143 @@
-"""Rough capture cost of a bucket list: startup seconds and graph memory (labelled estimates).
+"""Capture cost of a bucket list: start-up seconds and graph memory per GPU, per model and GPU.
 
-More buckets cost startup time and graph memory, which is why `--target-coverage` asks for the
-fewest buckets that reach a coverage target. Without a capture manifest the figures come from a
-public measurement of SGLang prefill graphs (SGLang PR #31203, GB300, Kimi K2 TP4): prefill
-capture up to 4096 tokens took 22.0 s and 0.26 GiB/GPU, up to 8192 tokens 31.5 s and
-0.49 GiB/GPU; four buckets took 76.9 s. Graph memory lives in one shared pool that the largest
-bucket sizes, so it scales with the largest bucket; time scales with the count. A manifest
-(`cpbcg capture`) replaces both with this deployment's own measurements.
+Without a measurement the figures are estimates from published measurements of SGLang's
+breakable prefill graphs (`published.py`, docs/costs.md):
+
+* capture time `startup + K * per_shape`: a fixed start-up plus one shape's capture per bucket,
+  scaled by the model's layers and layer width;
+* graph memory `pool(rows of the largest bucket) + K * per_graph`: one shared pool that the
+  largest bucket's CP-local rows size (rows per rank, not global tokens: doubling cp and the
+  chunk leaves it unchanged), plus a small per-graph term. A list whose largest bucket serves a
+  full chunk also removes the eager activation peak of that chunk (`eager_peak_removed_mib`),
+  so the net cost (`net_mib`) can fall below zero.
+
+An SGLang server log's capture lines (or a manifest) replace the estimate: the figures are then
+"measured", with the total the log printed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-CITED_S_PER_BUCKET = 76.9 / 4
-"""Capture seconds per bucket (SGLang PR #31203: four prefill buckets in 76.9 s on GB300)."""
-CITED_MIB_PER_TOKEN = 0.49 * 1024 / 8192
-"""Graph pool MiB per token of the largest bucket (SGLang PR #31203: 0.49 GiB/GPU at 8192)."""
-CITED_SOURCE = "estimate from SGLang PR #31203 (GB300, Kimi K2): ~19 s per bucket, pool ~0.06 MiB per token of the largest bucket"
+import numpy as np
+
+from cpbcg.planner.hardware import GPU, ModelSpec
+from cpbcg.planner.optimise import published as pub
+
+__all__ = ["CaptureEstimate", "CaptureModel", "capture_model", "measured_capture_model"]
 
 
 @dataclass(frozen=True)
 class CaptureEstimate:
-    """Estimated startup cost of capturing a list (per GPU)."""
+    """Capture cost of one list (per GPU)."""
 
     capture_s: float
     """Capture time of all buckets (s)."""
     graph_mib: float
-    """Graph memory pool (MiB)."""
+    """Graph memory: the shared pool plus the per-graph term (MiB)."""
     source: str
-    """Where the per-bucket figures come from (cited measurement or a manifest)."""
+    """Where the figures come from (the published fit and the model it was scaled to, or a measurement)."""
+    eager_peak_removed_mib: float = 0.0
+    """The eager activation peak of a full chunk the list removes (MiB; 0 unless its largest bucket serves the chunk)."""
+    range_factor: float = 1.0
+    """The figures hold within times or divided by this (1: measured)."""
+    measured: bool = False
+    """Whether the figures were measured on this deployment (a log or a manifest)."""
+
+    @property
+    def net_mib(self) -> float:
+        """`graph_mib - eager_peak_removed_mib` (MiB; below 0: less memory than no graphs)."""
+        return self.graph_mib - self.eager_peak_removed_mib
+
+    def describe(self) -> str:
+        """`123 s (82-185 s) and 456 MiB (304-684 MiB)` (one line, no source)."""
+        f = self.range_factor
+        if f <= 1.0:
+            return f"{self.capture_s:,.0f} s and {self.graph_mib:,.0f} MiB"
+        return (f"{self.capture_s:,.0f} s ({self.capture_s / f:,.0f}-{self.capture_s * f:,.0f} s) and {self.graph_mib:,.0f} MiB "
+                f"({self.graph_mib / f:,.0f}-{self.graph_mib * f:,.0f} MiB)")
 
 
-def estimate_capture(buckets: list[int], s_per_bucket: float | None = None, mib_per_token: float | None = None,
-                     source: str | None = None) -> CaptureEstimate:
-    """Capture time `len(buckets) * s_per_bucket` and pool memory `max(buckets) * mib_per_token`;
-    the cited figures (module doc) stand in for what a manifest did not measure."""
-    s = CITED_S_PER_BUCKET if s_per_bucket is None else s_per_bucket
-    mib = CITED_MIB_PER_TOKEN if mib_per_token is None else mib_per_token
-    label = source if source is not None and (s_per_bucket is not None or mib_per_token is not None) else CITED_SOURCE
-    return CaptureEstimate(len(buckets) * s, max(buckets, default=0) * mib, label)
+@dataclass(frozen=True)
+class CaptureModel:
+    """Capture cost as a function of the bucket count K and the largest bucket (its tokens and
+    CP-local rows): what the optimiser's budgets bound (`within`) and what reports print (`estimate`)."""
+
+    startup_s: float
+    """Fixed start-up (s)."""
+    s_per_graph: float
+    """Capture seconds per bucket."""
+    mib_per_row: float
+    """Pool MiB per CP-local row of the largest bucket (estimate)."""
+    mib_per_token: float
+    """Pool MiB per token of the largest bucket (a measurement on this deployment)."""
+    mib_per_graph: float
+    """MiB each graph holds besides the pool."""
+    chunk_tokens: int
+    """The chunk (tokens): a largest bucket at least this large serves a full chunk in a graph."""
+    eager_peak_mib: float
+    """The eager activation peak of a full chunk (MiB) such a list removes."""
+    source: str
+    range_factor: float = 1.0
+    measured: bool = False
+
+    def capture_s(self, k: int | np.ndarray) -> float | np.ndarray:
+        """Capture seconds of `k` buckets (int or array)."""
+        return self.startup_s + k * self.s_per_graph
+
+    def graph_mib(self, k: int | np.ndarray, largest_tokens: int | np.ndarray, largest_rows: int | np.ndarray) -> float | np.ndarray:
+        """Graph MiB of `k` buckets whose largest has `largest_tokens` tokens and `largest_rows` CP-local rows."""
+        return self.mib_per_row * largest_rows + self.mib_per_token * largest_tokens + k * self.mib_per_graph
+
+    def within(self, k: int, sizes: np.ndarray, rows: np.ndarray, max_capture_s: float | None, max_graph_mib: float | None) -> np.ndarray:
+        """[len(sizes)] bool: whether a list of `k` buckets whose largest is `sizes[i]` (CP-local
+        capacity `rows[i]`) keeps within both budgets (None: no budget)."""
+        ok = np.ones(len(sizes), dtype=bool)
+        if max_capture_s is not None and float(self.capture_s(k)) > max_capture_s:
+            ok[:] = False
+        if max_graph_mib is not None:
+            ok &= np.asarray(self.graph_mib(k, sizes, rows), dtype=np.float64) <= max_graph_mib
+        return ok
+
+    def estimate(self, buckets: list[int], largest_rows: int) -> CaptureEstimate:
+        """The figures of `buckets` (tokens) whose largest holds `largest_rows` CP-local rows."""
+        k, top = len(buckets), max(buckets, default=0)
+        removed = self.eager_peak_mib if k and top >= self.chunk_tokens else 0.0
+        return CaptureEstimate(float(self.capture_s(k)) if k else 0.0, float(self.graph_mib(k, top, largest_rows)) if k else 0.0,
+                               self.source, removed, self.range_factor, self.measured)
+
+
+def capture_model(model: ModelSpec | None, gpu: GPU | None, tp: int, chunk_tokens: int, chunk_rows: int) -> CaptureModel:
+    """The published fit scaled to `model` at TP `tp` (None: `published.DEFAULT_MODEL`, said in
+    the source); `chunk_rows` are a full chunk's CP-local rows (the eager peak a full-chunk list removes)."""
+    spec, _, assumed = pub.assumptions(model, gpu)
+    per_shape = pub.capture_seconds_per_shape(spec)
+    source = (f"estimate for {pub.describe(spec)} at TP {tp} ({assumed + '; ' if assumed else ''}{per_shape:.2f} s per shape + "
+              f"{pub.FITTED.capture_startup_s:g} s start-up, pool {pub.FITTED.pool_fraction:.2f} x rows x "
+              f"{pub.activation_elems(spec, tp):,.0f} x {spec.dtype_bytes} B; fitted to SGLang blog 2026-08-15 prefill-build and "
+              "cg-memory, PR #31203; docs/costs.md)")
+    return CaptureModel(
+        startup_s=pub.FITTED.capture_startup_s, s_per_graph=per_shape, mib_per_row=pub.graph_pool_mib(spec, 1, tp), mib_per_token=0.0,
+        mib_per_graph=pub.per_graph_mib(spec), chunk_tokens=chunk_tokens, eager_peak_mib=pub.eager_peak_mib(spec, chunk_rows, tp),
+        source=source, range_factor=max(pub.CAPTURE_RANGE, pub.MEMORY_RANGE),
+    )
+
+
+def measured_capture_model(estimate: CaptureModel, s_per_bucket: float | None, mib_per_token: float | None, source: str) -> CaptureModel:
+    """`estimate` with what a log or manifest measured on this deployment replacing its terms:
+    `s_per_bucket` (the measured total over the buckets captured), `mib_per_token` (the largest
+    bucket's pool over its tokens). A figure not measured stays estimated (and the label says so)."""
+    if s_per_bucket is None and mib_per_token is None:
+        return estimate
+    kept = [] if s_per_bucket is not None and mib_per_token is not None else [
+        "capture time" if s_per_bucket is None else "graph memory"]
+    label = source + (f"; {kept[0]} estimated ({estimate.source})" if kept else "")
+    return CaptureModel(
+        startup_s=estimate.startup_s if s_per_bucket is None else 0.0,
+        s_per_graph=estimate.s_per_graph if s_per_bucket is None else s_per_bucket,
+        mib_per_row=estimate.mib_per_row if mib_per_token is None else 0.0,
+        mib_per_token=0.0 if mib_per_token is None else mib_per_token,
+        mib_per_graph=estimate.mib_per_graph if mib_per_token is None else 0.0,
+        chunk_tokens=estimate.chunk_tokens, eager_peak_mib=estimate.eager_peak_mib, source=label,
+        range_factor=estimate.range_factor if kept else 1.0, measured=not kept,
+    )

@@ -5,7 +5,7 @@ Every number comes from `evaluate` / `select_buckets`, the code `plan`'s evaluat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cpbcg.planner.model.bucket_lists import BASELINES
@@ -34,6 +34,10 @@ class ListReport:
     """Modelled prefill time of the whole stream (ms)."""
     optimal_same_size_ms: float | None
     """Modelled time of the optimiser's best list of the same size (ms); None if not computed."""
+    capture_s: float | None = None
+    """Capture seconds of the list (`Recommendation.capture_model`); None if not estimated."""
+    graph_mib: float | None = None
+    """Graph memory of the list (MiB); None if not estimated."""
 
 
 def compare_lists(
@@ -64,6 +68,10 @@ class ParetoPoint:
     """Fraction of forwards replayed in graphs."""
     token_coverage: float
     """Fraction of tokens replayed in graphs."""
+    capture_s: float | None = None
+    """Capture seconds of the list; None if not estimated."""
+    graph_mib: float | None = None
+    """Graph memory of the list (MiB); None if not estimated."""
 
 
 def pareto(optimal: OptimalLists, demand: Demand, cp: CPLayout, spec: CaptureSpec, factor: float, counts: list[int]) -> list[ParetoPoint]:
@@ -103,5 +111,13 @@ def compare_recommendation(rec: "Recommendation", deployment: "Deployment") -> C
     cp, spec, factor = deployment.cp, deployment.capture, deployment.max_padding_factor
     lists = {"recommended": rec.buckets, **{name: fn(chunk) for name, fn in BASELINES.items()}}
     reports = compare_lists(rec.demand, lists, cp, spec, factor, deployment.cost, rec.optimal)
+    if rec.capture_model is not None:
+        reports = [replace(r, capture_s=est.capture_s, graph_mib=est.graph_mib)
+                   for r in reports for est in [rec.capture_model.estimate(r.evaluation.buckets, max(r.evaluation.capacity_rows, default=0))]]
     counts = set(PARETO_COUNTS) | {len(r.evaluation.buckets) for r in reports} | {rec.max_buckets}
-    return Comparison(reports, pareto(rec.optimal, rec.demand, cp, spec, factor, sorted(counts)))
+    if rec.knee is not None:
+        counts.add(rec.knee.max_buckets)
+    costs = {t.max_buckets: t for t in rec.trade_off}
+    points = [replace(p, capture_s=costs[p.max_buckets].capture_s, graph_mib=costs[p.max_buckets].graph_mib) if p.max_buckets in costs else p
+              for p in pareto(rec.optimal, rec.demand, cp, spec, factor, sorted(counts))]
+    return Comparison(reports, points)

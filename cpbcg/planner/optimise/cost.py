@@ -5,7 +5,8 @@
 * an eager forward of `n` tokens costs `eager_fixed_ms + n * token_ms` (eager pays the
   kernel-launch overhead the graph avoids).
 
-The numbers come from the deployment config (`cost:`), from command-line overrides, or from a
+The numbers come from the published fit for the deployment's model and GPU (`forward_cost`,
+docs/costs.md), from the deployment config (`cost:`), from command-line overrides, or from a
 capture manifest's replay timings (`Manifest.fitted_cost_ms`, `Manifest.eager_fixed_ms`).
 The model counts what the runtime selector does, not what would be ideal: a batch the selector
 replays in a heavily padded graph pays the graph cost even where eager would be cheaper.
@@ -20,6 +21,8 @@ import numpy as np
 
 from cpbcg.errors import ConfigError
 from cpbcg.planner.arrays import FloatArray, Int64Array
+from cpbcg.planner.hardware import GPU, ModelSpec
+from cpbcg.planner.optimise import published as pub
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.selector import BucketTable
@@ -78,14 +81,25 @@ class CostModel:
         }
 
 
-DEFAULT_COST = CostModel(
-    10.0, 24.0, 0.05,
-    "defaults fitted to public measurements: sglang-das #407 (graph saving 38% at 256 tokens, 11% at 2048), tokenspeed #597 (eager 2048 tokens ~123 ms)",
-)
-"""Default cost model (docs/optimiser.md derives it): graph `10 + 0.05*B` ms, eager
-`24 + 0.05*n` ms. Saving `14 / (24 + 0.05 n)`: 38% at 256, 28% at 512, 11% at 2048, 6% at 4096
-tokens (sglang-das #407 measured 36-39%, 25-32%, 11%, flat); eager 2048 tokens 126 ms
-(tokenspeed #597: 123 ms); a 2.55x padded replay loses to eager above 181 tokens (SGLang #31487)."""
+def _sig(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def forward_cost(model: ModelSpec | None, gpu: GPU | None, tp: int) -> CostModel:
+    """The cost model of `model` on `gpu` at TP `tp` (`published.forward_terms`, rounded to 4
+    significant digits); None: the assumed model or GPU (`published.DEFAULT_MODEL`,
+    `DEFAULT_GPU`), said in the source."""
+    spec, card, assumed = pub.assumptions(model, gpu)
+    graph, eager, token = pub.forward_terms(spec, card, tp)
+    source = (f"estimate for {pub.describe(spec, card)} at TP {tp} ({assumed + '; ' if assumed else ''}fitted to the SGLang blog "
+              f"2026-08-15 prefill-ttft and tokenspeed #597, within x/÷{pub.FORWARD_RANGE:g}; docs/costs.md)")
+    return CostModel(_sig(graph), _sig(eager), _sig(token), source)
+
+
+DEFAULT_COST = forward_cost(None, None, 4)
+"""Default cost model: the published fit for the assumed model and GPU at TP 4 (docs/costs.md):
+graph `70.06 + 0.02591*B` ms, eager `122.8 + 0.02591*n` ms, a 1.43x saving at 2048 tokens;
+`cpbcg.settings` states the same numbers."""
 
 
 def with_measured(cost: CostModel, fitted: tuple[float, float] | None, eager_fixed_ms: float | None, source: str) -> CostModel:
@@ -117,3 +131,20 @@ def demand_cost_ms(demand: Demand, table: BucketTable, cost: CostModel, max_padd
         cost.eager_ms(demand.num_tokens),
     )
     return float((per_batch * demand.counts).sum())
+
+
+FLAG_TOLERANCE = 0.005
+"""A list is flagged against SGLang's default when its padding exceeds the default's by more than
+this (fraction of graph tokens), or its modelled time by more than this fraction."""
+
+
+def flags_against_default(ev: Evaluation, default: Evaluation, cost: CostModel) -> tuple[str, ...]:
+    """Plain phrases where the list of `ev` costs more than SGLang's default list (`default`, on
+    the same forwards): padding (padded over real graph tokens) or modelled prefill time."""
+    out = []
+    if ev.padding_overhead > default.padding_overhead + FLAG_TOLERANCE:
+        out.append(f"padding {ev.padding_overhead:.2%} against SGLang's default {default.padding_overhead:.2%}")
+    ours, theirs = evaluation_cost_ms(ev, cost), evaluation_cost_ms(default, cost)
+    if theirs > 0 and ours > theirs * (1 + FLAG_TOLERANCE):
+        out.append(f"modelled time {ours / theirs - 1:+.2%} over SGLang's default")
+    return tuple(out)

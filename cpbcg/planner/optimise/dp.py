@@ -49,6 +49,9 @@ __all__ = ["Problem", "Solution", "solve_band", "solve_monge"]
 
 StopRule = Callable[[int, "float | int"], bool]
 """`stop(k, key)`: whether to end the layers after `k` buckets whose best objective is `key`."""
+FinalRule = Callable[[int], np.ndarray]
+"""`final_ok(k)`: [m+1] bool, whether a list of `k` buckets may end in each state (budgets that
+depend only on the count and the largest bucket: capture time, graph memory)."""
 
 
 @dataclass(frozen=True)
@@ -103,29 +106,33 @@ class _Monge:
         return dp, arg
 
 
-def solve_monge(p: Problem, stop: StopRule | None = None, step: int | None = None) -> Solution:
+def solve_monge(p: Problem, stop: StopRule | None = None, step: int | None = None, final_ok: FinalRule | None = None) -> Solution:
     """Exact for Monge instances (module doc). `stop(k, key)` may end the layers early; `step`
-    is the anchor spacing (default `ANCHOR_STEP`; any value >= 1 gives the same result)."""
+    is the anchor spacing (default `ANCHOR_STEP`; any value >= 1 gives the same result);
+    `final_ok` bounds the last state of a list of each size (exact: every layer's states are
+    kept, the bound only filters which end a list)."""
     solver = _Monge(p, step or transition_costs.ANCHOR_STEP)
     dp = solver.first_layer()
     layers, args = [dp], [np.zeros(p.m + 1, np.int32)]
     for _ in range(2, p.max_buckets + 1):
-        if stop is not None and _stop(p, layers, stop, solver.pre):
+        if stop is not None and _stop(p, layers, stop, solver.pre, final_ok):
             break
         dp, arg = solver.layer(dp)
         layers.append(dp)
         args.append(arg)
-    return _collect(p, layers, args, solver.pre)
+    return _collect(p, layers, args, solver.pre, final_ok)
 
 
-def _stop(p: Problem, layers: list[np.ndarray], stop: StopRule, pre: Prefix) -> bool:
+def _stop(p: Problem, layers: list[np.ndarray], stop: StopRule, pre: Prefix, final_ok: FinalRule | None) -> bool:
     tail = pre.e_total - pre.e_below
     total = layers[-1] + tail
     total[: p.final_floor] = p.inf
+    if final_ok is not None:
+        total[~final_ok(len(layers))] = p.inf
     return bool(stop(len(layers), total.min()))
 
 
-def _collect(p: Problem, layers: list[np.ndarray], args: list[Int32Array], pre: Prefix) -> Solution:
+def _collect(p: Problem, layers: list[np.ndarray], args: list[Int32Array], pre: Prefix, final_ok: FinalRule | None = None) -> Solution:
     tail = pre.e_total - pre.e_below  # [m+1] eager value of the items with lo >= state
     lists: dict[int, Int64Array] = {}
     keys: dict[int, float | int] = {}
@@ -135,6 +142,8 @@ def _collect(p: Problem, layers: list[np.ndarray], args: list[Int32Array], pre: 
         total = dp + tail
         total[: p.final_floor] = p.inf
         total[0] = p.inf
+        if final_ok is not None:
+            total[~final_ok(j)] = p.inf
         s = int(np.argmin(total))
         if total[s] < p.inf and (best is None or total[s] < best):
             best_j, best_s, best = j, s, total[s].item()
@@ -153,7 +162,7 @@ def _walk(args: list[Int32Array], j: int, s: int) -> Int64Array:
     return np.asarray(chosen[::-1], dtype=np.int64)
 
 
-def solve_band(p: Problem) -> Solution:
+def solve_band(p: Problem, final_ok: FinalRule | None = None) -> Solution:
     """Exact for any instance (module doc); float64 values. With `C(b) = tcost(a, b) + e_below[a]`
     for `a <= band_lo[b]`, a state `a` above `band_lo[b]` adds `sum (e_i - w_i gamma[b])` over the
     items live at `b` with `lo < a` (they are settled before `b` and run eagerly)."""
@@ -181,7 +190,7 @@ def solve_band(p: Problem) -> Solution:
         dp[1:, b + 1] = best + const
         arg[1:, b + 1] = best_arg
         g[1:, b + 1] = dp[1:, b + 1] - pre.e_below[b + 1]
-    return _collect(p, list(dp), [np.zeros(m + 1, np.int32)] + list(arg[1:]), pre)
+    return _collect(p, list(dp), [np.zeros(m + 1, np.int32)] + list(arg[1:]), pre, final_ok)
 
 
 class _RunningMin:

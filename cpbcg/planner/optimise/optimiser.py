@@ -54,6 +54,7 @@ from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.arrays import Int64Array
 from cpbcg.planner.optimise import dp
 from cpbcg.planner.model.capacity import CaptureSpec
+from cpbcg.planner.optimise.capture_cost import CaptureModel
 from cpbcg.planner.optimise.cost import CostModel
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.optimise.grid import DENSE_GRID_LIMIT, CandidateGrid, candidate_grid, dense_grid_size, sparse_grid
@@ -61,11 +62,37 @@ from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.model.selector import replay_window_hi, replay_windows
 from cpbcg.planner.words import counted
 
-__all__ = ["CandidateGrid", "FewestBuckets", "OptimalLists", "candidate_grid", "fewest_for_coverage", "optimise"]
+__all__ = ["Budget", "CandidateGrid", "FewestBuckets", "OptimalLists", "candidate_grid", "fewest_for_coverage", "optimise"]
 
 OBJECTIVES = ("coverage", "time")
 _KEY_LIMIT = 1 << 61
 """Largest int64 coverage key (the DP adds one more key and a sentinel of 2**62)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Capture budgets every list must keep within (exact constraints of the DP: both depend only
+    on the bucket count and the largest bucket, `CaptureModel.within`)."""
+
+    model: CaptureModel
+    """Capture time and graph memory of a list (`capture_cost.CaptureModel`)."""
+    max_capture_s: float | None = None
+    """Most capture seconds (None: no budget)."""
+    max_graph_mib: float | None = None
+    """Most graph memory (MiB; the pool plus the per-graph term, before the eager peak it removes; None: no budget)."""
+
+    def max_buckets(self, limit: int) -> int:
+        """The most buckets (up to `limit`) whose capture keeps within `max_capture_s` (0 when none does)."""
+        if self.max_capture_s is None:
+            return limit
+        k = np.arange(limit + 1)
+        fits = np.asarray(self.model.capture_s(k)) <= self.max_capture_s
+        return int(k[fits].max()) if fits[1:].any() else 0
+
+    def describe(self) -> str:
+        said = [f"--max-capture-seconds {self.max_capture_s:g}" if self.max_capture_s is not None else "",
+                f"--max-graph-memory {self.max_graph_mib:g}" if self.max_graph_mib is not None else ""]
+        return " and ".join(x for x in said if x)
 
 
 @dataclass(frozen=True)
@@ -122,12 +149,29 @@ class OptimalLists:
     """Largest bucket the grid allowed (tokens; `>= max_tokens` with headroom)."""
     gap_free: bool = False
     """Whether every list obeys the gap-free rule (module doc)."""
+    servable_forwards: int = 0
+    """Forwards some list could replay (CP-active, with a capturable bucket in their window):
+    the coverage ceiling of any list, `servable_forwards / forwards`."""
+    budget: Budget | None = None
+    """The capture budgets the lists keep within (None: none)."""
+
+    @property
+    def ceiling(self) -> float:
+        """Most coverage any list of any size reaches (forwards no list can replay, e.g. not
+        CP-active, excluded)."""
+        return self.servable_forwards / self.forwards if self.forwards else 0.0
 
     def best(self, max_buckets: int) -> list[int]:
         """The list for `max_buckets` (or the largest feasible limit below it). Raises
         `ConfigError` when no feasible list has at most `max_buckets` buckets."""
         feasible = [k for k in self.buckets if k <= max_buckets]
         if not feasible:
+            if self.budget is not None and self.budget.describe():
+                raise ConfigError(
+                    f"{self.budget.describe()}: no list of at most {counted(max_buckets, 'bucket')} keeps within it and holds the "
+                    f"{counted(len(self.pinned), 'pinned bucket')} and the required forwards (the full chunk with headroom, the floor "
+                    "of small buckets): raise the budget, or lower the largest bucket needed (--no-headroom, --max-tokens, --min-bucket 0)"
+                )
             raise ConfigError(
                 f"max_buckets: no list of at most {counted(max_buckets, 'bucket')} holds the {counted(len(self.pinned), 'pinned bucket')} "
                 "and the required forwards"
@@ -173,6 +217,7 @@ def optimise(
     max_bucket_tokens: int | None = None,
     required: Sequence[tuple[int, int]] = (),
     allow_gaps: bool = False,
+    budget: Budget | None = None,
 ) -> OptimalLists:
     """Best bucket lists of at most 1..`max_buckets` buckets for `demand` (aggregate it first).
 
@@ -183,13 +228,14 @@ def optimise(
     `objective="time"`: least modelled time alone (it may leave a batch eager where its padded
     replay would cost more). `required`: `(num_tokens, rows)` forwards every list must replay
     (e.g. `guarantee.headroom_required`); they are constraints, not demand. `allow_gaps=False`
-    (default): gap-free lists (module doc). `cost_ms` is always the plain modelled time.
+    (default): gap-free lists (module doc). `budget`: capture budgets (exact: a list of k
+    buckets may end only in a largest bucket within them). `cost_ms` is always the plain modelled time.
 
     Raises `ConfigError` for `max_buckets < 1`, an unknown objective, pinned buckets that exceed
     `max_buckets` or cannot be captured, `max_bucket_tokens < max_tokens`; `ModelError` when a
     required forward fits no bucket, nothing is replayable, or from the capture model."""
     return _optimise(demand, cp, cost, max_buckets, max_tokens, spec, max_padding_factor, bucket_multiple,
-                     pinned, objective, max_bucket_tokens, required, allow_gaps, None)
+                     pinned, objective, max_bucket_tokens, required, allow_gaps, None, budget)
 
 
 def fewest_for_coverage(
@@ -207,6 +253,7 @@ def fewest_for_coverage(
     max_bucket_tokens: int | None = None,
     required: Sequence[tuple[int, int]] = (),
     allow_gaps: bool = False,
+    budget: Budget | None = None,
 ) -> FewestBuckets:
     """The fewest buckets whose best list (coverage objective, same options as `optimise`)
     replays at least `target_coverage` of the forwards (count-weighted, as `Evaluation.coverage`).
@@ -218,7 +265,7 @@ def fewest_for_coverage(
         raise ConfigError(f"target_coverage: must be in (0, 1], got {target_coverage!r}")
     need = int(np.ceil(target_coverage * int(demand.counts.sum()) - 1e-9))
     lists = _optimise(demand, cp, cost, max_buckets, max_tokens, spec, max_padding_factor, bucket_multiple,
-                      pinned, "coverage", max_bucket_tokens, required, allow_gaps, need)
+                      pinned, "coverage", max_bucket_tokens, required, allow_gaps, need, budget)
     reached = [k for k in sorted(lists.buckets) if lists.graph_forwards[k] >= need]
     k = reached[0] if reached else max(lists.buckets)
     best = lists.buckets[k]
@@ -239,9 +286,13 @@ class _Constraints:
 
 def _optimise(demand: Demand, cp: CPLayout, cost: CostModel, max_buckets: int, max_tokens: int, spec: CaptureSpec,
               factor: float, bucket_multiple: int, pinned: Sequence[int], objective: str, max_bucket_tokens: int | None,
-              required: Sequence[tuple[int, int]], allow_gaps: bool, need_graph: int | None) -> OptimalLists:
+              required: Sequence[tuple[int, int]], allow_gaps: bool, need_graph: int | None, budget: Budget | None = None) -> OptimalLists:
     if max_buckets < 1:
         raise ConfigError(f"max_buckets: must be >= 1, got {max_buckets}")
+    if budget is not None and budget.max_buckets(max_buckets) < 1:
+        raise ConfigError(f"--max-capture-seconds {budget.max_capture_s:g}: below one bucket's capture "
+                          f"({float(budget.model.capture_s(1)):.1f} s; {budget.model.source})")
+    layer_cap = max_buckets if budget is None else budget.max_buckets(max_buckets)
     if objective not in OBJECTIVES:
         raise ConfigError(f"objective: must be 'coverage' or 'time', got {objective!r}")
     top = max_tokens if max_bucket_tokens is None else int(max_bucket_tokens)
@@ -262,15 +313,21 @@ def _optimise(demand: Demand, cp: CPLayout, cost: CostModel, max_buckets: int, m
         raise ConfigError(f"max_buckets: {counted(len(pins), 'pinned bucket')} exceed max_buckets {max_buckets}")
     w = batch_windows(demand, grid.sizes, grid.capacity_rows, cost, factor)
     rules = _constraints(grid, required, pin_index, max_tokens, factor, allow_gaps)
-    cand = _candidates(w, grid, cost, rules, factor, objective)
+    cand = _candidates(w, grid, cost, rules, factor, objective, budget is not None)
     # a list never holds more buckets than there are candidates: no DP layer beyond that count
-    problem, m_key = _problem(w, grid, cand, rules, cost, factor, objective, min(max_buckets, len(cand)))
+    problem, m_key = _problem(w, grid, cand, rules, cost, factor, objective, min(layer_cap, len(cand)))
+    final_ok: dp.FinalRule | None = None
+    if budget is not None:
+        cand_sizes, cand_rows = grid.sizes[cand], grid.capacity_rows[cand]
+
+        def final_ok(k: int) -> np.ndarray:  # state s ends in candidate s - 1; state 0 holds no bucket
+            return np.concatenate([[False], budget.model.within(k, cand_sizes, cand_rows, budget.max_capture_s, budget.max_graph_mib)])
     stop: dp.StopRule | None = None
     if need_graph is not None and m_key is not None:
         total_w, key_m, need = int(w.weight.sum()), m_key, need_graph
         stop = lambda k, key: total_w - int(key) // key_m >= need  # noqa: E731
     monge = problem.dead.dtype == np.int64 or bool(np.all(problem.weight * problem.gamma[problem.hi] <= problem.dead))
-    solution = dp.solve_monge(problem, stop) if monge else dp.solve_band(problem)
+    solution = dp.solve_monge(problem, stop, final_ok=final_ok) if monge else dp.solve_band(problem, final_ok)
     sizes = grid.sizes[cand]
     lists = {k: sizes[idx].tolist() for k, idx in solution.lists.items()}
     graph: dict[int, int] = {}
@@ -279,12 +336,12 @@ def _optimise(demand: Demand, cp: CPLayout, cost: CostModel, max_buckets: int, m
         graph[k], times[k] = _list_outcome(w, grid, chosen, cost)
     if lists and stop is None:  # limits above the candidate count: the same list as the largest feasible one
         top_k = max(lists)
-        for k in range(top_k + 1, max_buckets + 1) if top_k == len(cand) else ():
+        for k in range(top_k + 1, max_buckets + 1) if top_k == min(len(cand), layer_cap) else ():
             lists[k], graph[k], times[k] = lists[top_k], graph[top_k], times[top_k]
     forwards = int(demand.counts.sum())
     return OptimalLists(
         lists, {k: t + w.unservable_eager_ms for k, t in times.items()}, len(cand), len(grid.sizes),
-        bucket_multiple, max_tokens, pins, graph, forwards, top, not allow_gaps,
+        bucket_multiple, max_tokens, pins, graph, forwards, top, not allow_gaps, int(w.weight.sum()), budget,
     )
 
 
@@ -308,12 +365,15 @@ def _constraints(grid: CandidateGrid, required: Sequence[tuple[int, int]], pin_i
     return _Constraints(np.concatenate([lo, pin_index]), np.concatenate([hi, pin_index]), chunk, not allow_gaps)
 
 
-def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constraints, factor: float, objective: str) -> np.ndarray:
+def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constraints, factor: float, objective: str,
+                budgeted: bool = False) -> np.ndarray:
     """Grid indices that provably contain an optimal list (module doc): every `lo` (batches and
     required windows), `hi + 1` of batches whose graph can cost more than eager (time objective
     only: under coverage a replay is never worse), the chunk size, one size no batch can replay
     in (a list must hold a bucket even when every replay would cost more than eager), and, for
-    gap-free lists, the closure under `G`. Sorted, unique."""
+    gap-free lists, the closure under `G`. With a budget also the smallest such size: a budget
+    bounds the largest bucket, and a largest bucket that replays nothing is either dropped or,
+    alone, the cheapest that replays nothing. Sorted, unique."""
     sizes, m = grid.sizes, len(grid.sizes)
     parts = [w.lo, rules.lo, [min(rules.chunk, m - 1)]]
     if objective == "time":
@@ -321,7 +381,10 @@ def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constr
         above = w.hi[bad] + 1
         parts.append(above[above < m])
     covered = np.cumsum(np.bincount(w.lo, minlength=m + 1) - np.bincount(w.hi + 1, minlength=m + 1))[:m]
-    parts.append(np.flatnonzero(covered == 0)[-1:])
+    uncovered = np.flatnonzero(covered == 0)
+    parts.append(uncovered[-1:])
+    if budgeted:
+        parts.append(uncovered[:1])
     cand = np.unique(np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]))
     if rules.gap_free:
         reach = (sizes + 1) * float(factor)  # [M] largest bucket the next one may be

@@ -30,18 +30,18 @@ import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.background import Background
-from cpbcg.planner.optimise.capture_cost import CaptureEstimate, estimate_capture
-from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
+from cpbcg.planner.optimise.capture_cost import CaptureEstimate, CaptureModel, capture_model, measured_capture_model
+from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
 from cpbcg.planner.model.capacity import CaptureSpec, local_capacity, minimum_capture_tokens
 from cpbcg.planner.model.layout import BatchSet, local_rows
-from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms
+from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms, flags_against_default
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.demand_log import DemandLog, DemandSplit
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.export import deploy_flags
 from cpbcg.planner.optimise.guarantee import headroom_required
-from cpbcg.planner.optimise.optimiser import OptimalLists, fewest_for_coverage, optimise
+from cpbcg.planner.optimise.optimiser import Budget, OptimalLists, fewest_for_coverage, optimise
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.words import counted
 
@@ -54,6 +54,10 @@ VALIDATION_TOLERANCE = 0.02
 that close gets no out-of-sample check (and a note) instead of a silently larger hold-back."""
 OUT_OF_SAMPLE_DROP = 0.005
 """Coverage lost out of sample (fraction of forwards) above which the recommendation warns."""
+KNEE_TOLERANCE = 0.02
+"""The suggested knee: the fewest buckets whose modelled time is within this fraction of the
+least modelled time of any list of at most the recommendation's count limit."""
+KNEE_RULE = f"the fewest buckets within {KNEE_TOLERANCE:.0%} of the least modelled time of any list up to the recommendation's count limit"
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,10 @@ class RecommendSettings:
     """Measured graph-pool MiB per token of the largest bucket (a manifest); None = cited."""
     capture_source: str | None = None
     """Where the two measured figures come from."""
+    max_capture_s: float | None = None
+    """Capture budget: most seconds to capture the list (an exact constraint of the optimiser); None: none."""
+    max_graph_mib: float | None = None
+    """Graph-memory budget: most MiB of graph memory (pool plus per-graph term; an exact constraint); None: none."""
 
     def __post_init__(self) -> None:
         if self.objective not in ("coverage", "time"):
@@ -107,6 +115,10 @@ class RecommendSettings:
             raise ConfigError(f"min_bucket: must be >= 0, got {self.min_bucket}")
         if self.target_coverage is not None and not 0 < self.target_coverage <= 1:
             raise ConfigError(f"target_coverage: must be in (0, 1], got {self.target_coverage}")
+        for name in ("max_capture_s", "max_graph_mib"):
+            value = getattr(self, name)
+            if value is not None and not (np.isfinite(value) and value > 0):
+                raise ConfigError(f"{name}: must be a finite number > 0, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -129,14 +141,29 @@ class Validation:
         """In-sample minus out-of-sample coverage (fraction of forwards)."""
         return self.in_sample.coverage - self.evaluation.coverage
 
+    @property
+    def list_drop(self) -> float:
+        """The part of `coverage_drop` the list loses: coverage as a share of each part's ceiling
+        (forwards some list could replay), in sample minus out of sample, in forwards of the tail."""
+        head, tail = self.in_sample.ceiling, self.evaluation.ceiling
+        if head <= 0 or tail <= 0:
+            return 0.0
+        return (self.in_sample.coverage / head - self.evaluation.coverage / tail) * tail
+
     def warning(self) -> str | None:
-        """A plain sentence when out-of-sample coverage is much worse than in-sample, else None."""
+        """A plain sentence when out-of-sample coverage is much worse than in-sample, else None;
+        the forwards no list can replay (not CP-active, too long a context) are told apart from
+        what the list loses."""
         if self.coverage_drop <= OUT_OF_SAMPLE_DROP:
             return None
-        return (
-            f"out of sample the list replays {self.evaluation.coverage:.2%} of forwards in graphs against "
-            f"{self.in_sample.coverage:.2%} in sample: the trace's later traffic differs; plan on a longer or newer trace"
-        )
+        said = (f"out of sample the list replays {self.evaluation.coverage:.2%} of forwards in graphs against "
+                f"{self.in_sample.coverage:.2%} in sample")
+        ceiling = (f"no list can replay {1 - self.evaluation.ceiling:.2%} of the held-back forwards against "
+                   f"{1 - self.in_sample.ceiling:.2%} of the fitted ones (not CP-active or past the context limit)")
+        if self.list_drop <= OUT_OF_SAMPLE_DROP:
+            return f"{said}, and the list is not the cause: {ceiling}"
+        return (f"{said}: of the {self.coverage_drop:.2%} lost, {self.list_drop:.2%} are forwards the list misses, the rest "
+                f"traffic no list serves ({ceiling}); plan on a longer or newer trace")
 
 
 @dataclass(frozen=True)
@@ -193,6 +220,41 @@ class Recommendation:
     """The smallest forward size the list serves whether or not the trace held it (tokens); None: no floor."""
     notes: tuple[str, ...] = ()
     """Plain sentences qualifying the list (a small trace, a skipped check, what the floor costs)."""
+    configured_evaluation: Evaluation | None = None
+    """The configured list on the same forwards as `evaluation` (the fitted traces' forwards)."""
+    capture_model: CaptureModel | None = field(default=None, repr=False)
+    """The capture cost model the estimates and budgets use."""
+    trade_off: tuple["TradeOff", ...] = ()
+    """Per bucket count the optimiser computed: coverage, modelled time, capture seconds and graph MiB."""
+    knee: "TradeOff | None" = None
+    """The suggested knee (`KNEE_RULE`) among `trade_off`; None without one."""
+    budget: Budget | None = None
+    """The capture budgets the list was fitted within (None: none)."""
+
+    @property
+    def ceiling(self) -> float:
+        """Most coverage any list reaches on these forwards (`OptimalLists.ceiling`)."""
+        return self.optimal.ceiling
+
+
+@dataclass(frozen=True)
+class TradeOff:
+    """The optimiser's best list of at most `max_buckets` buckets and what it costs."""
+
+    max_buckets: int
+    """Bucket count limit."""
+    num_buckets: int
+    """Buckets in the list."""
+    coverage: float
+    """Fraction of forwards replayed in graphs."""
+    modelled_ms: float
+    """Modelled prefill time of the forwards (ms)."""
+    capture_s: float
+    """Capture seconds (estimate or measured, `Recommendation.capture`)."""
+    graph_mib: float
+    """Graph memory (MiB)."""
+    largest_bucket: int
+    """Largest bucket (tokens)."""
 
 
 def default_chunk_tokens(deployment: Deployment) -> int:
@@ -247,14 +309,27 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
     if floor is not None:
         notes.append(_floor_note(floor, buckets, whole))
     table = deployment.table()
+    cm = _capture_model(deployment, settings, chunk)
+    modelled = _cost(whole, buckets, deployment)
+    configured_ms = demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor)
+    trade_off = _trade_off(optimal, cm, deployment)
+    default = evaluate_demand(whole, BucketTable.build(sglang_default_buckets(chunk), deployment.cp, deployment.capture),
+                              deployment.cp, deployment.max_padding_factor)
+    flags = flags_against_default(evaluation, default, deployment.cost)
+    if flags:
+        notes.append(f"warning: on the fitted forwards the list costs more than SGLang's default list for the chunk: {'; '.join(flags)}")
+    if settings.target_coverage is not None:
+        notes += _target_notes(settings.target_coverage, buckets, modelled, configured_ms, optimal, len(table.capture_num_tokens))
     return Recommendation(
         buckets=buckets, max_buckets=max_buckets, objective=settings.objective, evaluation=evaluation,
-        modelled_ms=_cost(whole, buckets, deployment), configured_modelled_ms=demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor),
+        modelled_ms=modelled, configured_modelled_ms=configured_ms,
         cost=deployment.cost, validation=validation, headroom=headroom,
-        capture=_estimate(buckets, settings), configured_capture=_estimate(sorted(set(deployment.buckets)), settings),
+        capture=_estimate(buckets, cm, deployment), configured_capture=_estimate(sorted(set(deployment.buckets)), cm, deployment),
         deploy=deploy_flags(buckets, deployment, chunk if chunk != default_chunk_tokens(deployment) else None),
         optimal=optimal, demand=whole, target_coverage=settings.target_coverage, headroom_note=headroom_note,
         floor_tokens=None if floor is None else floor[0], notes=tuple(notes),
+        configured_evaluation=evaluate_demand(whole, table, deployment.cp, deployment.max_padding_factor),
+        capture_model=cm, trade_off=trade_off, knee=_knee(trade_off, max_buckets), budget=_budget(deployment, settings, chunk),
     )
 
 
@@ -301,8 +376,75 @@ def _size_notes(split: DemandSplit, settings: RecommendSettings) -> list[str]:
             "follows these few shapes; plan on a longer trace, or several (--trace A --trace B), before deploying it"]
 
 
-def _estimate(buckets: list[int], settings: RecommendSettings) -> CaptureEstimate:
-    return estimate_capture(buckets, settings.capture_s_per_bucket, settings.graph_mib_per_token, settings.capture_source)
+def _capture_model(deployment: Deployment, settings: RecommendSettings, chunk: int) -> CaptureModel:
+    """The capture cost model: the published fit for the deployment's model at TP = cp_size, with
+    what a log or manifest measured replacing its terms (`settings.capture_*`)."""
+    try:
+        chunk_rows = int(local_capacity([chunk], deployment.cp, deployment.capture)[0])
+    except ModelError:  # a chunk no capture layout holds: its eager peak is not removed by any list
+        chunk_rows = 0
+    estimate = capture_model(deployment.model, deployment.gpu, deployment.cp.cp_size, chunk, chunk_rows)
+    return measured_capture_model(estimate, settings.capture_s_per_bucket, settings.graph_mib_per_token,
+                                  settings.capture_source or "measured")
+
+
+def _budget(deployment: Deployment, settings: RecommendSettings, chunk: int) -> Budget | None:
+    if settings.max_capture_s is None and settings.max_graph_mib is None:
+        return None
+    return Budget(_capture_model(deployment, settings, chunk), settings.max_capture_s, settings.max_graph_mib)
+
+
+def _largest_rows(buckets: list[int], deployment: Deployment) -> list[int]:
+    """CP-local capacity of each list's largest bucket, by `local_capacity` (0 for an empty list)."""
+    return [int(c) for c in local_capacity(buckets, deployment.cp, deployment.capture)] if buckets else []
+
+
+def _estimate(buckets: list[int], cm: CaptureModel, deployment: Deployment) -> CaptureEstimate:
+    top = max(buckets, default=0)
+    try:
+        rows = _largest_rows([top], deployment)[0] if buckets else 0
+    except ModelError:
+        rows = top
+    return cm.estimate(buckets, rows)
+
+
+def _trade_off(optimal: OptimalLists, cm: CaptureModel, deployment: Deployment) -> tuple[TradeOff, ...]:
+    """Per count limit the optimiser computed: the best list's coverage, modelled time and capture cost."""
+    ks = sorted(optimal.buckets)
+    tops = [max(optimal.buckets[k]) for k in ks]
+    rows = _largest_rows(tops, deployment)
+    out = []
+    for k, top, r in zip(ks, tops, rows):
+        lst = optimal.buckets[k]
+        est = cm.estimate(lst, r)
+        out.append(TradeOff(k, len(lst), optimal.coverage(k), optimal.cost_ms[k], est.capture_s, est.graph_mib, top))
+    return tuple(out)
+
+
+def _knee(points: tuple[TradeOff, ...], max_buckets: int) -> TradeOff | None:
+    """`KNEE_RULE` over the `points` of at most `max_buckets` buckets (None when there are none):
+    the same with or without the longer Pareto curve of `--compare`."""
+    points = tuple(p for p in points if p.max_buckets <= max_buckets)
+    if not points:
+        return None
+    best = min(p.modelled_ms for p in points)
+    return min((p for p in points if p.modelled_ms <= best * (1 + KNEE_TOLERANCE)), key=lambda p: (p.num_buckets, p.modelled_ms))
+
+
+def _target_notes(target: float, buckets: list[int], modelled_ms: float, configured_ms: float, optimal: OptimalLists,
+                  configured_count: int) -> list[str]:
+    """What a coverage target costs: a ceiling below it (forwards no list replays), and a list
+    slower in modelled time than the configured one (never silent)."""
+    out = []
+    if target > optimal.ceiling:
+        out.append(f"warning: no list of any size reaches {target:.2%}: {1 - optimal.ceiling:.2%} of the forwards cannot be "
+                   f"replayed by any list (not CP-active, or no capturable bucket within the padding factor); the ceiling is "
+                   f"{optimal.ceiling:.2%}")
+    if configured_ms > 0 and modelled_ms > configured_ms:
+        out.append(f"warning: the {counted(len(buckets), 'bucket')} reaching the target cost {modelled_ms / configured_ms - 1:+.2%} "
+                   f"modelled prefill time over the configured list of {configured_count}: fewer graphs, more padding or eager "
+                   "forwards; ask --max-buckets (no target) for the least time, or a higher target")
+    return out
 
 
 def _headroom(deployment: Deployment, chunk: int, requests: int) -> tuple[Headroom | None, str | None]:
@@ -348,12 +490,13 @@ def _fit(demand: Demand, deployment: Deployment, settings: RecommendSettings, ma
         "pinned": sorted(set(settings.include)), "max_bucket_tokens": top, "allow_gaps": settings.allow_gaps,
         "required": ([] if headroom is None else [(headroom.chunk_tokens, headroom.worst_rows)]) + ([] if floor is None else [floor]),
     }
+    budget = _budget(deployment, settings, chunk)
     if settings.target_coverage is not None:
         fewest = fewest_for_coverage(demand, deployment.cp, deployment.cost, settings.target_coverage, chunk,
-                                     max_buckets=max_buckets, **common)
+                                     max_buckets=max_buckets, budget=budget, **common)
         return fewest.buckets, fewest.optimal
     k_top = max(max_buckets, settings.pareto_max_buckets)
-    optimal = optimise(demand, deployment.cp, deployment.cost, k_top, chunk, objective=settings.objective, **common)
+    optimal = optimise(demand, deployment.cp, deployment.cost, k_top, chunk, objective=settings.objective, budget=budget, **common)
     return optimal.best(max_buckets), optimal
 
 

@@ -1,0 +1,174 @@
+"""Cost-model parameters per model and GPU, fitted to published measurements (docs/costs.md).
+
+Three models, each a formula over a model's shape (`ModelSpec`) and, where it matters, the GPU
+(`GPU`), with a few constants fitted to public measurements of SGLang's breakable prefill CUDA
+graphs (`benchmarks/cost_points.yaml` holds every data point; `benchmarks/fit_costs.py` refits the
+constants and prints the fit's error on each point; a test checks the constants below are its
+result):
+
+* capture time (s) of K shapes: `CAPTURE_STARTUP_S + K * CAPTURE_MS_PER_LAYER * L * hidden/4096 / 1000`
+  (`capture_seconds`): capturing a breakable graph records every layer's kernels once, so the
+  per-shape time follows the layer count and the layer's width; it is host-bound, so the GPU
+  is no parameter;
+* graph memory (MiB): the shared pool sized by the largest bucket's CP-local rows,
+  `POOL_FRACTION * rows * activation_elems * dtype_bytes`, plus `GRAPH_MIB_PER_LAYER * L` per
+  graph (`graph_pool_mib`, `per_graph_mib`); `activation_elems` is `hidden + intermediate/tp`
+  (dense) or `hidden + top_k * hidden` (MoE: the routed tokens' outputs are not split by TP);
+* forward time (ms): a graph replay of B tokens `L * GRAPH_FIXED_MS_PER_LAYER + B * t`, an eager
+  forward of n tokens `L * EAGER_FIXED_MS_PER_LAYER + n * t`, with `t` the matmul time per token
+  `2 * active_params / tp / (peak * MATMUL_EFFICIENCY)` (`forward_terms`).
+
+Without a model or a GPU (`None`) the figures are for `DEFAULT_MODEL` on `DEFAULT_GPU`, and say
+so (`assumptions`). The planner reads no files: the model and GPU come from the deployment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name
+
+__all__ = [
+    "CAPTURE_RANGE", "DEFAULT_GPU", "DEFAULT_MODEL", "FORWARD_RANGE", "MEMORY_RANGE", "PEAK_BF16_TFLOPS", "CostParams", "FITTED",
+    "activation_elems", "active_params", "assumptions", "capture_seconds", "forward_terms", "graph_pool_mib", "per_graph_mib",
+    "peak_tflops",
+]
+
+MIB = 1 << 20
+
+DEFAULT_MODEL = ModelSpec(
+    architecture="LlamaForCausalLM", num_hidden_layers=80, hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
+    head_dim=128, intermediate_size=28672, vocab_size=128256, context_length=131072, dtype_bytes=2, kv_lora_rank=None,
+    num_experts=None, num_experts_per_tok=None, moe_intermediate_size=None,
+    source="assumed: Llama-3.1-70B (the llama-3.1-70b preset); give the model's config.json",
+)
+"""The model the cost figures describe when none is given (a dense 70B, the most common CP size)."""
+DEFAULT_GPU = gpu_by_name("B200")
+"""The GPU the forward-time figures describe when none is given (SM100, where 0.5.23 runs prefill CP)."""
+
+PEAK_BF16_TFLOPS: dict[str, float] = {
+    "A100-40GB": 312, "A100": 312, "L40S": 362, "H100": 989, "H800": 989, "H20": 148, "H200": 989,
+    "B200": 2250, "GB200": 2500, "B300": 2250, "GB300": 2500, "RTX-PRO-6000": 503,
+    "MI300X": 1307, "MI325X": 1307, "MI355X": 2500,
+}
+"""Dense BF16 tensor throughput per GPU (TFLOP/s; vendor datasheets, without sparsity)."""
+
+
+@dataclass(frozen=True)
+class CostParams:
+    """The fitted constants (`benchmarks/fit_costs.py` prints how)."""
+
+    capture_startup_s: float
+    """Fixed start-up of a prefill capture (s): pool and buffers, before the first shape."""
+    capture_ms_per_layer: float
+    """Capture time per shape, per layer of hidden size 4096 (ms)."""
+    pool_fraction: float
+    """Graph pool bytes over `rows * activation_elems * dtype_bytes` of the largest bucket."""
+    graph_mib_per_layer: float
+    """Memory one captured graph holds besides the shared pool, per layer (MiB)."""
+    graph_fixed_ms_per_layer: float
+    """Fixed time of a graph replay per layer (ms): the eager breaks (attention) and replay."""
+    eager_fixed_ms_per_layer: float
+    """Fixed time of an eager forward per layer (ms): kernel launches the graph avoids."""
+    matmul_efficiency: float
+    """Fraction of the GPU's dense BF16 peak a prefill forward's matmuls reach."""
+
+
+FITTED = CostParams(
+    capture_startup_s=1.73,
+    capture_ms_per_layer=6.695,
+    pool_fraction=0.50399,
+    graph_mib_per_layer=0.002781,
+    graph_fixed_ms_per_layer=0.87579,
+    eager_fixed_ms_per_layer=1.5345,
+    matmul_efficiency=0.58705,
+)
+"""`benchmarks/fit_costs.py` output on `benchmarks/cost_points.yaml` (a test refits and compares)."""
+
+CAPTURE_RANGE = 1.5
+MEMORY_RANGE = 1.5
+FORWARD_RANGE = 1.5
+"""Each model's printed range: the estimate times or divided by this (at least the fit's worst
+error on its published points, `benchmarks/fit_costs.py`)."""
+
+
+def peak_tflops(gpu: GPU) -> float:
+    """Dense BF16 TFLOP/s of `gpu` (`PEAK_BF16_TFLOPS`; an unlisted GPU: the B200's)."""
+    return PEAK_BF16_TFLOPS.get(gpu.name, PEAK_BF16_TFLOPS["B200"])
+
+
+def assumptions(model: ModelSpec | None, gpu: GPU | None) -> tuple[ModelSpec, GPU, str]:
+    """The model and GPU the figures use and, for each not given, the assumption in words ('' when both are given)."""
+    said = []
+    if model is None:
+        said.append("model assumed Llama-3.1-70B")
+    if gpu is None:
+        said.append(f"GPU assumed {DEFAULT_GPU.name}")
+    return model or DEFAULT_MODEL, gpu or DEFAULT_GPU, "; ".join(said)
+
+
+def describe(model: ModelSpec, gpu: GPU | None = None) -> str:
+    """`80 layers, hidden 8192, B200` for labels."""
+    moe = f", MoE top-{model.num_experts_per_tok}" if model.num_experts else ""
+    return f"{model.num_hidden_layers} layers, hidden {model.hidden_size}{moe}" + (f", {gpu.name}" if gpu is not None else "")
+
+
+def active_params(model: ModelSpec) -> float:
+    """Weights one token multiplies, all layers (no embeddings): attention projections (MLA:
+    the compressed KV path) plus the dense MLP or the `top_k` routed experts (gated, 3 matrices)."""
+    h, heads, dh = model.hidden_size, model.num_attention_heads, model.head_dim
+    q_o = 2 * h * heads * dh
+    if model.kv_lora_rank:
+        kv = h * (model.kv_lora_rank + 64) + model.kv_lora_rank * heads * dh * 2
+    else:
+        kv = 2 * h * model.num_key_value_heads * dh
+    if model.num_experts:
+        width = model.moe_intermediate_size or model.intermediate_size or 4 * h
+        mlp = (model.num_experts_per_tok or 1) * 3 * h * width
+    else:
+        mlp = 3 * h * (model.intermediate_size or 4 * h)
+    return float(model.num_hidden_layers * (q_o + kv + mlp))
+
+
+def activation_elems(model: ModelSpec, tp: int) -> float:
+    """Activation elements per row of the widest step of a layer: the residual stream plus the
+    dense MLP's TP shard (`intermediate / tp`), or the routed tokens' expert outputs
+    (`top_k * hidden`, not split by TP)."""
+    h = model.hidden_size
+    if model.num_experts:
+        return float(h + (model.num_experts_per_tok or 1) * h)
+    return float(h + (model.intermediate_size or 4 * h) / max(tp, 1))
+
+
+def capture_seconds(model: ModelSpec, num_shapes: int, params: CostParams = FITTED) -> float:
+    """Capture time (s) of `num_shapes` breakable prefill graphs of `model` (module doc)."""
+    per_shape_s = params.capture_ms_per_layer * model.num_hidden_layers * model.hidden_size / 4096 / 1e3
+    return params.capture_startup_s + num_shapes * per_shape_s
+
+
+def capture_seconds_per_shape(model: ModelSpec, params: CostParams = FITTED) -> float:
+    """The per-shape term of `capture_seconds` (s)."""
+    return capture_seconds(model, 1, params) - params.capture_startup_s
+
+
+def graph_pool_mib(model: ModelSpec, rows: int, tp: int, params: CostParams = FITTED) -> float:
+    """The shared graph pool (MiB) a largest bucket of `rows` CP-local rows sizes."""
+    return params.pool_fraction * rows * activation_elems(model, tp) * model.dtype_bytes / MIB
+
+
+def eager_peak_mib(model: ModelSpec, rows: int, tp: int, params: CostParams = FITTED) -> float:
+    """The activation peak (MiB) of an eager forward of `rows` CP-local rows: the same buffers
+    the pool holds for a graph of that many rows (an assumption: no published figure splits it)."""
+    return graph_pool_mib(model, rows, tp, params)
+
+
+def per_graph_mib(model: ModelSpec, params: CostParams = FITTED) -> float:
+    """Memory (MiB) each captured graph holds besides the shared pool."""
+    return params.graph_mib_per_layer * model.num_hidden_layers
+
+
+def forward_terms(model: ModelSpec, gpu: GPU, tp: int, params: CostParams = FITTED) -> tuple[float, float, float]:
+    """`(graph_fixed_ms, eager_fixed_ms, token_ms)` of a prefill forward of `model` on `gpu` at TP `tp` (module doc)."""
+    token_ms = 2.0 * active_params(model) / max(tp, 1) / (peak_tflops(gpu) * 1e12 * params.matmul_efficiency) * 1e3
+    layers = model.num_hidden_layers
+    return layers * params.graph_fixed_ms_per_layer, layers * params.eager_fixed_ms_per_layer, token_ms
