@@ -50,7 +50,8 @@ from cpbcg.planner.traces import detect
 from cpbcg.planner.traces.registry import format_info
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
 from cpbcg.planner.traces.text import is_stdin
-from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION, ServerCheck, deployment_server_check
+from cpbcg.planner.server import ServerCheck, deployment_server_check
+from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.words import counted
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
@@ -127,7 +128,7 @@ def load_deployment(config: str | None = None, **overrides: object) -> Deploymen
 
 def server_check(deployment: Deployment) -> ServerCheck:
     """SGLang 0.5.23's start-up checks and `supports_prefill_cp_bcg` on the flags the deployment
-    runs with (`cpbcg.planner.sglang_release.deployment_server_check`): the flags file given as
+    runs with (`cpbcg.planner.server.deployment_server_check`): the flags file given as
     its bucket list, read here at the input edge, else the flags `plan --emit sglang` writes."""
     return deployment_server_check(deployment, flags_file_words(deployment.bucket_spec))
 

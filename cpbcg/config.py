@@ -25,7 +25,8 @@ from cpbcg.planner.model.capacity import CaptureSpec, capturable_buckets
 from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
-from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION, check_server_flags
+from cpbcg.planner.server import check_server_flags
+from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler.settings import SchedulerSettings
 
@@ -276,7 +277,7 @@ def load_config(
 
 def _check_tp(cfg: DeploymentConfig, origin: str) -> None:
     """A configured `tp_size` other than `cp_size` is refused: SGLang 0.5.23 then refuses to start
-    or captures no CP graph (`sglang_release.check_server_flags` states the rule)."""
+    or captures no CP graph (`server.check_server_flags` states the rule)."""
     if cfg.tp_size is None or cfg.tp_size == cfg.cp_size or cfg.cp_size == 1:
         return
     check = check_server_flags(attn_cp_size=cfg.cp_size, tp_size=cfg.tp_size, cp_strategy=cfg.cp_strategy.value,

@@ -14,7 +14,8 @@ from cpbcg.planner.traces import TraceFormat, detect_format
 from cpbcg.planner.traces.registry import BY_NAME
 from cpbcg.planner.traces.text import display
 from cpbcg.planner.scheduler import backlog_fraction
-from cpbcg.planner.sglang_release import SGLANG_VERSION, ServerCheck
+from cpbcg.planner.server import ServerCheck
+from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.traces.sources import BatchSource
 from cpbcg.planner.words import counted
 

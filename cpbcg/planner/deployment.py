@@ -15,6 +15,7 @@ from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler import SchedulerSettings
 from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.server import ResolvedServer
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 
@@ -41,6 +42,10 @@ class Deployment:
     `--cuda-graph-config '{"prefill": {"max_seq_len": N}}'`; longer forwards run eagerly
     (`context_limit`). None: no limit (0.5.23's trtllm_mha and dsa backends set none, and the
     runner ignores `max_context_size` for CP graphs)."""
+    server: ResolvedServer | None = None
+    """The server 0.5.23 starts for this deployment (`cpbcg.planner.server.resolve_server`),
+    whose page size, chunk and prefill graph list the scheduler and bucket list use; None for
+    a deployment built by hand (no resolution said)."""
 
     def table(self) -> BucketTable:
         """The configured buckets with capacities from the capture model (docs/model.md "Local capacity").

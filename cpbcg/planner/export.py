@@ -3,7 +3,7 @@
 * `sglang`: the server flags (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ...
   --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --tp-size N
   --cp-strategy S --prefill-attention-backend A` with CP (`StrategyModel.server_flags`: what SGLang 0.5.23 needs
-  to start and to capture CP graphs, `sglang_release.check_server_flags`), and the scheduler
+  to start and to capture CP graphs, `server.check_server_flags`), and the scheduler
   flags the plan assumed.
 * `sglang-json`: the same flags with the list as `--cuda-graph-config {"prefill":{"bs":[...],"max_bs":MAX}}`:
   compact JSON without spaces or shell quotes, so `$(cat flags.txt)` (word splitting, no quote
