@@ -29,7 +29,7 @@ from cpbcg.config import DeploymentConfig, load_config, preset_names
 from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
 from cpbcg.notes import (
-    ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, server_check_notes,
+    ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes,
     source_note,
 )
 from cpbcg.planner.choices import Fold
@@ -654,7 +654,7 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
     warning = ignored_options_warning(ignored_flags or [], first, trace_format, options.length_field if options else None)
     if warning is not None:
         note(warning)
-    for finding in server_check_notes(server_check(deployment)):
+    for finding in resolution_notes(deployment.server) + server_check_notes(server_check(deployment)):
         note(finding)
     settings = request.settings()
     if settings is not None and capture_settings(log):
@@ -814,7 +814,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         what, reason = found.findings()[0]
         raise ConfigError(f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
                           "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
-    for finding in server_check_notes(found):
+    for finding in resolution_notes(deployment.server) + server_check_notes(found):
         note(finding)
     report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay,
                            trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk)

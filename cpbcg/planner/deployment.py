@@ -62,4 +62,5 @@ class Deployment:
             "max_padding_factor": self.max_padding_factor,
             "capture_layout": self.capture.layout.value,
             "sglang_version": SGLANG_VERSION,
+            **({"server": self.server.summary()} if self.server is not None else {}),
         }

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name, uses_mla
-from cpbcg.planner.model.bucket_lists import sglang_default_buckets
+from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_ARCHITECTURE, SGLANG_VERSION
 
 if TYPE_CHECKING:
@@ -210,6 +210,8 @@ class ResolvedServer:
     """Why `supports_prefill_cp_bcg` is false (empty when CP graphs are captured)."""
     not_modelled: tuple[str, ...] = ()
     """Given server arguments the resolution does not read."""
+    given: Mapping[str, Given] = field(default_factory=dict)
+    """The server arguments resolved, as given (0.5.23 field names)."""
     notes: tuple[str, ...] = ()
     """Values 0.5.23 changed from what was given (`page_size 1 -> 64: ...`)."""
 
@@ -249,6 +251,7 @@ class ResolvedServer:
             "refusals": [{"check": r.check, "message": r.message} for r in self.refusals],
             "supports_prefill_cp_bcg": self.supports_prefill_cp_bcg, "cp_graphs": self.cp_graphs,
             "no_cp_graph": list(self.no_cp_graph), "not_modelled": list(self.not_modelled), "notes": list(self.notes),
+            "said": self.header_lines(),
         }
 
     def header_lines(self) -> list[str]:
@@ -487,7 +490,10 @@ def resolve_server(
     if bs_given is not None:
         bs = Value(tuple(bs_given), bs_src)
     else:
-        ladder = tuple(sglang_default_buckets(max_bs.value)) if max_bs.value >= 4 else ()
+        top = min(max_bs.value, MAX_BUCKET_TOKENS)
+        if top < max_bs.value:
+            notes.append(f"prefill graph list cut at {top} tokens, cpbcg's largest bucket (0.5.23 would list up to {max_bs.value})")
+        ladder = tuple(sglang_default_buckets(top)) if top >= 4 else ()
         bs = Value(ladder, "0.5.23 default", f"generate_prefill_cuda_graph_batch_sizes({max_bs.value})")
 
     # 2. model-specific overrides (_deepseek_family_overrides)
@@ -634,7 +640,7 @@ def resolve_server(
         max_total_tokens=resolved["max_total_tokens"], enable_mixed_chunk=mixed,
         tp_size=tp, attn_cp_size=cp, pp_size=pp, dp_size=dp, ep_size=ep, enable_prefill_cp=enable_cp, cp_strategy=strategy,
         prefill_graph_backend=graph_backend, prefill_graph_max_bs=max_bs, prefill_graph_bs=bs,
-        refusals=tuple(refusals), no_cp_graph=tuple(missing), not_modelled=not_modelled, notes=tuple(notes),
+        refusals=tuple(refusals), no_cp_graph=tuple(missing), not_modelled=not_modelled, notes=tuple(notes), given=dict(given),
     )
 
 
