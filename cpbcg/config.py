@@ -152,7 +152,7 @@ class DeploymentConfig(_Strict):
     max_seq_len_tokens: StrictInt | None = _field("max_seq_len_tokens")
     buckets: Union[list[Annotated[StrictInt, Field(ge=1, le=MAX_BUCKET_TOKENS)]], str] = Field(
         setting("buckets").default, description=setting("buckets").help)
-    server: ServerConfig = Field(default_factory=ServerConfig)
+    server: ServerConfig = Field(default_factory=lambda: ServerConfig.model_validate({}))
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
     gates: GateConfig = Field(default_factory=GateConfig)
