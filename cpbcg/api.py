@@ -37,6 +37,7 @@ from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.bucket_spec import parse_positive_list
 from cpbcg.planner.model.explain import BatchExplanation, explain_batch
+from cpbcg.planner.model.capacity import capture_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.optimise.compare import Comparison, ParetoPoint, compare_recommendation
@@ -50,7 +51,7 @@ from cpbcg.planner.traces import detect
 from cpbcg.planner.traces.registry import format_info
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
 from cpbcg.planner.traces.text import is_stdin
-from cpbcg.planner.server import ServerCheck, deployment_server_check
+from cpbcg.planner.server import ResolvedServer, ServerCheck, deployment_server_check
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.words import counted
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
@@ -64,7 +65,8 @@ if TYPE_CHECKING:
 __all__ = [  # what the commands (and notebooks) use; the result types are re-exported for annotations
     "counted", "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
     "Gates", "GuaranteeReport", "GuaranteeResult", "Layout", "Manifest", "ParetoPoint", "PlanReport", "PlanRequest",
-    "PlanResult", "ReadOptions", "Recommendation", "RecommendSettings", "ReplayRecord", "ServerCheck", "append_step_summary", "batch_trace",
+    "PlanResult", "ReadOptions", "Recommendation", "RecommendSettings", "ReplayRecord", "ResolvedServer", "ServerCheck", "ServerVerdict",
+    "append_step_summary", "batch_trace", "check_server",
     "batches", "capture", "cell", "check", "check_trace", "count_of", "evaluate", "explain", "github_annotations", "guarantee",
     "guarantee_request_count", "ignored_options_note", "ignored_options_warning", "junit_xml", "layout",
     "load_config_and_deployment", "load_deployment", "load_manifest", "load_plan_deployment", "max_eager_overrides",
@@ -427,6 +429,46 @@ class Layout:
 
     deployment: Deployment
     explanation: BatchExplanation
+
+
+@dataclass(frozen=True)
+class ServerVerdict:
+    """`cpbcg check-server`: what SGLang 0.5.23 does with a launch command, a model and a GPU."""
+
+    server: ResolvedServer
+    """The start-up resolution (values with sources, refusals, CP graphs)."""
+    captured: tuple[int, ...]
+    """The prefill graph list as the CP runner captures it (rounded up to multiples of the CP
+    size, below the smallest CP-active forward dropped; tokens). Empty without CP graphs."""
+    capture_note: str | None
+    """What the rounding changed (None: nothing)."""
+
+    @property
+    def exit_code(self) -> int:
+        """0: starts with CP prefill graphs; 1: refuses to start or runs without them."""
+        return 0 if self.server.cp_graphs else 1
+
+    def to_dict(self) -> dict[str, object]:
+        return {**self.server.summary(), "captured": list(self.captured), "capture_note": self.capture_note}
+
+
+def check_server(config: str | None = None, overrides: Mapping[str, object] | None = None) -> ServerVerdict:
+    """0.5.23's start-up resolution of the config's server (`--server-args`, `--model-config`,
+    `--gpu` in `overrides`), and the prefill list its CP runner captures. Raises `ConfigError`
+    for bad input."""
+    cfg, deployment = load_config_and_deployment(config, overrides)
+    server = cfg.server_resolution
+    assert server is not None  # load_config resolves every config
+    captured: tuple[int, ...] = ()
+    note = None
+    if server.cp_graphs and server.prefill_graph_bs.value:
+        try:
+            prepared = capture_buckets(list(server.prefill_graph_bs.value), deployment.cp)
+        except ModelError as exc:
+            note = str(exc)
+        else:
+            captured, note = prepared.capture_num_tokens, prepared.note
+    return ServerVerdict(server, captured, note)
 
 
 def layout(extend_seq_lens: list[int], config: str | None = None, overrides: Mapping[str, object] | None = None) -> Layout:

@@ -116,3 +116,60 @@ def test_model_spec_reads_the_new_fields():
         ("DeepseekVL2ForCausalLM",), False, "deepseek_vl_v2", False)
     with pytest.raises(ValueError, match="^k.json: index_topk: expected a positive integer"):
         model_spec_from_config(config("X", index_topk="a"), "k.json")
+
+
+# --- cpbcg check-server ------------------------------------------------------------------------
+
+def _check_server(*args: str):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    return CliRunner().invoke(app, ["check-server", *args])
+
+
+def test_check_server_exits_0_with_cp_graphs_and_says_the_resolved_values():
+    result = _check_server("-f", "json")
+    assert result.exit_code == 0, result.output
+    import json
+
+    doc = json.loads(result.stdout)
+    assert (doc["page_size"]["value"], doc["chunked_prefill_size"]["value"], doc["cp_graphs"], doc["starts"]) == (64, 16384, True, True)
+    assert doc["captured"][:2] == [8, 12] and doc["captured"][-1] == 16384 and len(doc["captured"]) == 73
+    assert "below min_capture_tokens 8 dropped: 4" in doc["capture_note"]
+
+
+def test_check_server_exits_1_when_the_server_refuses_or_runs_without_cp_graphs(tmp_path):
+    refused = _check_server("--server-args", f"python -m sglang.launch_server {CP4} --prefill-attention-backend trtllm_mha", "--gpu", "H200")
+    assert refused.exit_code == 1
+    assert "refuses to start: handle_attention_backend_compatibility: Prefill context parallelism with the TRTLLM MHA" in " ".join(
+        refused.stdout.split())
+    args = tmp_path / "launch.sh"
+    args.write_text(f"python -m sglang.launch_server \\\n  {CP4} \\\n  --attention-backend flashinfer  # no trtllm_mha\n")
+    no_graphs = _check_server("--server-args", f"@{args}")
+    assert no_graphs.exit_code == 1
+    assert ("CP prefill graphs: no (zigzag CP graphs need prefill attention backend trtllm_mha, the server runs flashinfer)"
+            in " ".join(no_graphs.stdout.split()))
+    mla = _check_server("--config", "deepseek-v3-cp4-mla")
+    assert mla.exit_code == 1 and "trtllm_mha backend can only be used with non-MLA models." in mla.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpu", "Z"], "cpbcg: error: --gpu: unknown GPU 'Z' (known: A100-40GB"),
+    (["--server-args", "--page-size x"], "cpbcg: error: --server-args: --page-size: expected an integer, got 'x'"),
+    (["--server-args", "@/nonexistent/launch.sh"], "cpbcg: error: /nonexistent/launch.sh: cannot read the launch command:"),
+    (["--model-config", "/nonexistent/config.json"], "cpbcg: error: --model-config: /nonexistent/config.json: no such file"),
+])
+def test_check_server_refuses_bad_input_in_one_line(args, message):
+    result = _check_server(*args)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(message), line
+
+
+def test_a_bad_model_config_names_the_file_and_key(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 0, "hidden_size": 8, "num_attention_heads": 1}')
+    result = _check_server("--model-config", str(path))
+    assert result.exit_code == 2 and result.stderr.strip() == (
+        f"cpbcg: error: {path}: num_hidden_layers: expected a positive integer, got 0")
