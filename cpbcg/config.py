@@ -487,8 +487,8 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
             continue  # the launch command states what the server runs; a config value under it does not
         source = "option" if origin == "command line" else _located(origin, label, text, tuple(key.split(".")))
         given[name] = Given(value, source)
-        if name == "attn_cp_size" and isinstance(value, int) and args is None:
-            given.setdefault("tp_size", Given(value, source))
+        if name == "attn_cp_size" and _lookup(merged, "tp_size") is None:
+            given["tp_size"] = Given(value, source)  # cpbcg's cp_size is --attn-cp-size N with --tp-size N (the emitted flags)
     model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
     gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
     return resolve_server(given, model, gpu, model_source="" if model is None else model.source,
