@@ -173,3 +173,62 @@ def test_a_bad_model_config_names_the_file_and_key(tmp_path):
     result = _check_server("--model-config", str(path))
     assert result.exit_code == 2 and result.stderr.strip() == (
         f"cpbcg: error: {path}: num_hidden_layers: expected a positive integer, got 0")
+
+
+# --- the planning commands plan the resolved server ---------------------------------------------
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_plan_says_the_resolution_in_its_header_and_json_and_plans_with_it(tmp_path):
+    import json
+
+    doc = json.loads(_cli("plan", "--no-recommend", "-f", "json").stdout)
+    assert doc["server"]["page_size"] == {"value": 64, "source": "0.5.23 override", "rule": "trtllm_mha (0.5.23 overrides)"}
+    assert doc["server"]["chunked_prefill_size"]["value"] == 16384 and doc["buckets"][-1] == 16384
+    text = " ".join(_cli("plan", "--no-recommend").stdout.split())
+    assert "page_size 64: trtllm_mha (0.5.23 overrides)" in text and "B200 (assumed: SM100" in text
+    trace = tmp_path / "req.csv"
+    trace.write_text("arrived_at,num_prefill_tokens\n0,6758\n0,9000\n0,3000\n")
+    out = tmp_path / "flags.txt"
+    result = _cli("plan", "-t", str(trace), "--page-size", "1", "--emit", "sglang", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert ("cpbcg: note: SGLang 0.5.23 starts with page_size 1 -> 64: trtllm_mha takes 16, 32, 64 or 128 "
+            "(0.5.23 _mla_backend_page_constraints); planned with that") in result.stderr
+    words = out.read_text().split()
+    assert words[words.index("--page-size") + 1] == "64" and words[words.index("--chunked-prefill-size") + 1] == "16384"
+    # the flags file read back as the bucket list is the launch command: the same server, no disagreement
+    again = _cli("replay-check", "-t", str(trace), "--buckets", str(out), "--min-coverage", "0")
+    assert again.exit_code == 0, again.output
+
+
+def test_plan_warns_that_hopper_refuses_the_deployment_and_batches_takes_the_server_options(tmp_path):
+    result = _cli("plan", "--no-recommend", "--gpu", "H100")
+    assert "cpbcg: warning: SGLang 0.5.23 would refuse to start with these flags: Prefill context parallelism with the TRTLLM MHA" in (
+        result.stderr)
+    trace = tmp_path / "req.csv"
+    trace.write_text("arrived_at,num_prefill_tokens\n0,6758\n0,9000\n0,3000\n")
+    out = tmp_path / "lens.jsonl"
+    ok = _cli("batches", "-t", str(trace), "-o", str(out), "--gpu", "H100", "--server-args", "--attention-backend fa3", "--no-decode")
+    assert ok.exit_code == 0, ok.output
+    assert "chunked_prefill_size 8192" in ok.stderr  # the H100's chunk, page 1 (fa3)
+    bad = _cli("batches", "-t", str(trace), "-o", str(out), "--gpu", "TPU")
+    assert bad.exit_code == 2 and bad.stderr.startswith("cpbcg: error: --gpu: unknown GPU 'TPU'")
+
+
+def test_a_config_names_the_server_and_its_errors_name_the_line(tmp_path):
+    from cpbcg.config import load_config
+    from cpbcg.errors import ConfigError
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("cp_size: 2\nserver:\n  gpu: H200\n  args: [--attention-backend, fa3]\n")
+    server = load_config(str(cfg)).server_resolution
+    assert server is not None and (server.gpu.name, server.page_size.value, server.chunked_prefill_size.value) == ("H200", 1, 8192)
+    cfg.write_text("cp_size: 2\nserver:\n  gpu: V100\n")
+    with pytest.raises(ConfigError, match=rf"^{cfg}:3: server.gpu: unknown GPU 'V100'"):
+        load_config(str(cfg))
