@@ -523,5 +523,5 @@ def _server_bucket_spec(server: ResolvedServer) -> str | list[int] | None:
     if not bs.value:
         return None
     if bs.source.startswith(f"{SGLANG_VERSION} default"):
-        return f"sglang-default:{server.prefill_graph_max_bs.value}"
+        return f"sglang-default:{min(server.prefill_graph_max_bs.value, MAX_BUCKET_TOKENS)}"  # the cut is said in the notes
     return list(bs.value)
