@@ -29,7 +29,7 @@ from cpbcg.config import DeploymentConfig, load_config, preset_names
 from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
 from cpbcg.notes import (
-    ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, server_check_notes,
+    ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes,
     source_note,
 )
 from cpbcg.planner.choices import Fold
@@ -37,6 +37,7 @@ from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.bucket_spec import parse_positive_list
 from cpbcg.planner.model.explain import BatchExplanation, explain_batch
+from cpbcg.planner.model.capacity import capture_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.optimise.compare import Comparison, ParetoPoint, compare_recommendation
@@ -50,7 +51,8 @@ from cpbcg.planner.traces import detect
 from cpbcg.planner.traces.registry import format_info
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
 from cpbcg.planner.traces.text import display, is_stdin
-from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION, ServerCheck, deployment_server_check
+from cpbcg.planner.server import ResolvedServer, ServerCheck, deployment_server_check
+from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.words import counted
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sglang_log import LogReader
@@ -66,7 +68,8 @@ __all__ = [  # what the commands (and notebooks) use; the result types are re-ex
     "KNEE_RULE", "TradeOff",
     "counted", "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
     "Gates", "GuaranteeReport", "GuaranteeResult", "Layout", "Manifest", "ParetoPoint", "PlanReport", "PlanRequest",
-    "PlanResult", "ReadOptions", "Recommendation", "RecommendSettings", "ReplayRecord", "ServerCheck", "append_step_summary", "batch_trace",
+    "PlanResult", "ReadOptions", "Recommendation", "RecommendSettings", "ReplayRecord", "ResolvedServer", "ServerCheck", "ServerVerdict",
+    "append_step_summary", "batch_trace", "check_server",
     "batches", "capture", "cell", "check", "check_trace", "count_of", "evaluate", "explain", "github_annotations", "guarantee",
     "guarantee_request_count", "ignored_options_note", "ignored_options_warning", "junit_xml", "layout",
     "load_config_and_deployment", "load_deployment", "load_manifest", "load_plan_deployment", "max_eager_overrides",
@@ -132,7 +135,7 @@ def load_deployment(config: str | None = None, **overrides: object) -> Deploymen
 
 def server_check(deployment: Deployment) -> ServerCheck:
     """SGLang 0.5.23's start-up checks and `supports_prefill_cp_bcg` on the flags the deployment
-    runs with (`cpbcg.planner.sglang_release.deployment_server_check`): the flags file given as
+    runs with (`cpbcg.planner.server.deployment_server_check`): the flags file given as
     its bucket list, read here at the input edge, else the flags `plan --emit sglang` writes."""
     return deployment_server_check(deployment, flags_file_words(deployment.bucket_spec))
 
@@ -522,6 +525,46 @@ class Layout:
     explanation: BatchExplanation
 
 
+@dataclass(frozen=True)
+class ServerVerdict:
+    """`cpbcg check-server`: what SGLang 0.5.23 does with a launch command, a model and a GPU."""
+
+    server: ResolvedServer
+    """The start-up resolution (values with sources, refusals, CP graphs)."""
+    captured: tuple[int, ...]
+    """The prefill graph list as the CP runner captures it (rounded up to multiples of the CP
+    size, below the smallest CP-active forward dropped; tokens). Empty without CP graphs."""
+    capture_note: str | None
+    """What the rounding changed (None: nothing)."""
+
+    @property
+    def exit_code(self) -> int:
+        """0: starts with CP prefill graphs; 1: refuses to start or runs without them."""
+        return 0 if self.server.cp_graphs else 1
+
+    def to_dict(self) -> dict[str, object]:
+        return {**self.server.summary(), "captured": list(self.captured), "capture_note": self.capture_note}
+
+
+def check_server(config: str | None = None, overrides: Mapping[str, object] | None = None) -> ServerVerdict:
+    """0.5.23's start-up resolution of the config's server (`--server-args`, `--model-config`,
+    `--gpu` in `overrides`), and the prefill list its CP runner captures. Raises `ConfigError`
+    for bad input."""
+    cfg, deployment = load_config_and_deployment(config, overrides)
+    server = cfg.server_resolution
+    assert server is not None  # load_config resolves every config
+    captured: tuple[int, ...] = ()
+    note = None
+    if server.cp_graphs and server.prefill_graph_bs.value:
+        try:
+            prepared = capture_buckets(list(server.prefill_graph_bs.value), deployment.cp)
+        except ModelError as exc:
+            note = str(exc)
+        else:
+            captured, note = prepared.capture_num_tokens, prepared.note
+    return ServerVerdict(server, captured, note)
+
+
 def layout(extend_seq_lens: list[int], config: str | None = None, overrides: Mapping[str, object] | None = None) -> Layout:
     """`explain` under the deployment of `config` and dotted `overrides` (`cpbcg layout`).
     Raises `ConfigError`, `ModelError`."""
@@ -766,7 +809,7 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
     warning = ignored_options_warning(ignored_flags or [], first, trace_format, options.length_field if options else None)
     if warning is not None:
         note(warning)
-    for finding in server_check_notes(server_check(deployment)):
+    for finding in resolution_notes(deployment.server) + server_check_notes(server_check(deployment)):
         note(finding)
     settings = request.settings()
     if settings is not None and capture_settings(log):
@@ -941,7 +984,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         what, reason = found.findings()[0]
         raise ConfigError(f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
                           "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
-    for finding in server_check_notes(found):
+    for finding in resolution_notes(deployment.server) + server_check_notes(found):
         note(finding)
     resolve = launch_resolver(config, overrides, manifest) if log is not None else None
     report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay,
@@ -961,12 +1004,16 @@ def max_eager_overrides(max_eager: list[str]) -> dict[str, int]:
     return {f"gates.max_eager.{reason}": n for reason, n in parse_max_eager(max_eager).items()}
 
 
-def preset_table() -> list[tuple[str, int, str, int, str]]:
-    """The shipped deployment presets: name, cp_size, strategy, chunked_prefill_size, buckets."""
+def preset_table() -> list[tuple[str, int, str, int, str, str, str]]:
+    """The shipped deployment presets: name, cp_size, strategy, chunked_prefill_size, buckets,
+    GPU, and whether SGLang 0.5.23 starts it with CP prefill graphs (`yes`, or why not)."""
     rows = []
     for name in preset_names():
         cfg = load_config(name)
-        rows.append((name, cfg.cp_size, cfg.cp_strategy.value, cfg.scheduler.chunked_prefill_size, str(cfg.buckets)))
+        server = cfg.server_resolution
+        gpu = server.gpu.name if server else "?"
+        graphs = "yes" if server is None or server.cp_graphs else "no: " + "; ".join(why for _, why in server.findings())
+        rows.append((name, cfg.cp_size, cfg.cp_strategy.value, cfg.scheduler.chunked_prefill_size, str(cfg.buckets), gpu, graphs))
     return rows
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, Str
 from cpbcg.check.gates import Gates
 from cpbcg.settings import MAX_INT32, MAX_INT64, setting
 from cpbcg.errors import ConfigError, CpbcgError
-from cpbcg.bucket_files import is_bucket_file, resolve_bucket_spec
+from cpbcg.bucket_files import flags_file_words, is_bucket_file, resolve_bucket_spec
 from cpbcg.inputs import decode_text, load_json, load_yaml, path_exists, read_input_bytes, yaml_key_lines
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
@@ -26,7 +26,8 @@ from cpbcg.planner.optimise.cost import CostModel, forward_cost
 from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name, model_spec_from_config
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
-from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION, check_server_flags
+from cpbcg.planner.server import Given, ResolvedServer, check_server_flags, parse_launch_words, resolve_server
+from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler.settings import SchedulerSettings
 
@@ -128,6 +129,16 @@ class GateConfig(_Strict):
     min_observed_coverage: StrictFloat | None = _field("gates.min_observed_coverage")
 
 
+class ServerConfig(_Strict):
+    """The server 0.5.23 starts: its launch command, the model and the GPU (the inputs of the
+    start-up resolution, `cpbcg.planner.server`)."""
+
+    args: Union[str, list[str], None] = _field("server.args")
+    model_config_file: str | None = Field(setting("server.model_config").default, alias="model_config",
+                                          description=setting("server.model_config").help)
+    gpu: str | None = _field("server.gpu")
+
+
 class DeploymentConfig(_Strict):
     """Everything a deployment fixes. Field names follow SGLang's server arguments."""
 
@@ -142,6 +153,7 @@ class DeploymentConfig(_Strict):
     max_seq_len_tokens: StrictInt | None = _field("max_seq_len_tokens")
     buckets: Union[list[Annotated[StrictInt, Field(ge=1, le=MAX_BUCKET_TOKENS)]], str] = Field(
         setting("buckets").default, description=setting("buckets").help)
+    server: ServerConfig = Field(default_factory=lambda: ServerConfig.model_validate({}))
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
     model: StrictStr | None = Field(None, description="The served model: a preset name (cpbcg/configs/models) or a Hugging Face "
@@ -149,6 +161,7 @@ class DeploymentConfig(_Strict):
     gpu: StrictStr | None = Field(None, description="The GPU (e.g. B200, H200): scales the cost model (docs/costs.md).")
     gates: GateConfig = Field(default_factory=GateConfig)
     _resolved: tuple[object, tuple[int, ...]] | None = PrivateAttr(None)
+    _server: ResolvedServer | None = PrivateAttr(None)
 
     def resolved_buckets(self) -> tuple[int, ...]:
         """The bucket spec as a list of tokens: parsed (files read) once, by `load_config`, and
@@ -192,7 +205,7 @@ class DeploymentConfig(_Strict):
         return Deployment(
             cp=self.cp_layout, capture=self.capture_spec, max_padding_factor=self.max_padding_factor,
             buckets=self.resolved_buckets(), bucket_spec=spec, max_seq_len_tokens=self.max_seq_len_tokens,
-            scheduler=self.scheduler.to_settings(), cost=cost, model=model, gpu=gpu,
+            scheduler=self.scheduler.to_settings(), cost=cost, model=model, gpu=gpu, server=self._server,
         )
 
     def model_spec(self) -> ModelSpec | None:
@@ -210,6 +223,11 @@ class DeploymentConfig(_Strict):
             return gpu_by_name(self.gpu)
         except ValueError as exc:
             raise ConfigError(f"gpu: {exc}") from None
+
+    @property
+    def server_resolution(self) -> ResolvedServer | None:
+        """The server 0.5.23 starts for this config (`load_config` resolves it)."""
+        return self._server
 
     @property
     def cp_layout(self) -> CPLayout:
@@ -308,8 +326,33 @@ def load_config(
     merged = data
     for _, values in stack[1:]:
         merged = _nested_update(merged, values)
+    cfg = _validated(merged, stack, label, text)
+    _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
+    server = _resolve_server(cfg, merged, stack, label, text)
+    if server is not None:
+        page, chunk = server.page_size, server.chunked_prefill_size
+        if chunk.value != -1 and page.value > chunk.value:
+            where = _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size"))
+            raise ConfigError(f"{where}: scheduler.chunked_prefill_size: {chunk.value} is below page_size {page.describe()}: "
+                              "no chunk could be cut at a page boundary")
+        resolved = ("SGLang 0.5.23 start-up resolution", _resolved_values(server))
+        cfg = _validated(_nested_update(merged, resolved[1]), [*stack, resolved], label, text)
+        cfg._server = server
+        if "buckets" not in cfg.model_fields_set:
+            spec = _server_bucket_spec(server)
+            if spec is not None:
+                object.__setattr__(cfg, "buckets", spec)
+    _check_buckets(cfg, _located(_origin(("buckets",), stack), label, text, ("buckets",)))
+    _check_flags_file(cfg)
+    _check_tp(cfg, _located(_origin(("tp_size",), stack), label, text, ("tp_size",)))
+    return cfg
+
+
+def _validated(merged: dict, stack: list[tuple[str, dict[str, Any]]], label: str, text: str) -> DeploymentConfig:
+    """`DeploymentConfig` of the merged settings. Raises `ConfigError` naming where the bad
+    value came from and its key."""
     try:
-        cfg = DeploymentConfig.model_validate(merged)
+        return DeploymentConfig.model_validate(merged)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = tuple(p for p in first["loc"] if not _is_type_tag(p))
@@ -319,16 +362,11 @@ def load_config(
         hint = (" (this is a bucket file, as plan --emit yaml|json writes it: pass it with --buckets)"
                 if first["type"] == "extra_forbidden" and loc[:1] in (("capture_num_tokens",), ("prefill",)) else "")
         raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))}){hint}") from None
-    _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
-    _check_buckets(cfg, _located(_origin(("buckets",), stack), label, text, ("buckets",)))
-    _check_flags_file(cfg)
-    _check_tp(cfg, _located(_origin(("tp_size",), stack), label, text, ("tp_size",)))
-    return cfg
 
 
 def _check_tp(cfg: DeploymentConfig, origin: str) -> None:
     """A configured `tp_size` other than `cp_size` is refused: SGLang 0.5.23 then refuses to start
-    or captures no CP graph (`sglang_release.check_server_flags` states the rule)."""
+    or captures no CP graph (`server.check_server_flags` states the rule)."""
     if cfg.tp_size is None or cfg.tp_size == cfg.cp_size or cfg.cp_size == 1:
         return
     check = check_server_flags(attn_cp_size=cfg.cp_size, tp_size=cfg.tp_size, cp_strategy=cfg.cp_strategy.value,
@@ -356,7 +394,11 @@ def _check_flags_file(cfg: DeploymentConfig) -> None:
         settings = sglang_flag_settings(raw.decode("utf-8", "replace"))
     except ConfigError as exc:
         raise ConfigError(f"{spec}:1: {exc}") from None  # a shell split fails on the file as a whole
+    server = cfg.server_resolution
+    taken = {k for k, name in SERVER_KEYS.items() if server is not None and server.given.get(name, Given(None, "")).source.startswith("flags file")}
     for key, written in settings.items():
+        if key in taken:
+            continue  # the start-up resolution took the file's value (and says what 0.5.23 made of it)
         if str(actual.get(key)) != written:
             flag = next(f for f, k in FLAG_KEYS.items() if k == key)
             raise ConfigError(f"{spec}: {flag} {written[:20]} but {key} is {actual.get(key)}: the flags were planned under other "
@@ -437,3 +479,101 @@ def _is_preset_name(source: str) -> bool:
 def _show(value: object, limit: int = 40) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+SERVER_KEYS = {
+    "cp_size": "attn_cp_size", "tp_size": "tp_size", "cp_strategy": "cp_strategy", "scheduler.page_size": "page_size",
+    "scheduler.chunked_prefill_size": "chunked_prefill_size", "scheduler.max_prefill_tokens": "max_prefill_tokens",
+    "scheduler.prefill_max_requests": "prefill_max_requests", "scheduler.max_running_requests": "max_running_requests",
+    "scheduler.max_total_tokens": "max_total_tokens", "scheduler.enable_mixed_chunk": "enable_mixed_chunk",
+}
+"""Config keys that are SGLang server arguments, and the 0.5.23 field each is."""
+
+
+def _lookup(data: dict, dotted: str) -> Any:
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, dict[str, Any]]], label: str,
+                    text: str) -> ResolvedServer | None:
+    """0.5.23's start-up resolution of the config being loaded: the server arguments it states
+    (config file and layers < launch command < command line), over the CP flags `plan --emit
+    sglang` writes when no launch command is given, with its model and GPU. None when the
+    values are not of the right types (validation then reports them)."""
+    from cpbcg import server_inputs
+    from cpbcg.planner.model.layout import CPLayout
+
+    section = cfg.server
+    def where(key: str) -> str:
+        origin = _origin(("server", key), stack)
+        if origin == "command line":
+            return str(setting(f"server.{key}").flag)
+        return f"{_located(origin, label, text, ('server', key))}: server.{key}"
+    args, model_path, gpu_name = section.args, section.model_config_file, section.gpu
+    given: dict[str, Given] = {}
+    flags_file = flags_file_words(cfg.buckets) if isinstance(cfg.buckets, str) and args is None else None
+    if args is not None:
+        given.update(server_inputs.launch_flags(args, where("args")))
+    elif flags_file is not None:  # a flags file as the bucket list states the server's flags: its launch command
+        try:
+            given.update(parse_launch_words(flags_file, f"flags file {cfg.buckets}"))
+        except ValueError as exc:
+            raise ConfigError(f"{cfg.buckets}: {exc}") from None
+    else:
+        layout = CPLayout(cfg.cp_size, cfg.cp_strategy)
+        given.update(parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)"))
+    for key, name in SERVER_KEYS.items():
+        if _lookup(merged, key) is None:
+            continue  # not given: 0.5.23's default
+        node: Any = cfg
+        for part in key.split("."):
+            node = getattr(node, part)
+        value = getattr(node, "value", node)
+        origin = _origin(tuple(key.split(".")), stack)
+        if (args is not None or flags_file is not None) and origin != "command line" and name in given:
+            continue  # the launch command states what the server runs; a config value under it does not
+        source = "option" if origin == "command line" else _located(origin, label, text, tuple(key.split(".")))
+        given[name] = Given(value, source)
+        if name == "attn_cp_size" and _lookup(merged, "tp_size") is None:
+            given["tp_size"] = Given(value, source)  # cpbcg's cp_size is --attn-cp-size N with --tp-size N (the emitted flags)
+    model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
+    gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
+    return resolve_server(given, model, gpu, model_source="" if model is None else model.source,
+                          gpu_source="" if gpu is None else f"given ({where('gpu')})")
+
+
+def _resolved_values(server: ResolvedServer) -> dict[str, Any]:
+    """The config keys the resolution decides: page size, chunk, prefill token budget, and the
+    CP settings and scheduler limits a launch command states."""
+    out: dict[str, Any] = {
+        "scheduler.page_size": server.page_size.value, "scheduler.chunked_prefill_size": server.chunked_prefill_size.value,
+        "scheduler.max_prefill_tokens": server.max_prefill_tokens.value,
+    }
+    for key, value in (("scheduler.max_running_requests", server.max_running_requests.value),
+                       ("scheduler.max_total_tokens", server.max_total_tokens.value)):
+        if value is not None:
+            out[key] = value
+    if server.enable_mixed_chunk.source != f"{SGLANG_VERSION} default":
+        out["scheduler.enable_mixed_chunk"] = server.enable_mixed_chunk.value
+    if any(g.source == "launch command" or g.source.startswith("flags file") for g in server.given.values()):
+        out["cp_size"] = server.attn_cp_size
+        if server.cp_strategy is not None:
+            out["cp_strategy"] = server.cp_strategy
+    return out
+
+
+def _server_bucket_spec(server: ResolvedServer) -> str | list[int] | None:
+    """The bucket list the resolved server is configured with when the config names none: a
+    launch command's `--cuda-graph-bs-prefill`, else `sglang-default:MAX_BS` (0.5.23's
+    `generate_prefill_cuda_graph_batch_sizes`); None when that list is empty (chunking off)."""
+    bs = server.prefill_graph_bs
+    if not bs.value:
+        return None
+    if bs.source.startswith(f"{SGLANG_VERSION} default"):
+        return f"sglang-default:{min(server.prefill_graph_max_bs.value, MAX_BUCKET_TOKENS)}"  # the cut is said in the notes
+    return list(bs.value)

@@ -14,7 +14,8 @@ from cpbcg.planner.traces import TraceFormat, detect_format
 from cpbcg.planner.traces.registry import BY_NAME
 from cpbcg.planner.traces.text import display
 from cpbcg.planner.scheduler import backlog_fraction
-from cpbcg.planner.sglang_release import SGLANG_VERSION, ServerCheck
+from cpbcg.planner.server import ResolvedServer, ServerCheck
+from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.traces.sources import BatchSource
 from cpbcg.planner.words import counted
 
@@ -173,6 +174,14 @@ def server_check_notes(check: ServerCheck) -> list[str]:
     """One `cpbcg: warning:` line per finding of `cpbcg.api.server_check`: the server would
     refuse to start, or start without CP graphs, and why."""
     return [f"cpbcg: warning: SGLang {SGLANG_VERSION} would {what} with these flags: {why}" for what, why in check.findings()]
+
+
+def resolution_notes(server: "ResolvedServer | None") -> list[str]:
+    """One `cpbcg: note:` line per value SGLang 0.5.23's start-up resolution changed from what
+    was given (`page_size 1 -> 64: trtllm_mha takes ...`): the plan uses the changed value."""
+    if server is None:
+        return []
+    return [f"cpbcg: note: SGLang {SGLANG_VERSION} starts with {note}; planned with that" for note in server.notes]
 
 
 def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object], assumed: "Sequence[AssumedSetting]" = ()) -> list[str]:

@@ -112,9 +112,20 @@ SETTINGS: tuple[Setting, ...] = (
        ge=1, le=MAX_BUCKET_TOKENS),
     _s("max_seq_len_tokens", int, None, "Longest sequence a prefill graph replays (SGLang cuda-graph-config prefill.max_seq_len).",
        ge=1, le=MAX_INT32),
+    # the server 0.5.23 starts (its start-up resolution: cpbcg.planner.server)
+    _s("server.args", str, None, "The server's launch command: the words of `python -m sglang.launch_server ...` as one "
+       "argument, or @FILE (a file of them, shell syntax, \\-continued lines and # comments allowed). SGLang 0.5.23's "
+       "start-up resolution turns it, the model and the GPU into the page size, chunk and prefill graph list planned.",
+       "--server-args", default_text="the CP flags of the deployment"),
+    _s("server.model_config", str, None, "The model's Hugging Face config.json (architecture, MLA or not, layers, heads, "
+       "context length).", "--model-config", default_text="a dense GQA model (assumed)"),
+    _s("server.gpu", str, None, "The GPU the server runs on: B200, GB200, B300, GB300, H100, H200, H20, A100, L40S, "
+       "RTX-PRO-6000, MI300X, ... (decides the default chunk and attention backend, and whether zigzag CP graphs exist).",
+       "--gpu", default_text="B200 (assumed: SM100, where 0.5.23 runs zigzag CP graphs)"),
     # the scheduler simulation (docs/scheduler.md)
     _s("scheduler.chunked_prefill_size", int, 8192, "Chunk budget per prefill forward in tokens; -1 disables chunking "
-       "(SGLang --chunked-prefill-size).", "--chunked-prefill-size", ge=-1, le=MAX_INT32),
+       "(SGLang --chunked-prefill-size).", "--chunked-prefill-size", ge=-1, le=MAX_INT32,
+       default_text="SGLang 0.5.23's for the GPU: 16384 on B200/GB200/B300/GB300, 8192 on H100/H200"),
     _s("scheduler.max_prefill_tokens", int, 16384, "Token budget of one prefill forward (SGLang --max-prefill-tokens).",
        "--max-prefill-tokens", ge=1, le=MAX_INT32),
     _s("scheduler.prefill_max_requests", int, None, "Most requests in one prefill forward (SGLang --prefill-max-requests).",
@@ -135,7 +146,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("scheduler.decode", bool, True, "Simulate decode (request slots, KV pool, decode steps between prefills); --no-decode "
        "keeps the prefill-only model.", "--decode", off_flag="--no-decode"),
     _s("scheduler.page_size", int, 1, "KV page size in tokens; charges are page-rounded and chunks cut to a page boundary "
-       "(SGLang --page-size).", "--page-size", ge=1, le=1 << 20),
+       "(SGLang --page-size; SGLang 0.5.23 raises it to what the attention backend takes).", "--page-size", ge=1, le=1 << 20,
+       default_text="SGLang 0.5.23's for the backend: 64 with trtllm_mha, else 1"),
     _s("scheduler.max_total_tokens", int, 1 << 20, "KV pool in tokens, with decode (SGLang --max-total-tokens); null in a "
        "config = unbounded.", "--max-total-tokens", ge=1, le=2**62),
     _s("scheduler.enable_mixed_chunk", bool, False, "Run the decode tokens of running requests inside prefill forwards "

@@ -41,7 +41,8 @@ def sample_value(spec: Setting):
         value = list(spec.kind)[-1] if spec.default != list(spec.kind)[-1] else list(spec.kind)[0]
         return value, [spec.flag, value.value]
     if spec.kind is str:
-        value = {"buckets": "64,128", "scheduler.prefix_cache": "unlimited"}[spec.key]
+        value = {"buckets": "64,128", "scheduler.prefix_cache": "unlimited", "server.args": "--page-size 32",
+                 "server.model_config": "config.json", "server.gpu": "H200"}[spec.key]
         return value, [spec.flag, value]
     if spec.kind is int:
         value = 3 if (spec.le is None or spec.le >= 3) else int(spec.le)
@@ -132,10 +133,13 @@ def test_the_planner_defaults_are_the_declared_ones():
 def test_the_config_fields_come_from_the_declarations():
     from cpbcg.config import CostConfig, DeploymentConfig, GateConfig, SchedulerConfig
 
-    models = {"": DeploymentConfig, "scheduler": SchedulerConfig, "cost": CostConfig, "gates": GateConfig}
+    from cpbcg.config import ServerConfig
+
+    models = {"": DeploymentConfig, "scheduler": SchedulerConfig, "cost": CostConfig, "gates": GateConfig, "server": ServerConfig}
     for spec in SETTINGS:
         section, _, name = spec.key.rpartition(".")
-        field = models[section].model_fields[name]
+        fields = models[section].model_fields
+        field = fields[name] if name in fields else next(f for f in fields.values() if f.alias == name)  # model_config: an alias
         assert field.default == spec.default and field.description == spec.help, spec.key
 
 

@@ -11,11 +11,13 @@ from cpbcg.planner.model.layout import CPStrategy
 
 def test_defaults_and_presets():
     cfg = load_config(None)
-    assert (cfg.cp_size, cfg.cp_strategy, cfg.max_padding_factor, cfg.buckets) == (4, CPStrategy.zigzag, 2.0, "sglang-default:8192")
+    # the default deployment is what 0.5.23 runs on the assumed B200: page 64 (trtllm_mha), chunk 16384
+    assert (cfg.cp_size, cfg.cp_strategy, cfg.max_padding_factor, cfg.buckets) == (4, CPStrategy.zigzag, 2.0, "sglang-default:16384")
+    assert (cfg.scheduler.page_size, cfg.scheduler.chunked_prefill_size) == (64, 16384)
     assert "gpt-oss-120b-cp4" in preset_names()
     for name in preset_names():
         load_config(name)  # every shipped preset loads
-    assert load_config("deepseek-v3-cp4-mla").buckets == "sglang-default:2048"
+    assert load_config("deepseek-v3-cp4-mla").buckets == "sglang-default:8192"  # MLA caps the default capture at 8192
 
 
 def test_overrides_win_over_file(tmp_path):
@@ -170,5 +172,11 @@ def test_a_chunk_below_the_smallest_cp_active_forward_is_refused():
 
     with pytest.raises(ConfigError, match=r"^command line: scheduler.chunked_prefill_size: 7 is below 8, the smallest CP-active forward at cp_size 4"):
         load_config(None, {"scheduler.chunked_prefill_size": 7})
-    assert load_config(None, {"scheduler.chunked_prefill_size": 8}).scheduler.chunked_prefill_size == 8
-    assert load_config(None, {"cp_size": 1, "scheduler.chunked_prefill_size": 1}).scheduler.chunked_prefill_size == 1
+    # on the default B200 0.5.23 runs trtllm_mha at page 64: a smaller chunk cannot be cut at a page boundary
+    with pytest.raises(ConfigError, match=r"^command line: scheduler.chunked_prefill_size: 8 is below page_size 64: trtllm_mha \(0.5.23 overrides\)"):
+        load_config(None, {"scheduler.chunked_prefill_size": 8})
+    assert load_config(None, {"scheduler.chunked_prefill_size": 64}).scheduler.chunked_prefill_size == 64
+    # H100 with the CP flags but no backend named: 0.5.23 picks fa3 at page 1 (and captures no CP graph, which plan says)
+    h100 = {"server.gpu": "H100", "server.args": "--tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag"}
+    assert load_config(None, {**h100, "scheduler.chunked_prefill_size": 8}).scheduler.chunked_prefill_size == 8
+    assert load_config(None, {**h100, "cp_size": 1, "scheduler.chunked_prefill_size": 1}).scheduler.chunked_prefill_size == 1

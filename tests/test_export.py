@@ -21,10 +21,10 @@ def test_sglang_flags_round_trip():
     assert text == (
         "--cuda-graph-bs-prefill 16 512 2048 4096 8193 --cuda-graph-max-bs-prefill 8193 "
         "--enable-prefill-cp --attn-cp-size 4 --tp-size 4 --cp-strategy zigzag --prefill-attention-backend trtllm_mha "
-        "--chunked-prefill-size 8192 --max-prefill-tokens 16384\n"
+        "--chunked-prefill-size 8192 --max-prefill-tokens 16384 --page-size 1\n"  # the page size is always said
     )
     assert parse_sglang_flags(text) == BUCKETS
-    assert export_buckets(BUCKETS, "sglang", CP1) == "--cuda-graph-bs-prefill 16 512 2048 4096 8193 --cuda-graph-max-bs-prefill 8193 --chunked-prefill-size 8192 --max-prefill-tokens 16384\n"
+    assert export_buckets(BUCKETS, "sglang", CP1) == "--cuda-graph-bs-prefill 16 512 2048 4096 8193 --cuda-graph-max-bs-prefill 8193 --chunked-prefill-size 8192 --max-prefill-tokens 16384 --page-size 1\n"
 
 
 @pytest.mark.parametrize("fmt,suffix", [("json", ".json"), ("yaml", ".yaml")])

@@ -242,7 +242,8 @@ def test_every_help_bound_is_the_parsed_bound(command):
 EDGE_COMPANIONS = {
     "--page-size": ["--chunked-prefill-size", "2147483647"],  # a page never exceeds the chunk
     "--max-context-size": ["--capture-layout", "context_bounded"],
-    "--max-capture-requests": ["--capture-layout", "context_bounded", "--max-context-size", "8192"],
+    "--max-capture-requests": ["--capture-layout", "context_bounded", "--max-context-size", "8192",
+                               "--chunked-prefill-size", "8192"],  # one request slot: no bucket above the context (the B200 default is 16384)
 }
 """Settings an edge value needs beside it to be a deployment at all (a cross-key rule)."""
 LOW_EDGE_EXCEPTIONS = {"--max-context-size"}

@@ -11,6 +11,9 @@ from cpbcg.planner.export import parse_sglang_flags
 runner = CliRunner()
 
 
+CHUNK_8192 = "scheduler:\n  chunked_prefill_size: 8192\n"
+"""The 8192-token chunk these tests were written for, pinned (the default is now the B200's 16384)."""
+
 def invoke(*args):
     return runner.invoke(app, list(args), env={"CPBCG_WIDTH": "200"})
 
@@ -142,7 +145,8 @@ def test_guarantee_mode_and_check():
     failed = invoke("plan", "--check-guarantee", "--buckets", "sglang-default:8192", "--max-requests", "32", "--max-tokens", "8192")
     assert failed.exit_code == 1
     assert "smallest n = 8103" in failed.stdout and "extend_seq_lens" in failed.stdout
-    ok = invoke("plan", "--check-guarantee", "--buckets", "16,32,52,104,196,340,536,908,1676,3212,6284,12428", "--max-requests", "32", "-f", "json")
+    ok = invoke("plan", "--check-guarantee", "--buckets", "16,32,52,104,196,340,536,908,1676,3212,6284,12428", "--max-requests", "32", "-f", "json",
+                "--chunked-prefill-size", "8192")  # the guarantee's default max tokens is the chunk (16384 on the default B200)
     assert ok.exit_code == 0 and orjson.loads(ok.stdout)["ok"] is True
 
 
@@ -178,7 +182,7 @@ def test_headroom_that_cannot_fit_is_dropped_with_a_note(tmp_path, assets):
     # max_padding_factor 1: no bucket above the 8192 chunk is allowed, so the full chunk's
     # worst case (3 requests: 2,056 rows > C(8192) = 2,048) cannot be served; the plan still answers
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text("max_padding_factor: 1\nbuckets: '2048,4096,8192'\n")
+    cfg.write_text(f"max_padding_factor: 1\nbuckets: '2048,4096,8192'\n{CHUNK_8192}")
     rec = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "-k", "2")["recommendation"]
     assert rec["headroom"] is None and "no bucket up to max_padding_factor x 8192 = 8192 holds them" in rec["headroom_note"]
     assert rec["buckets"][-1] == 8192
@@ -205,7 +209,7 @@ def test_very_wide_cp_plans_quickly_with_the_bound(tmp_path, assets):
     # cp 1000: the exact worst-case DP would take minutes; the section-2 bound stands in.
     # SGLang 0.5.23 captures the list as [3000, 5000, 9000] (rounded up to multiples of cp 1000)
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text("cp_size: 1000\nbuckets: '2048,4096,8192'\n")
+    cfg.write_text(f"cp_size: 1000\nbuckets: '2048,4096,8192'\n{CHUNK_8192}")
     doc = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "--min-bucket", "0")
     assert doc["recommendation"]["buckets"] == [9000] and doc["buckets"] == [3000, 5000, 9000]
     assert doc["bucket_note"].endswith("2048 -> 3000, 4096 -> 5000, 8192 -> 9000")
@@ -216,7 +220,7 @@ def test_very_wide_cp_plans_quickly_with_the_bound(tmp_path, assets):
 def test_padding_factor_one_plans_in_time(tmp_path, assets):
     # gap-free at factor 1 chains every size below a bucket: the candidate closure must stay linear
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text("max_padding_factor: 1\nbuckets: '2048,4096,8192'\n")
+    cfg.write_text(f"max_padding_factor: 1\nbuckets: '2048,4096,8192'\n{CHUNK_8192}")
     rec = recommendation("-c", str(cfg), "-t", str(assets / "traces" / "good.jsonl"), "-k", "2")["recommendation"]
     assert rec["buckets"] == [8192]  # only the 3 full chunks can replay at factor 1 ([8192] x3)
     assert rec["evaluation"]["graph_batches"] == 3
@@ -239,7 +243,7 @@ def test_plot_says_which_comparison_lists_it_leaves_out_and_stops_at_100_percent
     figures = []
     original = matplotlib.figure.Figure.savefig
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda self, *a, **k: (figures.append(self), original(self, *a, **k))[1])
-    result = invoke("plan", "-t", str(small_trace), "-k", "2", "--plot", str(tmp_path / "p.png"))
+    result = invoke("plan", "-t", str(small_trace), "-k", "2", "--plot", str(tmp_path / "p.png"), "--chunked-prefill-size", "8192")
     assert result.exit_code == 0, result.output
     left, right, cov = figures[0].axes
     legend = [t.get_text() for t in left.get_legend().get_texts()]

@@ -361,23 +361,30 @@ def headroom_manifest(path, buckets):
     return path
 
 
-def test_real_trace_fails_the_default_list_and_passes_with_headroom(shared_traces, tmp_path):
-    """Azure LLM conversation trace (request trace → scheduler simulation, chunk 8192): one
-    packed 8192-token forward needs more CP-local rows than C(8192); a captured 8448 bucket
-    rescues it."""
-    trace = shared_traces / "azure-llm-2023" / "AzureLLMInferenceTrace_conv.csv"
-    base = ["replay-check", "--config", "ci-gates-cp4", "--trace", str(trace), "--format", "json", "--no-decode"]
-    failing = runner.invoke(app, base)
-    assert failing.exit_code == 1, failing.output
-    doc = orjson.loads(failing.stdout)
-    assert doc["eager"]["local_capacity"] >= 1 and doc["natural_overflow"] >= 1
-    assert [g["name"] for g in doc["gates"] if not g["passed"]] == ["max_eager.local_capacity"]
-    assert all(sum(seq) == 8192 for seq in doc["overflow_examples"])
-    manifest = headroom_manifest(tmp_path / "manifest.json", sglang_default_buckets(8192) + [8448, 8704])
-    passing = runner.invoke(app, [*base, "--manifest", str(manifest)])
+def test_real_traces_on_the_resolved_server(shared_traces, tmp_path):
+    """On the server 0.5.23 runs (B200: trtllm_mha at page 64, 16384-token chunks) chunks are cut
+    at page boundaries, and the Azure conversation trace's forwards never overflow their natural
+    bucket: the default list passes the gates (at page 1, a setting no zigzag CP graph server
+    runs, a packed 8192-token forward overflowed C(8192)). The Mooncake conversation trace with
+    the prefix cache fails min_coverage for a real reason no bucket list fixes: cached prefixes
+    leave extends shorter than 2*cp_size, which zigzag runs eagerly (not_cp_active)."""
+    azure = shared_traces / "azure-llm-2023" / "AzureLLMInferenceTrace_conv.csv"
+    passing = runner.invoke(app, ["replay-check", "--config", "ci-gates-cp4", "--trace", str(azure), "--format", "json", "--no-decode"])
     assert passing.exit_code == 0, passing.output
     doc = orjson.loads(passing.stdout)
-    assert doc["eager"]["local_capacity"] == 0 and doc["rescued"] == doc["natural_overflow"] >= 1
+    assert (doc["server"]["page_size"]["value"], doc["server"]["chunked_prefill_size"]["value"]) == (64, 16384)
+    assert (doc["batches"], doc["natural_overflow"], doc["eager"]["local_capacity"], doc["eager"]["not_cp_active"]) == (18691, 0, 0, 17)
+    mooncake = shared_traces / "mooncake-fast25" / "conversation_trace.jsonl"
+    failing = runner.invoke(app, ["replay-check", "--config", "ci-gates-cp4", "--trace", str(mooncake), "--prefix-cache", "unlimited",
+                                  "--format", "json"])
+    assert failing.exit_code == 1, failing.output
+    doc = orjson.loads(failing.stdout)
+    assert [g["name"] for g in doc["gates"] if not g["passed"]] == ["min_coverage"]
+    assert (doc["batches"], doc["eager"]["not_cp_active"], doc["eager"]["local_capacity"], doc["rescued"]) == (6060, 120, 0, 1)
+    with_headroom = headroom_manifest(tmp_path / "manifest.json", sglang_default_buckets(16384) + [16896, 17408])
+    still = runner.invoke(app, ["replay-check", "--config", "ci-gates-cp4", "--trace", str(mooncake), "--prefix-cache", "unlimited",
+                                "--format", "json", "--manifest", str(with_headroom)])
+    assert still.exit_code == 1 and orjson.loads(still.stdout)["eager"]["not_cp_active"] == 120  # no list fixes it
 
 
 def test_json_to_stdout_keeps_stdout_parseable(tmp_path):

@@ -2,7 +2,7 @@
 
 0.5.23's `handle_context_parallelism` (the start-up checks for prefill CP) and
 `supports_prefill_cp_bcg` run under stubs on the emitted flags; cpbcg's restatement
-(`sglang_release.check_server_flags`) must agree with them on those flags and on broken ones.
+(`server.check_server_flags`) must agree with them on those flags and on broken ones.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import pytest
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import deploy_flags
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.sglang_release import SGLANG_VERSION, check_flag_words
+from cpbcg.planner.server import check_flag_words
+from cpbcg.planner.sglang_release import SGLANG_VERSION
 from sglang_oracle import SGLANG_WHEEL_VERSION, definitions, sglang_wheel  # noqa: F401 - fixture
 
 
@@ -95,7 +96,8 @@ def test_emitted_interleave_flags_need_glm5_next(sglang_wheel, monkeypatch):
 @pytest.mark.parametrize("edit, refused, graphs", [
     ({"--tp-size": None}, True, False),                       # the old emit: TP 1, CP 4
     ({"--tp-size": "8"}, False, False),                        # starts, attn_cp_size != tp_size
-    ({"--prefill-attention-backend": None}, False, False),     # no backend chosen: no CP graph
+    # no backend named: 0.5.23 picks trtllm_mha on SM100 and CP graphs are captured; the default
+    # backend is compared with 0.5.23's get_default_attn_backend in test_server_resolution_conformance
     ({"--prefill-attention-backend": "fa3"}, False, False),
     ({"--pp-size": "2"}, False, False),
     ({"--cp-strategy": None}, True, False),
@@ -133,7 +135,7 @@ def test_commands_warn_when_the_flags_would_not_start_the_server(tmp_path, comma
     assert result.exit_code == 0, result.output
     assert ("cpbcg: warning: SGLang 0.5.23 would refuse to start with these flags: tp_size must be divisible by "
             "attn_cp_size (--tp-size 1, --attn-cp-size 4)") in result.stderr
-    assert "would capture no CP graph with these flags: zigzag CP graphs need --prefill-attention-backend trtllm_mha" in result.stderr
+    assert "would capture no CP graph with these flags: --attn-cp-size 4 differs from --tp-size 1" in result.stderr
     new = tmp_path / "new.txt"
     new.write_text(deploy_flags([2048, 4096, 8192], Deployment()) + "\n")
     result = CliRunner().invoke(app, [command, "--buckets", str(new), *extra])

@@ -17,6 +17,7 @@ from cpbcg.cli import batches_cmd, layout_cmd, plan_cmd, presets_cmd  # noqa: F4
 from cpbcg.cli import replay_check_cmd  # noqa: F401  (registers replay-check)
 from cpbcg.cli import capture_cmd  # noqa: F401  (registers capture; torch is imported lazily)
 from cpbcg.cli import watch_cmd  # noqa: F401  (registers watch)
+from cpbcg.cli import check_server_cmd  # noqa: F401  (registers check-server)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,7 +10,7 @@ import typer
 from cpbcg.atomic import output_path
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import ConfigOpt
-from cpbcg.cli.options import SchedulerOptions, TraceOptions, with_options
+from cpbcg.cli.options import SchedulerOptions, ServerOptions, TraceOptions, with_options
 from cpbcg.errors import ConfigError
 from cpbcg.settings import Fold
 
@@ -19,7 +19,7 @@ FOLD_HELP = "Merge identical forwards into one line with a count: consecutive ru
 
 @app.command()
 @error_boundary
-@with_options(trace_options=TraceOptions, scheduler=SchedulerOptions)
+@with_options(trace_options=TraceOptions, scheduler=SchedulerOptions, server=ServerOptions)
 def batches(
     output: Annotated[Path, typer.Option("--output", "-o", parser=output_path, help="Batch trace to write (JSONL, written atomically); - for stdout.", show_default=False)],
     fold: Annotated[Fold, typer.Option("--fold", help=FOLD_HELP)] = Fold.consecutive,
@@ -27,6 +27,7 @@ def batches(
     *,
     trace_options: TraceOptions,
     scheduler: SchedulerOptions,
+    server: ServerOptions,
 ) -> None:
     """Turn a request trace into the prefill forwards the server would run (the scheduler
     simulation, docs/scheduler.md) and write them as a batch trace:
@@ -46,7 +47,7 @@ def batches(
         raise ConfigError("batches needs --trace (a request trace to simulate, or a batch trace to re-fold)")
     check_outputs({"-o": output}, {"--trace": trace})
     bar = TraceProgress("forming forwards")
-    written = api.batches(trace, config, scheduler.overrides(), fold=fold.value, ignored_flags=request_only_flags(trace_options, scheduler),
+    written = api.batches(trace, config, {**scheduler.overrides(), **server.overrides()}, fold=fold.value, ignored_flags=request_only_flags(trace_options, scheduler),
                           progress=bar.requests, on_chunk=bar.forwards, **trace_options.reader_options())
     if written.warning is not None:
         typer.echo(written.warning, err=True)

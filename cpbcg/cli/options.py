@@ -133,8 +133,17 @@ class _DeploymentSettings(_SettingGroup):
 
 
 @dataclass(frozen=True)
-class DeploymentOptions(_DeploymentSettings):
-    """The deployment settings of the planning commands: the shared ones, the strategy and the bucket list."""
+class ServerOptions(_SettingGroup):
+    """The server SGLang 0.5.23 starts: its launch command, the model and the GPU (every planning command)."""
+
+    server_args: Annotated[Any, SettingKey("server.args")] = None
+    model_config: Annotated[Any, SettingKey("server.model_config")] = None
+    gpu: Annotated[Any, SettingKey("server.gpu")] = None
+
+
+@dataclass(frozen=True)
+class DeploymentOptions(_DeploymentSettings, ServerOptions):
+    """The deployment settings of the planning commands: the shared ones, the server, the strategy and the bucket list."""
 
     cp_strategy: Annotated[Any, SettingKey("cp_strategy")] = None
     buckets: Annotated[Any, SettingKey("buckets")] = None

@@ -15,7 +15,7 @@ def presets() -> None:
     from cpbcg.api import preset_table
 
     table = Table(title="Deployment presets (cpbcg/configs/)", title_justify="left")
-    for column in ("name", "cp_size", "strategy", "chunked_prefill_size", "buckets"):
+    for column in ("name", "cp_size", "strategy", "chunked_prefill_size", "buckets", "gpu", "CP graphs (SGLang 0.5.23)"):
         table.add_column(column)
     for row in preset_table():
         table.add_row(*map(str, row))

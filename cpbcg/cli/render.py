@@ -33,6 +33,8 @@ def evaluation_tables(ev: Evaluation, header: dict) -> Group:
     for row in summary_rows(ev):
         summary.add_row(row.metric, cell(row.batches, row.batches_of), cell(row.tokens, row.tokens_of))
     parts: list = [summary] if ev.bucket_note is None else [Text(f"cpbcg: note: {ev.bucket_note}"), summary]
+    if header.get("server"):
+        parts.insert(0, Text(" | ".join(header["server"]["said"])))
     examples = [(r, ex[0]) for r, ex in ev.eager_examples.items() if ex]
     if examples:
         lines = Text("First eager batch per reason (extend_seq_lens):\n", style="bold")

@@ -16,6 +16,7 @@ from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler import SchedulerSettings
 from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.server import ResolvedServer
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 
@@ -47,6 +48,10 @@ class Deployment:
     default cost model; None = the assumed model (`published.DEFAULT_MODEL`, said wherever used)."""
     gpu: GPU | None = None
     """The GPU: scales the default cost model's per-token time; None = the assumed GPU (`published.DEFAULT_GPU`)."""
+    server: ResolvedServer | None = None
+    """The server 0.5.23 starts for this deployment (`cpbcg.planner.server.resolve_server`),
+    whose page size, chunk and prefill graph list the scheduler and bucket list use; None for
+    a deployment built by hand (no resolution said)."""
 
     def table(self) -> BucketTable:
         """The configured buckets with capacities from the capture model (docs/model.md "Local capacity").
@@ -63,4 +68,5 @@ class Deployment:
             "max_padding_factor": self.max_padding_factor,
             "capture_layout": self.capture.layout.value,
             "sglang_version": SGLANG_VERSION,
+            **({"server": self.server.summary()} if self.server is not None else {}),
         }

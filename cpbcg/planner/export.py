@@ -3,7 +3,7 @@
 * `sglang`: the server flags (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ...
   --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --tp-size N
   --cp-strategy S --prefill-attention-backend A` with CP (`StrategyModel.server_flags`: what SGLang 0.5.23 needs
-  to start and to capture CP graphs, `sglang_release.check_server_flags`), and the scheduler
+  to start and to capture CP graphs, `server.check_server_flags`), and the scheduler
   flags the plan assumed.
 * `sglang-json`: the same flags with the list as `--cuda-graph-config {"prefill":{"bs":[...],"max_bs":MAX}}`:
   compact JSON without spaces or shell quotes, so `$(cat flags.txt)` (word splitting, no quote
@@ -53,17 +53,17 @@ def cp_flags(cp: CPLayout) -> list[str]:
 
 
 def scheduler_flags(deployment: "Deployment", chunk_tokens: int | None = None) -> list[str]:
-    """`--chunked-prefill-size`, `--max-prefill-tokens` and, when set, `--prefill-max-requests`,
-    `--max-running-requests`, `--page-size` and `--enable-mixed-chunk`: the settings the scheduler
-    simulation formed forwards with."""
+    """`--chunked-prefill-size`, `--max-prefill-tokens`, `--page-size` (the resolved one: the
+    server must run the page size the plan cut chunks at) and, when set, `--prefill-max-requests`,
+    `--max-running-requests` and `--enable-mixed-chunk`: the settings the scheduler simulation
+    formed forwards with."""
     sched = deployment.scheduler
     chunk = sched.chunked_prefill_size if chunk_tokens is None else chunk_tokens
     out = ["--chunked-prefill-size", str(chunk), "--max-prefill-tokens", str(sched.max_prefill_tokens)]
     for flag, value in (("--prefill-max-requests", sched.prefill_max_requests), ("--max-running-requests", sched.max_running_requests)):
         if value is not None:
             out += [flag, str(value)]
-    if sched.page_size != 1:
-        out += ["--page-size", str(sched.page_size)]
+    out += ["--page-size", str(sched.page_size)]
     if sched.decode and sched.enable_mixed_chunk:
         out += ["--enable-mixed-chunk"]
     return out

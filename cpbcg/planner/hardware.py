@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GPU", "GPUS", "ModelSpec", "gpu_by_name", "model_spec_from_config"]
+__all__ = ["GPU", "GPUS", "MLA_ARCHITECTURES", "ModelSpec", "gpu_by_name", "model_spec_from_config", "uses_mla"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,16 @@ class ModelSpec:
     moe_intermediate_size: int | None
     source: str
     """The file (or preset) it was read from."""
+    architectures: tuple[str, ...] = ()
+    """All of `architectures` (0.5.23 tests membership: `"X" in hf_config.architectures`)."""
+    index_topk: int | None = None
+    """DSA indexer top-k (DeepSeek V3.2, GLM-5): set only for sparse-attention checkpoints."""
+    index_kpool: int = 1
+    """DSA pooled index keys per group (`index_kpool`, default 1)."""
+    use_mla_flag: bool = True
+    """`use_mla` of the text config (DeepSeek-VL2 only; default true)."""
+    model_type: str | None = None
+    """The language model's `model_type` (the `text_config`'s for multimodal models)."""
 
 
 def _int(config: Mapping[str, Any], key: str, source: str) -> int | None:
@@ -157,4 +167,37 @@ def model_spec_from_config(config: Mapping[str, Any], source: str) -> ModelSpec:
         num_experts_per_tok=_int(shape, "num_experts_per_tok", source),
         moe_intermediate_size=_int(shape, "moe_intermediate_size", source),
         source=source,
+        architectures=tuple(a for a in archs if isinstance(a, str)),
+        index_topk=_int(shape, "index_topk", source),
+        index_kpool=_int(shape, "index_kpool", source) or 1,
+        use_mla_flag=shape.get("use_mla", True) is not False,
+        model_type=str(shape["model_type"]) if isinstance(shape.get("model_type"), str) else None,
     )
+
+
+MLA_ARCHITECTURES = frozenset({
+    "DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN",
+    "Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
+    "Glm5NextForConditionalGeneration", "Glm5NextForConditionalGenerationNextN", "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN", "HYV4ForCausalLM", "HYV4ForCausalLMNextN", "DotsVLMForCausalLM", "Dots3NoteForCausalLM",
+    "Dots3NoteForCausalLMNextN", "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle", "KimiK25ForConditionalGeneration",
+    "Eagle3DeepseekV2ForCausalLM", "GigaChat35ForCausalLM", "GigaChat35ForCausalLMNextN", "MiniCPM3ForCausalLM",
+    "KimiVLForConditionalGeneration", "KimiLinearForCausalLM", "KimiK3LinearForCausalLM", "KimiK3ForConditionalGeneration",
+    "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration", "SarvamMLAForCausalLM",
+})
+"""Architectures 0.5.23 always runs with MLA (`configs/model_config.py`, `ModelConfig._derive_model_shapes`'s
+`attention_arch = AttentionArch.MLA` branches). `uses_mla` adds the conditional ones."""
+_MLA_IF_KV_LORA = frozenset({"PixtralForConditionalGeneration", "BailingMoeForCausalLMNextN"})
+
+
+def uses_mla(model: ModelSpec) -> bool:
+    """Whether 0.5.23 runs `model` with MLA (`AttentionArch.MLA`, what `use_mla_backend` reads):
+    an architecture of `MLA_ARCHITECTURES`; Pixtral or a Bailing NextN draft with a
+    `kv_lora_rank`; DeepSeek-VL2 unless its text config says `use_mla: false`
+    (`configs/model_config.py`). Any architecture listed counts, as 0.5.23 tests membership."""
+    archs = set(model.architectures or (model.architecture,))
+    if archs & MLA_ARCHITECTURES:
+        return True
+    if archs & _MLA_IF_KV_LORA and model.kv_lora_rank is not None:
+        return True
+    return "DeepseekVL2ForCausalLM" in archs and model.use_mla_flag

@@ -1,0 +1,77 @@
+"""The start-up resolution's inputs at the input edge: a launch command (words or a file of
+them), a model's Hugging Face `config.json` and a GPU name, read and checked here, handed to
+the pure `cpbcg.planner.server.resolve_server`. Errors are one line (`ConfigError`, exit 2):
+`FILE: KEY: ...`, `--server-args: --page-size: ...`, `--gpu: unknown GPU ...`."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cpbcg.errors import ConfigError
+from cpbcg.inputs import decode_text, load_json, path_exists, read_input_bytes
+from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name, model_spec_from_config
+from cpbcg.planner.server import Given, parse_launch_words, server_words
+
+PRESET_PACKAGE = "cpbcg.configs"
+
+
+def launch_words(value: str | list[str], origin: str) -> tuple[list[str], str]:
+    """The words of a launch command and where they came from: `@FILE` or the path of an
+    existing file (read, shell syntax), else the text itself (split as a shell would), or a
+    list of words (a config's `server.args: [...]`). `origin` names where the value was given
+    (`--server-args`, `cfg.yaml:3: server.args`). Raises `ConfigError`."""
+    if isinstance(value, list):
+        return [str(w) for w in value], origin
+    text = value.strip()
+    path = Path(text[1:] if text.startswith("@") else text)
+    if text.startswith("@") or (not text.startswith("-") and " " not in text and path_exists(path)):
+        label = str(path)
+        packaged = resources.files(PRESET_PACKAGE) / str(path)
+        if not path_exists(path) and not path.is_absolute() and packaged.is_file():
+            text, label = packaged.read_text(), f"preset file {path}"
+        else:
+            text = decode_text(read_input_bytes(path, what="the launch command"), label)
+        origin = label
+    try:
+        return server_words(text), origin
+    except ValueError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
+
+
+def launch_flags(value: str | list[str], origin: str) -> dict[str, Given]:
+    """`parse_launch_words` on `launch_words`, errors as `ORIGIN: --flag: ...`."""
+    words, label = launch_words(value, origin)
+    try:
+        return parse_launch_words(words, "launch command")
+    except ValueError as exc:
+        raise ConfigError(f"{label}: {exc}") from None
+
+
+def model_spec(path_text: str, origin: str) -> ModelSpec:
+    """A `ModelSpec` from a Hugging Face `config.json` (a path, or a file shipped with the
+    presets, `models/NAME.json`). Raises `ConfigError` (`FILE: KEY: ...`)."""
+    path = Path(path_text)
+    packaged = resources.files(PRESET_PACKAGE) / path_text
+    if not path_exists(path) and not path.is_absolute() and packaged.is_file():
+        label, raw = f"preset file {path_text}", packaged.read_bytes()
+    else:
+        if not path_exists(path):
+            raise ConfigError(f"{origin}: {path_text[:200]}: no such file")
+        label, raw = str(path), read_input_bytes(path, what="the model config")
+    data: Any = load_json(raw, label, what="a Hugging Face config.json")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{label}: expected a JSON object (a Hugging Face config.json), got {type(data).__name__}")
+    try:
+        return model_spec_from_config(data, label)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def gpu(name: str, origin: str) -> GPU:
+    """The catalogue GPU `name`. Raises `ConfigError` naming the known ones."""
+    try:
+        return gpu_by_name(name)
+    except ValueError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None

@@ -1,0 +1,342 @@
+"""cpbcg's start-up resolution (`cpbcg.planner.server`) against SGLang 0.5.23's own code.
+
+0.5.23's resolution functions run from the released wheel under small stubs, in the order of
+`run_resolution_pipeline`: `parse_cuda_graph_config` and `apply_cuda_graph_compatibility`,
+`handle_gpu_memory_settings`, `handle_attention_backend_compatibility` (with the post-process
+passes `_attention_backend_default` + `get_default_attn_backend`, `_mla_backend_page_constraints`,
+`_mla_kv_cache_dtype_checks`, `_cutedsl_prefill_backend_fill`, `_fa4_page_constraint`),
+`disable_prefill_cuda_graph_for_deepseek_trtllm_mla`, `_page_size_default`,
+`handle_context_parallelism`, `apply_prefill_cp_cuda_graph_default` with
+`supports_prefill_cp_bcg`, and at model load `create_trtllm_mha_backend`. Hypothesis draws flag
+sets, models and GPUs; cpbcg must agree on every one (start or the refusal's message, page size,
+chunk, prefill graph backend, max_bs and list, attention backends, CP graphs).
+
+The stubs: a server-args namespace whose declarations apply at once (resolving and resolved
+views are the namespace itself), the platform from the GPU's compute capability,
+`get_device_memory_capacity` from the catalogue, no speculative decoding. Models of the
+DeepSeek family (whose `_deepseek_family_overrides` is not run here) are drawn only with an
+explicit attention backend and no DP, where that override changes nothing the test compares.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import dataclasses
+import enum
+import shlex
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cpbcg.planner.hardware import GPUS, MLA_ARCHITECTURES, ModelSpec, uses_mla
+from cpbcg.planner.server import parse_launch_words, resolve_server
+from sglang_oracle import definitions, sglang_wheel, wheel_source  # noqa: F401 - fixture
+
+Backend = SimpleNamespace(BREAKABLE="breakable", FULL="full", DISABLED="disabled")
+Phase = SimpleNamespace(DECODE="decode", PREFILL="prefill", ALL=("decode", "prefill"))
+
+
+def _model(arch: str, *, kv: int = 8, model_type: str = "llama", **kw) -> ModelSpec:
+    return ModelSpec(architecture=arch, num_hidden_layers=4, hidden_size=1024, num_attention_heads=16, num_key_value_heads=kv,
+                     head_dim=64, intermediate_size=None, vocab_size=None, context_length=32768, dtype_bytes=2,
+                     kv_lora_rank=kw.pop("kv_lora_rank", None), num_experts=None, num_experts_per_tok=None,
+                     moe_intermediate_size=None, source="test", architectures=(arch,), model_type=model_type, **kw)
+
+
+MODELS = [
+    _model("LlamaForCausalLM"), _model("Qwen3ForCausalLM", kv=4, model_type="qwen3"),
+    _model("DeepseekV2ForCausalLM", kv=128, model_type="deepseek_v2", kv_lora_rank=512),
+    _model("MiniCPM3ForCausalLM", kv=16, model_type="minicpm3", kv_lora_rank=256),
+    _model("MiMoV2FlashForCausalLM", model_type="mimo_v2_flash"), _model("NemotronHForCausalLM", model_type="nemotron_h"),
+    _model("Glm5NextForConditionalGeneration", kv=64, model_type="glm5_next", kv_lora_rank=512),
+    _model("DeepseekV32ForCausalLM", kv=128, model_type="deepseek_v32", kv_lora_rank=512),
+]
+FAMILY = {"Glm5NextForConditionalGeneration", "DeepseekV32ForCausalLM"}
+BACKENDS = [None, "trtllm_mha", "fa3", "fa4", "flashinfer", "triton", "flashmla", "trtllm_mla", "cutedsl_mla", "hpc_ops", "dsa", "aiter"]
+
+
+def _platform(gpu) -> SimpleNamespace:
+    major = gpu.compute_capability[0] if gpu.vendor == "nvidia" else -1
+    return SimpleNamespace(is_sm90=major == 9, is_sm100=major == 10, is_sm120=major == 12, is_blackwell=major in (10, 11, 12),
+                           is_hopper_with_cuda_12_3=major == 9, is_hip=gpu.vendor == "amd", is_cuda=gpu.vendor == "nvidia",
+                           is_musa=False, is_xpu=False, is_npu=False, has_amx=False, has_flashinfer=True)
+
+
+class _Env:
+    def __init__(self, value):
+        self.value = value
+
+    def get(self):
+        return self.value
+
+    def is_set(self):
+        return False
+
+
+CTX = SimpleNamespace(platform=None, model_config=None, mla=False, gpu=None)
+"""What the stubs of the cached oracle namespace read: the case being resolved."""
+
+
+def _declare(server_args, source, **fields):
+    for key, value in fields.items():
+        setattr(server_args, key, value)
+
+
+def _run_pass(server_args, fn):
+    _declare(server_args, fn.__name__, **fn(server_args))
+
+
+def _with_phase(config, phase, **changes):
+    out = copy.deepcopy(config)
+    for key, value in changes.items():
+        setattr(getattr(out, phase), key, value)
+    return out
+
+
+@functools.cache
+def oracle() -> dict:
+    """0.5.23's functions from the wheel, executed once under stubs that read `CTX`."""
+    ident = lambda a: a  # noqa: E731 - declarations apply at once: the namespace is its own view
+    ns: dict = {
+        "Any": object, "Optional": object, "copy": copy, "logger": SimpleNamespace(info=lambda *a, **k: None, warning=lambda *a, **k: None),
+        "register_post_process": ident, "register_attention_backend": lambda name: (lambda f: f), "resolving_view": ident, "resolved_view": ident, "declare_resolution": _declare,
+        "run_post_process_pass": _run_pass, "run_hook": lambda fn, a: fn(a), "model_config_of": lambda a: CTX.model_config,
+        "use_mla_backend": lambda a: CTX.mla, "get_platform": lambda: CTX.platform,
+        "current_platform": SimpleNamespace(is_out_of_tree=lambda: False),
+        "is_mps": lambda: False, "is_no_spec_infer_or_topk_one": lambda a: True, "Backend": Backend, "Phase": Phase,
+        "with_phase": _with_phase, "CudaGraphConfig": type("CudaGraphConfig", (), {}),
+        "default_cuda_graph_config": lambda: SimpleNamespace(
+            decode=SimpleNamespace(backend=Backend.FULL, max_bs=None, bs=None),
+            prefill=SimpleNamespace(backend=Backend.BREAKABLE if CTX.platform.is_cuda else Backend.DISABLED, max_bs=None, bs=None)),
+        "post_capture_kv_sizing_planned": lambda a: False, "attn_dp_enabled_of": lambda a: False,
+        "get_device_memory_capacity": lambda device: CTX.gpu.memory_mib,
+        "envs": SimpleNamespace(SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR=_Env(0.0),
+                                SGLANG_AITER_KV_CACHE_LAYOUT=_Env(""), SGLANG_SYMM_MEM_PREALLOC_GB_SIZE=_Env(None),
+                                SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION=_Env(False)),
+        "parse_connector_type": lambda path: "local", "ConnectorType": SimpleNamespace(INSTANCE="instance"),
+        "resolve_cp_tp_group_sharing": lambda a, m: None, "validate_prefill_cp_platform": lambda a: None,
+        "disable_breakable_cudagraph_if_incompatible": lambda a: None, "disable_full_prefill_cudagraph_if_incompatible": lambda a: None,
+        "apply_cuda_graph_disaggregation_roles": lambda a: None, "apply_deepep_adjustments": lambda a: None,
+        "xpu_has_xmx_support": lambda: False, "_check_xpu_dcp": lambda a, m: None,
+        "IntEnum": enum.IntEnum, "dataclass": dataclasses.dataclass, "field": dataclasses.field,
+    }
+    definitions("sglang/srt/arg_groups/model_override_base.py", ["attention_backends_of", "get_default_attn_backend",
+                                                                 "_forces_eagle_topk_one"], ns)
+    definitions("sglang/srt/arg_groups/overrides.py", [
+        "_attention_backend_default", "_mla_backend_page_constraints", "_mla_kv_cache_dtype_checks", "_cutedsl_prefill_backend_fill",
+        "_attention_backend_fa3_fp8_fallback", "_fa4_page_constraint", "_attention_backend_platform_fallbacks",
+        "_intel_xpu_page_constraint", "_page_size_default"], ns)
+    definitions("sglang/srt/arg_groups/cuda_graph_hook.py", [
+        "parse_cuda_graph_config", "apply_cuda_graph_compatibility", "generate_prefill_cuda_graph_batch_sizes",
+        "generate_decode_cuda_graph_batch_sizes", "disable_prefill_cuda_graph_for_deepseek_trtllm_mla",
+        "apply_prefill_cp_cuda_graph_default"], ns)
+    definitions("sglang/srt/arg_groups/memory_hook.py", ["_DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS", "handle_gpu_memory_settings",
+                                                          "reserve_for_graph_mb", "reserve_for_deepep_a2a_mb"], ns)
+    definitions("sglang/srt/arg_groups/attention_hook.py", ["handle_attention_backend_compatibility"], ns)
+    definitions("sglang/srt/arg_groups/parallel_hook.py", ["_boundary_parallelism_overrides", "handle_context_parallelism"], ns)
+    definitions("sglang/srt/layers/cp/base.py", ["ContextParallelStrategyKind", "CPAttentionBackendKind"], ns)
+    definitions("sglang/srt/layers/cp/bcg/bcg.py", ["PrefillCPBCGInput"], ns)
+    definitions("sglang/srt/layers/cp/bcg/interleave_bcg.py", ["InterleaveCPBCGInput"], ns)
+    inputs = {ns["ContextParallelStrategyKind"].ZIGZAG: ns["PrefillCPBCGInput"],
+              ns["ContextParallelStrategyKind"].INTERLEAVE: ns["InterleaveCPBCGInput"]}
+    ns["get_cp_bcg_input_type"] = inputs.__getitem__
+    definitions("sglang/srt/layers/cp/bcg/__init__.py", ["PREFILL_CP_BCG_SUPPORTED_COMBINATIONS", "supports_prefill_cp_bcg"], ns)
+    definitions("sglang/srt/layers/attention/attention_registry.py", ["create_trtllm_mha_backend"], ns)
+    return ns
+
+
+def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
+    """0.5.23's resolution of `flags` (ServerArgs field names), from the wheel under stubs."""
+    platform = _platform(gpu)
+    mla = uses_mla(model)
+    hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type)
+    CTX.platform, CTX.mla, CTX.gpu = platform, mla, gpu
+    CTX.model_config = SimpleNamespace(
+        attention_arch="MLA" if mla else "MHA", hf_config=hf, hf_text_config=hf, is_multimodal=False, is_encoder_decoder=False,
+        context_len=model.context_length, has_asymmetric_kv=False, has_attention_sinks=False,
+        get_num_kv_heads=lambda tp: max(1, model.num_key_value_heads // tp))
+    args = SimpleNamespace(
+        model_path="m", device="cuda" if platform.is_cuda else "hip", tp_size=1, pp_size=1, dp_size=1, ep_size=1, attn_cp_size=1,
+        attn_dp_size=1, moe_dp_size=1, enable_prefill_cp=False, cp_strategy=None, attention_backend=None,
+        prefill_attention_backend=None, decode_attention_backend=None, speculative_draft_attention_backend=None,
+        speculative_algorithm=None, speculative_eagle_topk=None, page_size=None, chunked_prefill_size=None,
+        max_prefill_tokens=16384, max_running_requests=None, max_total_tokens=None, mem_fraction_static=0.8,
+        kv_cache_dtype="auto", disable_radix_cache=False, dcp_size=1, enable_aiter_allreduce_fusion=False, enable_symm_mem=False,
+        disable_cuda_graph=False, disable_prefill_cuda_graph=False, disable_decode_cuda_graph=False, cuda_graph_backend_decode=None,
+        cuda_graph_backend_prefill=None, cuda_graph_max_bs_decode=None, cuda_graph_max_bs_prefill=None,
+        cuda_graph_max_seq_len_prefill=None, cuda_graph_bs_decode=None, cuda_graph_bs_prefill=None,
+        cuda_graph_prefill_max_context=None, cuda_graph_config=None, disaggregation_mode="null", language_only=False,
+        language_model_only=False, enable_attn_tp_input_scattered=False, torch_compile_max_bs=None, disable_cuda_graph_padding=False, _raw_input={},
+        _cuda_graph_config_locked=set())
+    for key, value in flags.items():
+        setattr(args, key, list(value) if key == "cuda_graph_bs_prefill" else value)
+    ns = oracle()
+    hook_module = types.ModuleType("sglang.srt.arg_groups.cuda_graph_hook")
+    for name in ("generate_prefill_cuda_graph_batch_sizes", "generate_decode_cuda_graph_batch_sizes"):
+        setattr(hook_module, name, ns[name])
+    hook_module.generate_cpu_graph_batch_sizes = lambda a: []
+    qwen = types.ModuleType("sglang.srt.arg_groups.model_overrides.qwen3_vl")
+    qwen.expand_multimodal_decode_graph_to_running_limit = lambda *a: None
+    bcg = types.ModuleType("sglang.srt.layers.cp.bcg")
+    bcg.supports_prefill_cp_bcg = ns["supports_prefill_cp_bcg"]
+    base = types.ModuleType("sglang.srt.layers.cp.base")
+    base.init_cp_strategy = lambda **k: None
+    for name in ("sglang", "sglang.srt", "sglang.srt.arg_groups", "sglang.srt.arg_groups.model_overrides", "sglang.srt.layers",
+                 "sglang.srt.layers.cp"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    for module in (hook_module, qwen, bcg, base):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    run_pass = _run_pass
+
+    ns["parse_cuda_graph_config"](args)
+    ns["apply_cuda_graph_compatibility"](args)
+    try:
+        ns["handle_gpu_memory_settings"](args)
+        ns["handle_attention_backend_compatibility"](args)
+        ns["disable_prefill_cuda_graph_for_deepseek_trtllm_mla"](args)
+        run_pass(args, ns["_page_size_default"])
+        ns["handle_context_parallelism"](args)
+        if args.enable_prefill_cp:
+            ns["apply_prefill_cp_cuda_graph_default"](args)
+        prefill, decode = ns["attention_backends_of"](args)
+        for backend in {prefill, decode}:
+            if backend == "trtllm_mha":
+                try:
+                    ns["create_trtllm_mha_backend"](SimpleNamespace(use_mla_backend=mla))
+                except ImportError:  # past the MLA check: it goes on to import the backend
+                    pass
+    except (AssertionError, ValueError) as exc:
+        return {"refused": str(exc)}
+    return {
+        "refused": None, "page_size": args.page_size, "chunked_prefill_size": args.chunked_prefill_size,
+        "attention_backend": args.attention_backend, "backends": (prefill, decode),
+        "prefill_graph_backend": args.cuda_graph_config.prefill.backend, "max_bs": args.cuda_graph_config.prefill.max_bs,
+        "bs": tuple(args.cuda_graph_config.prefill.bs), "cp_graphs": bool(ns["supports_prefill_cp_bcg"](args)),
+    }
+
+
+def cpbcg_resolve(flags: dict, model: ModelSpec, gpu) -> dict:
+    words = ["python", "-m", "sglang.launch_server"]
+    for key, value in flags.items():
+        flag = "--" + key.replace("_", "-")
+        words += [flag] if value is True else [flag, *map(str, value)] if isinstance(value, tuple) else [flag, str(value)]
+    given = parse_launch_words(shlex.split(shlex.join(words)))
+    assert {k: g.value for k, g in given.items()} == flags
+    r = resolve_server(given, model, gpu)
+    if r.refusals:
+        return {"refused": r.refusals[0].message}
+    return {
+        "refused": None, "page_size": r.page_size.value, "chunked_prefill_size": r.chunked_prefill_size.value,
+        "attention_backend": r.attention_backend.value, "backends": (r.prefill_attention_backend.value, r.decode_attention_backend.value),
+        "prefill_graph_backend": r.prefill_graph_backend.value, "max_bs": r.prefill_graph_max_bs.value, "bs": r.prefill_graph_bs.value,
+        "cp_graphs": r.supports_prefill_cp_bcg,
+    }
+
+
+def _optional(values):
+    return st.one_of(st.none(), st.sampled_from(values))
+
+
+@st.composite
+def deployments(draw):
+    model = draw(st.sampled_from(MODELS + MODELS[:2] * 4))  # weighted towards the dense GQA models trtllm_mha serves
+    gpus = sorted(GPUS.values(), key=lambda g: g.name)
+    gpu = draw(st.sampled_from(gpus + [g for g in gpus if g.is_sm100] * 3))  # and towards SM100
+    size = draw(st.sampled_from([1, 2, 4, 8]))
+    cp_base = draw(st.booleans())  # half the cases start from a CP deployment (flags left out below keep it)
+    flags: dict = {"tp_size": size, "attn_cp_size": size, "enable_prefill_cp": True,
+                   "cp_strategy": draw(st.sampled_from(["zigzag", "interleave"]))} if cp_base else {}
+    choices = {
+        "tp_size": _optional([1, 2, 4, 8, size]), "attn_cp_size": _optional([1, 2, 4, 8, size]), "pp_size": _optional([1, 2]),
+        "ep_size": _optional([1, 2]), "enable_prefill_cp": _optional([True]), "cp_strategy": _optional(["zigzag", "interleave"]),
+        "attention_backend": st.sampled_from(BACKENDS[:1] * 4 + BACKENDS), "prefill_attention_backend": st.sampled_from(BACKENDS[:3] + BACKENDS),
+        "decode_attention_backend": st.sampled_from(BACKENDS[:1] * 4 + BACKENDS), "page_size": _optional([1, 16, 32, 64, 128, 256]),
+        "chunked_prefill_size": _optional([-1, 2048, 4096, 8192, 16384]), "max_total_tokens": _optional([4096, 100000]),
+        "cuda_graph_max_bs_prefill": _optional([2048, 12288]), "cuda_graph_bs_prefill": _optional([(512, 1024, 3000)]),
+        "cuda_graph_backend_prefill": _optional(["breakable", "disabled"]), "disable_cuda_graph": _optional([True]),
+        "model_path": _optional(["meta-llama/Llama-2-70b-hf", "org/model"]),
+    }
+    if model.architecture not in FAMILY:
+        choices |= {"dp_size": _optional([1, 2]), "attn_dp_size": _optional([1, 2])}
+    for key, strategy in choices.items():
+        value = draw(st.none() if cp_base and key in flags and draw(st.booleans()) else strategy)
+        if value is not None:
+            flags[key] = value
+    if model.architecture in FAMILY and not any(flags.get(k) for k in ("attention_backend", "prefill_attention_backend",
+                                                                         "decode_attention_backend")):
+        flags["attention_backend"] = draw(st.sampled_from(BACKENDS[1:]))
+    return flags, model, gpu
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=deployments())
+def test_cpbcg_resolves_as_sglang_does(sglang_wheel, monkeypatch, case):
+    flags, model, gpu = case
+    expected = sglang_resolve(flags, model, gpu, monkeypatch)
+    got = cpbcg_resolve(flags, model, gpu)
+    if expected["refused"] is not None and got["refused"] is not None:
+        assert got["refused"].startswith(expected["refused"]), (flags, model.architecture, gpu.name)
+    else:
+        assert got == expected, (flags, model.architecture, gpu.name)
+
+
+@pytest.mark.parametrize("gpu", ["B200", "GB300", "H100", "H200", "A100", "MI300X", "RTX-PRO-6000"])
+def test_the_default_deployment_matches_sglang_on_each_gpu(sglang_wheel, monkeypatch, gpu):
+    flags = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy": "zigzag"}
+    model = MODELS[0]
+    assert cpbcg_resolve(flags, model, GPUS[gpu]) == sglang_resolve(flags, model, GPUS[gpu], monkeypatch)
+
+
+def test_the_default_b200_deployment_runs_zigzag_cp_graphs_at_page_64(sglang_wheel, monkeypatch):
+    flags = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy": "zigzag"}
+    found = sglang_resolve(flags, MODELS[0], GPUS["B200"], monkeypatch)
+    assert (found["page_size"], found["chunked_prefill_size"], found["backends"], found["cp_graphs"]) == (
+        64, 16384, ("trtllm_mha", "trtllm_mha"), True)
+    assert found["bs"][-1] == 16384 and len(found["bs"]) == 74
+
+
+def _mla_branch_architectures() -> set[str]:
+    """Architecture names in the conditions of `ModelConfig`'s branches that set `AttentionArch.MLA`."""
+    tree = ast.parse(wheel_source("sglang/srt/configs/model_config.py"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and any("AttentionArch.MLA" in ast.unparse(stmt) for stmt in node.body
+                                            if isinstance(stmt, ast.Assign)):
+            names |= {c.value for c in ast.walk(node.test) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                      and c.value[:1].isupper()}
+    return names
+
+
+def test_the_mla_architectures_are_0523s(sglang_wheel):
+    """`uses_mla`'s list is the architectures 0.5.23's `attention_arch` branches name."""
+    conditional = {"PixtralForConditionalGeneration", "BailingMoeForCausalLMNextN", "DeepseekVL2ForCausalLM"}
+    assert _mla_branch_architectures() == set(MLA_ARCHITECTURES) | conditional
+
+
+def test_cp_deployments_on_every_gpu_and_model_resolve_as_sglang_does(sglang_wheel, monkeypatch):
+    """The grid a user plans over: every catalogue GPU and test model, both strategies, the
+    page sizes and chunks in use, with and without an explicit trtllm_mha prefill backend."""
+    cases = graphs = 0
+    for gpu in GPUS.values():
+        for model in MODELS:
+            for strategy in ("zigzag", "interleave"):
+                for extra in ({}, {"prefill_attention_backend": "trtllm_mha"}, {"attention_backend": "dsa"},
+                              {"page_size": 1}, {"page_size": 16, "chunked_prefill_size": 8192}, {"max_total_tokens": 12000}):
+                    if model.architecture in FAMILY and not extra.get("attention_backend"):
+                        continue
+                    flags = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy": strategy, **extra}
+                    expected = sglang_resolve(flags, model, gpu, monkeypatch)
+                    got = cpbcg_resolve(flags, model, gpu)
+                    if expected["refused"] is not None and got["refused"] is not None:
+                        assert got["refused"].startswith(expected["refused"]), (flags, model.architecture, gpu.name)
+                    else:
+                        assert got == expected, (flags, model.architecture, gpu.name)
+                    cases += 1
+                    graphs += bool(expected.get("cp_graphs")) and expected.get("prefill_graph_backend") == "breakable"
+    assert cases > 1000 and graphs >= 40  # the comparison covers many servers that do capture CP graphs
