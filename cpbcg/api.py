@@ -27,6 +27,7 @@ from cpbcg.check.summary import cell, pct, summary_rows
 from cpbcg.bucket_files import export_buckets, flags_file_words
 from cpbcg.config import DeploymentConfig, load_config, preset_names
 from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
+from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
 from cpbcg.notes import (
     ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, server_check_notes,
@@ -242,6 +243,8 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
             raise ConfigError("--time-scale: a trace read from standard input can be simulated once: give one load factor, or a file")
         return _plan(_chunks(sources[0]), deployment, settings, table, on_chunk)
     jobs = traffic_jobs(sources, deployment, load_factors, rates, fit_traces)
+    if scheduler is not None:  # Dask workers open files against their own directory: relative paths made absolute here
+        jobs = [replace(j, spec=replace(j.spec, path=os.path.abspath(j.spec.path))) if j.spec.path else j for j in jobs]
     return plan_traffic(jobs, deployment, settings, table, workers=workers, scheduler=scheduler, on_chunk=on_chunk, progress=progress)
 
 
@@ -250,17 +253,17 @@ def traffic_jobs(sources: Sequence[BatchSource], deployment: Deployment, load_fa
     """The (trace, load) jobs `plan` runs for `sources` (see `plan`)."""
     if isinstance(rates, str) and rates != "auto":
         raise ConfigError(f"rates: {rates[:20]!r} is neither 'auto' nor a list of rates (requests/s)")
-    fit = None if fit_traces is None else {str(Path(p)) for p in fit_traces}
-    given = {str(Path(s.spec.path)) for s in sources if s.spec is not None and s.spec.path is not None}
-    if fit is not None and not fit & given:
-        raise ConfigError(f"--fit-trace {', '.join(sorted(fit))}: not among the traces given ({', '.join(sorted(given)) or 'none'})")
+    fit = None if fit_traces is None else {file_identity(p) for p in fit_traces}  # one file by any name
+    given = {file_identity(s.spec.path): s.spec.path for s in sources if s.spec is not None and s.spec.path is not None}
+    if fit is not None and not fit & set(given) and fit_traces is not None:
+        raise ConfigError(f"--fit-trace {', '.join(sorted(map(str, fit_traces)))}: not among the traces given ({', '.join(sorted(given.values())) or 'none'})")
     jobs: list[TrafficJob] = []
     for source in sources:
         if source.spec is None:
             raise ConfigError("a trace read from standard input can be read once: plan it alone, at one load factor")
         spec = source.spec
         label = describe_source(spec.path, bound=source.is_bound)
-        fitted = fit is None or str(Path(spec.path or "")) in fit
+        fitted = fit is None or file_identity(spec.path or "") in fit
         factors = list(load_factors) if load_factors else [spec.scheduler.time_scale]
         if source.simulation is None:  # no arrivals to scale: one job
             jobs += load_jobs(spec, label, [spec.scheduler.time_scale], None, fitted)
@@ -280,6 +283,8 @@ def trace_paths(paths: Sequence[str | Path]) -> list[Path]:
     standard input. Raises `TraceError` for a directory or glob with no file."""
     out: list[Path] = []
     for given in paths:
+        if isinstance(given, str) and not given.strip():  # `Path("")` is `.`: every file of the current directory
+            raise TraceError("an empty trace path (an unset shell variable?): give a file, a directory, a glob or - for standard input")
         path = Path(given)
         try:
             is_dir, exists = path.is_dir(), path.exists()
@@ -313,10 +318,7 @@ def _refuse_repeated(paths: Sequence[Path]) -> None:
     forwards twice without a word."""
     seen: dict[object, Path] = {}
     for path in paths:
-        try:
-            key: object = "-" if str(path) == "-" else (os.stat(path).st_dev, os.stat(path).st_ino)
-        except (OSError, ValueError):
-            key = str(path)  # the reader reports what is wrong with it
+        key = file_identity(path)
         if key in seen:
             same = "" if str(seen[key]) == str(path) else f" (as {seen[key]} too)"
             raise TraceError(f"{path}: the same trace is given twice{same}; give each trace once")
@@ -736,9 +738,10 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
     if request.guarantee or request.check_guarantee:
         _refuse_trace_options(request, bool(given))
-    _refuse_repeated(trace_paths(given))
-    given += [p for p in (request.fit_traces or ()) if p not in [str(g) for g in given] and Path(p) not in given]
-    paths = trace_paths(given)
+    expanded = trace_paths(given)
+    _refuse_repeated(expanded)
+    known = {file_identity(p) for p in expanded}
+    paths = expanded + [Path(p) for p in dict.fromkeys(request.fit_traces or ()) if file_identity(p) not in known]  # one file by any name, once
     log = log_settings(paths[0], trace_format, options) if len(paths) == 1 else None
     deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
     if request.guarantee or request.check_guarantee:

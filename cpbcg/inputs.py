@@ -14,6 +14,8 @@ instead of hanging, exhausting memory or raising a Python exception:
   NaN/Infinity).
 * `check_inputs` checks, before a command starts work, that every input it was given exists
   and is a readable regular file, so an input the command ends up not using is still checked.
+* `file_identity` is what makes two names one file (`a.jsonl`, `./sub/../a.jsonl`, its absolute
+  path, a hard or symbolic link): the one key every "same file" question is answered by.
 
 Python's `str.isdigit` accepts digits such as '²'; integers here are ASCII `0-9` only.
 """
@@ -33,7 +35,7 @@ from cpbcg.input_limits import MAX_DEPTH, MAX_INPUT_BYTES, MAX_INT_DIGITS, MAX_Y
 
 __all__ = [
     "MAX_DEPTH", "MAX_INPUT_BYTES", "MAX_INT_DIGITS", "MAX_YAML_NODES", "check_inputs", "decode_text", "load_json",
-    "load_yaml", "path_exists", "read_input_bytes", "regular_file_problem", "short_repr", "yaml_key_lines",
+    "file_identity", "load_yaml", "path_exists", "read_input_bytes", "regular_file_problem", "short_repr", "yaml_key_lines",
 ]
 
 
@@ -55,6 +57,20 @@ def regular_file_problem(path: Path) -> Optional[str]:
     if not stat.S_ISREG(info.st_mode):
         return "is not a regular file (a FIFO, socket or device); give a file"
     return None
+
+
+def file_identity(path: str | os.PathLike[str]) -> object:
+    """The identity of the file `path` names, equal for every name of one file: `(st_dev, st_ino)`
+    of the file (links followed), else its absolute normalised path (a file that does not exist
+    yet, or cannot be stat'ed: its reader reports what is wrong with it). `-` (standard input)
+    is itself."""
+    if os.fspath(path) == "-":
+        return "-"
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return os.path.abspath(os.fspath(path))
+    return info.st_dev, info.st_ino
 
 
 def path_exists(path: str | os.PathLike[str]) -> bool:

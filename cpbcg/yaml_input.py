@@ -82,7 +82,13 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_yaml_int(node)
 
 
+    def construct_undefined(self, node):  # noqa: ANN001
+        tag = short_repr(str(node.tag).replace("tag:yaml.org,2002:", "!!"))[1:-1]
+        raise _budget(node.start_mark, f"the tag {tag} is not accepted (plain YAML values only: no Python objects)", self._keys.get(id(node), ""))
+
+
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+_StrictLoader.add_constructor(None, _StrictLoader.construct_undefined)  # any tag the safe loader does not know
 
 
 class _Budget(yaml.YAMLError):

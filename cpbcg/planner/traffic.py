@@ -160,6 +160,11 @@ def first_requests(spec: TraceSpec) -> RequestChunk | None:
     return first if isinstance(first, RequestChunk) else None
 
 
+DASK_CONNECT_TIMEOUT_KEY = "distributed.comm.timeouts.connect"
+"""Dask's setting for how long a client waits for the scheduler (default `30s`); `plan --scheduler`
+reads it, so `DASK_CONNECT_TIMEOUT_ENV=5s` (or `dask.config.set`) shortens the wait."""
+DASK_CONNECT_TIMEOUT_ENV = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"
+
 MIN_LOAD_FACTOR, MAX_LOAD_FACTOR = 1e-6, 1e6
 """Bounds of a load factor (`--time-scale`)."""
 
@@ -210,8 +215,8 @@ def map_jobs(fn: Callable[[T], R], items: Sequence[T], workers: int = 1, schedul
 
 def _check_address(scheduler: str) -> None:
     """`ConfigError` at once for an address no Dask client can connect to (`bogus`,
-    `tcp://host` without a port, `http://...`), by distributed's own address parser, instead of
-    a wait for the connection timeout."""
+    `tcp://host` without a port, a port outside 1..65535, `http://...`), by distributed's own
+    address parser, instead of a wait for the connection timeout."""
     from distributed.comm.addressing import parse_address, parse_host_port
     from distributed.comm.registry import backends
 
@@ -220,7 +225,9 @@ def _check_address(scheduler: str) -> None:
         if scheme not in backends:
             raise ValueError(f"unknown protocol {scheme!r} (one of {', '.join(sorted(backends))})")
         if scheme != "inproc":
-            parse_host_port(location)
+            _, port = parse_host_port(location)
+            if not 1 <= int(port) <= 65535:
+                raise ValueError(f"port {port} is outside 1..65535")
     except ValueError as exc:
         raise ConfigError(f"--scheduler {scheduler!r}: not a Dask scheduler address (tcp://host:port): {exc}") from None
 
@@ -234,10 +241,14 @@ def _executor(workers: int, scheduler: str | None, num_items: int,
         except ImportError as exc:
             raise ConfigError(f"--scheduler {scheduler}: a Dask cluster needs the distributed extra (pip install 'cpbcg[distributed]'): {exc}") from None
         _check_address(scheduler)
-        try:
-            client = Client(scheduler, timeout=30, set_as_default=False)  # type: ignore[no-untyped-call]  # distributed leaves Client unannotated
+        import dask.config
+
+        timeout = dask.config.get(DASK_CONNECT_TIMEOUT_KEY)
+        try:  # the connect timeout is Dask's own setting (default 30 s): DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s
+            client = Client(scheduler, timeout=timeout, set_as_default=False)  # type: ignore[no-untyped-call]  # distributed leaves Client unannotated
         except Exception as exc:  # noqa: BLE001 - distributed raises OSError, TimeoutError or its own errors for an unreachable scheduler
-            raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler: {exc}") from None
+            raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler within {timeout} "
+                              f"(Dask's {DASK_CONNECT_TIMEOUT_KEY}; the environment variable {DASK_CONNECT_TIMEOUT_ENV} sets it): {exc}") from None
         try:
             width = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()))
             yield client.get_executor(pure=False), width  # type: ignore[no-untyped-call]  # unannotated in distributed

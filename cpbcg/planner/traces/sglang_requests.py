@@ -26,10 +26,12 @@ import numpy as np
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
-from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestItem, known_lines
+from cpbcg.planner.traces.records import FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestItem, known_lines
 from cpbcg.planner.traces.text import TracePath, display, iter_blob_chunks
 
 CHUNK_REQUESTS = 65536
+MAX_SECONDS = float((LAST_DATE - FIRST_DATE) / np.timedelta64(1, "s"))
+"""Largest time or duration read (s): the span of the dates every reader accepts (1970..2199)."""
 _STATS = re.compile(rb"ReqTimeStats\(rid=([^,\s]+)[^)]*?input_len=(\d{1,12}), cached_input_len=(\d{1,12}), output_len=(\d{1,12})[^\n]*")
 _FINISH = re.compile(rb"Finish: obj=[^\n]*")
 _WHEN = re.compile(rb"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
@@ -44,9 +46,22 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
     return sniff.record is None and (b"ReqTimeStats(rid=" in sniff.head or (b"Finish: obj=" in sniff.head and b"'prompt_tokens': " in sniff.head))
 
 
-def _seconds(stamp: bytes) -> float:
+def _seconds(stamp: bytes) -> float | None:
+    """Seconds since 1970 of the line's `YYYY-MM-DD HH:MM:SS[.f]` (UTC), or None for an impossible
+    date (`2026-13-45`) or one outside 1970..2199."""
     text = stamp.decode().replace(",", ".").replace("T", " ")
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    try:
+        seconds = datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+    return seconds if 0.0 <= seconds < MAX_SECONDS else None
+
+
+def _number(digits: bytes) -> float | None:
+    """A time or duration in seconds (`\\d+(\\.\\d+)?`), or None unless finite and within `MAX_SECONDS`
+    (`1` and 330 zeros is inf as a float)."""
+    value = float(digits)
+    return value if value < MAX_SECONDS else None
 
 
 def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
@@ -71,13 +86,18 @@ def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
             line_no += 1
     if not rows:
         raise TraceError(located(display(path), first_skipped or 1, "no readable ReqTimeStats or Finish request lines"))
+    if skipped and options.strict:
+        raise TraceError(located(display(path), first_skipped, "unreadable request line: no lengths, or a time that is no date or "
+                                 "finite number of seconds (--strict refuses it)"))
+    note = (f"skipped {skipped:,} unreadable request line{'s' if skipped != 1 else ''} (no lengths, or an impossible time; "
+            f"first: {display(path)}:{first_skipped})",) if skipped else ()
     a = np.array(rows, dtype=np.float64)
     order = np.argsort(a[:, 0], kind="stable")
     arrival, prompt, output = a[order, 0] - a[order[0], 0], a[order, 1].astype(np.int64), a[order, 2].astype(np.int64)
     line_nos = np.array(lines, dtype=np.int64)[order]
     for start in range(0, len(a), CHUNK_REQUESTS):
         end = start + CHUNK_REQUESTS
-        yield RequestChunk(prompt[start:end], arrival[start:end], None, output[start:end]), known_lines(line_nos[start:end])
+        yield RequestChunk(prompt[start:end], arrival[start:end], None, output[start:end], notes=note if start == 0 else ()), known_lines(line_nos[start:end])
 
 
 def _stats_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None | Literal[False]:
@@ -87,11 +107,14 @@ def _stats_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None |
     if m.group(1) in seen:
         return None
     entry, when = _ENTRY.search(line), _WHEN.search(line)
+    arrival: float | None = None
     if entry is not None:
-        arrival = float(entry.group(1))
+        arrival = _number(entry.group(1))
     elif when is not None:
-        arrival = _seconds(when.group(1)) - sum(float(d.group(2)) for d in _MS.finditer(line)) / 1000.0
-    else:
+        stamp, durations = _seconds(when.group(1)), [_number(d.group(2)) for d in _MS.finditer(line)]
+        if stamp is not None and None not in durations:
+            arrival = stamp - sum(d for d in durations if d is not None) / 1000.0
+    if arrival is None:
         return False
     return _row(seen, m.group(1), arrival, int(m.group(2)) - int(m.group(3)), int(m.group(4)))
 
@@ -105,7 +128,10 @@ def _finish_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None 
     if rid.group(1) in seen:
         return None
     cached_tokens = int(cached.group(1)) if cached else 0
-    arrival = _seconds(when.group(1)) - float(e2e.group(1))
+    stamp, latency = _seconds(when.group(1)), _number(e2e.group(1))
+    if stamp is None or latency is None:
+        return False
+    arrival = stamp - latency
     return _row(seen, rid.group(1), arrival, int(prompt.group(1)) - cached_tokens, int(completion.group(1)))
 
 
