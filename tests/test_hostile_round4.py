@@ -64,3 +64,83 @@ def test_fit_trace_naming_a_given_trace_another_way_plans_it_once(tmp_path, monk
         doc = orjson.loads(result.stdout)
         assert doc["batches"] == 4 and [t["trace"] for t in doc["traffic"]] == ["a.jsonl", "b.jsonl"]
         assert [t["fit"] for t in doc["traffic"]] == [True, False]
+
+
+def _untimed_trace(path, n=240):
+    """A trace without timestamps whose first half has short prompts and second half long ones
+    (the mean of a first read chunk is not the trace's)."""
+    rows = [(200 + 7 * i % 300 if i < n // 2 else 3000 + 11 * i % 2000, 20 + i % 50) for i in range(n)]
+    path.write_text("input_tokens,output_tokens\n" + "".join(f"{a},{b}\n" for a, b in rows))
+    return sum(a for a, _ in rows) / n
+
+
+def test_auto_rates_come_from_every_request_not_the_first_read_chunk(tmp_path, monkeypatch):
+    """Cause 3: the rates came from the first read chunk's mean prompt (so where a chunk ended,
+    e.g. a final newline or not, changed the plan)."""
+    import cpbcg
+    from cpbcg.planner.traces import csv_table
+    from cpbcg.planner.traffic import default_rates
+
+    mean = _untimed_trace(tmp_path / "u.csv")
+    monkeypatch.setattr(csv_table, "REQUEST_CHUNK_BYTES", 256)  # many small chunks
+    dep = cpbcg.load_deployment(cp_size=4, **{"scheduler.page_size": 1, "scheduler.chunked_prefill_size": 8192})
+    jobs = cpbcg.api.traffic_jobs([cpbcg.open_trace(tmp_path / "u.csv", dep)], dep, None, "auto")
+    assert [j.rate_per_s for j in jobs] == default_rates(mean, dep.scheduler) and len(jobs) == 4
+
+
+def test_standard_input_and_a_file_are_planned_at_the_same_rates(tmp_path):
+    """Cause 3: on standard input an untimed trace was simulated once at 4 req/s."""
+    _untimed_trace(tmp_path / "u.csv")
+    text = (tmp_path / "u.csv").read_text()
+    from_file = invoke("plan", "--format", "json", "-t", str(tmp_path / "u.csv"), "-k", "4", *PINNED)
+    from_stdin = runner.invoke(app, ["plan", "--format", "json", "-t", "-", "-k", "4", *PINNED], input=text, env={"CPBCG_WIDTH": "200"})
+    unterminated = (tmp_path / "v.csv")
+    unterminated.write_text(text.rstrip("\n"))
+    no_newline = invoke("plan", "--format", "json", "-t", str(unterminated), "-k", "4", *PINNED)
+    docs = [orjson.loads(r.stdout) for r in (from_file, from_stdin, no_newline)]
+    assert [[t["rate_per_s"] for t in d["traffic"]] for d in docs][1:] == [[t["rate_per_s"] for t in docs[0]["traffic"]]] * 2
+    for doc in docs[1:]:
+        assert doc["recommendation"]["buckets"] == docs[0]["recommendation"]["buckets"] and doc["batches"] == docs[0]["batches"]
+
+
+def test_one_load_model_plan_replay_check_and_batches_simulate_the_same_rates(tmp_path):
+    """Issue 29 item 5: `replay-check` and `batches` simulated 4 req/s where `plan` simulated four
+    rates of its own; now all three simulate the rate picker's rates and print them."""
+    _untimed_trace(tmp_path / "u.csv")
+    trace = str(tmp_path / "u.csv")
+    plan = invoke("plan", "--format", "json", "-t", trace, "--no-recommend", *PINNED)
+    check = invoke("replay-check", "--json", "-", "--report-only", "-t", trace, *PINNED)
+    written = invoke("batches", "-t", trace, "-o", str(tmp_path / "b.jsonl"), "--fold", "none", *PINNED)
+    assert plan.exit_code == check.exit_code == written.exit_code == 0, (plan.output, check.output, written.output)
+    p, c = orjson.loads(plan.stdout), orjson.loads(check.stdout)
+    rates = [t["rate_per_s"] for t in p["traffic"]]
+    assert len(rates) == 4 and c["simulation"]["scheduler"]["rate"] == rates and p["simulation"]["scheduler"]["rate"] == rates
+    replayed = invoke("plan", "--format", "json", "-t", str(tmp_path / "b.jsonl"), "--no-recommend", *PINNED)
+    r = orjson.loads(replayed.stdout)
+    assert p["batches"] == c["batches"] == r["batches"] == p["simulation"]["batches"] == c["simulation"]["batches"]
+    assert p["coverage"] == c["coverage"] == r["coverage"] and p["bucket_hits"] == c["bucket_hits"] == r["bucket_hits"]
+    for result in (plan, check, written):
+        assert f"has no arrival times: simulated at Poisson rates {rates[0]:g} (" in result.stderr, result.stderr
+        assert all(f"{x:g} (" in result.stderr for x in rates)
+
+
+def test_a_multi_part_simulation_block_sums_its_parts_and_keeps_each(tmp_path):
+    """Cause 2: the top-level `simulation` block of a multi-part plan described part 0 (rows
+    skipped in the second trace were missing) while `batches` was the total."""
+    (tmp_path / "a.jsonl").write_text("".join(f'{{"timestamp": {i}, "input_length": {300 + i}, "output_length": 5}}\n' for i in range(50)))
+    (tmp_path / "b.jsonl").write_text("".join(f'{{"timestamp": {i}, "input_length": {0 if i % 10 == 3 else 900}, "output_length": 5}}\n'
+                                              for i in range(40)))
+    result = invoke("plan", "--format", "json", "-t", str(tmp_path / "a.jsonl"), "-t", str(tmp_path / "b.jsonl"),
+                    "--time-scale", "1,2", "-k", "4", *PINNED)
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)
+    sim = doc["simulation"]
+    assert sim["sum_of_parts"] == 4 and len(sim["parts"]) == 4
+    assert sim["batches"] == doc["batches"] == sum(p["batches"] for p in sim["parts"]) == sum(t["configured"]["batches"] for t in doc["traffic"])
+    assert sim["requests"] == 2 * 50 + 2 * 36 and sim["skipped_rows"] == 2 * 4
+    assert sim["first_skipped_trace"] == str(tmp_path / "b.jsonl") and sim["first_skipped_line"] == 4
+    assert [(p["trace"], p["load"], p["skipped_rows"]) for p in sim["parts"]] == [
+        (str(tmp_path / "a.jsonl"), "x1", 0), (str(tmp_path / "a.jsonl"), "x2", 0), (str(tmp_path / "b.jsonl"), "x1", 4), (str(tmp_path / "b.jsonl"), "x2", 4)]
+    assert sim["scheduler"]["time_scale"] == [1.0, 2.0, 1.0, 2.0] and sim["scheduler"]["chunked_prefill_size"] == 8192
+    text = invoke("plan", "-t", str(tmp_path / "a.jsonl"), "-t", str(tmp_path / "b.jsonl"), "--time-scale", "1,2", "-k", "4", *PINNED)
+    assert "| the sum of 4 (trace, load) simulations of 2 traces at x1, x2 |" in " ".join(text.stdout.split())

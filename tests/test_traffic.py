@@ -199,7 +199,8 @@ def test_untimed_traces_get_a_stated_range_of_rates(tmp_path):
     result = runner.invoke(app, ["plan", "-t", str(trace), "-k", "8", "--format", "json"])
     assert result.exit_code == 0, result.output
     assert [t["rate_per_s"] for t in orjson.loads(result.stdout)["traffic"]] == rates
-    assert f"planned at Poisson rates {', '.join(f'{r:g}' for r in rates)} req/s" in result.stderr
+    shown = r", ".join(re.escape(f"{r:g}") + r" \(\d+\.\d% busy\)" for r in rates)
+    assert re.search(f"simulated at Poisson rates {shown} req/s \\(prefill busy reached\\), the rate picker's choice", result.stderr), result.stderr
 
 
 def test_tiny_traces_warn_and_keep_the_held_back_fraction(tmp_path):

@@ -91,7 +91,7 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     from rich.text import Text
 
     from cpbcg.api import report_json
-    from cpbcg.cli.render import evaluation_tables
+    from cpbcg.cli.render import evaluation_tables, summed_header
 
     if output_format is OutputFormat.json:
         print_json(report_json(report, report.simulation), to_stderr=stdout_taken)
@@ -99,7 +99,7 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     console = stderr_console() if stdout_taken else stdout_console()
     from cpbcg.cli.log_report import observed_renderable
 
-    parts: list = [evaluation_tables(report.evaluation, report.header), overflow_text(report)]
+    parts: list = [evaluation_tables(report.evaluation, summed_header(report.header, report.parts)), overflow_text(report)]
     observed_view = observed_renderable(report.observed, None)
     if observed_view is not None:
         parts.append(observed_view)

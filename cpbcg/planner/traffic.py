@@ -142,22 +142,57 @@ class FinishedSimulation:
 
 
 def load_jobs(spec: TraceSpec, label: str, load_factors: Sequence[float], rates: Sequence[float] | None, fit: bool) -> list[TrafficJob]:
-    """One job per load factor of `spec` (`rates`, when given, are Poisson rates instead: a trace
-    without timestamps)."""
+    """One job per load factor of `spec`; for a trace without timestamps (`rates` given), one per
+    Poisson rate and load factor, at `rate x factor` requests/s (the load factor scales the
+    arrivals whatever made them: `untimed_rates`)."""
     if rates is not None:
-        return [TrafficJob(replace(spec, scheduler=replace(spec.scheduler, rate=float(r), time_scale=1.0)), label, 1.0, float(r), fit)
-                for r in rates]
+        return [TrafficJob(replace(spec, scheduler=replace(spec.scheduler, rate=float(r) * float(f), time_scale=1.0)), label, 1.0,
+                           float(r) * float(f), fit) for r in rates for f in load_factors]
     return [TrafficJob(replace(spec, scheduler=replace(spec.scheduler, time_scale=float(f))), label, float(f), None, fit)
             for f in load_factors]
 
 
-def first_requests(spec: TraceSpec) -> RequestChunk | None:
-    """The first chunk of requests of a request trace (to see whether it has arrival times and
-    how long its prompts are), or None for another kind of trace or an empty one."""
+@dataclass(frozen=True)
+class RequestProfile:
+    """What the rate picker needs of a request trace, over the whole trace."""
+
+    timed: bool
+    """Its requests carry arrival times (then nothing else is read)."""
+    requests: int
+    """Requests read (0 when `timed`)."""
+    mean_prompt_tokens: float
+    """Mean prompt length over every request (tokens; 0.0 when `timed`)."""
+
+
+def request_profile(spec: TraceSpec) -> RequestProfile | None:
+    """Whether the request trace `spec` has arrival times, and if not its mean prompt length over
+    every request (a pass over the whole trace, or its held requests from standard input: the
+    rates never depend on where a read chunk ends, nor on a file versus standard input); None for
+    another kind of trace or an empty one. Raises `TraceError`."""
     if spec.path is None:
         return None
-    first = next(iter(open_trace(spec.path, spec.trace_format, spec.options).items), None)
-    return first if isinstance(first, RequestChunk) else None
+    chunks = spec.requests if spec.requests is not None else open_trace(spec.path, spec.trace_format, spec.options).items
+    requests, tokens = 0, 0
+    for chunk in chunks:
+        if not isinstance(chunk, RequestChunk):
+            return None
+        if chunk.arrival_s is not None:
+            return RequestProfile(True, 0, 0.0)
+        requests += chunk.num_requests
+        tokens += int(chunk.input_tokens.sum())
+    return RequestProfile(False, requests, tokens / requests) if requests else None
+
+
+def untimed_rates(profile: RequestProfile | None, scheduler: SchedulerSettings, rates: Sequence[float] | str | None) -> list[float] | None:
+    """The Poisson rates (requests/s, before load factors) of a trace: None for a trace with
+    arrival times (or no requests); `default_rates` of its mean prompt for `rates="auto"`; the
+    rates given; else the scheduler's one `rate`. The one load model of `plan`, `replay-check`
+    and `batches`."""
+    if profile is None or profile.timed:
+        return None
+    if isinstance(rates, str):
+        return default_rates(profile.mean_prompt_tokens, scheduler)
+    return [float(r) for r in rates] if rates is not None else [scheduler.rate]
 
 
 DASK_CONNECT_TIMEOUT_KEY = "distributed.comm.timeouts.connect"
@@ -188,7 +223,9 @@ def parse_load_factors(text: str) -> list[float]:
 
 
 def default_rates(mean_prompt_tokens: float, scheduler: SchedulerSettings) -> list[float]:
-    """Poisson rates (requests/s) at which the modelled prefill is busy `UTILISATIONS` of the time:
+    """Poisson rates (requests/s) at which the modelled prefill would be busy `UTILISATIONS` of the
+    time if nothing else held the server (decode steps and a full KV pool do: the report says the
+    busy fraction each simulation reached, `api.rate_notes`):
     `u / (prefill_fixed_ms / 1000 + mean_prompt_tokens / prefill_tokens_per_s)`, 3 significant digits."""
     per_request_s = scheduler.prefill_fixed_ms / 1000.0 + mean_prompt_tokens / scheduler.prefill_tokens_per_s
     return [float(f"{u / per_request_s:.3g}") for u in UTILISATIONS]
