@@ -144,3 +144,29 @@ def test_a_multi_part_simulation_block_sums_its_parts_and_keeps_each(tmp_path):
     assert sim["scheduler"]["time_scale"] == [1.0, 2.0, 1.0, 2.0] and sim["scheduler"]["chunked_prefill_size"] == 8192
     text = invoke("plan", "-t", str(tmp_path / "a.jsonl"), "-t", str(tmp_path / "b.jsonl"), "--time-scale", "1,2", "-k", "4", *PINNED)
     assert "| the sum of 4 (trace, load) simulations of 2 traces at x1, x2 |" in " ".join(text.stdout.split())
+
+
+def test_one_column_holds_one_role_whatever_found_it(assets):
+    """Cause 4: `--length-field timestamp` also read `timestamp` as the arrival time (found by its
+    name); `--output-field input_tokens` also read it as the prompt length."""
+    from cpbcg.errors import TraceError
+
+    path = assets / "round4" / "roles.csv"
+    opened = open_trace(path, options=ReadOptions(length_field="timestamp"))
+    chunk = next(iter(opened.request_chunks()))
+    assert chunk.input_tokens.tolist() == [100, 200] and chunk.arrival_s is None and chunk.output_tokens.tolist() == [3, 4]
+    assert opened.notes.notes == ["read output_tokens as output length", "timestamp is the --length-field, so it is not read as arrival time (s)"]
+    with pytest.raises(TraceError, match="needs --length-field .*no column other than the ones the options name is named input_tokens"):
+        list(open_trace(path, options=ReadOptions(output_field="input_tokens")).request_chunks())
+    opened = open_trace(path, options=ReadOptions(time_field="output_tokens"))
+    chunk = next(iter(opened.request_chunks()))
+    assert chunk.output_tokens is None and chunk.arrival_s.tolist() == [3.0, 4.0]
+    assert "output_tokens is the --time-field, so it is not read as output length" in opened.notes.notes
+
+
+def test_aibrix_with_both_spellings_of_a_length_is_refused_naming_both(assets):
+    """Cause 4: AIBrix `prompt_length` and `Prompt Length` in one request: one was silently taken."""
+    path = assets / "round4" / "aibrix-both-prompt-spellings.jsonl"
+    result = invoke("batches", "-t", str(path), "-o", "-", *PINNED)
+    assert result.exit_code == 2
+    assert result.stderr == f'cpbcg: error: {path}:1: requests[0]: "prompt_length" and "Prompt Length" both name the prompt length: keep one\n'
