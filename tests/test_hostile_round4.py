@@ -170,3 +170,29 @@ def test_aibrix_with_both_spellings_of_a_length_is_refused_naming_both(assets):
     result = invoke("batches", "-t", str(path), "-o", "-", *PINNED)
     assert result.exit_code == 2
     assert result.stderr == f'cpbcg: error: {path}:1: requests[0]: "prompt_length" and "Prompt Length" both name the prompt length: keep one\n'
+
+
+SIMULATION_ONLY = [("--rate", "3"), ("--seed", "5"), ("--prefix-cache", "unlimited"), ("--prefill-fixed-ms", "9"),
+                   ("--prefill-tokens-per-s", "1000"), ("--time-scale", "2"), ("--no-decode",), ("--max-total-tokens", "5000"),
+                   ("--default-output-tokens", "9"), ("--decode-fixed-ms", "3"), ("--decode-ms-per-request", "0.5")]
+SERVER = [("--chunked-prefill-size", "4096"), ("--page-size", "16"), ("--max-prefill-tokens", "4096"), ("--max-running-requests", "8"),
+          ("--prefill-max-requests", "4"), ("--enable-mixed-chunk",)]
+
+
+@pytest.mark.parametrize("flag", SIMULATION_ONLY + SERVER, ids=lambda f: f[0])
+def test_an_option_warned_as_request_traces_only_never_changes_a_batch_trace_plan(flag, assets):
+    """Cause 9: `--chunked-prefill-size` (the default list) and `--page-size` (the flags) changed
+    a batch-trace plan under "applies to request traces only"; now they are not warned about
+    (server settings: they shape every plan), and every option warned about changes nothing."""
+    trace = str(assets / "traces" / "good.jsonl")
+    without = invoke("plan", "--format", "json", "-t", trace, "-k", "3")
+    given = invoke("plan", "--format", "json", "-t", trace, "-k", "3", *flag)
+    flags_without = invoke("plan", "-t", trace, "-k", "3", "--emit", "sglang")
+    flags_given = invoke("plan", "-t", trace, "-k", "3", "--emit", "sglang", *flag)
+    assert without.exit_code == given.exit_code == 0, given.output
+    warned = f"{flag[0]} applies to request traces only" in given.stderr
+    assert warned is (flag in SIMULATION_ONLY), given.stderr
+    if warned:
+        assert given.stdout == without.stdout and flags_given.stdout == flags_without.stdout
+    else:
+        assert (given.stdout, flags_given.stdout) != (without.stdout, flags_without.stdout)  # it does shape the plan

@@ -75,6 +75,10 @@ FLAG_KEYS = {
     "--max-running-requests": "scheduler.max_running_requests", "--page-size": "scheduler.page_size",
 }
 """SGLang flags of an export that state a deployment setting, and the config key each sets."""
+SERVER_SCHEDULER_KEYS = frozenset({k for k in FLAG_KEYS.values() if k.startswith("scheduler.")} | {"scheduler.enable_mixed_chunk"})
+"""Scheduler settings that are SGLang server flags (`scheduler_flags` emits them): they shape the
+plan of any trace (the default list follows the chunk, the headroom, the flags), not only the
+simulation of a request trace."""
 
 
 def flag_words(text: str) -> list[str]:
