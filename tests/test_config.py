@@ -84,7 +84,6 @@ CONFIG_CASES = [
     ("bucket-above-limit.yaml", ":1: buckets.1: Input should be less than or equal to 4194304 (got 4194305)"),
     ("max-eager-huge.yaml", ":3: gates.max_eager.local_capacity: Input should be less than or equal to 9223372036854775807"),
     ("buckets-below-cp.yaml", ":2: buckets: no capture bucket is >= 2*cp_size=8; nothing to capture"),
-    ("interleave-buckets-below-cp.yaml", ":3: buckets: no capture bucket is >= cp_size=4; nothing to capture"),
     ("prefix-cache-superscript.yaml", ":2: scheduler.prefix_cache: must be off, unlimited, or a positive size in tokens (got '²')"),
     ("python-tag.yaml", ":1: cp_size: the tag !!python/object/apply:os.system is not accepted (plain YAML values only"),
     ("python-name-tag-nested.yaml", ":3: scheduler.rate: the tag !!python/name:os.system is not accepted"),  # issue 32 item 10

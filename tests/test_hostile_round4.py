@@ -196,3 +196,17 @@ def test_an_option_warned_as_request_traces_only_never_changes_a_batch_trace_pla
         assert given.stdout == without.stdout and flags_given.stdout == flags_without.stdout
     else:
         assert (given.stdout, flags_given.stdout) != (without.stdout, flags_without.stdout)  # it does shape the plan
+
+
+@pytest.mark.parametrize("args, captured", [
+    (("--cp-size", "8", "--buckets", "sglang-default:12"), [16]),  # 4, 8, 12 -> 8, 8, 16 -> [16] (>= 2*cp)
+    (("--cp-size", "8", "--buckets", "12"), [16]),
+    (("--cp-size", "4", "--cp-strategy", "interleave", "--buckets", "2,3"), [4]),  # was refused: "no capture bucket is >= cp_size=4"
+])
+def test_an_explicit_list_is_rounded_up_to_cp_multiples_before_the_cp_filter(args, captured):
+    """0.5.23 order (`get_prefill_num_tokens_to_capture` rounds every bucket up to a multiple of the
+    alignment, then `filter_prefill_cp_bcg_capture_num_tokens` drops those below
+    `min_capture_tokens`): the config check filtered the unrounded list and refused it."""
+    result = invoke("plan", "--format", "json", "--no-recommend", *args, *PINNED)
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.stdout)["buckets"] == captured
