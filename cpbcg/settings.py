@@ -112,9 +112,9 @@ SETTINGS: tuple[Setting, ...] = (
        ge=1, le=MAX_INT32),
     # the scheduler simulation (docs/scheduler.md)
     _s("scheduler.chunked_prefill_size", int, 8192, "Chunk budget per prefill forward in tokens; -1 disables chunking "
-       "(SGLang --chunked-prefill-size).", "--chunked-prefill-size", ge=-1, le=MAX_INT32),
+       "(SGLang --chunked-prefill-size); at most the largest bucket, as the default list follows it.", "--chunked-prefill-size", ge=-1, le=MAX_BUCKET_TOKENS),
     _s("scheduler.max_prefill_tokens", int, 16384, "Token budget of one prefill forward (SGLang --max-prefill-tokens).",
-       "--max-prefill-tokens", ge=1, le=MAX_INT32),
+       "--max-prefill-tokens", ge=1, le=MAX_BUCKET_TOKENS),
     _s("scheduler.prefill_max_requests", int, None, "Most requests in one prefill forward (SGLang --prefill-max-requests).",
        "--prefill-max-requests", ge=1, le=MAX_INT32, default_text="unlimited"),
     _s("scheduler.max_running_requests", int, None, "Request slots: requests decoding plus those of the forward being formed "

@@ -210,3 +210,12 @@ def test_an_explicit_list_is_rounded_up_to_cp_multiples_before_the_cp_filter(arg
     result = invoke("plan", "--format", "json", "--no-recommend", *args, *PINNED)
     assert result.exit_code == 0, result.output
     assert orjson.loads(result.stdout)["buckets"] == captured
+
+
+@pytest.mark.parametrize("args", [("--chunked-prefill-size", "2147483647"), ("--chunked-prefill-size", "-1", "--max-prefill-tokens", "5000000")])
+def test_a_largest_forward_beyond_the_largest_bucket_is_refused_not_planned_at_a_silent_clamp(args):
+    """`--chunked-prefill-size 2147483647` planned the default list at 4,194,304 with exit 0 and
+    no word (and 256,901 MiB of graph memory); the bound is now where the option is declared."""
+    result = invoke("plan", *args)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "Input should be less than or equal to 4194304" in result.stderr and result.stderr.startswith("cpbcg: error: ")
