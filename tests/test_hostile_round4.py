@@ -219,3 +219,13 @@ def test_a_largest_forward_beyond_the_largest_bucket_is_refused_not_planned_at_a
     result = invoke("plan", *args)
     assert result.exit_code == 2 and result.stdout == ""
     assert "Input should be less than or equal to 4194304" in result.stderr
+
+
+def test_include_rounding_is_said_and_an_uncapturable_pin_named():
+    """`--include 5` silently became 8 (cp 4 rounds every bucket up to a multiple of 4)."""
+    result = invoke("plan", "--format", "json", "--include", "5", "-k", "12", "--cp-size", "4", *PINNED)
+    assert result.exit_code == 0, result.output
+    assert 8 in orjson.loads(result.stdout)["recommendation"]["buckets"]
+    assert "cpbcg: note: include: SGLang 0.5.23 captures a bucket rounded up to a multiple of 4: 5 -> 8; the list pins the rounded size" in result.stderr
+    refused = invoke("plan", "--include", "4", "-k", "12", "--cp-size", "4", *PINNED)
+    assert refused.exit_code == 2 and "pinned buckets [4]: 4 (as captured) below 2*cp_size=8, which the CP capture drops" in refused.stderr
