@@ -888,6 +888,7 @@ NO_GATES = "no gates configured: set gates: in the config or --min-coverage, --m
 
 def check_trace(config: str | None, overrides: Mapping[str, object], manifest_path: str | Path | None, trace_path: str | Path | None, *,
                 max_eager: list[str] | None = None, replay: int = 0, report_only: bool = False, trace_format: str = "auto", rates: str | None = "auto",
+                embedded_sample: bool = False,
                 options: ReadOptions | None = None, ignored_flags: list[str] | None = None, note: Callable[[str], None] = lambda text: None,
                 progress: Callable[[int], None] | None = None, on_chunk: Callable[[object], object] | None = None) -> CheckReport:
     """`cpbcg replay-check`: the deployment (a capture manifest's buckets and CP settings win; an
@@ -895,8 +896,10 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     the config and `overrides` checked, `replay` forwards replayed through fresh graphs.
     `max_eager` (`REASON=N` texts) merge into the config's `gates.max_eager`. Without any gate
     (and no `replay`) it is a `ConfigError` unless `report_only`, as are flags with which SGLang
-    0.5.23 would refuse to start or capture no CP graph (`server_check`). Notes for people go to `note`;
-    the report carries the simulation summary."""
+    0.5.23 would refuse to start or capture no CP graph (`server_check`), and gating without a trace
+    (`trace_path` None) unless `embedded_sample` asks for the embedded workload by name (or
+    `report_only`). A request trace without timestamps is simulated at `rates` as `plan` takes
+    them (`load_model_rates`). Notes for people go to `note`; the report carries the simulation summary."""
     overrides = {**overrides, **max_eager_overrides(max_eager or [])}
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
     if manifest is not None and manifest.dry_run:
@@ -918,6 +921,9 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
                           "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
     for finding in server_check_notes(found):
         note(finding)
+    if trace_path is None and not embedded_sample and not report_only:
+        raise ConfigError("replay-check: no --trace given: the gates would run on the embedded synthetic workload, not on your "
+                          "traffic (a CI job that forgot its trace would pass); give --trace FILE, or --embedded-sample to gate it on purpose")
     rates = load_model_rates(config, overrides, rates)
     report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay,
                            trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk, rates=rates)

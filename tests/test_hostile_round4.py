@@ -229,3 +229,13 @@ def test_include_rounding_is_said_and_an_uncapturable_pin_named():
     assert "cpbcg: note: include: SGLang 0.5.23 captures a bucket rounded up to a multiple of 4: 5 -> 8; the list pins the rounded size" in result.stderr
     refused = invoke("plan", "--include", "4", "-k", "12", "--cp-size", "4", *PINNED)
     assert refused.exit_code == 2 and "pinned buckets [4]: 4 (as captured) below 2*cp_size=8, which the CP capture drops" in refused.stderr
+
+
+def test_replay_check_without_a_trace_refuses_unless_the_embedded_sample_is_named():
+    """`replay-check --min-coverage 0.5` with no `--trace` gated the embedded sample and exited 0."""
+    result = invoke("replay-check", "--min-coverage", "0.5")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "replay-check: no --trace given: the gates would run on the embedded synthetic workload" in result.stderr
+    named = invoke("replay-check", "--min-coverage", "0.5", "--embedded-sample")
+    assert named.exit_code == 0 and "cpbcg: warning: no --trace given" in named.stderr
+    assert invoke("replay-check", "--report-only").exit_code == 0  # nothing to pass or fail: a report
