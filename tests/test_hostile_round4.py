@@ -239,3 +239,15 @@ def test_replay_check_without_a_trace_refuses_unless_the_embedded_sample_is_name
     named = invoke("replay-check", "--min-coverage", "0.5", "--embedded-sample")
     assert named.exit_code == 0 and "cpbcg: warning: no --trace given" in named.stderr
     assert invoke("replay-check", "--report-only").exit_code == 0  # nothing to pass or fail: a report
+
+
+@pytest.mark.parametrize("name, what", [("plan-report.json", "a plan or replay-check JSON report"), ("bucket-file.json", "a bucket file: pass it with --buckets")])
+def test_another_cpbcg_document_given_as_a_manifest_is_named_as_such(assets, name, what):
+    """`--manifest plan.json` said `buckets[0]: expected an object`."""
+    from cpbcg.errors import ManifestError
+    from cpbcg.manifest import load_manifest
+
+    path = assets / "round4" / name
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    assert str(info.value).startswith(f"{path}: not a capture manifest ({what}") and "`cpbcg capture -o` writes" in str(info.value)
