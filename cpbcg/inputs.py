@@ -107,12 +107,24 @@ def read_input_bytes(
 
 
 def decode_text(data: bytes, label: str, error: type[CpbcgError] = ConfigError) -> str:
-    """`data` as UTF-8 text (a BOM is dropped). Raises `error` naming the line of a bad byte."""
+    """`data` as UTF-8 text (a BOM is dropped). Raises `error` naming the line of a bad byte or
+    a NUL (UTF-16 text without a byte-order mark is valid UTF-8 with a NUL in every other byte),
+    with the encoding the data looks like (`encoding_hint`)."""
+    nul = data.find(b"\x00")
+    if nul >= 0:  # valid UTF-8, but no text: UTF-16 without a byte-order mark, or binary data
+        from cpbcg.planner.traces.text import encoding_hint
+
+        hint = encoding_hint(data)
+        line = data[:nul].count(b"\n") + 1
+        raise error(f"{label}:{line}: not UTF-8 text: {hint}" if hint else f"{label}:{line}: not text (a NUL byte at byte {nul})")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        from cpbcg.planner.traces.text import encoding_hint
+
         line = data[: exc.start].count(b"\n") + 1
-        raise error(f"{label}:{line}: not UTF-8 text (byte {exc.start})") from None
+        hint = encoding_hint(data)
+        raise error(f"{label}:{line}: not UTF-8 text: {hint}" if hint else f"{label}:{line}: not UTF-8 text (byte {exc.start})") from None
 
 
 def check_inputs(inputs: Mapping[str, Optional[str | os.PathLike[str]]], error: type[CpbcgError] = ConfigError) -> None:

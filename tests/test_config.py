@@ -86,6 +86,7 @@ CONFIG_CASES = [
     ("buckets-below-cp.yaml", ":2: buckets: no capture bucket is >= 2*cp_size=8; nothing to capture"),
     ("prefix-cache-superscript.yaml", ":2: scheduler.prefix_cache: must be off, unlimited, or a positive size in tokens (got '²')"),
     ("python-tag.yaml", ":1: cp_size: the tag !!python/object/apply:os.system is not accepted (plain YAML values only"),
+    ("control-character.yaml", ":2: not valid YAML: unacceptable character #x0001: special characters are not allowed"),  # was a traceback
     ("python-name-tag-nested.yaml", ":3: scheduler.rate: the tag !!python/name:os.system is not accepted"),  # issue 32 item 10
     ("not-utf8.yaml", ":2: not UTF-8 text (byte 20)"),
     ("long-string.yaml", ":1: cp_strategy: Input should be 'zigzag' or 'interleave' (got 'zzzz"),

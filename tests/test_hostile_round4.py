@@ -251,3 +251,14 @@ def test_another_cpbcg_document_given_as_a_manifest_is_named_as_such(assets, nam
     with pytest.raises(ManifestError) as info:
         load_manifest(path)
     assert str(info.value).startswith(f"{path}: not a capture manifest ({what}") and "`cpbcg capture -o` writes" in str(info.value)
+
+
+@pytest.mark.parametrize("name, encoding", [("utf16-bom.csv", "UTF-16 LE"), ("utf16be-no-bom.jsonl", "UTF-16 BE"), ("utf16le-no-bom.yaml", "UTF-16 LE")])
+def test_utf16_text_is_named_with_its_encoding_not_called_binary(assets, name, encoding):
+    """UTF-16 text was called binary data with no encoding hint."""
+    path = assets / "round4" / name
+    args = ("plan", "--config", str(path)) if name.endswith(".yaml") else ("plan", "-t", str(path))
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert f"{path}:1: not UTF-8 text: it looks like {encoding} text; convert it to UTF-8 (e.g. iconv -f {encoding.replace(' ', '')} -t UTF-8" in result.stderr
+    assert "binary" not in result.stderr
