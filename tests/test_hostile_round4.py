@@ -262,3 +262,13 @@ def test_utf16_text_is_named_with_its_encoding_not_called_binary(assets, name, e
     assert result.exit_code == 2, result.output
     assert f"{path}:1: not UTF-8 text: it looks like {encoding} text; convert it to UTF-8 (e.g. iconv -f {encoding.replace(' ', '')} -t UTF-8" in result.stderr
     assert "binary" not in result.stderr
+
+
+@pytest.mark.parametrize("name, line, value", [("timestamps-beyond-doubles.jsonl", 1, "-1.7e+308"), ("timestamps-in-ns.csv", 3, "'1700000000000000000'")])
+def test_numeric_timestamps_are_bounded_in_every_reader(assets, name, line, value):
+    """Every number read from a file bounded: arrivals of +-1.7e308 s (gaps of inf) or
+    nanoseconds read as seconds were planned without a word."""
+    path = assets / "round4" / name
+    result = invoke("batches", "-t", str(path), "-o", "-", *PINNED)
+    assert result.exit_code == 2
+    assert f"{path}:{line}: timestamp: {value} is beyond 2200 as seconds since 1970 (a timestamp in µs or ns?)" in result.stderr

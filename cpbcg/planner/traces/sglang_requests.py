@@ -26,12 +26,10 @@ import numpy as np
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
-from cpbcg.planner.traces.records import FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestItem, known_lines
+from cpbcg.planner.traces.records import LAST_SECOND as MAX_SECONDS, MAX_REQUEST_TOKENS, RequestChunk, RequestItem, known_lines
 from cpbcg.planner.traces.text import TracePath, display, iter_blob_chunks
 
 CHUNK_REQUESTS = 65536
-MAX_SECONDS = float((LAST_DATE - FIRST_DATE) / np.timedelta64(1, "s"))
-"""Largest time or duration read (s): the span of the dates every reader accepts (1970..2199)."""
 _STATS = re.compile(rb"ReqTimeStats\(rid=([^,\s]+)[^)]*?input_len=(\d{1,12}), cached_input_len=(\d{1,12}), output_len=(\d{1,12})[^\n]*")
 _FINISH = re.compile(rb"Finish: obj=[^\n]*")
 _WHEN = re.compile(rb"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")

@@ -237,6 +237,8 @@ def require_regular(path: Path | str) -> None:
 
 def time_problem(field: str, text: str, exc: Exception) -> str:
     """`FIELD: 'VALUE' is not a timestamp`, or `... is outside ...` for an out-of-range date."""
+    if "seconds out of range" in str(exc):
+        return f"{field}: {text} is beyond 2200 as seconds since 1970 (a timestamp in µs or ns?): not a time in seconds"
     if "out of range" in str(exc):
         return f"{field}: {text} is outside the supported dates (years 1970..2199)"
     return f"{field}: {text} is not a timestamp"
