@@ -272,3 +272,14 @@ def test_numeric_timestamps_are_bounded_in_every_reader(assets, name, line, valu
     result = invoke("batches", "-t", str(path), "-o", "-", *PINNED)
     assert result.exit_code == 2
     assert f"{path}:{line}: timestamp: {value} is beyond 2200 as seconds since 1970 (a timestamp in µs or ns?)" in result.stderr
+
+
+def test_the_same_trace_under_two_names_is_refused_not_counted_twice(tmp_path, monkeypatch):
+    """One file by any name (`inputs.file_identity`): relative, absolute, `sub/..`, a symbolic link."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.jsonl").write_text("[100]\n")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "a.jsonl")
+    for other in (str(tmp_path / "a.jsonl"), "sub/../a.jsonl", "link.jsonl"):
+        result = invoke("plan", "-t", "a.jsonl", "-t", other, "--no-recommend")
+        assert result.exit_code == 2 and f"{other}: the same trace is given twice (as a.jsonl too)" in result.stderr, result.output
