@@ -17,7 +17,7 @@ import glob
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence, TypedDict
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol, Sequence, TypedDict
 
 from cpbcg.check.gates import (
     CheckReport, Gates, ReplayRecord, check_gates, count_of, parse_max_eager, replay_gate, sample_graph_batches,
@@ -27,6 +27,7 @@ from cpbcg.check.summary import cell, pct, summary_rows
 from cpbcg.bucket_files import export_buckets, flags_file_words
 from cpbcg.config import DeploymentConfig, load_config, preset_names
 from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
+from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
 from cpbcg.notes import (
     ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes,
@@ -45,7 +46,7 @@ from cpbcg.planner.optimise.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation, RecommendSettings, TradeOff, default_chunk_tokens
 from cpbcg.planner.plan import PlanPart, PlanResult, plan as _plan, plan_traffic
-from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, default_rates, default_workers, first_requests, load_jobs, parse_load_factors
+from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, default_workers, load_jobs, parse_load_factors, request_profile, untimed_rates
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedComparison, ObservedTally
 from cpbcg.planner.traces import detect
 from cpbcg.planner.traces.registry import format_info
@@ -310,15 +311,16 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
 
     `trace`: one opened trace (`open_trace`), several (planned together, each an independent
     server, reported per trace), or an iterable of `BatchSet` chunks (planned in one pass). An
-    opened trace is read afresh for every plan and every load, so it can be planned again; one
-    read from standard input can be read once.
+    opened trace is read afresh for every plan and every load, so it can be planned again (a
+    request trace from standard input is held; a batch trace from it can be read once).
 
     `load_factors` (e.g. `[0.5, 1, 2, 4]`, default: the scheduler's `time_scale`): every request
     trace is simulated at each (inter-arrival gaps divided by the factor), the list is fitted to
     all of them together, and `PlanResult.parts` reports each (trace, factor). A request trace
-    without timestamps is simulated at Poisson `rates` (requests/s) instead, or with
-    `rates="auto"` at the rates that keep the modelled prefill `traffic.UTILISATIONS` busy
-    (`traffic.default_rates`); None keeps the scheduler's one `rate`. Batch traces and server
+    without timestamps is simulated at Poisson `rates` (requests/s) times each factor instead,
+    or with `rates="auto"` at the rates that would keep the modelled prefill `traffic.UTILISATIONS`
+    busy (`traffic.default_rates` of its mean prompt over the whole trace); None keeps the
+    scheduler's one `rate` (`traffic.untimed_rates`: the one load model of every command). Batch traces and server
     logs have no arrivals: planned once. `fit_traces` (paths as given): fit on these traces
     only, report on all. The jobs run in this process, on `workers` local processes, or on the
     Dask cluster at `scheduler` (`tcp://host:8786`; needs `cpbcg[distributed]`); the result is
@@ -337,6 +339,8 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
             raise ConfigError("--time-scale: a trace read from standard input can be simulated once: give one load factor, or a file")
         return _plan(_chunks(sources[0]), deployment, settings, table, on_chunk)
     jobs = traffic_jobs(sources, deployment, load_factors, rates, fit_traces)
+    if scheduler is not None:  # Dask workers open files against their own directory: relative paths made absolute here
+        jobs = [replace(j, spec=replace(j.spec, path=os.path.abspath(j.spec.path))) if j.spec.path not in (None, "-") else j for j in jobs]
     return plan_traffic(jobs, deployment, settings, table, workers=workers, scheduler=scheduler, on_chunk=on_chunk, progress=progress)
 
 
@@ -345,27 +349,22 @@ def traffic_jobs(sources: Sequence[BatchSource], deployment: Deployment, load_fa
     """The (trace, load) jobs `plan` runs for `sources` (see `plan`)."""
     if isinstance(rates, str) and rates != "auto":
         raise ConfigError(f"rates: {rates[:20]!r} is neither 'auto' nor a list of rates (requests/s)")
-    fit = None if fit_traces is None else {str(Path(p)) for p in fit_traces}
-    given = {str(Path(s.spec.path)) for s in sources if s.spec is not None and s.spec.path is not None}
-    if fit is not None and not fit & given:
-        raise ConfigError(f"--fit-trace {', '.join(sorted(fit))}: not among the traces given ({', '.join(sorted(given)) or 'none'})")
+    fit = None if fit_traces is None else {file_identity(p) for p in fit_traces}  # one file by any name
+    given = {file_identity(s.spec.path): s.spec.path for s in sources if s.spec is not None and s.spec.path is not None}
+    if fit is not None and not fit & set(given) and fit_traces is not None:
+        raise ConfigError(f"--fit-trace {', '.join(sorted(map(str, fit_traces)))}: not among the traces given ({', '.join(sorted(given.values())) or 'none'})")
     jobs: list[TrafficJob] = []
     for source in sources:
         if source.spec is None:
             raise ConfigError("a trace read from standard input can be read once: plan it alone, at one load factor")
         spec = source.spec
         label = describe_source(spec.path, bound=source.is_bound)
-        fitted = fit is None or str(Path(spec.path or "")) in fit
+        fitted = fit is None or file_identity(spec.path or "") in fit
         factors = list(load_factors) if load_factors else [spec.scheduler.time_scale]
         if source.simulation is None:  # no arrivals to scale: one job
             jobs += load_jobs(spec, label, [spec.scheduler.time_scale], None, fitted)
             continue
-        job_rates = None
-        if rates is not None:
-            first = first_requests(spec)
-            if first is not None and first.arrival_s is None:
-                job_rates = default_rates(float(first.input_tokens.mean()), spec.scheduler) if isinstance(rates, str) else list(rates)
-        jobs += load_jobs(spec, label, factors, job_rates, fitted)
+        jobs += load_jobs(spec, label, factors, untimed_rates(request_profile(spec), spec.scheduler, rates), fitted)
     return jobs
 
 
@@ -375,6 +374,8 @@ def trace_paths(paths: Sequence[str | Path]) -> list[Path]:
     standard input. Raises `TraceError` for a directory or glob with no file."""
     out: list[Path] = []
     for given in paths:
+        if isinstance(given, str) and not given.strip():  # `Path("")` is `.`: every file of the current directory
+            raise TraceError("an empty trace path (an unset shell variable?): give a file, a directory, a glob or - for standard input")
         path = Path(given)
         try:
             is_dir, exists = path.is_dir(), path.exists()
@@ -408,10 +409,7 @@ def _refuse_repeated(paths: Sequence[Path]) -> None:
     forwards twice without a word."""
     seen: dict[object, Path] = {}
     for path in paths:
-        try:
-            key: object = "-" if str(path) == "-" else (os.stat(path).st_dev, os.stat(path).st_ino)
-        except (OSError, ValueError):
-            key = str(path)  # the reader reports what is wrong with it
+        key = file_identity(path)
         if key in seen:
             same = "" if str(seen[key]) == str(path) else f" (as {seen[key]} too)"
             raise TraceError(f"{path}: the same trace is given twice{same}; give each trace once")
@@ -452,22 +450,28 @@ def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None 
 
 def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *, manifest: Manifest | None = None, replay: int = 0,
           trace_format: str = "auto", options: ReadOptions | None = None, progress: Callable[[int], None] | None = None,
-          on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None,
+          on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None, rates: str | None = "auto",
           resolve_launch: Callable[[LogSettings], LaunchModel] | None = None) -> tuple[CheckReport, BatchSource]:
     """Evaluate a trace as `plan` does, check the gates, and with `replay > 0` replay that many
     sampled graph forwards through freshly captured graphs (torch). Returns the report and the
-    opened source (its simulation summary is complete). A bound source (server log) is checked
-    at its worst case (header `bound` True); it has no extend lengths to replay (`ConfigError`)."""
+    opened source (its simulation summary is complete unless the report has `parts`). A request
+    trace without timestamps is simulated at the rates `plan` simulates it at (`rates`, as
+    `plan` takes them: `auto` the rate picker's, None the scheduler's `rate`), its parts in the
+    report. A bound source (server log) is checked at its worst case (header `bound` True); it
+    has no extend lengths to replay (`ConfigError`)."""
     table = manifest.table() if manifest is not None else deployment.table()
     source = open_trace(trace_path, deployment, trace_format=trace_format, options=options, progress=progress)
     if replay and source.is_bound:
         raise ConfigError(f"{describe_source(trace_path)}: an SGLang server log gives forward sizes, not extend lengths: nothing to replay through graphs")
-    planned = _observed_plan(source, deployment, None, table if manifest is not None else None, on_chunk,
-                             None if manifest is not None else resolve_launch)
+    several = _simulated_loads(source, rates) > 1
+    planned = (plan([source], deployment, None, table, on_chunk, rates=rates, progress=progress) if several
+               else _observed_plan(source, deployment, None, table if manifest is not None else None, on_chunk,
+                                   None if manifest is not None else resolve_launch))
     ev = planned.evaluation
     header = report_header(deployment, source, trace_path)
     if manifest is not None:
         header["manifest"] = str(manifest.path)
+    parts = tuple(planned.parts) if several else ()
     results = check_gates(ev, gates, planned.observed)
     replays: tuple[ReplayRecord, ...] = ()
     if replay:
@@ -475,7 +479,15 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
                                        deployment.max_padding_factor, replay)
         replays = _replay(sampled, deployment)
         results += (replay_gate(replays),)
-    return CheckReport(header, ev, results, replays, planned.observed), source
+    return CheckReport(header, ev, results, replays, planned.observed, parts=parts), source
+
+
+def _simulated_loads(source: BatchSource, rates: Sequence[float] | str | None) -> int:
+    """How many Poisson rates the request trace `source` is simulated at under `rates` (`plan`'s
+    load model, `traffic.untimed_rates`): 0 for a trace with arrival times or another kind."""
+    if rates is None or source.spec is None or source.simulation is None:
+        return 0
+    return len(untimed_rates(request_profile(source.spec), source.spec.scheduler, rates) or ())
 
 
 def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRecord, ...]:
@@ -575,7 +587,9 @@ def layout(extend_seq_lens: list[int], config: str | None = None, overrides: Map
 @dataclass
 class BatchTrace:
     """The forwards of a trace as batch-trace lines (`cpbcg batches`): iterate `lines()` once;
-    then `forwards` and `num_lines` are the totals and `note()` the simulation note."""
+    then `forwards` and `num_lines` are the totals and `note()` the simulation note. A request
+    trace without timestamps is simulated at every rate `plan` simulates it at (`loads`, one
+    after the other in the file), so `plan` of the file written replays what `plan` of the trace does."""
 
     source: BatchSource
     """The opened trace."""
@@ -587,6 +601,11 @@ class BatchTrace:
     """Prefill forwards written so far."""
     num_lines: int = 0
     """Lines written so far."""
+    loads: tuple[BatchesLoad, ...] = ()
+    """The Poisson loads of a trace without timestamps simulated at several rates, in order; empty
+    when `source` is simulated once."""
+    picked: bool = True
+    """Whether the rates of `loads` are the rate picker's (else `--rate` times the load factors)."""
 
     def lines(self) -> Iterator[bytes]:
         """`{"extend_seq_lens": [...], "count": k}` lines, identical batches folded into `count`."""
@@ -595,27 +614,40 @@ class BatchTrace:
             yield line
 
     def _counted(self) -> Iterator[BatchSet]:
-        for chunk in self.source.batches:
-            self.forwards += int(chunk.counts.sum())
-            if self.on_chunk is not None:
-                self.on_chunk(chunk)
-            yield chunk
+        for source in [load.source for load in self.loads] or [self.source]:
+            for chunk in source.batches:
+                self.forwards += int(chunk.counts.sum())
+                if self.on_chunk is not None:
+                    self.on_chunk(chunk)
+                yield chunk
 
     warning: str | None = None
     """Request-trace options given for a batch stream, which it ignores (None: none)."""
 
     def note(self) -> str | None:
         """The simulation note once `lines()` has been read (None for a batch stream)."""
-        return source_note(self.source) if self.source.simulation is not None else None
+        if not self.loads:
+            return source_note(self.source) if self.source.simulation is not None else None
+        lines = []
+        for load in self.loads:
+            lines += [f"{load.label} at {load.rate_per_s:.4g} req/s:", source_note(load.source) or ""]
+        return "\n".join([line for line in lines if line] + rate_notes(self.loads, self.picked))
 
 
 def batch_trace(path: str | Path, deployment: Deployment, *, fold: str = "consecutive", trace_format: str = "auto",
                 options: ReadOptions | None = None, progress: Callable[[int], None] | None = None,
-                on_chunk: Callable[[object], object] | None = None) -> BatchTrace:
+                on_chunk: Callable[[object], object] | None = None, rates: str | None = "auto") -> BatchTrace:
     """The prefill forwards the server would run for a trace (the scheduler simulation with
-    `deployment.scheduler`, docs/scheduler.md), as a batch trace to write. Raises `TraceError`."""
+    `deployment.scheduler`, docs/scheduler.md), as a batch trace to write; a request trace
+    without timestamps at the rates `plan` simulates it at (`rates` as `plan` takes them).
+    Raises `TraceError`."""
     source = open_source(Path(path), scheduler=deployment.scheduler, progress=progress, trace_format=trace_format, options=options)
-    return BatchTrace(source, fold, on_chunk)
+    if _simulated_loads(source, rates) < 2:
+        return BatchTrace(source, fold, on_chunk)
+    assert source.spec is not None
+    jobs = traffic_jobs([source], deployment, None, rates)
+    loads = tuple(BatchesLoad(job.label, job.rate_per_s, job.spec.open(progress)) for job in jobs)
+    return BatchTrace(source, fold, on_chunk, loads=loads, picked=rates is not None)
 
 
 def batches(path: str | Path, config: str | None = None, overrides: Mapping[str, object] | None = None, *,
@@ -623,9 +655,11 @@ def batches(path: str | Path, config: str | None = None, overrides: Mapping[str,
             ignored_flags: list[str] | None = None, progress: Callable[[int], None] | None = None,
             on_chunk: Callable[[object], object] | None = None) -> BatchTrace:
     """`cpbcg batches`: `batch_trace` under the deployment of `config` and dotted scheduler
-    `overrides`; `warning` names the `ignored_flags` a batch stream ignores. Raises `ConfigError`, `TraceError`."""
+    `overrides`, a trace without timestamps at the rates `plan` would simulate (`load_model_rates`);
+    `warning` names the `ignored_flags` a batch stream ignores. Raises `ConfigError`, `TraceError`."""
     _, deployment = load_config_and_deployment(config, overrides)
-    written = batch_trace(path, deployment, fold=fold, trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk)
+    written = batch_trace(path, deployment, fold=fold, trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk,
+                          rates=load_model_rates(config, overrides or {}, "auto"))
     written.warning = ignored_options_note(written.source.trace_format, ignored_flags or [], path)
     return written
 
@@ -778,20 +812,78 @@ def capture_settings(log: LogSettings | None) -> CaptureCost:
     return out
 
 
-def rate_notes(parts: Sequence[PlanPart]) -> list[str]:
-    """Which Poisson rates a trace without timestamps was planned at, and why (one line per trace)."""
-    rates: dict[str, list[float]] = {}
+REACHED_SHARE = 0.9
+"""A load whose simulation reached less than this share of the prefill busy fraction the rate
+picker's model gives it is said to fall short (decode and the KV pool hold the server)."""
+
+
+class SimulatedLoad(Protocol):
+    """A trace simulated at one load (`PlanPart`, or a `batches` run): what `rate_notes` reads."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def rate_per_s(self) -> float | None: ...
+    @property
+    def source(self) -> BatchSource: ...
+
+
+@dataclass(frozen=True)
+class BatchesLoad:
+    """One load of `cpbcg batches` (a `SimulatedLoad`)."""
+
+    label: str
+    rate_per_s: float | None
+    source: BatchSource
+
+
+def rate_notes(parts: Sequence[SimulatedLoad], picked: bool = True) -> list[str]:
+    """Which Poisson rates a trace without timestamps was simulated at, where they came from
+    (`picked`: the rate picker, `traffic.default_rates`; else `--rate`/`scheduler.rate` times the
+    load factors) and the prefill busy fraction each simulation reached; a load that fell short
+    of what the picker's prefill-only model gives it says so, with what held the server. One
+    line per trace."""
+    by_trace: dict[str, list[SimulatedLoad]] = {}
     for part in parts:
         if part.rate_per_s is not None:
-            rates.setdefault(part.label, []).append(part.rate_per_s)
+            by_trace.setdefault(part.label, []).append(part)
     out = []
-    for label, values in rates.items():
-        shown = ", ".join(f"{r:g}" for r in values)
-        busy = ", ".join(f"{u:.0%}" for u in UTILISATIONS)
-        out.append(f"cpbcg: note: {label} has no arrival times: planned at Poisson rates {shown} req/s, which keep the modelled "
-                   f"prefill busy about {busy} of the time (its first requests' mean prompt length at --prefill-tokens-per-s and "
-                   "--prefill-fixed-ms): its load is unknown and the batch shapes follow the load; --rate or --time-scale fixes it")
+    for label, mine in by_trace.items():
+        shown, short = [], []
+        for part in mine:
+            reached = _reached(part)
+            shown.append(f"{part.rate_per_s:g} ({reached[1]:.1%} busy)" if reached else f"{part.rate_per_s:g}")
+            if reached and reached[1] < REACHED_SHARE * reached[0]:
+                short.append((part, reached))
+        if picked:
+            busy = ", ".join(f"{u:.0%}" for u in UTILISATIONS)
+            why = (f"the rate picker's choice: the modelled prefill alone would be busy about {busy} of the time (the mean prompt "
+                   "over every request at --prefill-tokens-per-s and --prefill-fixed-ms): its load is unknown and the batch shapes "
+                   "follow the load; --rate fixes it")
+        else:
+            why = "--rate (or scheduler.rate) times each --time-scale factor"
+        out.append(f"cpbcg: note: {label} has no arrival times: simulated at Poisson rates {', '.join(shown)} req/s (prefill busy "
+                   f"reached), {why}")
+        for part, (target, reached_busy) in short:
+            s = part.source.simulation.summary() if part.source.simulation is not None else None
+            held = "" if s is None else (f": decode steps took {s.decode_s / s.simulated_s:.1%} of the time"
+                                         f"{f' and the KV pool stopped admission {s.kv_limited_forwards:,}x' if s.kv_limited_forwards else ''}"
+                                         if s.simulated_s else "")
+            out.append(f"cpbcg: note: at {part.rate_per_s:g} req/s the prefill alone would be {min(target, 1.0):.0%} busy; the simulation "
+                       f"reached {reached_busy:.1%}{held}, so that load is what this server can reach, not more")
     return out
+
+
+def _reached(part: SimulatedLoad) -> tuple[float, float] | None:
+    """(the prefill busy fraction the picker's model gives the part's rate, the one its simulation reached), or None."""
+    sim = part.source.simulation
+    if sim is None or part.rate_per_s is None:
+        return None
+    s, cfg = sim.summary(), sim.cfg
+    if not s.requests or not s.simulated_s:
+        return None
+    per_request_s = cfg.prefill_fixed_ms / 1000.0 + s.input_tokens / s.requests / cfg.prefill_tokens_per_s
+    return part.rate_per_s * per_request_s, s.busy_s / s.simulated_s
 
 
 def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given: Sequence[str | Path] = (), *,
@@ -820,7 +912,7 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
                   load_factors=None if request.load_factors is None else list(request.load_factors), rates=request.untimed_rates,
                   workers=workers, scheduler=request.scheduler,
                   fit_traces=None if request.fit_traces is None else list(request.fit_traces), resolve_launch=resolve_launch)
-    from cpbcg.documents import observed_document, simulation_summary
+    from cpbcg.documents import observed_document, simulation_document
 
     parts = result.parts
     source = parts[0].source if parts else sources[0]
@@ -834,7 +926,7 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
             note(line)
     for line in log_summary_notes(source):
         note(line)
-    for line in rate_notes(parts):
+    for line in rate_notes(parts, request.untimed_rates is not None):
         note(line)
     rec = result.recommendation
     if result.recommendation_error is not None:
@@ -865,7 +957,7 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
                 note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}:"))
     observed: dict[str, object] | None = observed_document(result.observed, log) if len(sources) == 1 else \
         ({"logs": [one.to_dict() for one in logs]} if logs else None)
-    return PlanReport(deployment, header, result, comparison, simulation_summary(source), export, observed, log, logs)
+    return PlanReport(deployment, header, result, comparison, simulation_document(parts, source), export, observed, log, logs)
 
 
 def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
@@ -902,13 +994,15 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
     if request.guarantee or request.check_guarantee:
         _refuse_trace_options(request, bool(given))
-    _refuse_repeated(trace_paths(given))
-    given += [p for p in (request.fit_traces or ()) if p not in [str(g) for g in given] and Path(p) not in given]
-    paths = trace_paths(given)
+    expanded = trace_paths(given)
+    _refuse_repeated(expanded)
+    known = {file_identity(p) for p in expanded}
+    paths = expanded + [Path(p) for p in dict.fromkeys(request.fit_traces or ()) if file_identity(p) not in known]  # one file by any name, once
     logs = [log_settings(p, trace_format, options) for p in paths]
     log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
         if logs and all(one is not None for one in logs) else None
     deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
+    request = replace(request, untimed_rates=load_model_rates(config, overrides, request.untimed_rates))
     if request.guarantee or request.check_guarantee:
         requests = guarantee_request_count(deployment, request.max_requests)
         result = guarantee(deployment, requests, request.max_tokens, recommend_list=request.guarantee,
@@ -921,6 +1015,15 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
     return plan_report(deployment, request, paths, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
                        note=note, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve)
+
+
+def load_model_rates(config: str | None, overrides: Mapping[str, object], rates: str | None) -> str | None:
+    """`rates` (`auto`: the rate picker's, `traffic.untimed_rates`), or None (the scheduler's one
+    `rate`) when the config or `overrides` set `scheduler.rate`: the one load model of `plan`,
+    `replay-check` and `batches` for a request trace without timestamps."""
+    if rates is None or overrides.get("scheduler.rate") is not None:
+        return None
+    return None if "rate" in load_config(config, {k: v for k, v in overrides.items() if k == "scheduler.rate"}).scheduler.model_fields_set else rates
 
 
 def _refuse_trace_options(request: PlanRequest, traces_given: bool) -> None:
@@ -955,7 +1058,8 @@ NO_GATES = "no gates configured: set gates: in the config or --min-coverage, --m
 
 
 def check_trace(config: str | None, overrides: Mapping[str, object], manifest_path: str | Path | None, trace_path: str | Path | None, *,
-                max_eager: list[str] | None = None, replay: int = 0, report_only: bool = False, trace_format: str = "auto",
+                max_eager: list[str] | None = None, replay: int = 0, report_only: bool = False, trace_format: str = "auto", rates: str | None = "auto",
+                embedded_sample: bool = False,
                 options: ReadOptions | None = None, ignored_flags: list[str] | None = None, note: Callable[[str], None] = lambda text: None,
                 progress: Callable[[int], None] | None = None, on_chunk: Callable[[object], object] | None = None) -> CheckReport:
     """`cpbcg replay-check`: the deployment (a capture manifest's buckets and CP settings win; an
@@ -963,8 +1067,10 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     the config and `overrides` checked, `replay` forwards replayed through fresh graphs.
     `max_eager` (`REASON=N` texts) merge into the config's `gates.max_eager`. Without any gate
     (and no `replay`) it is a `ConfigError` unless `report_only`, as are flags with which SGLang
-    0.5.23 would refuse to start or capture no CP graph (`server_check`). Notes for people go to `note`;
-    the report carries the simulation summary."""
+    0.5.23 would refuse to start or capture no CP graph (`server_check`), and gating without a trace
+    (`trace_path` None) unless `embedded_sample` asks for the embedded workload by name (or
+    `report_only`). A request trace without timestamps is simulated at `rates` as `plan` takes
+    them (`load_model_rates`). Notes for people go to `note`; the report carries the simulation summary."""
     overrides = {**overrides, **max_eager_overrides(max_eager or [])}
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
     if manifest is not None and manifest.dry_run:
@@ -986,16 +1092,26 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
                           "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
     for finding in resolution_notes(deployment.server) + server_check_notes(found):
         note(finding)
+    if trace_path is None and not embedded_sample and not report_only:
+        raise ConfigError("replay-check: no --trace given: the gates would run on the embedded synthetic workload, not on your "
+                          "traffic (a CI job that forgot its trace would pass); give --trace FILE, or --embedded-sample to gate it on purpose")
+    rates = load_model_rates(config, overrides, rates)
     resolve = launch_resolver(config, overrides, manifest) if log is not None else None
-    report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay,
-                           trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk, resolve_launch=resolve)
-    for line in read_notes(source, ignored_flags or [], trace_path):
+    report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay, trace_format=trace_format,
+                           options=options, progress=progress, on_chunk=on_chunk, rates=rates, resolve_launch=resolve)
+    for part in report.parts:
+        note(f"{part.label} at {part.load}:")
+        for line in read_notes(part.source, ignored_flags or [], part.label):
+            note(line)
+    for line in read_notes(source, ignored_flags or [], trace_path) if not report.parts else ():
         note(line)
     for line in log_summary_notes(source):
         note(line)
-    from cpbcg.documents import simulation_summary
+    for line in rate_notes(report.parts, rates is not None):
+        note(line)
+    from cpbcg.documents import simulation_document
 
-    return replace(report, simulation=simulation_summary(source))
+    return replace(report, simulation=simulation_document(report.parts, source))
 
 
 def max_eager_overrides(max_eager: list[str]) -> dict[str, int]:

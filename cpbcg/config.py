@@ -21,7 +21,7 @@ from cpbcg.bucket_files import flags_file_words, is_bucket_file, resolve_bucket_
 from cpbcg.inputs import decode_text, load_json, load_yaml, path_exists, read_input_bytes, yaml_key_lines
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
-from cpbcg.planner.model.capacity import CaptureSpec, capturable_buckets
+from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets
 from cpbcg.planner.optimise.cost import CostModel, forward_cost
 from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name, model_spec_from_config
 from cpbcg.planner.deployment import Deployment
@@ -429,7 +429,7 @@ def _check_buckets(cfg: DeploymentConfig, origin: str) -> None:
     """Parse the bucket spec now (files included) so every command refuses a bad one. An error
     in a bucket file names the file (`b.yaml: bucket 2: ...`), not where its name was given."""
     try:
-        capturable_buckets(list(cfg.resolved_buckets()), cfg.cp_layout)
+        capture_buckets(list(cfg.resolved_buckets()), cfg.cp_layout)  # 0.5.23's order: rounded up to cp multiples, then the CP filter
     except CpbcgError as exc:
         spec = cfg.buckets
         if isinstance(spec, str) and "," not in spec and path_exists(Path(spec)) and Path(spec).is_file():

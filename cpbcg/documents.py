@@ -162,6 +162,49 @@ def simulation_summary(source: BatchSource) -> dict[str, Any] | None:
     }
 
 
+_SUMMED = ("requests", "input_tokens", "cached_tokens", "extend_tokens", "batches", "chunked_requests", "simulated_s", "busy_s",
+           "output_tokens", "default_output_requests", "decode_steps", "decode_s", "blocked_decode_s", "drain_s", "decoded_tokens",
+           "mixed_decode_tokens", "kv_limited_forwards", "slot_limited_forwards", "kv_oversized_requests", "retraction_points",
+           "skipped_rows")
+_MAXED = ("max_waiting", "max_running", "peak_kv_tokens")
+
+
+def simulation_document(parts: Any, source: BatchSource | None = None) -> dict[str, Any] | None:
+    """The `simulation` block of a plan or replay-check: `simulation_summary` of the one source
+    simulated, or over several (trace, load) parts (`PlanPart`s, of which at least two were
+    simulated) their total: counts and simulated times summed, maxima the largest, fractions of
+    the summed times, a setting the parts share as its value and one they differ in (the rate,
+    the time scale) as the list of their values; `parts` holds each part's own block (with its
+    `trace` and `load`). None when nothing was simulated."""
+    blocks = [(p, simulation_summary(p.source)) for p in parts]
+    simulated = [(p, b) for p, b in blocks if b is not None]
+    if len(simulated) < 2:
+        if simulated:
+            return simulated[0][1]
+        return None if source is None else simulation_summary(source)
+    docs = [b for _, b in simulated]
+    total: dict[str, Any] = {"sum_of_parts": len(docs)}
+    for key in docs[0]:
+        values = [d[key] for d in docs]
+        if key in _SUMMED:
+            total[key] = sum(values)
+        elif key in _MAXED:
+            total[key] = max(values)
+        elif key == "scheduler":
+            total[key] = {k: (v[0] if all(x == v[0] for x in v) else v) for k, v in ((k, [d[key][k] for d in docs]) for k in docs[0][key])}
+        elif key in ("busy_fraction", "backlog_fraction", "first_skipped_line"):
+            continue
+        else:
+            total[key] = values[0] if all(v == values[0] for v in values) else values
+    first_skip = next(((p, b) for p, b in simulated if b["first_skipped_line"] is not None), None)
+    total["first_skipped_line"] = None if first_skip is None else first_skip[1]["first_skipped_line"]
+    total["first_skipped_trace"] = None if first_skip is None else first_skip[0].label
+    total["busy_fraction"] = total["busy_s"] / total["simulated_s"] if total["simulated_s"] else 0.0
+    total["backlog_fraction"] = (total["busy_s"] + total["blocked_decode_s"]) / total["simulated_s"] if total["simulated_s"] else 0.0
+    total["parts"] = [{"trace": p.label, "load": p.load, **b} for p, b in simulated]
+    return total
+
+
 def manifest_document(result: "CaptureResult") -> dict[str, Any]:
     """The manifest of a `cpbcg.graph_capture.CaptureResult`: versions, device, CP and capture
     settings, model, one record per captured bucket (capture order), skipped buckets with

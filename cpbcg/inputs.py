@@ -14,6 +14,8 @@ instead of hanging, exhausting memory or raising a Python exception:
   NaN/Infinity).
 * `check_inputs` checks, before a command starts work, that every input it was given exists
   and is a readable regular file, so an input the command ends up not using is still checked.
+* `file_identity` is what makes two names one file (`a.jsonl`, `./sub/../a.jsonl`, its absolute
+  path, a hard or symbolic link): the one key every "same file" question is answered by.
 
 Python's `str.isdigit` accepts digits such as '²'; integers here are ASCII `0-9` only.
 """
@@ -33,7 +35,7 @@ from cpbcg.input_limits import MAX_DEPTH, MAX_INPUT_BYTES, MAX_INT_DIGITS, MAX_Y
 
 __all__ = [
     "MAX_DEPTH", "MAX_INPUT_BYTES", "MAX_INT_DIGITS", "MAX_YAML_NODES", "check_inputs", "decode_text", "load_json",
-    "load_yaml", "path_exists", "read_input_bytes", "regular_file_problem", "short_repr", "yaml_key_lines",
+    "file_identity", "load_yaml", "path_exists", "read_input_bytes", "regular_file_problem", "short_repr", "yaml_key_lines",
 ]
 
 
@@ -55,6 +57,20 @@ def regular_file_problem(path: Path) -> Optional[str]:
     if not stat.S_ISREG(info.st_mode):
         return "is not a regular file (a FIFO, socket or device); give a file"
     return None
+
+
+def file_identity(path: str | os.PathLike[str]) -> object:
+    """The identity of the file `path` names, equal for every name of one file: `(st_dev, st_ino)`
+    of the file (links followed), else its absolute normalised path (a file that does not exist
+    yet, or cannot be stat'ed: its reader reports what is wrong with it). `-` (standard input)
+    is itself."""
+    if os.fspath(path) == "-":
+        return "-"
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return os.path.abspath(os.fspath(path))
+    return info.st_dev, info.st_ino
 
 
 def path_exists(path: str | os.PathLike[str]) -> bool:
@@ -91,12 +107,24 @@ def read_input_bytes(
 
 
 def decode_text(data: bytes, label: str, error: type[CpbcgError] = ConfigError) -> str:
-    """`data` as UTF-8 text (a BOM is dropped). Raises `error` naming the line of a bad byte."""
+    """`data` as UTF-8 text (a BOM is dropped). Raises `error` naming the line of a bad byte or
+    a NUL (UTF-16 text without a byte-order mark is valid UTF-8 with a NUL in every other byte),
+    with the encoding the data looks like (`encoding_hint`)."""
+    nul = data.find(b"\x00")
+    if nul >= 0:  # valid UTF-8, but no text: UTF-16 without a byte-order mark, or binary data
+        from cpbcg.planner.traces.text import encoding_hint
+
+        hint = encoding_hint(data)
+        line = data[:nul].count(b"\n") + 1
+        raise error(f"{label}:{line}: not UTF-8 text: {hint}" if hint else f"{label}:{line}: not text (a NUL byte at byte {nul})")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        from cpbcg.planner.traces.text import encoding_hint
+
         line = data[: exc.start].count(b"\n") + 1
-        raise error(f"{label}:{line}: not UTF-8 text (byte {exc.start})") from None
+        hint = encoding_hint(data)
+        raise error(f"{label}:{line}: not UTF-8 text: {hint}" if hint else f"{label}:{line}: not UTF-8 text (byte {exc.start})") from None
 
 
 def check_inputs(inputs: Mapping[str, Optional[str | os.PathLike[str]]], error: type[CpbcgError] = ConfigError) -> None:

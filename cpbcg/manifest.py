@@ -208,6 +208,9 @@ def load_manifest(path: str | Path) -> Manifest:
     data = load_json(read_input_bytes(path, error=ManifestError, what="manifest"), str(path), ManifestError, what="manifest")
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: manifest must be a JSON object")
+    other = _other_document(data)
+    if other is not None:
+        raise ManifestError(f"{path}: not a capture manifest ({other}); a manifest is what `cpbcg capture -o` writes")
     if type(data.get("schema_version")) is not int or data.get("schema_version") != SCHEMA_VERSION:
         raise ManifestError(
             f"{path}: schema_version {data.get('schema_version')!r} is not supported (expected {SCHEMA_VERSION})"
@@ -233,6 +236,22 @@ def load_manifest(path: str | Path) -> Manifest:
                         _layers(model.get("num_layers")), _layers(model.get("num_hidden_layers")), data)
     _check_capacities(manifest, layout, spec)
     return manifest
+
+
+def _other_document(data: dict[str, Any]) -> str | None:
+    """What another JSON document given as a manifest is, by the keys only it has, or None: a
+    plan or replay-check report (`source` and `coverage`), a bucket file (`capture_num_tokens` or
+    `prefill` at the top), a document with no `schema_version` or whose buckets are numbers."""
+    if "source" in data and "coverage" in data:
+        return "a plan or replay-check JSON report: pass its list with --buckets FILE from plan --emit json"
+    if "capture_num_tokens" in data or "prefill" in data:
+        return "a bucket file: pass it with --buckets"
+    if "schema_version" not in data:
+        return "no schema_version"
+    buckets = data.get("buckets")
+    if isinstance(buckets, list) and buckets and not any(isinstance(b, dict) for b in buckets):
+        return "its buckets are plain token counts, not captured buckets"
+    return None
 
 
 def _layers(value: object) -> int | None:

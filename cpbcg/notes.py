@@ -16,6 +16,8 @@ from cpbcg.planner.traces.text import display
 from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.planner.server import ResolvedServer, ServerCheck
 from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.planner.export import SERVER_SCHEDULER_KEYS
+from cpbcg.settings import setting
 from cpbcg.planner.traces.sources import BatchSource
 from cpbcg.planner.words import counted
 
@@ -99,11 +101,18 @@ def bound_note(source: BatchSource) -> str | None:
     return BOUND_NOTE if source.is_bound else None
 
 
+def _server_flags() -> set[str]:
+    """The command-line flags (on and off) of `SERVER_SCHEDULER_KEYS`: server settings, not only the simulation's."""
+    specs = [setting(key) for key in SERVER_SCHEDULER_KEYS]
+    return {str(f) for spec in specs for f in (spec.flag, spec.off_flag) if f}
+
+
 def ignored_options_note(trace_kind: TraceFormat | str | None, flags: list[str], trace: Path | str | None = None) -> str | None:
     """A one-line warning naming the request-trace options (`flags`, e.g. `["--rate"]`) given for
     a batch stream, or None. `trace_kind` is the trace's format as read (None for the embedded
     default); a request trace uses them all."""
     kind = _value(trace_kind)
+    flags = [f for f in flags if f not in _server_flags()]  # they shape every plan: the warning would be false
     if kind not in (None, BATCHES, SGLANG_LOG) or not flags:
         return None
     what = "the embedded default workload is already a batch stream"

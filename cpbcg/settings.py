@@ -124,10 +124,10 @@ SETTINGS: tuple[Setting, ...] = (
        "--gpu", default_text="B200 (assumed: SM100, where 0.5.23 runs zigzag CP graphs)"),
     # the scheduler simulation (docs/scheduler.md)
     _s("scheduler.chunked_prefill_size", int, 8192, "Chunk budget per prefill forward in tokens; -1 disables chunking "
-       "(SGLang --chunked-prefill-size).", "--chunked-prefill-size", ge=-1, le=MAX_INT32,
-       default_text="SGLang 0.5.23's for the GPU: 16384 on B200/GB200/B300/GB300, 8192 on H100/H200"),
+       "(SGLang --chunked-prefill-size); at most the largest bucket, as the default list follows it.", "--chunked-prefill-size",
+       ge=-1, le=MAX_BUCKET_TOKENS, default_text="SGLang 0.5.23's for the GPU: 16384 on B200/GB200/B300/GB300, 8192 on H100/H200"),
     _s("scheduler.max_prefill_tokens", int, 16384, "Token budget of one prefill forward (SGLang --max-prefill-tokens).",
-       "--max-prefill-tokens", ge=1, le=MAX_INT32),
+       "--max-prefill-tokens", ge=1, le=MAX_BUCKET_TOKENS),
     _s("scheduler.prefill_max_requests", int, None, "Most requests in one prefill forward (SGLang --prefill-max-requests).",
        "--prefill-max-requests", ge=1, le=MAX_INT32, default_text="unlimited"),
     _s("scheduler.max_running_requests", int, None, "Request slots: requests decoding plus those of the forward being formed "

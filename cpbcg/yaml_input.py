@@ -82,7 +82,13 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_yaml_int(node)
 
 
+    def construct_undefined(self, node):  # noqa: ANN001
+        tag = short_repr(str(node.tag).replace("tag:yaml.org,2002:", "!!"))[1:-1]
+        raise _budget(node.start_mark, f"the tag {tag} is not accepted (plain YAML values only: no Python objects)", self._keys.get(id(node), ""))
+
+
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+_StrictLoader.add_constructor(None, _StrictLoader.construct_undefined)  # any tag the safe loader does not know
 
 
 class _Budget(yaml.YAMLError):
@@ -116,12 +122,15 @@ def _children(node) -> list:  # noqa: ANN001
 
 def parse_yaml(text: str, label: str, error: type[CpbcgError]) -> Any:
     """`cpbcg.inputs.load_yaml` of decoded text."""
-    loader = _StrictLoader(text)
+    loader = None
     try:
+        loader = _StrictLoader(text)  # PyYAML's reader refuses unprintable characters here already
         return loader.get_single_data()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{label}:{mark.line + 1}" if mark is not None else label
+        if isinstance(exc, yaml.reader.ReaderError):  # an unprintable character: its line from its position
+            where = f"{label}:{text.count(chr(10), 0, exc.position) + 1}"
         problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc).splitlines()[0]
         if isinstance(exc, _Budget):
             raise error(f"{where}: {problem}") from None
@@ -129,12 +138,16 @@ def parse_yaml(text: str, label: str, error: type[CpbcgError]) -> Any:
     except RecursionError:
         raise error(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def key_lines(text: str) -> dict[tuple[str, ...], int]:
     """`cpbcg.inputs.yaml_key_lines`."""
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)
+    except yaml.YAMLError:
+        return {}
     try:
         root = loader.get_single_node()
     except (yaml.YAMLError, RecursionError):

@@ -240,14 +240,15 @@ def test_every_note_has_one_prefix_and_counts_agree_in_number(tmp_path):
     assert "1 requests" not in result.output and "1 buckets" not in result.output and "1 forwards" not in result.output
 
 
-def test_bare_cpbcg_prints_the_readable_help_and_exits_2():
+def test_bare_cpbcg_prints_the_readable_help_then_an_error_line_and_exits_2():
     import subprocess
     import sys
 
     done = subprocess.run([sys.executable, "-m", "cpbcg"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     lines = done.stderr.splitlines()
-    assert lines[0] == "Usage: cpbcg [OPTIONS] COMMAND [ARGS]..." and "cpbcg: error" not in done.stderr
+    assert lines[0] == "Usage: cpbcg [OPTIONS] COMMAND [ARGS]..."
+    assert lines[-1] == "cpbcg: error: no command given: name one (e.g. `cpbcg plan`); the commands are listed above"  # issue 32 item 10
     assert any(line.strip().startswith("plan") for line in lines) and len(lines) > 10  # the command list, one per line
 
 

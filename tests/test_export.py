@@ -1,5 +1,6 @@
 """Exports parse back to the same bucket list."""
 
+import json
 import pytest
 
 from cpbcg.errors import ConfigError
@@ -36,21 +37,34 @@ def test_file_exports_read_back(tmp_path, fmt, suffix):
 
 def test_sglang_json_shape():
     text = export_buckets(BUCKETS, EmitFormat.sglang_json, CP4)
-    assert text.startswith('--cuda-graph-config {"prefill":{"bs":[16,512,2048,4096,8193],"max_bs":8193}} --enable-prefill-cp')
+    assert text.startswith('--cuda-graph-config \'{"prefill":{"bs":[16,512,2048,4096,8193],"max_bs":8193}}\' --enable-prefill-cp')
     assert parse_sglang_flags(text) == BUCKETS
+    assert parse_sglang_flags(text.replace("'", "")) == BUCKETS  # the bare form earlier versions wrote still reads
 
 
-def test_sglang_json_survives_cat_in_a_shell(tmp_path):
-    """`launch_server ... $(cat flags.txt)` as the README shows: the JSON word reaches the
-    program as written (a shell-quoted JSON would arrive with its quotes)."""
+@pytest.mark.parametrize("form", ["sglang", "sglang-json"])
+def test_a_flags_file_reaches_the_server_as_written_under_failglob(tmp_path, form):
+    """Issue 32: `--emit sglang-json` wrote a bare `{"prefill":{"bs":[16,...]}}`, a glob bracket:
+    `bash -O failglob` refused `$(cat flags.txt)` and a file named `1` replaced the word. The JSON
+    is now single-quoted and the README passes the file with `xargs` (a shell's split, no
+    globbing); the numbers-only form holds no glob character and survives `$(cat ...)` too."""
+    import shlex
     import subprocess
     import sys
 
     flags = tmp_path / "flags.txt"
-    flags.write_text(export_buckets(BUCKETS, EmitFormat.sglang_json, CP4))
-    probe = "import json, sys; a = sys.argv[1:]; print(json.loads(a[a.index('--cuda-graph-config') + 1])['prefill']['bs'])"
-    out = subprocess.run(["bash", "-c", f'{sys.executable} -c "$0" $(cat {flags})', probe], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == str(BUCKETS)
+    flags.write_text(export_buckets(BUCKETS, EmitFormat(form), CP4) + "\n")
+    for name in ("1", "6", "8", "p"):  # files a glob bracket of the JSON would match
+        (tmp_path / name).write_text("")
+    probe = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    ways = ['xargs {py} -c "$0" < flags.txt'] + (['{py} -c "$0" $(cat flags.txt)'] if form == "sglang" else [])
+    for way in ways:
+        out = subprocess.run(["bash", "-O", "failglob", "-c", way.format(py=sys.executable), probe], cwd=tmp_path,
+                             capture_output=True, text=True, check=True)
+        words = json.loads(out.stdout)
+        assert words == shlex.split(flags.read_text())
+        if form == "sglang-json":
+            assert json.loads(words[words.index("--cuda-graph-config") + 1])["prefill"]["bs"] == BUCKETS
 
 
 def test_export_errors():

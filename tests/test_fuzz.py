@@ -136,6 +136,8 @@ def problems(case: Case, result: Outcome) -> list[str]:
         found.append(f"valid input refused: exit {result.code}: {result.stderr.strip().splitlines()[-1:]}")
     if result.left:
         found.append(f"output left behind by a failed command: {', '.join(result.left)}")
+    if result.code == 0:
+        found += [f"not said: {text!r}" for text in case.expect if text not in result.stdout + result.stderr]
     if result.code == 2:
         if len(errors) != 1:
             found.append(f"{len(errors)} error lines")
@@ -191,7 +193,7 @@ def test_generator_is_seeded_and_covers_every_surface():
     first, again = generate(400, 7), generate(400, 7)
     assert [c.argv for c in first] == [c.argv for c in again]
     assert {c.surface for c in first} == {"config", "config-path", "bucket-spec", "bucket-file", "manifest", "manifest-path", "option", "output",
-                                          "env", "trace", "reader", "command"}
+                                          "env", "trace", "reader", "command", "round4"}
     assert any(c.stdin for c in first) and sum(c.good for c in first) > 20
     assert sum(c.bad for c in first) > 300
 

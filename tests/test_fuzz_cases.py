@@ -63,7 +63,7 @@ def test_a_long_explicit_list_is_a_list(tmp_path):
 
 def test_a_64_bit_overflowing_option_names_the_option(tmp_path):
     result = cli(tmp_path, ["plan", "-t", MOONCAKE, "--chunked-prefill-size", "18446744073709551616"])
-    assert "'--chunked-prefill-size': Input should be less than or equal to 2147483647" in error_line(result)
+    assert "'--chunked-prefill-size': Input should be less than or equal to 4194304" in error_line(result)
 
 
 @pytest.mark.parametrize(

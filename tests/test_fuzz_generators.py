@@ -42,6 +42,9 @@ class Case:
     """A known-valid input: must exit 0 (a refusal is a finding)."""
     stdin: Optional[bytes] = None
     """Bytes on standard input (`-t -`); None = empty."""
+    expect: tuple[str, ...] = ()
+    """Texts the output (stdout and stderr) must hold when the case succeeds (a note that must be
+    said, a number that must come out): a silent accept or a wrong number is a finding."""
 
 
 # ----------------------------------------------------------------------------- values
@@ -235,7 +238,7 @@ def gen_config_path(rng: random.Random) -> Case:
 BAD_SPECS = [
     "", ",", "2048,\u00b2", "\u00b2", "2048,\u0663", "sglang-default:\u00b2", "sglang-default:0", "sglang-default:3",
     "sglang-default:" + "9" * 5000, "nope:5", "pow2:0", "vllm:-3", "2048,-1", "0", "-5", "2048,,4096", "4194305",
-    "/dev/zero", "x" * 5000, "2048;4096", "2048 4096", "1e3", "0x800", "4", "4,6",
+    "/dev/zero", "x" * 5000, "2048;4096", "2048 4096", "1e3", "0x800", "4", "2,3,4",  # (4,6 at cp 4 is [8] under 0.5.23: rounded, then filtered)
 ]
 
 
@@ -594,10 +597,141 @@ def gen_command(rng: random.Random) -> Case:
     return Case("command", ["plan", "-t", GOOD_TRACE, "-c", preset, "-k", "2"], not good, good=good, note=f"preset {preset}")
 
 
+SGLANG_FINISH = "[{when}] Finish: obj=x, out={{'id': '{rid}', 'prompt_tokens': {prompt}, 'completion_tokens': 9, 'e2e_latency': {e2e}}}\n"
+SGLANG_STATS = ("[{when}] ReqTimeStats(rid={rid}, input_len={prompt}, cached_input_len=0, output_len=4, attempts=1, type=unified): "
+                "queue_duration={queue}ms, forward_duration=2.0ms{entry}\n")
+ODD_NUMBERS = ["1" + "0" * 330, "9" * 400, "0", "1.5", "7" * 20, "3" * 12, "0.000001"]
+ODD_DATES = ["2026-13-45 00:00:00", "2026-02-30 10:00:00", "0000-01-01 00:00:00", "9999-12-31 23:59:59", "2026-01-01 25:61:61",
+             "1969-12-31 23:59:59", "2026-01-01 00:00:00,5"]
+
+
+def _sglang_requests(rng: random.Random) -> tuple[bytes, int, int]:
+    """An sglang-requests log of odd lines: (bytes, lines a reader must read, lines it must skip)."""
+    lines, good, skipped = [], 0, 0
+    for i in range(rng.randrange(1, 7)):
+        odd = rng.random() < 0.6
+        when = rng.choice(ODD_DATES) if odd and rng.random() < 0.5 else f"2026-01-01 00:00:{10 + i:02d}"
+        number = rng.choice(ODD_NUMBERS) if odd else "1.0"
+        if rng.random() < 0.5:
+            lines.append(SGLANG_FINISH.format(when=when, rid=f"r{i}", prompt=100 + i, e2e=number))
+        else:
+            entry = rng.choice(["", f", entry_time={number}"])
+            lines.append(SGLANG_STATS.format(when=when, rid=f"r{i}", prompt=100 + i, queue=number, entry=entry))
+        text = lines[-1]
+        try:
+            from datetime import datetime
+
+            stamp = datetime.fromisoformat(when.replace(",", "."))
+            readable = 1970 <= stamp.year < 2200
+        except ValueError:
+            readable = False
+        huge = float(number) >= 7258118400  # 2200-01-01 as seconds since 1970
+        readable = not huge if "entry_time=" in text else readable and not huge
+        good += readable
+        skipped += not readable
+    return "".join(lines).encode(), good, skipped
+
+
+UNTIMED = "input_tokens,output_tokens\n" + "".join(f"{100 + 37 * i % 3000},{5 + i % 40}\n" for i in range(60))
+
+
+def gen_round4(rng: random.Random) -> Case:
+    """Issue 32's surfaces: sglang-requests numbers and dates, empty trace paths, one role per
+    column, AIBrix spellings, untimed traces on standard input and files, --fit-trace aliases,
+    the Dask address, YAML tags, replay-check without a trace, --include, the largest chunk,
+    other documents as manifests, UTF-16 text, timestamps beyond doubles."""
+    roll = rng.randrange(16)
+    pinned = ["--page-size", "1", "--chunked-prefill-size", "8192"]
+    if roll == 0:
+        body, good, skipped = _sglang_requests(rng)
+        argv = rng.choice([["plan", "-t", "s.log", "-k", "2", *pinned], ["batches", "-t", "s.log", "-o", "o.jsonl", *pinned]])
+        expect = (f"skipped {skipped:,} unreadable request line",) if good and skipped else ()
+        return Case("round4", argv, not good, {"s.log": body}, place="s.log" if not good else None, good=bool(good), expect=expect,
+                    note=f"sglang-requests {good} good {skipped} odd")
+    if roll == 1:
+        empty = rng.choice(["", " ", "\t"])
+        argv = rng.choice([["plan", "-t", empty], ["batches", "-t", empty, "-o", "o.jsonl"], ["replay-check", "--report-only", "-t", empty],
+                           ["plan", "-t", "a.jsonl", "--fit-trace", empty]])
+        return Case("round4", argv, True, {"a.jsonl": b"[100]\n", "b.jsonl": b"[200]\n"}, place="empty path", note=f"-t {empty!r}")
+    if roll == 2:
+        option, column = rng.choice([("--length-field", "timestamp"), ("--time-field", "output_tokens"), ("--output-field", "timestamp"),
+                                     ("--length-field", "output_tokens"), ("--output-field", "input_tokens"), ("--time-field", "input_tokens")])
+        body = b"timestamp,input_tokens,output_tokens\n1,300,3\n2,700,4\n"
+        good = not (option != "--length-field" and column == "input_tokens")  # then no column is left for the prompt length
+        expect = (f"{column} is the {option}, so it is not read as",)
+        return Case("round4", ["batches", "-t", "r.csv", option, column, "-o", "o.jsonl", "--rate", "4", *pinned], not good, {"r.csv": body},
+                    place="r.csv" if not good else None, good=good, expect=expect, note=f"{option} {column}")
+    if roll == 3:
+        keys = rng.choice([('"prompt_length": 100, "Prompt Length": 50', True), ('"output_length": 3, "Output Length": 4, "prompt_length": 9', True),
+                           ('"Prompt Length": 50, "Output Length": 4', False)])
+        body = ('{"timestamp": 0, "requests": [{' + keys[0] + '}]}\n').encode()
+        return Case("round4", ["batches", "-t", "a.jsonl", "-o", "o.jsonl", *pinned], keys[1], {"a.jsonl": body},
+                    place="a.jsonl" if keys[1] else None, good=not keys[1], note=keys[0])
+    if roll == 4:
+        how = rng.choice(["file", "stdin", "no-final-newline"])
+        body = UNTIMED.encode() if how != "no-final-newline" else UNTIMED.rstrip("\n").encode()
+        command = rng.choice([["plan", "-k", "3"], ["replay-check", "--report-only"], ["batches", "-o", "o.jsonl"]])
+        target = "-" if how == "stdin" else "u.csv"
+        return Case("round4", [*command, "-t", target, *pinned], False, {} if how == "stdin" else {"u.csv": body}, good=True,
+                    stdin=body if how == "stdin" else None, expect=("has no arrival times: simulated at Poisson rates 7.19 (", "21.6 (", "27.3 ("),  # the mean prompt of all 60 rows
+                    note=f"untimed {how} {command[0]}")
+    if roll == 5:
+        alias = rng.choice(["sub/../a.jsonl", "./a.jsonl", "a.jsonl", "sub/./../a.jsonl"])
+        files = {"a.jsonl": b"[100]\n[2000, 300]\n", "b.jsonl": b"[900]\n", "sub": DIR}
+        return Case("round4", ["plan", "-t", "a.jsonl", "-t", "b.jsonl", "--fit-trace", alias, "-k", "3", "-f", "json", *pinned], False, files,
+                    good=True, note=f"--fit-trace {alias}", expect=('"batches": 3',))
+    if roll == 6:
+        address = rng.choice(["tcp://127.0.0.1:70000", "tcp://127.0.0.1:0", "tcp://127.0.0.1:99999999", "tcp://[::1]:65536"])
+        return Case("round4", ["plan", "-t", GOOD_TRACE, "--scheduler", address, "--no-recommend"], True, note=address)
+    if roll == 7:
+        tag = rng.choice(["!!python/name:os.system", "!!python/object/apply:os.system ['x']", "!foo", "!!binary aGk=", "!!set {a}"])
+        key = rng.choice(["cp_size", "scheduler.rate", "buckets"])
+        text = f"{key}: {tag}\n" if "." not in key else f"scheduler:\n  rate: {tag}\n"
+        return Case("round4", ["plan", "-c", "c.yaml", "-t", GOOD_TRACE], True, {"c.yaml": text.encode()}, place=key, note=f"{key} {tag}")
+    if roll == 8:
+        gate = rng.choice([["--min-coverage", "0.5"], ["--max-eager", "local_capacity=0"], ["--max-padding", "0.9"]])
+        named = rng.random() < 0.3
+        return Case("round4", ["replay-check", *gate, *(["--embedded-sample"] if named else [])], not named,  # named: 0 or 1 by the gate
+                    place="no --trace given" if not named else None, note=f"replay-check {gate} named={named}")
+    if roll == 9:
+        value = rng.choice(["5", "9", "12", "8", "4", "3", "8192", "8193"])
+        rounded = -(-int(value) // 4) * 4  # up to a multiple of cp_size 4
+        good = rounded >= 8  # 2*cp_size: what the CP capture keeps
+        expect = (f"{value} -> {rounded}",) if good and rounded != int(value) else ()
+        return Case("round4", ["plan", "-t", GOOD_TRACE, "--include", value, "-k", "12", "--cp-size", "4", *pinned], not good, good=good,
+                    expect=expect, note=f"--include {value}")
+    if roll == 10:
+        value = rng.choice(["4194305", "2147483647", "99999999"])
+        flag = rng.choice([["--chunked-prefill-size", value], ["--chunked-prefill-size", "-1", "--max-prefill-tokens", value]])
+        return Case("round4", ["plan", "-t", GOOD_TRACE, *flag], True, note=" ".join(flag))
+    if roll == 11:
+        doc = rng.choice([{"schema_version": 1, "source": "x", "coverage": 1.0, "cp_size": 4, "cp_strategy": "zigzag", "align_size": 8,
+                           "capture_layout": "single_request", "buckets": [2048]}, {"capture_num_tokens": [2048], "cp_size": 4},
+                          {"prefill": {"bs": [2048]}}, {"cp_size": 4}])
+        return Case("round4", ["replay-check", "--report-only", "-t", GOOD_TRACE, "--manifest", "m.json"], True, {"m.json": json.dumps(doc).encode()},
+                    place="not a capture manifest", note=str(doc)[:60])
+    if roll == 12:
+        encoding = rng.choice(["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+        name, text = rng.choice([("t.csv", "input_tokens,output_tokens\n100,5\n"), ("t.jsonl", "[100]\n"), ("c.yaml", "cp_size: 4\n")])
+        argv = ["plan", "-c", name] if name.endswith(".yaml") else ["plan", "-t", name]
+        return Case("round4", argv, True, {name: text.encode(encoding)}, place="not UTF-8 text: it looks like UTF-", note=f"{encoding} {name}")
+    if roll == 13:
+        value = rng.choice(["1.7e308", "-1.7e308", "1e300", "1700000000000000000", "7300000000000", "-7300000000"])  # Mooncake: ms
+        name, body = rng.choice([("t.jsonl", f'{{"timestamp": 0, "input_length": 100, "output_length": 5}}\n{{"timestamp": {value}, "input_length": 100, "output_length": 5}}\n'),
+                                 ("t.csv", f"timestamp,input_tokens\n0,100\n{value},100\n")])
+        return Case("round4", ["batches", "-t", name, "-o", "o.jsonl"], True, {name: body.encode()}, place=name, note=f"timestamp {value}")
+    if roll == 14:
+        buckets = rng.choice([("8", "sglang-default:12", [16]), ("8", "12", [16]), ("4", "2,3", None), ("4", "5,6", [8])])
+        cp, spec, captured = buckets
+        return Case("round4", ["plan", "--cp-size", cp, "--buckets", spec, "--no-recommend", "-f", "json", *pinned], captured is None, good=captured is not None,
+                    expect=(f'"buckets": [\n    {captured[0]}\n  ]',) if captured else (), note=f"cp {cp} {spec}")
+    return Case("round4", [], True, note="bare cpbcg")
+
+
 GENERATORS: list[tuple[Callable[[random.Random], Case], int]] = [
     (gen_config, 20), (gen_config_path, 3), (gen_bucket_spec, 10), (gen_bucket_file, 6), (gen_manifest, 10),
     (gen_manifest_path, 2), (gen_option, 20), (gen_output, 7), (gen_outputs_together, 1), (gen_output_is_input, 1), (gen_env, 8), (gen_trace, 13),
-    (gen_reader, 14), (gen_command, 6),
+    (gen_reader, 14), (gen_command, 6), (gen_round4, 16),
 ]
 
 

@@ -240,7 +240,7 @@ def test_every_help_bound_is_the_parsed_bound(command):
 
 
 EDGE_COMPANIONS = {
-    "--page-size": ["--chunked-prefill-size", "2147483647"],  # a page never exceeds the chunk
+    "--page-size": ["--chunked-prefill-size", "4194304"],  # a page never exceeds the chunk
     "--max-context-size": ["--capture-layout", "context_bounded"],
     "--max-capture-requests": ["--capture-layout", "context_bounded", "--max-context-size", "8192",
                                "--chunked-prefill-size", "8192"],  # one request slot: no bucket above the context (the B200 default is 16384)

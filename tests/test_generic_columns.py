@@ -29,6 +29,6 @@ def test_two_columns_for_one_role_are_refused(tmp_path, name, text, message):
 def test_the_option_picks_one_of_two_columns(tmp_path):
     path = tmp_path / "two.csv"
     path.write_text("input_len,prompt_len,output_len\n7,100,3\n")
-    result = runner.invoke(app, ["plan", "-t", str(path), "--length-field", "prompt_len", "--no-recommend", "-f", "json"])
+    result = runner.invoke(app, ["plan", "-t", str(path), "--length-field", "prompt_len", "--rate", "4", "--no-recommend", "-f", "json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["simulation"]["input_tokens"] == 100  # prompt_len, not input_len (7)

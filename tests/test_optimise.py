@@ -403,7 +403,7 @@ def test_optimiser_errors():
         optimise(demand, cp, cost, 0, 1024)
     with pytest.raises(ConfigError, match="max_buckets: 2 pinned buckets exceed"):
         optimise(demand, cp, cost, 1, 1024, pinned=[128, 256])
-    with pytest.raises(ConfigError, match="cannot be captured"):
+    with pytest.raises(ConfigError, match=r"pinned buckets \[4\]: 4 \(as captured\) below 2\*cp_size=8, which the CP capture drops"):
         optimise(demand, cp, cost, 2, 1024, pinned=[4])
     with pytest.raises(ConfigError, match="token_ms"):
         CostModel(0.5, 4.0, -1.0)

@@ -152,7 +152,7 @@ def test_verdict_grammar(args, verdict):
 
 def test_without_trace_warns_that_the_synthetic_workload_was_gated():
     for threshold, code in (("0", 0), ("1", 1)):  # the warning never changes the exit code
-        result = runner.invoke(app, ["replay-check", "--buckets", "128,2048", "--min-coverage", threshold])
+        result = runner.invoke(app, ["replay-check", "--buckets", "128,2048", "--min-coverage", threshold, "--embedded-sample"])
         assert result.exit_code == code, result.output
         (warning,) = [line for line in result.stderr.splitlines() if "warning" in line]
         assert warning.startswith("cpbcg: warning: no --trace given; the gates ran on the embedded synthetic workload")

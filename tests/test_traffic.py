@@ -110,14 +110,33 @@ def test_dask_local_cluster_gives_the_serial_result(traces):
     assert [p.evaluation for p in on_cluster.parts] == [p.evaluation for p in serial.parts]
 
 
-def test_an_unreachable_scheduler_is_a_usage_error(traces):
+def test_an_unreachable_scheduler_is_a_usage_error_after_dasks_own_connect_timeout(traces):
     pytest.importorskip("distributed")
-    result = runner.invoke(app, ["plan", "-t", str(traces[0]), "--scheduler", "tcp://127.0.0.1:9", "--no-recommend"])
-    assert result.exit_code == 2 and "cannot reach the Dask scheduler" in result.stderr
+    import dask.config
+
+    start = time.monotonic()
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):  # the setting (default 30 s) the message names
+        result = runner.invoke(app, ["plan", "-t", str(traces[0]), "--scheduler", "tcp://127.0.0.1:9", "--no-recommend"])
+    assert result.exit_code == 2 and "cannot reach the Dask scheduler within 1s" in result.stderr, result.output
+    assert "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT sets it" in result.stderr and time.monotonic() - start < 15
+
+
+def test_relative_trace_paths_travel_to_dask_workers_absolute(traces, monkeypatch):
+    """Issue 32 item 6: a Dask worker opens files against its own directory."""
+    import cpbcg.api as api
+
+    seen = []
+    monkeypatch.setattr(api, "plan_traffic", lambda jobs, *a, **k: seen.extend(jobs))
+    monkeypatch.chdir(traces[0].parent)
+    dep = cpbcg.load_deployment(cp_size=4)
+    api.plan([cpbcg.open_trace(p.name, dep) for p in traces], dep, load_factors=[1, 2], scheduler="tcp://127.0.0.1:8786")
+    assert [j.spec.path for j in seen] == [str(p) for p in traces for _ in (1, 2)] and [j.label for j in seen][:2] == [traces[0].name] * 2
 
 
 @pytest.mark.parametrize("address, reason", [("bogus", "missing port"), ("tcp://127.0.0.1", "missing port"), ("", "missing port"),
-                                             ("http://127.0.0.1:1", "unknown protocol 'http'")])
+                                             ("http://127.0.0.1:1", "unknown protocol 'http'"),
+                                             ("tcp://127.0.0.1:99999", "port 99999 is outside 1..65535"),
+                                             ("tcp://127.0.0.1:0", "port 0 is outside 1..65535")])
 def test_a_malformed_scheduler_address_is_refused_at_once(traces, address, reason):
     pytest.importorskip("distributed")
     start = time.monotonic()
@@ -180,7 +199,8 @@ def test_untimed_traces_get_a_stated_range_of_rates(tmp_path):
     result = runner.invoke(app, ["plan", "-t", str(trace), "-k", "8", "--format", "json"])
     assert result.exit_code == 0, result.output
     assert [t["rate_per_s"] for t in orjson.loads(result.stdout)["traffic"]] == rates
-    assert f"planned at Poisson rates {', '.join(f'{r:g}' for r in rates)} req/s" in result.stderr
+    shown = r", ".join(re.escape(f"{r:g}") + r" \(\d+\.\d% busy\)" for r in rates)
+    assert re.search(f"simulated at Poisson rates {shown} req/s \\(prefill busy reached\\), the rate picker's choice", result.stderr), result.stderr
 
 
 def test_tiny_traces_warn_and_keep_the_held_back_fraction(tmp_path):

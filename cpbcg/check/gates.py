@@ -212,7 +212,10 @@ class CheckReport:
     observed: Any = None
     """An SGLang log's observed vs modelled graph use (`ObservedComparison`), else None."""
     simulation: dict[str, Any] | None = None
-    """The scheduler simulation's summary of a request trace (`cpbcg.documents.simulation_summary`), else None."""
+    """The scheduler simulation's summary of a request trace (`cpbcg.documents.simulation_document`), else None."""
+    parts: tuple[Any, ...] = ()
+    """The (trace, load) parts (`PlanPart`) of a trace without timestamps simulated at the rate
+    picker's rates, as `plan` simulates it; empty when the trace was simulated once."""
 
     @property
     def passed(self) -> bool:

@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(ExitCode.ABORTED)
     except NoArgsIsHelpError as exc:  # bare `cpbcg`: the help, readable, as click prints it (stderr, exit 2)
         print(exc.format_message(), file=sys.stderr)
+        report_error("no command given: name one (e.g. `cpbcg plan`); the commands are listed above")
         sys.exit(ExitCode.BAD_INPUT)
     except typer.TyperException as exc:  # click's usage errors (typer vendors click)
         ctx = getattr(exc, "ctx", None)

@@ -25,6 +25,15 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+def input_path(text: str) -> Path:
+    """Typer `parser=` for input file options (`--trace`, `--fit-trace`): the path, refusing an
+    empty or blank name (an unset shell variable, `-t "$TRACE"`), which `Path("")` would read as
+    `.`, the current directory, and plan every file in it."""
+    if not text.strip():
+        raise typer.BadParameter("an empty path (an unset shell variable?): give a file, a directory, a glob or - for standard input")
+    return Path(text)
+
+
 PIPE_WIDTH = 120
 """Table width when stdout is not a terminal (CI logs, files): rich would otherwise use 80."""
 

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Callable, Optional, TypeVar
 
 import typer
 
-from cpbcg.cli.common import ConfigOpt, LengthFieldOpt, TimeFieldOpt, TraceFormatOpt
+from cpbcg.cli.common import ConfigOpt, LengthFieldOpt, TimeFieldOpt, TraceFormatOpt, input_path
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS, setting
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -160,7 +160,7 @@ class CaptureDeploymentOptions(_DeploymentSettings):
 class TraceOptions:
     """Which trace to read and how."""
 
-    traces: Annotated[Optional[list[Path]], typer.Option("--trace", "-t", help="Batch trace (JSONL of extend_seq_lens) or request trace (Mooncake JSONL, Azure CSV, vidur/Sarathi CSV, any CSV/JSONL with --length-field), .gz ok; request traces go through the scheduler simulation (docs/scheduler.md). Omit for the embedded default workload. plan: repeat it, or give a glob or a directory, to plan several traces together (each an independent server).", show_default=False)] = None
+    traces: Annotated[Optional[list[Path]], typer.Option("--trace", "-t", parser=input_path, help="Batch trace (JSONL of extend_seq_lens) or request trace (Mooncake JSONL, Azure CSV, vidur/Sarathi CSV, any CSV/JSONL with --length-field), .gz ok; request traces go through the scheduler simulation (docs/scheduler.md). Omit for the embedded default workload. plan: repeat it, or give a glob or a directory, to plan several traces together (each an independent server).", show_default=False)] = None
     trace_format: TraceFormatOpt = "auto"
     length_field: LengthFieldOpt = None
     time_field: TimeFieldOpt = None

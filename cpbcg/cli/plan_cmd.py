@@ -13,7 +13,7 @@ import typer
 
 from cpbcg.atomic import output_path
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import FormatOpt, OutputFormat
+from cpbcg.cli.common import FormatOpt, OutputFormat, input_path
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions, with_options
 from cpbcg.settings import EmitFormat, Objective
 
@@ -46,7 +46,7 @@ EmitOpt = Annotated[Optional[EmitFormat], typer.Option("--emit", help="Export th
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", parser=output_path, help="Write the --emit export to this file (atomically); - for stdout.", show_default=False)]
 JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, max=1024, help="Worker processes for several traces or load factors (each trace at each load is one job). [default: all cores]", show_default=False)]
 SchedulerAddressOpt = Annotated[Optional[str], typer.Option("--scheduler", help="Run the jobs on this Dask distributed cluster (tcp://host:8786) instead of local processes; needs pip install 'cpbcg[distributed]'. Same result.", show_default=False)]
-FitTraceOpt = Annotated[Optional[list[Path]], typer.Option("--fit-trace", help="Fit the recommendation on this trace only (repeatable; it must be among the --trace files, or is added to them) and report the list on every trace given.", show_default=False)]
+FitTraceOpt = Annotated[Optional[list[Path]], typer.Option("--fit-trace", parser=input_path, help="Fit the recommendation on this trace only (repeatable; it must be among the --trace files, or is added to them) and report the list on every trace given.", show_default=False)]
 MinBucketOpt = Annotated[Optional[int], typer.Option("--min-bucket", min=0, max=1 << 22, help="Floor of small buckets: the recommended list serves every CP-active size from this many tokens up within max_padding_factor, whether or not the trace held it; 0 = no floor. [default: the smallest capturable size, 2*cp_size zigzag, cp_size interleave]", show_default=False)]
 MaxCaptureOpt = Annotated[Optional[float], typer.Option("--max-capture-seconds", min=0.001, max=1e7, metavar="SECONDS", help="Capture budget: the recommended list (and every list of the Pareto curve) captures within this many seconds per server start, an exact constraint of the optimiser; the capture time is the estimate for the model (docs/costs.md) or what a server log measured.", show_default=False)]
 MaxGraphMemoryOpt = Annotated[Optional[float], typer.Option("--max-graph-memory", min=0.001, max=1e9, metavar="MIB", help="Graph-memory budget (MiB per GPU: the shared pool the largest bucket's CP-local rows size, plus each graph's own), an exact constraint of the optimiser (docs/costs.md).", show_default=False)]

@@ -60,7 +60,7 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         headroom=req.headroom, allow_gaps=req.allow_gaps, validate_fraction=req.validate_fraction, compare=req.compare,
         guarantee=req.guarantee, check_guarantee=req.check_guarantee, plot=req.plot is not None, emit=req.emit,
         min_bucket=req.min_bucket, load_factors=None if factors is None else tuple(factors),
-        untimed_rates="auto" if scheduler.rate is None and factors is None else None, workers=req.jobs, scheduler=req.scheduler,
+        untimed_rates="auto" if scheduler.rate is None else None, workers=req.jobs, scheduler=req.scheduler,
         fit_traces=None if req.fit_traces is None else tuple(str(p) for p in req.fit_traces),
         max_capture_s=req.max_capture_s, max_graph_mib=req.max_graph_mib,
     )
@@ -95,11 +95,11 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
             doc["traffic"] = traffic_document(parts)
         print_json(dumps(doc))
         return
-    from cpbcg.cli.render import evaluation_tables
+    from cpbcg.cli.render import evaluation_tables, summed_header
     from cpbcg.cli.render_recommend import comparison_table, pareto_table, recommendation_renderable
 
     console = stdout_console()
-    console.print(evaluation_tables(result.evaluation, report.header))
+    console.print(evaluation_tables(result.evaluation, summed_header(report.header, parts)))
     observed_view = observed_renderable(result.observed, report.log, report.logs)
     if observed_view is not None:
         console.print(observed_view)

@@ -19,6 +19,16 @@ REASON_HELP = {
 }
 
 
+def summed_header(header: dict, parts: tuple) -> dict:
+    """`header` with its source saying, over several (trace, load) parts, that the table sums them
+    (a trace at four rates is four simulations: its forwards are counted four times)."""
+    if len(parts) < 2:
+        return header
+    traces = len({p.label for p in parts})
+    what = f"{len(parts)} (trace, load) simulations of {traces} trace{'s' if traces != 1 else ''} at {', '.join(dict.fromkeys(p.load for p in parts))}"
+    return {**header, "source": f"{header['source']} | the sum of {what}"}
+
+
 def evaluation_tables(ev: Evaluation, header: dict) -> Group:
     """Summary, eager reasons and bucket hits as rich renderables."""
     title = (

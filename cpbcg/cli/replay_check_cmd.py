@@ -32,6 +32,7 @@ MaxEagerOpt = Annotated[Optional[list[str]], typer.Option("--max-eager", metavar
 JunitOpt = Annotated[Optional[Path], typer.Option("--junit", parser=output_path, help="Write a JUnit XML report (one test case per gate); `-` writes it to stdout.", show_default=False)]
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", parser=output_path, help="Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout.", show_default=False)]
 ReportOnlyOpt = Annotated[bool, typer.Option("--report-only", help="Run without any gate: report coverage and exit 0. Without it, a run with no gate (config gates:, --min-coverage, --max-eager, ..., --replay) is refused with exit 2, so a CI job that forgot its gates is not green.")]
+EmbeddedOpt = Annotated[bool, typer.Option("--embedded-sample", help="Gate the embedded synthetic workload on purpose (no --trace): a smoke test of the gates, not of your traffic. Without it, gating with no --trace is refused (exit 2), so a CI job that forgot its trace is not green.")]
 ReplayOpt = Annotated[int, typer.Option("--replay", min=0, max=4096, help="Replay N sampled graph batches through freshly captured graphs and compare with eager (needs torch; CUDA if present, else a dry run). Adds the replay_verified gate.")]
 
 def gates_table(report: CheckReport) -> Table:
@@ -91,7 +92,7 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     from rich.text import Text
 
     from cpbcg.api import report_json
-    from cpbcg.cli.render import evaluation_tables
+    from cpbcg.cli.render import evaluation_tables, summed_header
 
     if output_format is OutputFormat.json:
         print_json(report_json(report, report.simulation), to_stderr=stdout_taken)
@@ -99,7 +100,7 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     console = stderr_console() if stdout_taken else stdout_console()
     from cpbcg.cli.log_report import observed_renderable
 
-    parts: list = [evaluation_tables(report.evaluation, report.header), overflow_text(report)]
+    parts: list = [evaluation_tables(report.evaluation, summed_header(report.header, report.parts)), overflow_text(report)]
     observed_view = observed_renderable(report.observed, None)
     if observed_view is not None:
         parts.append(observed_view)
@@ -166,6 +167,7 @@ def replay_check(
     replay: ReplayOpt = 0,
     output_format: FormatOpt = OutputFormat.table,
     report_only: ReportOnlyOpt = False,
+    embedded_sample: EmbeddedOpt = False,
     *,
     deployment: DeploymentOptions,
     trace: TraceOptions,
@@ -180,8 +182,8 @@ def replay_check(
     checks the gates from the config's `gates:` section and the gate options.
 
     Buckets come from a capture manifest (`--manifest`, capacities as captured) or from
-    `--buckets`/`--cp-size` (capacities computed). Without `--trace` the gates run on the
-    embedded synthetic workload (a warning says so). Reports: `--junit`, `--json` (`--json -`
+    `--buckets`/`--cp-size` (capacities computed). Without `--trace` it refuses to gate (exit
+    2) unless `--embedded-sample` asks for the embedded synthetic workload (a warning says so). Reports: `--junit`, `--json` (`--json -`
     for stdout), GitHub annotations when `GITHUB_ACTIONS=true`, a summary appended to
     `$GITHUB_STEP_SUMMARY` (a warning, not a failure, if it cannot be written).
 
@@ -201,7 +203,7 @@ def replay_check(
     overrides = {**deployment.overrides(), **scheduler.overrides(), **gates.overrides()}
     with TraceProgress() as bar:
         report = api.check_trace(deployment.config, overrides, manifest, trace.trace, max_eager=max_eager, replay=replay,
-                                 report_only=report_only, **trace.reader_options(),
+                                 report_only=report_only, embedded_sample=embedded_sample, **trace.reader_options(),
                                  ignored_flags=request_only_flags(trace, scheduler), note=lambda text: typer.echo(text, err=True),
                                  progress=bar.requests, on_chunk=bar.forwards)
     render(report, output_format, stdout_taken=STDOUT in (str(junit), str(json_path)))

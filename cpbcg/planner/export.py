@@ -5,9 +5,12 @@
   --cp-strategy S --prefill-attention-backend A` with CP (`StrategyModel.server_flags`: what SGLang 0.5.23 needs
   to start and to capture CP graphs, `server.check_server_flags`), and the scheduler
   flags the plan assumed.
-* `sglang-json`: the same flags with the list as `--cuda-graph-config {"prefill":{"bs":[...],"max_bs":MAX}}`:
-  compact JSON without spaces or shell quotes, so `$(cat flags.txt)` (word splitting, no quote
-  removal) hands SGLang the JSON as written.
+* `sglang-json`: the same flags with the list as `--cuda-graph-config '{"prefill":{"bs":[...],"max_bs":MAX}}'`:
+  the JSON single-quoted, as a shell reads a word (`shlex.quote`). A JSON list holds `[`, a glob
+  bracket, so no unquoted form survives `$(cat flags.txt)` (pathname expansion: `bash -O
+  failglob` refuses it, a file named like a bucket replaces it); pass this file with something
+  that splits it as a shell would and does no globbing: `xargs ... < flags.txt` (README). The
+  numbers-only `sglang` form holds no glob character and survives `$(cat flags.txt)`.
 
 The bucket files (`--emit yaml` / `json`) are written at the input edge with the files that read
 them back (`cpbcg.bucket_files.export_buckets`): the planner imports no YAML.
@@ -41,10 +44,10 @@ def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int
 
 def config_flags(buckets: list[int], deployment: "Deployment") -> str:
     """The `--emit sglang-json` line: `deploy_flags` with the list as `--cuda-graph-config
-    {"prefill":{"bs":[...],"max_bs":MAX}}` (compact JSON, no spaces or shell quotes)."""
+    '{"prefill":{"bs":[...],"max_bs":MAX}}'` (compact JSON, single-quoted: module doc)."""
     buckets = sorted(int(b) for b in buckets)
     graph = orjson.dumps({"prefill": {"bs": buckets, "max_bs": buckets[-1]}}).decode()
-    return " ".join(["--cuda-graph-config", graph] + cp_flags(deployment.cp) + scheduler_flags(deployment))
+    return " ".join(["--cuda-graph-config", shlex.quote(graph)] + cp_flags(deployment.cp) + scheduler_flags(deployment))
 
 
 def cp_flags(cp: CPLayout) -> list[str]:
@@ -75,6 +78,12 @@ FLAG_KEYS = {
     "--max-running-requests": "scheduler.max_running_requests", "--page-size": "scheduler.page_size",
 }
 """SGLang flags of an export that state a deployment setting, and the config key each sets."""
+SERVER_SCHEDULER_KEYS = frozenset({k for k in FLAG_KEYS.values() if k.startswith("scheduler.")}
+                                  | {"scheduler.enable_mixed_chunk", "scheduler.max_total_tokens"})
+"""Scheduler settings that are SGLang server flags (`scheduler_flags` emits them; `--max-total-tokens`
+caps the default prefill graph list in 0.5.23's start-up resolution, `cpbcg.planner.server`): they
+shape the plan of any trace (the default list follows the chunk, the headroom, the flags), not only
+the simulation of a request trace."""
 
 
 def flag_words(text: str) -> list[str]:
@@ -98,8 +107,8 @@ def parse_sglang_flags(text: str) -> list[int]:
     """Buckets of a `--emit sglang` or `--emit sglang-json` flags line (round trips, scripts).
 
     Reads `--cuda-graph-bs-prefill B ...` (or its alias `--piecewise-cuda-graph-tokens`) or
-    `--cuda-graph-config JSON`, the JSON shell-quoted (`'{"prefill": {"bs": [...]}}'`) or bare
-    as `--emit sglang-json` writes it (read as `$(cat file)` passes it: split on whitespace). Raises `ConfigError` when neither is there
+    `--cuda-graph-config JSON`, the JSON shell-quoted (`'{"prefill": {"bs": [...]}}'`, as
+    `--emit sglang-json` writes it) or bare (as earlier versions wrote it: split on whitespace). Raises `ConfigError` when neither is there
     or the values are not token counts, or when more than one of them gives the list, or the
     line cannot be split as a shell would."""
     words = flag_words(text)

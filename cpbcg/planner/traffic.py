@@ -142,23 +142,63 @@ class FinishedSimulation:
 
 
 def load_jobs(spec: TraceSpec, label: str, load_factors: Sequence[float], rates: Sequence[float] | None, fit: bool) -> list[TrafficJob]:
-    """One job per load factor of `spec` (`rates`, when given, are Poisson rates instead: a trace
-    without timestamps)."""
+    """One job per load factor of `spec`; for a trace without timestamps (`rates` given), one per
+    Poisson rate and load factor, at `rate x factor` requests/s (the load factor scales the
+    arrivals whatever made them: `untimed_rates`)."""
     if rates is not None:
-        return [TrafficJob(replace(spec, scheduler=replace(spec.scheduler, rate=float(r), time_scale=1.0)), label, 1.0, float(r), fit)
-                for r in rates]
+        return [TrafficJob(replace(spec, scheduler=replace(spec.scheduler, rate=float(r) * float(f), time_scale=1.0)), label, 1.0,
+                           float(r) * float(f), fit) for r in rates for f in load_factors]
     return [TrafficJob(replace(spec, scheduler=replace(spec.scheduler, time_scale=float(f))), label, float(f), None, fit)
             for f in load_factors]
 
 
-def first_requests(spec: TraceSpec) -> RequestChunk | None:
-    """The first chunk of requests of a request trace (to see whether it has arrival times and
-    how long its prompts are), or None for another kind of trace or an empty one."""
+@dataclass(frozen=True)
+class RequestProfile:
+    """What the rate picker needs of a request trace, over the whole trace."""
+
+    timed: bool
+    """Its requests carry arrival times (then nothing else is read)."""
+    requests: int
+    """Requests read (0 when `timed`)."""
+    mean_prompt_tokens: float
+    """Mean prompt length over every request (tokens; 0.0 when `timed`)."""
+
+
+def request_profile(spec: TraceSpec) -> RequestProfile | None:
+    """Whether the request trace `spec` has arrival times, and if not its mean prompt length over
+    every request (a pass over the whole trace, or its held requests from standard input: the
+    rates never depend on where a read chunk ends, nor on a file versus standard input); None for
+    another kind of trace or an empty one. Raises `TraceError`."""
     if spec.path is None:
         return None
-    first = next(iter(open_trace(spec.path, spec.trace_format, spec.options).items), None)
-    return first if isinstance(first, RequestChunk) else None
+    chunks = spec.requests if spec.requests is not None else open_trace(spec.path, spec.trace_format, spec.options).items
+    requests, tokens = 0, 0
+    for chunk in chunks:
+        if not isinstance(chunk, RequestChunk):
+            return None
+        if chunk.arrival_s is not None:
+            return RequestProfile(True, 0, 0.0)
+        requests += chunk.num_requests
+        tokens += int(chunk.input_tokens.sum())
+    return RequestProfile(False, requests, tokens / requests) if requests else None
 
+
+def untimed_rates(profile: RequestProfile | None, scheduler: SchedulerSettings, rates: Sequence[float] | str | None) -> list[float] | None:
+    """The Poisson rates (requests/s, before load factors) of a trace: None for a trace with
+    arrival times (or no requests); `default_rates` of its mean prompt for `rates="auto"`; the
+    rates given; else the scheduler's one `rate`. The one load model of `plan`, `replay-check`
+    and `batches`."""
+    if profile is None or profile.timed:
+        return None
+    if isinstance(rates, str):
+        return default_rates(profile.mean_prompt_tokens, scheduler)
+    return [float(r) for r in rates] if rates is not None else [scheduler.rate]
+
+
+DASK_CONNECT_TIMEOUT_KEY = "distributed.comm.timeouts.connect"
+"""Dask's setting for how long a client waits for the scheduler (default `30s`); `plan --scheduler`
+reads it, so `DASK_CONNECT_TIMEOUT_ENV=5s` (or `dask.config.set`) shortens the wait."""
+DASK_CONNECT_TIMEOUT_ENV = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"
 
 MIN_LOAD_FACTOR, MAX_LOAD_FACTOR = 1e-6, 1e6
 """Bounds of a load factor (`--time-scale`)."""
@@ -183,7 +223,9 @@ def parse_load_factors(text: str) -> list[float]:
 
 
 def default_rates(mean_prompt_tokens: float, scheduler: SchedulerSettings) -> list[float]:
-    """Poisson rates (requests/s) at which the modelled prefill is busy `UTILISATIONS` of the time:
+    """Poisson rates (requests/s) at which the modelled prefill would be busy `UTILISATIONS` of the
+    time if nothing else held the server (decode steps and a full KV pool do: the report says the
+    busy fraction each simulation reached, `api.rate_notes`):
     `u / (prefill_fixed_ms / 1000 + mean_prompt_tokens / prefill_tokens_per_s)`, 3 significant digits."""
     per_request_s = scheduler.prefill_fixed_ms / 1000.0 + mean_prompt_tokens / scheduler.prefill_tokens_per_s
     return [float(f"{u / per_request_s:.3g}") for u in UTILISATIONS]
@@ -210,8 +252,8 @@ def map_jobs(fn: Callable[[T], R], items: Sequence[T], workers: int = 1, schedul
 
 def _check_address(scheduler: str) -> None:
     """`ConfigError` at once for an address no Dask client can connect to (`bogus`,
-    `tcp://host` without a port, `http://...`), by distributed's own address parser, instead of
-    a wait for the connection timeout."""
+    `tcp://host` without a port, a port outside 1..65535, `http://...`), by distributed's own
+    address parser, instead of a wait for the connection timeout."""
     from distributed.comm.addressing import parse_address, parse_host_port
     from distributed.comm.registry import backends
 
@@ -220,7 +262,9 @@ def _check_address(scheduler: str) -> None:
         if scheme not in backends:
             raise ValueError(f"unknown protocol {scheme!r} (one of {', '.join(sorted(backends))})")
         if scheme != "inproc":
-            parse_host_port(location)
+            _, port = parse_host_port(location)
+            if not 1 <= int(port) <= 65535:
+                raise ValueError(f"port {port} is outside 1..65535")
     except ValueError as exc:
         raise ConfigError(f"--scheduler {scheduler!r}: not a Dask scheduler address (tcp://host:port): {exc}") from None
 
@@ -234,10 +278,14 @@ def _executor(workers: int, scheduler: str | None, num_items: int,
         except ImportError as exc:
             raise ConfigError(f"--scheduler {scheduler}: a Dask cluster needs the distributed extra (pip install 'cpbcg[distributed]'): {exc}") from None
         _check_address(scheduler)
-        try:
-            client = Client(scheduler, timeout=30, set_as_default=False)  # type: ignore[no-untyped-call]  # distributed leaves Client unannotated
+        import dask.config
+
+        timeout = dask.config.get(DASK_CONNECT_TIMEOUT_KEY)
+        try:  # the connect timeout is Dask's own setting (default 30 s): DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s
+            client = Client(scheduler, timeout=timeout, set_as_default=False)  # type: ignore[no-untyped-call]  # distributed leaves Client unannotated
         except Exception as exc:  # noqa: BLE001 - distributed raises OSError, TimeoutError or its own errors for an unreachable scheduler
-            raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler: {exc}") from None
+            raise ConfigError(f"--scheduler {scheduler}: cannot reach the Dask scheduler within {timeout} "
+                              f"(Dask's {DASK_CONNECT_TIMEOUT_KEY}; the environment variable {DASK_CONNECT_TIMEOUT_ENV} sets it): {exc}") from None
         try:
             width = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()))
             yield client.get_executor(pure=False), width  # type: ignore[no-untyped-call]  # unannotated in distributed

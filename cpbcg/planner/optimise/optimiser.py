@@ -308,7 +308,11 @@ def _optimise(demand: Demand, cp: CPLayout, cost: CostModel, max_buckets: int, m
                            factor, max_tokens, not allow_gaps)
     pin_index = np.searchsorted(grid.sizes, np.asarray(pins, dtype=np.int64))
     if pins and not np.array_equal(grid.sizes[np.minimum(pin_index, len(grid.sizes) - 1)], pins):
-        raise ConfigError(f"pinned buckets {pins} include a size that cannot be captured")
+        least = cp.model.min_capture_tokens
+        below = [p for p in pins if p < least]
+        why = f"{', '.join(map(str, below))} (as captured) below {cp.model.min_capture_rule}={least}, which the CP capture drops" if below else \
+            "a size the capture model cannot build"
+        raise ConfigError(f"pinned buckets {pins}: {why}")
     if len(pins) > max_buckets:
         raise ConfigError(f"max_buckets: {counted(len(pins), 'pinned bucket')} exceed max_buckets {max_buckets}")
     w = batch_windows(demand, grid.sizes, grid.capacity_rows, cost, factor)

@@ -43,6 +43,7 @@ from cpbcg.planner.export import deploy_flags
 from cpbcg.planner.optimise.guarantee import headroom_required
 from cpbcg.planner.optimise.optimiser import Budget, OptimalLists, fewest_for_coverage, optimise
 from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.words import counted
 
 MAX_DEFAULT_BUCKETS = 512
@@ -284,6 +285,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
         notes.append(f"the chunk of {chunk:,} tokens is above the largest bucket a list may hold ({MAX_BUCKET_TOKENS:,}): "
                      f"the list is planned for forwards up to {MAX_BUCKET_TOKENS:,} tokens; larger ones run eagerly")
         chunk = MAX_BUCKET_TOKENS
+    notes += _include_notes(deployment, settings)
     requests = settings.max_requests or max(split.max_requests, 1)
     if settings.bucket_multiple > chunk:
         raise ConfigError(f"bucket_multiple: {settings.bucket_multiple} is above the chunk of {chunk} tokens: no bucket below it could be a candidate")
@@ -366,6 +368,18 @@ def _floor_note(floor: tuple[int, int], buckets: list[int], demand: Demand) -> s
     seen = f"the trace's smallest CP-active forward has {smallest:,} tokens" if smallest is not None else "the trace has no CP-active forward"
     return (f"floor: every CP-active size from {floor[0]:,} tokens up has a bucket within the padding factor (--min-bucket); "
             f"{seen}: the floor costs {below} of the {counted(len(buckets), 'bucket')}")
+
+
+def _include_notes(deployment: Deployment, settings: RecommendSettings) -> list[str]:
+    """What the runner makes of the `include` buckets: each rounded up as SGLang 0.5.23 captures
+    it (`StrategyModel.round_buckets`), said; the list pins the rounded sizes."""
+    rounded = deployment.cp.model.round_buckets(list(settings.include)).tolist() if settings.include else []
+    changed = sorted({(a, b) for a, b in zip(settings.include, rounded) if a != b})
+    if not changed:
+        return []
+    multiple = deployment.cp.model.bucket_multiple_tokens
+    return [f"include: SGLang {SGLANG_VERSION} captures a bucket rounded up to a multiple of {multiple}: "
+            f"{', '.join(f'{a} -> {b}' for a, b in changed)}; the list pins the rounded size{'s' if len(changed) > 1 else ''}"]
 
 
 def _size_notes(split: DemandSplit, settings: RecommendSettings) -> list[str]:

@@ -40,7 +40,7 @@ def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
             time_s, group = _line(path, line_no, line)
             for i, request in enumerate(group):
                 where = f"requests[{i}]."
-                keys = _length_keys(request)
+                keys = _length_keys(path, line_no, where, request)
                 if keys is None or not isinstance(request, dict):
                     raise TraceError(located(path, line_no, f'{where[:-1]}: expected an object with "prompt_length" (or "Prompt Length")'))
                 prompt_key, output_key = keys
@@ -60,13 +60,17 @@ def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
         yield drop_empty_prompts(chunk, known_lines(numbers), "prompt_length")
 
 
-def _length_keys(request: object) -> tuple[str, str] | None:
-    """The (prompt, output) keys a request object uses, or None when it is not such an object."""
-    if isinstance(request, dict):
-        for keys in LENGTH_KEYS:
-            if keys[0] in request:
-                return keys
-    return None
+def _length_keys(path: TracePath, line_no: int, where: str, request: object) -> tuple[str, str] | None:
+    """The (prompt, output) keys a request object uses, or None when it is not such an object.
+    `TraceError` when it holds both spellings of a length (reading one would drop the other)."""
+    if not isinstance(request, dict):
+        return None
+    for role in (0, 1):
+        both = [keys[role] for keys in LENGTH_KEYS if keys[role] in request]
+        if len(both) > 1:
+            raise TraceError(located(path, line_no, f'{where[:-1]}: "{both[0]}" and "{both[1]}" both name the '
+                                     f'{"prompt" if role == 0 else "output"} length: keep one'))
+    return next((keys for keys in LENGTH_KEYS if keys[0] in request), None)
 
 
 def _line(path: TracePath, line_no: int, line: bytes) -> tuple[float, list[object]]:

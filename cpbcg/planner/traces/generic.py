@@ -3,7 +3,8 @@ the `length_field` option (`--length-field`) or is one of the common names (`PRO
 with an optional arrival time (`time_field`, else one of `TIME_NAMES`; numbers are seconds,
 strings wall-clock datetimes) and output length (`output_field`, else one of `OUTPUT_NAMES`).
 JSONL records may carry Mooncake-style `hash_ids`. A field found by its name, not by an option,
-is said in a note (`read input_tokens as prompt length`)."""
+is said in a note (`read input_tokens as prompt length`). One column holds one role: a column
+an option names is not also read for another role by its name (said in a note)."""
 
 from __future__ import annotations
 
@@ -53,24 +54,29 @@ def table_spec(path: TracePath, label: str, names: list[str], options: ReadOptio
     """The spec of a generic table with columns `names`, and the notes naming every field found
     by its name rather than given by an option. `TraceError` (naming `--length-field`) when no
     prompt-length field is given or found."""
-    length = options.length_field or _found(path, names, PROMPT_NAMES, "--length-field", ROLES[0])
-    if not length:
-        raise TraceError(f"{display(path)}:1: trace format {label} needs --length-field (the prompt-length field; "
-                         f"no column is named {', '.join(PROMPT_NAMES)})")
     given = [(f"--{role}", name) for role, name in (("length-field", options.length_field), ("time-field", options.time_field),
                                                      ("output-field", options.output_field)) if name]
     for i, (flag, name) in enumerate(given):
         earlier = next((f for f, n in given[:i] if n == name), None)
         if earlier is not None:  # one field cannot be the prompt length and the arrival time (or output) at once
             raise TraceError(f"{display(path)}: {flag} {name[:40]!r} is the {earlier} too: give each role its own field")
-    time = options.time_field or _found(path, names, TIME_NAMES, "--time-field", ROLES[1])
-    output = options.output_field or _found(path, names, OUTPUT_NAMES, "--output-field", ROLES[2])
+    taken = {name: flag for flag, name in given}
+    free = [name for name in names if name not in taken]  # one role per column: a column an option names is not guessed for another
+    dropped = [f"{name} is the {taken[name]}, so it is not read as {role}" for name, role, flag in zip(
+        (_first(names, PROMPT_NAMES), _first(names, TIME_NAMES), _first(names, OUTPUT_NAMES)), ROLES,
+        (options.length_field, options.time_field, options.output_field)) if name in taken and not flag]
+    length = options.length_field or _found(path, free, PROMPT_NAMES, "--length-field", ROLES[0])
+    if not length:
+        raise TraceError(f"{display(path)}:1: trace format {label} needs --length-field (the prompt-length field; "
+                         f"no column {'other than the ones the options name ' if dropped else ''}is named {', '.join(PROMPT_NAMES)})")
+    time = options.time_field or _found(path, free, TIME_NAMES, "--time-field", ROLES[1])
+    output = options.output_field or _found(path, free, OUTPUT_NAMES, "--output-field", ROLES[2])
     found = [(given, name, role) for given, name, role in zip(
         (options.length_field, options.time_field, options.output_field), (length, time, output), ROLES)]
     read = [f"{name} as {role}" for given, name, role in found if name and not given]
     spec = RequestSpec(label, length, time, output_field=output, optional_output=not options.output_field,
                        hash_field="hash_ids" if label == "jsonl" else None)
-    return spec, (f"read {', '.join(read)}",) if read else ()
+    return spec, ((f"read {', '.join(read)}",) if read else ()) + tuple(dropped)
 
 
 def _noted(chunks: Iterable[RequestItem], notes: tuple[str, ...]) -> Iterator[RequestItem]:

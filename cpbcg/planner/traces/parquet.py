@@ -27,13 +27,12 @@ import cpbcg.planner.traces.splitwise as splitwise
 import cpbcg.planner.traces.vidur as vidur
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import (
-    FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, RequestChunk, RequestItem, RequestSpec, datetime_seconds, drop_empty_prompts,
-    known_lines, numeric_seconds,
+    MAX_REQUEST_TOKENS, RequestChunk, RequestItem, RequestSpec, datetime_seconds, drop_empty_prompts,
+    LAST_SECOND, known_lines, numeric_seconds,
 )
 from cpbcg.planner.traces.text import TracePath, display, excerpt, file_of, require_regular, show_names
 
 MAGIC = b"PAR1"
-LAST_SECOND = float((LAST_DATE - FIRST_DATE) / np.timedelta64(1, "s"))
 BATCH_ROWS = 1 << 16
 """Rows converted at once (bounds memory)."""
 

@@ -21,6 +21,10 @@ MAX_REQUEST_TOKENS = MAX_TOKENS
 downstream can overflow int64."""
 FIRST_DATE, LAST_DATE = np.datetime64("1970-01-01", "s"), np.datetime64("2200-01-01", "s")
 """Wall-clock timestamps outside [1970, 2200) are refused (datetime64[ns] wraps near 2262)."""
+LAST_SECOND = float((LAST_DATE - FIRST_DATE) / np.timedelta64(1, "s"))
+"""Largest time read from a trace, in seconds (2200-01-01 as seconds since 1970): numeric
+timestamps and durations beyond it (in either sign) are refused, so every arrival time is finite
+and every gap between two of them too."""
 
 
 @dataclass(frozen=True)
@@ -206,10 +210,14 @@ def parse_time_values(values: list[object], unit: TimeUnit) -> np.ndarray:
 
 
 def numeric_seconds(numbers: np.ndarray, unit: TimeUnit) -> np.ndarray:
-    """Seconds from numeric timestamps; `ValueError` unless all finite."""
+    """Seconds from numeric timestamps; `ValueError` unless all finite and within
+    `LAST_SECOND` of 0 (`seconds out of range`: a timestamp in µs or ns read as seconds)."""
     if not np.isfinite(numbers).all():
         raise ValueError("not a finite number")
-    return numbers / 1000.0 if unit is TimeUnit.ms else numbers
+    seconds = numbers / 1000.0 if unit is TimeUnit.ms else numbers
+    if seconds.size and float(np.abs(seconds).max()) >= LAST_SECOND:
+        raise ValueError("seconds out of range")
+    return seconds
 
 
 def datetime_seconds(values: np.ndarray) -> np.ndarray:

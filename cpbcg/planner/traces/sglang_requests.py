@@ -32,7 +32,7 @@ import numpy as np
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
-from cpbcg.planner.traces.records import MAX_REQUEST_TOKENS, RequestChunk, RequestItem, known_lines
+from cpbcg.planner.traces.records import LAST_SECOND as MAX_SECONDS, MAX_REQUEST_TOKENS, RequestChunk, RequestItem, known_lines
 from cpbcg.planner.traces.text import TracePath, display, iter_blob_chunks
 
 CHUNK_REQUESTS = 65536
@@ -52,9 +52,22 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
     return sniff.record is None and (b"ReqTimeStats(rid=" in sniff.head or (b"Finish: obj=" in sniff.head and b"'prompt_tokens': " in sniff.head))
 
 
-def _seconds(stamp: bytes) -> float:
+def _seconds(stamp: bytes) -> float | None:
+    """Seconds since 1970 of the line's `YYYY-MM-DD HH:MM:SS[.f]` (UTC), or None for an impossible
+    date (`2026-13-45`) or one outside 1970..2199."""
     text = stamp.decode().replace(",", ".").replace("T", " ")
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    try:
+        seconds = datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+    return seconds if 0.0 <= seconds < MAX_SECONDS else None
+
+
+def _number(digits: bytes) -> float | None:
+    """A time or duration in seconds (`\\d+(\\.\\d+)?`), or None unless finite and within `MAX_SECONDS`
+    (`1` and 330 zeros is inf as a float)."""
+    value = float(digits)
+    return value if value < MAX_SECONDS else None
 
 
 def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
@@ -87,7 +100,13 @@ def read(path: TracePath, options: ReadOptions) -> Iterator[RequestItem]:
     if not rows:
         what = f" ({decode:,} type=decode lines of a PD decode instance: no prefill)" if decode else ""
         raise TraceError(located(display(path), first_skipped or first_decode or 1, f"no readable ReqTimeStats or Finish request lines{what}"))
+    if skipped and options.strict:
+        raise TraceError(located(display(path), first_skipped, "unreadable request line: no lengths, or a time that is no date or "
+                                 "finite number of seconds (--strict refuses it)"))
     notes = []
+    if skipped:
+        notes.append(f"skipped {skipped:,} unreadable request line{'s' if skipped != 1 else ''} (no lengths, or an impossible time; "
+                     f"first: {display(path)}:{first_skipped})")
     if decode:
         notes.append(f"{display(path)}: skipped {decode:,} ReqTimeStats lines of type=decode (first: line {first_decode}): requests a PD "
                      "decode instance only decoded, no prefill demand")
@@ -111,11 +130,14 @@ def _stats_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None |
     if m.group(1) in seen:
         return None
     entry, when = _ENTRY.search(line), _WHEN.search(line)
+    arrival: float | None = None
     if entry is not None:
-        arrival = float(entry.group(1))
+        arrival = _number(entry.group(1))
     elif when is not None:
-        arrival = _seconds(when.group(1)) - sum(float(d.group(2)) for d in _MS.finditer(line)) / 1000.0
-    else:
+        stamp, durations = _seconds(when.group(1)), [_number(d.group(2)) for d in _MS.finditer(line)]
+        if stamp is not None and None not in durations:
+            arrival = stamp - sum(d for d in durations if d is not None) / 1000.0
+    if arrival is None:
         return False
     return _row(seen, m.group(1), arrival, int(m.group(2)) - int(m.group(3)), int(m.group(4)))
 
@@ -129,7 +151,10 @@ def _finish_row(line: bytes, seen: set[bytes]) -> tuple[float, int, int] | None 
     if rid.group(1) in seen:
         return None
     cached_tokens = int(cached.group(1)) if cached else 0
-    arrival = _seconds(when.group(1)) - float(e2e.group(1))
+    stamp, latency = _seconds(when.group(1)), _number(e2e.group(1))
+    if stamp is None or latency is None:
+        return False
+    arrival = stamp - latency
     return _row(seen, rid.group(1), arrival, int(prompt.group(1)) - cached_tokens, int(completion.group(1)))
 
 

@@ -16,7 +16,7 @@ from cpbcg.errors import TraceError
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
 from cpbcg.planner.traces.embedded import synthetic_batches
-from cpbcg.planner.traces.records import ReadNotes
+from cpbcg.planner.traces.records import ReadNotes, RequestChunk
 from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind, open_trace
 from cpbcg.planner.traces.sglang_log import LogReader, LogSummary
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
@@ -37,9 +37,17 @@ class TraceSpec:
     """Reader options (generic fields, BurstGPT filters)."""
     scheduler: SchedulerSettings = SchedulerSettings()
     """Scheduler simulation settings for a request trace."""
+    requests: tuple[RequestChunk, ...] | None = None
+    """The requests of a request trace read from standard input (`path` `-`), held: it can be read
+    once, and is simulated at as many loads as a file (`trace_format` is then the format read)."""
+    notes: ReadNotes | None = None
+    """What reading the held `requests` decided (rows skipped, notes), else None."""
 
     def open(self, progress: Callable[[int], None] | None = None) -> "BatchSource":
         """A fresh `BatchSource` of the trace. Raises `TraceError`."""
+        if self.requests is not None:
+            simulation = Simulation(iter(self.requests), self.scheduler, progress)
+            return BatchSource(iter(simulation), TraceFormat(self.trace_format), simulation, spec=self, read_notes=self.notes)
         return open_source(self.path, self.trace_format, self.scheduler, options=self.options, progress=progress)
 
 
@@ -59,7 +67,8 @@ class BatchSource:
     """What an SGLang server log says about its deployment (`read_log_settings`), else None."""
     spec: "TraceSpec | None" = None
     """How to open the same trace again (a plan reads it afresh each time, once per load
-    factor); None for standard input, which can be read once."""
+    factor); None for a batch trace or server log on standard input, which can be read once (a
+    request trace on standard input is held in `spec.requests`)."""
     read_notes: ReadNotes | None = None
     """Rows the reader skipped and what it decided (request traces; complete after iterating)."""
 
@@ -105,6 +114,9 @@ def open_source(
         if isinstance(opened.items, LogReader):
             return BatchSource(_bound_only(trace), fmt, None, opened.items, read_log_settings(trace), spec=spec)
         return BatchSource(_bound_only(trace), fmt, None, opened.forward_chunks(), None, spec=spec)
+    if spec is None:  # standard input: its requests held (four numbers each), so it plans like a file
+        held = TraceSpec("-", fmt.value, options, scheduler, tuple(opened.request_chunks()), opened.notes)
+        return held.open(progress)
     simulation = Simulation(opened.request_chunks(), scheduler, progress)
     return BatchSource(iter(simulation), fmt, simulation, spec=spec, read_notes=opened.notes)
 

@@ -237,6 +237,8 @@ def require_regular(path: Path | str) -> None:
 
 def time_problem(field: str, text: str, exc: Exception) -> str:
     """`FIELD: 'VALUE' is not a timestamp`, or `... is outside ...` for an out-of-range date."""
+    if "seconds out of range" in str(exc):
+        return f"{field}: {text} is beyond 2200 as seconds since 1970 (a timestamp in µs or ns?): not a time in seconds"
     if "out of range" in str(exc):
         return f"{field}: {text} is outside the supported dates (years 1970..2199)"
     return f"{field}: {text} is not a timestamp"
@@ -305,8 +307,32 @@ def gz_note(path: TracePath | str) -> str:
 
 
 def binary_error(path: TracePath | str, line_no: int, line: bytes) -> TraceError:
-    """`FILE:LINE: not a text trace ...` for a line of binary data."""
+    """`FILE:LINE: not a text trace ...` for a line of binary data (with the encoding it looks
+    like, `encoding_hint`, when it is UTF-16 or UTF-32 text)."""
+    hint = encoding_hint(line)
+    if hint is not None:
+        return TraceError(located(display(path), line_no, f"not UTF-8 text: {hint}"))
     return TraceError(located(display(path), line_no, (
         f"not a text trace: binary data {excerpt(line.strip(), 16)}{gz_note(path)}; "
         "traces are JSONL or CSV text, optionally gzipped"
     )))
+
+
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32 LE"), (b"\x00\x00\xfe\xff", "UTF-32 BE"), (b"\xff\xfe", "UTF-16 LE"), (b"\xfe\xff", "UTF-16 BE"))
+
+
+def encoding_hint(data: bytes) -> str | None:
+    """`it looks like UTF-16 LE text ...: convert it` when `data` (a file's first bytes) starts
+    with a UTF-16/32 byte-order mark or is ASCII text with a NUL after (or before) every
+    character, else None. The one encoding guess of every input reader (traces, configs)."""
+    name = next((n for bom, n in _BOMS if data.startswith(bom)), None)
+    sample = data[:64]
+    if name is None and len(sample) >= 4:
+        even, odd = sample[0::2], sample[1::2]
+        if not odd.strip(b"\x00") and even.strip(b"\x00").isascii() and even.strip(b"\x00"):
+            name = "UTF-16 LE"
+        elif not even.strip(b"\x00") and odd.strip(b"\x00").isascii() and odd.strip(b"\x00"):
+            name = "UTF-16 BE"
+    if name is None:
+        return None
+    return f"it looks like {name} text; convert it to UTF-8 (e.g. iconv -f {name.replace(' ', '')} -t UTF-8 FILE > FILE.utf8)"
