@@ -218,6 +218,15 @@ def test_a_server_restarted_into_its_log_is_judged_per_launch_with_the_totals_pl
     assert got[("cpbcg_prefill_graph_forwards_total", s)] == ob.graph_forwards
 
 
+def test_a_first_launch_without_forwards_leaves_the_second_to_judge(tmp_path):
+    # launch 1 started and restarted before serving (no forward); an empty time window is judged under launch 2's list
+    log = write_log(tmp_path / "crash.log", startup_lines() + startup_lines(max_bs=4096) + "".join(prefill_line(100 + i, 1) for i in range(3)))
+    report = api.watch([str(log)], None, OVERRIDES, options(max_forwards=3, window_seconds=1e-6))
+    server = report.snapshot.servers[0]
+    assert (server.launch, [v.launch for v in server.launches], server.forwards, max(server.buckets)) == (2, [2], 3, 4096)
+    assert server.windows["time"]["all"].forwards == 0 and server.windows["forwards"]["all"].launches == (2,)
+
+
 def test_the_ring_keeps_each_forwards_launch_across_a_restart():
     reader = LogReader(str(ROOT / "tests" / "assets" / "traces" / "sglang-server.log"))
     chunk = next(iter(reader))  # 4 forwards of launch 1

@@ -239,17 +239,18 @@ def _observed_tally(setup_of: Callable[[int], LaunchSetup], first: LaunchSetup) 
                          resolve=lambda settings: setup_of(settings.launch).model(), assumed=model.assumed)
 
 
-def window_stats(window: Window, setup_of: Callable[[int], LaunchSetup], baseline: FloatArray | None = None) -> WindowStats:
+def window_stats(window: Window, setup_of: Callable[[int], LaunchSetup], baseline: FloatArray | None = None,
+                 launch: int = 1) -> WindowStats:
     """Judge `window` (module doc), each launch's forwards under `setup_of(launch)`; `baseline` is
     `size_histogram` of the planned trace over the list of the window's latest launch, the list
-    the window's sizes are binned over for drift. An empty window is judged under launch 1's setup."""
-    launches = [c.launch for c in window] or [1]
+    the window's sizes are binned over for drift. An empty window is judged under `launch`'s setup."""
+    launches = [c.launch for c in window] or [launch]
     evaluations = []
-    for launch in dict.fromkeys(launches):
-        setup = setup_of(launch)
+    for each in dict.fromkeys(launches):
+        setup = setup_of(each)
         evaluator = _evaluator(setup.deployment, setup.table)
         for c in window:
-            if c.launch == launch:
+            if c.launch == each:
                 evaluator.add_demand(bound_demand(c, setup.deployment.cp))
         evaluations.append(evaluator.result())
     tally = _observed_tally(setup_of, setup_of(launches[0]))
@@ -270,8 +271,9 @@ class RunTally:
     `ObservedTally` that models each launch under its own setup (`setup_of(launch)`). Memory does
     not grow with the log (it grows with the launches and DP ranks seen)."""
 
-    def __init__(self, setup_of: Callable[[int], LaunchSetup]):
-        self.setup_of = setup_of
+    def __init__(self, setup_of: Callable[[int], LaunchSetup], launch: int = 1):
+        """`launch`: the launch an empty tally is reported under (the first one resolved)."""
+        self.setup_of, self.launch = setup_of, launch
         self._ranks: dict[int, dict[int, Evaluator]] = {}
         self._tally: ObservedTally | None = None
         self.forwards = 0
@@ -303,11 +305,11 @@ class RunTally:
         return {dp: total_evaluation([per[dp].result() for _, per in sorted(self._ranks.items()) if dp in per]) for dp in dps}
 
     def evaluation(self) -> Evaluation:
-        """Every launch's and rank's forwards (an empty evaluation of launch 1's list before any forward)."""
+        """Every launch's and rank's forwards (an empty evaluation of `launch`'s list before any forward)."""
         parts = list(self.launch_evaluations().values())
         if parts:
             return total_evaluation(parts)
-        setup = self.setup_of(1)
+        setup = self.setup_of(self.launch)
         return _evaluator(setup.deployment, setup.table).result()
 
     def observed(self, label: str = "cuda graph") -> ObservedComparison | None:

@@ -390,7 +390,7 @@ class WatchSession:
         server.resolved, server.launch = resolved, launch
         server.launches[launch] = (resolved, LaunchSetup(resolved.deployment, resolved.table, settings, resolved.assumed))
         if server.run is None:
-            server.run = RunTally(server.setup)
+            server.run = RunTally(server.setup, launch)
             server.ring = ForwardRing(max(self.options.ring_forwards, self.options.window_forwards))
             server.next_gate = self.options.window_forwards
 
@@ -421,7 +421,7 @@ class WatchSession:
         """`window` judged, each launch under its own settings; drift against the baseline over its latest launch's list."""
         latest = server.launches[window[-1].launch][0] if window else server.resolved
         assert latest is not None
-        return window_stats(window, server.setup, self._baseline(latest))
+        return window_stats(window, server.setup, self._baseline(latest), server.launch)
 
     def _gate_window(self, server: _Server) -> None:
         assert server.resolved is not None and server.ring is not None
