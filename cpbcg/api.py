@@ -1158,11 +1158,12 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
 
     def resolve(log: LogSettings) -> Resolved:
         cfg, deployment = load_config_and_deployment(config, overrides, log=log)
-        notes = log_settings_notes(log, overrides)
-        if not log.settings:
+        assumed = assumed_settings(log, deployment, overrides)
+        notes = log_settings_notes(log, overrides, assumed)
+        if not (log.args_line or log.capture_line or log.capture is not None or log.resolved):
             notes.append(f"cpbcg: note: {log.path}: no start-up output (settings dump, capture line) before the first Prefill batch: "
                          "the buckets and settings are the config's and the command line's, assumed to be the server's")
-        return Resolved(deployment, cfg.gates.to_gates(), deployment.table(), tuple(notes))
+        return Resolved(deployment, cfg.gates.to_gates(), deployment.table(), tuple(notes), assumed)
 
     def baseline(server: Resolved) -> "FloatArray | None":
         if baseline_trace is None:

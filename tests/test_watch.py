@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from cpbcg import api
 from cpbcg.cli import app
 from cpbcg.planner.traces.sglang_log import LogReader
-from cpbcg.planner.window import ForwardRing, size_histogram, take, total_variation
+from cpbcg.planner.window import ForwardRing, concat, forwards_of, size_histogram, take, total_variation
 from cpbcg.watch.follow import FileFollower, StreamFollower
 from cpbcg.watch.scrape import parse_metrics
 from sglang_log_fixtures import default_buckets, prefill_line, startup_lines, write_log
@@ -123,10 +123,10 @@ def test_the_ring_holds_the_last_forwards_only():
     for i in range(300):  # 1,200 forwards into a ring of 1,000
         ring.add(chunk, float(i))
     assert len(ring) == 1000 and ring.total == 300 * chunk.num_forwards
-    last = ring.last(6)
+    [last] = ring.last(6)
     assert last.num_tokens.tolist() == (chunk.num_tokens.tolist() * 2)[-6:]
-    assert ring.since(299.0).num_forwards == chunk.num_forwards
-    assert ring.since(0.0).num_forwards == 1000  # the ring bounds the time window too
+    assert forwards_of(ring.since(299.0)) == chunk.num_forwards
+    assert forwards_of(ring.since(0.0)) == 1000  # the ring bounds the time window too
     assert take(chunk, slice(1, 3)).num_requests.tolist() == chunk.num_requests[1:3].tolist()
 
 
@@ -163,6 +163,87 @@ def test_a_growing_log_gives_the_totals_plan_gives_on_the_finished_file(tmp_path
     assert 0 < server.observed.graph_forwards < 3000
     window = server.windows["forwards"]["all"]
     assert window.forwards == 500 and window.last_line == 6 + 3000  # header, 5 start-up lines, 3,000 forwards
+
+
+def test_a_server_restarted_into_its_log_is_judged_per_launch_with_the_totals_plan_gives(tmp_path):
+    # 1,500 forwards under 58 buckets up to 8192, then a restart into the same file (a second launch: 50 buckets up to
+    # 4096), 1,500 more whose verdicts follow the new list; a forwards window of 1,000 spans the restart at the end
+    path = tmp_path / "server.log"
+    proc = writer(path, 3000, 3000.0, "--seed", "11", "--restart-at", "1500")
+    scraped: list[dict] = []
+    notes: list[str] = []
+
+    def on_snapshot(snap):
+        if snap.final:
+            scraped.append(scrape(next(n for n in notes if "serving metrics at" in n).rsplit(" ", 1)[1]))
+
+    try:
+        report = api.watch([str(path)], None, OVERRIDES, options(max_forwards=3000, window_forwards=2000), serve_metrics="127.0.0.1:0",
+                           on_snapshot=on_snapshot, note=notes.append)
+    finally:
+        proc.wait(timeout=LIMIT_S)
+    server = report.snapshot.servers[0]
+    planned = plan_json(path)
+    launch2_line = 1 + 5 + 1500 + 1  # header, launch 1's 5 start-up lines, 1,500 forwards; launch 2's dump
+    # per launch: the forwards, each launch's own list, and plan's per-launch comparison (plan models each launch under its own settings)
+    assert [(v.launch, v.first_line, v.forwards, len(v.buckets), max(v.buckets)) for v in server.launches] == [
+        (1, 1, 1500, 58, 8192), (2, launch2_line, 1500, 50, 4096)]
+    assert server.launch == 2 and server.buckets == server.launches[1].buckets
+    for view, theirs in zip(server.launches, planned["observed"]["launches"], strict=True):
+        assert view.evaluation.graph_batches == theirs["ranks"][0]["model_graph_forwards"]
+        assert view.evaluation.batches == theirs["forwards"] == 1500
+    assert server.launches[0].evaluation.graph_batches != server.launches[1].evaluation.graph_batches
+    # the run: plan's forwards and tokens; modelled in graphs = plan's per-launch model (its main table plans launch 1's list only)
+    ev, ob = server.evaluation, server.observed
+    assert (ev.batches, ev.tokens) == (planned["batches"], planned["tokens"]) == (3000, planned["observed"]["ranks"][0]["tokens"])
+    assert ev.graph_batches == planned["observed"]["ranks"][0]["model_graph_forwards"] < planned["graph_batches"]
+    assert (ob.forwards, ob.graph_forwards, ob.unexplained_eager, ob.model_errors, ob.agreeing) == (
+        planned["observed"]["forwards"], planned["observed"]["graph_forwards"], planned["observed"]["unexplained_eager"],
+        planned["observed"]["model_errors"], planned["observed"]["agreeing"]) == (3000, ob.graph_forwards, 0, 0, 3000)
+    # the window spanning the restart: each launch's forwards under its own list, so the model agrees with every verdict
+    window = server.windows["forwards"]["all"]
+    assert (window.forwards, window.launches, window.first_line, window.last_line) == (2000, (1, 2), 6 + 1001, launch2_line + 5 + 1500 - 1)
+    assert window.observed.agreeing == 2000 and window.evaluation.graph_batches == window.observed.graph_forwards
+    # JSON says the launch, its settings with their lines, and nothing assumed (the log states them all)
+    doc = orjson.loads(orjson.dumps(report.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))["servers"][0]
+    assert (doc["launch"], [v["launch"] for v in doc["launches"]], doc["assumed"]) == (2, [1, 2], [])
+    assert next(s for s in doc["launches"][1]["settings"] if s["key"] == "buckets")["source"] == f"capture lines, line {launch2_line + 2}"
+    assert any(f"launch 2 (a restart at line {launch2_line})" in n for n in notes)
+    assert f"{path}: 2 launches (restarts); forwards per launch 1,500, 1,500" in " ".join(report.notes)
+    # the exporter's counters run on across the restart
+    got = scraped[0]
+    s = (("dp_rank", "0"), ("server", str(path)))
+    assert got[("cpbcg_prefill_forwards_total", s)] == 3000
+    assert got[("cpbcg_prefill_model_graph_forwards_total", s)] == ev.graph_batches
+    assert got[("cpbcg_prefill_graph_forwards_total", s)] == ob.graph_forwards
+
+
+def test_a_first_launch_without_forwards_leaves_the_second_to_judge(tmp_path):
+    # launch 1 started and restarted before serving (no forward); an empty time window is judged under launch 2's list
+    log = write_log(tmp_path / "crash.log", startup_lines() + startup_lines(max_bs=4096) + "".join(prefill_line(100 + i, 1) for i in range(3)))
+    report = api.watch([str(log)], None, OVERRIDES, options(max_forwards=3, window_seconds=1e-6))
+    server = report.snapshot.servers[0]
+    assert (server.launch, [v.launch for v in server.launches], server.forwards, max(server.buckets)) == (2, [2], 3, 4096)
+    assert server.windows["time"]["all"].forwards == 0 and server.windows["forwards"]["all"].launches == (2,)
+
+
+def test_the_ring_keeps_each_forwards_launch_across_a_restart():
+    reader = LogReader(str(ROOT / "tests" / "assets" / "traces" / "sglang-server.log"))
+    chunk = next(iter(reader))  # 4 forwards of launch 1
+    second = take(chunk, slice(0, 3))
+    second = type(second)(**{**second.__dict__, "launch": 2})
+    assert take(second, slice(1, 2)).launch == 2  # take keeps the launch
+    ring = ForwardRing(6)
+    ring.add(chunk, 0.0)
+    ring.add(second, 1.0)  # 7 forwards into 6: the oldest falls out
+    window = ring.last(6)
+    assert [(c.launch, c.num_forwards) for c in window] == [(1, 3), (2, 3)]
+    assert window[0].num_tokens.tolist() == chunk.num_tokens[1:].tolist() and window[1].num_tokens.tolist() == second.num_tokens.tolist()
+    assert [(c.launch, c.num_forwards) for c in ring.since(1.0)] == [(2, 3)]
+    assert [(c.launch, c.num_forwards) for c in ring.last(2)] == [(2, 2)]
+    assert concat(window[:1] * 2).num_forwards == 6 and concat(window[:1]).launch == 1
+    with pytest.raises(ValueError, match="a chunk holds one launch"):
+        concat(window)
 
 
 def test_a_rotated_log_is_followed_across_the_rotation(tmp_path):
@@ -230,8 +311,23 @@ def test_a_server_without_prefill_graphs_is_refused_in_one_line(tmp_path, startu
     assert len(failed) == 1 and expected in failed[0]
 
 
+def test_a_restart_into_a_launch_without_prefill_graphs_is_refused_there(tmp_path):
+    body = startup_lines() + "".join(prefill_line(100 + i, 1) for i in range(5)) + startup_lines(capture=False)
+    log = write_log(tmp_path / "restart.log", body + "".join(prefill_line(100 + i, 1, graph=False) for i in range(5)))
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--format", "json", *PINNED])
+    assert result.exit_code == 1
+    final = orjson.loads(result.stdout.splitlines()[-1])
+    dump = 1 + 5 + 5 + 1  # header, launch 1's start-up lines and forwards; launch 2's dump
+    assert final["refusals"] == [f"{log}:{dump}: no prefill capture line before the first Prefill batch: the server captured no "
+                                 "prefill graph (every prefill forward runs eagerly)"]
+    assert (final["servers"][0]["forwards"], final["servers"][0]["launch"]) == (5, 1)  # launch 1's forwards were judged
+
+
 def test_prefill_graphs_resolved_disabled_are_refused(tmp_path):
-    text = startup_lines().replace("'disable_cuda_graph': False", "'disable_cuda_graph': True")
+    # as 0.5.23 prints it (`cuda_graph_hook` resolves the prefill backend disabled, nothing captured); capture lines would
+    # say graphs ran whatever the flag (the reader's rule since issue 30)
+    text = startup_lines(capture=False).replace("'disable_cuda_graph': False", "'disable_cuda_graph': True").replace(
+        "'prefill': {'backend': 'breakable'", "'prefill': {'backend': 'disabled'")
     log = write_log(tmp_path / "off.log", text + prefill_line(100, 1, graph=False))
     result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--format", "json", *PINNED])
     assert result.exit_code == 1
@@ -421,6 +517,13 @@ def test_a_log_without_start_up_output_says_whose_settings_it_assumed(tmp_path):
     assert result.exit_code == 0, result.output
     assert "no start-up output (settings dump, capture line) before the first Prefill batch" in result.stderr
     assert "cpbcg: note: " + str(log) + ": 1 unreadable Prefill batch line skipped (first: line 3)" in result.stderr
+    # what the log does not state is said to be assumed, with the option that sets it (the reader's rule: api.assumed_settings)
+    assert "cpbcg: assumed: buckets sglang-default:8192 (assumed: not in the log; --buckets sets it)" in result.stderr
+    assert "assumed for launch 1: buckets sglang-default:8192 (assumed: not in the log; --buckets sets it)" in result.stdout
+    out = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "1", "--format", "json", *PINNED])
+    server = orjson.loads(out.stdout.splitlines()[-1])["servers"][0]
+    assert (server["launch"], server["assumed"]) == (1, [{"key": "buckets", "value": "sglang-default:8192", "option": "--buckets"}])
+    assert server["observed"]["launches"][0]["assumed"] == server["launches"][0]["assumed"] == server["assumed"]
 
 
 def test_ctrl_c_ends_the_run_with_its_report(tmp_path):

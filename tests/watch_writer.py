@@ -1,6 +1,6 @@
 """A SYNTHETIC SGLang server writing its log at a rate (a subprocess of tests/test_watch.py).
 
-    python tests/watch_writer.py PATH --forwards N --rate LINES_PER_S [--seed S] [--rotate-at K] [--eager-from K]
+    python tests/watch_writer.py PATH --forwards N --rate LINES_PER_S [--seed S] [--rotate-at K] [--eager-from K] [--restart-at K]
 
 Writes the start-up output (`sglang_log_fixtures.startup_lines`: settings dump, 58 prefill
 buckets up to 8192) and then N `Prefill batch` lines in SGLang 0.5.23's wording, flushed in
@@ -8,6 +8,9 @@ bursts of 20 lines at about LINES_PER_S. Sizes and verdicts come from a seeded g
 verdict follows SGLang's rule (`sglang_graph_verdict`) until line `--eager-from`, after which
 every forward prints `cuda graph: False` (a server whose graphs went away). `--rotate-at K`:
 after K forwards the file is renamed to PATH.1 and a new PATH is started (logrotate's create mode).
+`--restart-at K`: after K forwards the server restarts into the same file with other settings
+(a second launch: its start-up output with 50 buckets up to 4096 and a 4096-token chunk), and the
+verdicts follow that launch's list from then on.
 Every loop is bounded: N lines, then exit.
 """
 
@@ -26,11 +29,14 @@ from sglang_log_fixtures import SYNTHETIC_HEADER, default_buckets, prefill_line,
 BURST = 20
 
 
-def forwards(n: int, seed: int, eager_from: int | None) -> list[str]:
+RESTART_MAX_BS = 4096
+
+
+def forwards(n: int, seed: int, eager_from: int | None, restart_at: int | None = None) -> list[str]:
     rng = random.Random(seed)
-    buckets = default_buckets(8192)
     out = []
     for i in range(n):
+        buckets = default_buckets(RESTART_MAX_BS if restart_at is not None and i >= restart_at else 8192)
         size = rng.choice([rng.randint(1, 512), rng.randint(513, 8192), rng.randint(8193, 9000)])
         k = rng.randint(1, min(size, 8))
         graph = sglang_graph_verdict(size, buckets) and (eager_from is None or i < eager_from)
@@ -46,12 +52,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rotate-at", type=int, default=None)
     ap.add_argument("--eager-from", type=int, default=None)
+    ap.add_argument("--restart-at", type=int, default=None, help="a multiple of 20 (a burst)")
     a = ap.parse_args()
     path = Path(a.path)
     handle = open(path, "w")
     handle.write(SYNTHETIC_HEADER + startup_lines())
     handle.flush()
-    lines = forwards(a.forwards, a.seed, a.eager_from)
+    lines = forwards(a.forwards, a.seed, a.eager_from, a.restart_at)
     start, rotated = time.monotonic(), False
     for i in range(0, len(lines), BURST):
         if a.rotate_at is not None and i >= a.rotate_at and not rotated:
@@ -59,6 +66,8 @@ def main() -> None:
             handle.close()
             os.replace(path, path.with_name(path.name + ".1"))
             handle = open(path, "w")
+        if a.restart_at is not None and i == a.restart_at:
+            handle.write(startup_lines(max_bs=RESTART_MAX_BS, chunk=RESTART_MAX_BS, date="2026-11-02"))
         handle.write("".join(lines[i:i + BURST]))
         handle.flush()
         wait = start + (i + BURST) / a.rate - time.monotonic()

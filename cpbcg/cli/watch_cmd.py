@@ -30,7 +30,7 @@ MaxForwardsOpt = Annotated[Optional[int], typer.Option("--max-forwards", min=1, 
 WindowForwardsOpt = Annotated[int, typer.Option("--window-forwards", min=1, max=1_000_000, metavar="N", help="Forwards in the rolling forwards window (per server); the window gates check every full window.")]
 WindowSecondsOpt = Annotated[float, typer.Option("--window-seconds", min=0.1, max=86_400.0, metavar="SECONDS", help="Seconds in the rolling time window (at most --ring-forwards forwards).")]
 GateStepOpt = Annotated[Optional[int], typer.Option("--gate-step", min=1, max=1_000_000, metavar="N", help="Forwards between two gated windows (default: a quarter of --window-forwards).", show_default=False)]
-RingOpt = Annotated[int, typer.Option("--ring-forwards", min=1, max=10_000_000, metavar="N", help="Forwards kept per server for the windows (72 bytes each): bounds memory whatever the log's length.")]
+RingOpt = Annotated[int, typer.Option("--ring-forwards", min=1, max=10_000_000, metavar="N", help="Forwards kept per server for the windows (73 bytes each): bounds memory whatever the log's length.")]
 IntervalOpt = Annotated[float, typer.Option("--interval", min=0.05, max=3600.0, metavar="SECONDS", help="Seconds between two updates (live view, JSON lines, exporter, --metrics-url scrapes).")]
 RecommendEveryOpt = Annotated[float, typer.Option("--recommend-every", min=0.0, max=86_400.0, metavar="SECONDS", help="Seconds between two fits of the recommended list to the forwards window (0: only at the end).")]
 BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline-trace", metavar="TRACE", help="The trace the list was planned on (any format plan reads): the windows report the drift of their size distribution from it.", show_default=False)]
@@ -57,7 +57,9 @@ def snapshot_view(snap: WatchSnapshot) -> RenderableType:
         if server.refusal:
             parts.append(Text(f"{server.name}: REFUSED: {server.refusal}"))
             continue
-        table = Table(title=f"{server.name}: {server.forwards:,} forwards, {len(server.buckets)} buckets up to "
+        current = server.current
+        launch = "" if current is None else f"launch {current.launch} (from line {current.first_line:,}): "
+        table = Table(title=f"{server.name}: {server.forwards:,} forwards; {launch}{len(server.buckets)} buckets up to "
                       f"{max(server.buckets, default=0):,}", title_justify="left")
         for name in ("window", "dp", "forwards", "observed", "modelled", "padding", "> largest", "unexplained eager", "other eager (model)", "drift"):
             table.add_column(name, justify="left" if name in ("window", "dp", "other eager (model)") else "right")
@@ -72,6 +74,12 @@ def snapshot_view(snap: WatchSnapshot) -> RenderableType:
                           f"{ev.eager.get('above_largest_bucket', 0):,}", "-" if ob is None else f"{ob.unexplained_eager:,}",
                           _eager_text(ev.eager), "-" if drift is None else f"{drift:.3f}")
         parts.append(table)
+        if len(server.launches) > 1:  # a restart: each launch judged under its own settings
+            parts.append(Text("  launches (restarts; each under its own settings): " + "; ".join(
+                f"{v.launch} from line {v.first_line:,}: {v.forwards:,} forwards, {len(v.buckets)} buckets up to {max(v.buckets, default=0):,}, "
+                f"modelled {_pct(v.evaluation.coverage)}" for v in server.launches)))
+        if current is not None and current.assumed:
+            parts.append(Text("  assumed for launch " + f"{current.launch}: " + "; ".join(a.text() for a in current.assumed)))
         gain = server.gain
         if isinstance(gain, str):
             parts.append(Text(f"  refit on the forwards window: {gain}"))
@@ -150,7 +158,8 @@ def watch(
     and what a refitted list would gain, over the run and rolling windows, per server and DP rank.
 
     Each server's settings are read from its log's start-up output, as `plan` reads them (options
-    override). A server whose prefill graphs are off (resolved disabled, no prefill capture line,
+    override); a server restarted into the same log is judged under the new launch's settings
+    from its first forward on. A server whose prefill graphs are off (resolved disabled, no prefill capture line,
     a capture line with 0 buckets) is refused in one line and fails the run.
 
     Gates (config `gates:`, --min-observed-coverage, --min-coverage, --max-eager, ...) are checked

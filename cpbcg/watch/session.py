@@ -8,6 +8,13 @@ over the last `window_seconds` seconds, for the server and for each attention-DP
 `recommend_every_s` (and at the end) the optimiser fits a list to the forwards window
 (`window_gain`).
 
+Restarts. A server restarted into the same log begins a new launch (`sglang_settings`): from its
+first forward on, its forwards are judged under that launch's own settings (its list, CP size,
+chunk: `resolve` is called again with them), the run and the windows keep going across the
+restart (a window spanning it judges each launch's forwards under their own settings), and every
+snapshot says the launch and what each launch assumed (settings its log does not state). A launch
+whose start-up output says its prefill graphs are off is refused like a first one.
+
 Gates (`cpbcg.check.gates.check_gates`, replay-check's) are checked over the whole run at the end
 and over every full forwards window, one every `gate_step` forwards (the window ending at forward
 `W`, `W + step`, ...: the same windows whatever the reading speed); the worst window per gate is
@@ -27,10 +34,11 @@ from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.observed import ObservedComparison
+from cpbcg.planner.observed import AssumedSetting, ObservedComparison, settings_document
 from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.planner.traces.sglang_settings import LogSettings
-from cpbcg.planner.window import ForwardRing, RunTally, WindowGain, WindowStats, take, window_gain, window_stats
+from cpbcg.planner.window import (ForwardRing, LaunchSetup, RunTally, Window, WindowGain, WindowStats, rank_window, take, window_gain,
+                                  window_stats)
 from cpbcg.watch.scrape import SglangMetrics, scrape
 from cpbcg.watch.sglang_lines import LogLines
 
@@ -57,7 +65,7 @@ class WatchOptions:
     window_seconds: float = 60.0
     """Seconds in the time window."""
     ring_forwards: int = 131_072
-    """Forwards kept per server (bounds memory: 72 bytes each); the time window holds at most these."""
+    """Forwards kept per server (bounds memory: 73 bytes each); the time window holds at most these."""
     gate_step: int | None = None
     """Forwards between two gated windows; None = a quarter window."""
     interval_s: float = 1.0
@@ -84,6 +92,8 @@ class Resolved:
     gates: Gates
     table: BucketTable
     notes: tuple[str, ...] = ()
+    assumed: tuple[AssumedSetting, ...] = ()
+    """Settings the log (this launch) does not state, at the value they are planned at (`api.assumed_settings`)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,30 @@ class RankView:
 
 
 @dataclass(frozen=True)
+class LaunchView:
+    """One launch of a server's log (a restart begins the next) since the start of the run."""
+
+    launch: int
+    """1-based launch of the log."""
+    first_line: int
+    """Line the launch begins on."""
+    forwards: int
+    buckets: tuple[int, ...]
+    """The list its forwards are modelled with (tokens)."""
+    evaluation: Evaluation
+    """Its forwards under its own settings (modelled)."""
+    settings: LogSettings
+    """Its settings as read from the log (each with its source line)."""
+    assumed: tuple[AssumedSetting, ...]
+    """Settings the log does not state, with the value assumed and the option that sets each."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"launch": self.launch, "first_line": self.first_line, "forwards": self.forwards, "buckets": list(self.buckets),
+                "totals": self.evaluation.to_dict(), **settings_document(self.settings),
+                "assumed": [{"key": a.key, "value": a.value, "option": a.option} for a in self.assumed]}
+
+
+@dataclass(frozen=True)
 class ServerView:
     """One server (log) in a snapshot."""
 
@@ -135,10 +169,22 @@ class ServerView:
     nonprefill: int
     refusal: str | None
     buckets: tuple[int, ...] = ()
+    """The current launch's list (tokens)."""
+    launch: int = 0
+    """The launch being judged now (1-based; 0 before the first is resolved)."""
+    launches: tuple[LaunchView, ...] = ()
+    """Every launch with forwards in the run, in order (the current one last)."""
+
+    @property
+    def current(self) -> LaunchView | None:
+        return next((v for v in self.launches if v.launch == self.launch), None)
 
     def to_dict(self) -> dict[str, object]:
+        current = self.current
         return {
-            "server": self.name, "forwards": self.forwards, "buckets": list(self.buckets),
+            "server": self.name, "forwards": self.forwards, "buckets": list(self.buckets), "launch": self.launch,
+            "assumed": [] if current is None else [{"key": a.key, "value": a.value, "option": a.option} for a in current.assumed],
+            "launches": [v.to_dict() for v in self.launches],
             "totals": None if self.evaluation is None else self.evaluation.to_dict(),
             "observed": None if self.observed is None else self.observed.to_dict(),
             "ranks": [r.to_dict() for r in self.ranks],
@@ -199,6 +245,10 @@ class _Server:
     metrics_url: str | None
     lines: LogLines = field(init=False)
     resolved: Resolved | None = None
+    """The current launch's."""
+    launch: int = 0
+    """The launch resolved last (0: none yet)."""
+    launches: dict[int, tuple[Resolved, LaunchSetup]] = field(default_factory=dict)
     run: RunTally | None = None
     ring: ForwardRing | None = None
     refusal: str | None = None
@@ -213,13 +263,17 @@ class _Server:
     def __post_init__(self) -> None:
         self.lines = LogLines(self.follower.name)
 
+    def setup(self, launch: int) -> LaunchSetup:
+        """What launch `launch`'s forwards are judged with (resolved before its first forward is added)."""
+        return self.launches[launch][1]
+
     @property
     def done(self) -> bool:
         return self.refusal is not None or self.follower.eof
 
 
-def refusal_of(settings: LogSettings, lines: LogLines, forwards_began: bool = True) -> str | None:
-    """Why a server's prefill graphs are off by its start-up output, or None: resolved disabled,
+def refusal_of(settings: LogSettings, forwards_began: bool = True) -> str | None:
+    """Why a launch's prefill graphs are off by its start-up output, or None: resolved disabled,
     a capture line with 0 buckets, or a settings dump with no prefill capture line before the first
     `Prefill batch` (a log without start-up output is not judged; nor a missing capture line while
     `forwards_began` is False: a server still starting)."""
@@ -229,8 +283,8 @@ def refusal_of(settings: LogSettings, lines: LogLines, forwards_began: bool = Tr
                 "cuda_graph_backend_prefill", "cuda_graph_config")
         said = ", ".join(f"{k}={settings.server_args[k]!r}" for k in keys if k in settings.server_args)[:300]
         return f"{where}: prefill graphs resolved disabled ({said or 'the start-up settings'}): every prefill forward runs eagerly"
-    if lines.zero_buckets_line:
-        return f"{settings.path}:{lines.zero_buckets_line}: the prefill capture line lists 0 buckets: every prefill forward runs eagerly"
+    if settings.capture_line and not settings.captured:
+        return f"{settings.path}:{settings.capture_line}: the prefill capture line lists 0 buckets: every prefill forward runs eagerly"
     if forwards_began and settings.args_line and not settings.captured and settings.capture is None:
         return (f"{where}: no prefill capture line before the first Prefill batch: the server captured no prefill graph "
                 "(every prefill forward runs eagerly)")
@@ -308,30 +362,37 @@ class WatchSession:
         return self.options.max_forwards is not None and self.forwards >= self.options.max_forwards
 
     def _feed(self, server: _Server, first: int, blob: bytes, now: float) -> None:
-        if server.refusal is not None:
-            return
-        chunk = server.lines.feed(first, blob)
-        if server.resolved is None and server.lines.settings is not None:
-            self._resolve(server)
-        if chunk is None or server.refusal is not None or server.resolved is None:
-            return
-        limit = self.options.max_forwards
-        if limit is not None and self.forwards + chunk.num_forwards > limit:
-            chunk = take(chunk, slice(0, max(0, limit - self.forwards)))
-        self._add(server, chunk, now)
+        for chunk in server.lines.feed(first, blob):
+            if server.refusal is not None:
+                return
+            if chunk.launch != server.launch:
+                self._resolve(server, chunk.launch)
+                if server.refusal is not None:
+                    return
+            limit = self.options.max_forwards
+            if limit is not None and self.forwards + chunk.num_forwards > limit:
+                chunk = take(chunk, slice(0, max(0, limit - self.forwards)))
+            if chunk.num_forwards:
+                self._add(server, chunk, now)
 
-    def _resolve(self, server: _Server, forwards_began: bool = True) -> None:
-        settings = server.lines.resolve()
-        server.refusal = refusal_of(settings, server.lines, forwards_began)
+    def _resolve(self, server: _Server, launch: int, forwards_began: bool = True) -> None:
+        """Resolve launch `launch` of `server` (its settings are complete: its first forward was read)."""
+        settings = server.lines.settings(launch)
+        server.refusal = refusal_of(settings, forwards_began)
         if server.refusal is not None:  # judged before the settings are: a refused server's may not even load
             return
         resolved = self.resolve(settings)
-        server.resolved = resolved
+        if server.launch:
+            self.note(f"cpbcg: note: {server.follower.name}: launch {launch} (a restart at line {settings.first_line}): its forwards "
+                      "are judged under its own settings from here")
         for line in resolved.notes:
             self.note(line)
-        server.run = RunTally(resolved.deployment, resolved.table, settings)
-        server.ring = ForwardRing(max(self.options.ring_forwards, self.options.window_forwards))
-        server.next_gate = self.options.window_forwards
+        server.resolved, server.launch = resolved, launch
+        server.launches[launch] = (resolved, LaunchSetup(resolved.deployment, resolved.table, settings, resolved.assumed))
+        if server.run is None:
+            server.run = RunTally(server.setup, launch)
+            server.ring = ForwardRing(max(self.options.ring_forwards, self.options.window_forwards))
+            server.next_gate = self.options.window_forwards
 
     def _add(self, server: _Server, chunk: ObservedForwards, now: float) -> None:
         """Tally `chunk`, cut at the gated windows' ends so every gated window is the same whatever the reads."""
@@ -356,10 +417,11 @@ class WatchSession:
             self._baselines[id(resolved)] = self.baseline_of(resolved)
         return self._baselines[id(resolved)]
 
-    def _window(self, server: _Server, window: ObservedForwards) -> WindowStats:
-        assert server.resolved is not None
-        r = server.resolved
-        return window_stats(window, r.deployment, r.table, server.lines.settings, self._baseline(r))
+    def _window(self, server: _Server, window: Window) -> WindowStats:
+        """`window` judged, each launch under its own settings; drift against the baseline over its latest launch's list."""
+        latest = server.launches[window[-1].launch][0] if window else server.resolved
+        assert latest is not None
+        return window_stats(window, server.setup, self._baseline(latest), server.launch)
 
     def _gate_window(self, server: _Server) -> None:
         assert server.resolved is not None and server.ring is not None
@@ -415,18 +477,30 @@ class WatchSession:
                 per = {"all": self._window(server, window)}
                 if len(ranks) > 1:
                     for rank in ranks:
-                        per[str(rank.dp_rank)] = self._window(server, take(window, window.dp_rank == rank.dp_rank))
+                        per[str(rank.dp_rank)] = self._window(server, rank_window(window, rank.dp_rank))
                 windows[kind] = per
         return ServerView(server.follower.name, 0 if server.run is None else server.run.forwards, evaluation, observed, ranks, windows,
                           server.gain, server.metrics, server.metrics_error, server.metrics_errors, server.follower.rotations,
                           server.follower.truncations, s.records, s.folded_copies, s.unreadable, s.nonprefill, server.refusal,
-                          () if server.resolved is None else tuple(server.resolved.table.capture_num_tokens.tolist()))
+                          () if server.resolved is None else tuple(server.resolved.table.capture_num_tokens.tolist()), server.launch,
+                          self._launch_views(server))
+
+    def _launch_views(self, server: _Server) -> tuple[LaunchView, ...]:
+        if server.run is None:
+            return ()
+        views = []
+        for launch, evaluation in server.run.launch_evaluations().items():
+            setup = server.setup(launch)
+            settings = setup.settings or LogSettings(launch=launch)
+            views.append(LaunchView(launch, settings.first_line, server.run.launch_forwards.get(launch, 0),
+                                    tuple(setup.table.capture_num_tokens.tolist()), evaluation, settings, setup.assumed))
+        return tuple(views)
 
     def _nothing_read(self, server: _Server) -> None:
         """A server that printed no readable `Prefill batch` line: refused when it has gates to check
         (a canary must not pass on a server that served nothing, or logs below INFO)."""
         if server.resolved is None:
-            self._resolve(server, forwards_began=server.lines.settings is not None)
+            self._resolve(server, server.lines.launch, forwards_began=server.lines.summary.records > 0)
         if server.resolved is not None and server.resolved.gates != Gates():
             server.refusal = (f"{server.follower.name}: no readable Prefill batch line in {self.clock() - self.start:.0f} s "
                               "(a server that served no prefill, or logs below INFO): the gates had nothing to check")
@@ -449,5 +523,6 @@ class WatchSession:
                 unchecked.append(f"{server.follower.name}: {server.run.forwards if server.run else 0:,} forwards, fewer than one "
                                  f"{self.options.window_forwards:,}-forward window: the window gates were not checked")
         refusals = tuple(s.refusal for s in self.servers if s.refusal is not None)
-        notes = tuple(line for s in self.servers if (line := s.lines.summary.skipped_note(s.follower.name)) is not None)
+        notes = tuple(line for s in self.servers for line in (s.lines.summary.launches_note(s.follower.name),
+                                                              s.lines.summary.skipped_note(s.follower.name)) if line is not None)
         return WatchReport(snap, tuple(gates), refusals, stopped_by, tuple(unchecked), notes)

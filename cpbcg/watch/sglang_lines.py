@@ -1,22 +1,21 @@
 """The one adapter between `cpbcg watch` and the SGLang log reader: new whole lines in, forwards out.
 
 A followed log arrives a few lines at a time. `LogLines.feed` hands each blob of whole lines to
-the reader `plan` uses (`cpbcg.planner.traces.sglang_log.LogReader`, one blob at a time, with its
-folding of PP-stage / attention-CP copies kept across blobs), and the start-up lines before the
-first `Prefill batch` to the settings scan `read_log_settings` runs
-(`cpbcg.planner.traces.sglang_settings`). So a log followed to its end gives exactly the forwards,
-skips and settings `plan` reads from the finished file. Nothing else in `cpbcg.watch` touches the
-reader: when the reader changes (launches, per-launch settings, incremental parsing), this module
-is the one to re-point.
+the parser `plan` reads a log with (`cpbcg.planner.traces.sglang_log.LogParser`, its `feed`:
+the same line prefilter, launches and folding of PP-stage / attention-CP copies kept across
+blobs; `LogParser.chunks`): `ObservedForwards` chunks, one per launch the blob touches (a
+chunk never spans a restart: `ObservedForwards.launch`). Each launch's settings are the
+parser's (`LogParser.scan`, `sglang_settings.LaunchScan.launch`), complete before the launch's
+first forward. So a log followed to its end gives exactly the forwards, skips, launches and
+per-launch settings `plan` reads from the finished file. Nothing else in `cpbcg.watch` touches
+the reader.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from cpbcg.planner.traces.records import ObservedForwards
-from cpbcg.planner.traces.sglang_log import DETECT_BYTES, MARK, LogReader, LogSummary
-from cpbcg.planner.traces.sglang_settings import LogSettings, _Scan
+from cpbcg.planner.traces.sglang_log import LogParser, LogSummary
+from cpbcg.planner.traces.sglang_settings import LogSettings
 
 
 class LogLines:
@@ -25,36 +24,25 @@ class LogLines:
     def __init__(self, name: str):
         self.name = name
         """How the log is named in messages (its path, `<stdin>`)."""
-        self._reader = LogReader(name)
-        self._scan: _Scan | None = _Scan()
-        self._head_bytes = 0
-        self.settings: LogSettings | None = None
-        """The start-up settings, once the first `Prefill batch` line arrived (None before)."""
-        self.zero_buckets_line = 0
-        """Line of a prefill capture line that listed no bucket (`num_tokens=[]`), else 0."""
+        self._parser = LogParser(name)
 
     @property
     def summary(self) -> LogSummary:
-        """What the reader kept, folded and skipped so far (`printers`/`dp_ranks` are not filled)."""
-        return self._reader.summary
+        """What the parser kept, folded and skipped so far (launches included)."""
+        return self._parser.summary
 
-    def feed(self, first_line: int, blob: bytes) -> ObservedForwards | None:
-        """The forwards of `blob` (whole lines, the first numbered `first_line`), or None.
-        Raises `TraceError` for a line longer than the reader's limit."""
-        if self._scan is not None:
-            stop = blob.find(MARK)
-            if self._head_bytes < DETECT_BYTES:
-                self._scan.scan(first_line, blob if stop < 0 else blob[:stop])
-                self._head_bytes += len(blob)
-            if stop >= 0:
-                self.resolve()
-        return self._reader._read_blob(first_line, blob)
+    @property
+    def launch(self) -> int:
+        """1-based launch being read (a restart into the same log begins the next)."""
+        return self._parser.scan.current
 
-    def resolve(self) -> LogSettings:
-        """The settings read so far, fixed (at the first `Prefill batch` line, or at the end)."""
-        if self._scan is not None:
-            scan, self._scan = self._scan, None
-            self.zero_buckets_line = scan.captured_line if scan.captured_line and not scan.captured else 0
-            self.settings = replace(scan.result(), path=self.name)
-        assert self.settings is not None
-        return self.settings
+    def settings(self, launch: int | None = None) -> LogSettings:
+        """Launch `launch`'s settings (1-based; None: the one being read) as read so far: complete
+        before the launch's first forward. Settings it does not state are absent (the caller's
+        resolution says them assumed)."""
+        return self._parser.scan.launch(self.launch if launch is None else launch)
+
+    def feed(self, first_line: int, blob: bytes) -> list[ObservedForwards]:
+        """The forwards of `blob` (whole lines, the first numbered `first_line`), one chunk per
+        launch, in log order (empty when the blob holds none): `LogParser.chunks`."""
+        return self._parser.chunks(first_line, blob)

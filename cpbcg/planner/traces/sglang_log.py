@@ -251,6 +251,24 @@ class LogParser:
             at = end
             yield from self.line(blob[start:end], line_no)
 
+    def chunks(self, first: int, blob: bytes) -> list[ObservedForwards]:
+        """The forwards of `blob` (whole lines from line `first`, as `feed`) as `ObservedForwards`
+        chunks, one per launch the blob touches, in log order (empty when it holds none): what
+        `LogReader` yields, blob by blob, and what a followed log (`cpbcg watch`) is fed."""
+        out: list[ObservedForwards] = []
+        rows: list[Row] = []
+        launch = self.scan.current
+        for event in self.feed(first, blob):
+            if event.kind == "launch":
+                if rows:
+                    out.append(_chunk(rows, launch))
+                rows, launch = [], event.launch
+            elif event.row is not None:
+                rows.append(event.row)
+        if rows:
+            out.append(_chunk(rows, launch))
+        return out
+
     def _take(self, rec: Record, line_no: int) -> Row | None:
         """The kept row of a record, or None (a folded copy or a skipped line, counted)."""
         s = self.summary
@@ -330,17 +348,7 @@ class LogReader:
         self._started = True
         for first, blob in iter_blob_chunks(self.path):
             check_blob_lines(self.path, first, blob)
-            rows: list[Row] = []
-            launch = self.parser.scan.current
-            for event in self.parser.feed(first, blob):
-                if event.kind == "launch":
-                    if rows:
-                        yield _chunk(rows, launch)
-                    rows, launch = [], event.launch
-                elif event.row is not None:
-                    rows.append(event.row)
-            if rows:
-                yield _chunk(rows, launch)
+            yield from self.parser.chunks(first, blob)
         s = self.summary
         if not s.forwards:
             what = f" ({s.unreadable + s.nonprefill:,} Prefill batch lines, none readable)" if s.records else ""

@@ -161,6 +161,8 @@ class LogSettings:
     """Line that printed the version (0: none)."""
     dump_line: int = 0
     """Line of the settings dump (0: the launch printed none)."""
+    capture_line: int = 0
+    """Line of the prefill capture line (0: none); with `captured` empty, one that listed no bucket (`num_tokens=[]`)."""
 
     def overrides(self) -> dict[str, Any]:
         """Dotted config keys -> values, for `load_config` (a layer under the command line)."""
@@ -391,7 +393,7 @@ class _Scan:
             tuple(settings), dict(a), self.args_line, tuple(self.captured), self._cost(), self.version, self.date,
             graphs, bool(a.get("enable_lora") or a.get("lora_paths")), self._notes(cp, graphs, graphs_origin), "",
             self.launch, self.first_line, dict(self.flags), dict(self.resolved), dict(self.ranks), graphs_origin, self.version_line,
-            self.dump_line,
+            self.dump_line, self.captured_line,
         )
 
     def _cp_shown(self) -> LogSetting | None:
