@@ -19,11 +19,11 @@ _EXPORTS = {
     "GuaranteeResult": "cpbcg.api", "CaptureSettings": "cpbcg.graph_capture", "load_manifest": "cpbcg.manifest",
     "Deployment": "cpbcg.planner.deployment", "Evaluation": "cpbcg.planner.evaluate", "PlanResult": "cpbcg.planner.plan",
     "Recommendation": "cpbcg.planner.optimise.recommend", "RecommendSettings": "cpbcg.planner.optimise.recommend",
-    "Validation": "cpbcg.planner.optimise.recommend", "CheckReport": "cpbcg.check.gates", "Gates": "cpbcg.check.gates",
+    "Validation": "cpbcg.planner.optimise.recommend", "CheckReport": "cpbcg.gates.gates", "Gates": "cpbcg.gates.gates",
     "CPLayout": "cpbcg.planner.model.layout", "CaptureSpec": "cpbcg.planner.model.capacity", "CostModel": "cpbcg.planner.optimise.cost",
     "CpbcgError": "cpbcg.errors", "TraceError": "cpbcg.errors", "ConfigError": "cpbcg.errors", "ModelError": "cpbcg.errors",
     "ReadOptions": "cpbcg.planner.traces", "BatchSource": "cpbcg.planner.traces.sources", "PlanPart": "cpbcg.planner.plan",
-    "watch": "cpbcg.api", "WatchOptions": "cpbcg.watch.session", "WatchReport": "cpbcg.watch.session",
+    "watch": "cpbcg.api", "WatchOptions": "cpbcg.watching.session", "WatchReport": "cpbcg.watching.session",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol, Sequence, TypedDict
 
-from cpbcg.check.gates import (
+from cpbcg.gates.gates import (
     CheckReport, Gates, ReplayRecord, check_gates, count_of, parse_max_eager, replay_gate, sample_graph_batches,
 )
-from cpbcg.check.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
-from cpbcg.check.summary import cell, pct, summary_rows
+from cpbcg.gates.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
+from cpbcg.gates.summary import cell, pct, summary_rows
 from cpbcg.bucket_files import export_buckets, flags_file_words
 from cpbcg.config import DeploymentConfig, load_config, preset_names
 from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
@@ -60,7 +60,7 @@ from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
 from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
-from cpbcg.watch.session import WatchOptions, WatchReport, WatchSnapshot
+from cpbcg.watching.session import WatchOptions, WatchReport, WatchSnapshot
 
 if TYPE_CHECKING:
     from cpbcg.graph_capture.records import CaptureResult
@@ -1143,14 +1143,14 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
           baseline_trace: str | Path | None = None, on_snapshot: Callable[[WatchSnapshot], None] | None = None,
           note: Callable[[str], None] = lambda text: None) -> WatchReport:
     """`cpbcg watch`: follow running servers' logs (`-`: standard input) and judge their prefill
-    graphs over the run and rolling windows (`cpbcg.watch.session`). Each server runs under the
+    graphs over the run and rolling windows (`cpbcg.watching.session`). Each server runs under the
     config, its log's start-up settings and `overrides` (the layers `plan` reads a log with), and
     is gated by the config's `gates:`, `overrides` and `max_eager`. `baseline_trace`: the trace
     the list was planned on (any format `plan` reads), for drift. Raises `ConfigError`, `TraceError`."""
     from cpbcg.planner.arrays import FloatArray
     from cpbcg.planner.window import size_histogram
-    from cpbcg.watch.run import watch_logs
-    from cpbcg.watch.session import Resolved
+    from cpbcg.watching.run import watch_logs
+    from cpbcg.watching.session import Resolved
 
     overrides = {**overrides, **max_eager_overrides(max_eager or [])}
     if baseline_trace is not None and not is_stdin(baseline_trace) and not Path(baseline_trace).is_file():

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, StrictInt, StrictStr, ValidationError, ValidationInfo, field_validator, model_validator
 
-from cpbcg.check.gates import Gates
+from cpbcg.gates.gates import Gates
 from cpbcg.settings import MAX_INT32, MAX_INT64, setting
 from cpbcg.errors import ConfigError, CpbcgError
 from cpbcg.bucket_files import flags_file_words, is_bucket_file, resolve_bucket_spec

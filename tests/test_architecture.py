@@ -151,7 +151,7 @@ def test_no_planner_module_reads_an_input_file():
 
 def test_layers_point_down_between_packages():
     # cli -> api -> (check, capture, config, manifest, documents, notes) -> planner; never back up
-    order = ["cpbcg.cli", "cpbcg.api", "cpbcg.watch", "cpbcg.check", "cpbcg.graph_capture", "cpbcg.planner"]
+    order = ["cpbcg.cli", "cpbcg.api", "cpbcg.watching", "cpbcg.gates", "cpbcg.graph_capture", "cpbcg.planner"]
     graph = _package_graph(FULL_GRAPH)
     for i, upper in enumerate(order):
         for lower in order[i + 1:]:
@@ -191,3 +191,19 @@ def test_every_source_folder_is_a_package():
     # setuptools' find_packages skips folders without __init__.py: `pip install .` would drop them
     folders = {p.parent for p in PACKAGE.rglob("*.py")}
     assert sorted(str(f) for f in folders if not (f / "__init__.py").exists()) == []
+
+
+def test_every_public_name_is_what_the_readme_documents_even_after_its_neighbours_load():
+    # `cpbcg.check` once became the `cpbcg.check` gates package as soon as anything imported it
+    # (`TypeError: 'module' object is not callable`); no public name may share a subpackage's name
+    code = (
+        "import types, cpbcg, cpbcg.api, cpbcg.gates.gates, cpbcg.watching.session, cpbcg.graph_capture, cpbcg.planner.plan\n"
+        "print(sorted(n for n in cpbcg.__all__ if n != '__version__' and isinstance(getattr(cpbcg, n), types.ModuleType)), "
+        "callable(cpbcg.check), callable(cpbcg.watch), cpbcg.check.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[] True True cpbcg.api"
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    import cpbcg
+
+    assert not subpackages & set(cpbcg.__all__), "a public name is also a subpackage: importing it replaces the function"

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import cpbcg.cli.trace_progress as trace_progress
 from cpbcg import api
-from cpbcg.check.gates import Gates
+from cpbcg.gates.gates import Gates
 from cpbcg.cli import app
 from cpbcg.notes import FORMAT_LABELS
 from cpbcg.planner.model.bound import bound_active, bound_demand, worst_forward_rows

@@ -1,4 +1,4 @@
-"""Gates (`cpbcg.check.gates`) and CI reports (`cpbcg.check.reports`): every gate passing and failing with
+"""Gates (`cpbcg.gates.gates`) and CI reports (`cpbcg.gates.reports`): every gate passing and failing with
 exact messages, `--max-eager` parsing, replay sampling, JUnit parsed back, exact annotations."""
 
 import xml.etree.ElementTree as ET
@@ -6,16 +6,16 @@ import xml.etree.ElementTree as ET
 import orjson
 import pytest
 
-from cpbcg.check.gates import Gates as GateConfig
+from cpbcg.gates.gates import Gates as GateConfig
 from cpbcg.errors import ConfigError
-from cpbcg.check.gates import (
+from cpbcg.gates.gates import (
     CheckReport, ReplayRecord, check_gates, count_of, format_value, parse_max_eager, replay_gate, sample_graph_batches,
 )
 from cpbcg.planner.model.bucket_spec import sglang_default_buckets
 from cpbcg.planner.evaluate import evaluate
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.check.reports import (
+from cpbcg.gates.reports import (
     append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown,
 )
 

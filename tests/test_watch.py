@@ -23,8 +23,8 @@ from cpbcg import api
 from cpbcg.cli import app
 from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.window import ForwardRing, concat, forwards_of, size_histogram, take, total_variation
-from cpbcg.watch.follow import FileFollower, StreamFollower
-from cpbcg.watch.scrape import parse_metrics
+from cpbcg.watching.follow import FileFollower, StreamFollower
+from cpbcg.watching.scrape import parse_metrics
 from sglang_log_fixtures import default_buckets, prefill_line, startup_lines, write_log
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -464,7 +464,7 @@ def test_the_dashboard_and_the_alert_rules_use_only_exported_metrics():
 
     import yaml
 
-    from cpbcg.watch.exporter import COUNTERS, GAUGES, PREFIX
+    from cpbcg.watching.exporter import COUNTERS, GAUGES, PREFIX
 
     exported = {f"{PREFIX}{n}_total" for n in COUNTERS} | {PREFIX + n for n in GAUGES}
     dashboard = orjson.loads((ROOT / "deploy" / "grafana" / "cpbcg-watch.json").read_bytes())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterator
 
-from cpbcg.watch.session import WatchSnapshot
+from cpbcg.watching.session import WatchSnapshot
 
 PREFIX = "cpbcg_"
 

@@ -7,7 +7,7 @@ blobs; `LogParser.chunks`): `ObservedForwards` chunks, one per launch the blob t
 chunk never spans a restart: `ObservedForwards.launch`). Each launch's settings are the
 parser's (`LogParser.scan`, `sglang_settings.LaunchScan.launch`), complete before the launch's
 first forward. So a log followed to its end gives exactly the forwards, skips, launches and
-per-launch settings `plan` reads from the finished file. Nothing else in `cpbcg.watch` touches
+per-launch settings `plan` reads from the finished file. Nothing else in `cpbcg.watching` touches
 the reader.
 """
 

@@ -11,7 +11,7 @@ A gate is a threshold on one number of an `Evaluation` (the same numbers `plan` 
 * `replay_verified` (only with `--replay N`): replays through freshly captured graphs whose
   output differed from eager, `<= 0`.
 
-The library never prints; the CLI and `cpbcg.check.reports` render `GateResult`s.
+The library never prints; the CLI and `cpbcg.gates.reports` render `GateResult`s.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ from pathlib import Path
 import orjson
 
 from cpbcg.atomic import write_atomic
-from cpbcg.check.gates import CheckReport, GateResult, count_of
+from cpbcg.gates.gates import CheckReport, GateResult, count_of
 from cpbcg.documents import check_document
-from cpbcg.check.summary import summary_markdown, summary_text
+from cpbcg.gates.summary import summary_markdown, summary_text
 
 SUITE = "cpbcg.replay_check"
 """JUnit test-suite name and test-case class name."""

@@ -13,8 +13,8 @@ from cpbcg.errors import ConfigError
 from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.traces.text import is_stdin
-from cpbcg.watch.follow import FileFollower, StreamFollower
-from cpbcg.watch.session import Follower, Resolved, WatchOptions, WatchReport, WatchSession, WatchSnapshot
+from cpbcg.watching.follow import FileFollower, StreamFollower
+from cpbcg.watching.session import Follower, Resolved, WatchOptions, WatchReport, WatchSession, WatchSnapshot
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -60,7 +60,7 @@ def watch_logs(logs: Sequence[str], resolve: Callable[[LogSettings], Resolved], 
     subscribers: list[Callable[[WatchSnapshot], None]] = []
     try:
         if address is not None:
-            from cpbcg.watch.exporter import Exporter
+            from cpbcg.watching.exporter import Exporter
 
             exporter = Exporter(*address)
             subscribers.append(exporter.publish)

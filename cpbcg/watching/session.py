@@ -15,7 +15,7 @@ restart (a window spanning it judges each launch's forwards under their own sett
 snapshot says the launch and what each launch assumed (settings its log does not state). A launch
 whose start-up output says its prefill graphs are off is refused like a first one.
 
-Gates (`cpbcg.check.gates.check_gates`, replay-check's) are checked over the whole run at the end
+Gates (`cpbcg.gates.gates.check_gates`, replay-check's) are checked over the whole run at the end
 and over every full forwards window, one every `gate_step` forwards (the window ending at forward
 `W`, `W + step`, ...: the same windows whatever the reading speed); the worst window per gate is
 reported. A server whose start-up output says its prefill graphs are off (resolved disabled, no
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol, Sequence
 
-from cpbcg.check.gates import GateResult, Gates, check_gates
+from cpbcg.gates.gates import GateResult, Gates, check_gates
 from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
@@ -39,8 +39,8 @@ from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.window import (ForwardRing, LaunchSetup, RunTally, Window, WindowGain, WindowStats, rank_window, take, window_gain,
                                   window_stats)
-from cpbcg.watch.scrape import SglangMetrics, scrape
-from cpbcg.watch.sglang_lines import LogLines
+from cpbcg.watching.scrape import SglangMetrics, scrape
+from cpbcg.watching.sglang_lines import LogLines
 
 
 class Follower(Protocol):
