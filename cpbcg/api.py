@@ -17,73 +17,75 @@ import glob
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol, Sequence, TypedDict
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from cpbcg.gates.gates import (
-    CheckReport, Gates, ReplayRecord, check_gates, count_of, parse_max_eager, replay_gate, sample_graph_batches,
+    CheckReport, Gates, ReplayRecord, check_gates, parse_max_eager, replay_gate, sample_graph_batches,
 )
-from cpbcg.gates.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
-from cpbcg.gates.summary import cell, pct, summary_rows
-from cpbcg.bucket_files import export_buckets, flags_file_words
-from cpbcg.config import DeploymentConfig, load_config, preset_names
-from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
+from cpbcg.bucket_files import flags_file_words
+from cpbcg.config import DeploymentConfig, load_config
+from cpbcg.errors import CaptureError, ConfigError, TraceError
 from cpbcg.inputs import file_identity
-from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
+from cpbcg.manifest import MANIFEST_KEYS, Manifest
 from cpbcg.notes import (
-    ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes,
-    source_note,
+    log_settings_notes,
 )
-from cpbcg.planner.choices import Fold
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.model.bucket_spec import parse_positive_list
 from cpbcg.planner.model.explain import BatchExplanation, explain_batch
-from cpbcg.planner.model.capacity import capture_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.optimise.compare import Comparison, ParetoPoint, compare_recommendation
 from cpbcg.planner.optimise.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
-from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation, RecommendSettings, TradeOff, default_chunk_tokens
-from cpbcg.planner.plan import PlanPart, PlanResult, plan as _plan, plan_traffic
-from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, default_workers, load_jobs, parse_load_factors, request_profile, untimed_rates
-from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedComparison, ObservedTally
+from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
+from cpbcg.planner.plan import PlanResult, plan as _plan, plan_traffic
+from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, load_jobs, request_profile, untimed_rates
+from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally
 from cpbcg.planner.traces import detect
 from cpbcg.planner.traces.registry import format_info
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
-from cpbcg.planner.traces.text import display, is_stdin
-from cpbcg.planner.server import ResolvedServer, ServerCheck, deployment_server_check
-from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
-from cpbcg.planner.words import counted
+from cpbcg.planner.traces.text import is_stdin
+from cpbcg.planner.server import ServerCheck, deployment_server_check
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
-from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 from cpbcg.watching.session import WatchOptions, WatchReport, WatchSnapshot
 
 if TYPE_CHECKING:
     from cpbcg.graph_capture.records import CaptureResult
 
-__all__ = [  # what the commands (and notebooks) use; the result types are re-exported for annotations
-    "KNEE_RULE", "TradeOff",
-    "counted", "BatchExplanation", "BatchSource", "BatchTrace", "CaptureResult", "CheckReport", "Comparison", "Deployment", "Evaluation",
-    "Gates", "GuaranteeReport", "GuaranteeResult", "Layout", "Manifest", "ParetoPoint", "PlanReport", "PlanRequest",
-    "PlanResult", "ReadOptions", "Recommendation", "RecommendSettings", "ReplayRecord", "ResolvedServer", "ServerCheck", "ServerVerdict",
-    "append_step_summary", "batch_trace", "check_server",
-    "batches", "capture", "cell", "check", "check_trace", "count_of", "evaluate", "explain", "github_annotations", "guarantee",
-    "guarantee_request_count", "ignored_options_note", "ignored_options_warning", "junit_xml", "layout",
-    "load_config_and_deployment", "load_deployment", "load_manifest", "load_plan_deployment", "max_eager_overrides",
-    "open_trace", "parse_max_eager", "pct", "plan", "plan_command", "plan_report", "preset_table", "recommend", "report_header", "server_check",
-    "report_json", "step_summary_markdown", "summary_rows",
-    "LogSettings", "ObservedComparison", "LogObserved", "LaunchModel", "assumed_settings", "launch_resolver", "observe_log",
-    "common_log_settings", "capture_settings", "default_workers", "log_settings", "parse_load_factors", "rate_notes",
-    "trace_paths", "traffic_jobs",
-    "watch", "watch_options", "WatchOptions", "WatchReport", "WatchSnapshot",
+__all__ = [  # the library facade: only what this module defines (result types live with the code that makes them)
+    "ASSUMED_OPTIONS",
+    "GuaranteeResult",
+    "REACHED_SHARE",
+    "SimulatedLoad",
+    "assumed_settings",
+    "capture",
+    "check",
+    "common_log_settings",
+    "evaluate",
+    "explain",
+    "guarantee",
+    "launch_resolver",
+    "load_config_and_deployment",
+    "load_deployment",
+    "load_model_rates",
+    "log_settings",
+    "max_eager_overrides",
+    "observe_log",
+    "open_trace",
+    "plan",
+    "rate_notes",
+    "recommend",
+    "report_header",
+    "server_check",
+    "trace_paths",
+    "traffic_jobs",
+    "watch",
+    "with_manifest_cost",
 ]
 
-PARETO_MAX_BUCKETS = 128
-"""With a comparison or a plot the optimiser also finds the best list of every count up to this."""
 
 
 def load_config_and_deployment(
@@ -403,7 +405,7 @@ def _sources_of(trace: Sequence[BatchSource] | Iterable[BatchSet]) -> list[Batch
     return None
 
 
-def _refuse_repeated(paths: Sequence[Path]) -> None:
+def refuse_repeated(paths: Sequence[Path]) -> None:
     """`TraceError` when one trace file (or standard input) is given twice, directly or through a
     directory or glob: each trace is one server's traffic, and planning it twice would count its
     forwards twice without a word."""
@@ -463,7 +465,7 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
     source = open_trace(trace_path, deployment, trace_format=trace_format, options=options, progress=progress)
     if replay and source.is_bound:
         raise ConfigError(f"{describe_source(trace_path)}: an SGLang server log gives forward sizes, not extend lengths: nothing to replay through graphs")
-    several = _simulated_loads(source, rates) > 1
+    several = simulated_loads(source, rates) > 1
     planned = (plan([source], deployment, None, table, on_chunk, rates=rates, progress=progress) if several
                else _observed_plan(source, deployment, None, table if manifest is not None else None, on_chunk,
                                    None if manifest is not None else resolve_launch))
@@ -482,7 +484,7 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
     return CheckReport(header, ev, results, replays, planned.observed, parts=parts), source
 
 
-def _simulated_loads(source: BatchSource, rates: Sequence[float] | str | None) -> int:
+def simulated_loads(source: BatchSource, rates: Sequence[float] | str | None) -> int:
     """How many Poisson rates the request trace `source` is simulated at under `rates` (`plan`'s
     load model, `traffic.untimed_rates`): 0 for a trace with arrival times or another kind."""
     if rates is None or source.spec is None or source.simulation is None:
@@ -529,287 +531,30 @@ def explain(extend_seq_lens: list[int], deployment: Deployment) -> BatchExplanat
     return explain_batch(extend_seq_lens, deployment.cp, deployment.table(), deployment.max_padding_factor)
 
 
-@dataclass(frozen=True)
-class Layout:
-    """`cpbcg layout`: one batch explained under a deployment."""
-
-    deployment: Deployment
-    explanation: BatchExplanation
 
 
-@dataclass(frozen=True)
-class ServerVerdict:
-    """`cpbcg check-server`: what SGLang 0.5.23 does with a launch command, a model and a GPU."""
-
-    server: ResolvedServer
-    """The start-up resolution (values with sources, refusals, CP graphs)."""
-    captured: tuple[int, ...]
-    """The prefill graph list as the CP runner captures it (rounded up to multiples of the CP
-    size, below the smallest CP-active forward dropped; tokens). Empty without CP graphs."""
-    capture_note: str | None
-    """What the rounding changed (None: nothing)."""
-
-    @property
-    def exit_code(self) -> int:
-        """0: starts with CP prefill graphs; 1: refuses to start or runs without them."""
-        return 0 if self.server.cp_graphs else 1
-
-    def to_dict(self) -> dict[str, object]:
-        return {**self.server.summary(), "captured": list(self.captured), "capture_note": self.capture_note}
 
 
-def check_server(config: str | None = None, overrides: Mapping[str, object] | None = None) -> ServerVerdict:
-    """0.5.23's start-up resolution of the config's server (`--server-args`, `--model-config`,
-    `--gpu` in `overrides`), and the prefill list its CP runner captures. Raises `ConfigError`
-    for bad input."""
-    cfg, deployment = load_config_and_deployment(config, overrides)
-    server = cfg.server_resolution
-    assert server is not None  # load_config resolves every config
-    captured: tuple[int, ...] = ()
-    note = None
-    if server.cp_graphs and server.prefill_graph_bs.value:
-        try:
-            prepared = capture_buckets(list(server.prefill_graph_bs.value), deployment.cp)
-        except ModelError as exc:
-            note = str(exc)
-        else:
-            captured, note = prepared.capture_num_tokens, prepared.note
-    return ServerVerdict(server, captured, note)
 
 
-def layout(extend_seq_lens: list[int], config: str | None = None, overrides: Mapping[str, object] | None = None) -> Layout:
-    """`explain` under the deployment of `config` and dotted `overrides` (`cpbcg layout`).
-    Raises `ConfigError`, `ModelError`."""
-    _, deployment = load_config_and_deployment(config, overrides)
-    return Layout(deployment, explain(extend_seq_lens, deployment))
 
 
-@dataclass
-class BatchTrace:
-    """The forwards of a trace as batch-trace lines (`cpbcg batches`): iterate `lines()` once;
-    then `forwards` and `num_lines` are the totals and `note()` the simulation note. A request
-    trace without timestamps is simulated at every rate `plan` simulates it at (`loads`, one
-    after the other in the file), so `plan` of the file written replays what `plan` of the trace does."""
-
-    source: BatchSource
-    """The opened trace."""
-    fold: str
-    """How identical forwards are merged: consecutive, all or none."""
-    on_chunk: Callable[[object], object] | None = None
-    """Called with each chunk of forwards read (a progress bar)."""
-    forwards: int = 0
-    """Prefill forwards written so far."""
-    num_lines: int = 0
-    """Lines written so far."""
-    loads: tuple[BatchesLoad, ...] = ()
-    """The Poisson loads of a trace without timestamps simulated at several rates, in order; empty
-    when `source` is simulated once."""
-    picked: bool = True
-    """Whether the rates of `loads` are the rate picker's (else `--rate` times the load factors)."""
-
-    def lines(self) -> Iterator[bytes]:
-        """`{"extend_seq_lens": [...], "count": k}` lines, identical batches folded into `count`."""
-        for line in batch_trace_lines(fold_batches(self._counted(), Fold(self.fold))):
-            self.num_lines += 1
-            yield line
-
-    def _counted(self) -> Iterator[BatchSet]:
-        for source in [load.source for load in self.loads] or [self.source]:
-            for chunk in source.batches:
-                self.forwards += int(chunk.counts.sum())
-                if self.on_chunk is not None:
-                    self.on_chunk(chunk)
-                yield chunk
-
-    warning: str | None = None
-    """Request-trace options given for a batch stream, which it ignores (None: none)."""
-
-    def note(self) -> str | None:
-        """The simulation note once `lines()` has been read (None for a batch stream)."""
-        if not self.loads:
-            return source_note(self.source) if self.source.simulation is not None else None
-        lines = []
-        for load in self.loads:
-            lines += [f"{load.label} at {load.rate_per_s:.4g} req/s:", source_note(load.source) or ""]
-        return "\n".join([line for line in lines if line] + rate_notes(self.loads, self.picked))
 
 
-def batch_trace(path: str | Path, deployment: Deployment, *, fold: str = "consecutive", trace_format: str = "auto",
-                options: ReadOptions | None = None, progress: Callable[[int], None] | None = None,
-                on_chunk: Callable[[object], object] | None = None, rates: str | None = "auto") -> BatchTrace:
-    """The prefill forwards the server would run for a trace (the scheduler simulation with
-    `deployment.scheduler`, docs/scheduler.md), as a batch trace to write; a request trace
-    without timestamps at the rates `plan` simulates it at (`rates` as `plan` takes them).
-    Raises `TraceError`."""
-    source = open_source(Path(path), scheduler=deployment.scheduler, progress=progress, trace_format=trace_format, options=options)
-    if _simulated_loads(source, rates) < 2:
-        return BatchTrace(source, fold, on_chunk)
-    assert source.spec is not None
-    jobs = traffic_jobs([source], deployment, None, rates)
-    loads = tuple(BatchesLoad(job.label, job.rate_per_s, job.spec.open(progress)) for job in jobs)
-    return BatchTrace(source, fold, on_chunk, loads=loads, picked=rates is not None)
 
 
-def batches(path: str | Path, config: str | None = None, overrides: Mapping[str, object] | None = None, *,
-            fold: str = "consecutive", trace_format: str = "auto", options: ReadOptions | None = None,
-            ignored_flags: list[str] | None = None, progress: Callable[[int], None] | None = None,
-            on_chunk: Callable[[object], object] | None = None) -> BatchTrace:
-    """`cpbcg batches`: `batch_trace` under the deployment of `config` and dotted scheduler
-    `overrides`, a trace without timestamps at the rates `plan` would simulate (`load_model_rates`);
-    `warning` names the `ignored_flags` a batch stream ignores. Raises `ConfigError`, `TraceError`."""
-    _, deployment = load_config_and_deployment(config, overrides)
-    written = batch_trace(path, deployment, fold=fold, trace_format=trace_format, options=options, progress=progress, on_chunk=on_chunk,
-                          rates=load_model_rates(config, overrides or {}, "auto"))
-    written.warning = ignored_options_note(written.source.trace_format, ignored_flags or [], path)
-    return written
 
 
-def guarantee_request_count(deployment: Deployment, max_requests: int | None) -> int:
-    """Requests per forward guarantee mode proves for: `max_requests`, else the scheduler's
-    `prefill_max_requests`, else its `max_running_requests`. Raises `ConfigError` when none is set."""
-    sched = deployment.scheduler
-    requests = max_requests or sched.prefill_max_requests or sched.max_running_requests
-    if requests is None:
-        raise ConfigError("guarantee mode needs --max-requests (or scheduler.prefill_max_requests in the config)")
-    return requests
 
 
-@dataclass(frozen=True)
-class PlanRequest:
-    """What `plan_report` does besides evaluating: the recommendation's settings and the outputs."""
-
-    recommend: bool = True
-    """False: only evaluate the configured list."""
-    max_buckets: int | None = None
-    target_coverage: float | None = None
-    objective: str = "coverage"
-    max_tokens: int | None = None
-    bucket_multiple: int = 1
-    include: str | None = None
-    """Buckets every recommended list must contain, as written (`8192,4096`)."""
-    max_requests: int | None = None
-    headroom: bool = True
-    allow_gaps: bool = False
-    validate_fraction: float = 0.3
-    compare: bool = False
-    """Also compare with the baseline lists (and the Pareto curve)."""
-    guarantee: bool = False
-    """Trace-free: the fewest buckets that replay every CP-active forward within the limits."""
-    check_guarantee: bool = False
-    """Trace-free: prove that the configured list does (or name the smallest forward that falls back)."""
-    plot: bool = False
-    """A plot will be drawn: the comparison is needed."""
-    emit: str | None = None
-    """Export format of the recommended (or, without a recommendation, the configured) list."""
-    min_bucket: int | None = None
-    """Floor of small buckets (`--min-bucket`)."""
-    load_factors: tuple[float, ...] | None = None
-    """Load factors every request trace is simulated at (`--time-scale 0.5,1,2`); None: the scheduler's `time_scale`."""
-    untimed_rates: str | None = None
-    """`auto`: a request trace without timestamps is simulated at the rates of `traffic.default_rates`; None: at `rate`."""
-    workers: int | None = None
-    """Local processes of the (trace, load) jobs (None: `traffic.default_workers`)."""
-    scheduler: str | None = None
-    """Dask scheduler address of the jobs (`--scheduler`)."""
-    fit_traces: tuple[str, ...] | None = None
-    """Fit on these traces only, report on all (`--fit-trace`)."""
-    max_capture_s: float | None = None
-    """Capture budget in seconds (`--max-capture-seconds`)."""
-    max_graph_mib: float | None = None
-    """Graph-memory budget in MiB (`--max-graph-memory`)."""
-
-    def settings(self) -> RecommendSettings | None:
-        """The `RecommendSettings` these options give (None without a recommendation)."""
-        if not self.recommend:
-            return None
-        include = tuple(parse_positive_list(self.include, "include")) if self.include else ()
-        return RecommendSettings(
-            max_buckets=self.max_buckets, target_coverage=self.target_coverage, objective=self.objective,
-            max_bucket_tokens=self.max_tokens, bucket_multiple=self.bucket_multiple, include=include,
-            headroom=self.headroom, max_requests=self.max_requests, allow_gaps=self.allow_gaps,
-            validate_fraction=self.validate_fraction, min_bucket=self.min_bucket,
-            pareto_max_buckets=PARETO_MAX_BUCKETS if (self.compare or self.plot) else 0,
-            max_capture_s=self.max_capture_s, max_graph_mib=self.max_graph_mib,
-        )
 
 
-@dataclass(frozen=True)
-class PlanReport:
-    """Everything `cpbcg plan` shows: the header, the evaluation, the recommendation (or why there
-    is none), the comparison, the simulation summary, the export text, a server log's observed
-    section and, over several (trace, load) parts, the per-part traffic report."""
-
-    deployment: Deployment
-    header: dict[str, object]
-    result: PlanResult
-    comparison: Comparison | None
-    simulation: dict[str, object] | None
-    export: str | None
-    """The `emit` export (None without one)."""
-    observed: dict[str, object] | None = None
-    """The JSON section `observed` (`cpbcg.documents.observed_document`), None without a server log."""
-    log: LogSettings | None = None
-    """What the SGLang server log states (None: not a server log)."""
-    logs: tuple[LogObserved, ...] = ()
-    """Per SGLang server log planned: its settings and its own observed comparison (per launch, with a total)."""
-
-    @property
-    def parts(self) -> tuple[PlanPart, ...]:
-        """The (trace, load) parts planned (`PlanResult.parts`)."""
-        return tuple(self.result.parts)
 
 
-def load_plan_deployment(config: str | None, overrides: Mapping[str, object], manifest_path: str | Path | None,
-                         cost_given: bool, note: Callable[[str], None], log: LogSettings | None = None) -> Deployment:
-    """The deployment `plan` runs under: the config, an SGLang server log's settings (`log`) and
-    the overrides, with a capture manifest's fitted cost model when one is given (`note`
-    receives what the log and the fit say)."""
-    manifest = load_manifest(manifest_path) if manifest_path is not None else None
-    _, deployment = load_config_and_deployment(config, overrides, cost_source="command line" if cost_given else None, log=log)
-    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ())):
-        note(line)
-    if manifest is not None:
-        fit = manifest.fitted_cost()
-        if fit is None:
-            note(f"cpbcg: warning: {manifest.path} has no replay timings (a CPU dry run): the cost model keeps its numbers")
-        elif fit.note:
-            note(f"cpbcg: note: {fit.note}")
-        deployment = with_manifest_cost(deployment, manifest)
-    return deployment
 
 
-class CaptureCost(TypedDict, total=False):
-    """`RecommendSettings` fields an SGLang log's capture lines measure (`capture_settings`)."""
-
-    graph_mib_per_token: float
-    capture_s_per_bucket: float
-    capture_source: str
 
 
-def capture_settings(log: LogSettings | None) -> CaptureCost:
-    """`RecommendSettings` fields from an SGLang log's measured capture cost (`capture_s_per_bucket`,
-    `graph_mib_per_token`, `capture_source`), {} without capture lines. Graph memory is one
-    shared pool that the largest bucket sizes: the log's own measured total (`mem usage` of the
-    capture's end line) over the largest captured bucket, so the estimate for the captured list
-    is the measurement; without an end line, the largest bucket's `avail_mem` step."""
-    cost = None if log is None else log.capture
-    if log is None or cost is None or not cost.bucket_gb:
-        return {}
-    largest = max(log.captured or cost.bucket_gb)
-    where = f"line {cost.total_line}" if cost.total_line else "capture progress lines"
-    if cost.total_gb is not None:
-        out: CaptureCost = {"graph_mib_per_token": cost.total_gb * 1024 / largest}
-    else:
-        out = {"graph_mib_per_token": cost.bucket_gb[max(cost.bucket_gb)] * 1024 / max(cost.bucket_gb)}
-    if cost.capture_s is not None:
-        out["capture_s_per_bucket"] = cost.capture_s / len(log.captured or cost.bucket_gb)
-    count = len(log.captured or cost.bucket_gb)
-    took = f"{count} buckets in {cost.capture_s:.1f} s, " if cost.capture_s is not None else ""
-    memory = (f"{cost.total_gb:.2f} GB in all" if cost.total_gb is not None
-              else f"{cost.bucket_gb[max(cost.bucket_gb)]:.2f} GB at {max(cost.bucket_gb)} tokens")
-    out["capture_source"] = (f"measured on {cost.date or 'an undated day'} by the log {log.path} {where} "
-                             f"({took}{memory}, as the log printed them)")
-    return out
 
 
 REACHED_SHARE = 0.9
@@ -828,13 +573,6 @@ class SimulatedLoad(Protocol):
     def source(self) -> BatchSource: ...
 
 
-@dataclass(frozen=True)
-class BatchesLoad:
-    """One load of `cpbcg batches` (a `SimulatedLoad`)."""
-
-    label: str
-    rate_per_s: float | None
-    source: BatchSource
 
 
 def rate_notes(parts: Sequence[SimulatedLoad], picked: bool = True) -> list[str]:
@@ -886,135 +624,12 @@ def _reached(part: SimulatedLoad) -> tuple[float, float] | None:
     return part.rate_per_s * per_request_s, s.busy_s / s.simulated_s
 
 
-def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given: Sequence[str | Path] = (), *,
-                trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
-                note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
-                on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None,
-                resolve_launch: Callable[[LogSettings], LaunchModel] | None = None) -> PlanReport:
-    """`cpbcg plan` on its traces (paths as `trace_paths` gives them; none: the embedded default
-    workload): evaluate the configured list, recommend one (`request`), compare and export.
-    Notes for people (ignored options, the simulation, no recommendation) go to `note` as they
-    arise. Raises `ModelError` when an export was asked of a recommendation that failed (the
-    configured list is never exported in its place)."""
-    paths = list(trace_paths_given)
-    first = paths[0] if paths else None
-    warning = ignored_options_warning(ignored_flags or [], first, trace_format, options.length_field if options else None)
-    if warning is not None:
-        note(warning)
-    for finding in resolution_notes(deployment.server) + server_check_notes(server_check(deployment)):
-        note(finding)
-    settings = request.settings()
-    if settings is not None and capture_settings(log):
-        settings = replace(settings, **capture_settings(log))
-    workers = request.workers if request.workers is not None else default_workers()
-    sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in paths] or [open_trace(None, deployment)]
-    result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
-                  load_factors=None if request.load_factors is None else list(request.load_factors), rates=request.untimed_rates,
-                  workers=workers, scheduler=request.scheduler,
-                  fit_traces=None if request.fit_traces is None else list(request.fit_traces), resolve_launch=resolve_launch)
-    from cpbcg.documents import observed_document, simulation_document
-
-    parts = result.parts
-    source = parts[0].source if parts else sources[0]
-    for part in parts:
-        if len(parts) > 1:
-            note(f"{part.label} at {part.load}:")
-        for line in read_notes(part.source, ignored_flags or [], part.label):
-            note(line)
-    if not parts:  # standard input or a server log, planned in place
-        for line in read_notes(source, ignored_flags or [], first):
-            note(line)
-    for line in log_summary_notes(source):
-        note(line)
-    for line in rate_notes(parts, request.untimed_rates is not None):
-        note(line)
-    rec = result.recommendation
-    if result.recommendation_error is not None:
-        if request.emit is not None and request.recommend:
-            raise ModelError(result.recommendation_error)  # never export the configured list in its place
-        note(f"cpbcg: note: {result.recommendation_error}")
-    for line in rec.notes if rec is not None else ():
-        note(f"cpbcg: {line}" if line.startswith("warning:") else f"cpbcg: note: {line}")
-    comparison = compare_recommendation(rec, deployment) if rec is not None and (request.compare or request.plot) else None
-    header = report_header(deployment, source, paths[0] if len(paths) == 1 else None)
-    if len(paths) > 1:
-        header["source"] = ", ".join(str(p) for p in paths)
-    export = None
-    if request.emit is not None:
-        exported = rec.buckets if rec is not None else result.evaluation.buckets
-        meta = {"source": header["source"], "bound": header["bound"], "cp_size": deployment.cp.cp_size,
-                "cp_strategy": deployment.cp.strategy.value, "max_padding_factor": deployment.max_padding_factor,
-                "cost_model": deployment.cost.to_dict()}
-        export = _export(exported, request.emit, deployment, meta, note)
-    logs: tuple[LogObserved, ...] = ()
-    if len(sources) == 1 and sources[0].log_summary is not None:
-        logs = (LogObserved(display(first if first is not None else "-"), sources[0].log or LogSettings(), result.observed,
-                            sources[0].log_summary),)
-    elif len(sources) > 1:  # several logs: each compared in a pass of its own, under its own settings
-        logs = tuple(observe_log(s, deployment, resolve_launch) for s in sources if s.log_summary is not None)
-        for one in logs:
-            for line in log_settings_notes(one.settings, {}):
-                note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}:"))
-    observed: dict[str, object] | None = observed_document(result.observed, log) if len(sources) == 1 else \
-        ({"logs": [one.to_dict() for one in logs]} if logs else None)
-    return PlanReport(deployment, header, result, comparison, simulation_document(parts, source), export, observed, log, logs)
 
 
-def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
-    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are exported."""
-    text = export_buckets(buckets, emit, deployment, metadata)
-    if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1:
-        note(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[deployment.cp.strategy.value]}")
-    return text
 
 
-@dataclass(frozen=True)
-class GuaranteeReport:
-    """`cpbcg plan --guarantee|--check-guarantee`: the deployment, the proof and the export."""
-
-    deployment: Deployment
-    result: GuaranteeResult
-    export: str | None
-    """The `emit` export of the list (None without one)."""
 
 
-def plan_command(config: str | None, overrides: Mapping[str, object], request: PlanRequest,
-                 traces: Sequence[str | Path] | str | Path | None = None, *,
-                 manifest_path: str | Path | None = None, cost_given: bool = False, trace_format: str = "auto",
-                 options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
-                 note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
-                 on_chunk: Callable[[object], object] | None = None) -> PlanReport | GuaranteeReport:
-    """`cpbcg plan`: the traces (`trace_paths`: files, globs, directories; the `fit_traces` of
-    `request` among them), the deployment (`load_plan_deployment`, under the settings a single
-    SGLang server log states), then guarantee mode when `request` asks for it (requests per
-    forward from `guarantee_request_count`, tokens from `request.max_tokens` or the chunk), else
-    `plan_report` on the traces."""
-    if request.guarantee and request.check_guarantee:
-        raise ConfigError("--guarantee and --check-guarantee exclude each other")
-    given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
-    if request.guarantee or request.check_guarantee:
-        _refuse_trace_options(request, bool(given))
-    expanded = trace_paths(given)
-    _refuse_repeated(expanded)
-    known = {file_identity(p) for p in expanded}
-    paths = expanded + [Path(p) for p in dict.fromkeys(request.fit_traces or ()) if file_identity(p) not in known]  # one file by any name, once
-    logs = [log_settings(p, trace_format, options) for p in paths]
-    log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
-        if logs and all(one is not None for one in logs) else None
-    deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
-    request = replace(request, untimed_rates=load_model_rates(config, overrides, request.untimed_rates))
-    if request.guarantee or request.check_guarantee:
-        requests = guarantee_request_count(deployment, request.max_requests)
-        result = guarantee(deployment, requests, request.max_tokens, recommend_list=request.guarantee,
-                           bucket_multiple=request.bucket_multiple)
-        export = None
-        if request.emit is not None:
-            limits = {"max_requests": result.limits.max_requests, "max_tokens": result.limits.max_tokens}
-            export = _export(result.buckets, request.emit, deployment, {"guarantee": limits}, note)
-        return GuaranteeReport(deployment, result, export)
-    resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
-    return plan_report(deployment, request, paths, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
-                       note=note, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve)
 
 
 def load_model_rates(config: str | None, overrides: Mapping[str, object], rates: str | None) -> str | None:
@@ -1026,92 +641,10 @@ def load_model_rates(config: str | None, overrides: Mapping[str, object], rates:
     return None if "rate" in load_config(config, {k: v for k, v in overrides.items() if k == "scheduler.rate"}).scheduler.model_fields_set else rates
 
 
-def _refuse_trace_options(request: PlanRequest, traces_given: bool) -> None:
-    """`ConfigError` naming the options guarantee mode would ignore: it is trace-free (every
-    forward within `--max-requests` and `--max-tokens`), so a trace, the recommendation's fit and
-    validation settings, the comparison and the plot have nothing to act on."""
-    default = PlanRequest()
-    ignored = [flag for flag, used in (
-        ("--trace", traces_given or bool(request.fit_traces)),
-        ("-k/--max-buckets", request.max_buckets is not None),
-        ("--target-coverage", request.target_coverage is not None),
-        ("--max-capture-seconds", request.max_capture_s is not None),
-        ("--max-graph-memory", request.max_graph_mib is not None),
-        ("--objective", request.objective != default.objective),
-        ("--include", request.include is not None),
-        ("--no-headroom", request.headroom != default.headroom),
-        ("--allow-gaps", request.allow_gaps != default.allow_gaps),
-        ("--validate-fraction", request.validate_fraction != default.validate_fraction),
-        ("--compare", request.compare),
-        ("--plot", request.plot),
-        ("--min-bucket", request.min_bucket is not None),
-        ("--time-scale", request.load_factors is not None),
-    ) if used]
-    if ignored:
-        mode = "--guarantee" if request.guarantee else "--check-guarantee"
-        raise ConfigError(f"{mode} is trace-free (every forward of up to --max-requests requests and --max-tokens tokens) "
-                          f"and takes no {', '.join(ignored)}; drop {'it' if len(ignored) == 1 else 'them'}, or plan a trace without {mode}")
 
 
-NO_GATES = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
-"""What `replay-check` says when no gate is configured."""
 
 
-def check_trace(config: str | None, overrides: Mapping[str, object], manifest_path: str | Path | None, trace_path: str | Path | None, *,
-                max_eager: list[str] | None = None, replay: int = 0, report_only: bool = False, trace_format: str = "auto", rates: str | None = "auto",
-                embedded_sample: bool = False,
-                options: ReadOptions | None = None, ignored_flags: list[str] | None = None, note: Callable[[str], None] = lambda text: None,
-                progress: Callable[[int], None] | None = None, on_chunk: Callable[[object], object] | None = None) -> CheckReport:
-    """`cpbcg replay-check`: the deployment (a capture manifest's buckets and CP settings win; an
-    SGLang server log's settings lie under the command line), the trace evaluated, the gates of
-    the config and `overrides` checked, `replay` forwards replayed through fresh graphs.
-    `max_eager` (`REASON=N` texts) merge into the config's `gates.max_eager`. Without any gate
-    (and no `replay`) it is a `ConfigError` unless `report_only`, as are flags with which SGLang
-    0.5.23 would refuse to start or capture no CP graph (`server_check`), and gating without a trace
-    (`trace_path` None) unless `embedded_sample` asks for the embedded workload by name (or
-    `report_only`). A request trace without timestamps is simulated at `rates` as `plan` takes
-    them (`load_model_rates`). Notes for people go to `note`; the report carries the simulation summary."""
-    overrides = {**overrides, **max_eager_overrides(max_eager or [])}
-    manifest = load_manifest(manifest_path) if manifest_path is not None else None
-    if manifest is not None and manifest.dry_run:
-        note(f"cpbcg: warning: {manifest_path} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model")
-    log = log_settings(trace_path, trace_format, options)
-    cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
-    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ())):
-        note(line)
-    gates = cfg.gates.to_gates()
-    if not replay and not report_only and gates == Gates():
-        raise ConfigError(f"replay-check: {NO_GATES}; or pass --report-only to report without gates")
-    warning = ignored_options_warning(ignored_flags or [], trace_path, trace_format, options.length_field if options else None)
-    if warning is not None:
-        note(warning)
-    found = server_check(deployment)
-    if not found.ok and not report_only:
-        what, reason = found.findings()[0]
-        raise ConfigError(f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
-                          "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
-    for finding in resolution_notes(deployment.server) + server_check_notes(found):
-        note(finding)
-    if trace_path is None and not embedded_sample and not report_only:
-        raise ConfigError("replay-check: no --trace given: the gates would run on the embedded synthetic workload, not on your "
-                          "traffic (a CI job that forgot its trace would pass); give --trace FILE, or --embedded-sample to gate it on purpose")
-    rates = load_model_rates(config, overrides, rates)
-    resolve = launch_resolver(config, overrides, manifest) if log is not None else None
-    report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay, trace_format=trace_format,
-                           options=options, progress=progress, on_chunk=on_chunk, rates=rates, resolve_launch=resolve)
-    for part in report.parts:
-        note(f"{part.label} at {part.load}:")
-        for line in read_notes(part.source, ignored_flags or [], part.label):
-            note(line)
-    for line in read_notes(source, ignored_flags or [], trace_path) if not report.parts else ():
-        note(line)
-    for line in log_summary_notes(source):
-        note(line)
-    for line in rate_notes(report.parts, rates is not None):
-        note(line)
-    from cpbcg.documents import simulation_document
-
-    return replace(report, simulation=simulation_document(report.parts, source))
 
 
 def max_eager_overrides(max_eager: list[str]) -> dict[str, int]:
@@ -1120,22 +653,8 @@ def max_eager_overrides(max_eager: list[str]) -> dict[str, int]:
     return {f"gates.max_eager.{reason}": n for reason, n in parse_max_eager(max_eager).items()}
 
 
-def preset_table() -> list[tuple[str, int, str, int, str, str, str]]:
-    """The shipped deployment presets: name, cp_size, strategy, chunked_prefill_size, buckets,
-    GPU, and whether SGLang 0.5.23 starts it with CP prefill graphs (`yes`, or why not)."""
-    rows = []
-    for name in preset_names():
-        cfg = load_config(name)
-        server = cfg.server_resolution
-        gpu = server.gpu.name if server else "?"
-        graphs = "yes" if server is None or server.cp_graphs else "no: " + "; ".join(why for _, why in server.findings())
-        rows.append((name, cfg.cp_size, cfg.cp_strategy.value, cfg.scheduler.chunked_prefill_size, str(cfg.buckets), gpu, graphs))
-    return rows
 
 
-def watch_options(**fields: object) -> WatchOptions:
-    """`WatchOptions` from the command's values (None values keep the defaults)."""
-    return WatchOptions(**{k: v for k, v in fields.items() if v is not None})  # type: ignore[arg-type]
 
 
 def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, object], options: WatchOptions, *,

@@ -7,6 +7,8 @@ import dataclasses
 from enum import Enum
 from pathlib import Path
 
+import importlib
+
 import pytest
 from typer.testing import CliRunner
 
@@ -17,12 +19,12 @@ from cpbcg.settings import MAX_BUCKET_TOKENS, SETTINGS, Setting
 
 ROOT = Path(__file__).resolve().parents[1]
 BY_FLAG = {s.flag: s for s in SETTINGS if s.flag}
-COMMANDS = {  # command -> its one api call, which receives the settings as dotted overrides (argument index)
-    "layout": ("layout", 2),
-    "batches": ("batches", 2),
-    "plan": ("plan_command", 1),
-    "replay-check": ("check_trace", 1),
-    "capture": ("capture", 1),
+COMMANDS = {  # command -> its one use-case call (module, function), which receives the settings as dotted overrides (argument index)
+    "layout": ("cpbcg.commands.layout", "layout", 2),
+    "batches": ("cpbcg.commands.batches", "batches", 2),
+    "plan": ("cpbcg.commands.plan", "plan_command", 1),
+    "replay-check": ("cpbcg.commands.replay_check", "check_trace", 1),
+    "capture": ("cpbcg.api", "capture", 1),
 }
 
 
@@ -75,12 +77,12 @@ def test_every_setting_option_of_a_command_reaches_the_config(command, monkeypat
     # a hand-written option->key map once dropped `capture --align-size`: every option counts here
     specs = setting_options(command)
     assert specs, command
-    function, index = COMMANDS[command]
+    module, function, index = COMMANDS[command]
 
     def reached(*args, **kwargs):
         raise Reached(args[index] if len(args) > index else kwargs["overrides"])
 
-    monkeypatch.setattr(api, function, reached)
+    monkeypatch.setattr(importlib.import_module(module), function, reached)
     argv, expected = [command], {}
     for spec in specs:
         value, words = sample_value(spec)

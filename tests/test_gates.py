@@ -1,4 +1,4 @@
-"""Gates (`cpbcg.gates.gates`) and CI reports (`cpbcg.gates.reports`): every gate passing and failing with
+"""Gates (`cpbcg.gates.gates`) and CI reports (`cpbcg.outputs.ci_reports`): every gate passing and failing with
 exact messages, `--max-eager` parsing, replay sampling, JUnit parsed back, exact annotations."""
 
 import xml.etree.ElementTree as ET
@@ -15,7 +15,7 @@ from cpbcg.planner.model.bucket_spec import sglang_default_buckets
 from cpbcg.planner.evaluate import evaluate
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.gates.reports import (
+from cpbcg.outputs.ci_reports import (
     append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown,
 )
 

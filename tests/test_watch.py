@@ -20,6 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from cpbcg import api
+from cpbcg.commands.watch import watch_options
+from cpbcg.watching.session import WatchOptions
 from cpbcg.cli import app
 from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.window import ForwardRing, concat, forwards_of, size_histogram, take, total_variation
@@ -46,8 +48,8 @@ def writer(path: Path, forwards: int, rate: float = 2000.0, *extra: str) -> subp
     return subprocess.Popen([sys.executable, str(WRITER), str(path), "--forwards", str(forwards), "--rate", str(rate), *extra])
 
 
-def options(**kw) -> api.WatchOptions:
-    return api.watch_options(**{"interval_s": 0.2, "recommend_every_s": 0.0, "duration_s": LIMIT_S, "poll_s": 0.02, **kw})
+def options(**kw) -> WatchOptions:
+    return watch_options(**{"interval_s": 0.2, "recommend_every_s": 0.0, "duration_s": LIMIT_S, "poll_s": 0.02, **kw})
 
 
 def plan_json(path: Path) -> dict:

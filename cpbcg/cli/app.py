@@ -11,6 +11,7 @@ from typing import Annotated, Callable, TypeVar
 import typer
 
 from cpbcg import __version__
+from cpbcg.outputs.console import MAX_WIDTH
 from cpbcg.errors import MAX_MESSAGE_CHARS, CpbcgError, ExitCode, exit_code_line, one_line
 from cpbcg.settings import SGLANG_VERSION
 
@@ -39,7 +40,7 @@ def _version(value: bool) -> None:
 
 
 ENV_INTS = {
-    "CPBCG_WIDTH": (0, 10_000), "COLUMNS": (1, 10_000), "LINES": (1, 10_000),
+    "CPBCG_WIDTH": (0, MAX_WIDTH), "COLUMNS": (1, 10_000), "LINES": (1, 10_000),
     "WORLD_SIZE": (1, 1024), "LOCAL_RANK": (0, 1023), "CPBCG_JOBS": (1, 1024),
 }
 """Integer environment variables cpbcg (or rich, or torchrun) reads, with their accepted range."""
@@ -73,16 +74,6 @@ def sanitize_environment() -> None:
 def _drop(name: str, raw: str, why: str) -> None:
     sys.stderr.write(one_line(f"cpbcg: warning: ignoring {name}={raw!r}: {why}", MAX_MESSAGE_CHARS) + "\n")
     del os.environ[name]
-
-
-def env_width() -> int | None:
-    """`CPBCG_WIDTH` as a table width in columns, or None when unset or 0 (bad values were
-    dropped by `sanitize_environment`; this re-checks, so it never raises)."""
-    text = os.environ.get("CPBCG_WIDTH", "").strip()
-    if not (text.isascii() and text.isdigit() and len(text) <= 6):
-        return None
-    width = int(text)
-    return width if 0 < width <= ENV_INTS["CPBCG_WIDTH"][1] else None
 
 
 @app.callback()

@@ -36,7 +36,7 @@ def batches(
 
     Example: `cpbcg batches --trace conversation_trace.jsonl --prefix-cache unlimited -o lens.jsonl`
     """
-    from cpbcg import api
+    from cpbcg.commands import batches as batches_use_case
     from cpbcg.atomic import check_outputs, write_atomic
     from cpbcg.cli.common import stderr_console
     from cpbcg.cli.options import request_only_flags
@@ -47,7 +47,7 @@ def batches(
         raise ConfigError("batches needs --trace (a request trace to simulate, or a batch trace to re-fold)")
     check_outputs({"-o": output}, {"--trace": trace})
     bar = TraceProgress("forming forwards")
-    written = api.batches(trace, config, {**scheduler.overrides(), **server.overrides()}, fold=fold.value, ignored_flags=request_only_flags(trace_options, scheduler),
+    written = batches_use_case.batches(trace, config, {**scheduler.overrides(), **server.overrides()}, fold=fold.value, ignored_flags=request_only_flags(trace_options, scheduler),
                           progress=bar.requests, on_chunk=bar.forwards, **trace_options.reader_options())
     if written.warning is not None:
         typer.echo(written.warning, err=True)
@@ -59,9 +59,6 @@ def batches(
             sys.stdout.flush()
         else:
             write_atomic(output, written.lines())
-    from cpbcg.api import counted
+    from cpbcg.outputs.batches import written_line
 
-    where = "stdout" if str(output) == "-" else output
-    text = f"{counted(written.forwards, 'prefill forward')} → {counted(written.num_lines, 'line')} → {where}"
-    note = written.note()
-    stderr_console().print(text if note is None else f"{note}\n{text}", highlight=False, markup=False, soft_wrap=True)
+    stderr_console().print(written_line(written.forwards, written.num_lines, written.note(), output), highlight=False, markup=False, soft_wrap=True)

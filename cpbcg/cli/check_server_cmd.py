@@ -13,7 +13,7 @@ from cpbcg.cli.options import ServerOptions, with_options
 if TYPE_CHECKING:
     from rich.console import Group
 
-    from cpbcg.api import ServerVerdict
+    from cpbcg.commands.check_server import ServerVerdict
 
 
 @app.command("check-server")
@@ -34,10 +34,10 @@ def check_server(
     Example: `cpbcg check-server --server-args "python -m sglang.launch_server --model-path m --tp-size 4
     --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag" --gpu B200 --model-config config.json`
     """
-    from cpbcg import api
+    from cpbcg.commands import check_server as check_server_use_case
     from cpbcg.documents import dumps
 
-    verdict = api.check_server(config, server.overrides())
+    verdict = check_server_use_case.check_server(config, server.overrides())
     if output_format is OutputFormat.json:
         print_json(dumps(verdict.to_dict()))
     else:

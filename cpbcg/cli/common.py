@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Iterator, Optional
 
@@ -13,16 +11,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cpbcg.cli.app import env_width
+from cpbcg.outputs.console import OutputFormat, print_json, stderr_console, stdout_console  # noqa: F401  (the commands' consoles)
 from cpbcg.settings import TRACE_FORMAT_NAMES, trace_format_name
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    json = "json"
+    pass
 
 
 def input_path(text: str) -> Path:
@@ -32,41 +25,6 @@ def input_path(text: str) -> Path:
     if not text.strip():
         raise typer.BadParameter("an empty path (an unset shell variable?): give a file, a directory, a glob or - for standard input")
     return Path(text)
-
-
-PIPE_WIDTH = 120
-"""Table width when stdout is not a terminal (CI logs, files): rich would otherwise use 80."""
-
-
-def stdout_console() -> "Console":
-    """Console for the command's main output (a table): `CPBCG_WIDTH` or `COLUMNS` if set, the
-    terminal's width, or `PIPE_WIDTH` when not a terminal."""
-    from rich.console import Console
-
-    width = env_width()
-    console = Console(width=width, soft_wrap=False)
-    if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=PIPE_WIDTH, soft_wrap=False)
-    return console
-
-
-def print_json(payload: bytes, *, to_stderr: bool = False) -> None:
-    """Write a JSON document unchanged to stdout (or stderr): no rich markup, no wrapping, and
-    no rich import (JSON output stays light)."""
-    stream = sys.stderr if to_stderr else sys.stdout
-    stream.write(payload.decode())
-    stream.flush()
-
-
-def stderr_console() -> "Console":
-    """Console for progress, notes and reports sent to stderr (same width rule as stdout)."""
-    from rich.console import Console
-
-    width = env_width()
-    console = Console(stderr=True, width=width)
-    if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(stderr=True, width=PIPE_WIDTH)
-    return console
 
 
 CONFIG_HELP = "Deployment config: a YAML file or a preset name (see `cpbcg presets`). Options override it."

@@ -67,11 +67,11 @@ def option(key: str, *, help: str | None = None, default_text: str | None = None
 
 def _load_factor_text(text: str) -> str:
     """`--time-scale` checked at parse: one load factor or a list, each within its bounds."""
-    from cpbcg import api
+    from cpbcg.commands.trace_input import parse_load_factors
     from cpbcg.errors import ConfigError
 
     try:
-        api.parse_load_factors(text)
+        parse_load_factors(text)
     except ConfigError as exc:
         raise typer.BadParameter(str(exc).removeprefix("--time-scale: ")) from None
     return text
@@ -183,7 +183,7 @@ class TraceOptions:
 
     def reader_options(self) -> dict[str, Any]:
         """Keyword arguments of `cpbcg.api.open_trace` besides the path (a `ReadOptions`)."""
-        from cpbcg.api import ReadOptions
+        from cpbcg.commands.trace_input import ReadOptions
 
         options = ReadOptions(length_field=self.length_field, time_field=self.time_field, output_field=self.output_field,
                               model=self.model, log_type=self.log_type, strict=self.strict)
@@ -233,7 +233,7 @@ class SchedulerOptions(_SettingGroup):
         """The `--time-scale` factors (one or a list), or None when not given."""
         if self.time_scale is None:
             return None
-        from cpbcg.api import parse_load_factors
+        from cpbcg.commands.trace_input import parse_load_factors
 
         return parse_load_factors(str(self.time_scale))
 

@@ -9,10 +9,10 @@ from typing import Optional
 
 import typer
 
-from cpbcg import api
+from cpbcg.commands import plan as plan_use_case
 from cpbcg.atomic import STDOUT, OutputGroup, check_outputs, write_atomic
 from cpbcg.cli.common import OutputFormat, print_json, stderr_console, stdout_console
-from cpbcg.cli.log_report import observed_renderable
+from cpbcg.outputs.log_tables import observed_renderable
 from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions, request_only_flags
 from cpbcg.cli.trace_progress import TraceProgress
 from cpbcg.documents import comparison_document, dumps, guarantee_document, plan_document, traffic_document
@@ -54,7 +54,7 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
         req = replace(req, output=None)
     _check_usage(req, trace, cost)
     factors = scheduler.load_factors()
-    request = api.PlanRequest(
+    request = plan_use_case.PlanRequest(
         recommend=req.recommend, max_buckets=req.max_buckets, target_coverage=req.target_coverage, objective=req.objective,
         max_tokens=req.max_tokens, bucket_multiple=req.bucket_multiple, include=req.include, max_requests=req.max_requests,
         headroom=req.headroom, allow_gaps=req.allow_gaps, validate_fraction=req.validate_fraction, compare=req.compare,
@@ -66,16 +66,16 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     )
     overrides = {**deployment.overrides(), **scheduler.overrides(several_loads=True), **cost.overrides()}
     with TraceProgress() as bar:
-        report = api.plan_command(deployment.config, overrides, request, trace.traces, manifest_path=cost.manifest, cost_given=cost.given,
+        report = plan_use_case.plan_command(deployment.config, overrides, request, trace.traces, manifest_path=cost.manifest, cost_given=cost.given,
                                   **trace.reader_options(), ignored_flags=request_only_flags(trace, scheduler),
                                   note=lambda text: typer.echo(text, err=True), progress=bar.requests, on_chunk=bar.forwards)
-    if isinstance(report, api.GuaranteeReport):
+    if isinstance(report, plan_use_case.GuaranteeReport):
         _guarantee(req, report)
         return
     result, rec, comparison, parts = report.result, report.result.recommendation, report.comparison, report.parts
     with OutputGroup() as outputs:  # the plot and the export: both written, or neither
         if req.plot is not None and rec is not None and comparison is not None:
-            from cpbcg.cli.plot import plot_png
+            from cpbcg.outputs.plot import plot_png
 
             outputs.write(req.plot, plot_png(rec, comparison))
         _emit(req, report.export, outputs)
@@ -95,8 +95,8 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
             doc["traffic"] = traffic_document(parts)
         print_json(dumps(doc))
         return
-    from cpbcg.cli.render import evaluation_tables, summed_header
-    from cpbcg.cli.render_recommend import comparison_table, pareto_table, recommendation_renderable
+    from cpbcg.outputs.tables import evaluation_tables, summed_header
+    from cpbcg.outputs.recommend_tables import comparison_table, pareto_table, recommendation_renderable
 
     console = stdout_console()
     console.print(evaluation_tables(result.evaluation, summed_header(report.header, parts)))
@@ -106,7 +106,7 @@ def run(req: PlanRequest, deployment: DeploymentOptions, trace: TraceOptions, sc
     if rec is not None:
         console.print(recommendation_renderable(result.evaluation, rec))
     if len(parts) > 1:
-        from cpbcg.cli.render_recommend import traffic_table
+        from cpbcg.outputs.recommend_tables import traffic_table
 
         console.print(traffic_table(parts))
     if rec is not None:
@@ -132,14 +132,14 @@ def _check_usage(req: PlanRequest, trace: TraceOptions, cost: CostOptions) -> No
     check_outputs({"-o": req.output, "--plot": req.plot}, {**{"--trace" if i == 0 else f"--trace {t}": t for i, t in enumerate(trace.traces or [])}, "--manifest": cost.manifest})
 
 
-def _guarantee(req: PlanRequest, report: "api.GuaranteeReport") -> None:
+def _guarantee(req: PlanRequest, report: "plan_use_case.GuaranteeReport") -> None:
     dep, result = report.deployment, report.result
     _emit(req, report.export)
     if req.emit is None or req.output is not None:
         if req.output_format is OutputFormat.json:
             print_json(dumps(guarantee_document(dep, result)))
         else:
-            from cpbcg.cli.render_recommend import guarantee_renderable
+            from cpbcg.outputs.recommend_tables import guarantee_renderable
 
             stdout_console().print(guarantee_renderable(result, dep.cp.cp_size, dep.cp.strategy.value, dep.max_padding_factor))
     if not result.check.ok:

@@ -12,7 +12,7 @@ def presets() -> None:
     """List the shipped deployment presets (use one with `--config NAME`)."""
     from rich.table import Table
 
-    from cpbcg.api import preset_table
+    from cpbcg.commands.presets import preset_table
 
     table = Table(title="Deployment presets (cpbcg/configs/)", title_justify="left")
     for column in ("name", "cp_size", "strategy", "chunked_prefill_size", "buckets", "gpu", "CP graphs (SGLang 0.5.23)"):

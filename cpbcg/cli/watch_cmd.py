@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -17,10 +17,6 @@ from cpbcg.cli.common import FormatOpt, OutputFormat, stdout_console
 from cpbcg.cli.options import DeploymentOptions, GateOptions, SchedulerOptions, with_options
 from cpbcg.errors import ExitCode
 
-if TYPE_CHECKING:
-    from rich.console import RenderableType
-
-    from cpbcg.api import Evaluation, ObservedComparison, WatchReport, WatchSnapshot
 
 LogsArg = Annotated[list[str], typer.Argument(metavar="LOG...", help="SGLang server logs to follow like `tail -F` (rotation and truncation survive); `-` reads standard input (`kubectl logs -f POD | cpbcg watch -`). One server each.", show_default=False)]
 MetricsUrlOpt = Annotated[Optional[list[str]], typer.Option("--metrics-url", metavar="URL", help="The server's SGLang metrics endpoint (`--enable-metrics`; http://HOST:PORT/metrics), scraped every --interval: prefill passes by mode, graph memory and capture time beside the log. Repeatable: one per LOG, in order.", show_default=False)]
@@ -37,97 +33,14 @@ BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline-trace", metavar
 MaxEagerOpt = Annotated[Optional[list[str]], typer.Option("--max-eager", metavar="REASON=N", help="Gate: at most N eager forwards for REASON (as replay-check), over the run and over every window. Repeatable.", show_default=False)]
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100.0 * value:.2f}%"
 
 
-def _eager_text(eager: dict[str, int]) -> str:
-    """The model's eager forwards other than above the largest bucket (a column of its own)."""
-    return ", ".join(f"{r} {c:,}" for r, c in eager.items() if c and r != "above_largest_bucket") or "-"
 
 
-def snapshot_view(snap: WatchSnapshot) -> RenderableType:
-    """One table per server: a row for the run and one per window (and DP rank with several)."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    parts: list[RenderableType] = [Text(f"cpbcg watch: {snap.forwards:,} prefill forwards in {snap.elapsed_s:.0f} s")]
-    for server in snap.servers:
-        if server.refusal:
-            parts.append(Text(f"{server.name}: REFUSED: {server.refusal}"))
-            continue
-        current = server.current
-        launch = "" if current is None else f"launch {current.launch} (from line {current.first_line:,}): "
-        table = Table(title=f"{server.name}: {server.forwards:,} forwards; {launch}{len(server.buckets)} buckets up to "
-                      f"{max(server.buckets, default=0):,}", title_justify="left")
-        for name in ("window", "dp", "forwards", "observed", "modelled", "padding", "> largest", "unexplained eager", "other eager (model)", "drift"):
-            table.add_column(name, justify="left" if name in ("window", "dp", "other eager (model)") else "right")
-        rows: list[tuple[str, str, int, ObservedComparison | None, Evaluation, float | None]] = []
-        if server.evaluation is not None:
-            ob = server.observed
-            rows.append(("run", "all", server.forwards, ob, server.evaluation, None))
-        for kind, per in server.windows.items():
-            rows += [(kind, key, w.forwards, w.observed, w.evaluation, w.drift) for key, w in per.items()]
-        for kind, key, forwards, ob, ev, drift in rows:
-            table.add_row(kind, key, f"{forwards:,}", _pct(None if ob is None else ob.coverage), _pct(ev.coverage), _pct(ev.padding_overhead),
-                          f"{ev.eager.get('above_largest_bucket', 0):,}", "-" if ob is None else f"{ob.unexplained_eager:,}",
-                          _eager_text(ev.eager), "-" if drift is None else f"{drift:.3f}")
-        parts.append(table)
-        if len(server.launches) > 1:  # a restart: each launch judged under its own settings
-            parts.append(Text("  launches (restarts; each under its own settings): " + "; ".join(
-                f"{v.launch} from line {v.first_line:,}: {v.forwards:,} forwards, {len(v.buckets)} buckets up to {max(v.buckets, default=0):,}, "
-                f"modelled {_pct(v.evaluation.coverage)}" for v in server.launches)))
-        if current is not None and current.assumed:
-            parts.append(Text("  assumed for launch " + f"{current.launch}: " + "; ".join(a.text() for a in current.assumed)))
-        gain = server.gain
-        if isinstance(gain, str):
-            parts.append(Text(f"  refit on the forwards window: {gain}"))
-        elif gain is not None:
-            parts.append(Text(f"  refit on the forwards window: {len(gain.buckets)} buckets would replay {_pct(gain.coverage)} "
-                              f"(now {_pct(gain.current_coverage)}, {100.0 * gain.gain:+.2f} points; modelled)"))
-        if server.metrics is not None:
-            m = server.metrics
-            total = m.prefill_graph_passes + m.prefill_eager_passes
-            parts.append(Text(f"  SGLang metrics ({m.url}): {total:,.0f} prefill passes, {_pct(m.prefill_graph_passes / total if total else None)} "
-                              "in graphs; graph memory " + (", ".join(f"{p} {gb:.2f} GB" for p, gb in m.graph_memory_gb.items()) or "-")))
-        elif server.metrics_error:
-            parts.append(Text(f"  SGLang metrics: {server.metrics_error}"))
-    parts.append(Text("observed: the server's `cuda graph: True` share; modelled: SGLang 0.5.23's selector on the same forwards at their "
-                      "worst case; unexplained eager: the model replays, the server ran eagerly; drift: total variation from "
-                      "--baseline-trace (0 same sizes, 1 none in common)", style="dim"))
-    return Group(*parts)
 
 
-def gates_view(report: WatchReport) -> RenderableType:
-    """Gate, measured value, threshold and verdict per gate (whole run, then the worst window)."""
-    from rich.table import Table
-
-    table = Table(title="Gates", title_justify="left")
-    for name in ("gate", "measured", "threshold", "result", "where"):
-        table.add_column(name, justify="right" if name in ("measured", "threshold") else "left")
-    for g in report.gates:
-        table.add_row(g.name, g.measured_text, f"{g.comparison} {g.threshold_text}", "pass" if g.passed else "FAIL",
-                      g.detail if g.name.startswith("window.") else "whole run")
-    return table
 
 
-def verdict(report: WatchReport) -> str:
-    """The closing lines on stderr: refusals, then the gates (replay-check's wording)."""
-    from cpbcg.api import count_of
-
-    lines = [f"watch: FAILED: {r}" for r in report.refusals]
-    lines += [f"cpbcg: note: {u}" for u in (*report.notes, *report.unchecked)]
-    if not report.gates:
-        lines.append(f"watch: stopped by {report.stopped_by}; no gates configured: nothing to fail on" if not report.refusals
-                     else f"watch: stopped by {report.stopped_by}")
-    elif all(g.passed for g in report.gates):
-        lines.append(f"watch: stopped by {report.stopped_by}; passed all {count_of(len(report.gates), 'gate')}")
-    else:
-        failed = [g for g in report.gates if not g.passed]
-        lines.append(f"watch: stopped by {report.stopped_by}; FAILED {len(failed)} of {count_of(len(report.gates), 'gate')}")
-        lines += [f"  {g.message()}" for g in failed]
-    return "\n".join(lines)
 
 
 @app.command("watch")
@@ -172,22 +85,27 @@ def watch(
     Example: `cpbcg watch server.log --duration 600 --min-observed-coverage 0.9 --window-forwards 2000`
     """
     from cpbcg import api
+    from cpbcg.commands import watch as watch_use_case
+    from cpbcg.outputs.watch import gates_view, snapshot_view, verdict
 
-    options = api.watch_options(window_forwards=window_forwards, window_seconds=window_seconds, ring_forwards=ring_forwards,
+    options = watch_use_case.watch_options(window_forwards=window_forwards, window_seconds=window_seconds, ring_forwards=ring_forwards,
                                 gate_step=gate_step, interval_s=interval, recommend_every_s=recommend_every, duration_s=duration,
                                 max_forwards=max_forwards)
     overrides = {**deployment.overrides(), **scheduler.overrides(), **gates.overrides()}
     note = lambda text: typer.echo(text, err=True)  # noqa: E731
     if output_format is OutputFormat.json:
-        import orjson
+        from cpbcg.outputs.watch import snapshot_json_line
 
-        def emit(snap: WatchSnapshot) -> None:
-            if not snap.final:
-                sys.stdout.write(orjson.dumps(snap.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+        def emit(snap: object) -> None:
+            line = snapshot_json_line(snap)
+            if line is not None:
+                sys.stdout.write(line)
                 sys.stdout.flush()
 
         report = api.watch(logs, deployment.config, overrides, options, max_eager=max_eager, metrics_urls=metrics_url or [],
                            serve_metrics=serve_metrics, baseline_trace=baseline_trace, on_snapshot=emit, note=note)
+        import orjson
+
         sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode() + "\n")
     else:
         console = stdout_console()

@@ -11,7 +11,7 @@ A gate is a threshold on one number of an `Evaluation` (the same numbers `plan` 
 * `replay_verified` (only with `--replay N`): replays through freshly captured graphs whose
   output differed from eager, `<= 0`.
 
-The library never prints; the CLI and `cpbcg.gates.reports` render `GateResult`s.
+The library never prints; the CLI and `cpbcg.outputs.ci_reports` render `GateResult`s.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ class CheckReport:
     """Everything `replay-check` found: the evaluation, the gates and any real replays."""
 
     header: dict[str, Any]
-    """Deployment settings and source (`cpbcg.cli.render.deployment_header`, plus `manifest`)."""
+    """Deployment settings and source (`cpbcg.outputs.tables.deployment_header`, plus `manifest`)."""
     evaluation: Evaluation
     """The evaluation, the same `plan` prints."""
     gates: tuple[GateResult, ...]

@@ -10,8 +10,12 @@ from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.api import KNEE_RULE, Comparison, Evaluation, ParetoPoint, Recommendation, TradeOff, counted, pct
-from cpbcg.cli.render import REASON_HELP
+from cpbcg.gates.summary import pct
+from cpbcg.planner.evaluate import Evaluation
+from cpbcg.planner.optimise.compare import Comparison, ParetoPoint
+from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation, TradeOff
+from cpbcg.planner.words import counted
+from cpbcg.outputs.tables import REASON_HELP
 
 OBJECTIVE_TEXT = {"coverage": "most forwards in graphs, then least modelled time", "time": "least modelled time"}
 SHORT_REASON = {"not_cp_active": "inact", "above_largest_bucket": "above", "padding_limit": "pad", "local_capacity": "cap"}

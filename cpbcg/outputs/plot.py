@@ -6,7 +6,8 @@ import io
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cpbcg.api import Comparison, Recommendation
+    from cpbcg.planner.optimise.compare import Comparison
+    from cpbcg.planner.optimise.recommend import Recommendation
 
 
 def plot_png(rec: Recommendation, comparison: Comparison) -> bytes:
@@ -14,7 +15,7 @@ def plot_png(rec: Recommendation, comparison: Comparison) -> bytes:
     (the command writes them with its other outputs, `cpbcg.atomic.OutputGroup`)."""
     import matplotlib
 
-    from cpbcg.api import counted
+    from cpbcg.planner.words import counted
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

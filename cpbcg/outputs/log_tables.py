@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:
     from rich.console import Group
 
-    from cpbcg.api import LogObserved, LogSettings, ObservedComparison
+    from cpbcg.planner.observed import LogObserved, ObservedComparison
+    from cpbcg.planner.traces.sglang_settings import LogSettings
 
 
 def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings | None",
@@ -52,7 +53,8 @@ def _one_log(observed: "ObservedComparison | None", log: "LogSettings | None", p
     from rich.table import Table
     from rich.text import Text
 
-    from cpbcg.api import SGLANG_VERSION, counted
+    from cpbcg.planner.sglang_release import SGLANG_VERSION
+    from cpbcg.planner.words import counted
 
     parts: list = []
     where = f" — {path}" if path else ""

@@ -6,7 +6,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from cpbcg.api import Evaluation, cell, counted, pct, summary_rows
+from cpbcg.gates.summary import cell, pct, summary_rows
+from cpbcg.planner.evaluate import Evaluation
+from cpbcg.planner.words import counted
 from cpbcg.settings import SGLANG_VERSION
 
 REASON_HELP = {

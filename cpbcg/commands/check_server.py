@@ -1,0 +1,53 @@
+"""`cpbcg check-server`: its options and its use case, returning a typed report (the CLI parses into it and hands the report to an output)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from cpbcg.api import load_config_and_deployment
+from cpbcg.errors import ModelError
+from cpbcg.planner.model.capacity import capture_buckets
+from cpbcg.planner.server import ResolvedServer
+
+
+@dataclass(frozen=True)
+class ServerVerdict:
+    """`cpbcg check-server`: what SGLang 0.5.23 does with a launch command, a model and a GPU."""
+
+    server: ResolvedServer
+    """The start-up resolution (values with sources, refusals, CP graphs)."""
+    captured: tuple[int, ...]
+    """The prefill graph list as the CP runner captures it (rounded up to multiples of the CP
+    size, below the smallest CP-active forward dropped; tokens). Empty without CP graphs."""
+    capture_note: str | None
+    """What the rounding changed (None: nothing)."""
+
+    @property
+    def exit_code(self) -> int:
+        """0: starts with CP prefill graphs; 1: refuses to start or runs without them."""
+        return 0 if self.server.cp_graphs else 1
+
+    def to_dict(self) -> dict[str, object]:
+        return {**self.server.summary(), "captured": list(self.captured), "capture_note": self.capture_note}
+
+
+def check_server(config: str | None = None, overrides: Mapping[str, object] | None = None) -> ServerVerdict:
+    """0.5.23's start-up resolution of the config's server (`--server-args`, `--model-config`,
+    `--gpu` in `overrides`), and the prefill list its CP runner captures. Raises `ConfigError`
+    for bad input."""
+    cfg, deployment = load_config_and_deployment(config, overrides)
+    server = cfg.server_resolution
+    assert server is not None  # load_config resolves every config
+    captured: tuple[int, ...] = ()
+    note = None
+    if server.cp_graphs and server.prefill_graph_bs.value:
+        try:
+            prepared = capture_buckets(list(server.prefill_graph_bs.value), deployment.cp)
+        except ModelError as exc:
+            note = str(exc)
+        else:
+            captured, note = prepared.capture_num_tokens, prepared.note
+    return ServerVerdict(server, captured, note)
+
+

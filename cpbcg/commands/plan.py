@@ -1,0 +1,337 @@
+"""`cpbcg plan`: its options and its use case, returning a typed report (the CLI parses into it and hands the report to an output)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Mapping, Sequence, TypedDict
+
+from cpbcg.api import GuaranteeResult, refuse_repeated, assumed_settings, common_log_settings, guarantee, launch_resolver, load_config_and_deployment, load_model_rates, log_settings, observe_log, open_trace, plan, rate_notes, report_header, server_check, trace_paths, with_manifest_cost
+from cpbcg.bucket_files import export_buckets
+from cpbcg.errors import ConfigError, ModelError
+from cpbcg.inputs import file_identity
+from cpbcg.manifest import MANIFEST_KEYS, load_manifest
+from cpbcg.notes import ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.model.bucket_spec import parse_positive_list
+from cpbcg.planner.observed import LaunchModel, LogObserved
+from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
+from cpbcg.planner.optimise.recommend import RecommendSettings
+from cpbcg.planner.plan import PlanPart, PlanResult
+from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
+from cpbcg.planner.traces import ReadOptions
+from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.planner.traces.text import display
+from cpbcg.planner.traffic import default_workers
+
+
+PARETO_MAX_BUCKETS = 128
+"""With a comparison or a plot the optimiser also finds the best list of every count up to this."""
+
+
+def guarantee_request_count(deployment: Deployment, max_requests: int | None) -> int:
+    """Requests per forward guarantee mode proves for: `max_requests`, else the scheduler's
+    `prefill_max_requests`, else its `max_running_requests`. Raises `ConfigError` when none is set."""
+    sched = deployment.scheduler
+    requests = max_requests or sched.prefill_max_requests or sched.max_running_requests
+    if requests is None:
+        raise ConfigError("guarantee mode needs --max-requests (or scheduler.prefill_max_requests in the config)")
+    return requests
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What `plan_report` does besides evaluating: the recommendation's settings and the outputs."""
+
+    recommend: bool = True
+    """False: only evaluate the configured list."""
+    max_buckets: int | None = None
+    target_coverage: float | None = None
+    objective: str = "coverage"
+    max_tokens: int | None = None
+    bucket_multiple: int = 1
+    include: str | None = None
+    """Buckets every recommended list must contain, as written (`8192,4096`)."""
+    max_requests: int | None = None
+    headroom: bool = True
+    allow_gaps: bool = False
+    validate_fraction: float = 0.3
+    compare: bool = False
+    """Also compare with the baseline lists (and the Pareto curve)."""
+    guarantee: bool = False
+    """Trace-free: the fewest buckets that replay every CP-active forward within the limits."""
+    check_guarantee: bool = False
+    """Trace-free: prove that the configured list does (or name the smallest forward that falls back)."""
+    plot: bool = False
+    """A plot will be drawn: the comparison is needed."""
+    emit: str | None = None
+    """Export format of the recommended (or, without a recommendation, the configured) list."""
+    min_bucket: int | None = None
+    """Floor of small buckets (`--min-bucket`)."""
+    load_factors: tuple[float, ...] | None = None
+    """Load factors every request trace is simulated at (`--time-scale 0.5,1,2`); None: the scheduler's `time_scale`."""
+    untimed_rates: str | None = None
+    """`auto`: a request trace without timestamps is simulated at the rates of `traffic.default_rates`; None: at `rate`."""
+    workers: int | None = None
+    """Local processes of the (trace, load) jobs (None: `traffic.default_workers`)."""
+    scheduler: str | None = None
+    """Dask scheduler address of the jobs (`--scheduler`)."""
+    fit_traces: tuple[str, ...] | None = None
+    """Fit on these traces only, report on all (`--fit-trace`)."""
+    max_capture_s: float | None = None
+    """Capture budget in seconds (`--max-capture-seconds`)."""
+    max_graph_mib: float | None = None
+    """Graph-memory budget in MiB (`--max-graph-memory`)."""
+
+    def settings(self) -> RecommendSettings | None:
+        """The `RecommendSettings` these options give (None without a recommendation)."""
+        if not self.recommend:
+            return None
+        include = tuple(parse_positive_list(self.include, "include")) if self.include else ()
+        return RecommendSettings(
+            max_buckets=self.max_buckets, target_coverage=self.target_coverage, objective=self.objective,
+            max_bucket_tokens=self.max_tokens, bucket_multiple=self.bucket_multiple, include=include,
+            headroom=self.headroom, max_requests=self.max_requests, allow_gaps=self.allow_gaps,
+            validate_fraction=self.validate_fraction, min_bucket=self.min_bucket,
+            pareto_max_buckets=PARETO_MAX_BUCKETS if (self.compare or self.plot) else 0,
+            max_capture_s=self.max_capture_s, max_graph_mib=self.max_graph_mib,
+        )
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """Everything `cpbcg plan` shows: the header, the evaluation, the recommendation (or why there
+    is none), the comparison, the simulation summary, the export text, a server log's observed
+    section and, over several (trace, load) parts, the per-part traffic report."""
+
+    deployment: Deployment
+    header: dict[str, object]
+    result: PlanResult
+    comparison: Comparison | None
+    simulation: dict[str, object] | None
+    export: str | None
+    """The `emit` export (None without one)."""
+    observed: dict[str, object] | None = None
+    """The JSON section `observed` (`cpbcg.documents.observed_document`), None without a server log."""
+    log: LogSettings | None = None
+    """What the SGLang server log states (None: not a server log)."""
+    logs: tuple[LogObserved, ...] = ()
+    """Per SGLang server log planned: its settings and its own observed comparison (per launch, with a total)."""
+
+    @property
+    def parts(self) -> tuple[PlanPart, ...]:
+        """The (trace, load) parts planned (`PlanResult.parts`)."""
+        return tuple(self.result.parts)
+
+
+def load_plan_deployment(config: str | None, overrides: Mapping[str, object], manifest_path: str | Path | None,
+                         cost_given: bool, note: Callable[[str], None], log: LogSettings | None = None) -> Deployment:
+    """The deployment `plan` runs under: the config, an SGLang server log's settings (`log`) and
+    the overrides, with a capture manifest's fitted cost model when one is given (`note`
+    receives what the log and the fit say)."""
+    manifest = load_manifest(manifest_path) if manifest_path is not None else None
+    _, deployment = load_config_and_deployment(config, overrides, cost_source="command line" if cost_given else None, log=log)
+    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ())):
+        note(line)
+    if manifest is not None:
+        fit = manifest.fitted_cost()
+        if fit is None:
+            note(f"cpbcg: warning: {manifest.path} has no replay timings (a CPU dry run): the cost model keeps its numbers")
+        elif fit.note:
+            note(f"cpbcg: note: {fit.note}")
+        deployment = with_manifest_cost(deployment, manifest)
+    return deployment
+
+
+class CaptureCost(TypedDict, total=False):
+    """`RecommendSettings` fields an SGLang log's capture lines measure (`capture_settings`)."""
+
+    graph_mib_per_token: float
+    capture_s_per_bucket: float
+    capture_source: str
+
+
+def capture_settings(log: LogSettings | None) -> CaptureCost:
+    """`RecommendSettings` fields from an SGLang log's measured capture cost (`capture_s_per_bucket`,
+    `graph_mib_per_token`, `capture_source`), {} without capture lines. Graph memory is one
+    shared pool that the largest bucket sizes: the log's own measured total (`mem usage` of the
+    capture's end line) over the largest captured bucket, so the estimate for the captured list
+    is the measurement; without an end line, the largest bucket's `avail_mem` step."""
+    cost = None if log is None else log.capture
+    if log is None or cost is None or not cost.bucket_gb:
+        return {}
+    largest = max(log.captured or cost.bucket_gb)
+    where = f"line {cost.total_line}" if cost.total_line else "capture progress lines"
+    if cost.total_gb is not None:
+        out: CaptureCost = {"graph_mib_per_token": cost.total_gb * 1024 / largest}
+    else:
+        out = {"graph_mib_per_token": cost.bucket_gb[max(cost.bucket_gb)] * 1024 / max(cost.bucket_gb)}
+    if cost.capture_s is not None:
+        out["capture_s_per_bucket"] = cost.capture_s / len(log.captured or cost.bucket_gb)
+    count = len(log.captured or cost.bucket_gb)
+    took = f"{count} buckets in {cost.capture_s:.1f} s, " if cost.capture_s is not None else ""
+    memory = (f"{cost.total_gb:.2f} GB in all" if cost.total_gb is not None
+              else f"{cost.bucket_gb[max(cost.bucket_gb)]:.2f} GB at {max(cost.bucket_gb)} tokens")
+    out["capture_source"] = (f"measured on {cost.date or 'an undated day'} by the log {log.path} {where} "
+                             f"({took}{memory}, as the log printed them)")
+    return out
+
+
+def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given: Sequence[str | Path] = (), *,
+                trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
+                note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
+                on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None,
+                resolve_launch: Callable[[LogSettings], LaunchModel] | None = None) -> PlanReport:
+    """`cpbcg plan` on its traces (paths as `trace_paths` gives them; none: the embedded default
+    workload): evaluate the configured list, recommend one (`request`), compare and export.
+    Notes for people (ignored options, the simulation, no recommendation) go to `note` as they
+    arise. Raises `ModelError` when an export was asked of a recommendation that failed (the
+    configured list is never exported in its place)."""
+    paths = list(trace_paths_given)
+    first = paths[0] if paths else None
+    warning = ignored_options_warning(ignored_flags or [], first, trace_format, options.length_field if options else None)
+    if warning is not None:
+        note(warning)
+    for finding in resolution_notes(deployment.server) + server_check_notes(server_check(deployment)):
+        note(finding)
+    settings = request.settings()
+    if settings is not None and capture_settings(log):
+        settings = replace(settings, **capture_settings(log))
+    workers = request.workers if request.workers is not None else default_workers()
+    sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in paths] or [open_trace(None, deployment)]
+    result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
+                  load_factors=None if request.load_factors is None else list(request.load_factors), rates=request.untimed_rates,
+                  workers=workers, scheduler=request.scheduler,
+                  fit_traces=None if request.fit_traces is None else list(request.fit_traces), resolve_launch=resolve_launch)
+    from cpbcg.documents import observed_document, simulation_document
+
+    parts = result.parts
+    source = parts[0].source if parts else sources[0]
+    for part in parts:
+        if len(parts) > 1:
+            note(f"{part.label} at {part.load}:")
+        for line in read_notes(part.source, ignored_flags or [], part.label):
+            note(line)
+    if not parts:  # standard input or a server log, planned in place
+        for line in read_notes(source, ignored_flags or [], first):
+            note(line)
+    for line in log_summary_notes(source):
+        note(line)
+    for line in rate_notes(parts, request.untimed_rates is not None):
+        note(line)
+    rec = result.recommendation
+    if result.recommendation_error is not None:
+        if request.emit is not None and request.recommend:
+            raise ModelError(result.recommendation_error)  # never export the configured list in its place
+        note(f"cpbcg: note: {result.recommendation_error}")
+    for line in rec.notes if rec is not None else ():
+        note(f"cpbcg: {line}" if line.startswith("warning:") else f"cpbcg: note: {line}")
+    comparison = compare_recommendation(rec, deployment) if rec is not None and (request.compare or request.plot) else None
+    header = report_header(deployment, source, paths[0] if len(paths) == 1 else None)
+    if len(paths) > 1:
+        header["source"] = ", ".join(str(p) for p in paths)
+    export = None
+    if request.emit is not None:
+        exported = rec.buckets if rec is not None else result.evaluation.buckets
+        meta = {"source": header["source"], "bound": header["bound"], "cp_size": deployment.cp.cp_size,
+                "cp_strategy": deployment.cp.strategy.value, "max_padding_factor": deployment.max_padding_factor,
+                "cost_model": deployment.cost.to_dict()}
+        export = _export(exported, request.emit, deployment, meta, note)
+    logs: tuple[LogObserved, ...] = ()
+    if len(sources) == 1 and sources[0].log_summary is not None:
+        logs = (LogObserved(display(first if first is not None else "-"), sources[0].log or LogSettings(), result.observed,
+                            sources[0].log_summary),)
+    elif len(sources) > 1:  # several logs: each compared in a pass of its own, under its own settings
+        logs = tuple(observe_log(s, deployment, resolve_launch) for s in sources if s.log_summary is not None)
+        for one in logs:
+            for line in log_settings_notes(one.settings, {}):
+                note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}:"))
+    observed: dict[str, object] | None = observed_document(result.observed, log) if len(sources) == 1 else \
+        ({"logs": [one.to_dict() for one in logs]} if logs else None)
+    return PlanReport(deployment, header, result, comparison, simulation_document(parts, source), export, observed, log, logs)
+
+
+def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
+    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are exported."""
+    text = export_buckets(buckets, emit, deployment, metadata)
+    if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1:
+        note(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[deployment.cp.strategy.value]}")
+    return text
+
+
+@dataclass(frozen=True)
+class GuaranteeReport:
+    """`cpbcg plan --guarantee|--check-guarantee`: the deployment, the proof and the export."""
+
+    deployment: Deployment
+    result: GuaranteeResult
+    export: str | None
+    """The `emit` export of the list (None without one)."""
+
+
+def plan_command(config: str | None, overrides: Mapping[str, object], request: PlanRequest,
+                 traces: Sequence[str | Path] | str | Path | None = None, *,
+                 manifest_path: str | Path | None = None, cost_given: bool = False, trace_format: str = "auto",
+                 options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
+                 note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
+                 on_chunk: Callable[[object], object] | None = None) -> PlanReport | GuaranteeReport:
+    """`cpbcg plan`: the traces (`trace_paths`: files, globs, directories; the `fit_traces` of
+    `request` among them), the deployment (`load_plan_deployment`, under the settings a single
+    SGLang server log states), then guarantee mode when `request` asks for it (requests per
+    forward from `guarantee_request_count`, tokens from `request.max_tokens` or the chunk), else
+    `plan_report` on the traces."""
+    if request.guarantee and request.check_guarantee:
+        raise ConfigError("--guarantee and --check-guarantee exclude each other")
+    given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
+    if request.guarantee or request.check_guarantee:
+        _refuse_trace_options(request, bool(given))
+    expanded = trace_paths(given)
+    refuse_repeated(expanded)
+    known = {file_identity(p) for p in expanded}
+    paths = expanded + [Path(p) for p in dict.fromkeys(request.fit_traces or ()) if file_identity(p) not in known]  # one file by any name, once
+    logs = [log_settings(p, trace_format, options) for p in paths]
+    log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
+        if logs and all(one is not None for one in logs) else None
+    deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
+    request = replace(request, untimed_rates=load_model_rates(config, overrides, request.untimed_rates))
+    if request.guarantee or request.check_guarantee:
+        requests = guarantee_request_count(deployment, request.max_requests)
+        result = guarantee(deployment, requests, request.max_tokens, recommend_list=request.guarantee,
+                           bucket_multiple=request.bucket_multiple)
+        export = None
+        if request.emit is not None:
+            limits = {"max_requests": result.limits.max_requests, "max_tokens": result.limits.max_tokens}
+            export = _export(result.buckets, request.emit, deployment, {"guarantee": limits}, note)
+        return GuaranteeReport(deployment, result, export)
+    resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
+    return plan_report(deployment, request, paths, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
+                       note=note, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve)
+
+
+def _refuse_trace_options(request: PlanRequest, traces_given: bool) -> None:
+    """`ConfigError` naming the options guarantee mode would ignore: it is trace-free (every
+    forward within `--max-requests` and `--max-tokens`), so a trace, the recommendation's fit and
+    validation settings, the comparison and the plot have nothing to act on."""
+    default = PlanRequest()
+    ignored = [flag for flag, used in (
+        ("--trace", traces_given or bool(request.fit_traces)),
+        ("-k/--max-buckets", request.max_buckets is not None),
+        ("--target-coverage", request.target_coverage is not None),
+        ("--max-capture-seconds", request.max_capture_s is not None),
+        ("--max-graph-memory", request.max_graph_mib is not None),
+        ("--objective", request.objective != default.objective),
+        ("--include", request.include is not None),
+        ("--no-headroom", request.headroom != default.headroom),
+        ("--allow-gaps", request.allow_gaps != default.allow_gaps),
+        ("--validate-fraction", request.validate_fraction != default.validate_fraction),
+        ("--compare", request.compare),
+        ("--plot", request.plot),
+        ("--min-bucket", request.min_bucket is not None),
+        ("--time-scale", request.load_factors is not None),
+    ) if used]
+    if ignored:
+        mode = "--guarantee" if request.guarantee else "--check-guarantee"
+        raise ConfigError(f"{mode} is trace-free (every forward of up to --max-requests requests and --max-tokens tokens) "
+                          f"and takes no {', '.join(ignored)}; drop {'it' if len(ignored) == 1 else 'them'}, or plan a trace without {mode}")
+
+

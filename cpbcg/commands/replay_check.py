@@ -1,0 +1,78 @@
+"""`cpbcg replay-check`: its options and its use case, returning a typed report (the CLI parses into it and hands the report to an output)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Mapping
+
+from cpbcg.api import assumed_settings, check, launch_resolver, load_config_and_deployment, load_model_rates, log_settings, max_eager_overrides, rate_notes, server_check
+from cpbcg.errors import ConfigError
+from cpbcg.gates.gates import CheckReport, Gates
+from cpbcg.manifest import MANIFEST_KEYS, load_manifest
+from cpbcg.notes import ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.planner.traces import ReadOptions
+
+
+NO_GATES = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
+"""What `replay-check` says when no gate is configured."""
+
+
+def check_trace(config: str | None, overrides: Mapping[str, object], manifest_path: str | Path | None, trace_path: str | Path | None, *,
+                max_eager: list[str] | None = None, replay: int = 0, report_only: bool = False, trace_format: str = "auto", rates: str | None = "auto",
+                embedded_sample: bool = False,
+                options: ReadOptions | None = None, ignored_flags: list[str] | None = None, note: Callable[[str], None] = lambda text: None,
+                progress: Callable[[int], None] | None = None, on_chunk: Callable[[object], object] | None = None) -> CheckReport:
+    """`cpbcg replay-check`: the deployment (a capture manifest's buckets and CP settings win; an
+    SGLang server log's settings lie under the command line), the trace evaluated, the gates of
+    the config and `overrides` checked, `replay` forwards replayed through fresh graphs.
+    `max_eager` (`REASON=N` texts) merge into the config's `gates.max_eager`. Without any gate
+    (and no `replay`) it is a `ConfigError` unless `report_only`, as are flags with which SGLang
+    0.5.23 would refuse to start or capture no CP graph (`server_check`), and gating without a trace
+    (`trace_path` None) unless `embedded_sample` asks for the embedded workload by name (or
+    `report_only`). A request trace without timestamps is simulated at `rates` as `plan` takes
+    them (`load_model_rates`). Notes for people go to `note`; the report carries the simulation summary."""
+    overrides = {**overrides, **max_eager_overrides(max_eager or [])}
+    manifest = load_manifest(manifest_path) if manifest_path is not None else None
+    if manifest is not None and manifest.dry_run:
+        note(f"cpbcg: warning: {manifest_path} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model")
+    log = log_settings(trace_path, trace_format, options)
+    cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
+    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ())):
+        note(line)
+    gates = cfg.gates.to_gates()
+    if not replay and not report_only and gates == Gates():
+        raise ConfigError(f"replay-check: {NO_GATES}; or pass --report-only to report without gates")
+    warning = ignored_options_warning(ignored_flags or [], trace_path, trace_format, options.length_field if options else None)
+    if warning is not None:
+        note(warning)
+    found = server_check(deployment)
+    if not found.ok and not report_only:
+        what, reason = found.findings()[0]
+        raise ConfigError(f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
+                          "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
+    for finding in resolution_notes(deployment.server) + server_check_notes(found):
+        note(finding)
+    if trace_path is None and not embedded_sample and not report_only:
+        raise ConfigError("replay-check: no --trace given: the gates would run on the embedded synthetic workload, not on your "
+                          "traffic (a CI job that forgot its trace would pass); give --trace FILE, or --embedded-sample to gate it on purpose")
+    rates = load_model_rates(config, overrides, rates)
+    resolve = launch_resolver(config, overrides, manifest) if log is not None else None
+    report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay, trace_format=trace_format,
+                           options=options, progress=progress, on_chunk=on_chunk, rates=rates, resolve_launch=resolve)
+    for part in report.parts:
+        note(f"{part.label} at {part.load}:")
+        for line in read_notes(part.source, ignored_flags or [], part.label):
+            note(line)
+    for line in read_notes(source, ignored_flags or [], trace_path) if not report.parts else ():
+        note(line)
+    for line in log_summary_notes(source):
+        note(line)
+    for line in rate_notes(report.parts, rates is not None):
+        note(line)
+    from cpbcg.documents import simulation_document
+
+    return replace(report, simulation=simulation_document(report.parts, source))
+
+

@@ -1,0 +1,1 @@
+"""Every rendering of a command's report: tables, JSON documents, CI reports, bucket/flag files, plots."""

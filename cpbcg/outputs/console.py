@@ -1,0 +1,68 @@
+"""Where every rendering goes: the `--format` choices and the consoles (stdout for the command's
+output, stderr for progress and notes), light (rich only when a console is made)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+MAX_WIDTH = 10_000
+"""Widest table `CPBCG_WIDTH` may ask for (columns; `cpbcg.cli.app.ENV_INTS` checks it at start-up)."""
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def env_width() -> int | None:
+    """`CPBCG_WIDTH` as a table width in columns, or None when unset or 0 (bad values were
+    dropped by `sanitize_environment`; this re-checks, so it never raises)."""
+    text = os.environ.get("CPBCG_WIDTH", "").strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 6):
+        return None
+    width = int(text)
+    return width if 0 < width <= MAX_WIDTH else None
+
+
+PIPE_WIDTH = 120
+"""Table width when stdout is not a terminal (CI logs, files): rich would otherwise use 80."""
+
+
+def stdout_console() -> "Console":
+    """Console for the command's main output (a table): `CPBCG_WIDTH` or `COLUMNS` if set, the
+    terminal's width, or `PIPE_WIDTH` when not a terminal."""
+    from rich.console import Console
+
+    width = env_width()
+    console = Console(width=width, soft_wrap=False)
+    if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=PIPE_WIDTH, soft_wrap=False)
+    return console
+
+
+def print_json(payload: bytes, *, to_stderr: bool = False) -> None:
+    """Write a JSON document unchanged to stdout (or stderr): no rich markup, no wrapping, and
+    no rich import (JSON output stays light)."""
+    stream = sys.stderr if to_stderr else sys.stdout
+    stream.write(payload.decode())
+    stream.flush()
+
+
+def stderr_console() -> "Console":
+    """Console for progress, notes and reports sent to stderr (same width rule as stdout)."""
+    from rich.console import Console
+
+    width = env_width()
+    console = Console(stderr=True, width=width)
+    if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=True, width=PIPE_WIDTH)
+    return console
+
+
