@@ -27,6 +27,15 @@ class OutputPath(type(Path())):  # type: ignore[misc]
     given: str
 
 
+def input_path(text: str) -> Path:
+    """Typer `parser=` for input file options (`--trace`, `--fit-trace`): the path, refusing an
+    empty or blank name (an unset shell variable, `-t "$TRACE"`), which `Path("")` would read as
+    `.`, the current directory, and plan every file in it (`ValueError`: the option's usage error)."""
+    if not text.strip():
+        raise ValueError("an empty path (an unset shell variable?): give a file, a directory, a glob or - for standard input")
+    return Path(text)
+
+
 def output_path(text: str) -> Path:
     """Typer `parser=` for output options: the path, remembering the text as given so that
     `check_outputs` and `write_atomic` can refuse `-o newdir/`. Never raises."""

@@ -184,3 +184,26 @@ _BY_KEY = {s.key: s for s in SETTINGS}
 def setting(key: str) -> Setting:
     """The declaration of the config key `key` (`KeyError` for an unknown key)."""
     return _BY_KEY[key]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A command's own option (not a config key), declared once on the field of the command's
+    options type (`cpbcg.commands.plan_options.PlanOptions`):
+    `max_buckets: Annotated[int | None, Flag(("--max-buckets", "-k"), "Buckets in ...", ge=1, le=512)] = None`.
+    `cpbcg.cli.options.with_options` turns it into the typer option (flags, help, bounds, parser;
+    the default is the field's), so the option, its type and its default are written once."""
+
+    flags: tuple[str, ...]
+    """Flag spellings (`--max-buckets`, `-k`; a bool's off flag as `--on/--off`)."""
+    help: str
+    """What it means, with its unit (and, with `show_default=False`, how its default is chosen)."""
+    ge: float | None = None
+    """Least value accepted (inclusive)."""
+    le: float | None = None
+    """Largest value accepted (inclusive)."""
+    metavar: str | None = None
+    parser: Any = None
+    """A `str -> value` function (`ValueError` with the reason for a bad text)."""
+    show_default: bool = True
+    """False: the help says the default itself (or there is none to show)."""

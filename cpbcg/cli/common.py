@@ -11,20 +11,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from cpbcg.atomic import input_path  # noqa: F401  (--trace)
+
 from cpbcg.outputs.console import OutputFormat, print_json, stderr_console, stdout_console  # noqa: F401  (the commands' consoles)
 from cpbcg.settings import TRACE_FORMAT_NAMES, trace_format_name
 
 if TYPE_CHECKING:
     pass
-
-
-def input_path(text: str) -> Path:
-    """Typer `parser=` for input file options (`--trace`, `--fit-trace`): the path, refusing an
-    empty or blank name (an unset shell variable, `-t "$TRACE"`), which `Path("")` would read as
-    `.`, the current directory, and plan every file in it."""
-    if not text.strip():
-        raise typer.BadParameter("an empty path (an unset shell variable?): give a file, a directory, a glob or - for standard input")
-    return Path(text)
 
 
 CONFIG_HELP = "Deployment config: a YAML file or a preset name (see `cpbcg presets`). Options override it."

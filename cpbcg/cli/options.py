@@ -28,7 +28,7 @@ from typing import Annotated, Any, Callable, Optional, TypeVar
 import typer
 
 from cpbcg.cli.common import ConfigOpt, LengthFieldOpt, TimeFieldOpt, TraceFormatOpt, input_path
-from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS, setting
+from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS, Flag, setting
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -264,9 +264,18 @@ class GateOptions(_SettingGroup):
 
 
 def _typer_type(hint: Any) -> Any:
-    """A field's type as typer reads it: a `SettingKey` field becomes its `option`."""
+    """A field's type as typer reads it: a `SettingKey` field becomes its `option`, a `Flag`
+    field (a command's own option, `cpbcg.settings.Flag`) its typer option."""
     marks = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, SettingKey)]
-    return option(marks[0].key, help=marks[0].help, default_text=marks[0].default_text) if marks else hint
+    if marks:
+        return option(marks[0].key, help=marks[0].help, default_text=marks[0].default_text)
+    flags = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Flag)]
+    if flags:
+        flag = flags[0]
+        info = typer.Option(*flag.flags, help=flag.help, min=flag.ge, max=flag.le, metavar=flag.metavar, parser=flag.parser,
+                            show_default=flag.show_default)
+        return Annotated[hint.__origin__, info]
+    return hint
 
 
 def with_options(**groups: type) -> Callable[[F], F]:

@@ -6,6 +6,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypedDict
 
+from cpbcg.atomic import STDOUT, check_outputs
+from cpbcg.commands.plan_options import PlanOptions
+from cpbcg.outputs.console import OutputFormat
 from cpbcg.api import GuaranteeResult, refuse_repeated, assumed_settings, common_log_settings, guarantee, launch_resolver, load_config_and_deployment, load_model_rates, log_settings, observe_log, open_trace, plan, rate_notes, report_header, server_check, trace_paths, with_manifest_cost
 from cpbcg.bucket_files import export_buckets
 from cpbcg.errors import ConfigError, ModelError
@@ -13,20 +16,14 @@ from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
 from cpbcg.notes import ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.model.bucket_spec import parse_positive_list
 from cpbcg.planner.observed import LaunchModel, LogObserved
 from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
-from cpbcg.planner.optimise.recommend import RecommendSettings
 from cpbcg.planner.plan import PlanPart, PlanResult
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.traces import ReadOptions
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.traces.text import display
 from cpbcg.planner.traffic import default_workers
-
-
-PARETO_MAX_BUCKETS = 128
-"""With a comparison or a plot the optimiser also finds the best list of every count up to this."""
 
 
 def guarantee_request_count(deployment: Deployment, max_requests: int | None) -> int:
@@ -37,65 +34,6 @@ def guarantee_request_count(deployment: Deployment, max_requests: int | None) ->
     if requests is None:
         raise ConfigError("guarantee mode needs --max-requests (or scheduler.prefill_max_requests in the config)")
     return requests
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    """What `plan_report` does besides evaluating: the recommendation's settings and the outputs."""
-
-    recommend: bool = True
-    """False: only evaluate the configured list."""
-    max_buckets: int | None = None
-    target_coverage: float | None = None
-    objective: str = "coverage"
-    max_tokens: int | None = None
-    bucket_multiple: int = 1
-    include: str | None = None
-    """Buckets every recommended list must contain, as written (`8192,4096`)."""
-    max_requests: int | None = None
-    headroom: bool = True
-    allow_gaps: bool = False
-    validate_fraction: float = 0.3
-    compare: bool = False
-    """Also compare with the baseline lists (and the Pareto curve)."""
-    guarantee: bool = False
-    """Trace-free: the fewest buckets that replay every CP-active forward within the limits."""
-    check_guarantee: bool = False
-    """Trace-free: prove that the configured list does (or name the smallest forward that falls back)."""
-    plot: bool = False
-    """A plot will be drawn: the comparison is needed."""
-    emit: str | None = None
-    """Export format of the recommended (or, without a recommendation, the configured) list."""
-    min_bucket: int | None = None
-    """Floor of small buckets (`--min-bucket`)."""
-    load_factors: tuple[float, ...] | None = None
-    """Load factors every request trace is simulated at (`--time-scale 0.5,1,2`); None: the scheduler's `time_scale`."""
-    untimed_rates: str | None = None
-    """`auto`: a request trace without timestamps is simulated at the rates of `traffic.default_rates`; None: at `rate`."""
-    workers: int | None = None
-    """Local processes of the (trace, load) jobs (None: `traffic.default_workers`)."""
-    scheduler: str | None = None
-    """Dask scheduler address of the jobs (`--scheduler`)."""
-    fit_traces: tuple[str, ...] | None = None
-    """Fit on these traces only, report on all (`--fit-trace`)."""
-    max_capture_s: float | None = None
-    """Capture budget in seconds (`--max-capture-seconds`)."""
-    max_graph_mib: float | None = None
-    """Graph-memory budget in MiB (`--max-graph-memory`)."""
-
-    def settings(self) -> RecommendSettings | None:
-        """The `RecommendSettings` these options give (None without a recommendation)."""
-        if not self.recommend:
-            return None
-        include = tuple(parse_positive_list(self.include, "include")) if self.include else ()
-        return RecommendSettings(
-            max_buckets=self.max_buckets, target_coverage=self.target_coverage, objective=self.objective,
-            max_bucket_tokens=self.max_tokens, bucket_multiple=self.bucket_multiple, include=include,
-            headroom=self.headroom, max_requests=self.max_requests, allow_gaps=self.allow_gaps,
-            validate_fraction=self.validate_fraction, min_bucket=self.min_bucket,
-            pareto_max_buckets=PARETO_MAX_BUCKETS if (self.compare or self.plot) else 0,
-            max_capture_s=self.max_capture_s, max_graph_mib=self.max_graph_mib,
-        )
 
 
 @dataclass(frozen=True)
@@ -177,11 +115,12 @@ def capture_settings(log: LogSettings | None) -> CaptureCost:
     return out
 
 
-def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given: Sequence[str | Path] = (), *,
+def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given: Sequence[str | Path] = (), *,
                 trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
                 note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
                 on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None,
-                resolve_launch: Callable[[LogSettings], LaunchModel] | None = None) -> PlanReport:
+                resolve_launch: Callable[[LogSettings], LaunchModel] | None = None,
+                load_factors: Sequence[float] | None = None, untimed_rates: str | None = None) -> PlanReport:
     """`cpbcg plan` on its traces (paths as `trace_paths` gives them; none: the embedded default
     workload): evaluate the configured list, recommend one (`request`), compare and export.
     Notes for people (ignored options, the simulation, no recommendation) go to `note` as they
@@ -198,11 +137,11 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
     if settings is not None and capture_settings(log):
         settings = replace(settings, **capture_settings(log))
     workers = request.workers if request.workers is not None else default_workers()
+    fit_traces = None if request.fit_traces is None else [str(p) for p in request.fit_traces]
     sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in paths] or [open_trace(None, deployment)]
     result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
-                  load_factors=None if request.load_factors is None else list(request.load_factors), rates=request.untimed_rates,
-                  workers=workers, scheduler=request.scheduler,
-                  fit_traces=None if request.fit_traces is None else list(request.fit_traces), resolve_launch=resolve_launch)
+                  load_factors=None if load_factors is None else list(load_factors), rates=untimed_rates,
+                  workers=workers, scheduler=request.scheduler_address, fit_traces=fit_traces, resolve_launch=resolve_launch)
     from cpbcg.documents import observed_document, simulation_document
 
     parts = result.parts
@@ -217,7 +156,7 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
             note(line)
     for line in log_summary_notes(source):
         note(line)
-    for line in rate_notes(parts, request.untimed_rates is not None):
+    for line in rate_notes(parts, untimed_rates is not None):
         note(line)
     rec = result.recommendation
     if result.recommendation_error is not None:
@@ -226,7 +165,7 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
         note(f"cpbcg: note: {result.recommendation_error}")
     for line in rec.notes if rec is not None else ():
         note(f"cpbcg: {line}" if line.startswith("warning:") else f"cpbcg: note: {line}")
-    comparison = compare_recommendation(rec, deployment) if rec is not None and (request.compare or request.plot) else None
+    comparison = compare_recommendation(rec, deployment) if rec is not None and (request.compare or request.plot is not None) else None
     header = report_header(deployment, source, paths[0] if len(paths) == 1 else None)
     if len(paths) > 1:
         header["source"] = ", ".join(str(p) for p in paths)
@@ -236,7 +175,7 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
         meta = {"source": header["source"], "bound": header["bound"], "cp_size": deployment.cp.cp_size,
                 "cp_strategy": deployment.cp.strategy.value, "max_padding_factor": deployment.max_padding_factor,
                 "cost_model": deployment.cost.to_dict()}
-        export = _export(exported, request.emit, deployment, meta, note)
+        export = _export(exported, request.emit.value, deployment, meta, note)
     logs: tuple[LogObserved, ...] = ()
     if len(sources) == 1 and sources[0].log_summary is not None:
         logs = (LogObserved(display(first if first is not None else "-"), sources[0].log or LogSettings(), result.observed,
@@ -269,22 +208,26 @@ class GuaranteeReport:
     """The `emit` export of the list (None without one)."""
 
 
-def plan_command(config: str | None, overrides: Mapping[str, object], request: PlanRequest,
+def plan_command(config: str | None, overrides: Mapping[str, object], request: PlanOptions,
                  traces: Sequence[str | Path] | str | Path | None = None, *,
                  manifest_path: str | Path | None = None, cost_given: bool = False, trace_format: str = "auto",
                  options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
                  note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
-                 on_chunk: Callable[[object], object] | None = None) -> PlanReport | GuaranteeReport:
-    """`cpbcg plan`: the traces (`trace_paths`: files, globs, directories; the `fit_traces` of
+                 on_chunk: Callable[[object], object] | None = None, load_factors: Sequence[float] | None = None,
+                 untimed_rates: str | None = None) -> PlanReport | GuaranteeReport:
+    """`cpbcg plan`: the options' combinations checked (`check_usage`), the traces (`trace_paths`: files, globs, directories; the `fit_traces` of
     `request` among them), the deployment (`load_plan_deployment`, under the settings a single
     SGLang server log states), then guarantee mode when `request` asks for it (requests per
     forward from `guarantee_request_count`, tokens from `request.max_tokens` or the chunk), else
-    `plan_report` on the traces."""
+    `plan_report` on the traces. `load_factors`: every request trace at each (`--time-scale 0.5,1,2`;
+    None: the scheduler's `time_scale`); `untimed_rates`: `auto` simulates a request trace without
+    timestamps at the rate picker's rates, None at the scheduler's `rate`."""
+    given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
+    check_usage(request, given, manifest_path)
     if request.guarantee and request.check_guarantee:
         raise ConfigError("--guarantee and --check-guarantee exclude each other")
-    given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
     if request.guarantee or request.check_guarantee:
-        _refuse_trace_options(request, bool(given))
+        _refuse_trace_options(request, bool(given), load_factors is not None)
     expanded = trace_paths(given)
     refuse_repeated(expanded)
     known = {file_identity(p) for p in expanded}
@@ -293,7 +236,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
         if logs and all(one is not None for one in logs) else None
     deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
-    request = replace(request, untimed_rates=load_model_rates(config, overrides, request.untimed_rates))
+    untimed_rates = load_model_rates(config, overrides, untimed_rates)
     if request.guarantee or request.check_guarantee:
         requests = guarantee_request_count(deployment, request.max_requests)
         result = guarantee(deployment, requests, request.max_tokens, recommend_list=request.guarantee,
@@ -301,18 +244,39 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
         export = None
         if request.emit is not None:
             limits = {"max_requests": result.limits.max_requests, "max_tokens": result.limits.max_tokens}
-            export = _export(result.buckets, request.emit, deployment, {"guarantee": limits}, note)
+            export = _export(result.buckets, request.emit.value, deployment, {"guarantee": limits}, note)
         return GuaranteeReport(deployment, result, export)
     resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
     return plan_report(deployment, request, paths, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
-                       note=note, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve)
+                       note=note, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve,
+                       load_factors=load_factors, untimed_rates=untimed_rates)
 
 
-def _refuse_trace_options(request: PlanRequest, traces_given: bool) -> None:
+def check_usage(request: PlanOptions, traces: Sequence[str | Path], manifest_path: str | Path | None) -> None:
+    """Option combinations that cannot work, refused before any work (`ConfigError`); the
+    outputs checked writable and apart from the inputs (`check_outputs`)."""
+    if request.output is not None and str(request.output) != STDOUT and request.emit is None:
+        raise ConfigError("-o/--output writes the --emit export; add --emit sglang|sglang-json|yaml|json")
+    if request.emit is not None and (request.output is None or str(request.output) == STDOUT) and request.output_format is OutputFormat.json:
+        raise ConfigError("--emit with --format json needs -o FILE (both would go to stdout)")
+    if not request.recommend:
+        for given, flag in ((request.max_buckets, "--max-buckets"), (request.target_coverage, "--target-coverage"),
+                            (request.include, "--include"), (request.plot, "--plot"), (request.compare or None, "--compare"),
+                            (request.max_capture_s, "--max-capture-seconds"), (request.max_graph_mib, "--max-graph-memory")):
+            if given is not None:
+                raise ConfigError(f"{flag} shapes the recommendation; drop --no-recommend")
+    if request.plot is not None and request.plot.suffix.lower() != ".png":
+        raise ConfigError(f"--plot {request.plot}: the plot is a PNG; give a file name ending in .png")
+    output = None if request.output is None or str(request.output) == STDOUT else request.output
+    check_outputs({"-o": output, "--plot": request.plot},
+                  {**{"--trace" if i == 0 else f"--trace {t}": t for i, t in enumerate(traces)}, "--manifest": manifest_path})
+
+
+def _refuse_trace_options(request: PlanOptions, traces_given: bool, load_factors_given: bool) -> None:
     """`ConfigError` naming the options guarantee mode would ignore: it is trace-free (every
     forward within `--max-requests` and `--max-tokens`), so a trace, the recommendation's fit and
     validation settings, the comparison and the plot have nothing to act on."""
-    default = PlanRequest()
+    default = PlanOptions()
     ignored = [flag for flag, used in (
         ("--trace", traces_given or bool(request.fit_traces)),
         ("-k/--max-buckets", request.max_buckets is not None),
@@ -325,9 +289,9 @@ def _refuse_trace_options(request: PlanRequest, traces_given: bool) -> None:
         ("--allow-gaps", request.allow_gaps != default.allow_gaps),
         ("--validate-fraction", request.validate_fraction != default.validate_fraction),
         ("--compare", request.compare),
-        ("--plot", request.plot),
+        ("--plot", request.plot is not None),
         ("--min-bucket", request.min_bucket is not None),
-        ("--time-scale", request.load_factors is not None),
+        ("--time-scale", load_factors_given),
     ) if used]
     if ignored:
         mode = "--guarantee" if request.guarantee else "--check-guarantee"

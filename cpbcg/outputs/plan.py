@@ -1,0 +1,183 @@
+"""`cpbcg plan`'s report rendered: the `--emit` export and the plot (written together, or
+neither), then the report on stdout in the `--format` chosen (tables or the JSON document).
+Every `--format` has its arm in `render`, which ends in `assert_never` (mypy checks the list is exhaustive)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, Optional, Protocol
+
+from cpbcg.atomic import STDOUT, OutputGroup, write_atomic
+from cpbcg.errors import ExitCode
+from cpbcg.outputs.console import OutputFormat, print_json, stderr_console, stdout_console
+
+
+
+def assert_never(value: NoReturn) -> NoReturn:
+    """`typing.assert_never` (Python 3.11) for 3.10: mypy rejects a call that a value can still
+    reach, so a format without its arm fails the type check; at run time it is a bug."""
+    raise AssertionError(f"unhandled output format: {value!r}")
+
+
+if TYPE_CHECKING:
+    from cpbcg.api import GuaranteeResult
+    from cpbcg.planner.deployment import Deployment
+    from cpbcg.planner.observed import LogObserved
+    from cpbcg.planner.optimise.compare import Comparison
+    from cpbcg.planner.plan import PlanPart, PlanResult
+    from cpbcg.planner.traces.sglang_settings import LogSettings
+    from cpbcg.settings import EmitFormat
+
+
+class PlanView(Protocol):
+    """What this output reads of a plan report (`cpbcg.commands.plan.PlanReport`; outputs sit
+    below the commands and name no command's type)."""
+
+    @property
+    def header(self) -> dict[str, object]: ...
+    @property
+    def result(self) -> PlanResult: ...
+    @property
+    def comparison(self) -> Comparison | None: ...
+    @property
+    def simulation(self) -> dict[str, object] | None: ...
+    @property
+    def export(self) -> str | None: ...
+    @property
+    def observed(self) -> dict[str, object] | None: ...
+    @property
+    def log(self) -> LogSettings | None: ...
+    @property
+    def logs(self) -> tuple[LogObserved, ...]: ...
+    @property
+    def parts(self) -> tuple[PlanPart, ...]: ...
+
+
+class GuaranteeView(Protocol):
+    """What this output reads of a guarantee report (`cpbcg.commands.plan.GuaranteeReport`)."""
+
+    @property
+    def deployment(self) -> Deployment: ...
+    @property
+    def result(self) -> GuaranteeResult: ...
+    @property
+    def export(self) -> str | None: ...
+
+
+class PlanOutputOptions(Protocol):
+    """The options this output reads (`cpbcg.commands.plan_options.PlanOptions`)."""
+
+    @property
+    def output_format(self) -> OutputFormat: ...
+    @property
+    def output(self) -> Path | None: ...
+    @property
+    def plot(self) -> Path | None: ...
+    @property
+    def emit(self) -> EmitFormat | None: ...
+
+
+def write(report: PlanView | GuaranteeView, options: PlanOutputOptions) -> ExitCode:
+    """Everything `plan` writes for `report`; the exit code (`GATE_FAILED`: a guarantee that does not hold)."""
+    from cpbcg.api import GuaranteeResult
+
+    output = None if options.output is None or str(options.output) == STDOUT else options.output
+    if isinstance(report.result, GuaranteeResult):
+        return _guarantee(report, options, output)
+    assert not isinstance(report.result, GuaranteeResult)
+    rec, comparison = report.result.recommendation, report.comparison
+    plotted = options.plot is not None and rec is not None and comparison is not None
+    with OutputGroup() as outputs:  # the plot and the export: both written, or neither
+        if plotted:
+            from cpbcg.outputs.plot import plot_png
+
+            assert options.plot is not None and rec is not None and comparison is not None
+            outputs.write(options.plot, plot_png(rec, comparison))
+        _emit(report.export, output, outputs)
+    if plotted:
+        sys.stderr.write(f"wrote {options.plot}\n")
+        sys.stderr.flush()
+    if report.export is not None and output is not None:
+        stderr_console().print(f"wrote {output}", highlight=False)
+    if options.emit is not None and output is None:
+        return ExitCode.OK  # the export is the stdout document
+    render(report, options.output_format)
+    return ExitCode.OK
+
+
+def render(report: PlanView, output_format: OutputFormat) -> None:
+    """The report on stdout in `output_format`."""
+    if output_format is OutputFormat.json:
+        _json(report)
+    elif output_format is OutputFormat.table:
+        _tables(report)
+    else:
+        assert_never(output_format)
+
+
+def _json(report: PlanView) -> None:
+    from cpbcg.documents import comparison_document, dumps, plan_document, traffic_document
+
+    result, parts = report.result, report.parts
+    compared = None if report.comparison is None else comparison_document(report.comparison)
+    doc = plan_document(report.header, result.evaluation, result.recommendation, report.simulation, compared,
+                        recommendation_error=result.recommendation_error)
+    if report.observed is not None:
+        doc["observed"] = report.observed
+    if len(parts) > 1:
+        doc["traffic"] = traffic_document(parts)
+    print_json(dumps(doc))
+
+
+def _tables(report: PlanView) -> None:
+    from cpbcg.outputs.log_tables import observed_renderable
+    from cpbcg.outputs.recommend_tables import comparison_table, pareto_table, recommendation_renderable, traffic_table
+    from cpbcg.outputs.tables import evaluation_tables, summed_header
+
+    result, rec, comparison, parts = report.result, report.result.recommendation, report.comparison, report.parts
+    console = stdout_console()
+    console.print(evaluation_tables(result.evaluation, summed_header(report.header, parts)))
+    observed_view = observed_renderable(result.observed, report.log, report.logs)
+    if observed_view is not None:
+        console.print(observed_view)
+    if rec is not None:
+        console.print(recommendation_renderable(result.evaluation, rec))
+    if len(parts) > 1:
+        console.print(traffic_table(parts))
+    if rec is not None and comparison is not None:
+        console.print(comparison_table(comparison, rec))
+        console.print(pareto_table(comparison.points, rec.objective))
+
+
+def _guarantee(report: GuaranteeView, options: PlanOutputOptions, output: Optional[Path]) -> ExitCode:
+    dep, result = report.deployment, report.result
+    _emit(report.export, output)
+    if options.emit is None or output is not None:
+        if options.output_format is OutputFormat.json:
+            from cpbcg.documents import dumps, guarantee_document
+
+            print_json(dumps(guarantee_document(dep, result)))
+        elif options.output_format is OutputFormat.table:
+            from cpbcg.outputs.recommend_tables import guarantee_renderable
+
+            stdout_console().print(guarantee_renderable(result, dep.cp.cp_size, dep.cp.strategy.value, dep.max_padding_factor))
+        else:
+            assert_never(options.output_format)
+    return ExitCode.OK if result.check.ok else ExitCode.GATE_FAILED
+
+
+def _emit(text: Optional[str], output: Optional[Path], outputs: OutputGroup | None = None) -> None:
+    """The `--emit` export: to `output` (with the command's other `outputs`, or atomically alone), or to stdout."""
+    if text is None:
+        return
+    if output is not None:
+        if outputs is not None:
+            outputs.write(output, text)
+            return
+        write_atomic(output, text)
+        stderr_console().print(f"wrote {output}", highlight=False)
+    else:
+        console = stdout_console()
+        console.file.write(text)
+        console.file.flush()
