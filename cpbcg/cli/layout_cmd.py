@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import FormatOpt, OutputFormat, print_json, stdout_console
+from cpbcg.cli.common import FormatOpt, OutputFormat
 from cpbcg.cli.options import DeploymentOptions, with_options
 
 if TYPE_CHECKING:
@@ -30,15 +30,10 @@ def layout(
     Example: `cpbcg layout --cp-size 4 1534 161 353` (needs 520 rows; bucket 2048 holds 512).
     """
     from cpbcg.commands import layout as layout_use_case
-    from cpbcg.outputs.layout import render_explanation
-    from cpbcg.documents import as_dict, dumps
+    from cpbcg.outputs.layout import write
 
     result = layout_use_case.layout(extend_seq_lens, deployment.config, deployment.overrides())
-    if output_format is OutputFormat.json:
-        print_json(dumps(as_dict(result.explanation)))
-    else:
-        dep = result.deployment
-        stdout_console().print(render_explanation(result.explanation, dep.cp.cp_size, dep.cp.align_rows, dep.max_padding_factor))
+    write(result.explanation, result.deployment, output_format)
 
 
 

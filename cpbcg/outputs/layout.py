@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cpbcg.outputs.console import OutputFormat, assert_never, print_json, stdout_console
+
 
 
 
@@ -12,7 +14,21 @@ if TYPE_CHECKING:
     from rich.console import Group
     from rich.text import Text
 
+    from cpbcg.planner.deployment import Deployment
     from cpbcg.planner.model.explain import BatchExplanation
+
+
+def write(explanation: BatchExplanation, deployment: Deployment, output_format: OutputFormat) -> None:
+    """One batch explained on stdout in `output_format`."""
+    if output_format is OutputFormat.json:
+        from cpbcg.documents import as_dict, dumps
+
+        print_json(dumps(as_dict(explanation)))
+    elif output_format is OutputFormat.table:
+        dep = deployment
+        stdout_console().print(render_explanation(explanation, dep.cp.cp_size, dep.cp.align_rows, dep.max_padding_factor))
+    else:
+        assert_never(output_format)
 
 
 def render_explanation(ex: "BatchExplanation", cp_size: int, align: int, max_padding_factor: float = 2.0) -> "Group":

@@ -6,18 +6,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Optional, Protocol
+from typing import TYPE_CHECKING, Optional, Protocol
 
 from cpbcg.atomic import STDOUT, OutputGroup, write_atomic
 from cpbcg.errors import ExitCode
-from cpbcg.outputs.console import OutputFormat, print_json, stderr_console, stdout_console
+from cpbcg.outputs.console import OutputFormat, assert_never, print_json, stderr_console, stdout_console
 
-
-
-def assert_never(value: NoReturn) -> NoReturn:
-    """`typing.assert_never` (Python 3.11) for 3.10: mypy rejects a call that a value can still
-    reach, so a format without its arm fails the type check; at run time it is a bug."""
-    raise AssertionError(f"unhandled output format: {value!r}")
 
 
 if TYPE_CHECKING:

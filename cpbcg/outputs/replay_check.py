@@ -15,7 +15,7 @@ import typer
 from cpbcg.atomic import STDOUT
 
 
-from cpbcg.outputs.console import OutputFormat, print_json, stderr_console, stdout_console
+from cpbcg.outputs.console import OutputFormat, assert_never, print_json, stderr_console, stdout_console
 
 
 
@@ -87,6 +87,8 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     if output_format is OutputFormat.json:
         print_json(report_json(report, report.simulation), to_stderr=stdout_taken)
         return
+    if output_format is not OutputFormat.table:
+        assert_never(output_format)
     console = stderr_console() if stdout_taken else stdout_console()
     from cpbcg.outputs.log_tables import observed_renderable
 
