@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
@@ -36,7 +36,7 @@ from cpbcg.planner.model.explain import BatchExplanation, explain_batch
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.optimise.cost import with_measured
-from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
+from cpbcg.planner.optimise.guarantee import GuaranteeResult, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
 from cpbcg.planner.plan import PlanResult, plan as _plan, plan_traffic
 from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, load_jobs, request_profile, untimed_rates
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 
 __all__ = [  # the library facade: only what this module defines (result types live with the code that makes them)
     "ASSUMED_OPTIONS",
-    "GuaranteeResult",
     "REACHED_SHARE",
     "SimulatedLoad",
     "assumed_settings",
@@ -423,20 +422,6 @@ def recommend(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, s
     result = plan(trace, deployment, settings)
     assert result.recommendation is not None
     return result.recommendation
-
-
-@dataclass(frozen=True)
-class GuaranteeResult:
-    """A trace-free guarantee: every CP-active forward within `limits` replays in `buckets`."""
-
-    limits: Limits
-    """Most requests and tokens per forward."""
-    buckets: list[int]
-    """The list proved (or found)."""
-    check: GuaranteeCheck
-    """The proof, or the smallest forward that falls back."""
-    recommended: bool
-    """True: `buckets` is the fewest-bucket list found; False: the configured list was checked."""
 
 
 def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None = None, *, recommend_list: bool = True,

@@ -21,7 +21,7 @@ from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.planner.traces.sources import BatchSource
 
 if TYPE_CHECKING:  # typed records of the capture package and the API (not imported at run time)
-    from cpbcg.api import GuaranteeResult
+    from cpbcg.planner.optimise.guarantee import GuaranteeResult
     from cpbcg.graph_capture.records import BucketResult, CaptureResult
     from cpbcg.gates.gates import CheckReport
     from cpbcg.planner.deployment import Deployment

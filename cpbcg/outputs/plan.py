@@ -15,7 +15,7 @@ from cpbcg.outputs.console import OutputFormat, assert_never, print_json, stderr
 
 
 if TYPE_CHECKING:
-    from cpbcg.api import GuaranteeResult
+    from cpbcg.planner.optimise.guarantee import GuaranteeResult
     from cpbcg.planner.deployment import Deployment
     from cpbcg.planner.observed import LogObserved
     from cpbcg.planner.optimise.compare import Comparison
@@ -74,7 +74,7 @@ class PlanOutputOptions(Protocol):
 
 def write(report: PlanView | GuaranteeView, options: PlanOutputOptions) -> ExitCode:
     """Everything `plan` writes for `report`; the exit code (`GATE_FAILED`: a guarantee that does not hold)."""
-    from cpbcg.api import GuaranteeResult
+    from cpbcg.planner.optimise.guarantee import GuaranteeResult
 
     output = None if options.output is None or str(options.output) == STDOUT else options.output
     if isinstance(report.result, GuaranteeResult):

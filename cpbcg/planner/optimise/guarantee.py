@@ -149,3 +149,17 @@ def _witness(num_tokens: int, limits: Limits, cp: CPLayout, table: BucketTable, 
     sel = select_buckets(n, local_rows(batches, cp), np.ones(len(n), dtype=bool), table, factor)
     bad = np.flatnonzero(~sel.graph)
     return batches.batch(int(bad[0])) if bad.size else None
+
+
+@dataclass(frozen=True)
+class GuaranteeResult:
+    """A trace-free guarantee: every CP-active forward within `limits` replays in `buckets`."""
+
+    limits: Limits
+    """Most requests and tokens per forward."""
+    buckets: list[int]
+    """The list proved (or found)."""
+    check: GuaranteeCheck
+    """The proof, or the smallest forward that falls back."""
+    recommended: bool
+    """True: `buckets` is the fewest-bucket list found; False: the configured list was checked."""
