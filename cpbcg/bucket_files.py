@@ -1,8 +1,8 @@
 """The bucket spec at the input edge: files are read here, through `cpbcg.inputs`, and only the
 parsed values reach the planner (`cpbcg.planner.model.bucket_spec` reads no files).
 
-`export_buckets` writes a list the way `--emit` hands it over; the bucket files it writes
-(`yaml`, `json`) are the ones `read_bucket_file` reads back.
+`cpbcg.outputs.exports.export_buckets` writes a list the way `--emit` hands it over; the bucket
+files it writes (`yaml`, `json`) are the ones `read_bucket_file` reads back.
 
 `resolve_bucket_spec(spec)` is the one place a spec (`--buckets`, a config's `buckets:`) becomes
 a bucket list: lists and named generators are the planner's to parse; anything else is a file
@@ -14,16 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-import orjson
 
 from cpbcg.errors import ConfigError
 from cpbcg.inputs import load_json, load_yaml, path_exists, read_input_bytes, yaml_key_lines
-from cpbcg.planner.choices import EmitFormat
-from cpbcg.planner.export import config_flags, deploy_flags
 from cpbcg.planner.model.bucket_spec import NOT_A_SPEC, buckets_of_document, buckets_of_flags, parse_bucket_spec
 
 if TYPE_CHECKING:
-    from cpbcg.planner.deployment import Deployment
+    pass
 
 BUCKET_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 """Suffixes that make a spec a file even before it exists (so a missing one says "no such file")."""
@@ -98,26 +95,3 @@ def flags_file_words(spec: str) -> list[str] | None:
         return None
 
 
-def export_buckets(buckets: list[int], fmt: EmitFormat | str, deployment: "Deployment", metadata: dict[str, object] | None = None) -> str:
-    """The text of `buckets` (ascending tokens) in `fmt`, ending with a newline.
-
-    `sglang` and `sglang-json` are SGLang's server flags with the CP and scheduler settings of
-    `deployment` too (`cpbcg.planner.export`: the list deploys under the conditions it was
-    planned for); `yaml` / `json` are cpbcg's own bucket file `{capture_num_tokens: [...],
-    ...metadata}` (`metadata` JSON-ready), which `--buckets FILE` reads back. Raises
-    `ConfigError` for an empty list."""
-    if not buckets:
-        raise ConfigError("nothing to export: the bucket list is empty")
-    buckets = sorted(int(b) for b in buckets)
-    fmt = EmitFormat(fmt)
-    if fmt is EmitFormat.sglang:
-        return deploy_flags(buckets, deployment) + "\n"
-    if fmt is EmitFormat.sglang_json:
-        return config_flags(buckets, deployment) + "\n"
-    document = {"capture_num_tokens": buckets, **(metadata or {})}
-    if fmt is EmitFormat.json:
-        return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
-    import yaml  # only this export needs it
-
-    text: str = yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=100)
-    return text

@@ -5,7 +5,7 @@ import pytest
 
 from cpbcg.errors import ConfigError
 from cpbcg.bucket_files import read_bucket_file
-from cpbcg.bucket_files import export_buckets
+from cpbcg.outputs.exports import export_buckets
 from cpbcg.planner.choices import EmitFormat
 from cpbcg.planner.export import parse_sglang_flags
 from cpbcg.planner.deployment import Deployment

@@ -11,7 +11,7 @@ from cpbcg.commands.plan_options import PlanOptions
 from cpbcg.outputs.console import OutputFormat
 from cpbcg.planner.optimise.guarantee import GuaranteeResult
 from cpbcg.api import refuse_repeated, assumed_settings, common_log_settings, guarantee, launch_resolver, load_config_and_deployment, load_model_rates, log_settings, observe_log, open_trace, plan, rate_notes, report_header, server_check, trace_paths, with_manifest_cost
-from cpbcg.bucket_files import export_buckets
+from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest

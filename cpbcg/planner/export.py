@@ -13,7 +13,7 @@
   numbers-only `sglang` form holds no glob character and survives `$(cat flags.txt)`.
 
 The bucket files (`--emit yaml` / `json`) are written at the input edge with the files that read
-them back (`cpbcg.bucket_files.export_buckets`): the planner imports no YAML.
+them back (`cpbcg.outputs.exports.export_buckets`): the planner imports no YAML.
 """
 
 from __future__ import annotations
