@@ -241,3 +241,24 @@ def test_every_public_name_comes_from_the_module_that_defines_it():
             continue
         value = getattr(cpbcg, name)
         assert value.__module__ == cpbcg._EXPORTS[name], (name, value.__module__)
+
+
+EDGE = ["cpbcg.cli", "cpbcg.commands", "cpbcg.outputs", "cpbcg.api"]
+"""The edge's layers, top down: the CLI parses into a command's options type and calls its use
+case (`cpbcg.commands`), the report goes to an output (`cpbcg.outputs`), all of it over the library
+facade (`cpbcg.api`) and the planner below."""
+
+
+def test_the_edge_layers_point_down_type_only_imports_included():
+    # an output renders a command's report through a Protocol of what it reads, never by naming
+    # the command's type (a type-only import is still a dependency, and here a cycle)
+    graph = _package_graph(EVERY_IMPORT)
+    below = ["cpbcg.watching", "cpbcg.gates", "cpbcg.graph_capture", "cpbcg.planner", "cpbcg.config", "cpbcg.documents", "cpbcg.notes"]
+    for i, upper in enumerate(EDGE):
+        for lower in EDGE[i + 1:] + below:
+            assert upper not in graph.get(lower, set()), f"{lower} imports {upper} (type-only imports included)"
+
+
+def test_each_command_has_its_use_case_module():
+    commands = {p.stem for p in (PACKAGE / "commands").glob("*.py")} - {"__init__"}
+    assert {"plan", "replay_check", "batches", "layout", "presets", "check_server", "watch"} <= commands
