@@ -43,7 +43,7 @@ from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.optimise.compare import Comparison, ParetoPoint, compare_recommendation
 from cpbcg.planner.optimise.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
-from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation, RecommendSettings, TradeOff, default_chunk_tokens
+from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation, RecommendSettings, TradeOff
 from cpbcg.planner.plan import PlanPart, PlanResult, plan as _plan, plan_traffic
 from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, default_rates, default_workers, first_requests, load_jobs, parse_load_factors
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedComparison, ObservedTally
@@ -448,7 +448,7 @@ def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None 
     """The fewest buckets that replay every CP-active forward of at most `max_requests` requests
     and `max_tokens` tokens (default: the chunk), or with `recommend_list=False` the proof that
     the deployment's configured list does."""
-    limits = Limits(max_requests, max_tokens or default_chunk_tokens(deployment))
+    limits = Limits(max_requests, max_tokens or deployment.scheduler.largest_forward_tokens)
     cp, spec, factor = deployment.cp, deployment.capture, deployment.max_padding_factor
     buckets = guarantee_buckets(limits, cp, spec, factor, bucket_multiple) if recommend_list else deployment.table().capture_num_tokens.tolist()
     return GuaranteeResult(limits, buckets, check_guarantee(buckets, limits, cp, spec, factor), recommend_list)

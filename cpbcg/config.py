@@ -30,7 +30,7 @@ from cpbcg.planner.server import Given, ResolvedServer, check_server_flags, log_
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.scheduler.settings import SchedulerSettings
+from cpbcg.planner.scheduler.settings import SchedulerSettings, largest_forward_tokens
 
 PRESET_PACKAGE = "cpbcg.configs"
 
@@ -227,17 +227,18 @@ COST_KEYS = ("graph_fixed_ms", "eager_fixed_ms", "token_ms")
 
 def default_bucket_spec(scheduler: Any) -> str:
     """`sglang-default:MAX_BS` with SGLang's default `max_bs` for the scheduler settings given (a
-    dict of `scheduler.*` keys, or None): `chunked_prefill_size`, or `max_prefill_tokens` when
-    chunking is off (-1), kept within the generator's range [4, MAX_BUCKET_TOKENS]. Values of the
-    wrong type fall back to the defaults (their own validation reports them)."""
+    dict of `scheduler.*` keys, or None): the largest forward (`largest_forward_tokens`: the
+    chunk, or `max_prefill_tokens` when chunking is off), kept within the generator's range
+    [4, MAX_BUCKET_TOKENS]. Values of the wrong type fall back to the defaults (their own
+    validation reports them)."""
     scheduler = scheduler if isinstance(scheduler, dict) else {}
     fields = SchedulerConfig.model_fields
-    chunk = scheduler.get("chunked_prefill_size", fields["chunked_prefill_size"].default)
-    if chunk == -1:
-        chunk = scheduler.get("max_prefill_tokens", fields["max_prefill_tokens"].default)
+    chunk, budget = (scheduler.get(k, fields[k].default) for k in ("chunked_prefill_size", "max_prefill_tokens"))
     if isinstance(chunk, bool) or not isinstance(chunk, int):
         chunk = fields["chunked_prefill_size"].default
-    return f"sglang-default:{min(max(chunk, 4), MAX_BUCKET_TOKENS)}"
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        budget = fields["max_prefill_tokens"].default
+    return f"sglang-default:{min(max(largest_forward_tokens(chunk, budget), 4), MAX_BUCKET_TOKENS)}"
 
 
 def preset_names() -> list[str]:

@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 
 from cpbcg import api
 from cpbcg.cli import app
-from cpbcg.planner.optimise.recommend import default_chunk_tokens
 from cpbcg.planner.server import log_given, log_printed
 from cpbcg.planner.traces.sglang_settings import read_log_settings
 from sglang_log_fixtures import prefill_line, resolved_line, startup_lines, write_log
@@ -81,7 +80,7 @@ def test_a_log_printing_chunking_off_plans_with_chunking_off(tmp_path):
     assert (chunk.value, chunk.source, chunk.rule) == (-1, "log line 7", "printed by the server (log line 7)")
     assert dep.scheduler.chunked_prefill_size == -1 and dep.scheduler.max_prefill_tokens == 12000
     assert "chunked_prefill_size 8192 -> -1: as the server printed (log line 7)" in dep.server.notes
-    assert default_chunk_tokens(dep) == 12000  # the largest forward is then max_prefill_tokens
+    assert dep.scheduler.largest_forward_tokens == 12000  # the largest forward is then max_prefill_tokens
     result = runner.invoke(app, ["plan", "-t", str(tmp_path / "off.log"), "--no-recommend", "-f", "json"])
     assert result.exit_code == 0, result.output
     assert orjson.loads(result.stdout)["server"]["chunked_prefill_size"]["value"] == -1
