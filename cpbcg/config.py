@@ -476,7 +476,8 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     """0.5.23's start-up resolution of the config being loaded: the server arguments it states
     (config file < log < layers < command line; a config's launch command under the command
     line only), over the CP flags `plan --emit sglang` writes when no launch command is given
-    (a log's settings dump or launch command is one), with its model and GPU. A log's launch (`log`) gives its arguments
+    (a log's launch that states `attn_cp_size` is one; a release before attention CP, or a launch
+    that does not say, takes the deployment's CP flags under what it states), with its model and GPU. A log's launch (`log`) gives its arguments
     (`server.log_given`) and the values its server printed (`server.log_printed`, which win),
     each sourced `log line N`. None when the values are not of the right types (validation then
     reports them)."""
@@ -493,6 +494,7 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     given: dict[str, Given] = {}
     flags_file = flags_file_words(cfg.buckets) if isinstance(cfg.buckets, str) and args is None else None
     from_log, skipped = log_given(log.sglang_flags()) if log is not None else ({}, ())
+    log_states_cp = "attn_cp_size" in from_log
     if log is not None:
         from_log.update(_log_layout(log, from_log))
     if args is not None:
@@ -502,9 +504,11 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
             given.update(parse_launch_words(flags_file, f"flags file {cfg.buckets}"))
         except ValueError as exc:
             raise ConfigError(f"{cfg.buckets}: {exc}") from None
-    elif log is None or not (log.dump_line or log.flags):  # a log's dump or launch command is the launch command
+    elif not log_states_cp:  # a log's launch that states its CP size is the launch command
         layout = CPLayout(cfg.cp_size, cfg.cp_strategy)
-        given.update(parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)"))
+        cp_flags = parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)")
+        backend_stated = any(k.endswith("attention_backend") for k in from_log)  # the log's backend, not the emitted one
+        given.update({k: g for k, g in cp_flags.items() if not (backend_stated and k.endswith("attention_backend"))})
     stated = set(given) if args is not None or flags_file is not None else set()
     given.update(from_log)
     for key, name in SERVER_KEYS.items():
