@@ -23,7 +23,7 @@ from cpbcg.gates.gates import (
     CheckReport, Gates, ReplayRecord, check_gates, parse_max_eager, replay_gate, sample_graph_batches,
 )
 from cpbcg.bucket_files import flags_file_words
-from cpbcg.config import DeploymentConfig, load_config
+from cpbcg.config import SERVER_KEYS, DeploymentConfig, load_config
 from cpbcg.errors import CaptureError, ConfigError, TraceError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, Manifest
@@ -37,7 +37,7 @@ from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.optimise.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeResult, Limits, check_guarantee, guarantee_buckets
-from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, default_chunk_tokens
+from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings
 from cpbcg.planner.plan import PlanResult, plan as _plan, plan_traffic
 from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, load_jobs, request_profile, untimed_rates
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally
@@ -97,20 +97,24 @@ def load_config_and_deployment(
 
     With `manifest` (a loaded `cpbcg.manifest.Manifest`) its buckets, capacities and CP settings
     replace the config's (`Manifest.config_layer`), and giving one of those as an override is a
-    `ConfigError`. With `log` (`log_settings` of an SGLang server log) the settings the log states
-    lie over the config file and under `overrides` (the command line wins); a manifest's keys win
-    over the log's."""
+    `ConfigError`. With `log` (`log_settings` of one launch of an SGLang server log) the server
+    the launch states and printed is resolved by 0.5.23's start-up rules as a launch command is
+    (`load_config`'s `log`: each value sourced `log line N`), over the config file and under
+    `overrides` (the command line wins); its captured list lies over the config's buckets. A
+    manifest's keys win over the log's."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     layers: list[tuple[str, dict[str, object]]] = []
     if log is not None and log.settings:
         fixed = set(MANIFEST_KEYS) | {"buckets"} if manifest is not None else set()
-        layers.append((f"the log {log.path}", {k: v for k, v in log.overrides().items() if k not in fixed}))
+        kept = {k: v for k, v in log.overrides().items() if k not in fixed and k not in SERVER_KEYS}  # the resolution takes those
+        if kept:
+            layers.append((f"the log {log.path}", kept))
     if manifest is not None:
         clashing = [k for k in (*MANIFEST_KEYS, "buckets") if k in overrides]
         if clashing:
             raise ConfigError(f"{manifest.path}: the manifest fixes the buckets and CP settings; drop {', '.join(clashing)}")
         layers.append((str(manifest.path), manifest.config_layer()))
-    cfg = load_config(config, overrides, layers=layers)
+    cfg = load_config(config, overrides, layers=layers, log=log)
     deployment = cfg.to_deployment(cost_source)
     return cfg, deployment if manifest is None else with_manifest_cost(deployment, manifest)
 
@@ -181,12 +185,12 @@ def launch_resolver(config: str | None, overrides: Mapping[str, object] | None =
     fixed = (*MANIFEST_KEYS, "buckets") if manifest is not None else ()
 
     def resolve(log: LogSettings) -> LaunchModel:
-        key = repr(sorted(log.overrides().items(), key=lambda kv: kv[0]))
+        key = repr([sorted(part.items(), key=lambda kv: kv[0]) for part in (log.overrides(), log.sglang_flags(), log.resolved)])
         if key not in cache:
             cache[key] = load_config_and_deployment(config, overrides, manifest=manifest, log=log)[1]
         dep = cache[key]
         table = manifest.table() if manifest is not None else dep.table()
-        return LaunchModel(table, dep.cp, dep.max_padding_factor, assumed_settings(log, dep, overrides, fixed))
+        return LaunchModel(table, dep.cp, dep.max_padding_factor, assumed_settings(log, dep, overrides, fixed), dep.server)
     return resolve
 
 
@@ -429,7 +433,7 @@ def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None 
     """The fewest buckets that replay every CP-active forward of at most `max_requests` requests
     and `max_tokens` tokens (default: the chunk), or with `recommend_list=False` the proof that
     the deployment's configured list does."""
-    limits = Limits(max_requests, max_tokens or default_chunk_tokens(deployment))
+    limits = Limits(max_requests, max_tokens or deployment.scheduler.largest_forward_tokens)
     cp, spec, factor = deployment.cp, deployment.capture, deployment.max_padding_factor
     buckets = guarantee_buckets(limits, cp, spec, factor, bucket_multiple) if recommend_list else deployment.table().capture_num_tokens.tolist()
     return GuaranteeResult(limits, buckets, check_guarantee(buckets, limits, cp, spec, factor), recommend_list)
