@@ -35,9 +35,11 @@ def test_burstgpt_filters_on_another_format_are_named():
 
 
 def test_max_eager_help_names_every_eager_reason():
-    from cpbcg.cli.replay_check_cmd import MaxEagerOpt
+    import typing
+
+    from cpbcg.commands.replay_check_options import ReplayCheckOptions
     from cpbcg.planner.model.selector import EAGER_REASONS
 
-    help_text = MaxEagerOpt.__metadata__[0].help
+    help_text = typing.get_type_hints(ReplayCheckOptions, include_extras=True)["max_eager"].__metadata__[0].help
     listed = help_text[help_text.index("(") + 1:help_text.index(")")].split(", ")
     assert listed == [r.value for r in EAGER_REASONS]

@@ -6,6 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping
 
+from cpbcg.atomic import STDOUT, check_outputs
+from cpbcg.commands.replay_check_options import ReplayCheckOptions
 from cpbcg.api import assumed_settings, check, launch_resolver, load_config_and_deployment, load_model_rates, log_settings, max_eager_overrides, rate_notes, server_check
 from cpbcg.errors import ConfigError
 from cpbcg.gates.gates import CheckReport, Gates
@@ -17,6 +19,20 @@ from cpbcg.planner.traces import ReadOptions
 
 NO_GATES = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
 """What `replay-check` says when no gate is configured."""
+
+
+def run(request: ReplayCheckOptions, config: str | None, overrides: Mapping[str, object], trace_path: str | Path | None, *,
+        trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
+        note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
+        on_chunk: Callable[[object], object] | None = None) -> CheckReport:
+    """`cpbcg replay-check` with its options: the report files checked writable and apart from
+    the inputs before any work, then `check_trace`."""
+    check_outputs({"--junit": request.junit, "--json": request.json_path}, {"--trace": trace_path, "--manifest": request.manifest})
+    if str(request.junit) == STDOUT and str(request.json_path) == STDOUT:
+        raise ConfigError("--junit - and --json - would both write to stdout; send one to a file")
+    return check_trace(config, overrides, request.manifest, trace_path, max_eager=request.max_eager, replay=request.replay,
+                       report_only=request.report_only, embedded_sample=request.embedded_sample, trace_format=trace_format,
+                       options=options, ignored_flags=ignored_flags, note=note, progress=progress, on_chunk=on_chunk)
 
 
 def check_trace(config: str | None, overrides: Mapping[str, object], manifest_path: str | Path | None, trace_path: str | Path | None, *,

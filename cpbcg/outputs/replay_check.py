@@ -6,13 +6,14 @@ import os
 
 from pathlib import Path
 
-from typing import Optional
+from typing import Optional, Protocol
 
 from typing import TYPE_CHECKING
 
 import typer
 
 from cpbcg.atomic import STDOUT
+from cpbcg.errors import ExitCode
 
 
 from cpbcg.outputs.console import OutputFormat, assert_never, print_json, stderr_console, stdout_console
@@ -73,6 +74,31 @@ def _or_dash(value: object) -> str:
     if value is None:
         return "-"
     return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+NO_TRACE_WARNING = "cpbcg: warning: no --trace given; the gates ran on the embedded synthetic workload, not on your traffic"
+
+
+class ReplayCheckOutputOptions(Protocol):
+    """The options this output reads (`cpbcg.commands.replay_check_options.ReplayCheckOptions`)."""
+
+    @property
+    def output_format(self) -> OutputFormat: ...
+    @property
+    def junit(self) -> Optional[Path]: ...
+    @property
+    def json_path(self) -> Optional[Path]: ...
+
+
+def write(report: CheckReport, options: ReplayCheckOutputOptions, *, trace_given: bool) -> ExitCode:
+    """Everything `replay-check` writes: the report on stdout (stderr when a report file takes
+    stdout), the CI reports, the verdict line; the exit code (`GATE_FAILED`: a gate failed)."""
+    render(report, options.output_format, stdout_taken=STDOUT in (str(options.junit), str(options.json_path)))
+    publish(report, options.junit, options.json_path)
+    if not trace_given:
+        typer.echo(NO_TRACE_WARNING, err=True)
+    typer.echo(verdict(report), err=True)
+    return ExitCode.OK if report.passed else ExitCode.GATE_FAILED
 
 
 def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool = False) -> None:
