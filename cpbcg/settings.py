@@ -188,6 +188,10 @@ def setting(key: str) -> Setting:
     return _BY_KEY[key]
 
 
+CONFIG_HELP = "Deployment config: a YAML file or a preset name (see `cpbcg presets`). Options override it."
+"""`--config`'s help (every command's `-c`)."""
+
+
 @dataclass(frozen=True)
 class Flag:
     """A command's own option (not a config key), declared once on the field of the command's

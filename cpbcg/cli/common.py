@@ -14,13 +14,12 @@ import typer
 from cpbcg.atomic import input_path  # noqa: F401  (--trace)
 
 from cpbcg.outputs.console import OutputFormat, print_json, stderr_console, stdout_console  # noqa: F401  (the commands' consoles)
-from cpbcg.settings import TRACE_FORMAT_NAMES, trace_format_name
+from cpbcg.settings import CONFIG_HELP, TRACE_FORMAT_NAMES, trace_format_name
 
 if TYPE_CHECKING:
     pass
 
 
-CONFIG_HELP = "Deployment config: a YAML file or a preset name (see `cpbcg presets`). Options override it."
 ConfigOpt = Annotated[Optional[str], typer.Option("--config", "-c", help=CONFIG_HELP, show_default=False)]
 TraceOpt = Annotated[Optional[Path], typer.Option("--trace", "-t", help="Batch trace (JSONL of extend_seq_lens) or request trace (Mooncake JSONL, Azure CSV, vidur/Sarathi CSV, any CSV/JSONL with --length-field), .gz ok; request traces go through the scheduler simulation (docs/scheduler.md). Omit for the embedded default workload.", show_default=False)]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="table for people, json for machines.")]

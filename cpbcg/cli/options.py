@@ -289,7 +289,8 @@ def with_options(**groups: type) -> Callable[[F], F]:
         fields_of = {name: dataclasses.fields(cls) for name, cls in groups.items()}
         for name, cls in groups.items():
             hints = _hints(cls)
-            params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=_typer_type(hints[f.name]))
+            params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=_typer_type(hints[f.name]),
+                                         default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
                        for f in fields_of[name]]
 
         @functools.wraps(command)

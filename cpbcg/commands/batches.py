@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
+from cpbcg.atomic import check_outputs
+from cpbcg.commands.batches_options import BatchesOptions
+from cpbcg.errors import ConfigError
 from cpbcg.api import simulated_loads, load_config_and_deployment, load_model_rates, rate_notes, traffic_jobs
 from cpbcg.notes import ignored_options_note, source_note
 from cpbcg.planner.choices import Fold
@@ -80,6 +83,18 @@ def batch_trace(path: str | Path, deployment: Deployment, *, fold: str = "consec
     jobs = traffic_jobs([source], deployment, None, rates)
     loads = tuple(BatchesLoad(job.label, job.rate_per_s, job.spec.open(progress)) for job in jobs)
     return BatchTrace(source, fold, on_chunk, loads=loads, picked=rates is not None)
+
+
+def run(request: BatchesOptions, path: str | Path | None, overrides: Mapping[str, object], *,
+        trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
+        progress: Callable[[int], None] | None = None, on_chunk: Callable[[object], object] | None = None) -> BatchTrace:
+    """`cpbcg batches` with its options: a trace is needed, the output is checked before any
+    work (`check_outputs`), then `batches`. Raises `ConfigError`, `TraceError`."""
+    if path is None:
+        raise ConfigError("batches needs --trace (a request trace to simulate, or a batch trace to re-fold)")
+    check_outputs({"-o": request.output}, {"--trace": path})
+    return batches(path, request.config, overrides, fold=request.fold.value, trace_format=trace_format, options=options,
+                   ignored_flags=ignored_flags, progress=progress, on_chunk=on_chunk)
 
 
 def batches(path: str | Path, config: str | None = None, overrides: Mapping[str, object] | None = None, *,
