@@ -86,6 +86,7 @@ def watch(
     """
     from cpbcg import api
     from cpbcg.commands import watch as watch_use_case
+    from cpbcg.outputs.console import assert_never
     from cpbcg.outputs.watch import gates_view, snapshot_view, verdict
 
     options = watch_use_case.watch_options(window_forwards=window_forwards, window_seconds=window_seconds, ring_forwards=ring_forwards,
@@ -94,7 +95,7 @@ def watch(
     overrides = {**deployment.overrides(), **scheduler.overrides(), **gates.overrides()}
     note = lambda text: typer.echo(text, err=True)  # noqa: E731
     if output_format is OutputFormat.json:
-        from cpbcg.outputs.watch import snapshot_json_line
+        from cpbcg.outputs.watch import report_json_line, snapshot_json_line
 
         def emit(snap: object) -> None:
             line = snapshot_json_line(snap)
@@ -104,10 +105,8 @@ def watch(
 
         report = api.watch(logs, deployment.config, overrides, options, max_eager=max_eager, metrics_urls=metrics_url or [],
                            serve_metrics=serve_metrics, baseline_trace=baseline_trace, on_snapshot=emit, note=note)
-        import orjson
-
-        sys.stdout.write(orjson.dumps(report.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode() + "\n")
-    else:
+        sys.stdout.write(report_json_line(report))
+    elif output_format is OutputFormat.table:
         console = stdout_console()
         if console.is_terminal:
             from rich.live import Live
@@ -122,6 +121,8 @@ def watch(
         console.print(snapshot_view(report.snapshot))
         if report.gates:
             console.print(gates_view(report))
+    else:
+        assert_never(output_format)
     typer.echo(verdict(report), err=True)
     if not report.passed:
         raise typer.Exit(ExitCode.GATE_FAILED)

@@ -124,3 +124,10 @@ def snapshot_json_line(snap: object) -> str | None:
     if snap.final:
         return None
     return orjson.dumps(snap.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+
+
+def report_json_line(report: WatchReport) -> str:
+    """The final `result` JSON line of a run (`--format json`)."""
+    import orjson
+
+    return orjson.dumps(report.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode() + "\n"
