@@ -42,6 +42,7 @@ import numpy as np
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.model.layout import MAX_TOKENS
+from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefill_columns
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, open_binary, read_errors
@@ -89,13 +90,21 @@ def parse_records(line: bytes) -> list[Record]:
     first_prefix: re.Match[bytes] | None = None
     for i, at in enumerate(marks):
         before = line[marks[i - 1] + len(MARK) if i else 0:at]
-        prefixes = [m for m in _PREFIX.finditer(before) if m.group(1) or m.group(2).strip()]
-        prefix = prefixes[-1] if prefixes else first_prefix
+        prefix = _last_prefix(before) or first_prefix
         if i == 0:
             first_prefix = prefix
         body = line[at:marks[i + 1] if i + 1 < len(marks) else len(line)]
         records.append(_record(prefix, body))
     return records
+
+
+def _last_prefix(before: bytes) -> re.Match[bytes] | None:
+    """The rank prefix of a record: the last `[date TAGS]` before its mark with a date or a tag."""
+    found = None
+    for m in _PREFIX.finditer(before):
+        if m.group(1) or m.group(2).strip():
+            found = m
+    return found
 
 
 @lru_cache(maxsize=4096)
@@ -168,8 +177,11 @@ class LogReader:
     complete afterwards. Raises `TraceError` (`FILE:1: ...`) when the log has no readable
     `Prefill batch` record at all."""
 
-    def __init__(self, path: TracePath | str):
+    def __init__(self, path: TracePath | str, *, bulk: bool = True):
         self.path = path
+        self.bulk = bulk
+        """Read common-shape records in bulk (`log_scan`); False: every `Prefill batch` line by
+        the per-line parser (same answer, slower; the tests compare the two)."""
         self.summary = LogSummary()
         self._printed: dict[tuple[int, tuple[tuple[bytes, int], ...]], int] = {}
         self._kept: dict[int, int] = {}
@@ -192,7 +204,9 @@ class LogReader:
             raise TraceError(located(display(self.path), 1, f'no readable "Prefill batch" lines{what}: not an SGLang server log, or logged below INFO'))
 
     def _read_blob(self, first: int, blob: bytes) -> ObservedForwards | None:
-        check_blob_lines(self.path, first, blob)
+        newlines = check_blob_lines(self.path, first, blob)
+        if self.bulk:
+            return self._read_columns(prefill_columns(blob, first, _last_prefix, newlines), blob)
         rows: list[tuple[int, int, int, int, int, int, int]] = []  # n, k, cached, decode, line, dp, graph
         line_no, at = first, 0
         pos = blob.find(MARK)
@@ -207,12 +221,79 @@ class LogReader:
                 if row is not None:
                     rows.append(row)
             pos = blob.find(MARK, end)
-        if not rows:
+        return _forwards(rows)
+
+    def _read_columns(self, cols: PrefillColumns, blob: bytes) -> ObservedForwards | None:
+        """The block's records from `log_scan.prefill_columns`: one printer and every record in
+        the common shape are taken in bulk (`_take_block`), else record by record in log order,
+        a line outside the common shape read by `parse_records` (the same rule either way)."""
+        if cols.num_marks and len(cols.tags) == 1 and cols.ok.all():
+            return self._take_block(cols)
+        rows: list[tuple[int, int, int, int, int, int, int]] = []
+        ranks = [_ranks(t) for t in cols.tags]
+        fields = zip(cols.ok.tolist(), cols.line_no.tolist(), cols.line_start.tolist(), cols.line_end.tolist(), cols.key.tolist(),
+                     cols.new_seq.tolist(), cols.new_token.tolist(), cols.cached_token.tolist(), cols.running_req.tolist(),
+                     cols.graph.tolist(), cols.label.tolist())
+        last_line = -1
+        for ok, line_no, start, end, key, k, n, cached, running, graph, label in fields:
+            if ok:
+                dp, printer = ranks[key]
+                records = [Record(dp, printer, "", k, n, cached, running, graph, VERDICT_LABELS[label])]
+            elif line_no != last_line:
+                records = parse_records(blob[start:end].replace(b"\r", b" "))
+            else:
+                continue  # a second mark on a line already read
+            last_line = line_no
+            for rec in records:
+                row = self._take(rec, line_no)
+                if row is not None:
+                    rows.append(row)
+        return _forwards(rows)
+
+    def _take_block(self, cols: PrefillColumns) -> ObservedForwards | None:
+        """`_take` for a block of common-shape records of one printer, in numpy."""
+        s, m = self.summary, cols.num_marks
+        dp, printer = _ranks(cols.tags[0])
+        s.records += m
+        j0 = self._printed.get((dp, printer), 0)
+        self._printed[(dp, printer)] = j0 + m
+        kept = self._kept.get(dp, 0)
+        recent = self._recent.setdefault(dp, {})
+        copies = max(0, min(m, kept - j0))
+        s.folded_copies += copies
+        for i in range(copies):
+            j = j0 + i
+            if j in recent and recent[j] != (int(cols.new_token[i]), int(cols.new_seq[i])):
+                s.copy_mismatches += 1
+        if copies == m:
             return None
-        a = np.array(rows, dtype=np.int64)  # [N, 7]
-        n, k, cached, decode = a[:, 0] + a[:, 3], a[:, 1] + a[:, 3], a[:, 2], a[:, 3]
-        return ObservedForwards(n, k, np.ones(len(a), dtype=np.int64), cached, decode_requests=decode, line_no=a[:, 4].copy(),
-                                dp_rank=a[:, 5].copy(), graph=a[:, 6].astype(np.int8))
+        self._kept[dp] = j0 + m
+        low = j0 + m - COPY_CHECK_FORWARDS  # the window of kept forwards a later copy is checked against
+        for j in [j for j in recent if j < low]:
+            del recent[j]
+        tail = max(copies, m - COPY_CHECK_FORWARDS)
+        recent.update(zip(range(j0 + tail, j0 + m), zip(cols.new_token[tail:].tolist(), cols.new_seq[tail:].tolist())))
+        n, k, running = cols.new_token[copies:], cols.new_seq[copies:], cols.running_req[copies:]
+        line_no, label = cols.line_no[copies:], cols.label[copies:]
+        nonprefill = n == 0
+        good = ~nonprefill & (1 <= k) & (k <= n) & (n <= MAX_TOKENS - running)
+        unreadable = ~nonprefill & ~good
+        if nonprefill.any():
+            s.nonprefill += int(nonprefill.sum())
+            s.first_nonprefill_line = s.first_nonprefill_line or int(line_no[np.argmax(nonprefill)])
+        if unreadable.any():
+            s.unreadable += int(unreadable.sum())
+            s.first_unreadable_line = s.first_unreadable_line or int(line_no[np.argmax(unreadable)])
+        labelled = np.flatnonzero(good & (label > 0))
+        if len(labelled):
+            s.graph_label = VERDICT_LABELS[int(label[labelled[-1]])]
+        if not good.any():
+            return None
+        s.forwards += int(good.sum())
+        n, k, running = n[good], k[good], running[good]
+        return ObservedForwards(n + running, k + running, np.ones(len(n), dtype=np.int64), cols.cached_token[copies:][good],
+                                decode_requests=running, line_no=line_no[good], dp_rank=np.full(len(n), dp, dtype=np.int64),
+                                graph=cols.graph[copies:][good].copy())
 
     def _take(self, rec: Record, line_no: int) -> tuple[int, int, int, int, int, int, int] | None:
         """The kept row of a record, or None (a folded copy or a skipped line, counted)."""
@@ -244,6 +325,16 @@ class LogReader:
         if rec.graph_label:
             s.graph_label = rec.graph_label
         return n, k, rec.cached_token, rec.running_req, line_no, rec.dp_rank, rec.graph
+
+
+def _forwards(rows: list[tuple[int, int, int, int, int, int, int]]) -> ObservedForwards | None:
+    """Kept rows `(n, k, cached, decode, line, dp, graph)` as one chunk, or None."""
+    if not rows:
+        return None
+    a = np.array(rows, dtype=np.int64)  # [N, 7]
+    n, k, cached, decode = a[:, 0] + a[:, 3], a[:, 1] + a[:, 3], a[:, 2], a[:, 3]
+    return ObservedForwards(n, k, np.ones(len(a), dtype=np.int64), cached, decode_requests=decode, line_no=a[:, 4].copy(),
+                            dp_rank=a[:, 5].copy(), graph=a[:, 6].astype(np.int8))
 
 
 def recognises(sniff: Sniff, options: ReadOptions) -> bool:
