@@ -251,11 +251,11 @@ class CaptureSession:
     def verify(self, record: CaptureRecord, samples: list[LiveLayout]) -> BucketResult:
         """Every live layout of one captured bucket checked, then the capture layout timed."""
         bucket, capacity = record.capture_num_tokens, record.local_rows
+        wall = self.walls.setdefault(bucket, {})
+        start = time.perf_counter()
         layouts = bucket_layouts(bucket, capacity, self.cp, self.spec)
         seen = {l.extend_seq_lens for l in layouts}
         layouts += [s for s in samples if s.extend_seq_lens not in seen]
-        wall = self.walls.setdefault(bucket, {})
-        start = time.perf_counter()
         checks = [self.check(bucket, layout, self.seed + i) for i, layout in enumerate(layouts)]
         wall["verify_s"], wall["layouts"] = time.perf_counter() - start, len(checks)
         start = time.perf_counter()

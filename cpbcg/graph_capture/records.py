@@ -94,8 +94,9 @@ class BucketWall:
     capture_s: float
     """Capturing the pieces into the shared pool (the rest of `CaptureRecord.capture_s`)."""
     verify_s: float
-    """Replaying every live layout and comparing it with the same pieces run eagerly and with the
-    float32 unsharded reference (`layouts` of them, over-capacity probes included)."""
+    """Choosing the live layouts (adversarial ones and trace samples), replaying each and comparing
+    it with the same pieces run eagerly and with the float32 unsharded reference (`layouts` of
+    them, over-capacity probes included)."""
     timing_s: float
     """The timed forwards of the capture layout (graph replay, eager, raw replay; 0 in a dry run)."""
     layouts: int
