@@ -141,7 +141,7 @@ def test_check_server_exits_0_with_cp_graphs_and_says_the_resolved_values():
     doc = json.loads(result.stdout)
     assert (doc["page_size"]["value"], doc["chunked_prefill_size"]["value"], doc["cp_graphs"], doc["starts"]) == (64, 16384, True, True)
     assert doc["captured"][:2] == [8, 12] and doc["captured"][-1] == 16384 and len(doc["captured"]) == 73
-    assert "below min_capture_tokens 8 dropped: 4" in doc["capture_note"]
+    assert "dropped bucket 4 (below min_capture_tokens 8)" in doc["capture_note"]
 
 
 def test_check_server_exits_1_when_the_server_refuses_or_runs_without_cp_graphs(tmp_path):
