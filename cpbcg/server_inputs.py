@@ -25,6 +25,8 @@ def launch_words(value: str | list[str], origin: str) -> tuple[list[str], str]:
     if isinstance(value, list):
         return [str(w) for w in value], origin
     text = value.strip()
+    if not text:
+        raise ConfigError(f"{origin}: empty launch command")
     path = Path(text[1:] if text.startswith("@") else text)
     if text.startswith("@") or (not text.startswith("-") and " " not in text and path_exists(path)):
         label = str(path)

@@ -237,3 +237,9 @@ def test_a_config_names_the_server_and_its_errors_name_the_line(tmp_path):
     cfg.write_text("cp_size: 2\nserver:\n  gpu: V100\n")
     with pytest.raises(ConfigError, match=rf"^{cfg}:3: server.gpu: unknown GPU 'V100'"):
         load_config(str(cfg))
+
+
+def test_an_empty_launch_command_says_so_not_that_dot_is_a_directory():
+    result = _check_server("--server-args", "")
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == "cpbcg: error: --server-args: empty launch command"
