@@ -968,9 +968,11 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
 
 
 def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
-    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are exported."""
+    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are
+    exported, unless the resolved server is known to start with CP graphs (B200, non-MLA: nothing to warn of)."""
     text = export_buckets(buckets, emit, deployment, metadata)
-    if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1:
+    resolved_ok = deployment.server is not None and deployment.server.cp_graphs
+    if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1 and not resolved_ok:
         note(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[deployment.cp.strategy.value]}")
     return text
 

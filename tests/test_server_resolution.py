@@ -243,3 +243,21 @@ def test_an_empty_launch_command_says_so_not_that_dot_is_a_directory():
     result = _check_server("--server-args", "")
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == "cpbcg: error: --server-args: empty launch command"
+
+
+def _plan(*args: str):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    return CliRunner().invoke(app, ["plan", "--no-recommend", *args])
+
+
+def test_the_hopper_hardware_note_is_said_only_when_the_server_would_not_capture_cp_graphs(tmp_path):
+    launch = f"python -m sglang.launch_server {CP4}"
+    b200 = _plan("--server-args", launch, "--gpu", "B200", "--emit", "sglang", "-o", str(tmp_path / "b.txt"))
+    assert b200.exit_code == 0, b200.output
+    assert "CP graphs: trtllm_mha prefill with CP needs Blackwell" not in b200.output
+    h200 = _plan("--server-args", launch, "--gpu", "H200", "--emit", "sglang", "-o", str(tmp_path / "h.txt"))
+    assert h200.exit_code == 0, h200.output
+    assert "cpbcg: note: SGLang 0.5.23 CP graphs: trtllm_mha prefill with CP needs Blackwell" in h200.output
