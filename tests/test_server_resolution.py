@@ -261,3 +261,18 @@ def test_the_hopper_hardware_note_is_said_only_when_the_server_would_not_capture
     h200 = _plan("--server-args", launch, "--gpu", "H200", "--emit", "sglang", "-o", str(tmp_path / "h.txt"))
     assert h200.exit_code == 0, h200.output
     assert "cpbcg: note: SGLang 0.5.23 CP graphs: trtllm_mha prefill with CP needs Blackwell" in h200.output
+
+
+def test_emit_refuses_to_write_flags_for_a_server_that_refuses_to_start(tmp_path):
+    out = tmp_path / "h200.txt"
+    refused = _plan("--gpu", "H200", "--emit", "sglang", "-o", str(out))
+    assert refused.exit_code == 2, refused.output
+    last = refused.output.strip().splitlines()[-1]
+    assert last.startswith("cpbcg: error: --emit sglang: nothing written: SGLang 0.5.23 would refuse to start on H200 with these flags "
+                           "(give --gpu B200 (SM100), or drop --emit): handle_attention_backend_compatibility: Prefill context "
+                           "parallelism with the TRTLLM MHA")
+    assert not out.exists()
+    evaluated = _plan("--gpu", "H200", "--page-size", "1", "--chunked-prefill-size", "8192")  # no --emit: evaluated, with the warning
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "cpbcg: warning: SGLang 0.5.23 would refuse to start with these flags" in evaluated.output
+
