@@ -510,6 +510,7 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         backend_stated = any(k.endswith("attention_backend") for k in from_log)  # the log's backend, not the emitted one
         given.update({k: g for k, g in cp_flags.items() if not (backend_stated and k.endswith("attention_backend"))})
     stated = set(given) if args is not None or flags_file is not None else set()
+    overrides: list[str] = []
     given.update(from_log)
     for key, name in SERVER_KEYS.items():
         if _lookup(merged, key) is None:
@@ -524,15 +525,20 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         if origin == label and name in from_log:
             continue  # the log states what the server ran; the config file under it does not
         source = "option" if origin == "command line" else _located(origin, label, text, tuple(key.split(".")))
-        given[name] = Given(value, source)
-        if name == "attn_cp_size" and _lookup(merged, "tp_size") is None:
-            given["tp_size"] = Given(value, source)  # cpbcg's cp_size is --attn-cp-size N with --tp-size N (the emitted flags)
+        names = [name] + (["tp_size"] if name == "attn_cp_size" and _lookup(merged, "tp_size") is None else [])
+        for one in names:  # cpbcg's cp_size is --attn-cp-size N with --tp-size N (the emitted flags)
+            old = given.get(one) if one in stated and origin == "command line" else None
+            if old is not None and str(old.value) != str(value):  # a launch-command value replaced: said
+                overrides.append(f"{setting(key).flag} {value} overrides the launch command's --{one.replace('_', '-')} {old.value}")
+                given[one] = Given(value, f"option (overrides launch command {old.value})")
+            else:
+                given[one] = Given(value, source)
     model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
     gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
     server = resolve_server(given, model, gpu, printed=log_printed(log.resolved) if log is not None else None,
                             model_source="" if model is None else model.source,
                             gpu_source="" if gpu is None else f"given ({where('gpu')})")
-    return replace(server, notes=server.notes + skipped) if skipped else server
+    return replace(server, notes=server.notes + skipped, overrides=tuple(overrides)) if skipped or overrides else server
 
 
 def _log_layout(log: LogSettings, stated: dict[str, Given]) -> dict[str, Given]:

@@ -276,3 +276,19 @@ def test_emit_refuses_to_write_flags_for_a_server_that_refuses_to_start(tmp_path
     assert evaluated.exit_code == 0, evaluated.output
     assert "cpbcg: warning: SGLang 0.5.23 would refuse to start with these flags" in evaluated.output
 
+
+def test_an_option_over_a_launch_command_value_is_said(tmp_path):
+    import json
+
+    launch = f"python -m sglang.launch_server {CP4} --page-size 32"
+    result = _plan("--cp-size", "8", "--page-size", "16", "--chunked-prefill-size", "8192", "--server-args", launch, "--gpu", "B200",
+                   "--emit", "sglang", "-o", str(tmp_path / "cf.txt"), "-f", "json")
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if "overrides the launch command" in line]
+    assert notes == ["cpbcg: note: --cp-size 8 overrides the launch command's --attn-cp-size 4",
+                     "cpbcg: note: --cp-size 8 overrides the launch command's --tp-size 4",
+                     "cpbcg: note: --page-size 16 overrides the launch command's --page-size 32"]
+    server = json.loads(result.stdout)["server"]
+    assert server["page_size"]["value"] == 16 and server["page_size"]["source"] == "option (overrides launch command 32)"
+    same = _plan("--page-size", "32", "--server-args", launch, "--gpu", "B200")  # the same value: nothing to say
+    assert same.exit_code == 0 and "overrides the launch command" not in same.output

@@ -204,6 +204,8 @@ class ResolvedServer:
     """The server arguments resolved, as given (0.5.23 field names)."""
     notes: tuple[str, ...] = ()
     """Values 0.5.23 changed from what was given (`page_size 1 -> 64: ...`)."""
+    overrides: tuple[str, ...] = ()
+    """Launch-command values a cpbcg option replaced (`--page-size 16 overrides the launch command's --page-size 32`)."""
     model_assumed: bool = False
     """No model was given: `model` is `hardware.ASSUMED_MODEL` (the cost models say so)."""
     gpu_assumed: bool = False
