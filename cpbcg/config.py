@@ -26,7 +26,7 @@ from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets
 from cpbcg.planner.optimise.cost import CostModel, forward_cost
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
-from cpbcg.planner.server import Given, ResolvedServer, check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
+from cpbcg.planner.server import Given, Refusal, ResolvedServer, check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
@@ -497,11 +497,12 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     log_states_cp = "attn_cp_size" in from_log
     if log is not None:
         from_log.update(_log_layout(log, from_log))
+    unrecognized: list[str] = []  # launch words the user gave that 0.5.23's parser rejects (a log's dump is what ran: not checked)
     if args is not None:
-        given.update(server_inputs.launch_flags(args, where("args")))
+        given.update(server_inputs.launch_flags(args, where("args"), unrecognized))
     elif flags_file is not None:  # a flags file as the bucket list states the server's flags: its launch command
         try:
-            given.update(parse_launch_words(flags_file, f"flags file {cfg.buckets}"))
+            given.update(parse_launch_words(flags_file, f"flags file {cfg.buckets}", unrecognized))
         except ValueError as exc:
             raise ConfigError(f"{cfg.buckets}: {exc}") from None
     elif not log_states_cp:  # a log's launch that states its CP size is the launch command
@@ -538,7 +539,22 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     server = resolve_server(given, model, gpu, printed=log_printed(log.resolved) if log is not None else None,
                             model_source="" if model is None else model.source,
                             gpu_source="" if gpu is None else f"given ({where('gpu')})")
+    if unrecognized:
+        refused = Refusal("parse_args", f"unrecognized arguments: {', '.join(unrecognized)}")
+        server = replace(server, refusals=(refused, *server.refusals))
+        raise UnrecognizedServerArguments(f"{where('args') if args is not None else cfg.buckets}: SGLang {SGLANG_VERSION} "
+                                          f"{refused.message}", server)
     return replace(server, notes=server.notes + skipped, overrides=tuple(overrides)) if skipped or overrides else server
+
+
+class UnrecognizedServerArguments(ConfigError):
+    """A launch command with flags SGLang 0.5.23's parser rejects (argparse: "unrecognized
+    arguments"): bad input, exit 2, for commands that plan; `check-server` reports `server` (its
+    first refusal is the parser's) as a server that refuses to start."""
+
+    def __init__(self, message: str, server: ResolvedServer) -> None:
+        super().__init__(message)
+        self.server = server
 
 
 def _log_layout(log: LogSettings, stated: dict[str, Given]) -> dict[str, Given]:

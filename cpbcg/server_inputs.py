@@ -42,11 +42,12 @@ def launch_words(value: str | list[str], origin: str) -> tuple[list[str], str]:
         raise ConfigError(f"{origin}: {exc}") from None
 
 
-def launch_flags(value: str | list[str], origin: str) -> dict[str, Given]:
-    """`parse_launch_words` on `launch_words`, errors as `ORIGIN: --flag: ...`."""
+def launch_flags(value: str | list[str], origin: str, unrecognized: list[str] | None = None) -> dict[str, Given]:
+    """`parse_launch_words` on `launch_words`, errors as `ORIGIN: --flag: ...` (flags 0.5.23 does
+    not know go to `unrecognized` when it is given)."""
     words, label = launch_words(value, origin)
     try:
-        return parse_launch_words(words, "launch command")
+        return parse_launch_words(words, "launch command", unrecognized)
     except ValueError as exc:
         raise ConfigError(f"{label}: {exc}") from None
 

@@ -292,3 +292,19 @@ def test_an_option_over_a_launch_command_value_is_said(tmp_path):
     assert server["page_size"]["value"] == 16 and server["page_size"]["source"] == "option (overrides launch command 32)"
     same = _plan("--page-size", "32", "--server-args", launch, "--gpu", "B200")  # the same value: nothing to say
     assert same.exit_code == 0 and "overrides the launch command" not in same.output
+
+
+def test_a_flag_sglang_does_not_know_is_bad_input_for_plan_and_a_refusal_for_check_server():
+    typo = "python -m sglang.launch_server --tp-size 4 --attn-cp-sise 4 --enable-prefill-cp --cp-strategy zigzag"
+    planned = _plan("--server-args", typo, "--page-size", "1", "--chunked-prefill-size", "8192")
+    assert planned.exit_code == 2
+    assert planned.output.strip().splitlines()[-1] == (
+        "cpbcg: error: --server-args: SGLang 0.5.23 unrecognized arguments: --attn-cp-sise (did you mean --attn-cp-size?)")
+    checked = _check_server("--server-args", f"python -m sglang.launch_server {CP4} --enable-prefil-cp --frobnicate 3")
+    assert checked.exit_code == 1
+    assert "refuses to start: parse_args: unrecognized arguments: --enable-prefil-cp (did you mean --enable-prefill-cp?), --frobnicate" \
+        in " ".join(checked.output.split())
+    abbreviated = _check_server("--server-args", f"python -m sglang.launch_server {CP4} --mem-fraction 0.8")  # argparse's allow_abbrev
+    assert abbreviated.exit_code == 0, abbreviated.output
+    with pytest.raises(ValueError, match=r"^unrecognized SGLang 0.5.23 server argument --page-sise \(did you mean --page-size\?\)$"):
+        parse_launch_words(["--page-sise", "16"])
