@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 import select
-import sys
 from typing import BinaryIO
 
 from cpbcg.errors import TraceError
+from cpbcg.planner.traces.stdin import stdin_buffer
 from cpbcg.planner.traces.text import MAX_LINE_BYTES, long_line
 
 READ_BYTES = 4 << 20
@@ -126,7 +126,7 @@ class StreamFollower:
     """Standard input (or any readable pipe): read as it arrives, until its end (module doc)."""
 
     def __init__(self, stream: BinaryIO | None = None, name: str = "<stdin>"):
-        self.stream = stream if stream is not None else sys.stdin.buffer
+        self.stream = stream if stream is not None else stdin_buffer()
         self.name = name
         self.rotations = self.truncations = 0
         self.eof = False
