@@ -579,3 +579,12 @@ def test_a_log_that_never_appeared_in_a_bounded_run_is_an_error(tmp_path):
     result = runner.invoke(app, ["watch", str(tmp_path / "none.log"), "--duration", "1", *PINNED])
     assert result.exit_code == 2, result.output
     assert f"cpbcg: error: {tmp_path / 'none.log'}: no such file (waited 1 s)" in result.output
+
+
+def test_a_log_without_prefill_lines_is_warned_about_and_its_header_shows_the_assumed_list(tmp_path):
+    path = tmp_path / "quiet.log"
+    path.write_text("[2026-11-02 09:59:59] nothing but this\n")
+    result = runner.invoke(app, ["watch", str(path), "--duration", "1", "--buckets", "64,128,8192", *PINNED])
+    assert result.exit_code == 0, result.output
+    assert f"cpbcg: warning: {path}: no readable Prefill batch line in 1 s" in result.output
+    assert f"{path}: 0 forwards; 3 buckets up to 8,192" in result.output
