@@ -282,3 +282,11 @@ def test_a_cp_size_shown_only_by_the_forwards_rank_prefixes_is_planned_at(tmp_pa
     doc, err = plan_json("-t", str(path), *PINNED)
     assert doc["cp_size"] == 8
     assert "cpbcg: from the log: cp_size 8 (rank prefixes ATTN_CP0..7, line 2)" in err and "assumed: cp_size" not in err
+
+
+def test_a_page_size_the_dump_states_as_none_is_the_resolved_servers_not_assumed(tmp_path):
+    body = "".join(prefill_line(2048, 1, prefix="[2026-11-02 10:00:00 ATTN_CP0 TP0] ") for _ in range(5))
+    path = write_log(tmp_path / "none.log", startup_lines(cp=2, tp=2, page="None") + body)
+    _, err = plan_json("-t", str(path), "--chunked-prefill-size", "8192", "--no-recommend")
+    assert "assumed: scheduler.page_size" not in err
+    assert "cpbcg: from the log: scheduler.page_size 64 (resolved by 0.5.23 from the log's settings: " in err
