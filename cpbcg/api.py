@@ -28,6 +28,7 @@ from cpbcg.errors import CaptureError, ConfigError, TraceError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, Manifest
 from cpbcg.notes import (
+    resolved_by_server,
     log_settings_notes,
 )
 from cpbcg.planner.deployment import Deployment
@@ -169,7 +170,7 @@ def assumed_settings(log: LogSettings | None, deployment: Deployment, overrides:
     plans them at: what the comparison and the report call assumed. Empty without a log."""
     if log is None:
         return ()
-    known = set(log.overrides()) | {k for k, v in (overrides or {}).items() if v is not None} | set(fixed)
+    known = set(log.overrides()) | {k for k, v in (overrides or {}).items() if v is not None} | set(fixed) | set(resolved_by_server(log))
     values: dict[str, object] = {"cp_size": deployment.cp.cp_size, "buckets": deployment.bucket_spec or list(deployment.buckets),
                                  "scheduler.chunked_prefill_size": deployment.scheduler.chunked_prefill_size,
                                  "scheduler.page_size": deployment.scheduler.page_size}

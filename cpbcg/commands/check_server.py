@@ -36,7 +36,12 @@ def check_server(config: str | None = None, overrides: Mapping[str, object] | No
     """0.5.23's start-up resolution of the config's server (`--server-args`, `--model-config`,
     `--gpu` in `overrides`), and the prefill list its CP runner captures. Raises `ConfigError`
     for bad input."""
-    cfg, deployment = load_config_and_deployment(config, overrides)
+    from cpbcg.config import UnrecognizedServerArguments
+
+    try:
+        cfg, deployment = load_config_and_deployment(config, overrides)
+    except UnrecognizedServerArguments as exc:  # 0.5.23's parser exits: a server that refuses to start
+        return ServerVerdict(exc.server, (), None)
     server = cfg.server_resolution
     assert server is not None  # load_config resolves every config
     captured: tuple[int, ...] = ()

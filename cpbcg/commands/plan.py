@@ -70,7 +70,7 @@ def load_plan_deployment(config: str | None, overrides: Mapping[str, object], ma
     receives what the log and the fit say)."""
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
     _, deployment = load_config_and_deployment(config, overrides, cost_source="command line" if cost_given else None, log=log)
-    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ())):
+    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ()), deployment.server):
         note(line)
     if manifest is not None:
         fit = manifest.fitted_cost()
@@ -192,9 +192,11 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
 
 
 def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
-    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are exported."""
+    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are
+    exported, unless the resolved server is known to start with CP graphs (B200, non-MLA: nothing to warn of)."""
     text = export_buckets(buckets, emit, deployment, metadata)
-    if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1:
+    resolved_ok = deployment.server is not None and deployment.server.cp_graphs
+    if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1 and not resolved_ok:
         note(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[deployment.cp.strategy.value]}")
     return text
 
@@ -237,6 +239,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
         if logs and all(one is not None for one in logs) else None
     deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
+    _refuse_emit_for_a_refused_server(None if request.emit is None else request.emit.value, deployment)
     untimed_rates = load_model_rates(config, overrides, untimed_rates)
     if request.guarantee or request.check_guarantee:
         requests = guarantee_request_count(deployment, request.max_requests)
@@ -251,6 +254,18 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     return plan_report(deployment, request, paths, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
                        note=note, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve,
                        load_factors=load_factors, untimed_rates=untimed_rates)
+
+
+def _refuse_emit_for_a_refused_server(emit: str | None, deployment: Deployment) -> None:
+    """Deploy flags (`--emit sglang|sglang-json`) are never written for a server 0.5.23 refuses
+    to start (`ResolvedServer.refusals`). Raises `ConfigError` naming the refusal and what starts."""
+    server = deployment.server
+    if emit not in ("sglang", "sglang-json") or server is None or server.starts:
+        return
+    refusal = server.refusals[0]
+    fix = "--gpu B200 (SM100), or drop --emit" if "SM100" in refusal.message and not server.gpu.is_sm100 else "flags it starts with, or drop --emit"
+    raise ConfigError(f"--emit {emit}: nothing written: SGLang {SGLANG_VERSION} would refuse to start on {server.gpu.name} with these "
+                      f"flags (give {fix}): {refusal.check}: {refusal.message}")
 
 
 def check_usage(request: PlanOptions, traces: Sequence[str | Path], manifest_path: str | Path | None) -> None:

@@ -55,7 +55,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         note(f"cpbcg: warning: {manifest_path} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model")
     log = log_settings(trace_path, trace_format, options)
     cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
-    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ())):
+    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ()), deployment.server):
         note(line)
     gates = cfg.gates.to_gates()
     if not replay and not report_only and gates == Gates():

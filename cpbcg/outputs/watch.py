@@ -52,6 +52,8 @@ def snapshot_view(snap: WatchSnapshot) -> RenderableType:
         for kind, per in server.windows.items():
             rows += [(kind, key, w.forwards, w.observed, w.evaluation, w.drift) for key, w in per.items()]
         for kind, key, forwards, ob, ev, drift in rows:
+            if not forwards:
+                continue  # nothing read (a warning says so): no coverage to show
             table.add_row(kind, key, f"{forwards:,}", _pct(None if ob is None else ob.coverage), _pct(ev.coverage), _pct(ev.padding_overhead),
                           f"{ev.eager.get('above_largest_bucket', 0):,}", "-" if ob is None else f"{ob.unexplained_eager:,}",
                           _eager_text(ev.eager), "-" if drift is None else f"{drift:.3f}")
