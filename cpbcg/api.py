@@ -42,7 +42,7 @@ from cpbcg.planner.model.capacity import capture_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.optimise.compare import Comparison, ParetoPoint, compare_recommendation
-from cpbcg.planner.optimise.cost import with_measured
+from cpbcg.planner.costs.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation, RecommendSettings, TradeOff, default_chunk_tokens
 from cpbcg.planner.plan import PlanPart, PlanResult, plan as _plan, plan_traffic
@@ -52,12 +52,12 @@ from cpbcg.planner.traces import detect
 from cpbcg.planner.traces.registry import format_info
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
 from cpbcg.planner.traces.text import display, is_stdin
-from cpbcg.planner.server import ResolvedServer, ServerCheck, deployment_server_check
+from cpbcg.planner.server import ResolvedServer, ServerCheck
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.words import counted
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sglang_log import LogReader
-from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
+from cpbcg.planner.assembly.sources import BatchSource, describe_source, open_source
 from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 from cpbcg.watch.session import WatchOptions, WatchReport, WatchSnapshot
@@ -136,9 +136,9 @@ def load_deployment(config: str | None = None, **overrides: object) -> Deploymen
 
 def server_check(deployment: Deployment) -> ServerCheck:
     """SGLang 0.5.23's start-up checks and `supports_prefill_cp_bcg` on the flags the deployment
-    runs with (`cpbcg.planner.server.deployment_server_check`): the flags file given as
+    runs with (`Deployment.server_check`): the flags file given as
     its bucket list, read here at the input edge, else the flags `plan --emit sglang` writes."""
-    return deployment_server_check(deployment, flags_file_words(deployment.bucket_spec))
+    return deployment.server_check(flags_file_words(deployment.bucket_spec))
 
 
 def log_settings(path: str | Path | None, trace_format: str = "auto", options: ReadOptions | None = None) -> LogSettings | None:

@@ -22,7 +22,7 @@ from cpbcg.inputs import decode_text, load_json, load_yaml, path_exists, read_in
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
 from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets
-from cpbcg.planner.optimise.cost import CostModel, forward_cost
+from cpbcg.planner.costs.cost import CostModel, forward_cost
 from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name, model_spec_from_config
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings

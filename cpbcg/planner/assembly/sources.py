@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Iterator
 from cpbcg.errors import TraceError
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
-from cpbcg.planner.traces.embedded import synthetic_batches
+from cpbcg.planner.assembly.embedded import synthetic_batches
 from cpbcg.planner.traces.records import ReadNotes, RequestChunk
 from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind, open_trace
 from cpbcg.planner.traces.sglang_log import LogReader, LogSummary
