@@ -48,16 +48,14 @@ from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation, Recommen
 from cpbcg.planner.plan import PlanPart, PlanResult, plan as _plan, plan_traffic
 from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, default_workers, load_jobs, parse_load_factors, request_profile, untimed_rates
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedComparison, ObservedTally
-from cpbcg.planner.traces import detect
-from cpbcg.planner.traces.registry import format_info
-from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
+from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.traces.text import display, is_stdin
 from cpbcg.planner.server import ResolvedServer, ServerCheck
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.words import counted
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sglang_log import LogReader
-from cpbcg.planner.assembly.sources import BatchSource, describe_source, open_source
+from cpbcg.planner.assembly.sources import BatchSource, TraceInput, describe_source, detect_input, open_source
 from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 from cpbcg.watch.session import WatchOptions, WatchReport, WatchSnapshot
@@ -145,11 +143,7 @@ def log_settings(path: str | Path | None, trace_format: str = "auto", options: R
     """What an SGLang server log states about its deployment (settings dump or launch flags,
     captured list, capture cost, version), or None when `path` is not a server log (or is stdin).
     Raises `TraceError` for a trace that cannot be read or detected."""
-    if path is None:
-        return None
-    where = "-" if is_stdin(path) else Path(path)
-    fmt = format_info(trace_format) or detect(where, options or ReadOptions())
-    return read_log_settings(where) if fmt.name in ("sglang-log", "sglang-requests") else None
+    return None if path is None else detect_input(path, trace_format, options).log
 
 
 ASSUMED_OPTIONS = {"cp_size": "--cp-size", "buckets": "--buckets", "scheduler.chunked_prefill_size": "--chunked-prefill-size",
@@ -231,7 +225,7 @@ def observe_log(source: BatchSource, deployment: Deployment, resolve: Callable[[
 
 
 def open_trace(
-    path: str | Path | None = None, deployment: Deployment | None = None, *, trace_format: str = "auto",
+    path: TraceInput | str | Path | None = None, deployment: Deployment | None = None, *, trace_format: str = "auto",
     length_field: str | None = None, time_field: str | None = None, output_field: str | None = None,
     model: str | None = None, log_type: str | None = None, options: ReadOptions | None = None,
     progress: Callable[[int], None] | None = None,
@@ -244,11 +238,11 @@ def open_trace(
     (generic CSV/JSONL fields), `model`, `log_type` (BurstGPT filters); `options` (a
     `ReadOptions`) replaces them all. `plan` reads the file afresh each time, so the same object
     can be planned again (one read from stdin can be read once). Raises `TraceError`
-    (`FILE:LINE: ...`)."""
+    (`FILE:LINE: ...`). A `TraceInput` (`detect_input`) is opened as detected."""
     scheduler = deployment.scheduler if deployment is not None else None
     if options is None:
         options = ReadOptions(length_field=length_field, time_field=time_field, output_field=output_field, model=model, log_type=log_type)
-    return open_source(None if path is None else Path(path), trace_format=trace_format, scheduler=scheduler,
+    return open_source(path if path is None or isinstance(path, TraceInput) else Path(path), trace_format=trace_format, scheduler=scheduler,
                        options=options, progress=progress)
 
 
@@ -448,7 +442,7 @@ def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None 
     return GuaranteeResult(limits, buckets, check_guarantee(buckets, limits, cp, spec, factor), recommend_list)
 
 
-def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *, manifest: Manifest | None = None, replay: int = 0,
+def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: Gates, *, manifest: Manifest | None = None, replay: int = 0,
           trace_format: str = "auto", options: ReadOptions | None = None, progress: Callable[[int], None] | None = None,
           on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None, rates: str | None = "auto",
           resolve_launch: Callable[[LogSettings], LaunchModel] | None = None) -> tuple[CheckReport, BatchSource]:
@@ -458,9 +452,10 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
     trace without timestamps is simulated at the rates `plan` simulates it at (`rates`, as
     `plan` takes them: `auto` the rate picker's, None the scheduler's `rate`), its parts in the
     report. A bound source (server log) is checked at its worst case (header `bound` True); it
-    has no extend lengths to replay (`ConfigError`)."""
+    has no extend lengths to replay (`ConfigError`). A `TraceInput` is opened as detected."""
+    trace_path = Path(str(trace)) if isinstance(trace, TraceInput) else trace
     table = manifest.table() if manifest is not None else deployment.table()
-    source = open_trace(trace_path, deployment, trace_format=trace_format, options=options, progress=progress)
+    source = open_trace(trace, deployment, trace_format=trace_format, options=options, progress=progress)
     if replay and source.is_bound:
         raise ConfigError(f"{describe_source(trace_path)}: an SGLang server log gives forward sizes, not extend lengths: nothing to replay through graphs")
     several = _simulated_loads(source, rates) > 1
@@ -475,7 +470,7 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
     results = check_gates(ev, gates, planned.observed)
     replays: tuple[ReplayRecord, ...] = ()
     if replay:
-        sampled = sample_graph_batches(open_trace(trace_path, deployment, trace_format=trace_format, options=options).batches, table, deployment.cp,
+        sampled = sample_graph_batches(open_trace(trace, deployment, trace_format=trace_format, options=options).batches, table, deployment.cp,
                                        deployment.max_padding_factor, replay)
         replays = _replay(sampled, deployment)
         results += (replay_gate(replays),)
@@ -886,7 +881,7 @@ def _reached(part: SimulatedLoad) -> tuple[float, float] | None:
     return part.rate_per_s * per_request_s, s.busy_s / s.simulated_s
 
 
-def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given: Sequence[str | Path] = (), *,
+def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given: Sequence[TraceInput | str | Path] = (), *,
                 trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
                 note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
                 on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None,
@@ -896,9 +891,11 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
     Notes for people (ignored options, the simulation, no recommendation) go to `note` as they
     arise. Raises `ModelError` when an export was asked of a recommendation that failed (the
     configured list is never exported in its place)."""
-    paths = list(trace_paths_given)
+    given = list(trace_paths_given)  # `TraceInput`s (detected once by `plan_command`) or paths
+    paths = [Path(str(p)) if isinstance(p, TraceInput) else p for p in given]
     first = paths[0] if paths else None
-    warning = ignored_options_warning(ignored_flags or [], first, trace_format, options.length_field if options else None)
+    detected = given[0].format.name if given and isinstance(given[0], TraceInput) else trace_format
+    warning = ignored_options_warning(ignored_flags or [], first, detected, options.length_field if options else None)
     if warning is not None:
         note(warning)
     for finding in resolution_notes(deployment.server) + server_check_notes(server_check(deployment)):
@@ -907,7 +904,7 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
     if settings is not None and capture_settings(log):
         settings = replace(settings, **capture_settings(log))
     workers = request.workers if request.workers is not None else default_workers()
-    sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in paths] or [open_trace(None, deployment)]
+    sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in given] or [open_trace(None, deployment)]
     result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
                   load_factors=None if request.load_factors is None else list(request.load_factors), rates=request.untimed_rates,
                   workers=workers, scheduler=request.scheduler,
@@ -998,7 +995,8 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     _refuse_repeated(expanded)
     known = {file_identity(p) for p in expanded}
     paths = expanded + [Path(p) for p in dict.fromkeys(request.fit_traces or ()) if file_identity(p) not in known]  # one file by any name, once
-    logs = [log_settings(p, trace_format, options) for p in paths]
+    inputs = [detect_input(p, trace_format, options) for p in paths]  # each trace detected once, its start-up output read once
+    logs = [one.log for one in inputs]
     log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
         if logs and all(one is not None for one in logs) else None
     deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
@@ -1013,7 +1011,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
             export = _export(result.buckets, request.emit, deployment, {"guarantee": limits}, note)
         return GuaranteeReport(deployment, result, export)
     resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
-    return plan_report(deployment, request, paths, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
+    return plan_report(deployment, request, inputs, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
                        note=note, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve)
 
 
@@ -1075,14 +1073,16 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
     if manifest is not None and manifest.dry_run:
         note(f"cpbcg: warning: {manifest_path} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model")
-    log = log_settings(trace_path, trace_format, options)
+    detected = None if trace_path is None else detect_input(trace_path, trace_format, options)  # detected once, its start-up output read once
+    log = detected.log if detected is not None else None
     cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
     for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ())):
         note(line)
     gates = cfg.gates.to_gates()
     if not replay and not report_only and gates == Gates():
         raise ConfigError(f"replay-check: {NO_GATES}; or pass --report-only to report without gates")
-    warning = ignored_options_warning(ignored_flags or [], trace_path, trace_format, options.length_field if options else None)
+    warning = ignored_options_warning(ignored_flags or [], trace_path, detected.format.name if detected is not None else trace_format,
+                                      options.length_field if options else None)
     if warning is not None:
         note(warning)
     found = server_check(deployment)
@@ -1097,7 +1097,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
                           "traffic (a CI job that forgot its trace would pass); give --trace FILE, or --embedded-sample to gate it on purpose")
     rates = load_model_rates(config, overrides, rates)
     resolve = launch_resolver(config, overrides, manifest) if log is not None else None
-    report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay, trace_format=trace_format,
+    report, source = check(detected, deployment, gates, manifest=manifest, replay=replay, trace_format=trace_format,
                            options=options, progress=progress, on_chunk=on_chunk, rates=rates, resolve_launch=resolve)
     for part in report.parts:
         note(f"{part.label} at {part.load}:")

@@ -50,7 +50,7 @@ from typing import Iterable, Iterator, NamedTuple
 import numpy as np
 
 from cpbcg.errors import TraceError, located
-from cpbcg.planner.model.layout import MAX_TOKENS
+from cpbcg.planner.model.batches import MAX_TOKENS
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, LaunchScan, LogSettings
