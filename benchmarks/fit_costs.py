@@ -116,7 +116,7 @@ OLD_S_PER_BUCKET, OLD_MIB_PER_TOKEN = 76.9 / 4, 0.49 * 1024 / 8192
 
 def before_after(data: dict[str, Any]) -> None:
     """The blog's setups, then the shipped presets with SGLang's default list at cp 4, chunk 8192."""
-    from cpbcg.config import model_spec_named
+    from cpbcg.server_inputs import model_spec
     from cpbcg.planner.model.bucket_lists import sglang_default_buckets
     from cpbcg.planner.model.capacity import CaptureSpec, local_capacity, minimum_capture_tokens
     from cpbcg.planner.model.layout import CPLayout
@@ -145,7 +145,7 @@ def before_after(data: dict[str, Any]) -> None:
     capacity = [int(c) for c in local_capacity(buckets, cp, spec)]
     kept = [(b, c) for b, c in zip(buckets, capacity)]
     for name in ("llama-3.1-70b", "qwen3-32b", "gpt-oss-120b"):
-        model = model_spec_named(name)
+        model = model_spec(name, "--model-config")
         est = capture_model(model, None, 4, 8192, capacity[-1]).estimate([b for b, _ in kept], capacity[-1])
         print(f"{name:<61} {len(kept) * OLD_S_PER_BUCKET:>8.0f} -> {est.capture_s:.0f}   {max(buckets) * OLD_MIB_PER_TOKEN:>8.0f} -> "
               f"{est.graph_mib:.0f} ({est.net_mib:+.0f})")

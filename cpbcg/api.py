@@ -25,7 +25,7 @@ from cpbcg.check.gates import (
 from cpbcg.check.reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
 from cpbcg.check.summary import cell, pct, summary_rows
 from cpbcg.bucket_files import export_buckets, flags_file_words
-from cpbcg.config import DeploymentConfig, load_config, preset_names
+from cpbcg.config import SERVER_KEYS, DeploymentConfig, load_config, preset_names
 from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
@@ -44,7 +44,7 @@ from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.optimise.compare import Comparison, ParetoPoint, compare_recommendation
 from cpbcg.planner.costs.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeCheck, Limits, check_guarantee, guarantee_buckets
-from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation, RecommendSettings, TradeOff, default_chunk_tokens
+from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation, RecommendSettings, TradeOff
 from cpbcg.planner.plan import PlanPart, PlanResult, plan as _plan, plan_traffic
 from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, default_workers, load_jobs, parse_load_factors, request_profile, untimed_rates
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedComparison, ObservedTally
@@ -94,20 +94,24 @@ def load_config_and_deployment(
 
     With `manifest` (a loaded `cpbcg.manifest.Manifest`) its buckets, capacities and CP settings
     replace the config's (`Manifest.config_layer`), and giving one of those as an override is a
-    `ConfigError`. With `log` (`log_settings` of an SGLang server log) the settings the log states
-    lie over the config file and under `overrides` (the command line wins); a manifest's keys win
-    over the log's."""
+    `ConfigError`. With `log` (`log_settings` of one launch of an SGLang server log) the server
+    the launch states and printed is resolved by 0.5.23's start-up rules as a launch command is
+    (`load_config`'s `log`: each value sourced `log line N`), over the config file and under
+    `overrides` (the command line wins); its captured list lies over the config's buckets. A
+    manifest's keys win over the log's."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     layers: list[tuple[str, dict[str, object]]] = []
     if log is not None and log.settings:
         fixed = set(MANIFEST_KEYS) | {"buckets"} if manifest is not None else set()
-        layers.append((f"the log {log.path}", {k: v for k, v in log.overrides().items() if k not in fixed}))
+        kept = {k: v for k, v in log.overrides().items() if k not in fixed and k not in SERVER_KEYS}  # the resolution takes those
+        if kept:
+            layers.append((f"the log {log.path}", kept))
     if manifest is not None:
         clashing = [k for k in (*MANIFEST_KEYS, "buckets") if k in overrides]
         if clashing:
             raise ConfigError(f"{manifest.path}: the manifest fixes the buckets and CP settings; drop {', '.join(clashing)}")
         layers.append((str(manifest.path), manifest.config_layer()))
-    cfg = load_config(config, overrides, layers=layers)
+    cfg = load_config(config, overrides, layers=layers, log=log)
     deployment = cfg.to_deployment(cost_source)
     return cfg, deployment if manifest is None else with_manifest_cost(deployment, manifest)
 
@@ -174,12 +178,12 @@ def launch_resolver(config: str | None, overrides: Mapping[str, object] | None =
     fixed = (*MANIFEST_KEYS, "buckets") if manifest is not None else ()
 
     def resolve(log: LogSettings) -> LaunchModel:
-        key = repr(sorted(log.overrides().items(), key=lambda kv: kv[0]))
+        key = repr([sorted(part.items(), key=lambda kv: kv[0]) for part in (log.overrides(), log.sglang_flags(), log.resolved)])
         if key not in cache:
             cache[key] = load_config_and_deployment(config, overrides, manifest=manifest, log=log)[1]
         dep = cache[key]
         table = manifest.table() if manifest is not None else dep.table()
-        return LaunchModel(table, dep.cp, dep.max_padding_factor, assumed_settings(log, dep, overrides, fixed))
+        return LaunchModel(table, dep.cp, dep.max_padding_factor, assumed_settings(log, dep, overrides, fixed), dep.server)
     return resolve
 
 
@@ -436,7 +440,7 @@ def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None 
     """The fewest buckets that replay every CP-active forward of at most `max_requests` requests
     and `max_tokens` tokens (default: the chunk), or with `recommend_list=False` the proof that
     the deployment's configured list does."""
-    limits = Limits(max_requests, max_tokens or default_chunk_tokens(deployment))
+    limits = Limits(max_requests, max_tokens or deployment.scheduler.largest_forward_tokens)
     cp, spec, factor = deployment.cp, deployment.capture, deployment.max_padding_factor
     buckets = guarantee_buckets(limits, cp, spec, factor, bucket_multiple) if recommend_list else deployment.table().capture_num_tokens.tolist()
     return GuaranteeResult(limits, buckets, check_guarantee(buckets, limits, cp, spec, factor), recommend_list)

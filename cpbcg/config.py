@@ -8,28 +8,29 @@ naming the key (`ConfigError`, exit 2).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, StrictInt, StrictStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cpbcg.check.gates import Gates
 from cpbcg.settings import MAX_INT32, MAX_INT64, setting
 from cpbcg.errors import ConfigError, CpbcgError
 from cpbcg.bucket_files import flags_file_words, is_bucket_file, resolve_bucket_spec
-from cpbcg.inputs import decode_text, load_json, load_yaml, path_exists, read_input_bytes, yaml_key_lines
+from cpbcg.inputs import decode_text, load_yaml, path_exists, read_input_bytes, yaml_key_lines
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
 from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets
 from cpbcg.planner.costs.cost import CostModel, forward_cost
-from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name, model_spec_from_config
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
-from cpbcg.planner.server import Given, ResolvedServer, check_server_flags, parse_launch_words, resolve_server
+from cpbcg.planner.server import Given, ResolvedServer, check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
+from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.scheduler.settings import SchedulerSettings
+from cpbcg.planner.scheduler.settings import SchedulerSettings, largest_forward_tokens
 
 PRESET_PACKAGE = "cpbcg.configs"
 
@@ -156,9 +157,6 @@ class DeploymentConfig(_Strict):
     server: ServerConfig = Field(default_factory=lambda: ServerConfig.model_validate({}))
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cost: CostConfig = Field(default_factory=CostConfig)
-    model: StrictStr | None = Field(None, description="The served model: a preset name (cpbcg/configs/models) or a Hugging Face "
-                                    "config.json path; scales the cost models (docs/costs.md).")
-    gpu: StrictStr | None = Field(None, description="The GPU (e.g. B200, H200): scales the cost model (docs/costs.md).")
     gates: GateConfig = Field(default_factory=GateConfig)
     _resolved: tuple[object, tuple[int, ...]] | None = PrivateAttr(None)
     _server: ResolvedServer | None = PrivateAttr(None)
@@ -192,7 +190,9 @@ class DeploymentConfig(_Strict):
     def to_deployment(self, cost_source: str | None = None) -> Deployment:
         """The plain frozen `Deployment` the planner reads (bucket spec resolved).
         `cost_source` labels the cost model (default: `defaults` or `config`)."""
-        model, gpu = self.model_spec(), self.gpu_spec()
+        server = self._server
+        model = server.model if server is not None and not server.model_assumed else None
+        gpu = server.gpu if server is not None and not server.gpu_assumed else None
         derived = forward_cost(model, gpu, self.cp_size)
         given = self.cost.model_fields_set
         if cost_source is None:
@@ -207,22 +207,6 @@ class DeploymentConfig(_Strict):
             buckets=self.resolved_buckets(), bucket_spec=spec, max_seq_len_tokens=self.max_seq_len_tokens,
             scheduler=self.scheduler.to_settings(), cost=cost, model=model, gpu=gpu, server=self._server,
         )
-
-    def model_spec(self) -> ModelSpec | None:
-        """`model` as a `ModelSpec`: a preset's dimensions or a `config.json`'s (None when not given).
-        Raises `ConfigError` for an unknown preset or a bad file."""
-        if self.model is None:
-            return None
-        return model_spec_named(self.model)
-
-    def gpu_spec(self) -> GPU | None:
-        """`gpu` from the catalogue (None when not given). Raises `ConfigError` for an unknown GPU."""
-        if self.gpu is None:
-            return None
-        try:
-            return gpu_by_name(self.gpu)
-        except ValueError as exc:
-            raise ConfigError(f"gpu: {exc}") from None
 
     @property
     def server_resolution(self) -> ResolvedServer | None:
@@ -241,41 +225,20 @@ class DeploymentConfig(_Strict):
 COST_KEYS = ("graph_fixed_ms", "eager_fixed_ms", "token_ms")
 
 
-def model_spec_named(name: str) -> ModelSpec:
-    """The `ModelSpec` of a model preset (`cpbcg/configs/models/NAME.yaml`, dense: a preset holds
-    the active MLP width) or of a Hugging Face `config.json` at path `name`. Raises `ConfigError`."""
-    from cpbcg.graph_capture.presets import load_model_preset
-
-    if name.endswith(".json"):
-        data = load_json(read_input_bytes(Path(name), error=ConfigError, what="model config"), name, ConfigError, what="model config")
-        if not isinstance(data, dict):
-            raise ConfigError(f"{name}: a model config.json must be a JSON object")
-        try:
-            return model_spec_from_config(data, name)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    dims = load_model_preset(name)
-    return ModelSpec(
-        architecture=f"preset {dims.name}", num_hidden_layers=dims.num_hidden_layers or 1, hidden_size=dims.hidden_size,
-        num_attention_heads=dims.num_attention_heads, num_key_value_heads=dims.num_key_value_heads, head_dim=dims.head_dim,
-        intermediate_size=dims.intermediate_size, vocab_size=None, context_length=None, dtype_bytes=4 if dims.dtype == "float32" else 2,
-        kv_lora_rank=None, num_experts=None, num_experts_per_tok=None, moe_intermediate_size=None, source=f"preset {dims.name}",
-    )
-
-
 def default_bucket_spec(scheduler: Any) -> str:
     """`sglang-default:MAX_BS` with SGLang's default `max_bs` for the scheduler settings given (a
-    dict of `scheduler.*` keys, or None): `chunked_prefill_size`, or `max_prefill_tokens` when
-    chunking is off (-1), kept within the generator's range [4, MAX_BUCKET_TOKENS]. Values of the
-    wrong type fall back to the defaults (their own validation reports them)."""
+    dict of `scheduler.*` keys, or None): the largest forward (`largest_forward_tokens`: the
+    chunk, or `max_prefill_tokens` when chunking is off), kept within the generator's range
+    [4, MAX_BUCKET_TOKENS]. Values of the wrong type fall back to the defaults (their own
+    validation reports them)."""
     scheduler = scheduler if isinstance(scheduler, dict) else {}
     fields = SchedulerConfig.model_fields
-    chunk = scheduler.get("chunked_prefill_size", fields["chunked_prefill_size"].default)
-    if chunk == -1:
-        chunk = scheduler.get("max_prefill_tokens", fields["max_prefill_tokens"].default)
+    chunk, budget = (scheduler.get(k, fields[k].default) for k in ("chunked_prefill_size", "max_prefill_tokens"))
     if isinstance(chunk, bool) or not isinstance(chunk, int):
         chunk = fields["chunked_prefill_size"].default
-    return f"sglang-default:{min(max(chunk, 4), MAX_BUCKET_TOKENS)}"
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        budget = fields["max_prefill_tokens"].default
+    return f"sglang-default:{min(max(largest_forward_tokens(chunk, budget), 4), MAX_BUCKET_TOKENS)}"
 
 
 def preset_names() -> list[str]:
@@ -304,6 +267,7 @@ def load_config(
     overrides: dict[str, Any] | None = None,
     *,
     layers: Sequence[tuple[str, dict[str, Any]]] = (),
+    log: LogSettings | None = None,
 ) -> DeploymentConfig:
     """Load a config file or preset (or the defaults when `source` is None) and apply overrides.
 
@@ -313,6 +277,12 @@ def load_config(
     included (parsed, files read), whatever the command later uses. Raises `ConfigError`
     naming where the bad value came from and its key (`cfg.yaml: buckets: ...`,
     `command line: cp_size: ...`, `m.json: max_padding_factor: ...`).
+
+    With `log` (one launch of an SGLang log, `LogSettings`) the server arguments the launch
+    states (its settings dump or launch command, `sglang_flags`) and the values its server
+    printed it resolved (`resolved`) enter the start-up resolution as a launch command does,
+    each with its source `log line N` (`_resolve_server`): they win over the config file, the
+    `layers` (a manifest) and the command line win over them.
     """
     label, text = ("defaults", "") if source is None else _read_source(source)
     data = load_yaml(text, label) if text else {}
@@ -328,7 +298,7 @@ def load_config(
         merged = _nested_update(merged, values)
     cfg = _validated(merged, stack, label, text)
     _check_chunk(cfg, _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size")))
-    server = _resolve_server(cfg, merged, stack, label, text)
+    server = _resolve_server(cfg, merged, stack, label, text, log)
     if server is not None:
         page, chunk = server.page_size, server.chunked_prefill_size
         if chunk.value != -1 and page.value > chunk.value:
@@ -360,7 +330,9 @@ def _validated(merged: dict, stack: list[tuple[str, dict[str, Any]]], label: str
         message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
         origin = _located(_origin(loc, stack), label, text, loc)
         hint = (" (this is a bucket file, as plan --emit yaml|json writes it: pass it with --buckets)"
-                if first["type"] == "extra_forbidden" and loc[:1] in (("capture_num_tokens",), ("prefill",)) else "")
+                if first["type"] == "extra_forbidden" and loc[:1] in (("capture_num_tokens",), ("prefill",))
+                else f" (the {loc[0]} is server.{'model_config' if loc[0] == 'model' else 'gpu'}: --{'model-config' if loc[0] == 'model' else 'gpu'})"
+                if first["type"] == "extra_forbidden" and loc in (("model",), ("gpu",)) else "")
         raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))}){hint}") from None
 
 
@@ -500,11 +472,15 @@ def _lookup(data: dict, dotted: str) -> Any:
 
 
 def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, dict[str, Any]]], label: str,
-                    text: str) -> ResolvedServer | None:
+                    text: str, log: LogSettings | None = None) -> ResolvedServer | None:
     """0.5.23's start-up resolution of the config being loaded: the server arguments it states
-    (config file and layers < launch command < command line), over the CP flags `plan --emit
-    sglang` writes when no launch command is given, with its model and GPU. None when the
-    values are not of the right types (validation then reports them)."""
+    (config file < log < layers < command line; a config's launch command under the command
+    line only), over the CP flags `plan --emit sglang` writes when no launch command is given
+    (a log's launch that states `attn_cp_size` is one; a release before attention CP, or a launch
+    that does not say, takes the deployment's CP flags under what it states), with its model and GPU. A log's launch (`log`) gives its arguments
+    (`server.log_given`) and the values its server printed (`server.log_printed`, which win),
+    each sourced `log line N`. None when the values are not of the right types (validation then
+    reports them)."""
     from cpbcg import server_inputs
     from cpbcg.planner.model.layout import CPLayout
 
@@ -517,6 +493,10 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     args, model_path, gpu_name = section.args, section.model_config_file, section.gpu
     given: dict[str, Given] = {}
     flags_file = flags_file_words(cfg.buckets) if isinstance(cfg.buckets, str) and args is None else None
+    from_log, skipped = log_given(log.sglang_flags()) if log is not None else ({}, ())
+    log_states_cp = "attn_cp_size" in from_log
+    if log is not None:
+        from_log.update(_log_layout(log, from_log))
     if args is not None:
         given.update(server_inputs.launch_flags(args, where("args")))
     elif flags_file is not None:  # a flags file as the bucket list states the server's flags: its launch command
@@ -524,9 +504,13 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
             given.update(parse_launch_words(flags_file, f"flags file {cfg.buckets}"))
         except ValueError as exc:
             raise ConfigError(f"{cfg.buckets}: {exc}") from None
-    else:
+    elif not log_states_cp:  # a log's launch that states its CP size is the launch command
         layout = CPLayout(cfg.cp_size, cfg.cp_strategy)
-        given.update(parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)"))
+        cp_flags = parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)")
+        backend_stated = any(k.endswith("attention_backend") for k in from_log)  # the log's backend, not the emitted one
+        given.update({k: g for k, g in cp_flags.items() if not (backend_stated and k.endswith("attention_backend"))})
+    stated = set(given) if args is not None or flags_file is not None else set()
+    given.update(from_log)
     for key, name in SERVER_KEYS.items():
         if _lookup(merged, key) is None:
             continue  # not given: 0.5.23's default
@@ -535,16 +519,33 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
             node = getattr(node, part)
         value = getattr(node, "value", node)
         origin = _origin(tuple(key.split(".")), stack)
-        if (args is not None or flags_file is not None) and origin != "command line" and name in given:
+        if origin != "command line" and name in stated:
             continue  # the launch command states what the server runs; a config value under it does not
+        if origin == label and name in from_log:
+            continue  # the log states what the server ran; the config file under it does not
         source = "option" if origin == "command line" else _located(origin, label, text, tuple(key.split(".")))
         given[name] = Given(value, source)
         if name == "attn_cp_size" and _lookup(merged, "tp_size") is None:
             given["tp_size"] = Given(value, source)  # cpbcg's cp_size is --attn-cp-size N with --tp-size N (the emitted flags)
     model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
     gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
-    return resolve_server(given, model, gpu, model_source="" if model is None else model.source,
-                          gpu_source="" if gpu is None else f"given ({where('gpu')})")
+    server = resolve_server(given, model, gpu, printed=log_printed(log.resolved) if log is not None else None,
+                            model_source="" if model is None else model.source,
+                            gpu_source="" if gpu is None else f"given ({where('gpu')})")
+    return replace(server, notes=server.notes + skipped) if skipped else server
+
+
+def _log_layout(log: LogSettings, stated: dict[str, Given]) -> dict[str, Given]:
+    """The CP size a launch shows without stating it (rank prefixes, a release before attention
+    CP: `LogSetting.inferred`) as `--attn-cp-size N --tp-size N`, sourced to the evidence."""
+    shown = log.setting("cp_size")
+    if shown is None or not shown.inferred or "attn_cp_size" in stated:
+        return {}
+    source = f"log: {shown.origin}"
+    out = {"attn_cp_size": Given(shown.value, source)}
+    if "tp_size" not in stated:
+        out["tp_size"] = Given(shown.value, source)
+    return out
 
 
 def _resolved_values(server: ResolvedServer) -> dict[str, Any]:
@@ -558,9 +559,11 @@ def _resolved_values(server: ResolvedServer) -> dict[str, Any]:
                        ("scheduler.max_total_tokens", server.max_total_tokens.value)):
         if value is not None:
             out[key] = value
+    if "prefill_max_requests" in server.given:
+        out["scheduler.prefill_max_requests"] = server.given["prefill_max_requests"].value
     if server.enable_mixed_chunk.source != f"{SGLANG_VERSION} default":
         out["scheduler.enable_mixed_chunk"] = server.enable_mixed_chunk.value
-    if any(g.source == "launch command" or g.source.startswith("flags file") for g in server.given.values()):
+    if any(g.source == "launch command" or g.source.startswith(("flags file", "log")) for g in server.given.values()):
         out["cp_size"] = server.attn_cp_size
         if server.cp_strategy is not None:
             out["cp_strategy"] = server.cp_strategy

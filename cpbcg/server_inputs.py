@@ -49,16 +49,32 @@ def launch_flags(value: str | list[str], origin: str) -> dict[str, Given]:
         raise ConfigError(f"{label}: {exc}") from None
 
 
+MODEL_PRESET_SUFFIX = ".config.json"
+"""A model preset is `cpbcg/configs/models/NAME.config.json` (a public Hugging Face `config.json`)."""
+
+
+def model_preset_names() -> list[str]:
+    """Names of the model presets shipped in `cpbcg/configs/models/` (`llama-3.1-70b`, ...)."""
+    folder = resources.files(PRESET_PACKAGE) / "models"
+    return sorted(p.name[: -len(MODEL_PRESET_SUFFIX)] for p in folder.iterdir() if p.name.endswith(MODEL_PRESET_SUFFIX))
+
+
 def model_spec(path_text: str, origin: str) -> ModelSpec:
-    """A `ModelSpec` from a Hugging Face `config.json` (a path, or a file shipped with the
-    presets, `models/NAME.json`). Raises `ConfigError` (`FILE: KEY: ...`)."""
+    """A `ModelSpec` from a Hugging Face `config.json`: a path, a file shipped with the presets
+    (`models/NAME.config.json`), or a model preset's name (`llama-3.1-70b`, `model_preset_names`).
+    Raises `ConfigError` (`FILE: KEY: ...`; an unknown name lists the presets)."""
     path = Path(path_text)
     packaged = resources.files(PRESET_PACKAGE) / path_text
+    named = resources.files(PRESET_PACKAGE) / "models" / f"{path_text}{MODEL_PRESET_SUFFIX}"
+    is_name = bool(path_text) and "/" not in path_text and "\\" not in path_text and not path_text.endswith(".json")
     if not path_exists(path) and not path.is_absolute() and packaged.is_file():
         label, raw = f"preset file {path_text}", packaged.read_bytes()
+    elif not path_exists(path) and is_name and len(path_text) <= 100 and named.is_file():
+        label, raw = f"preset {path_text} (models/{path_text}{MODEL_PRESET_SUFFIX})", named.read_bytes()
     else:
         if not path_exists(path):
-            raise ConfigError(f"{origin}: {path_text[:200]}: no such file")
+            presets = f" (nor a model preset: {', '.join(model_preset_names())})" if is_name else ""
+            raise ConfigError(f"{origin}: {path_text[:200]}: no such file{presets}")
         label, raw = str(path), read_input_bytes(path, what="the model config")
     data: Any = load_json(raw, label, what="a Hugging Face config.json")
     if not isinstance(data, dict):

@@ -92,7 +92,7 @@ def _s(key: str, kind: type, default: Any, help: str, flag: str | None = None, *
     return Setting(key, kind, default, help, flag, **kw)
 
 
-_COST_NOTE = "fitted to public measurements for Llama-3.1-70B on B200 at TP 4; a config's model:, gpu: and cp_size (TP) rescale it (docs/costs.md)"
+_COST_NOTE = "fitted to public measurements for Llama-3.1-70B on B200 at TP 4; --model-config, --gpu and cp_size (TP) rescale it (docs/costs.md)"
 
 SETTINGS: tuple[Setting, ...] = (
     # deployment (SGLang's server arguments)
@@ -118,7 +118,9 @@ SETTINGS: tuple[Setting, ...] = (
        "start-up resolution turns it, the model and the GPU into the page size, chunk and prefill graph list planned.",
        "--server-args", default_text="the CP flags of the deployment"),
     _s("server.model_config", str, None, "The model's Hugging Face config.json (architecture, MLA or not, layers, heads, "
-       "context length).", "--model-config", default_text="a dense GQA model (assumed)"),
+       "context length), or a model preset's name (llama-3.1-70b, qwen3-32b, gpt-oss-120b, deepseek-v3: "
+       "cpbcg/configs/models/NAME.config.json). Decides the start-up resolution and scales the cost models "
+       "(docs/costs.md).", "--model-config", default_text="a Llama-3.1-70B-shaped dense GQA model (assumed)"),
     _s("server.gpu", str, None, "The GPU the server runs on: B200, GB200, B300, GB300, H100, H200, H20, A100, L40S, "
        "RTX-PRO-6000, MI300X, ... (decides the default chunk and attention backend, and whether zigzag CP graphs exist).",
        "--gpu", default_text="B200 (assumed: SM100, where 0.5.23 runs zigzag CP graphs)"),

@@ -181,3 +181,25 @@ def test_a_chunk_below_the_smallest_cp_active_forward_is_refused():
     h100 = {"server.gpu": "H100", "server.args": "--tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag"}
     assert load_config(None, {**h100, "scheduler.chunked_prefill_size": 8}).scheduler.chunked_prefill_size == 8
     assert load_config(None, {**h100, "cp_size": 1, "scheduler.chunked_prefill_size": 1}).scheduler.chunked_prefill_size == 1
+
+
+def test_the_largest_forward_is_one_rule_for_the_default_list_the_recommendation_and_the_guarantee():
+    # "the chunk, else max_prefill_tokens" (issue 28): SchedulerSettings.largest_forward_tokens is its one statement;
+    # breaking it, or a consumer that stops taking it, fails here (plan --guarantee once proved 8,192 tokens here)
+    import orjson
+    from typer.testing import CliRunner
+
+    from cpbcg import api
+    from cpbcg.cli import app
+
+    off = {"scheduler.chunked_prefill_size": -1, "scheduler.max_prefill_tokens": 16384}
+    cfg, dep = api.load_config_and_deployment(None, off)
+    assert dep.scheduler.largest_forward_tokens == 16384 and cfg.buckets == "sglang-default:16384"
+    assert api.guarantee(dep, 4).limits.max_tokens == 16384
+    on = api.load_config_and_deployment(None, {"scheduler.chunked_prefill_size": 4096, "scheduler.max_prefill_tokens": 16384})
+    assert on[1].scheduler.largest_forward_tokens == 4096 and on[0].buckets == "sglang-default:4096"
+    result = CliRunner().invoke(app, ["plan", "--chunked-prefill-size", "-1", "--max-prefill-tokens", "16384", "--guarantee",
+                                      "--max-requests", "4", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)
+    assert (doc["max_tokens"], doc["max_requests"], doc["ok"]) == (16384, 4, True) and max(doc["buckets"]) > 16384

@@ -13,10 +13,9 @@ from typer.testing import CliRunner
 import cpbcg
 from cpbcg.api import load_config_and_deployment
 from cpbcg.cli import app
-from cpbcg.config import model_spec_named
 from cpbcg.errors import ConfigError
 from cpbcg.planner.evaluate import evaluate_demand
-from cpbcg.planner.hardware import gpu_by_name, model_spec_from_config
+from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, gpu_by_name, model_spec_from_config
 from cpbcg.planner.model.capacity import CaptureSpec, local_capacity
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import BatchSet, CPLayout
@@ -25,9 +24,15 @@ from cpbcg.planner.costs import published as pub
 from cpbcg.planner.optimise.capture_cost import capture_model
 from cpbcg.planner.costs.cost import DEFAULT_COST, forward_cost
 from cpbcg.planner.optimise.recommend import Validation
+from cpbcg.server_inputs import model_spec
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def model_spec_named(name: str):
+    """A model preset by name, as --model-config NAME reads it (cpbcg/configs/models/NAME.config.json)."""
+    return model_spec(name, "--model-config")
 PINNED = ["--page-size", "1", "--chunked-prefill-size", "8192"]  # the settings these tests depend on, not the defaults
 
 
@@ -92,7 +97,7 @@ def test_forward_cost_follows_the_model_and_the_gpu():
     assert forward_cost(llama, gpu_by_name("B200"), 8).token_ms == pytest.approx(b200.token_ms / 2, rel=1e-3)
     assert "H100" in h100.source and "assumed" not in h100.source
     # without a model or GPU: the stated assumption, which is also the default cost model
-    assert forward_cost(None, None, 4) == DEFAULT_COST and "model assumed Llama-3.1-70B; GPU assumed B200" in DEFAULT_COST.source
+    assert forward_cost(None, None, 4) == DEFAULT_COST and "model assumed Llama-3.1-70B-shaped; GPU assumed B200" in DEFAULT_COST.source
     # the blog's gpt-oss-120b TP4 GB300: 1.45-1.75x faster in graphs from 64 to 2048 tokens
     gpt = model_spec_from_config({"architectures": ["GptOssForCausalLM"], "num_hidden_layers": 36, "hidden_size": 2880,
                                   "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880,
@@ -103,19 +108,42 @@ def test_forward_cost_follows_the_model_and_the_gpu():
 
 
 def test_config_model_and_gpu_rescale_the_costs(tmp_path):
-    _, dep = load_config_and_deployment(None, {"model": "qwen3-32b", "gpu": "h100"})
+    # the model and GPU are the server's (--model-config, --gpu, server:): the cost models read the ones it resolved
+    _, dep = load_config_and_deployment(None, {"server.model_config": "qwen3-32b", "server.gpu": "h100"})
     assert dep.model.hidden_size == 5120 and dep.gpu.name == "H100"
+    assert dep.model is dep.server.model and dep.gpu is dep.server.gpu
     assert dep.cost == forward_cost(dep.model, dep.gpu, 4)
-    _, part = load_config_and_deployment(None, {"model": "qwen3-32b", "gpu": "H100", "cost.token_ms": 0.5})
+    assert "model preset qwen3-32b (models/qwen3-32b.config.json)" in dep.cost.source and "assumed" not in dep.cost.source
+    _, part = load_config_and_deployment(None, {"server.model_config": "qwen3-32b", "server.gpu": "H100", "cost.token_ms": 0.5})
     assert (part.cost.token_ms, part.cost.graph_fixed_ms) == (0.5, dep.cost.graph_fixed_ms)
     assert part.cost.source == f"config for token_ms; the rest {dep.cost.source}"
     config = tmp_path / "config.json"
     config.write_bytes(orjson.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 4096,
                                      "num_attention_heads": 32, "intermediate_size": 14336}))
-    _, own = load_config_and_deployment(None, {"model": str(config)})
-    assert own.model.num_hidden_layers == 32 and own.model.source == str(config)
+    _, own = load_config_and_deployment(None, {"server.model_config": str(config)})
+    assert own.model.num_hidden_layers == 32 and own.model.source == str(config) and own.server.model is own.model
+    assert f"model {config}" in own.cost.source and "GPU assumed B200" in own.cost.source
     with pytest.raises(ConfigError, match="unknown GPU"):
-        load_config_and_deployment(None, {"gpu": "Z9000"})
+        load_config_and_deployment(None, {"server.gpu": "Z9000"})
+    with pytest.raises(ConfigError, match=r"no such file \(nor a model preset: deepseek-v3, gpt-oss-120b, llama-3.1-70b, qwen3-32b\)"):
+        load_config_and_deployment(None, {"server.model_config": "llama-9"})
+
+
+def test_one_assumed_model_and_gpu_for_the_server_and_the_costs(tmp_path):
+    # nothing given: the resolution and the cost models take the one assumed model and GPU, and say so
+    _, dep = load_config_and_deployment(None)
+    assert dep.server.model is ASSUMED_MODEL and dep.server.gpu is ASSUMED_GPU and dep.server.model_assumed
+    assert dep.model is None and dep.gpu is None and dep.cost == DEFAULT_COST
+    assert "model assumed Llama-3.1-70B-shaped; GPU assumed B200" in dep.cost.source
+    assert not hasattr(pub, "DEFAULT_MODEL") and not hasattr(pub, "DEFAULT_GPU")
+    # a preset's server.model_config reaches the cost models (it used to be costed as the assumed Llama)
+    _, gpt = load_config_and_deployment("gpt-oss-120b-cp4")
+    assert gpt.model.num_hidden_layers == 36 and "36 layers, hidden 2880, MoE top-4, B200" in gpt.cost.source
+    # the old top-level keys are refused, pointing at the server's
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("cp_size: 4\nmodel: qwen3-32b\n")
+    with pytest.raises(ConfigError, match=rf"^{cfg}:2: model: unknown key .*\(the model is server.model_config: --model-config\)"):
+        load_config_and_deployment(str(cfg))
 
 
 def _demand(lengths, cp):
@@ -200,7 +228,7 @@ def test_the_deployment_model_reaches_the_capture_estimate():
     settings = cpbcg.RecommendSettings(max_buckets=12, validate_fraction=0)
     batches = synthetic_batches(600)
     assumed = cpbcg.plan([batches], cpbcg.load_deployment(cp_size=4), settings).recommendation
-    given = cpbcg.plan([batches], cpbcg.load_deployment(cp_size=4, model="gpt-oss-120b", gpu="GB300"), settings).recommendation
+    given = cpbcg.plan([batches], cpbcg.load_deployment(cp_size=4, server={"model_config": "gpt-oss-120b", "gpu": "GB300"}), settings).recommendation
     assert "model assumed Llama-3.1-70B" in assumed.capture.source and "assumed" not in given.capture.source
     assert "36 layers, hidden 2880" in given.capture.source and given.capture.capture_s < assumed.capture.capture_s
     assert given.capture.range_factor == 1.5 and not given.capture.measured

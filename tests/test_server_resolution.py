@@ -106,6 +106,11 @@ def test_values_the_server_printed_win_with_their_source():
 
 def test_fa4_takes_page_128_and_the_assumed_model_is_not_mla():
     assert not uses_mla(ASSUMED_MODEL)
+    # one assumed model and GPU, defined in hardware.py, taken by the resolution (and the cost models)
+    from cpbcg.planner import hardware
+    r = resolve(CP4)
+    assert r.model is hardware.ASSUMED_MODEL and r.gpu is hardware.ASSUMED_GPU and r.model_assumed and r.gpu_assumed
+    assert r.model_source.startswith("assumed") and r.gpu_source.startswith("assumed")
     r = resolve(CP4 + " --attention-backend fa4")
     assert r.page_size.value == 128 and r.page_size.rule == "fa4 (0.5.23 overrides)"
 

@@ -44,10 +44,12 @@ class Deployment:
     (`context_limit`). None: no limit (0.5.23's trtllm_mha and dsa backends set none, and the
     runner ignores `max_context_size` for CP graphs)."""
     model: ModelSpec | None = None
-    """The served model (its `config.json`): scales the capture and graph-memory estimates and the
-    default cost model; None = the assumed model (`published.DEFAULT_MODEL`, said wherever used)."""
+    """The served model (its `config.json`) the server resolution used (`server.model`, given by
+    `--model-config`, `server.model_config`): scales the capture and graph-memory estimates and
+    the default cost model; None = the assumed model (`hardware.ASSUMED_MODEL`, said wherever used)."""
     gpu: GPU | None = None
-    """The GPU: scales the default cost model's per-token time; None = the assumed GPU (`published.DEFAULT_GPU`)."""
+    """The GPU the server resolution used (`--gpu`, `server.gpu`): scales the default cost model's
+    per-token time; None = the assumed GPU (`hardware.ASSUMED_GPU`, said wherever used)."""
     server: ResolvedServer | None = None
     """The server 0.5.23 starts for this deployment (`cpbcg.planner.server.resolve_server`),
     whose page size, chunk and prefill graph list the scheduler and bucket list use; None for

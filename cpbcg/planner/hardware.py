@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GPU", "GPUS", "MLA_ARCHITECTURES", "ModelSpec", "gpu_by_name", "model_spec_from_config", "uses_mla"]
+__all__ = ["ASSUMED_GPU", "ASSUMED_MODEL", "GPU", "GPUS", "MLA_ARCHITECTURES", "ModelSpec", "gpu_by_name", "model_spec_from_config",
+           "uses_mla"]
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,12 @@ def _int(config: Mapping[str, Any], key: str, source: str) -> int | None:
     return value
 
 
+ASSUMED_GPU = GPUS["B200"]
+"""The GPU assumed when none is given (`--gpu`, `server.gpu`, a log): SM100, where 0.5.23 runs
+zigzag CP prefill graphs. The one definition: the start-up resolution and the cost models both
+take it (and say it is assumed)."""
+
+
 def model_spec_from_config(config: Mapping[str, Any], source: str) -> ModelSpec:
     """A `ModelSpec` from a parsed `config.json` mapping. Raises `ValueError` ("SOURCE: KEY:
     ...") when `architectures`, `num_hidden_layers`, `hidden_size` or `num_attention_heads` is
@@ -201,3 +208,16 @@ def uses_mla(model: ModelSpec) -> bool:
     if archs & _MLA_IF_KV_LORA and model.kv_lora_rank is not None:
         return True
     return "DeepseekVL2ForCausalLM" in archs and model.use_mla_flag
+
+
+ASSUMED_MODEL = ModelSpec(
+    architecture="LlamaForCausalLM", num_hidden_layers=80, hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
+    head_dim=128, intermediate_size=28672, vocab_size=128256, context_length=131072, dtype_bytes=2, kv_lora_rank=None,
+    num_experts=None, num_experts_per_tok=None, moe_intermediate_size=None,
+    source="assumed: a Llama-3.1-70B-shaped dense GQA model (give --model-config)",
+    architectures=("LlamaForCausalLM",), model_type="llama",
+)
+"""The model assumed when none is given (`--model-config`, `server.model_config`): a dense GQA
+(non-MLA) model, which trtllm_mha serves, of the most common CP size (Llama-3.1-70B's
+`config.json`, `cpbcg/configs/models/llama-3.1-70b.config.json`). The one definition: the
+start-up resolution and the cost models both take it (and say it is assumed)."""

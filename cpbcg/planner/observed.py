@@ -38,6 +38,7 @@ from cpbcg.planner.model.selector import BucketTable, EagerReason
 from cpbcg.planner.traces.records import ForwardSizes, ObservedForwards
 from cpbcg.planner.traces.sglang_log import LogSummary
 from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.planner.server import ResolvedServer
 
 PADDING_CAP_DATE = "2026-07-16"
 """SGLang PR #31487 (merged 2026-07-16): prefill graphs fall back to eager above 2x padding.
@@ -76,6 +77,9 @@ class LaunchModel:
     cp: CPLayout
     max_padding_factor: float
     assumed: tuple[AssumedSetting, ...] = ()
+    server: ResolvedServer | None = None
+    """The server 0.5.23 starts for the launch (its settings resolved as a launch command's,
+    each value with its source, `log line N`); None when not resolved."""
 
 
 @dataclass(frozen=True)
@@ -198,10 +202,13 @@ class LaunchObserved:
     settings: LogSettings
     assumed: tuple[AssumedSetting, ...]
     comparison: ObservedComparison
+    server: ResolvedServer | None = None
+    """The launch's server as 0.5.23 resolves it (`LaunchModel.server`)."""
 
     def to_dict(self) -> dict[str, object]:
         return {"launch": self.launch, "first_line": self.first_line, **settings_document(self.settings),
-                "assumed": [asdict(a) for a in self.assumed], **self.comparison.to_dict()}
+                "assumed": [asdict(a) for a in self.assumed],
+                **({"server": self.server.summary()} if self.server is not None else {}), **self.comparison.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -389,7 +396,8 @@ class ObservedTally:
         """The total over the launches with their own comparisons in `.launches`, or None when
         no forward printed a verdict."""
         per = [(k, t, t.result(label)) for k, t in sorted(self._launches.items())]
-        launches = tuple(LaunchObserved(k, t.settings.first_line, t.settings, t.model.assumed, c) for k, t, c in per if c is not None)
+        launches = tuple(LaunchObserved(k, t.settings.first_line, t.settings, t.model.assumed, c, t.model.server)
+                         for k, t, c in per if c is not None)
         if not launches:
             return None
         return replace(_total([launch.comparison for launch in launches], label), launches=launches)

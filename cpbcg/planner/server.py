@@ -50,19 +50,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name, uses_mla
+from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec, uses_mla
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_ARCHITECTURE, SGLANG_VERSION
 
 __all__ = [
-    "ASSUMED_MODEL", "ATTENTION_BACKENDS", "DEFAULT_GPU", "Given", "NOT_MODELLED", "Refusal", "ResolvedServer", "ServerCheck", "Value",
-    "check_flag_words", "check_server_flags", "parse_launch_words", "resolve_server", "server_words",
+    "ASSUMED_GPU", "ASSUMED_MODEL", "ATTENTION_BACKENDS", "Given", "NOT_MODELLED", "Refusal", "ResolvedServer", "ServerCheck", "Value",
+    "check_flag_words", "check_server_flags", "log_given", "log_printed", "parse_launch_words", "resolve_server", "server_words",
 ]
 
 SGLANG = SGLANG_VERSION
-
-DEFAULT_GPU = "B200"
-"""The GPU assumed when none is given: SM100, where 0.5.23 runs zigzag CP prefill graphs."""
 
 ATTENTION_BACKENDS = frozenset({
     "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4", "flashinfer",
@@ -118,14 +115,6 @@ _DSA = frozenset({
     "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM", "Dots3NoteForCausalLMNextN", "HYV4ForCausalLM", "HYV4ForCausalLMNextN",
 })
 """`configs/model_config.py::is_deepseek_dsa`: these architectures with an `index_topk`."""
-
-ASSUMED_MODEL = ModelSpec(
-    architecture="LlamaForCausalLM", num_hidden_layers=80, hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
-    head_dim=128, intermediate_size=28672, vocab_size=128256, context_length=131072, dtype_bytes=2, kv_lora_rank=None,
-    num_experts=None, num_experts_per_tok=None, moe_intermediate_size=None, source="assumed (a Llama-3.1-70B-shaped GQA model)",
-    architectures=("LlamaForCausalLM",), model_type="llama",
-)
-"""The model assumed when none is given: a dense GQA (non-MLA) model, which trtllm_mha serves."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +200,10 @@ class ResolvedServer:
     """The server arguments resolved, as given (0.5.23 field names)."""
     notes: tuple[str, ...] = ()
     """Values 0.5.23 changed from what was given (`page_size 1 -> 64: ...`)."""
+    model_assumed: bool = False
+    """No model was given: `model` is `hardware.ASSUMED_MODEL` (the cost models say so)."""
+    gpu_assumed: bool = False
+    """No GPU was given: `gpu` is `hardware.ASSUMED_GPU` (the cost models say so)."""
 
     @property
     def starts(self) -> bool:
@@ -296,6 +289,46 @@ def parse_launch_words(words: Sequence[str], source: str = "launch command") -> 
                 i += 1
         key = _flag_name(name)
         out[key] = Given(_typed(key, name, values), source)
+    return out
+
+
+def log_given(flags: Mapping[str, tuple[Any, int]]) -> tuple[dict[str, Given], tuple[str, ...]]:
+    """The server arguments one launch of a log states (`LogSettings.sglang_flags()`: 0.5.23
+    field name -> (value, line), from the settings dump or the launch command), as resolution
+    inputs with source `log line N`: the arguments the resolution reads (`MODELLED_FLAGS`),
+    checked as a launch command's are; unset values (None) are left out. Returns them and, for
+    each value 0.5.23 would not take, a note that it was not read (never raises)."""
+    out: dict[str, Given] = {}
+    skipped: list[str] = []
+    for key, (value, line) in flags.items():
+        if key not in MODELLED_FLAGS or value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        words = (["true" if value else "false"] if isinstance(value, bool) else
+                 [str(v) for v in value] if isinstance(value, (list, tuple)) else
+                 [json.dumps(value)] if isinstance(value, dict) else [str(value)])
+        try:
+            out[key] = Given(_typed(key, flag, words), f"log line {line}")
+        except ValueError as exc:
+            skipped.append(f"log line {line}: {exc}: not read (0.5.23's default planned)")
+    return out, tuple(skipped)
+
+
+LOG_PRINTED = {"max_total_num_tokens": "max_total_tokens", "chunked_prefill_size": "chunked_prefill_size",
+               "max_prefill_tokens": "max_prefill_tokens", "max_running_requests": "max_running_requests"}
+"""Values a server prints it resolved (`Scheduler.__init__`'s line, every release) -> the 0.5.23 field each is."""
+
+
+def log_printed(resolved: Mapping[str, tuple[Any, int]]) -> dict[str, Given]:
+    """What a launch's server printed it resolved (`LogSettings.resolved`: name -> (value, line),
+    start-up overrides included: `chunked_prefill_size` -1) as `resolve_server`'s `printed`,
+    source `log line N`: token counts of at least 1, or -1 for the chunk (chunking off)."""
+    out: dict[str, Given] = {}
+    for name, key in LOG_PRINTED.items():
+        if name in resolved:
+            value, line = resolved[name]
+            if isinstance(value, int) and not isinstance(value, bool) and (value >= 1 or (key == "chunked_prefill_size" and value == -1)):
+                out[key] = Given(value, f"log line {line}")
     return out
 
 
@@ -415,11 +448,12 @@ def resolve_server(
     gpu_source: str = "",
 ) -> ResolvedServer:
     """What 0.5.23 runs for the server arguments `given` (0.5.23 field names -> `Given`), the
-    model and the GPU (None: `ASSUMED_MODEL`, `DEFAULT_GPU`, said as assumptions). `printed`
+    model and the GPU (None: `hardware.ASSUMED_MODEL`, `ASSUMED_GPU`, said as assumptions). `printed`
     are values a running server printed (a log): they win over the restated rules, with
     their source. Pure; never raises (bad values are refused by the parsers)."""
+    model_assumed, gpu_assumed = model is None, gpu is None
     gpu_src = gpu_source or ("given" if gpu is not None else "assumed: SM100, where 0.5.23 runs zigzag CP graphs")
-    gpu = gpu or gpu_by_name(DEFAULT_GPU)
+    gpu = gpu or ASSUMED_GPU
     model_src = model_source or (model.source if model is not None else ASSUMED_MODEL.source)
     model = model or ASSUMED_MODEL
     st = _State(given)
@@ -638,6 +672,7 @@ def resolve_server(
         tp_size=tp, attn_cp_size=cp, pp_size=pp, dp_size=dp, ep_size=ep, enable_prefill_cp=enable_cp, cp_strategy=strategy,
         prefill_graph_backend=graph_backend, prefill_graph_max_bs=max_bs, prefill_graph_bs=bs,
         refusals=tuple(refusals), no_cp_graph=tuple(missing), not_modelled=not_modelled, notes=tuple(notes), given=dict(given),
+        model_assumed=model_assumed, gpu_assumed=gpu_assumed,
     )
 
 

@@ -87,8 +87,8 @@ def _sig(x: float) -> float:
 
 def forward_cost(model: ModelSpec | None, gpu: GPU | None, tp: int) -> CostModel:
     """The cost model of `model` on `gpu` at TP `tp` (`published.forward_terms`, rounded to 4
-    significant digits); None: the assumed model or GPU (`published.DEFAULT_MODEL`,
-    `DEFAULT_GPU`), said in the source."""
+    significant digits); None: the assumed model or GPU (`hardware.ASSUMED_MODEL`,
+    `ASSUMED_GPU`), said in the source; a given model is named by its source."""
     spec, card, assumed = pub.assumptions(model, gpu)
     graph, eager, token = pub.forward_terms(spec, card, tp)
     source = (f"estimate for {pub.describe(spec, card)} at TP {tp} ({assumed + '; ' if assumed else ''}fitted to the SGLang blog "

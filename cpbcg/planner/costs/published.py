@@ -18,33 +18,25 @@ result):
   forward of n tokens `L * EAGER_FIXED_MS_PER_LAYER + n * t`, with `t` the matmul time per token
   `2 * active_params / tp / (peak * MATMUL_EFFICIENCY)` (`forward_terms`).
 
-Without a model or a GPU (`None`) the figures are for `DEFAULT_MODEL` on `DEFAULT_GPU`, and say
-so (`assumptions`). The planner reads no files: the model and GPU come from the deployment.
+Without a model or a GPU (`None`) the figures are for `hardware.ASSUMED_MODEL` on `ASSUMED_GPU`
+(the model and GPU the start-up resolution assumes, one definition), and say so (`assumptions`).
+The planner reads no files: the model and GPU come from the deployment, which takes them from the
+server resolution (`--model-config`, `--gpu`, `server:`; `Deployment.model`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name
+from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec
 
 __all__ = [
-    "CAPTURE_RANGE", "DEFAULT_GPU", "DEFAULT_MODEL", "FORWARD_RANGE", "MEMORY_RANGE", "PEAK_BF16_TFLOPS", "CostParams", "FITTED",
+    "CAPTURE_RANGE", "FORWARD_RANGE", "MEMORY_RANGE", "PEAK_BF16_TFLOPS", "CostParams", "FITTED",
     "activation_elems", "active_params", "assumptions", "capture_seconds", "forward_terms", "graph_pool_mib", "per_graph_mib",
     "peak_tflops",
 ]
 
 MIB = 1 << 20
-
-DEFAULT_MODEL = ModelSpec(
-    architecture="LlamaForCausalLM", num_hidden_layers=80, hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
-    head_dim=128, intermediate_size=28672, vocab_size=128256, context_length=131072, dtype_bytes=2, kv_lora_rank=None,
-    num_experts=None, num_experts_per_tok=None, moe_intermediate_size=None,
-    source="assumed: Llama-3.1-70B (the llama-3.1-70b preset); give the model's config.json",
-)
-"""The model the cost figures describe when none is given (a dense 70B, the most common CP size)."""
-DEFAULT_GPU = gpu_by_name("B200")
-"""The GPU the forward-time figures describe when none is given (SM100, where 0.5.23 runs prefill CP)."""
 
 PEAK_BF16_TFLOPS: dict[str, float] = {
     "A100-40GB": 312, "A100": 312, "L40S": 362, "H100": 989, "H800": 989, "H20": 148, "H200": 989,
@@ -98,13 +90,13 @@ def peak_tflops(gpu: GPU) -> float:
 
 
 def assumptions(model: ModelSpec | None, gpu: GPU | None) -> tuple[ModelSpec, GPU, str]:
-    """The model and GPU the figures use and, for each not given, the assumption in words ('' when both are given)."""
-    said = []
-    if model is None:
-        said.append("model assumed Llama-3.1-70B")
+    """The model and GPU the figures use and where each came from, in words: `model SOURCE` (the
+    `config.json` given) or `model assumed Llama-3.1-70B-shaped`; `GPU assumed B200` when none
+    was given (a given GPU is named by `describe`)."""
+    said = [f"model {model.source}" if model is not None else "model assumed Llama-3.1-70B-shaped"]
     if gpu is None:
-        said.append(f"GPU assumed {DEFAULT_GPU.name}")
-    return model or DEFAULT_MODEL, gpu or DEFAULT_GPU, "; ".join(said)
+        said.append(f"GPU assumed {ASSUMED_GPU.name}")
+    return model or ASSUMED_MODEL, gpu or ASSUMED_GPU, "; ".join(said)
 
 
 def describe(model: ModelSpec, gpu: GPU | None = None) -> str:

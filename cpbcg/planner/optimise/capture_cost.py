@@ -108,7 +108,7 @@ class CaptureModel:
 
 
 def capture_model(model: ModelSpec | None, gpu: GPU | None, tp: int, chunk_tokens: int, chunk_rows: int) -> CaptureModel:
-    """The published fit scaled to `model` at TP `tp` (None: `published.DEFAULT_MODEL`, said in
+    """The published fit scaled to `model` at TP `tp` (None: `hardware.ASSUMED_MODEL`, said in
     the source); `chunk_rows` are a full chunk's CP-local rows (the eager peak a full-chunk list removes)."""
     spec, _, assumed = pub.assumptions(model, gpu)
     per_shape = pub.capture_seconds_per_shape(spec)

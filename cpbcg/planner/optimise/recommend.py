@@ -258,14 +258,6 @@ class TradeOff:
     """Largest bucket (tokens)."""
 
 
-def default_chunk_tokens(deployment: Deployment) -> int:
-    """The largest forward the scheduler forms: `chunked_prefill_size`, or `max_prefill_tokens`
-    when chunking is off (-1)."""
-    sched = deployment.scheduler
-    chunk = int(sched.chunked_prefill_size)
-    return chunk if chunk > 0 else int(sched.max_prefill_tokens)
-
-
 def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: RecommendSettings = RecommendSettings(),
               held_back: Mapping[str, Demand] | None = None) -> Recommendation:
     """The recommendation for the forwards in `log` (see the module doc): a `DemandLog` of one
@@ -279,7 +271,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
     if split.num_lines == 0:
         raise ConfigError("the trace has no prefill forwards to optimise for")
     max_buckets = settings.max_buckets or min(len(deployment.table().capture_num_tokens), MAX_DEFAULT_BUCKETS)
-    chunk = settings.max_bucket_tokens or default_chunk_tokens(deployment)
+    chunk = settings.max_bucket_tokens or deployment.scheduler.largest_forward_tokens
     notes: list[str] = []
     if chunk > MAX_BUCKET_TOKENS:  # the candidate grid grows with the chunk: never past the largest bucket a list may hold
         notes.append(f"the chunk of {chunk:,} tokens is above the largest bucket a list may hold ({MAX_BUCKET_TOKENS:,}): "
@@ -327,7 +319,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
         modelled_ms=modelled, configured_modelled_ms=configured_ms,
         cost=deployment.cost, validation=validation, headroom=headroom,
         capture=_estimate(buckets, cm, deployment), configured_capture=_estimate(sorted(set(deployment.buckets)), cm, deployment),
-        deploy=deploy_flags(buckets, deployment, chunk if chunk != default_chunk_tokens(deployment) else None),
+        deploy=deploy_flags(buckets, deployment, chunk if chunk != deployment.scheduler.largest_forward_tokens else None),
         optimal=optimal, demand=whole, target_coverage=settings.target_coverage, headroom_note=headroom_note,
         floor_tokens=None if floor is None else floor[0], notes=tuple(notes),
         configured_evaluation=evaluate_demand(whole, table, deployment.cp, deployment.max_padding_factor),

@@ -17,6 +17,14 @@ MAX_REQ_TO_TOKEN_SLOTS = 4096
 """Upper clamp of SGLang's `req_to_token_pool` size (model_runner `max_num_reqs`)."""
 
 
+def largest_forward_tokens(chunked_prefill_size: int, max_prefill_tokens: int) -> int:
+    """The largest prefill forward the scheduler forms (tokens): the chunk, or `max_prefill_tokens`
+    when chunking is off (`chunked_prefill_size` -1). The one statement of this rule: the default
+    bucket list (`cpbcg.config.default_bucket_spec`), the recommendation's and the guarantee's
+    largest forward (`SchedulerSettings.largest_forward_tokens`) all take it."""
+    return chunked_prefill_size if chunked_prefill_size > 0 else max_prefill_tokens
+
+
 @dataclass(frozen=True)
 class SchedulerSettings:
     """Settings of the scheduler simulation (docs/scheduler.md). Times in ms or s as named."""
@@ -74,6 +82,11 @@ class SchedulerSettings:
     def chunk_tokens(self) -> int | None:
         """Chunk budget, None when chunking is disabled."""
         return None if self.chunked_prefill_size == -1 else self.chunked_prefill_size
+
+    @property
+    def largest_forward_tokens(self) -> int:
+        """The largest prefill forward (tokens): `largest_forward_tokens` of these settings."""
+        return largest_forward_tokens(int(self.chunked_prefill_size), int(self.max_prefill_tokens))
 
     @property
     def decode_step_fixed_ms(self) -> float:
