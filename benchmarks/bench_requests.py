@@ -13,6 +13,10 @@ It generates the traces it times (seeded), then times `cpbcg plan --format json`
 3. `--files` request files (`--file-requests` each) planned together with `--jobs 1` and
    `--jobs 2`; the two JSON outputs must be byte-identical (checked).
 
+`--without pyarrow` times what a plain install (no `[fast]` extra) gets; `--without
+numba,pyarrow` what it got before numba became a dependency (`--big-requests 0 --files 0` keeps
+to the 1M comparison).
+
 Every figure is min / median / max over `--runs` fresh processes after one warm-up run (which
 also fills numba's on-disk cache of the compiled scheduler loop), wall and CPU seconds (CPU:
 user + system of the process and its workers), and the peak RSS of the largest process
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -74,9 +79,25 @@ def write_batches(path: Path, num_lines: int, seed: int) -> None:
             handle.write('{"extend_seq_lens": [%s]}\n' % ", ".join(map(str, lens)))
 
 
+CHILD_ENV: dict[str, str] | None = None
+"""Environment of the timed processes (`--without` sets it); None: this one's."""
+
+
+def without(modules: list[str], workdir: Path) -> dict[str, str]:
+    """An environment in which `import MODULE` fails for each of `modules` (a `sitecustomize`
+    first on PYTHONPATH), as in an install without them (`--without pyarrow`: a plain
+    `pip install cpbcg`, no [fast] extra)."""
+    folder = workdir / ("without-" + "-".join(modules))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(folder), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
 def run_once(argv: list[str]) -> tuple[dict[str, float], bytes]:
     """One fresh run of `argv` in its own wrapper: (wall_s, cpu_s, rss_mb) and its stdout."""
-    out = subprocess.run([sys.executable, "-c", WRAPPER, *argv], check=True, capture_output=True).stdout
+    out = subprocess.run([sys.executable, "-c", WRAPPER, *argv], check=True, capture_output=True, env=CHILD_ENV).stdout
     head, _, body = out.partition(b"\n")
     return json.loads(head), body
 
@@ -109,8 +130,14 @@ def main() -> None:
     parser.add_argument("--file-requests", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/cpbcg-bench-requests"))
+    parser.add_argument("--without", default="", help="comma-separated modules the timed processes cannot import "
+                        "(pyarrow: what a plain install gets; numba,pyarrow: a plain install before issue 34)")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
+    if args.without:
+        global CHILD_ENV
+        CHILD_ENV = without(args.without.split(","), args.workdir)
+        print(f"timed processes cannot import: {args.without}", flush=True)
     cpbcg = [sys.executable, "-m", "cpbcg"]
     requests, batches = args.workdir / f"requests-{args.requests}.csv", args.workdir / f"batches-{args.requests}.jsonl"
     if not requests.exists():
@@ -133,6 +160,8 @@ def main() -> None:
             write_requests(big, args.big_requests, 2)
         figure, _ = run_once([*cpbcg, "plan", "-t", str(big), "-f", "json"])
         show(f"request trace, {args.big_requests:,} requests (1 run)", [figure])
+    if not files:
+        return
     many = [*cpbcg, "plan", *[a for f in files for a in ("-t", str(f))], "-f", "json"]
     serial, out1 = timed([*many, "--jobs", "1"], args.runs)
     show(f"{args.files} request files x {args.file_requests:,}, --jobs 1", serial)

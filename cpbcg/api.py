@@ -499,12 +499,15 @@ def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRec
 
 def capture(config: str | None = None, overrides: Mapping[str, object] | None = None, *, preset: str = "tiny", layers: int = 2,
             dtype: str | None = None, seed: int = 0, trace: str | Path | None = None, samples: int = 2, dry_run: bool = False,
-            on_start: Callable[[int], None] | None = None, on_step: Callable[[str, int], None] | None = None) -> CaptureResult:
+            on_start: Callable[[int], None] | None = None, on_step: Callable[[str, int], None] | None = None,
+            on_phase: Callable[[str, int], None] | None = None) -> CaptureResult:
     """Capture and verify breakable CUDA graphs per bucket of the deployment that `config` and
     `overrides` describe (`load_config_and_deployment`; buckets default to
     `CAPTURE_DEFAULT_BUCKETS` when neither names any), with the capture-only options (model
     preset, proxy layers, dtype, seed, trace samples). `on_start(buckets)` is called once the
-    list is known, `on_step(phase, bucket)` after each capture and verification. Needs torch; a CPU dry run without CUDA.
+    list is known, `on_step(phase, bucket)` after each capture and verification, `on_phase(phase,
+    bucket)` as each phase begins (`sampling`, `setup`, then `capture` / `verify` per bucket; the
+    result's `wall` and each bucket's `wall` say where the time went). Needs torch; a CPU dry run without CUDA.
     Returns a `CaptureResult` (`cpbcg.documents.manifest_document` turns it into the manifest).
     Raises `ConfigError`, `TraceError`, `ModelError`, `CaptureError` (also when torch is missing)."""
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -517,7 +520,7 @@ def capture(config: str | None = None, overrides: Mapping[str, object] | None = 
                                    trace=None if trace is None else Path(trace), samples=samples, dry_run=dry_run)
         if on_start is not None:
             on_start(len(settings.buckets))
-        return run_capture(settings, on_step)
+        return run_capture(settings, on_step, on_phase)
     except ImportError as exc:
         raise CaptureError(f"cpbcg capture needs torch ({exc}); install it with: pip install 'cpbcg[capture]'") from exc
 

@@ -225,7 +225,18 @@ def manifest_document(result: "CaptureResult") -> dict[str, Any]:
         "attention_kernels": dict(result.attention_kernels),
         "buckets": [_bucket_record(b) for b in result.buckets],
         "skipped_buckets": [dataclasses.asdict(k) for k in result.skipped],
+        "wall_s": _run_wall(result),
     }
+
+
+def _run_wall(result: "CaptureResult") -> dict[str, Any] | None:
+    """Where the run's wall time went (`RunWall`), with the buckets' warm-ups, timed forwards and
+    layouts summed; None when not accounted."""
+    if result.wall is None:
+        return None
+    walls = [b.wall for b in result.buckets if b.wall is not None]
+    return {**dataclasses.asdict(result.wall), "warmup_s": sum(w.warmup_s for w in walls),
+            "timing_s": sum(w.timing_s for w in walls), "layouts": sum(w.layouts for w in walls)}
 
 
 def _bucket_record(b: "BucketResult") -> dict[str, Any]:
@@ -241,6 +252,7 @@ def _bucket_record(b: "BucketResult") -> dict[str, Any]:
         "max_abs_err": b.max_abs_err, "layouts_checked": len(b.layouts),
         "overflow_refused": all(p.refused for p in b.probes) if b.probes else None,
         "layouts": layouts, "probes": probes,
+        "wall_s": None if b.wall is None else {**dataclasses.asdict(b.wall), "other_s": b.wall.other_s},
     }
 
 

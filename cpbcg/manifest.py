@@ -38,6 +38,14 @@ ranks in one process), `seed`, `tolerance` (`dtype`, `atol`, `rtol`, `noise_fact
 (one entry per replayed live batch: `kind`, `extend_seq_lens`, `num_tokens`, `num_requests`,
 `local_rows`, `max_abs_err`, `tolerance`, `noise_floor`, `graph_matches_eager`, `verified`) and
 `probes` (`extend_seq_lens`, `num_tokens`, `local_rows`, `refused`, `message`).
+
+Wall-time accounting (written since issue 34; absent or null in older manifests): per bucket
+`wall_s` = {`estimate_s`, `standalone_s`, `warmup_s`, `capture_s` (the capture proper;
+the record's own `capture_s` is warm-ups + capture), `verify_s`, `timing_s`, `layouts`,
+`total_s`, `other_s` (the rest: rank agreement, bookkeeping)}; top level `wall_s` = {`setup_s`,
+`sampling_s` (reading `--trace` and sampling batches), `capture_s`, `verify_s`, `total_s`,
+and the buckets' `warmup_s`, `timing_s`, `layouts` summed}. Seconds of wall time on the
+capturing machine.
 """
 
 from __future__ import annotations
@@ -65,6 +73,8 @@ MAX_MANIFEST_INT = 2**31 - 1
 """Largest count (tokens, rows, ranks, requests) a manifest may record."""
 MEASURED_KEYS = ("capture_s", "graph_bytes", "standalone_graph_bytes", "allocator_bytes", "replay_ms", "eager_ms", "raw_replay_ms")
 """Per-bucket measurements: null (not measured) or a finite number >= 0."""
+WALL_KEYS = ("estimate_s", "standalone_s", "warmup_s", "capture_s", "verify_s", "timing_s", "layouts", "total_s")
+"""Per-bucket `wall_s` fields: absent, null or a finite number >= 0 (`other_s`, a difference, is not checked)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,14 @@ class ManifestBucket:
     """Graph replay time of the capture layout (ms); None in a dry run."""
     eager_ms: float | None
     """The same pieces run eagerly (ms); None when not measured."""
+    capture_s: float | None = None
+    """Seconds the bucket's capture took, its two warm-ups included (wall time, also in a dry
+    run); None when not recorded."""
+    warmup_s: float | None = None
+    """Of `capture_s`, the warm-ups (`wall_s.warmup_s`); None in manifests before issue 34."""
+    wall_total_s: float | None = None
+    """Wall seconds of the bucket's capture and verification steps (`wall_s.total_s`); None in
+    manifests before issue 34."""
 
 
 @dataclass(frozen=True)
@@ -231,7 +249,8 @@ def load_manifest(path: str | Path) -> Manifest:
         raise ManifestError(f"{path}: bad CP or capture settings: {exc}") from exc
     model = data.get("model")
     model = model if isinstance(model, dict) else {}
-    buckets = tuple(ManifestBucket(r["capture_num_tokens"], r["local_rows"], r.get("replay_ms"), r.get("eager_ms")) for r in records)
+    buckets = tuple(ManifestBucket(r["capture_num_tokens"], r["local_rows"], r.get("replay_ms"), r.get("eager_ms"), r.get("capture_s"),
+                                   (r.get("wall_s") or {}).get("warmup_s"), (r.get("wall_s") or {}).get("total_s")) for r in records)
     manifest = Manifest(path, layout, spec, data.get("max_padding_factor"), buckets, bool(data.get("dry_run")),
                         _layers(model.get("num_layers")), _layers(model.get("num_hidden_layers")), data)
     _check_capacities(manifest, layout, spec)
@@ -276,6 +295,13 @@ def _check_records(path: Path, records: list[Any]) -> None:
             value = record.get(key)
             if value is not None and (type(value) not in (int, float) or not math.isfinite(value) or value < 0):
                 raise ManifestError(f"{path}: buckets[{i}].{key}: {value!r} is not a finite number >= 0 (bucket {bucket})")
+        wall = record.get("wall_s")
+        if wall is not None and not isinstance(wall, dict):
+            raise ManifestError(f"{path}: buckets[{i}].wall_s: expected an object or null, got {type(wall).__name__} (bucket {bucket})")
+        for key in WALL_KEYS:
+            value = (wall or {}).get(key)
+            if value is not None and (type(value) not in (int, float) or not math.isfinite(value) or value < 0):
+                raise ManifestError(f"{path}: buckets[{i}].wall_s.{key}: {value!r} is not a finite number >= 0 (bucket {bucket})")
         seen.add(record["capture_num_tokens"])
 
 

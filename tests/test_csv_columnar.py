@@ -66,3 +66,27 @@ def test_pyarrow_columns_read_as_the_other_paths(tmp_path, monkeypatch, kind):
         assert result(path, kind, options) == columnar, text[:500]
         errors += columnar[0] == "error"
     assert 0 < errors < 60  # both outcomes were exercised
+
+
+@pytest.mark.parametrize("kind", sorted(HEADERS))
+def test_flat_split_reads_as_the_line_by_line_path(tmp_path, monkeypatch, kind):
+    """`csv_table._chunk_flat` (a plain install's fast CSV path, issue 34) against the line-by-line
+    path: the same records, skipped rows, notes and located errors, odd rows included."""
+    rng = random.Random(f"flat-{kind}")
+    odd = ["", '"1",2,3', "\ufffd", "1,2\r3", "\x00"]
+    monkeypatch.setattr(csv_table, "COLUMNAR_MIN_BYTES", 1 << 60)
+    outcomes = set()
+    for case in range(60):
+        rows = [line(rng, kind, i) for i in range(rng.randrange(1, 300))]
+        if rng.random() < 0.2:
+            rows.insert(rng.randrange(len(rows)), rng.choice(odd))
+        text = HEADERS[kind] + "\n" + "\n".join(rows) + rng.choice(["\n", "", "\r\n"])
+        path = tmp_path / f"t{case}.csv"
+        path.write_text(text)
+        options = ReadOptions(model=rng.choice([None, "ChatGPT", "GPT-4"])) if kind == "burstgpt" else ReadOptions()
+        flat = result(path, kind, options)
+        with monkeypatch.context() as m:
+            m.setattr(csv_table, "_chunk_flat", lambda *a: None)
+            assert result(path, kind, options) == flat, text[:500]
+        outcomes.add(flat[0] == "error")
+    assert outcomes == {True, False}  # both outcomes were exercised

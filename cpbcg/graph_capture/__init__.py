@@ -1,6 +1,6 @@
 """`cpbcg capture`: real breakable CUDA graphs per bucket on a proxy model (the only torch user).
 
-Public entry point: `run_capture(settings: CaptureSettings, on_step=None) -> CaptureResult`
+Public entry point: `run_capture(settings: CaptureSettings, on_step=None, on_phase=None) -> CaptureResult`
 (typed records in `records`, serialised by `cpbcg.manifest.manifest_document`). Importing this
 package does not import torch; `run_capture` and `replay_batches` import it when called.
 
@@ -23,13 +23,16 @@ if TYPE_CHECKING:
 __all__ = ["BatchReplay", "CaptureResult", "CaptureSettings", "replay_batches", "run_capture"]
 
 
-def run_capture(settings: CaptureSettings, on_step: Callable[[str, int], None] | None = None) -> CaptureResult:
-    """Capture, verify and measure `settings.buckets` (see `cpbcg.graph_capture.run.run_capture`).
+def run_capture(settings: CaptureSettings, on_step: Callable[[str, int], None] | None = None,
+                on_phase: Callable[[str, int], None] | None = None) -> CaptureResult:
+    """Capture, verify and measure `settings.buckets` (see `cpbcg.graph_capture.run.run_capture`);
+    `on_step(phase, bucket)` after each bucket's capture and verification, `on_phase(phase,
+    bucket)` as each phase begins (`sampling`, `setup`, then `capture` / `verify` per bucket).
 
     Raises `ImportError` without torch, else what `cpbcg.graph_capture.run.run_capture` raises."""
     from cpbcg.graph_capture.run import run_capture as run
 
-    return run(settings, on_step)
+    return run(settings, on_step, on_phase)
 
 
 def replay_batches(batches: Sequence[Sequence[int]], deployment: "Deployment", **kw: object) -> list[BatchReplay]:

@@ -10,7 +10,7 @@ compares it with the unsharded float32 forward (`tolerance_for` the model dtype)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -53,6 +53,34 @@ class ForwardOps:
     """Global `[n, hidden]` → `[cp_size, rows, hidden]`."""
     attention: Callable[..., torch.Tensor] = zigzag.cp_attention
     """`(q, k_all, v_all, plan, rank) -> [rows, q_width]`."""
+
+
+class ReusedAttention:
+    """`ForwardOps.attention` for the second of two forwards of one batch (graph replay, then the
+    same pieces eagerly): the attention runs eagerly in both, so where a call's inputs equal the
+    first forward's same call bit for bit its result is the first one's (the same deterministic
+    function of the same inputs); any difference computes it afresh. Halves the attention work of
+    `verify_layout`, the bulk of a CPU dry run (issue 34)."""
+
+    def __init__(self, attention: Callable[..., torch.Tensor]):
+        self.attention = attention
+        self.first: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int, torch.Tensor]] = []
+        self.replaying = False
+        self.calls = 0
+        self.reused = 0
+
+    def __call__(self, q: torch.Tensor, k_all: torch.Tensor, v_all: torch.Tensor, plan: zigzag.ShardPlan, rank: int) -> torch.Tensor:
+        if not self.replaying:
+            out = self.attention(q, k_all, v_all, plan, rank)
+            self.first.append((q, k_all, v_all, rank, out))
+            return out
+        i, self.calls = self.calls, self.calls + 1
+        if i < len(self.first):
+            q0, k0, v0, rank0, out0 = self.first[i]
+            if rank == rank0 and torch.equal(q, q0) and torch.equal(k_all, k0) and torch.equal(v_all, v0):
+                self.reused += 1
+                return out0
+        return self.attention(q, k_all, v_all, plan, rank)
 
 
 def capacity_error(rows: int, bucket: int, capacity: int) -> CaptureError:
@@ -111,10 +139,14 @@ def verify_layout(
         raise capacity_error(rows_needed, graphs.bucket, graphs.capacity_rows)
     x = batch_input(model, sum(extend_seq_lens), seed)
     plan = ops.plan(list(extend_seq_lens), group.cp_size, graphs.capacity_rows, model.device)
+    reuse = ReusedAttention(ops.attention)
+    twice = replace(ops, attention=reuse)
     with torch.inference_mode():
         x_local = ops.shard(x, plan)
-        out = cp_forward(graphs.run_piece, model, group, plan, x_local, ops)
-        same = bool(torch.equal(out, cp_forward(graphs.run_eager, model, group, plan, x_local, ops)))
+        out = cp_forward(graphs.run_piece, model, group, plan, x_local, twice)
+        reuse.replaying = True
+        same = bool(torch.equal(out, cp_forward(graphs.run_eager, model, group, plan, x_local, twice)))
+        reuse.first.clear()
         out = zigzag.unshard(out, plan).float()
         ref = reference_forward(truth, x.float(), extend_seq_lens)
         tol = tolerance_for(model.dtype)

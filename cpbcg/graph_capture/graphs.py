@@ -15,7 +15,9 @@ Without CUDA the `EagerBackend` runs the same pieces eagerly on the same static 
 
 from __future__ import annotations
 
+
 import gc
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -242,6 +244,8 @@ class BucketGraphs:
     """num_layers + 1 pieces bound to the static buffers, run eagerly (what was captured)."""
     pieces: tuple[PieceGraph, ...]
     """num_layers + 1 captured pieces, in forward order."""
+    warmup_s: float = 0.0
+    """Wall seconds of the warm-up runs before capture (`WARMUP_RUNS` of every piece)."""
 
     def run_piece(self, index: int, x: torch.Tensor, attn: torch.Tensor, eager: bool = False) -> Outputs:
         """Replay piece `index` on `x [C, hidden]` and `attn [C, q_width]` (or, with `eager`,
@@ -291,10 +295,12 @@ def capture_bucket(
         )
     rows = slice(0, capacity_rows)
     fns = tuple(_bind(piece(model, k), buffers, rows) for k in range(model.num_pieces))
+    start = time.perf_counter()
     for _ in range(WARMUP_RUNS):
         for fn in fns:
             backend.warmup(fn)
     backend.synchronize()
+    warmup_s = time.perf_counter() - start
     pool = backend.shared_pool if pool is None else pool
     pieces = []
     for fn in fns:
@@ -302,7 +308,7 @@ def capture_bucket(
         graph.capture(fn)
         pieces.append(graph)
     backend.synchronize()
-    return BucketGraphs(bucket, capacity_rows, buffers.x[rows], buffers.attn[rows], fns, tuple(pieces))
+    return BucketGraphs(bucket, capacity_rows, buffers.x[rows], buffers.attn[rows], fns, tuple(pieces), warmup_s)
 
 
 def _bind(fn: Piece, buffers: StaticBuffers, rows: slice) -> Callable[[], Outputs]:

@@ -12,7 +12,7 @@ adversarial layouts and sampled trace batches, and times graph replay vs eager p
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, TypeVar
 
 import torch
@@ -27,7 +27,7 @@ from cpbcg.graph_capture.layouts import LiveLayout, bucket_layouts, rows_needed
 from cpbcg.graph_capture.model import ProxyModel, build_model, sdpa_kernel, torch_dtype, upcast
 from cpbcg.graph_capture.presets import ModelDims
 from cpbcg.graph_capture.records import (
-    BucketResult, BucketTiming, CaptureRecord, LayoutCheck, ProbeCheck, SkipCause, SkippedBucket,
+    BucketResult, BucketTiming, BucketWall, CaptureRecord, LayoutCheck, ProbeCheck, SkipCause, SkippedBucket,
 )
 from cpbcg.graph_capture.zigzag import shard
 from cpbcg.errors import CaptureError, CpbcgError
@@ -64,6 +64,8 @@ class CaptureSession:
     free_bytes: Callable[[], int | None] | None = None
     """Free memory of the device now (tests replace it); default `available_bytes`."""
     _kernels: estimate.AttentionKernels | None = field(default=None, repr=False)
+    walls: dict[int, dict[str, float]] = field(default_factory=dict)
+    """Per bucket, wall seconds by `BucketWall` field name so far (filled by `capture` and `verify_all`)."""
 
     @classmethod
     def open(cls, cp: CPLayout, spec: CaptureSpec, dims: ModelDims, num_layers: int, seed: int = 0,
@@ -116,11 +118,15 @@ class CaptureSession:
         records: list[CaptureRecord] = []
         skipped: list[SkippedBucket] = []
         for bucket, capacity in order:
+            wall = self.walls.setdefault(bucket, {})
+            start = time.perf_counter()
             skip, record = self._estimate_skip(bucket, capacity), None
+            wall["estimate_s"] = time.perf_counter() - start
             if skip is None:
                 record, skip = self._guarded(bucket, capacity, lambda: self._capture_one(bucket, capacity))
             self._settle(bucket, capacity, record, skip, records, skipped)
             on_bucket(bucket)
+            wall["total_s"] = time.perf_counter() - start
         return records, skipped
 
     def _estimate_skip(self, bucket: int, capacity: int) -> SkippedBucket | None:
@@ -193,7 +199,10 @@ class CaptureSession:
 
     def _capture_one(self, bucket: int, capacity: int) -> CaptureRecord:
         backend = self.backend
+        wall = self.walls.setdefault(bucket, {})
+        start = time.perf_counter()
         standalone = self._standalone_bytes(bucket, capacity)
+        wall["standalone_s"] = time.perf_counter() - start
         backend.settle()
         pool_before, reserved_before = backend.pool_bytes(backend.shared_pool), backend.reserved_bytes()
         start = time.perf_counter()
@@ -201,6 +210,8 @@ class CaptureSession:
             self.graphs[bucket] = capture_bucket(backend, self.model, self._buffers(), bucket, capacity)
         backend.synchronize()
         capture_s = time.perf_counter() - start
+        wall["warmup_s"] = self.graphs[bucket].warmup_s
+        wall["capture_s"] = capture_s - self.graphs[bucket].warmup_s
         backend.settle()
         pool_after, reserved_after = backend.pool_bytes(backend.shared_pool), backend.reserved_bytes()
         return CaptureRecord(bucket, capacity, capture_s, _growth(pool_before, pool_after, reserved_before, reserved_after),
@@ -240,11 +251,16 @@ class CaptureSession:
     def verify(self, record: CaptureRecord, samples: list[LiveLayout]) -> BucketResult:
         """Every live layout of one captured bucket checked, then the capture layout timed."""
         bucket, capacity = record.capture_num_tokens, record.local_rows
+        wall = self.walls.setdefault(bucket, {})
+        start = time.perf_counter()
         layouts = bucket_layouts(bucket, capacity, self.cp, self.spec)
         seen = {l.extend_seq_lens for l in layouts}
         layouts += [s for s in samples if s.extend_seq_lens not in seen]
         checks = [self.check(bucket, layout, self.seed + i) for i, layout in enumerate(layouts)]
+        wall["verify_s"], wall["layouts"] = time.perf_counter() - start, len(checks)
+        start = time.perf_counter()
         timing = self.time_bucket(bucket, layouts[0].extend_seq_lens)
+        wall["timing_s"] = time.perf_counter() - start
         return BucketResult(record, timing, tuple(c for c in checks if isinstance(c, LayoutCheck)),
                             tuple(c for c in checks if isinstance(c, ProbeCheck)))
 
@@ -255,12 +271,21 @@ class CaptureSession:
         skipped: list[SkippedBucket] = []
         for record in records:
             bucket, capacity = record.capture_num_tokens, record.local_rows
+            start = time.perf_counter()
             result, skip = self._guarded(bucket, capacity, lambda: self.verify(record, samples.get(bucket, [])))
             if skip is not None:
                 skip = SkippedBucket(bucket, capacity, skip.cause, f"verification: {skip.reason}")
             self._settle(bucket, capacity, result, skip, results, skipped)
             on_bucket(bucket)
-        return results, skipped
+            wall = self.walls.setdefault(bucket, {})
+            wall["total_s"] = wall.get("total_s", 0.0) + time.perf_counter() - start
+        return [replace(r, wall=self.bucket_wall(r.capture_num_tokens)) for r in results], skipped
+
+    def bucket_wall(self, bucket: int) -> BucketWall:
+        """The accounted wall time of one bucket so far (phases not run are 0)."""
+        wall = self.walls.get(bucket, {})
+        phases = {name: float(wall.get(name, 0.0)) for name in ("estimate_s", "standalone_s", "warmup_s", "capture_s", "verify_s", "timing_s")}
+        return BucketWall(**phases, layouts=int(wall.get("layouts", 0)), total_s=float(wall.get("total_s", 0.0)))
 
 
 def _growth(before: int | None, after: int | None, fallback_before: int | None = None,

@@ -81,6 +81,54 @@ class CaptureRecord:
 
 
 @dataclass(frozen=True)
+class BucketWall:
+    """Where one bucket's wall time went (seconds, `time.perf_counter`), phase by phase, in the
+    order they run: the phases plus `other_s` make `total_s`."""
+
+    estimate_s: float
+    """Memory estimate against the free memory before building the bucket."""
+    standalone_s: float
+    """Capturing the bucket alone into a private pool, to read its graph memory alone (0 in a dry run)."""
+    warmup_s: float
+    """The two warm-up runs of every piece before capture (part of `CaptureRecord.capture_s`)."""
+    capture_s: float
+    """Capturing the pieces into the shared pool (the rest of `CaptureRecord.capture_s`)."""
+    verify_s: float
+    """Choosing the live layouts (adversarial ones and trace samples), replaying each and comparing
+    it with the same pieces run eagerly and with the float32 unsharded reference (`layouts` of
+    them, over-capacity probes included)."""
+    timing_s: float
+    """The timed forwards of the capture layout (graph replay, eager, raw replay; 0 in a dry run)."""
+    layouts: int
+    """Live layouts and probes replayed in verification."""
+    total_s: float
+    """From the bucket's memory estimate to the end of its verification (its two steps; the
+    other buckets' steps in between are not counted)."""
+
+    @property
+    def other_s(self) -> float:
+        """`total_s` less the phases: rank agreement, bookkeeping, memory reads."""
+        return self.total_s - (self.estimate_s + self.standalone_s + self.warmup_s + self.capture_s + self.verify_s + self.timing_s)
+
+
+@dataclass(frozen=True)
+class RunWall:
+    """Where a capture run's wall time went (seconds): `setup_s + sampling_s + capture_s +
+    verify_s` plus bookkeeping make `total_s`."""
+
+    setup_s: float
+    """Building the proxy model and its float32 reference, the rank group and the backend."""
+    sampling_s: float
+    """Reading `--trace` and picking the batches each bucket replays (0 without a trace)."""
+    capture_s: float
+    """The capture step of every bucket (estimates, warm-ups, captures)."""
+    verify_s: float
+    """The verification step of every bucket (layout replays, comparisons, timed forwards)."""
+    total_s: float
+    """The whole `run_capture`."""
+
+
+@dataclass(frozen=True)
 class LayoutCheck:
     """One live batch replayed in one bucket and compared."""
 
@@ -147,6 +195,8 @@ class BucketResult:
     """Live batches replayed and compared, capture layout first."""
     probes: tuple[ProbeCheck, ...]
     """Over-capacity probes (empty when the bucket admits none)."""
+    wall: BucketWall | None = None
+    """Where this bucket's wall time went; None when not accounted."""
 
     @property
     def capture_num_tokens(self) -> int:
@@ -229,6 +279,8 @@ class CaptureResult:
     """Buckets not captured or not verified."""
     is_writer: bool = True
     """False on the torchrun ranks other than 0 (they print and write nothing)."""
+    wall: RunWall | None = None
+    """Where the run's wall time went; None when not accounted."""
 
     @property
     def complete(self) -> bool:

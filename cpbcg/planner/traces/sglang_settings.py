@@ -75,6 +75,10 @@ INTERESTING = re.compile(
     rb"Prefill batch|server_args\s*=|launch_server|sglang serve|max_total_num_tokens=|Automatically turn off|Captur|Load weight|Disabling breakable|"
     + _VERSION.pattern.replace(rb"\bsglang", rb"\b(?i:sglang)"))
 """The one line prefilter of the log reader: a line without any of these carries nothing it reads."""
+INTERESTING_LITERALS = (b"server_args", b"launch_server", b"sglang", b"max_total_num_tokens=", b"automatically turn off", b"captur",
+                        b"load weight", b"disabling breakable")
+"""Lowercase literals, one of which begins every match of `INTERESTING` but `Prefill batch`
+(lowercased; `sglang` for `sglang serve` and the version): where `settings_lines` looks."""
 
 _FLAG_NAMES = {"tp": "tp_size", "dp": "dp_size", "pp": "pp_size", "piecewise_cuda_graph_tokens": "cuda_graph_bs_prefill",
                "piecewise_cuda_graph_max_tokens": "cuda_graph_max_bs_prefill"}
@@ -219,6 +223,27 @@ def read_log_settings(path: TracePath | str) -> LogSettings:
     return scan.launches()[-1]
 
 
+def settings_lines(blob: bytes) -> list[tuple[int, bytes]]:
+    """`(offset, line)` of every line of `blob` (whole lines) that `INTERESTING` matches and that
+    holds no `Prefill batch` (the lines `LaunchScan.line` reads), in order: the lines holding an
+    `INTERESTING_LITERALS` literal (found with `bytes.find` in the lowercased blob, so a log's
+    forward and decode lines cost no regex), then `INTERESTING` on each."""
+    low, starts = blob.lower(), set()
+    for literal in INTERESTING_LITERALS:
+        at = low.find(literal)
+        while at >= 0:
+            starts.add(blob.rfind(b"\n", 0, at) + 1)
+            end = blob.find(b"\n", at)
+            at = -1 if end < 0 else low.find(literal, end)
+    out = []
+    for start in sorted(starts):
+        end = blob.find(b"\n", start)
+        line = blob[start:len(blob) if end < 0 else end]
+        if MARK not in line and (m := INTERESTING.search(blob, start, start + len(line) + 256)) is not None and m.start() < start + len(line):
+            out.append((start, line))
+    return out
+
+
 def _first_forward_prefix(scan: "LaunchScan", first: int, blob: bytes, stop: int) -> None:
     """The rank prefix of the first `Prefill batch` line (at `stop` in `blob`), as its reader sees it."""
     if stop < 0:
@@ -275,9 +300,9 @@ class LaunchScan:
         """A rank prefix's tags (`PP1 ATTN_CP2 TP2`) seen on line `line_no` of the current launch."""
         self._scans[-1].prefix(tags, line_no)
 
-    def forward(self) -> None:
-        """The current launch ran a forward (later dumps begin a new launch)."""
-        self._scans[-1].forwards += 1
+    def forward(self, count: int = 1) -> None:
+        """The current launch ran `count` forwards (later dumps begin a new launch)."""
+        self._scans[-1].forwards += count
 
     def launches(self) -> list[LogSettings]:
         return [replace(s.result(), path=self.path) for s in self._scans]

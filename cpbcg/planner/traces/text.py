@@ -188,15 +188,18 @@ def check_line_lengths(path: TracePath | str, first: int, lines: list[bytes]) ->
             raise long_line(path, line_no)
 
 
-def check_blob_lines(path: TracePath | str, first: int, blob: bytes) -> None:
-    """`check_line_lengths` for a blob of whole lines, without splitting it."""
+def check_blob_lines(path: TracePath | str, first: int, blob: bytes) -> np.ndarray | None:
+    """`check_line_lengths` for a blob of whole lines, without splitting it. Returns the [L]
+    int64 offsets of the blob's newlines when it had to find them (a blob longer than
+    `MAX_LINE_BYTES`), else None."""
     if len(blob) <= MAX_LINE_BYTES:
-        return
+        return None
     ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
     lengths = np.diff(np.concatenate([[-1], ends, [len(blob)]])) - 1
     long = np.flatnonzero(lengths > MAX_LINE_BYTES + 1)
     if len(long):
         raise long_line(path, first + int(long[0]))
+    return ends
 
 
 def iter_line_chunks(path: TracePath | str, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, list[bytes]]]:
