@@ -564,7 +564,12 @@ def check_server(config: str | None = None, overrides: Mapping[str, object] | No
     """0.5.23's start-up resolution of the config's server (`--server-args`, `--model-config`,
     `--gpu` in `overrides`), and the prefill list its CP runner captures. Raises `ConfigError`
     for bad input."""
-    cfg, deployment = load_config_and_deployment(config, overrides)
+    from cpbcg.config import UnrecognizedServerArguments
+
+    try:
+        cfg, deployment = load_config_and_deployment(config, overrides)
+    except UnrecognizedServerArguments as exc:  # 0.5.23's parser exits: a server that refuses to start
+        return ServerVerdict(exc.server, (), None)
     server = cfg.server_resolution
     assert server is not None  # load_config resolves every config
     captured: tuple[int, ...] = ()
@@ -965,9 +970,11 @@ def plan_report(deployment: Deployment, request: PlanRequest, trace_paths_given:
 
 
 def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
-    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are exported."""
+    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are
+    exported, unless the resolved server is known to start with CP graphs (B200, non-MLA: nothing to warn of)."""
     text = export_buckets(buckets, emit, deployment, metadata)
-    if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1:
+    resolved_ok = deployment.server is not None and deployment.server.cp_graphs
+    if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1 and not resolved_ok:
         note(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[deployment.cp.strategy.value]}")
     return text
 
@@ -1007,6 +1014,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
         if logs and all(one is not None for one in logs) else None
     deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
+    _refuse_emit_for_a_refused_server(request.emit, deployment)
     request = replace(request, untimed_rates=load_model_rates(config, overrides, request.untimed_rates))
     if request.guarantee or request.check_guarantee:
         requests = guarantee_request_count(deployment, request.max_requests)
@@ -1029,6 +1037,18 @@ def load_model_rates(config: str | None, overrides: Mapping[str, object], rates:
     if rates is None or overrides.get("scheduler.rate") is not None:
         return None
     return None if "rate" in load_config(config, {k: v for k, v in overrides.items() if k == "scheduler.rate"}).scheduler.model_fields_set else rates
+
+
+def _refuse_emit_for_a_refused_server(emit: str | None, deployment: Deployment) -> None:
+    """Deploy flags (`--emit sglang|sglang-json`) are never written for a server 0.5.23 refuses
+    to start (`ResolvedServer.refusals`). Raises `ConfigError` naming the refusal and what starts."""
+    server = deployment.server
+    if emit not in ("sglang", "sglang-json") or server is None or server.starts:
+        return
+    refusal = server.refusals[0]
+    fix = "--gpu B200 (SM100), or drop --emit" if "SM100" in refusal.message and not server.gpu.is_sm100 else "flags it starts with, or drop --emit"
+    raise ConfigError(f"--emit {emit}: nothing written: SGLang {SGLANG_VERSION} would refuse to start on {server.gpu.name} with these "
+                      f"flags (give {fix}): {refusal.check}: {refusal.message}")
 
 
 def _refuse_trace_options(request: PlanRequest, traces_given: bool) -> None:

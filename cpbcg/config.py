@@ -26,7 +26,7 @@ from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets
 from cpbcg.planner.costs.cost import CostModel, forward_cost
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
-from cpbcg.planner.server import Given, ResolvedServer, check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
+from cpbcg.planner.server import Given, Refusal, ResolvedServer, check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
@@ -497,11 +497,12 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     log_states_cp = "attn_cp_size" in from_log
     if log is not None:
         from_log.update(_log_layout(log, from_log))
+    unrecognized: list[str] = []  # launch words the user gave that 0.5.23's parser rejects (a log's dump is what ran: not checked)
     if args is not None:
-        given.update(server_inputs.launch_flags(args, where("args")))
+        given.update(server_inputs.launch_flags(args, where("args"), unrecognized))
     elif flags_file is not None:  # a flags file as the bucket list states the server's flags: its launch command
         try:
-            given.update(parse_launch_words(flags_file, f"flags file {cfg.buckets}"))
+            given.update(parse_launch_words(flags_file, f"flags file {cfg.buckets}", unrecognized))
         except ValueError as exc:
             raise ConfigError(f"{cfg.buckets}: {exc}") from None
     elif not log_states_cp:  # a log's launch that states its CP size is the launch command
@@ -510,6 +511,7 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         backend_stated = any(k.endswith("attention_backend") for k in from_log)  # the log's backend, not the emitted one
         given.update({k: g for k, g in cp_flags.items() if not (backend_stated and k.endswith("attention_backend"))})
     stated = set(given) if args is not None or flags_file is not None else set()
+    overrides: list[str] = []
     given.update(from_log)
     for key, name in SERVER_KEYS.items():
         if _lookup(merged, key) is None:
@@ -524,15 +526,35 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         if origin == label and name in from_log:
             continue  # the log states what the server ran; the config file under it does not
         source = "option" if origin == "command line" else _located(origin, label, text, tuple(key.split(".")))
-        given[name] = Given(value, source)
-        if name == "attn_cp_size" and _lookup(merged, "tp_size") is None:
-            given["tp_size"] = Given(value, source)  # cpbcg's cp_size is --attn-cp-size N with --tp-size N (the emitted flags)
+        names = [name] + (["tp_size"] if name == "attn_cp_size" and _lookup(merged, "tp_size") is None else [])
+        for one in names:  # cpbcg's cp_size is --attn-cp-size N with --tp-size N (the emitted flags)
+            old = given.get(one) if one in stated and origin == "command line" else None
+            if old is not None and str(old.value) != str(value):  # a launch-command value replaced: said
+                overrides.append(f"{setting(key).flag} {value} overrides the launch command's --{one.replace('_', '-')} {old.value}")
+                given[one] = Given(value, f"option (overrides launch command {old.value})")
+            else:
+                given[one] = Given(value, source)
     model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
     gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
     server = resolve_server(given, model, gpu, printed=log_printed(log.resolved) if log is not None else None,
                             model_source="" if model is None else model.source,
                             gpu_source="" if gpu is None else f"given ({where('gpu')})")
-    return replace(server, notes=server.notes + skipped) if skipped else server
+    if unrecognized:
+        refused = Refusal("parse_args", f"unrecognized arguments: {', '.join(unrecognized)}")
+        server = replace(server, refusals=(refused, *server.refusals))
+        raise UnrecognizedServerArguments(f"{where('args') if args is not None else cfg.buckets}: SGLang {SGLANG_VERSION} "
+                                          f"{refused.message}", server)
+    return replace(server, notes=server.notes + skipped, overrides=tuple(overrides)) if skipped or overrides else server
+
+
+class UnrecognizedServerArguments(ConfigError):
+    """A launch command with flags SGLang 0.5.23's parser rejects (argparse: "unrecognized
+    arguments"): bad input, exit 2, for commands that plan; `check-server` reports `server` (its
+    first refusal is the parser's) as a server that refuses to start."""
+
+    def __init__(self, message: str, server: ResolvedServer) -> None:
+        super().__init__(message)
+        self.server = server
 
 
 def _log_layout(log: LogSettings, stated: dict[str, Given]) -> dict[str, Given]:

@@ -190,7 +190,8 @@ def resolution_notes(server: "ResolvedServer | None") -> list[str]:
     was given (`page_size 1 -> 64: trtllm_mha takes ...`): the plan uses the changed value."""
     if server is None:
         return []
-    return [f"cpbcg: note: SGLang {SGLANG_VERSION} starts with {note}; planned with that" for note in server.notes]
+    return [f"cpbcg: note: {o}" for o in server.overrides] + \
+        [f"cpbcg: note: SGLang {SGLANG_VERSION} starts with {note}; planned with that" for note in server.notes]
 
 
 def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object], assumed: "Sequence[AssumedSetting]" = ()) -> list[str]:

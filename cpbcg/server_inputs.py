@@ -25,6 +25,8 @@ def launch_words(value: str | list[str], origin: str) -> tuple[list[str], str]:
     if isinstance(value, list):
         return [str(w) for w in value], origin
     text = value.strip()
+    if not text:
+        raise ConfigError(f"{origin}: empty launch command")
     path = Path(text[1:] if text.startswith("@") else text)
     if text.startswith("@") or (not text.startswith("-") and " " not in text and path_exists(path)):
         label = str(path)
@@ -40,11 +42,12 @@ def launch_words(value: str | list[str], origin: str) -> tuple[list[str], str]:
         raise ConfigError(f"{origin}: {exc}") from None
 
 
-def launch_flags(value: str | list[str], origin: str) -> dict[str, Given]:
-    """`parse_launch_words` on `launch_words`, errors as `ORIGIN: --flag: ...`."""
+def launch_flags(value: str | list[str], origin: str, unrecognized: list[str] | None = None) -> dict[str, Given]:
+    """`parse_launch_words` on `launch_words`, errors as `ORIGIN: --flag: ...` (flags 0.5.23 does
+    not know go to `unrecognized` when it is given)."""
     words, label = launch_words(value, origin)
     try:
-        return parse_launch_words(words, "launch command")
+        return parse_launch_words(words, "launch command", unrecognized)
     except ValueError as exc:
         raise ConfigError(f"{label}: {exc}") from None
 

@@ -268,7 +268,7 @@ def test_the_cycle_check_sees_type_only_imports():
 
 
 PLANNER_WINGS = [
-    ("base", {"arrays", "choices", "words", "sglang_release", "hardware"}),
+    ("base", {"arrays", "choices", "words", "sglang_release", "sglang_flags", "hardware"}),
     ("model", {"model"}),
     ("traces", {"traces"}),
     ("scheduler", {"scheduler"}),

@@ -141,7 +141,7 @@ def test_check_server_exits_0_with_cp_graphs_and_says_the_resolved_values():
     doc = json.loads(result.stdout)
     assert (doc["page_size"]["value"], doc["chunked_prefill_size"]["value"], doc["cp_graphs"], doc["starts"]) == (64, 16384, True, True)
     assert doc["captured"][:2] == [8, 12] and doc["captured"][-1] == 16384 and len(doc["captured"]) == 73
-    assert "below min_capture_tokens 8 dropped: 4" in doc["capture_note"]
+    assert "dropped bucket 4 (below min_capture_tokens 8)" in doc["capture_note"]
 
 
 def test_check_server_exits_1_when_the_server_refuses_or_runs_without_cp_graphs(tmp_path):
@@ -237,3 +237,74 @@ def test_a_config_names_the_server_and_its_errors_name_the_line(tmp_path):
     cfg.write_text("cp_size: 2\nserver:\n  gpu: V100\n")
     with pytest.raises(ConfigError, match=rf"^{cfg}:3: server.gpu: unknown GPU 'V100'"):
         load_config(str(cfg))
+
+
+def test_an_empty_launch_command_says_so_not_that_dot_is_a_directory():
+    result = _check_server("--server-args", "")
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == "cpbcg: error: --server-args: empty launch command"
+
+
+def _plan(*args: str):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    return CliRunner().invoke(app, ["plan", "--no-recommend", *args])
+
+
+def test_the_hopper_hardware_note_is_said_only_when_the_server_would_not_capture_cp_graphs(tmp_path):
+    launch = f"python -m sglang.launch_server {CP4}"
+    b200 = _plan("--server-args", launch, "--gpu", "B200", "--emit", "sglang", "-o", str(tmp_path / "b.txt"))
+    assert b200.exit_code == 0, b200.output
+    assert "CP graphs: trtllm_mha prefill with CP needs Blackwell" not in b200.output
+    h200 = _plan("--server-args", launch, "--gpu", "H200", "--emit", "sglang", "-o", str(tmp_path / "h.txt"))
+    assert h200.exit_code == 0, h200.output
+    assert "cpbcg: note: SGLang 0.5.23 CP graphs: trtllm_mha prefill with CP needs Blackwell" in h200.output
+
+
+def test_emit_refuses_to_write_flags_for_a_server_that_refuses_to_start(tmp_path):
+    out = tmp_path / "h200.txt"
+    refused = _plan("--gpu", "H200", "--emit", "sglang", "-o", str(out))
+    assert refused.exit_code == 2, refused.output
+    last = refused.output.strip().splitlines()[-1]
+    assert last.startswith("cpbcg: error: --emit sglang: nothing written: SGLang 0.5.23 would refuse to start on H200 with these flags "
+                           "(give --gpu B200 (SM100), or drop --emit): handle_attention_backend_compatibility: Prefill context "
+                           "parallelism with the TRTLLM MHA")
+    assert not out.exists()
+    evaluated = _plan("--gpu", "H200", "--page-size", "1", "--chunked-prefill-size", "8192")  # no --emit: evaluated, with the warning
+    assert evaluated.exit_code == 0, evaluated.output
+    assert "cpbcg: warning: SGLang 0.5.23 would refuse to start with these flags" in evaluated.output
+
+
+def test_an_option_over_a_launch_command_value_is_said(tmp_path):
+    import json
+
+    launch = f"python -m sglang.launch_server {CP4} --page-size 32"
+    result = _plan("--cp-size", "8", "--page-size", "16", "--chunked-prefill-size", "8192", "--server-args", launch, "--gpu", "B200",
+                   "--emit", "sglang", "-o", str(tmp_path / "cf.txt"), "-f", "json")
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if "overrides the launch command" in line]
+    assert notes == ["cpbcg: note: --cp-size 8 overrides the launch command's --attn-cp-size 4",
+                     "cpbcg: note: --cp-size 8 overrides the launch command's --tp-size 4",
+                     "cpbcg: note: --page-size 16 overrides the launch command's --page-size 32"]
+    server = json.loads(result.stdout)["server"]
+    assert server["page_size"]["value"] == 16 and server["page_size"]["source"] == "option (overrides launch command 32)"
+    same = _plan("--page-size", "32", "--server-args", launch, "--gpu", "B200")  # the same value: nothing to say
+    assert same.exit_code == 0 and "overrides the launch command" not in same.output
+
+
+def test_a_flag_sglang_does_not_know_is_bad_input_for_plan_and_a_refusal_for_check_server():
+    typo = "python -m sglang.launch_server --tp-size 4 --attn-cp-sise 4 --enable-prefill-cp --cp-strategy zigzag"
+    planned = _plan("--server-args", typo, "--page-size", "1", "--chunked-prefill-size", "8192")
+    assert planned.exit_code == 2
+    assert planned.output.strip().splitlines()[-1] == (
+        "cpbcg: error: --server-args: SGLang 0.5.23 unrecognized arguments: --attn-cp-sise (did you mean --attn-cp-size?)")
+    checked = _check_server("--server-args", f"python -m sglang.launch_server {CP4} --enable-prefil-cp --frobnicate 3")
+    assert checked.exit_code == 1
+    assert "refuses to start: parse_args: unrecognized arguments: --enable-prefil-cp (did you mean --enable-prefill-cp?), --frobnicate" \
+        in " ".join(checked.output.split())
+    abbreviated = _check_server("--server-args", f"python -m sglang.launch_server {CP4} --mem-fraction 0.8")  # argparse's allow_abbrev
+    assert abbreviated.exit_code == 0, abbreviated.output
+    with pytest.raises(ValueError, match=r"^unrecognized SGLang 0.5.23 server argument --page-sise \(did you mean --page-size\?\)$"):
+        parse_launch_words(["--page-sise", "16"])

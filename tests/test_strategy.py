@@ -116,3 +116,12 @@ def test_server_flags_and_capture_emulation_are_the_models():
     for strategy in CPStrategy:
         assert check_flag_words(strategy_model(2, strategy).server_flags()).refuses_start == []
     assert [strategy_model(cp, s).capture_emulated for cp, s in ((1, CPStrategy.zigzag), (4, CPStrategy.zigzag), (4, CPStrategy.interleave))] == [False, True, False]
+
+
+def test_bucket_note_names_the_dropped_buckets_not_a_count():
+    from cpbcg.planner.model.strategy import PreparedBuckets
+
+    one = PreparedBuckets((4, 8, 16), (8, 16), (), (4,), 4, 8)
+    assert one.note is not None and one.note.endswith(": dropped bucket 4 (below min_capture_tokens 8)")
+    three = PreparedBuckets((2, 4, 6, 8), (8,), (), (2, 4, 6), 2, 8)
+    assert three.note is not None and three.note.endswith(": dropped 3 buckets: 2, 4, 6 (below min_capture_tokens 8)")

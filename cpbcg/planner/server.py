@@ -44,6 +44,7 @@ random flag sets, models and GPUs and compares. What is not modelled is listed i
 
 from __future__ import annotations
 
+import difflib
 import json
 import shlex
 from collections.abc import Mapping, Sequence
@@ -52,11 +53,13 @@ from typing import Any
 
 from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec, uses_mla
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
+from cpbcg.planner.sglang_flags import SGLANG_FLAGS
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_ARCHITECTURE, SGLANG_VERSION
 
 __all__ = [
     "ASSUMED_GPU", "ASSUMED_MODEL", "ATTENTION_BACKENDS", "Given", "NOT_MODELLED", "Refusal", "ResolvedServer", "ServerCheck", "Value",
     "check_flag_words", "check_server_flags", "log_given", "log_printed", "parse_launch_words", "resolve_server", "server_words",
+    "unrecognized_flag",
 ]
 
 SGLANG = SGLANG_VERSION
@@ -200,6 +203,8 @@ class ResolvedServer:
     """The server arguments resolved, as given (0.5.23 field names)."""
     notes: tuple[str, ...] = ()
     """Values 0.5.23 changed from what was given (`page_size 1 -> 64: ...`)."""
+    overrides: tuple[str, ...] = ()
+    """Launch-command values a cpbcg option replaced (`--page-size 16 overrides the launch command's --page-size 32`)."""
     model_assumed: bool = False
     """No model was given: `model` is `hardware.ASSUMED_MODEL` (the cost models say so)."""
     gpu_assumed: bool = False
@@ -265,13 +270,28 @@ def _flag_name(word: str) -> str:
     return word[2:].replace("-", "_")
 
 
-def parse_launch_words(words: Sequence[str], source: str = "launch command") -> dict[str, Given]:
+def unrecognized_flag(flag: str) -> str | None:
+    """None when 0.5.23's launch parser takes `--flag` (`sglang_flags.SGLANG_FLAGS`, or a prefix
+    of one: argparse's `allow_abbrev`), else the flag and the closest known one (difflib):
+    `--attn-cp-sise (did you mean --attn-cp-size?)`."""
+    if flag in _KNOWN_FLAGS or any(f.startswith(flag) for f in SGLANG_FLAGS):
+        return None
+    close = difflib.get_close_matches(flag, SGLANG_FLAGS, n=1)
+    return f"{flag} (did you mean {close[0]}?)" if close else flag
+
+
+_KNOWN_FLAGS = frozenset(SGLANG_FLAGS)
+
+
+def parse_launch_words(words: Sequence[str], source: str = "launch command",
+                       unrecognized: list[str] | None = None) -> dict[str, Given]:
     """Server arguments from the words of `python -m sglang.launch_server ...` (or `sglang serve`,
     or the flags alone): `--name value`, `--name=value`, `--flag` (true), `--name v1 v2 ...`
     (lists). Leading words before the first `--flag` (the program) are skipped; the last of a
     repeated flag wins, as argparse does. Values of the arguments the resolution reads are
     checked; others are kept as text. Raises `ValueError` ("--page-size: expected ...") for a
-    bad value or a stray word."""
+    bad value or a stray word, and for a flag 0.5.23 does not know (`unrecognized_flag`) unless
+    `unrecognized` is given: then each is appended there and left out."""
     out: dict[str, Given] = {}
     i = 0
     while i < len(words) and not words[i].startswith("--"):
@@ -287,6 +307,12 @@ def parse_launch_words(words: Sequence[str], source: str = "launch command") -> 
             while i < len(words) and not words[i].startswith("--"):
                 values.append(words[i])
                 i += 1
+        unknown = unrecognized_flag(name)
+        if unknown is not None:  # 0.5.23's argparse exits: "unrecognized arguments"
+            if unrecognized is None:
+                raise ValueError(f"unrecognized SGLang {SGLANG} server argument {unknown}")
+            unrecognized.append(unknown)
+            continue
         key = _flag_name(name)
         out[key] = Given(_typed(key, name, values), source)
     return out

@@ -131,7 +131,8 @@ class PreparedBuckets:
         if merged > 0:
             parts.append(f"{counted(merged, 'duplicate')} dropped")
         if self.dropped:
-            parts.append(f"below min_capture_tokens {self.min_capture_tokens} dropped: {', '.join(map(str, self.dropped))}")
+            which = "bucket" if len(self.dropped) == 1 else f"{len(self.dropped)} buckets:"
+            parts.append(f"dropped {which} {', '.join(map(str, self.dropped))} (below min_capture_tokens {self.min_capture_tokens})")
         if not parts:
             return None
         kept = self.capture_num_tokens
