@@ -30,7 +30,7 @@ from cpbcg.errors import CaptureError, ConfigError, ModelError, TraceError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
 from cpbcg.notes import (
-    ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes,
+    ignored_options_note, ignored_options_warning, log_settings_notes, log_summary_notes, resolved_by_server, read_notes, resolution_notes, server_check_notes,
     source_note,
 )
 from cpbcg.planner.choices import Fold
@@ -162,7 +162,7 @@ def assumed_settings(log: LogSettings | None, deployment: Deployment, overrides:
     plans them at: what the comparison and the report call assumed. Empty without a log."""
     if log is None:
         return ()
-    known = set(log.overrides()) | {k for k, v in (overrides or {}).items() if v is not None} | set(fixed)
+    known = set(log.overrides()) | {k for k, v in (overrides or {}).items() if v is not None} | set(fixed) | set(resolved_by_server(log))
     values: dict[str, object] = {"cp_size": deployment.cp.cp_size, "buckets": deployment.bucket_spec or list(deployment.buckets),
                                  "scheduler.chunked_prefill_size": deployment.scheduler.chunked_prefill_size,
                                  "scheduler.page_size": deployment.scheduler.page_size}
@@ -773,7 +773,7 @@ def load_plan_deployment(config: str | None, overrides: Mapping[str, object], ma
     receives what the log and the fit say)."""
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
     _, deployment = load_config_and_deployment(config, overrides, cost_source="command line" if cost_given else None, log=log)
-    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ())):
+    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ()), deployment.server):
         note(line)
     if manifest is not None:
         fit = manifest.fitted_cost()
@@ -1103,7 +1103,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     detected = None if trace_path is None else detect_input(trace_path, trace_format, options)  # detected once, its start-up output read once
     log = detected.log if detected is not None else None
     cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
-    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ())):
+    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ()), deployment.server):
         note(line)
     gates = cfg.gates.to_gates()
     if not replay and not report_only and gates == Gates():

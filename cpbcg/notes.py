@@ -194,7 +194,15 @@ def resolution_notes(server: "ResolvedServer | None") -> list[str]:
         [f"cpbcg: note: SGLang {SGLANG_VERSION} starts with {note}; planned with that" for note in server.notes]
 
 
-def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object], assumed: "Sequence[AssumedSetting]" = ()) -> list[str]:
+def resolved_by_server(log: "LogSettings") -> tuple[str, ...]:
+    """Config keys whose value the log's settings dump states as None (`page_size=None`): the
+    server resolved them at start-up from its other settings (0.5.23 `ServerArgs.__post_init__`),
+    so they are neither read from the log nor assumed, but the resolved server's."""
+    return tuple(f"scheduler.{name}" for name in ("page_size", "chunked_prefill_size") if name in log.server_args and log.server_args[name] is None)
+
+
+def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object], assumed: "Sequence[AssumedSetting]" = (),
+                       server: ResolvedServer | None = None) -> list[str]:
     """One stderr line per setting an SGLang server log states or shows: `cpbcg: from the log:
     cp_size 1 (server_args.attn_cp_size, line 3)`, or `..., overridden by the command line`; one
     per setting it does not state (`assumed`: `cpbcg: assumed: cp_size 4 (...; --cp-size sets
@@ -209,6 +217,10 @@ def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object
         tail = "; overridden by the command line" if s.key in given else ""
         out.append(f"cpbcg: from the log: {s.key} {shown} ({s.origin}{tail})")
     out += [f"cpbcg: assumed: {a.text()}" for a in assumed]
+    for key in resolved_by_server(log) if server is not None else ():
+        if key not in given:
+            value = getattr(server, key.removeprefix("scheduler."))
+            out.append(f"cpbcg: from the log: {key} {value.value} (resolved by {SGLANG_VERSION} from the log's settings: {value.source})")
     if log.prefill_graphs is not None:
         out.append(f"cpbcg: from the log: prefill graphs {'on' if log.prefill_graphs else 'off'} ({log.prefill_graphs_origin})")
     if log.version is not None:

@@ -37,7 +37,7 @@ def test_good_trace_with_counts_bare_lists_and_blank_lines(assets, name):
         ("scalar-line.jsonl", ":2: expected {\"extend_seq_lens\": [...]} or a JSON list of lengths, got int"),
         ("empty.jsonl", ":1: empty trace: no batches"),
         ("blank-lines-only.jsonl", ":1: empty trace: no batches"),
-        ("truncated.jsonl.gz", ":1: truncated or corrupt gzip"),
+        ("truncated.jsonl.gz", ": truncated gzip stream (after 0 lines)"),
         ("comma-joined-lists.jsonl", ":2: not valid JSON"),
         ("comma-joined-lists.jsonl.gz", ":2: not valid JSON"),
         ("comma-joined-objects.jsonl", ":2: not valid JSON"),

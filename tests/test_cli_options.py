@@ -146,3 +146,12 @@ def test_the_config_fields_come_from_the_declarations():
 def test_docs_cli_md_is_the_generated_reference():
     # regenerate with: python -m cpbcg.cli.docgen > docs/cli.md
     assert (ROOT / "docs" / "cli.md").read_text() == reference()
+
+
+@pytest.mark.parametrize("args", [["plan", "--max-padding-factor", "nan"], ["plan", "--validate-fraction", "inf"], ["watch", "x.log", "--duration", "nan"], ["replay-check", "--min-coverage", "-inf"]])
+def test_non_finite_option_values_are_named_as_such(args):
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert f"expected a finite number, got {args[-1]}" in result.output, result.output
+    bounded = CliRunner().invoke(app, [*args[:-1], "1e12"])  # the bounds still hold, typer's wording
+    assert bounded.exit_code == 2 and "Input should be less than or equal to" in bounded.output, bounded.output

@@ -1,5 +1,9 @@
 """`cpbcg plan` and `cpbcg layout` through typer's runner: outputs, options and error paths."""
 
+import os
+import subprocess
+import sys
+
 import orjson
 import pytest
 from typer.testing import CliRunner
@@ -260,3 +264,16 @@ def test_a_trace_given_twice_is_refused(tmp_path):
         result = invoke("plan", *args, "--no-recommend")
         assert result.exit_code == 2 and f"{trace}: the same trace is given twice" in result.stderr, result.output
     assert invoke("plan", "-t", str(trace), "--fit-trace", str(trace), "-k", "3").exit_code == 0  # fit on one of the traces: fine
+
+
+def test_a_closed_stdout_pipe_exits_quietly_with_141():
+    """`cpbcg plan | head -1`: the reader is gone; exit 128 + SIGPIPE, nothing on stderr but notes."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to stdout now fails with EPIPE, deterministically
+    try:
+        done = subprocess.run([sys.executable, "-m", "cpbcg", "plan", "--page-size", "1", "--chunked-prefill-size", "8192"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141
+    assert [line for line in done.stderr.splitlines() if not line.startswith("cpbcg: note:")] == []

@@ -139,3 +139,15 @@ def test_cpbcg_help_states_every_exit_code():
 
     result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0 and exit_code_line() in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("args", [["plan", "-t", "-"], ["replay-check", "-t", "-", "--min-coverage", "0.5"], ["watch", "-", "--duration", "3"]])
+def test_closed_stdin_is_one_line_exit_2(args):
+    import subprocess
+    import sys
+
+    def close_stdin():
+        os.close(0)
+
+    done = subprocess.run([sys.executable, "-m", "cpbcg", *args], stdin=None, close_fds=True, preexec_fn=close_stdin, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (2, "cpbcg: error: -: standard input is closed\n")

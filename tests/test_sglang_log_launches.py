@@ -271,3 +271,22 @@ def test_the_line_parser_is_incremental_for_a_followed_log():
                                   prefill_line(200, 1, prefix="[2026-11-02 10:00:01 TP0] ").encode()], parser, first_line=3))
     assert [(e.kind, e.launch, e.line_no) for e in later] == [("launch", 2, 3), ("forward", 2, 4)]
     assert parser.scan.launch(2).setting("cp_size").value == 2
+
+
+def test_a_cp_size_shown_only_by_the_forwards_rank_prefixes_is_planned_at(tmp_path):
+    # no dump, no start-up lines: the first forward prints on ATTN_CP0, its copies on ATTN_CP1..7 follow
+    body = "".join(prefill_line(4096 * (i % 3 + 1), 1, prefix=f"[2026-11-02 10:00:00 ATTN_CP{r} TP{r}] ") for i in range(20) for r in range(8))
+    path = write_log(tmp_path / "cp8.log", body)
+    shown = read_log_settings(path).setting("cp_size")
+    assert (shown.value, shown.line, shown.inferred) == (8, 2, True) and "rank prefixes ATTN_CP0..7" in shown.origin
+    doc, err = plan_json("-t", str(path), *PINNED)
+    assert doc["cp_size"] == 8
+    assert "cpbcg: from the log: cp_size 8 (rank prefixes ATTN_CP0..7, line 2)" in err and "assumed: cp_size" not in err
+
+
+def test_a_page_size_the_dump_states_as_none_is_the_resolved_servers_not_assumed(tmp_path):
+    body = "".join(prefill_line(2048, 1, prefix="[2026-11-02 10:00:00 ATTN_CP0 TP0] ") for _ in range(5))
+    path = write_log(tmp_path / "none.log", startup_lines(cp=2, tp=2, page="None") + body)
+    _, err = plan_json("-t", str(path), "--chunked-prefill-size", "8192", "--no-recommend")
+    assert "assumed: scheduler.page_size" not in err
+    assert "cpbcg: from the log: scheduler.page_size 64 (resolved by 0.5.23 from the log's settings: " in err

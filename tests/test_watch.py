@@ -564,3 +564,27 @@ def test_a_canary_on_a_server_that_printed_no_forward_fails(tmp_path, capture):
     assert result.exit_code == 1, result.output
     assert "watch: FAILED: " + str(log) + ": no readable Prefill batch line in " in result.stderr
     assert runner.invoke(app, ["watch", str(log), "--duration", "0.5", *PINNED]).exit_code == 0  # without gates: nothing to fail on
+
+
+@pytest.mark.parametrize("data", [bytes(range(256)) * 20, b"\x7fELF\x02\x01\x01\x00" + bytes(5000)])
+def test_a_binary_file_is_refused_as_plan_refuses_it(tmp_path, data):
+    path = tmp_path / "bin.dat"
+    path.write_bytes(data)
+    result = runner.invoke(app, ["watch", str(path), "--duration", "2", *PINNED])
+    assert result.exit_code == 2, result.output
+    assert f"cpbcg: error: {path}:1: not a text trace: binary data" in result.output
+
+
+def test_a_log_that_never_appeared_in_a_bounded_run_is_an_error(tmp_path):
+    result = runner.invoke(app, ["watch", str(tmp_path / "none.log"), "--duration", "1", *PINNED])
+    assert result.exit_code == 2, result.output
+    assert f"cpbcg: error: {tmp_path / 'none.log'}: no such file (waited 1 s)" in result.output
+
+
+def test_a_log_without_prefill_lines_is_warned_about_and_its_header_shows_the_assumed_list(tmp_path):
+    path = tmp_path / "quiet.log"
+    path.write_text("[2026-11-02 09:59:59] nothing but this\n")
+    result = runner.invoke(app, ["watch", str(path), "--duration", "1", "--buckets", "64,128,8192", *PINNED])
+    assert result.exit_code == 0, result.output
+    assert f"cpbcg: warning: {path}: no readable Prefill batch line in 1 s" in result.output
+    assert f"{path}: 0 forwards; 3 buckets up to 8,192" in result.output

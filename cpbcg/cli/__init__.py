@@ -6,7 +6,9 @@ Exit codes: `cpbcg.errors.ExitCode` (one-line error, no traceback, for bad input
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from typing import NoReturn
 
 import typer
 from typer._click.exceptions import NoArgsIsHelpError  # typer vendors click; no public alias
@@ -20,6 +22,14 @@ from cpbcg.cli import watch_cmd  # noqa: F401  (registers watch)
 from cpbcg.cli import check_server_cmd  # noqa: F401  (registers check-server)
 
 
+def _exit_broken_pipe() -> NoReturn:
+    """The reader of stdout went away (`cpbcg plan | head -1`): exit quietly with 128 + SIGPIPE,
+    as Unix tools killed by the signal do; stdout goes to /dev/null so the final flush is silent."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.exit(128 + signal.SIGPIPE)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point. Usage errors (unknown option, value out of range) are one
     line plus a hint, exit 2, instead of a boxed panel; everything else is the app's own."""
@@ -29,6 +39,12 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         code = app(args=argv, prog_name="cpbcg", standalone_mode=False)
+    except SystemExit as exc:  # typer turns a broken stdout pipe into exit 1; Unix tools exit 141
+        if isinstance(exc.__context__, BrokenPipeError):
+            _exit_broken_pipe()
+        raise
+    except BrokenPipeError:
+        _exit_broken_pipe()
     except typer.Abort:
         print("cpbcg: aborted", file=sys.stderr)
         sys.exit(ExitCode.ABORTED)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,8 +62,44 @@ def option(key: str, *, help: str | None = None, default_text: str | None = None
     if spec.flag_kind is None and spec.kind in (int, float):
         low, high = (None if value is None else spec.kind(value) for value in (spec.ge, spec.le))
     parser = _load_factor_text if key == "scheduler.time_scale" else None
-    info = typer.Option(*flags, help=spec.help_text(), show_default=False, min=low, max=high, parser=parser)
+    if parser is None and kind is float:
+        info = finite_option(*flags, help=spec.help_text(), show_default=False, min=low, max=high)
+    else:
+        info = typer.Option(*flags, help=spec.help_text(), show_default=False, min=low, max=high, parser=parser)
     return Annotated[Optional[kind], info, SettingKey(key)]
+
+
+def finite_option(*flags: str, min: float | None = None, max: float | None = None, help: str = "", **kwargs: Any) -> Any:
+    """`typer.Option` of a float with bounds: parsed by `finite_number` (NaN/inf refused as such),
+    the bounds shown in the help as click shows them (`[0.0<=x<=0.9]`)."""
+    bounds = " and ".join(text for text in (None if min is None else f"x>={float(min)}", None if max is None else f"x<={float(max)}") if text)
+    if min is not None and max is not None:
+        bounds = f"{float(min)}<=x<={float(max)}"
+    return typer.Option(*flags, parser=finite_number(min, max), help=f"{help}  [{bounds}]" if bounds else help, **kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def finite_number(low: float | None, high: float | None) -> Callable[[str], float]:
+    """A float option's parser: NaN and infinities are refused as such ("expected a finite number,
+    got nan"), before the bounds (`low`..`high`, checked as typer checks them, same wording),
+    whose comparisons NaN would fail with a misleading "less than or equal to" message."""
+
+    def parse(text: str) -> float:
+        from pydantic import Field, TypeAdapter, ValidationError
+
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            pass
+        else:
+            if not math.isfinite(value):
+                raise typer.BadParameter(f"expected a finite number, got {text.strip()}")
+        try:
+            return TypeAdapter(Annotated[float, Field(ge=low, le=high)]).validate_python(text)
+        except ValidationError as exc:
+            raise typer.BadParameter(exc.errors()[0]["msg"]) from None
+
+    return parse
 
 
 def _load_factor_text(text: str) -> str:

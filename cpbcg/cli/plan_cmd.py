@@ -14,7 +14,7 @@ import typer
 from cpbcg.atomic import output_path
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import FormatOpt, OutputFormat, input_path
-from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions, with_options
+from cpbcg.cli.options import CostOptions, DeploymentOptions, SchedulerOptions, TraceOptions, finite_option, with_options
 from cpbcg.settings import EmitFormat, Objective
 
 
@@ -38,7 +38,7 @@ IncludeOpt = Annotated[Optional[str], typer.Option("--include", help="Buckets ev
 MaxRequestsOpt = Annotated[Optional[int], typer.Option("--max-requests", min=1, max=1024, help="Requests in the worst-case full chunk the list must serve (headroom), and in guarantee mode the most requests per forward. [default: the most any forward of the trace held; guarantee: scheduler.prefill_max_requests]", show_default=False)]
 NoHeadroomOpt = Annotated[bool, typer.Option("--no-headroom", help="Keep every bucket at or below the chunk size (full chunks of several requests may then run eagerly).")]
 AllowGapsOpt = Annotated[bool, typer.Option("--allow-gaps", help="Allow forward sizes between buckets that no bucket serves within max_padding_factor.")]
-ValidateOpt = Annotated[float, typer.Option("--validate-fraction", min=0.0, max=0.9, help="Hold back this last fraction of the forwards (trace order): fit on the rest, replay it out of sample. 0 disables.")]
+ValidateOpt = Annotated[float, finite_option("--validate-fraction", min=0.0, max=0.9, help="Hold back this last fraction of the forwards (trace order): fit on the rest, replay it out of sample. 0 disables.")]
 CompareOpt = Annotated[bool, typer.Option("--compare", help="Also compare with SGLang's default, powers of two, vLLM-, TensorRT-LLM-style and uniform lists, and print the Pareto curve.")]
 GuaranteeOpt = Annotated[bool, typer.Option("--guarantee", help="Trace-free: the fewest buckets that replay every CP-active forward of <= --max-requests requests and <= --max-tokens tokens.")]
 CheckGuaranteeOpt = Annotated[bool, typer.Option("--check-guarantee", help="Prove that --buckets replay every such forward, or name the smallest that falls back (exit 1).")]
@@ -48,8 +48,8 @@ JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, max=1024,
 SchedulerAddressOpt = Annotated[Optional[str], typer.Option("--scheduler", help="Run the jobs on this Dask distributed cluster (tcp://host:8786) instead of local processes; needs pip install 'cpbcg[distributed]'. Same result.", show_default=False)]
 FitTraceOpt = Annotated[Optional[list[Path]], typer.Option("--fit-trace", parser=input_path, help="Fit the recommendation on this trace only (repeatable; it must be among the --trace files, or is added to them) and report the list on every trace given.", show_default=False)]
 MinBucketOpt = Annotated[Optional[int], typer.Option("--min-bucket", min=0, max=1 << 22, help="Floor of small buckets: the recommended list serves every CP-active size from this many tokens up within max_padding_factor, whether or not the trace held it; 0 = no floor. [default: the smallest capturable size, 2*cp_size zigzag, cp_size interleave]", show_default=False)]
-MaxCaptureOpt = Annotated[Optional[float], typer.Option("--max-capture-seconds", min=0.001, max=1e7, metavar="SECONDS", help="Capture budget: the recommended list (and every list of the Pareto curve) captures within this many seconds per server start, an exact constraint of the optimiser; the capture time is the estimate for the model (docs/costs.md) or what a server log measured.", show_default=False)]
-MaxGraphMemoryOpt = Annotated[Optional[float], typer.Option("--max-graph-memory", min=0.001, max=1e9, metavar="MIB", help="Graph-memory budget (MiB per GPU: the shared pool the largest bucket's CP-local rows size, plus each graph's own), an exact constraint of the optimiser (docs/costs.md).", show_default=False)]
+MaxCaptureOpt = Annotated[Optional[float], finite_option("--max-capture-seconds", min=0.001, max=1e7, metavar="SECONDS", help="Capture budget: the recommended list (and every list of the Pareto curve) captures within this many seconds per server start, an exact constraint of the optimiser; the capture time is the estimate for the model (docs/costs.md) or what a server log measured.", show_default=False)]
+MaxGraphMemoryOpt = Annotated[Optional[float], finite_option("--max-graph-memory", min=0.001, max=1e9, metavar="MIB", help="Graph-memory budget (MiB per GPU: the shared pool the largest bucket's CP-local rows size, plus each graph's own), an exact constraint of the optimiser (docs/costs.md).", show_default=False)]
 PlotOpt = Annotated[Optional[Path], typer.Option("--plot", parser=output_path, help="Write a PNG: Pareto curve (buckets vs modelled time, coverage) and the forward-size distribution with the recommended buckets.", show_default=False)]
 
 

@@ -14,7 +14,7 @@ import typer
 
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.common import FormatOpt, OutputFormat, stdout_console
-from cpbcg.cli.options import DeploymentOptions, GateOptions, SchedulerOptions, with_options
+from cpbcg.cli.options import DeploymentOptions, GateOptions, SchedulerOptions, finite_option, with_options
 from cpbcg.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -25,14 +25,14 @@ if TYPE_CHECKING:
 LogsArg = Annotated[list[str], typer.Argument(metavar="LOG...", help="SGLang server logs to follow like `tail -F` (rotation and truncation survive); `-` reads standard input (`kubectl logs -f POD | cpbcg watch -`). One server each.", show_default=False)]
 MetricsUrlOpt = Annotated[Optional[list[str]], typer.Option("--metrics-url", metavar="URL", help="The server's SGLang metrics endpoint (`--enable-metrics`; http://HOST:PORT/metrics), scraped every --interval: prefill passes by mode, graph memory and capture time beside the log. Repeatable: one per LOG, in order.", show_default=False)]
 ServeOpt = Annotated[Optional[str], typer.Option("--serve-metrics", metavar="HOST:PORT", help="Serve cpbcg_* Prometheus metrics over HTTP on HOST:PORT (port 0: any free port, printed on stderr); docs/watch.md lists them.", show_default=False)]
-DurationOpt = Annotated[Optional[float], typer.Option("--duration", min=0.0, max=1e7, metavar="SECONDS", help="Stop after SECONDS (a canary's watch). Without it and --max-forwards: Ctrl-C, or the end of standard input.", show_default=False)]
+DurationOpt = Annotated[Optional[float], finite_option("--duration", min=0.0, max=1e7, metavar="SECONDS", help="Stop after SECONDS (a canary's watch). Without it and --max-forwards: Ctrl-C, or the end of standard input.", show_default=False)]
 MaxForwardsOpt = Annotated[Optional[int], typer.Option("--max-forwards", min=1, max=2**62, metavar="N", help="Stop after N prefill forwards (all logs together).", show_default=False)]
 WindowForwardsOpt = Annotated[int, typer.Option("--window-forwards", min=1, max=1_000_000, metavar="N", help="Forwards in the rolling forwards window (per server); the window gates check every full window.")]
-WindowSecondsOpt = Annotated[float, typer.Option("--window-seconds", min=0.1, max=86_400.0, metavar="SECONDS", help="Seconds in the rolling time window (at most --ring-forwards forwards).")]
+WindowSecondsOpt = Annotated[float, finite_option("--window-seconds", min=0.1, max=86_400.0, metavar="SECONDS", help="Seconds in the rolling time window (at most --ring-forwards forwards).")]
 GateStepOpt = Annotated[Optional[int], typer.Option("--gate-step", min=1, max=1_000_000, metavar="N", help="Forwards between two gated windows (default: a quarter of --window-forwards).", show_default=False)]
 RingOpt = Annotated[int, typer.Option("--ring-forwards", min=1, max=10_000_000, metavar="N", help="Forwards kept per server for the windows (73 bytes each): bounds memory whatever the log's length.")]
-IntervalOpt = Annotated[float, typer.Option("--interval", min=0.05, max=3600.0, metavar="SECONDS", help="Seconds between two updates (live view, JSON lines, exporter, --metrics-url scrapes).")]
-RecommendEveryOpt = Annotated[float, typer.Option("--recommend-every", min=0.0, max=86_400.0, metavar="SECONDS", help="Seconds between two fits of the recommended list to the forwards window (0: only at the end).")]
+IntervalOpt = Annotated[float, finite_option("--interval", min=0.05, max=3600.0, metavar="SECONDS", help="Seconds between two updates (live view, JSON lines, exporter, --metrics-url scrapes).")]
+RecommendEveryOpt = Annotated[float, finite_option("--recommend-every", min=0.0, max=86_400.0, metavar="SECONDS", help="Seconds between two fits of the recommended list to the forwards window (0: only at the end).")]
 BaselineOpt = Annotated[Optional[Path], typer.Option("--baseline-trace", metavar="TRACE", help="The trace the list was planned on (any format plan reads): the windows report the drift of their size distribution from it.", show_default=False)]
 MaxEagerOpt = Annotated[Optional[list[str]], typer.Option("--max-eager", metavar="REASON=N", help="Gate: at most N eager forwards for REASON (as replay-check), over the run and over every window. Repeatable.", show_default=False)]
 
@@ -70,6 +70,8 @@ def snapshot_view(snap: WatchSnapshot) -> RenderableType:
         for kind, per in server.windows.items():
             rows += [(kind, key, w.forwards, w.observed, w.evaluation, w.drift) for key, w in per.items()]
         for kind, key, forwards, ob, ev, drift in rows:
+            if not forwards:
+                continue  # nothing read (a warning says so): no coverage to show
             table.add_row(kind, key, f"{forwards:,}", _pct(None if ob is None else ob.coverage), _pct(ev.coverage), _pct(ev.padding_overhead),
                           f"{ev.eager.get('above_largest_bucket', 0):,}", "-" if ob is None else f"{ob.unexplained_eager:,}",
                           _eager_text(ev.eager), "-" if drift is None else f"{drift:.3f}")

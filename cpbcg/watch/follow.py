@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import os
 import select
-import sys
 from typing import BinaryIO
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces.text import MAX_LINE_BYTES, long_line
+from cpbcg.planner.traces.stdin import stdin_buffer
+from cpbcg.planner.traces.text import MAX_LINE_BYTES, binary_error, long_line, looks_binary
 
+BINARY_CHECK_BYTES = 4096
+"""Bytes of a newline-less start checked for binary data."""
 READ_BYTES = 4 << 20
 """Most bytes read from one source in one `poll` (bounded memory, fair between sources)."""
 
@@ -33,9 +35,13 @@ class _Lines:
 
     def __init__(self, name: str):
         self.name, self.carry, self.line_no = name, b"", 1
+        self.checked = False
+        """The first line was checked for binary data (`looks_binary`, as `plan` checks a trace's first line)."""
 
     def take(self, data: bytes, final: bool = False) -> list[tuple[int, bytes]]:
         block = self.carry + data
+        if not self.checked and block:
+            self._check_text(block, final)
         cut = len(block) if final else block.rfind(b"\n") + 1
         blob, self.carry = block[:cut], block[cut:]
         if len(self.carry) > MAX_LINE_BYTES:
@@ -45,6 +51,24 @@ class _Lines:
         first = self.line_no
         self.line_no += blob.count(b"\n")
         return [(first, blob)]
+
+    def _check_text(self, block: bytes, final: bool) -> None:
+        """`TraceError` (`FILE:LINE: not a text trace ...`, as `plan` says) when the source's first
+        line, or its first `BINARY_CHECK_BYTES` while no newline came, is not text."""
+        end = block.find(b"\n")
+        if end >= 0 or final:
+            head = block[:end] if end >= 0 else block
+        elif len(block) >= BINARY_CHECK_BYTES:
+            head = block[:BINARY_CHECK_BYTES]
+            cut = len(head)
+            while cut > len(head) - 3 and cut > 0 and head[cut - 1] >= 0x80:  # a UTF-8 character cut by the window
+                cut -= 1
+            head = head[:cut] if cut > len(head) - 3 else head
+        else:
+            return
+        self.checked = True
+        if looks_binary(head):
+            raise binary_error(self.name, self.line_no, head)
 
 
 class FileFollower:
@@ -61,6 +85,8 @@ class FileFollower:
         self._inode: tuple[int, int] | None = None
         self._pos = 0
         self._lines = _Lines(path)
+        self.appeared = False
+        """The file existed at some point of the run (a bounded run ends in an error when it never did)."""
         self._open()
 
     def _open(self) -> bool:
@@ -72,6 +98,7 @@ class FileFollower:
             raise TraceError(f"{self.path}: {exc.strerror or exc}") from None
         st = os.fstat(handle.fileno())
         self._handle, self._inode, self._pos = handle, (st.st_dev, st.st_ino), 0
+        self.appeared = True
         return True
 
     def poll(self) -> list[tuple[int, bytes]]:
@@ -126,7 +153,7 @@ class StreamFollower:
     """Standard input (or any readable pipe): read as it arrives, until its end (module doc)."""
 
     def __init__(self, stream: BinaryIO | None = None, name: str = "<stdin>"):
-        self.stream = stream if stream is not None else sys.stdin.buffer
+        self.stream = stream if stream is not None else stdin_buffer()
         self.name = name
         self.rotations = self.truncations = 0
         self.eof = False

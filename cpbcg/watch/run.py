@@ -7,9 +7,10 @@ config, the log's settings, the command line: the same layers `plan` and `replay
 from __future__ import annotations
 
 import ipaddress
+import time
 from typing import Callable, Sequence
 
-from cpbcg.errors import ConfigError
+from cpbcg.errors import ConfigError, TraceError
 from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.traces.text import is_stdin
@@ -69,7 +70,13 @@ def watch_logs(logs: Sequence[str], resolve: Callable[[LogSettings], Resolved], 
             subscribers.append(on_snapshot)
         session = WatchSession(followers, resolve, options, metrics_urls=metrics_urls, subscribers=subscribers,
                                baseline=baseline, note=note)
-        return session.run()
+        started = time.monotonic()
+        report = session.run()
+        if options.duration_s is not None or options.max_forwards is not None:  # bounded: waited for it (tail -F) all run long
+            for f in followers:
+                if isinstance(f, FileFollower) and not f.appeared:
+                    raise TraceError(f"{f.path}: no such file (waited {time.monotonic() - started:.0f} s)")
+        return report
     finally:
         for f in followers:
             f.close()

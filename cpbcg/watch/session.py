@@ -504,16 +504,20 @@ class WatchSession:
         if server.resolved is not None and server.resolved.gates != Gates():
             server.refusal = (f"{server.follower.name}: no readable Prefill batch line in {self.clock() - self.start:.0f} s "
                               "(a server that served no prefill, or logs below INFO): the gates had nothing to check")
+        elif getattr(server.follower, "appeared", True):  # a file that never appeared is an error of its own (run.py)
+            self.note(f"cpbcg: warning: {server.follower.name}: no readable Prefill batch line in {self.clock() - self.start:.0f} s "
+                      "(a server that served no prefill, or logs below INFO): nothing was judged")
 
     def _report(self, stopped_by: str) -> WatchReport:
         self._fit_all()
+        for server in self.servers:  # resolved before the final snapshot: its header shows the assumed list
+            if server.refusal is None and (server.run is None or not server.run.forwards):
+                self._nothing_read(server)
         snap = self._tick(self.clock(), final=True)
         gates: list[GateResult] = []
         unchecked: list[str] = []
         many = len(self.servers) > 1
         for server, view in zip(self.servers, snap.servers):
-            if server.refusal is None and (server.run is None or not server.run.forwards):
-                self._nothing_read(server)
             if server.resolved is None or view.evaluation is None or server.refusal is not None or not view.forwards:
                 continue
             for g in check_gates(view.evaluation, server.resolved.gates, view.observed):

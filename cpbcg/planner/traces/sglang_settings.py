@@ -244,14 +244,38 @@ def settings_lines(blob: bytes) -> list[tuple[int, bytes]]:
     return out
 
 
+FOLLOWING_PREFIX_LINES = 4096
+"""Lines after a log's first `Prefill batch` whose rank prefixes the settings scan reads (the other
+ranks' copies of the first forwards: `ATTN_CP0..N-1` shows the CP size a launch does not state)."""
+
+
 def _first_forward_prefix(scan: "LaunchScan", first: int, blob: bytes, stop: int) -> None:
     """The rank prefix of the first `Prefill batch` line (at `stop` in `blob`), as its reader sees it."""
     if stop < 0:
         return
     start = blob.rfind(b"\n", 0, stop) + 1
     prefixes = list(_ANY_PREFIX.finditer(blob, start, stop))
-    if prefixes:
-        scan.prefix(prefixes[-1].group(1), first + blob.count(b"\n", 0, start))
+    if not prefixes:
+        return
+    line_no = first + blob.count(b"\n", 0, start)
+    scan.prefix(prefixes[-1].group(1), line_no)
+    # The other ranks' copies of the first forwards follow: their prefixes show the CP size (ATTN_CP0..N-1),
+    # as the whole log's reader sees them. Read on through the Prefill batch lines of this launch in
+    # this blob, up to its next settings line (a later launch may differ).
+    at = blob.find(b"\n", stop)
+    for _ in range(FOLLOWING_PREFIX_LINES):
+        if at < 0:
+            break
+        start, at, line_no = at + 1, blob.find(b"\n", at + 1), line_no + 1
+        line = blob[start:at] if at >= 0 else blob[start:]
+        if MARK not in line:
+            if INTERESTING.search(line):
+                break
+            continue
+        cut = line.find(MARK)
+        prefixes = list(_ANY_PREFIX.finditer(line, 0, cut))
+        if prefixes:
+            scan.prefix(prefixes[-1].group(1), line_no)
 
 
 class LaunchScan:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -21,11 +21,19 @@ STDIN_HEAD_BYTES = 2 << 20
 """Bytes of stdin kept so that format detection and the reader both see the start."""
 
 
+def stdin_buffer() -> BinaryIO:
+    """Standard input's binary stream; `TraceError` (`-: standard input is closed`) when the
+    process was started with fd 0 closed (`<&-`: Python then sets `sys.stdin` to None)."""
+    if sys.stdin is None:
+        raise TraceError("-: standard input is closed")
+    return sys.stdin.buffer
+
+
 class _StdinTap:
     """Standard input with its first `STDIN_HEAD_BYTES` kept for re-reading."""
 
     def __init__(self) -> None:
-        self.stream = sys.stdin.buffer
+        self.stream = stdin_buffer()
         self.head = self.stream.read(STDIN_HEAD_BYTES)
         self.complete = len(self.head) < STDIN_HEAD_BYTES
         """The whole input fits in `head`: it can be re-read any number of times."""
@@ -64,7 +72,7 @@ def open_stdin(name: str) -> io.BufferedReader:
     """Standard input as a buffered binary reader, from its first byte (`TraceError` naming
     `name` once it was read past `STDIN_HEAD_BYTES`)."""
     global _tap
-    if _tap is None or _tap.stream is not sys.stdin.buffer:
+    if _tap is None or _tap.stream is not stdin_buffer():
         _tap = _StdinTap()
     return io.BufferedReader(_tap.open(name), 1 << 16)
 
@@ -75,6 +83,6 @@ def stdin_head() -> tuple[bytes, bool]:
     """The kept first bytes of standard input (at most `STDIN_HEAD_BYTES`) and whether they are
     all of it; reading them never passes the head, so the trace's reader still sees every byte."""
     global _tap
-    if _tap is None or _tap.stream is not sys.stdin.buffer:
+    if _tap is None or _tap.stream is not stdin_buffer():
         _tap = _StdinTap()
     return _tap.head, _tap.complete

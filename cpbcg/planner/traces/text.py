@@ -129,6 +129,26 @@ def read_errors(path: TracePath | str, line_no: int) -> Iterator[None]:
         raise TraceError(located(display(path), line_no, f"cannot read: {exc.strerror or exc}")) from None
 
 
+def read_counted(handle: io.BufferedIOBase, size: int, path: TracePath | str, line_no: int) -> bytes:
+    """Up to `size` bytes of `handle` (fewer only at its end), read piece by piece so that a gzip
+    stream that ends early (`EOFError`) is reported after the lines it did hold: `TraceError`
+    `FILE: truncated gzip stream (after N lines)`, N counted from `line_no` (the first line of
+    this read)."""
+    parts: list[bytes] = []
+    got = 0
+    try:
+        while got < size:
+            part = handle.read1(size - got)
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+    except EOFError:
+        done = b"".join(parts)
+        raise TraceError(f"{display(path)}: truncated gzip stream (after {line_no - 1 + count_newlines(done)} lines)") from None
+    return b"".join(parts)
+
+
 def long_line(path: TracePath | str, line_no: int) -> TraceError:
     return TraceError(located(display(path), line_no, f"line longer than {MAX_LINE_BYTES} bytes (1 MiB), the longest a trace line may be"))
 
@@ -142,7 +162,7 @@ def iter_blob_chunks(path: TracePath | str, chunk_bytes: int = CHUNK_BYTES) -> I
     with open_binary(path) as handle:
         while True:
             with read_errors(path, line_no):
-                block = handle.read(chunk_bytes)
+                block = read_counted(handle, chunk_bytes, path, line_no)
             if not block:
                 if carry:
                     yield line_no, carry
@@ -225,7 +245,7 @@ def first_line(path: TracePath | str) -> tuple[int, bytes]:
 def read_head(path: TracePath | str, limit: int = MAX_LINE_BYTES) -> bytes:
     """The first `limit` bytes (decompressed), for format detection."""
     with open_binary(path) as handle, read_errors(path, 1):
-        return handle.read(limit)
+        return read_counted(handle, limit, path, 1)
 
 
 def require_regular(path: Path | str) -> None:
@@ -254,7 +274,7 @@ def read_whole(path: TracePath | str, limit: int = MAX_WHOLE_BYTES) -> bytes:
     if file is not None:
         require_regular(file)
     with open_binary(path) as handle, read_errors(path, 1):
-        data = handle.read(limit + 1)
+        data = read_counted(handle, limit + 1, path, 1)
     if len(data) > limit:
         raise TraceError(f"{display(path)}: larger than {limit >> 30} GiB, the most a whole-file trace may hold")
     return data
