@@ -50,11 +50,11 @@ def child(name: str) -> None:
     """One run in this (fresh) process; prints one JSON line."""
     import numpy as np
 
-    from cpbcg.planner.optimise.cost import CostModel
+    from cpbcg.planner.costs.cost import CostModel
     from cpbcg.planner.evaluate import Demand
     from cpbcg.planner.model.layout import BatchSet, CPLayout
     from cpbcg.planner.optimise.optimiser import optimise
-    from cpbcg.planner.traces.embedded import synthetic_batches
+    from cpbcg.planner.assembly.embedded import synthetic_batches
 
     source, max_tokens, k, cost_name, options = WORKLOADS[name]
     if "anchors" in name:

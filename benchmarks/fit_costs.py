@@ -5,7 +5,7 @@
     python benchmarks/fit_costs.py --presets  # before/after: the blog's setups and the shipped presets
 
 Data: benchmarks/cost_points.yaml (every point, its source and whether it is fitted). Formulas:
-cpbcg/planner/optimise/published.py (the one copy; this script only chooses their constants).
+cpbcg/planner/costs/published.py (the one copy; this script only chooses their constants).
 Fits are least squares on log(estimate / measurement): capture time (one constant, the start-up
 taken from its own point), graph memory (two constants, linear), forward time (three constants,
 a grid search refined around its best point).
@@ -26,7 +26,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpbcg.planner.hardware import gpu_by_name, model_spec_from_config  # noqa: E402
-from cpbcg.planner.optimise import published as pub  # noqa: E402
+from cpbcg.planner.costs import published as pub  # noqa: E402
 
 DATA = Path(__file__).with_name("cost_points.yaml")
 

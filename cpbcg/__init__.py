@@ -20,9 +20,9 @@ _EXPORTS = {
     "Deployment": "cpbcg.planner.deployment", "Evaluation": "cpbcg.planner.evaluate", "PlanResult": "cpbcg.planner.plan",
     "Recommendation": "cpbcg.planner.optimise.recommend", "RecommendSettings": "cpbcg.planner.optimise.recommend",
     "Validation": "cpbcg.planner.optimise.recommend", "CheckReport": "cpbcg.gates.gates", "Gates": "cpbcg.gates.gates",
-    "CPLayout": "cpbcg.planner.model.layout", "CaptureSpec": "cpbcg.planner.model.capacity", "CostModel": "cpbcg.planner.optimise.cost",
+    "CPLayout": "cpbcg.planner.model.layout", "CaptureSpec": "cpbcg.planner.model.strategy", "CostModel": "cpbcg.planner.costs.cost",
     "CpbcgError": "cpbcg.errors", "TraceError": "cpbcg.errors", "ConfigError": "cpbcg.errors", "ModelError": "cpbcg.errors",
-    "ReadOptions": "cpbcg.planner.traces.base", "BatchSource": "cpbcg.planner.traces.sources", "PlanPart": "cpbcg.planner.plan",
+    "ReadOptions": "cpbcg.planner.traces.base", "BatchSource": "cpbcg.planner.assembly.sources", "PlanPart": "cpbcg.planner.plan",
     "watch": "cpbcg.api", "WatchOptions": "cpbcg.watching.session", "WatchReport": "cpbcg.watching.session",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]

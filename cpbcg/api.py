@@ -36,20 +36,18 @@ from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.explain import BatchExplanation, explain_batch
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.optimise.cost import with_measured
+from cpbcg.planner.costs.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeResult, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings
 from cpbcg.planner.plan import PlanResult, plan as _plan, plan_traffic
 from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, load_jobs, request_profile, untimed_rates
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally
-from cpbcg.planner.traces import detect
-from cpbcg.planner.traces.registry import format_info
-from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
+from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.traces.text import is_stdin
-from cpbcg.planner.server import ServerCheck, deployment_server_check
+from cpbcg.planner.server import ServerCheck
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sglang_log import LogReader
-from cpbcg.planner.traces.sources import BatchSource, describe_source, open_source
+from cpbcg.planner.assembly.sources import BatchSource, TraceInput, describe_source, detect_input, open_source
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 from cpbcg.watching.session import WatchOptions, WatchReport, WatchSnapshot
 
@@ -142,20 +140,16 @@ def load_deployment(config: str | None = None, **overrides: object) -> Deploymen
 
 def server_check(deployment: Deployment) -> ServerCheck:
     """SGLang 0.5.23's start-up checks and `supports_prefill_cp_bcg` on the flags the deployment
-    runs with (`cpbcg.planner.server.deployment_server_check`): the flags file given as
+    runs with (`Deployment.server_check`): the flags file given as
     its bucket list, read here at the input edge, else the flags `plan --emit sglang` writes."""
-    return deployment_server_check(deployment, flags_file_words(deployment.bucket_spec))
+    return deployment.server_check(flags_file_words(deployment.bucket_spec))
 
 
 def log_settings(path: str | Path | None, trace_format: str = "auto", options: ReadOptions | None = None) -> LogSettings | None:
     """What an SGLang server log states about its deployment (settings dump or launch flags,
     captured list, capture cost, version), or None when `path` is not a server log (or is stdin).
     Raises `TraceError` for a trace that cannot be read or detected."""
-    if path is None:
-        return None
-    where = "-" if is_stdin(path) else Path(path)
-    fmt = format_info(trace_format) or detect(where, options or ReadOptions())
-    return read_log_settings(where) if fmt.name in ("sglang-log", "sglang-requests") else None
+    return None if path is None else detect_input(path, trace_format, options).log
 
 
 ASSUMED_OPTIONS = {"cp_size": "--cp-size", "buckets": "--buckets", "scheduler.chunked_prefill_size": "--chunked-prefill-size",
@@ -237,7 +231,7 @@ def observe_log(source: BatchSource, deployment: Deployment, resolve: Callable[[
 
 
 def open_trace(
-    path: str | Path | None = None, deployment: Deployment | None = None, *, trace_format: str = "auto",
+    path: TraceInput | str | Path | None = None, deployment: Deployment | None = None, *, trace_format: str = "auto",
     length_field: str | None = None, time_field: str | None = None, output_field: str | None = None,
     model: str | None = None, log_type: str | None = None, options: ReadOptions | None = None,
     progress: Callable[[int], None] | None = None,
@@ -250,11 +244,11 @@ def open_trace(
     (generic CSV/JSONL fields), `model`, `log_type` (BurstGPT filters); `options` (a
     `ReadOptions`) replaces them all. `plan` reads the file afresh each time, so the same object
     can be planned again (one read from stdin can be read once). Raises `TraceError`
-    (`FILE:LINE: ...`)."""
+    (`FILE:LINE: ...`). A `TraceInput` (`detect_input`) is opened as detected."""
     scheduler = deployment.scheduler if deployment is not None else None
     if options is None:
         options = ReadOptions(length_field=length_field, time_field=time_field, output_field=output_field, model=model, log_type=log_type)
-    return open_source(None if path is None else Path(path), trace_format=trace_format, scheduler=scheduler,
+    return open_source(path if path is None or isinstance(path, TraceInput) else Path(path), trace_format=trace_format, scheduler=scheduler,
                        options=options, progress=progress)
 
 
@@ -440,7 +434,7 @@ def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None 
     return GuaranteeResult(limits, buckets, check_guarantee(buckets, limits, cp, spec, factor), recommend_list)
 
 
-def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *, manifest: Manifest | None = None, replay: int = 0,
+def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: Gates, *, manifest: Manifest | None = None, replay: int = 0,
           trace_format: str = "auto", options: ReadOptions | None = None, progress: Callable[[int], None] | None = None,
           on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None, rates: str | None = "auto",
           resolve_launch: Callable[[LogSettings], LaunchModel] | None = None) -> tuple[CheckReport, BatchSource]:
@@ -450,9 +444,10 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
     trace without timestamps is simulated at the rates `plan` simulates it at (`rates`, as
     `plan` takes them: `auto` the rate picker's, None the scheduler's `rate`), its parts in the
     report. A bound source (server log) is checked at its worst case (header `bound` True); it
-    has no extend lengths to replay (`ConfigError`)."""
+    has no extend lengths to replay (`ConfigError`). A `TraceInput` is opened as detected."""
+    trace_path = Path(str(trace)) if isinstance(trace, TraceInput) else trace
     table = manifest.table() if manifest is not None else deployment.table()
-    source = open_trace(trace_path, deployment, trace_format=trace_format, options=options, progress=progress)
+    source = open_trace(trace, deployment, trace_format=trace_format, options=options, progress=progress)
     if replay and source.is_bound:
         raise ConfigError(f"{describe_source(trace_path)}: an SGLang server log gives forward sizes, not extend lengths: nothing to replay through graphs")
     several = simulated_loads(source, rates) > 1
@@ -467,7 +462,7 @@ def check(trace_path: str | Path | None, deployment: Deployment, gates: Gates, *
     results = check_gates(ev, gates, planned.observed)
     replays: tuple[ReplayRecord, ...] = ()
     if replay:
-        sampled = sample_graph_batches(open_trace(trace_path, deployment, trace_format=trace_format, options=options).batches, table, deployment.cp,
+        sampled = sample_graph_batches(open_trace(trace, deployment, trace_format=trace_format, options=options).batches, table, deployment.cp,
                                        deployment.max_padding_factor, replay)
         replays = _replay(sampled, deployment)
         results += (replay_gate(replays),)

@@ -23,7 +23,7 @@ from cpbcg.inputs import decode_text, load_yaml, path_exists, read_input_bytes, 
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
 from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets
-from cpbcg.planner.optimise.cost import CostModel, forward_cost
+from cpbcg.planner.costs.cost import CostModel, forward_cost
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
 from cpbcg.planner.server import Given, Refusal, ResolvedServer, check_server_flags, log_given, log_printed, parse_launch_words, resolve_server

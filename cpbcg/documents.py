@@ -18,7 +18,7 @@ from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.optimise.compare import Comparison
 from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation
 from cpbcg.planner.scheduler import backlog_fraction
-from cpbcg.planner.traces.sources import BatchSource
+from cpbcg.planner.assembly.sources import BatchSource
 
 if TYPE_CHECKING:  # typed records of the capture package and the API (not imported at run time)
     from cpbcg.planner.optimise.guarantee import GuaranteeResult

@@ -18,7 +18,7 @@ from cpbcg.planner.server import ResolvedServer, ServerCheck
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.export import SERVER_SCHEDULER_KEYS
 from cpbcg.settings import setting
-from cpbcg.planner.traces.sources import BatchSource
+from cpbcg.planner.assembly.sources import BatchSource
 from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:

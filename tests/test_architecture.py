@@ -262,3 +262,111 @@ def test_the_edge_layers_point_down_type_only_imports_included():
 def test_each_command_has_its_use_case_module():
     commands = {p.stem for p in (PACKAGE / "commands").glob("*.py")} - {"__init__"}
     assert {"plan", "replay_check", "batches", "layout", "presets", "check_server", "watch"} <= commands
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component of more than one node (Tarjan), each sorted: the cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return sorted(found)
+
+
+def _unit(name: str) -> str:
+    """A module's unit: its top package (`cpbcg.api`, `cpbcg.gates`), or inside the planner its
+    wing's package or module (`cpbcg.planner.model`, `cpbcg.planner.deployment`)."""
+    parts = name.split(".")
+    return ".".join(parts[:3] if parts[:2] == ["cpbcg", "planner"] and len(parts) > 2 else parts[:2])
+
+
+def _unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    merged: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        merged.setdefault(_unit(name), set()).update(_unit(t) for t in targets if t in MODULES and _unit(t) != _unit(name) and t != "cpbcg")
+    return merged
+
+
+def test_no_import_cycle_counting_type_only_imports():
+    # `if TYPE_CHECKING:` imports are dependencies too: a pair of modules naming each other's
+    # types cannot be understood, tested or moved apart (issue 28)
+    assert _cycles({n: {m for m in t if m in MODULES} for n, t in EVERY_IMPORT.items()}) == []
+
+
+def test_no_package_cycle_counting_type_only_imports():
+    assert _cycles(_unit_graph(EVERY_IMPORT)) == []
+
+
+def test_the_cycle_check_sees_type_only_imports():
+    # the check must count what `test_no_import_cycle_at_any_level` skips: a cycle made only of
+    # an `if TYPE_CHECKING:` import is found
+    graph = {n: set(t) for n, t in EVERY_IMPORT.items()}
+    graph["cpbcg.planner.model.batches"] = graph["cpbcg.planner.model.batches"] | {"cpbcg.planner.traces.records"}
+    assert ["cpbcg.planner.model", "cpbcg.planner.traces"] in _cycles(_unit_graph(graph))
+
+
+PLANNER_WINGS = [
+    ("base", {"arrays", "choices", "words", "sglang_release", "sglang_flags", "hardware"}),
+    ("model", {"model"}),
+    ("traces", {"traces"}),
+    ("scheduler", {"scheduler"}),
+    ("evaluate", {"evaluate", "demand_log", "sampling", "background"}),
+    ("costs", {"costs"}),
+    ("server", {"server"}),
+    ("deployment", {"deployment"}),
+    ("export", {"export"}),
+    ("assembly", {"assembly", "observed"}),
+    ("optimise", {"optimise"}),
+    ("plan", {"plan", "traffic", "window"}),
+]
+"""The planner's wings, bottom first (docs/architecture.md "The planner's wings"): a wing imports
+only the wings below it (at any level, type-only imports included). The CP model is the bottom;
+the trace readers build on its `BatchSet`; the scheduler turns the readers' requests into
+forwards; the assembly (`planner/assembly/`) joins readers and scheduler into the forwards a plan
+reads, above both; the optimiser, and the plan, traffic and watch windows on top."""
+WING_OF = {f"cpbcg.planner.{part}": rank for rank, (_, parts) in enumerate(PLANNER_WINGS) for part in parts}
+
+
+def test_every_planner_module_is_in_a_wing():
+    units = {_unit(n) for n in MODULES if n.startswith("cpbcg.planner.")}
+    assert sorted(units - set(WING_OF)) == []
+
+
+@pytest.mark.parametrize("upper, lower", [(u, low) for u, targets in sorted(_unit_graph(EVERY_IMPORT).items()) if u in WING_OF
+                                         for low in sorted(targets) if low in WING_OF])
+def test_planner_wings_point_down(upper, lower):
+    assert WING_OF[lower] <= WING_OF[upper], \
+        f"{upper} (wing {PLANNER_WINGS[WING_OF[upper]][0]}) imports {lower} (wing {PLANNER_WINGS[WING_OF[lower]][0]}, above it)"
+
+
+def test_readers_need_only_the_forwards_shape_of_the_model():
+    # the trace readers know `BatchSet` (model/batches.py) and nothing of CP, scheduling or assembly
+    used = {m for n, t in EVERY_IMPORT.items() if _unit(n) == "cpbcg.planner.traces" for m in t if m in MODULES}
+    outside = {m for m in used if _unit(m) not in ("cpbcg.planner.traces", "cpbcg.planner.arrays", "cpbcg.planner.choices", "cpbcg.errors")}
+    assert outside == {"cpbcg.planner.model.batches"}

@@ -117,7 +117,7 @@ def test_help_states_defaults_from_the_declaration_only():
 def test_the_planner_defaults_are_the_declared_ones():
     from cpbcg.planner.deployment import Deployment
     from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS as PLANNER_MAX
-    from cpbcg.planner.optimise.cost import DEFAULT_COST
+    from cpbcg.planner.costs.cost import DEFAULT_COST
     from cpbcg.planner.scheduler import SchedulerSettings
 
     declared = {s.key: s.default for s in SETTINGS}

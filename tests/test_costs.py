@@ -20,9 +20,9 @@ from cpbcg.planner.model.capacity import CaptureSpec, local_capacity
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.optimise import published as pub
+from cpbcg.planner.costs import published as pub
 from cpbcg.planner.optimise.capture_cost import capture_model
-from cpbcg.planner.optimise.cost import DEFAULT_COST, forward_cost
+from cpbcg.planner.costs.cost import DEFAULT_COST, forward_cost
 from cpbcg.planner.optimise.recommend import Validation
 from cpbcg.server_inputs import model_spec
 
@@ -223,7 +223,7 @@ def test_target_coverage_says_its_ceiling_and_its_time(tmp_path):
 
 
 def test_the_deployment_model_reaches_the_capture_estimate():
-    from cpbcg.planner.traces.embedded import synthetic_batches
+    from cpbcg.planner.assembly.embedded import synthetic_batches
 
     settings = cpbcg.RecommendSettings(max_buckets=12, validate_fraction=0)
     batches = synthetic_batches(600)

@@ -7,7 +7,7 @@ from cpbcg.errors import ConfigError
 from cpbcg.bucket_files import read_bucket_file
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.planner.choices import EmitFormat
-from cpbcg.planner.export import parse_sglang_flags
+from cpbcg.planner.model.bucket_spec import parse_sglang_flags
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.layout import CPLayout
 

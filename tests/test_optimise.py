@@ -13,7 +13,7 @@ from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.model.bucket_lists import pow2_buckets, trtllm_buckets, uniform_buckets, vllm_buckets
 from cpbcg.planner.model.bucket_spec import parse_bucket_spec
 from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, local_capacity
-from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms, evaluation_cost_ms, with_measured
+from cpbcg.planner.costs.cost import CostModel, demand_cost_ms, evaluation_cost_ms, with_measured
 from cpbcg.planner.evaluate import Demand, evaluate
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.optimise import dp, transition_costs
@@ -21,7 +21,7 @@ from cpbcg.planner.optimise.guarantee import headroom_required
 from cpbcg.planner.optimise.capture_cost import CaptureModel
 from cpbcg.planner.optimise.optimiser import Budget, candidate_grid, fewest_for_coverage, optimise
 from cpbcg.planner.model.selector import BucketTable, select_buckets
-from cpbcg.planner.traces.embedded import synthetic_batches
+from cpbcg.planner.assembly.embedded import synthetic_batches
 
 COSTS = [
     CostModel(0.5, 4.0, 0.025),  # defaults: heavy padding costs more than eager

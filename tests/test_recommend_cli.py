@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 
 from cpbcg.cli import app
 from cpbcg.bucket_files import read_bucket_file
-from cpbcg.planner.export import parse_sglang_flags
+from cpbcg.planner.model.bucket_spec import parse_sglang_flags
 
 runner = CliRunner()
 

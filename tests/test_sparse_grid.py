@@ -11,7 +11,7 @@ from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.strategy import CPStrategy
 from cpbcg.planner.optimise import guarantee, optimiser
-from cpbcg.planner.optimise.cost import CostModel
+from cpbcg.planner.costs.cost import CostModel
 from cpbcg.planner.optimise.grid import SizeLattice, candidate_grid, sparse_grid
 
 COSTS = [CostModel(0.5, 4.0, 0.025), CostModel(0.5, 4.0, 1.0), CostModel(2.0, 0.0, 0.1)]

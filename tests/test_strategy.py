@@ -99,7 +99,7 @@ def test_planner_exports_load():
 
 
 def test_server_flags_and_capture_emulation_are_the_models():
-    """The CP server flags (`plan --emit sglang`, `deployment_server_check`) and whether capture
+    """The CP server flags (`plan --emit sglang`, `Deployment.server_check`) and whether capture
     can emulate a mode are rules of the strategy model, nowhere else."""
     from cpbcg.planner.export import cp_flags
     from cpbcg.planner.model.layout import CPLayout

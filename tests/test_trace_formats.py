@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces.sources import open_source
+from cpbcg.planner.assembly.sources import open_source
 from cpbcg.planner.traces import FORMATS, ForwardSizes, ReadOptions, TraceFormat, TraceKind, detect_format, open_trace, read_requests
 
 REQUESTS = pytest.importorskip("pathlib").Path(__file__).parent / "assets" / "requests"

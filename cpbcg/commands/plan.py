@@ -10,12 +10,13 @@ from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.plan_options import PlanOptions
 from cpbcg.outputs.console import OutputFormat
 from cpbcg.planner.optimise.guarantee import GuaranteeResult
-from cpbcg.api import refuse_repeated, assumed_settings, common_log_settings, guarantee, launch_resolver, load_config_and_deployment, load_model_rates, log_settings, observe_log, open_trace, plan, rate_notes, report_header, server_check, trace_paths, with_manifest_cost
+from cpbcg.api import refuse_repeated, assumed_settings, common_log_settings, guarantee, launch_resolver, load_config_and_deployment, load_model_rates, observe_log, open_trace, plan, rate_notes, report_header, server_check, trace_paths, with_manifest_cost
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
 from cpbcg.notes import ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.planner.assembly.sources import TraceInput, detect_input
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.observed import LaunchModel, LogObserved
 from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
@@ -116,7 +117,7 @@ def capture_settings(log: LogSettings | None) -> CaptureCost:
     return out
 
 
-def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given: Sequence[str | Path] = (), *,
+def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given: Sequence[TraceInput | str | Path] = (), *,
                 trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
                 note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
                 on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None,
@@ -127,9 +128,11 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     Notes for people (ignored options, the simulation, no recommendation) go to `note` as they
     arise. Raises `ModelError` when an export was asked of a recommendation that failed (the
     configured list is never exported in its place)."""
-    paths = list(trace_paths_given)
+    given = list(trace_paths_given)  # `TraceInput`s (detected once by `plan_command`) or paths
+    paths = [Path(str(p)) if isinstance(p, TraceInput) else p for p in given]
     first = paths[0] if paths else None
-    warning = ignored_options_warning(ignored_flags or [], first, trace_format, options.length_field if options else None)
+    detected = given[0].format.name if given and isinstance(given[0], TraceInput) else trace_format
+    warning = ignored_options_warning(ignored_flags or [], first, detected, options.length_field if options else None)
     if warning is not None:
         note(warning)
     for finding in resolution_notes(deployment.server) + server_check_notes(server_check(deployment)):
@@ -139,7 +142,7 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         settings = replace(settings, **capture_settings(log))
     workers = request.workers if request.workers is not None else default_workers()
     fit_traces = None if request.fit_traces is None else [str(p) for p in request.fit_traces]
-    sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in paths] or [open_trace(None, deployment)]
+    sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in given] or [open_trace(None, deployment)]
     result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
                   load_factors=None if load_factors is None else list(load_factors), rates=untimed_rates,
                   workers=workers, scheduler=request.scheduler_address, fit_traces=fit_traces, resolve_launch=resolve_launch)
@@ -235,7 +238,8 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     refuse_repeated(expanded)
     known = {file_identity(p) for p in expanded}
     paths = expanded + [Path(p) for p in dict.fromkeys(request.fit_traces or ()) if file_identity(p) not in known]  # one file by any name, once
-    logs = [log_settings(p, trace_format, options) for p in paths]
+    inputs = [detect_input(p, trace_format, options) for p in paths]  # each trace detected once, its start-up output read once
+    logs = [one.log for one in inputs]
     log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
         if logs and all(one is not None for one in logs) else None
     deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
@@ -251,7 +255,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
             export = _export(result.buckets, request.emit.value, deployment, {"guarantee": limits}, note)
         return GuaranteeReport(deployment, result, export)
     resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
-    return plan_report(deployment, request, paths, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
+    return plan_report(deployment, request, inputs, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
                        note=note, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve,
                        load_factors=load_factors, untimed_rates=untimed_rates)
 

@@ -8,11 +8,12 @@ from typing import Callable, Mapping
 
 from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.replay_check_options import ReplayCheckOptions
-from cpbcg.api import assumed_settings, check, launch_resolver, load_config_and_deployment, load_model_rates, log_settings, max_eager_overrides, rate_notes, server_check
+from cpbcg.api import assumed_settings, check, launch_resolver, load_config_and_deployment, load_model_rates, max_eager_overrides, rate_notes, server_check
 from cpbcg.errors import ConfigError
 from cpbcg.gates.gates import CheckReport, Gates
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
 from cpbcg.notes import ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.planner.assembly.sources import detect_input
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.traces import ReadOptions
 
@@ -53,14 +54,16 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
     if manifest is not None and manifest.dry_run:
         note(f"cpbcg: warning: {manifest_path} is a CPU dry run: no CUDA graph was captured, so its capacities come from the model")
-    log = log_settings(trace_path, trace_format, options)
+    detected = None if trace_path is None else detect_input(trace_path, trace_format, options)  # detected once, its start-up output read once
+    log = detected.log if detected is not None else None
     cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
     for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ()), deployment.server):
         note(line)
     gates = cfg.gates.to_gates()
     if not replay and not report_only and gates == Gates():
         raise ConfigError(f"replay-check: {NO_GATES}; or pass --report-only to report without gates")
-    warning = ignored_options_warning(ignored_flags or [], trace_path, trace_format, options.length_field if options else None)
+    warning = ignored_options_warning(ignored_flags or [], trace_path, detected.format.name if detected is not None else trace_format,
+                                      options.length_field if options else None)
     if warning is not None:
         note(warning)
     found = server_check(deployment)
@@ -75,7 +78,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
                           "traffic (a CI job that forgot its trace would pass); give --trace FILE, or --embedded-sample to gate it on purpose")
     rates = load_model_rates(config, overrides, rates)
     resolve = launch_resolver(config, overrides, manifest) if log is not None else None
-    report, source = check(trace_path, deployment, gates, manifest=manifest, replay=replay, trace_format=trace_format,
+    report, source = check(detected, deployment, gates, manifest=manifest, replay=replay, trace_format=trace_format,
                            options=options, progress=progress, on_chunk=on_chunk, rates=rates, resolve_launch=resolve)
     for part in report.parts:
         note(f"{part.label} at {part.load}:")

@@ -12,11 +12,11 @@ from typing import Any
 
 from cpbcg.planner.hardware import GPU, ModelSpec
 from cpbcg.planner.model.capacity import CaptureSpec
-from cpbcg.planner.optimise.cost import DEFAULT_COST, CostModel
+from cpbcg.planner.costs.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler import SchedulerSettings
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.server import ResolvedServer
+from cpbcg.planner.server import ResolvedServer, ServerCheck, check_flag_words
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 
@@ -37,7 +37,7 @@ class Deployment:
     scheduler: SchedulerSettings = SchedulerSettings()
     """How request traces become forwards (`cpbcg.planner.scheduler`)."""
     cost: CostModel = DEFAULT_COST
-    """Modelled prefill time (see `cpbcg.planner.optimise.cost`)."""
+    """Modelled prefill time (see `cpbcg.planner.costs.cost`)."""
     max_seq_len_tokens: int | None = None
     """Longest sequence (prefix + extend) a prefill graph replays: SGLang 0.5.23's
     `--cuda-graph-config '{"prefill": {"max_seq_len": N}}'`; longer forwards run eagerly
@@ -72,3 +72,18 @@ class Deployment:
             "sglang_version": SGLANG_VERSION,
             **({"server": self.server.summary()} if self.server is not None else {}),
         }
+
+    def server_check(self, flag_words: list[str] | None = None) -> ServerCheck:
+        """0.5.23's verdict on the server this deployment runs: the flags file given as its bucket
+        list (`--buckets FLAGS`, a file starting with `--`, its words `flag_words`), else the server
+        the deployment was resolved to (`server`), else the CP flags `plan --emit sglang` writes
+        for it. Without CP (`cp_size` 1) there is nothing to check. Raises `ValueError` for a
+        flags file value 0.5.23 would not parse."""
+        if self.cp.cp_size == 1:
+            return ServerCheck([], [])
+        server = self.server
+        if flag_words is not None:
+            return check_flag_words(flag_words, server.model if server else None, server.gpu if server else None)
+        if server is not None:
+            return ServerCheck.of(server)
+        return check_flag_words(self.cp.model.server_flags())

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from cpbcg.errors import ConfigError
+from cpbcg.planner.model.bucket_spec import flag_words
 from cpbcg.planner.model.layout import CPLayout
 
 if TYPE_CHECKING:
@@ -86,56 +86,8 @@ shape the plan of any trace (the default list follows the chunk, the headroom, t
 the simulation of a request trace."""
 
 
-def flag_words(text: str) -> list[str]:
-    """The words of a flags line as a POSIX shell splits them (`shlex.split`); `ConfigError`
-    for text no shell reads (an unbalanced quote, a trailing escape). The one split of every
-    reader of a flags file."""
-    try:
-        return shlex.split(text)
-    except ValueError as exc:
-        raise ConfigError(f"not a flags line a shell can split: {str(exc).lower()}") from None
-
-
 def sglang_flag_settings(text: str) -> dict[str, str]:
     """`{config key: value as written}` for the `FLAG_KEYS` flags in a flags line (last wins).
     Raises `ConfigError` for a line no shell can split."""
     words = flag_words(text)
     return {FLAG_KEYS[w]: words[i + 1] for i, w in enumerate(words[:-1]) if w in FLAG_KEYS}
-
-
-def parse_sglang_flags(text: str) -> list[int]:
-    """Buckets of a `--emit sglang` or `--emit sglang-json` flags line (round trips, scripts).
-
-    Reads `--cuda-graph-bs-prefill B ...` (or its alias `--piecewise-cuda-graph-tokens`) or
-    `--cuda-graph-config JSON`, the JSON shell-quoted (`'{"prefill": {"bs": [...]}}'`, as
-    `--emit sglang-json` writes it) or bare (as earlier versions wrote it: split on whitespace). Raises `ConfigError` when neither is there
-    or the values are not token counts, or when more than one of them gives the list, or the
-    line cannot be split as a shell would."""
-    words = flag_words(text)
-    given = [w for w in words if w in ("--cuda-graph-config", "--cuda-graph-bs-prefill", "--piecewise-cuda-graph-tokens")]
-    if len(given) > 1:
-        raise ConfigError(f"the bucket list is given {len(given)} times ({', '.join(given)}): keep one")
-    if "--cuda-graph-config" in words[:-1]:
-        raw = words[words.index("--cuda-graph-config") + 1]
-        bare = text.split()
-        if raw.startswith("{") and '"' not in raw and "--cuda-graph-config" in bare[:-1]:  # shlex took the bare JSON's quotes
-            raw = bare[bare.index("--cuda-graph-config") + 1]
-        try:
-            values = orjson.loads(raw)["prefill"]["bs"]
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ConfigError(f"--cuda-graph-config: not a prefill bucket config: {raw[:60]!r}") from exc
-        if isinstance(values, list) and values and all(type(v) is int and v > 0 for v in values):
-            return sorted(values)
-        raise ConfigError("--cuda-graph-config: prefill.bs must be a list of positive token counts")
-    for flag in ("--cuda-graph-bs-prefill", "--piecewise-cuda-graph-tokens"):
-        if flag in words:
-            values = []
-            for word in words[words.index(flag) + 1 :]:
-                if word.startswith("--"):
-                    break
-                if not (word.isascii() and word.isdigit()):
-                    raise ConfigError(f"{flag}: {word[:20]!r} is not a token count")
-                values.append(int(word))
-            if values:
-                return values
-    raise ConfigError("no --cuda-graph-bs-prefill list in the flags")

@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from cpbcg.planner.model.bound import bound_demand
+from cpbcg.planner.assembly.bound import bound_demand
 from cpbcg.planner.model.layout import CPLayout, CPStrategy
 from cpbcg.planner.model.selector import BucketTable, EagerReason
 from cpbcg.planner.traces.records import ForwardSizes, ObservedForwards

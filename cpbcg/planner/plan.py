@@ -22,10 +22,10 @@ from cpbcg.planner.model.bucket_lists import sglang_default_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.observed import ObservedComparison
-from cpbcg.planner.optimise.cost import flags_against_default
+from cpbcg.planner.costs.cost import flags_against_default
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.traces.records import ForwardSizes
-from cpbcg.planner.traces.sources import BatchSource
+from cpbcg.planner.assembly.sources import BatchSource
 from cpbcg.planner.traffic import JobOutcome, TrafficJob, map_jobs, preload, run_job, tally
 
 

@@ -49,20 +49,17 @@ import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec, uses_mla
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
 from cpbcg.planner.sglang_flags import SGLANG_FLAGS
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_ARCHITECTURE, SGLANG_VERSION
 
-if TYPE_CHECKING:
-    from cpbcg.planner.deployment import Deployment
-
 __all__ = [
     "ASSUMED_GPU", "ASSUMED_MODEL", "ATTENTION_BACKENDS", "Given", "NOT_MODELLED", "Refusal", "ResolvedServer", "ServerCheck", "Value",
-    "check_flag_words", "check_server_flags", "deployment_server_check", "log_given", "log_printed", "parse_launch_words",
-    "resolve_server", "server_words", "unrecognized_flag",
+    "check_flag_words", "check_server_flags", "log_given", "log_printed", "parse_launch_words", "resolve_server", "server_words",
+    "unrecognized_flag",
 ]
 
 SGLANG = SGLANG_VERSION
@@ -792,20 +789,3 @@ def check_flag_words(words: list[str], model: ModelSpec | None = None, gpu: GPU 
     repeated flag wins; flags not given take 0.5.23's defaults), through the start-up
     resolution. Raises `ValueError` for a value 0.5.23 would not parse."""
     return ServerCheck.of(resolve_server(parse_launch_words(words, "flags file"), model, gpu))
-
-
-def deployment_server_check(deployment: "Deployment", flag_words: list[str] | None = None) -> ServerCheck:
-    """0.5.23's verdict on the server a deployment runs: the flags file given as its bucket
-    list (`--buckets FLAGS`, a file starting with `--`), else the server the deployment was
-    resolved to (`Deployment.server`), else the CP flags `plan --emit sglang` writes for it.
-    Without CP (`cp_size` 1) there is nothing to check. Raises `ValueError` for a flags file
-    value 0.5.23 would not parse."""
-    cp = deployment.cp
-    if cp.cp_size == 1:
-        return ServerCheck([], [])
-    server = deployment.server
-    if flag_words is not None:
-        return check_flag_words(flag_words, server.model if server else None, server.gpu if server else None)
-    if server is not None:
-        return ServerCheck.of(server)
-    return check_flag_words(cp.model.server_flags())

@@ -35,7 +35,7 @@ from cpbcg.planner.background import JOBS_ENV
 from cpbcg.planner.demand_log import DemandLog, DemandSplit
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, Evaluator
-from cpbcg.planner.model.bound import bound_demand
+from cpbcg.planner.assembly.bound import bound_demand
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.scheduler import SchedulerSettings
@@ -44,7 +44,7 @@ from cpbcg.planner.traces import ForwardSizes, TraceKind, open_trace
 from cpbcg.planner.traces.csv_table import COLUMNAR_MIN_BYTES
 from cpbcg.planner.traces.registry import detect, format_info
 from cpbcg.planner.traces.records import RequestChunk
-from cpbcg.planner.traces.sources import BatchSource, TraceSpec
+from cpbcg.planner.assembly.sources import BatchSource, TraceSpec
 
 T = TypeVar("T")
 R = TypeVar("R")

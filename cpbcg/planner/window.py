@@ -26,7 +26,7 @@ from cpbcg.errors import ModelError
 from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import MAX_EXAMPLES, Evaluation, Evaluator
-from cpbcg.planner.model.bound import bound_demand
+from cpbcg.planner.assembly.bound import bound_demand
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, ObservedComparison, ObservedTally
 from cpbcg.planner.optimise.recommend import RecommendSettings

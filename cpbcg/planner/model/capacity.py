@@ -19,29 +19,16 @@ point for a `CPLayout` and a `CaptureSpec`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from cpbcg.planner.choices import CaptureLayout
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.model.strategy import PreparedBuckets
+from cpbcg.planner.model.strategy import CaptureSpec, PreparedBuckets
 
-
-@dataclass(frozen=True)
-class CaptureSpec:
-    """How buckets are captured (the dummy batch's shape)."""
-
-    layout: CaptureLayout = CaptureLayout.single_request
-    """Dummy-batch layout."""
-    max_context_size_tokens: int | None = None
-    """Longest dummy request (tokens); required for `context_bounded`."""
-    max_capture_requests: int | None = None
-    """Request slots available to the dummy batch (SGLang's `max_bs` of the capture); None = unbounded."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "layout", CaptureLayout(self.layout))
+__all__ = ["CaptureLayout", "CaptureSpec", "capturable_buckets", "capture_buckets", "capture_pieces", "local_capacity",
+           "minimum_capture_tokens"]
 
 
 def capture_pieces(bucket_tokens: int, cp: CPLayout, spec: CaptureSpec) -> list[int]:

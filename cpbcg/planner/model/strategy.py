@@ -37,19 +37,17 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Sequence, overload
+from typing import ClassVar, Sequence, overload
 
 import numpy as np
 
 from cpbcg.errors import ModelError
 from cpbcg.planner.arrays import BoolArray, Int32Array, Int64Array
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
+from cpbcg.planner.model.batches import BatchSet
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS
 from cpbcg.planner.words import counted
 
-if TYPE_CHECKING:  # the layout module imports this one
-    from cpbcg.planner.model.capacity import CaptureSpec
-    from cpbcg.planner.model.layout import BatchSet
 
 SGLANG_RELEASE = "0.5.23"
 """The SGLang release whose rules these models follow."""
@@ -75,6 +73,21 @@ def align_up(x: Int64Array, align: int) -> Int64Array: ...
 def align_up(x: int | Int64Array, align: int) -> int | Int64Array:
     """Round `x` (int or int64 array) up to a multiple of `align` (>= 1)."""
     return -(-x // align) * align
+
+
+@dataclass(frozen=True)
+class CaptureSpec:
+    """How buckets are captured (the dummy batch's shape)."""
+
+    layout: CaptureLayout = CaptureLayout.single_request
+    """Dummy-batch layout."""
+    max_context_size_tokens: int | None = None
+    """Longest dummy request (tokens); required for `context_bounded`."""
+    max_capture_requests: int | None = None
+    """Request slots available to the dummy batch (SGLang's `max_bs` of the capture); None = unbounded."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layout", CaptureLayout(self.layout))
 
 
 @dataclass(frozen=True)
@@ -166,15 +179,15 @@ class StrategyModel:
         return self.cp_size
 
     # --- per forward ---------------------------------------------------------------------------
-    def local_tokens(self, batches: "BatchSet") -> Int64Array:
+    def local_tokens(self, batches: BatchSet) -> Int64Array:
         """[num_batches, cp_size] int64: logical tokens each rank holds for each batch."""
         raise NotImplementedError
 
-    def active(self, batches: "BatchSet") -> BoolArray:
+    def active(self, batches: BatchSet) -> BoolArray:
         """[num_batches] bool: whether each batch runs under CP (and may replay a CP graph)."""
         return batches.num_tokens >= self.min_capture_tokens
 
-    def rows(self, batches: "BatchSet") -> Int64Array:
+    def rows(self, batches: BatchSet) -> Int64Array:
         """[num_batches] int64: physical rows per rank, `align_up(max rank tokens, align_rows)`
         (0.5.23 `required_local_tokens`)."""
         raise NotImplementedError
@@ -227,7 +240,7 @@ class StrategyModel:
         return np.asarray(self.worst_case_rows(num_tokens, np.ones_like(num_tokens)), dtype=np.int64)
 
     # --- capture ------------------------------------------------------------------------------
-    def capture_pieces(self, bucket_tokens: int, spec: "CaptureSpec") -> list[int]:
+    def capture_pieces(self, bucket_tokens: int, spec: CaptureSpec) -> list[int]:
         """Extend lengths of the dummy batch that captures `bucket_tokens` (0.5.23
         `capture_prepare`). Raises `ModelError` when the context-bounded layout needs more than
         `max_capture_requests` requests or leaves a piece below `min_request_tokens`."""
@@ -248,7 +261,7 @@ class StrategyModel:
             )
         return pieces
 
-    def capacity_rows(self, sizes: Int64Array, spec: "CaptureSpec") -> tuple[BoolArray, Int64Array]:
+    def capacity_rows(self, sizes: Int64Array, spec: CaptureSpec) -> tuple[BoolArray, Int64Array]:
         """`(capturable [M] bool, C(B) [M] int64)` for bucket sizes `sizes` ([M] int64 tokens)
         under the capture layout of `spec`, vectorised (the rules of `capture_pieces`; `C` of an
         uncapturable size is meaningless)."""
@@ -263,7 +276,7 @@ class StrategyModel:
             ok &= full + (rest > 0) <= spec.max_capture_requests
         return ok, self._pieces_rows(full, rest, ctx)
 
-    def capture_tokens_limit(self, spec: "CaptureSpec") -> int | None:
+    def capture_tokens_limit(self, spec: CaptureSpec) -> int | None:
         """Largest bucket the capture layout of `spec` can hold at all (tokens; None = no limit):
         above it `capacity_rows` marks every size uncapturable (context-bounded: more pieces than
         `max_capture_requests`, or a context shorter than `min_request_tokens`, so no full piece);
@@ -358,13 +371,13 @@ class NoCP(StrategyModel):
     def bucket_multiple_tokens(self) -> int:
         return 1
 
-    def local_tokens(self, batches: "BatchSet") -> Int64Array:
+    def local_tokens(self, batches: BatchSet) -> Int64Array:
         return batches.num_tokens.reshape(-1, 1).astype(np.int64)
 
-    def active(self, batches: "BatchSet") -> BoolArray:
+    def active(self, batches: BatchSet) -> BoolArray:
         return np.ones(batches.num_batches, dtype=bool)
 
-    def rows(self, batches: "BatchSet") -> Int64Array:
+    def rows(self, batches: BatchSet) -> Int64Array:
         return batches.num_tokens
 
     def rows_of(self, extend_seq_lens: Sequence[int]) -> int:
@@ -396,14 +409,14 @@ class Interleave(StrategyModel):
 
     strategy = CPStrategy.interleave
 
-    def local_tokens(self, batches: "BatchSet") -> Int64Array:
+    def local_tokens(self, batches: BatchSet) -> Int64Array:
         cp, n = self.cp_size, batches.num_tokens
         out = np.empty((batches.num_batches, cp), dtype=np.int64)
         for rank in range(cp):
             out[:, rank] = n // cp + (n % cp > rank)
         return out
 
-    def rows(self, batches: "BatchSet") -> Int64Array:
+    def rows(self, batches: BatchSet) -> Int64Array:
         return self._share_rows(batches.num_tokens)
 
     def rows_of(self, extend_seq_lens: Sequence[int]) -> int:
@@ -454,13 +467,13 @@ class Zigzag(StrategyModel):
         base, rem = np.divmod(np.asarray(lengths, dtype=np.int64), 2 * self.cp_size)
         return 2 * base[..., None] + self.extra_table[rem]
 
-    def active(self, batches: "BatchSet") -> BoolArray:
+    def active(self, batches: BatchSet) -> BoolArray:
         if batches.num_batches == 0:
             return np.zeros(0, dtype=bool)
         shortest = np.minimum.reduceat(batches.extend_seq_lens, batches.offsets[:-1])
         return shortest >= self.min_request_tokens
 
-    def local_tokens(self, batches: "BatchSet") -> Int64Array:
+    def local_tokens(self, batches: BatchSet) -> Int64Array:
         out = np.empty((batches.num_batches, self.cp_size), dtype=np.int64)
         if batches.num_batches == 0:
             return out
@@ -469,11 +482,11 @@ class Zigzag(StrategyModel):
             out[:, rank] = twice_base + extra
         return out
 
-    def rows(self, batches: "BatchSet") -> Int64Array:
+    def rows(self, batches: BatchSet) -> Int64Array:
         twice_base, extras = self._extras(batches)
         return align_up(twice_base + functools.reduce(np.maximum, extras), self.align_rows)
 
-    def _extras(self, batches: "BatchSet") -> tuple[Int64Array, list[Int64Array]]:
+    def _extras(self, batches: BatchSet) -> tuple[Int64Array, list[Int64Array]]:
         """`(2*sum(base) [num_batches], [cp] arrays of per-rank extras)`.
 
         The per-request extras (`extra_table[rem]`, 0..2 per rank) are packed 16 bits per rank
@@ -587,7 +600,7 @@ class Zigzag(StrategyModel):
         return table
 
 
-def _context(spec: "CaptureSpec") -> int:
+def _context(spec: CaptureSpec) -> int:
     ctx = spec.max_context_size_tokens
     if ctx is None or ctx < 1:
         raise ModelError("context_bounded capture needs max_context_size_tokens >= 1")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cpbcg.planner.hardware import GPU, ModelSpec
-from cpbcg.planner.optimise import published as pub
+from cpbcg.planner.costs import published as pub
 
 __all__ = ["CaptureEstimate", "CaptureModel", "capture_model", "measured_capture_model"]
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from cpbcg.planner.model.bucket_lists import BASELINES
 from cpbcg.planner.model.capacity import CaptureSpec
-from cpbcg.planner.optimise.cost import CostModel, evaluation_cost_ms
+from cpbcg.planner.costs.cost import CostModel, evaluation_cost_ms
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.model.layout import CPLayout

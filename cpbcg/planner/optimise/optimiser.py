@@ -55,7 +55,7 @@ from cpbcg.planner.arrays import Int64Array
 from cpbcg.planner.optimise import dp
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.optimise.capture_cost import CaptureModel
-from cpbcg.planner.optimise.cost import CostModel
+from cpbcg.planner.costs.cost import CostModel
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.optimise.grid import DENSE_GRID_LIMIT, CandidateGrid, candidate_grid, dense_grid_size, sparse_grid
 from cpbcg.planner.model.layout import CPLayout

@@ -34,7 +34,7 @@ from cpbcg.planner.optimise.capture_cost import CaptureEstimate, CaptureModel, c
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
 from cpbcg.planner.model.capacity import CaptureSpec, local_capacity, minimum_capture_tokens
 from cpbcg.planner.model.layout import BatchSet, local_rows
-from cpbcg.planner.optimise.cost import CostModel, demand_cost_ms, flags_against_default
+from cpbcg.planner.costs.cost import CostModel, demand_cost_ms, flags_against_default
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.demand_log import DemandLog, DemandSplit
 from cpbcg.planner.deployment import Deployment

@@ -17,7 +17,7 @@ heap by the step they fall below it, and the page padding a count of requests pe
 residue modulo the page size. kernel.py restates this loop expression for expression for numba
 (tests/test_scheduler_kernel.py compares the two float for float); tests/test_scheduler_rules.py
 pins each rule on hand-worked cases and the conformance tests run this loop against SGLang
-0.5.23's own scheduler code. The embedded default workload (traces/embedded.py) is packed by it.
+0.5.23's own scheduler code. The embedded default workload (assembly/embedded.py) is packed by it.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import orjson
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.arrays import Int64Array
-from cpbcg.planner.model.layout import MAX_TOKENS, BatchSet
+from cpbcg.planner.model.batches import MAX_TOKENS, BatchSet
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.fastparse import parse_canonical
 from cpbcg.planner.traces.jsonl_table import json_excerpt, load_json_line, load_json_records

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cpbcg.planner.arrays import BoolArray, Int64Array
-from cpbcg.planner.model.layout import BatchSet
+from cpbcg.planner.model.batches import BatchSet
 
 _SHAPE = re.compile(rb'\[D\]|\{"extend_seq_lens": ?\[D\]((?:, ?"[A-Za-z_]+": ?D)*)\}')
 _KEY = re.compile(rb'"([A-Za-z_]+)"')

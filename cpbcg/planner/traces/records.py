@@ -12,7 +12,7 @@ from typing import Callable, Union
 import numpy as np
 
 from cpbcg.planner.arrays import Int64Array
-from cpbcg.planner.model.layout import MAX_TOKENS, BatchSet
+from cpbcg.planner.model.batches import MAX_TOKENS, BatchSet
 
 BLOCK_TOKENS = 512
 """Tokens per prefix-hash block (Mooncake `hash_ids`)."""

@@ -33,7 +33,7 @@ import cpbcg.planner.traces.vidur as vidur
 import cpbcg.planner.traces.vllm_bench as vllm_bench
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.csv_table import header_columns
-from cpbcg.planner.model.layout import BatchSet
+from cpbcg.planner.model.batches import BatchSet
 from cpbcg.planner.traces.records import ForwardSizes, ReadNotes, RequestChunk, RequestItem, TraceItem
 from cpbcg.planner.traces.stream import checked_requests
 from cpbcg.planner.traces.text import (

@@ -54,11 +54,11 @@ import numpy as np
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.arrays import Int64Array
-from cpbcg.planner.model.layout import MAX_TOKENS
+from cpbcg.planner.model.batches import MAX_TOKENS
 from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefill_columns
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
-from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, LaunchScan, LogSettings, settings_lines
+from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, LaunchScan, LogSettings, settings_lines
 from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, open_binary, read_errors
 
 __all__ = ["DETECT_BYTES", "MARK", "LogEvent", "LogParser", "LogReader", "LogSummary", "Record", "parse_log_lines", "parse_records"]
@@ -66,7 +66,6 @@ COPY_CHECK_FORWARDS = 4096
 """Recent kept forwards per DP rank whose sizes a later copy is checked against."""
 
 _PREFIX = re.compile(rb"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)?((?:\s*[A-Z][A-Z_]*\d+)*)\s*\]")
-_TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
 _HEAD = re.compile(rb"Prefill batch(?: \[\d+\])?(?:\(mixed #running-req: (\d{1,12})\))?")
 _SEQ = re.compile(rb"#new-seq: (\d{1,12}),")
 _TOKEN = re.compile(rb"#new-token: (\d{1,12}),")
@@ -127,7 +126,7 @@ def _last_prefix(before: bytes) -> re.Match[bytes] | None:
 @lru_cache(maxsize=4096)
 def _ranks(tags_text: bytes) -> tuple[int, tuple[tuple[bytes, int], ...]]:
     """`(DP rank, the other tags)` of a rank prefix's tags (`DP1 PP0 TP0`)."""
-    tags = [(m.group(1), int(m.group(2))) for m in _TAG.finditer(tags_text.strip())]
+    tags = [(m.group(1), int(m.group(2))) for m in RANK_TAG.finditer(tags_text.strip())]
     return next((v for name, v in tags if name == b"DP"), 0), tuple((name, v) for name, v in tags if name != b"DP")
 
 

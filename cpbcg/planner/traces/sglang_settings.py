@@ -65,7 +65,9 @@ _RESOLVED = re.compile(rb"\b(max_total_num_tokens|chunked_prefill_size|max_prefi
 _TURN_OFF = re.compile(rb"Automatically turn off --([a-z][a-z-]*)")
 _PP_GRAPHS_OFF = b"Disabling breakable prefill CUDA graph by default for pipeline"
 _RANK_PREFIX = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z][A-Z_]*\d+)+)\s*\]")
-_RANK_TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
+RANK_TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
+"""One rank tag of a log line's prefix (`TP0`, `DP1`, `PP0`): its name and number; the one reading of
+rank tags, for the settings scan and the forward reader (`sglang_log`)."""
 _ANY_PREFIX = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z][A-Z_]*\d+)*)\s*\]")
 _SCHEDULER_LINE = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*(?:Load weight|Capture|max_total_num_tokens=)")
 """A scheduler's start-up line under a dated prefix without rank tags (`tp_size` 1, no CP, no PP in 0.5.23)."""
@@ -357,7 +359,7 @@ class _Scan:
     def prefix(self, tags: bytes, line_no: int) -> None:
         if not tags.strip():
             self.plain_prefix_line = self.plain_prefix_line or line_no
-        for m in _RANK_TAG.finditer(tags.strip()):
+        for m in RANK_TAG.finditer(tags.strip()):
             name, n = m.group(1).decode(), int(m.group(2)) + 1
             seen = self.ranks.get(name)
             if seen is None or n > seen[0]:

@@ -8,7 +8,7 @@ from typing import Iterable, Iterator
 import orjson
 
 from cpbcg.planner.choices import Fold
-from cpbcg.planner.model.layout import BatchSet
+from cpbcg.planner.model.batches import BatchSet
 
 
 def fold_batches(chunks: Iterable[BatchSet], fold: Fold) -> Iterator[tuple[tuple[int, ...], int]]:

@@ -1,5 +1,10 @@
 """Where batch streams come from: a trace file (batch or request trace) or the embedded default.
 
+A trace is detected once, at the input edge (`detect_input`: its format and, for an SGLang log,
+the settings its start-up output states), and the detected `TraceInput` is what every later
+step opens: no step detects or reads the start-up output again, and re-opening a trace (once
+per load factor) reuses the detected format.
+
 Every source yields `BatchSet` chunks, so `plan`, `layout`, `batches` and `replay-check` work on
 any of them. The trace readers (`cpbcg.planner.traces`) detect and read the format; request
 traces then go through the scheduler simulation (`scheduler.py`). Server logs give forward
@@ -15,14 +20,46 @@ from typing import Callable, Iterable, Iterator
 from cpbcg.errors import TraceError
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
-from cpbcg.planner.traces.embedded import synthetic_batches
+from cpbcg.planner.assembly.embedded import synthetic_batches
 from cpbcg.planner.traces.records import ReadNotes, RequestChunk
 from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind, open_trace
+from cpbcg.planner.traces.base import TraceFormatInfo
+from cpbcg.planner.traces.registry import detect, format_info
 from cpbcg.planner.traces.sglang_log import LogReader, LogSummary
 from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
-from cpbcg.planner.traces.text import display
+from cpbcg.planner.traces.text import TracePath, display, is_stdin, trace_path
 
 EMBEDDED_DEFAULT = "embedded default (seeded synthetic chat workload, 20,000 forwards)"
+
+LOG_FORMATS = ("sglang-log", "sglang-requests")
+"""Formats whose start-up output states the server's settings (`read_log_settings`)."""
+
+
+@dataclass(frozen=True)
+class TraceInput:
+    """A trace as given, detected once: the file, its format and what a server log states."""
+
+    path: TracePath
+    """The trace file, or standard input (`STDIN_PATH`)."""
+    format: TraceFormatInfo
+    """The format given or detected (never `auto`)."""
+    log: LogSettings | None = None
+    """What an SGLang server log (or request log) states about its deployment, read once from its
+    start-up output; None for any other format."""
+
+    def __str__(self) -> str:
+        """The path as given (`-` for standard input)."""
+        return "-" if is_stdin(self.path) else str(self.path)
+
+
+def detect_input(path: Path | str, trace_format: TraceFormat | str = "auto", options: ReadOptions | None = None) -> TraceInput:
+    """`path` (`-` = standard input) with its format (`trace_format`, or detected from the first
+    line when `auto`) and, for an SGLang log, the settings its start-up output states: the one
+    detection and the one start-up read of a trace's use. Raises `TraceError` for a trace that
+    cannot be read or detected, or an unknown format name."""
+    where = trace_path(path)
+    fmt = format_info(trace_format) or detect(where, options or ReadOptions())
+    return TraceInput(where, fmt, read_log_settings(where) if fmt.name in LOG_FORMATS else None)
 
 
 @dataclass(frozen=True)
@@ -84,7 +121,7 @@ class BatchSource:
 
 
 def open_source(
-    trace: Path | str | None,
+    trace: TraceInput | Path | str | None,
     trace_format: TraceFormat | str = "auto",
     scheduler: SchedulerSettings | None = None,
     length_field: str | None = None,
@@ -94,7 +131,8 @@ def open_source(
 ) -> BatchSource:
     """Open `trace` (`-` = stdin; the embedded default when None) as a batch stream.
 
-    `trace_format` `auto` detects the format from the first line; request traces are turned
+    `trace_format` `auto` detects the format from the first line (a `TraceInput` carries the
+    format and log settings detected at the input edge: nothing is detected or read again); request traces are turned
     into forwards by the scheduler simulation with `scheduler` (defaults when None), which calls
     `progress(requests read so far)` as it reads the trace. `options` carries the reader options
     (`length_field`/`time_field` are shorthands). Raises `TraceError` (`FILE:LINE: ...`).
@@ -102,18 +140,21 @@ def open_source(
     if options is None:
         options = ReadOptions(length_field=length_field, time_field=time_field)
     scheduler = scheduler if scheduler is not None else SchedulerSettings()
-    spec = None if trace is not None and str(trace) == "-" else TraceSpec(
-        None if trace is None else str(trace), getattr(trace_format, "value", str(trace_format)), options, scheduler)
     if trace is None:
-        return BatchSource(iter([synthetic_batches()]), None, None, spec=spec)
-    opened = open_trace(trace, trace_format, options)
+        return BatchSource(iter([synthetic_batches()]), None, None, spec=TraceSpec(None, "auto", options, scheduler))
+    if not isinstance(trace, TraceInput):  # detected here: its start-up output read only if it is a server log (below)
+        where = trace_path(trace)
+        trace = TraceInput(where, format_info(trace_format) or detect(where, options))
+    spec = None if is_stdin(trace.path) else TraceSpec(str(trace.path), trace.format.name, options, scheduler)
+    opened = open_trace(trace.path, trace.format.name, options)
     fmt = TraceFormat(opened.format.name)
     if opened.kind is TraceKind.batches:
         return BatchSource(opened.batch_chunks(), fmt, None, spec=spec)
     if opened.kind is TraceKind.forwards:
         if isinstance(opened.items, LogReader):
-            return BatchSource(_bound_only(trace), fmt, None, opened.items, read_log_settings(trace), spec=spec)
-        return BatchSource(_bound_only(trace), fmt, None, opened.forward_chunks(), None, spec=spec)
+            return BatchSource(_bound_only(trace.path), fmt, None, opened.items,
+                               trace.log if trace.log is not None else read_log_settings(trace.path), spec=spec)
+        return BatchSource(_bound_only(trace.path), fmt, None, opened.forward_chunks(), None, spec=spec)
     if spec is None:  # standard input: its requests held (four numbers each), so it plans like a file
         held = TraceSpec("-", fmt.value, options, scheduler, tuple(opened.request_chunks()), opened.notes)
         return held.open(progress)
@@ -121,7 +162,7 @@ def open_source(
     return BatchSource(iter(simulation), fmt, simulation, spec=spec, read_notes=opened.notes)
 
 
-def _bound_only(trace: Path | str) -> Iterator[BatchSet]:
+def _bound_only(trace: TracePath | str) -> Iterator[BatchSet]:
     raise TraceError(f"{display(trace)}: an SGLang server log gives forward sizes, not extend lengths: plan it in bound mode (docs/traces.md)")
     yield  # pragma: no cover  (a generator: raises on first use, not on open)
 

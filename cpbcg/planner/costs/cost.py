@@ -22,7 +22,7 @@ import numpy as np
 from cpbcg.errors import ConfigError
 from cpbcg.planner.arrays import FloatArray, Int64Array
 from cpbcg.planner.hardware import GPU, ModelSpec
-from cpbcg.planner.optimise import published as pub
+from cpbcg.planner.costs import published as pub
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.selector import BucketTable
