@@ -52,6 +52,9 @@ print("\n".join(sorted({o for a in parser._actions for o in a.option_strings if 
 
 
 def test_the_shipped_flag_list_is_the_wheels_parser(sglang_wheel):  # noqa: F811
+    # 0.5.23's server_args imports sglang.srt.utils.common, which imports torch at module level: the parser
+    # cannot be built in the torch-free environment (CI's third gate), where this check skips with the reason
+    pytest.importorskip("torch", reason="SGLang 0.5.23's server_args imports torch; the parser is built where torch is installed")
     run = subprocess.run([sys.executable, "-c", ENUMERATE, str(sglang_wheel)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     wheel = tuple(run.stdout.split())
