@@ -84,7 +84,7 @@ def flags_file_words(spec: str) -> list[str] | None:
     import shlex
 
     path = Path(spec) if spec and "," not in spec else None
-    if path is None or not path.is_file():
+    if path is None or not path_exists(path) or not path.is_file():  # path_exists: a name too long is no file, not an error
         return None
     raw = read_input_bytes(path)
     if not raw.lstrip().startswith(b"--"):

@@ -203,3 +203,12 @@ def test_the_largest_forward_is_one_rule_for_the_default_list_the_recommendation
     assert result.exit_code == 0, result.output
     doc = orjson.loads(result.stdout)
     assert (doc["max_tokens"], doc["max_requests"], doc["ok"]) == (16384, 4, True) and max(doc["buckets"]) > 16384
+
+
+def test_a_bucket_spec_too_long_for_a_file_name_is_blamed_on_its_key(tmp_path):
+    # a name longer than the file system allows is no flags file (ENAMETOOLONG was raised unlocated); found by the fuzzer,
+    # seed 90210, case 426
+    path = tmp_path / "cfg.yaml"
+    path.write_text("cp_size: 4\ncp_strategy: zigzag\nbuckets: 'x" + "y" * 300 + "'\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:3: buckets: cannot read 'xy+"):
+        load_config(str(path), {})
