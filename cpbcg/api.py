@@ -6,31 +6,26 @@
     print(result.evaluation.coverage, result.recommendation.buckets)
 
 Every function returns a typed frozen result (`Evaluation`, `PlanResult`, `Recommendation`,
-`GuaranteeResult`, `CheckReport`); `cpbcg.documents` turns them into JSON. Nothing here prints
+`GuaranteeResult`, `CheckReport`); `cpbcg.outputs.documents` turns them into JSON. Nothing here prints
 or imports typer, rich or torch (capture imports torch when called). Errors are `CpbcgError`
 subclasses with one-line messages naming the file, line and config key.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence
 
 from cpbcg.gates.gates import (
-    CheckReport, Gates, ReplayRecord, check_gates, parse_max_eager, replay_gate, sample_graph_batches,
+    CheckReport, Gates, ReplayRecord, check_gates, max_eager_overrides, replay_gate, sample_graph_batches,
 )
 from cpbcg.bucket_files import flags_file_words
 from cpbcg.config import SERVER_KEYS, DeploymentConfig, load_config
-from cpbcg.errors import CaptureError, ConfigError, TraceError
+from cpbcg.errors import CaptureError, ConfigError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, Manifest
-from cpbcg.notes import (
-    resolved_by_server,
-    log_settings_notes,
-)
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.explain import BatchExplanation, explain_batch
@@ -40,14 +35,14 @@ from cpbcg.planner.costs.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeResult, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings
 from cpbcg.planner.plan import PlanResult, plan as _plan, plan_traffic
-from cpbcg.planner.traffic import UTILISATIONS, TrafficJob, load_jobs, request_profile, untimed_rates
-from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally
+from cpbcg.planner.traffic import TrafficJob, load_jobs, request_profile, simulated_loads, untimed_rates
+from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally, assumed_settings
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.traces.text import is_stdin
 from cpbcg.planner.server import ServerCheck
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sglang_log import LogReader
-from cpbcg.planner.assembly.sources import BatchSource, TraceInput, describe_source, detect_input, open_source
+from cpbcg.planner.assembly.sources import BatchSource, TraceInput, describe_source, detect_input, open_source, report_header
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 from cpbcg.watching.session import WatchOptions, WatchReport, WatchSnapshot
 
@@ -55,35 +50,23 @@ if TYPE_CHECKING:
     from cpbcg.graph_capture.records import CaptureResult
 
 __all__ = [  # the library facade: only what this module defines (result types live with the code that makes them)
-    "ASSUMED_OPTIONS",
-    "REACHED_SHARE",
-    "SimulatedLoad",
-    "assumed_settings",
     "capture",
     "check",
-    "common_log_settings",
     "evaluate",
     "explain",
     "guarantee",
-    "launch_resolver",
     "load_config_and_deployment",
     "load_deployment",
-    "load_model_rates",
     "log_settings",
-    "max_eager_overrides",
     "observe_log",
     "open_trace",
     "plan",
-    "rate_notes",
     "recommend",
-    "report_header",
     "server_check",
-    "trace_paths",
     "traffic_jobs",
     "watch",
     "with_manifest_cost",
 ]
-
 
 
 def load_config_and_deployment(
@@ -152,70 +135,6 @@ def log_settings(path: str | Path | None, trace_format: str = "auto", options: R
     return None if path is None else detect_input(path, trace_format, options).log
 
 
-ASSUMED_OPTIONS = {"cp_size": "--cp-size", "buckets": "--buckets", "scheduler.chunked_prefill_size": "--chunked-prefill-size",
-                   "scheduler.page_size": "--page-size"}
-"""The settings whose source a log's comparison names when the log does not state them, and the option that sets each."""
-
-
-def assumed_settings(log: LogSettings | None, deployment: Deployment, overrides: Mapping[str, object] | None = None,
-                     fixed: Iterable[str] = ()) -> tuple[AssumedSetting, ...]:
-    """The settings of `ASSUMED_OPTIONS` that the log (one launch) neither states nor shows, the
-    command line does not give and a manifest does not fix (`fixed`), with the value `deployment`
-    plans them at: what the comparison and the report call assumed. Empty without a log."""
-    if log is None:
-        return ()
-    known = set(log.overrides()) | {k for k, v in (overrides or {}).items() if v is not None} | set(fixed) | set(resolved_by_server(log))
-    values: dict[str, object] = {"cp_size": deployment.cp.cp_size, "buckets": deployment.bucket_spec or list(deployment.buckets),
-                                 "scheduler.chunked_prefill_size": deployment.scheduler.chunked_prefill_size,
-                                 "scheduler.page_size": deployment.scheduler.page_size}
-    return tuple(AssumedSetting(k, values[k], option) for k, option in ASSUMED_OPTIONS.items() if k not in known)
-
-
-def launch_resolver(config: str | None, overrides: Mapping[str, object] | None = None,
-                    manifest: Manifest | None = None) -> Callable[[LogSettings], LaunchModel]:
-    """LogSettings of one launch -> the `LaunchModel` it is compared under: the config, the
-    launch's settings and `overrides` layered as for the plan (`load_config_and_deployment`);
-    launches with equal settings share one."""
-    cache: dict[str, Deployment] = {}
-    fixed = (*MANIFEST_KEYS, "buckets") if manifest is not None else ()
-
-    def resolve(log: LogSettings) -> LaunchModel:
-        key = repr([sorted(part.items(), key=lambda kv: kv[0]) for part in (log.overrides(), log.sglang_flags(), log.resolved)])
-        if key not in cache:
-            cache[key] = load_config_and_deployment(config, overrides, manifest=manifest, log=log)[1]
-        dep = cache[key]
-        table = manifest.table() if manifest is not None else dep.table()
-        return LaunchModel(table, dep.cp, dep.max_padding_factor, assumed_settings(log, dep, overrides, fixed), dep.server)
-    return resolve
-
-
-def common_log_settings(logs: Sequence[LogSettings]) -> LogSettings | None:
-    """The settings several logs plan together under: those every log states with the same value
-    (the first log's source named); a setting they differ on is left to the config and said in
-    a note (each log's own comparison still uses its own). None without logs."""
-    if not logs:
-        return None
-    if len(logs) == 1:
-        return logs[0]
-    first, others = logs[0], logs[1:]
-    common, notes = [], []
-    for s in first.settings:
-        theirs = [o.setting(s.key) for o in others]
-        if all(t is not None and t.value == s.value for t in theirs):
-            common.append(replace(s, origin=f"{s.origin} of {first.path}, the same in all {len(logs)} logs"))
-    keys = dict.fromkeys(k for log in logs for k in log.overrides())
-    for key in keys:
-        if key not in {s.key for s in common}:
-            shown = ", ".join(f"{log.path} {_shown(log.overrides().get(key, 'not stated'))}" for log in logs)
-            notes.append(f"the logs differ on {key} ({shown}): planned together at the config's value; each log's "
-                         "observed comparison uses its own")
-    return replace(first, settings=tuple(common), notes=tuple(notes), capture=None, path=", ".join(log.path for log in logs))
-
-
-def _shown(value: object) -> str:
-    return f"{len(value)} buckets" if isinstance(value, list) else str(value)
-
-
 def observe_log(source: BatchSource, deployment: Deployment, resolve: Callable[[LogSettings], LaunchModel] | None = None) -> LogObserved:
     """One SGLang log's own observed comparison (every launch under its own settings), read in a
     pass of its own: what `plan` reports per log when several traces are planned together."""
@@ -264,14 +183,6 @@ def _batch_chunks(chunks: Iterable[object]) -> Iterator[BatchSet]:
         if not isinstance(chunk, BatchSet):
             raise TypeError(f"plan: expected opened traces or BatchSet chunks, got {type(chunk).__name__}")
         yield chunk
-
-
-def report_header(deployment: Deployment, trace: BatchSource | str | Path | None, path: str | Path | None = None) -> dict[str, object]:
-    """The report header (`Deployment.header`) of a trace: its source line and `bound`, True
-    when the trace gives forward sizes only and every number is a worst-case bound."""
-    bound = isinstance(trace, BatchSource) and trace.is_bound
-    source = path if isinstance(trace, BatchSource) else trace
-    return {**deployment.header(describe_source(source, bound=bound)), "bound": bound}
 
 
 def _observed_plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings | None,
@@ -368,52 +279,11 @@ def traffic_jobs(sources: Sequence[BatchSource], deployment: Deployment, load_fa
     return jobs
 
 
-def trace_paths(paths: Sequence[str | Path]) -> list[Path]:
-    """Trace files from paths as given: a directory stands for its files (not hidden, sorted by
-    name), a glob (`day-*.csv`) that names no file for the files it matches (sorted), `-` for
-    standard input. Raises `TraceError` for a directory or glob with no file."""
-    out: list[Path] = []
-    for given in paths:
-        if isinstance(given, str) and not given.strip():  # `Path("")` is `.`: every file of the current directory
-            raise TraceError("an empty trace path (an unset shell variable?): give a file, a directory, a glob or - for standard input")
-        path = Path(given)
-        try:
-            is_dir, exists = path.is_dir(), path.exists()
-        except OSError:  # e.g. a name too long: the reader reports it
-            is_dir, exists = False, True
-        if is_dir:
-            files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-            if not files:
-                raise TraceError(f"{given}: a directory without trace files")
-            out += files
-        elif str(given) != "-" and not exists and any(c in str(given) for c in "*?["):
-            files = sorted(Path(p) for p in glob.glob(str(given)) if Path(p).is_file())
-            if not files:
-                raise TraceError(f"{given}: no file matches this pattern")
-            out += files
-        else:
-            out.append(path)
-    return out
-
-
 def _sources_of(trace: Sequence[BatchSource] | Iterable[BatchSet]) -> list[BatchSource] | None:
     """The opened traces `plan` was given (a non-empty list or tuple of them), or None for plain chunks."""
     if isinstance(trace, (list, tuple)) and trace and all(isinstance(t, BatchSource) for t in trace):
         return [t for t in trace if isinstance(t, BatchSource)]
     return None
-
-
-def refuse_repeated(paths: Sequence[Path]) -> None:
-    """`TraceError` when one trace file (or standard input) is given twice, directly or through a
-    directory or glob: each trace is one server's traffic, and planning it twice would count its
-    forwards twice without a word."""
-    seen: dict[object, Path] = {}
-    for path in paths:
-        key = file_identity(path)
-        if key in seen:
-            same = "" if str(seen[key]) == str(path) else f" (as {seen[key]} too)"
-            raise TraceError(f"{path}: the same trace is given twice{same}; give each trace once")
-        seen[key] = path
 
 
 def recommend(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings = RecommendSettings()) -> Recommendation:
@@ -469,14 +339,6 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
     return CheckReport(header, ev, results, replays, planned.observed, parts=parts), source
 
 
-def simulated_loads(source: BatchSource, rates: Sequence[float] | str | None) -> int:
-    """How many Poisson rates the request trace `source` is simulated at under `rates` (`plan`'s
-    load model, `traffic.untimed_rates`): 0 for a trace with arrival times or another kind."""
-    if rates is None or source.spec is None or source.simulation is None:
-        return 0
-    return len(untimed_rates(request_profile(source.spec), source.spec.scheduler, rates) or ())
-
-
 def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRecord, ...]:
     try:
         from cpbcg.graph_capture.run import replay_batches
@@ -496,7 +358,7 @@ def capture(config: str | None = None, overrides: Mapping[str, object] | None = 
     list is known, `on_step(phase, bucket)` after each capture and verification, `on_phase(phase,
     bucket)` as each phase begins (`sampling`, `setup`, then `capture` / `verify` per bucket; the
     result's `wall` and each bucket's `wall` say where the time went). Needs torch; a CPU dry run without CUDA.
-    Returns a `CaptureResult` (`cpbcg.documents.manifest_document` turns it into the manifest).
+    Returns a `CaptureResult` (`cpbcg.outputs.documents.manifest_document` turns it into the manifest).
     Raises `ConfigError`, `TraceError`, `ModelError`, `CaptureError` (also when torch is missing)."""
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     cfg, deployment = load_config_and_deployment(config, given)
@@ -519,141 +381,18 @@ def explain(extend_seq_lens: list[int], deployment: Deployment) -> BatchExplanat
     return explain_batch(extend_seq_lens, deployment.cp, deployment.table(), deployment.max_padding_factor)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-REACHED_SHARE = 0.9
-"""A load whose simulation reached less than this share of the prefill busy fraction the rate
-picker's model gives it is said to fall short (decode and the KV pool hold the server)."""
-
-
-class SimulatedLoad(Protocol):
-    """A trace simulated at one load (`PlanPart`, or a `batches` run): what `rate_notes` reads."""
-
-    @property
-    def label(self) -> str: ...
-    @property
-    def rate_per_s(self) -> float | None: ...
-    @property
-    def source(self) -> BatchSource: ...
-
-
-
-
-def rate_notes(parts: Sequence[SimulatedLoad], picked: bool = True) -> list[str]:
-    """Which Poisson rates a trace without timestamps was simulated at, where they came from
-    (`picked`: the rate picker, `traffic.default_rates`; else `--rate`/`scheduler.rate` times the
-    load factors) and the prefill busy fraction each simulation reached; a load that fell short
-    of what the picker's prefill-only model gives it says so, with what held the server. One
-    line per trace."""
-    by_trace: dict[str, list[SimulatedLoad]] = {}
-    for part in parts:
-        if part.rate_per_s is not None:
-            by_trace.setdefault(part.label, []).append(part)
-    out = []
-    for label, mine in by_trace.items():
-        shown, short = [], []
-        for part in mine:
-            reached = _reached(part)
-            shown.append(f"{part.rate_per_s:g} ({reached[1]:.1%} busy)" if reached else f"{part.rate_per_s:g}")
-            if reached and reached[1] < REACHED_SHARE * reached[0]:
-                short.append((part, reached))
-        if picked:
-            busy = ", ".join(f"{u:.0%}" for u in UTILISATIONS)
-            why = (f"the rate picker's choice: the modelled prefill alone would be busy about {busy} of the time (the mean prompt "
-                   "over every request at --prefill-tokens-per-s and --prefill-fixed-ms): its load is unknown and the batch shapes "
-                   "follow the load; --rate fixes it")
-        else:
-            why = "--rate (or scheduler.rate) times each --time-scale factor"
-        out.append(f"cpbcg: note: {label} has no arrival times: simulated at Poisson rates {', '.join(shown)} req/s (prefill busy "
-                   f"reached), {why}")
-        for part, (target, reached_busy) in short:
-            s = part.source.simulation.summary() if part.source.simulation is not None else None
-            held = "" if s is None else (f": decode steps took {s.decode_s / s.simulated_s:.1%} of the time"
-                                         f"{f' and the KV pool stopped admission {s.kv_limited_forwards:,}x' if s.kv_limited_forwards else ''}"
-                                         if s.simulated_s else "")
-            out.append(f"cpbcg: note: at {part.rate_per_s:g} req/s the prefill alone would be {min(target, 1.0):.0%} busy; the simulation "
-                       f"reached {reached_busy:.1%}{held}, so that load is what this server can reach, not more")
-    return out
-
-
-def _reached(part: SimulatedLoad) -> tuple[float, float] | None:
-    """(the prefill busy fraction the picker's model gives the part's rate, the one its simulation reached), or None."""
-    sim = part.source.simulation
-    if sim is None or part.rate_per_s is None:
-        return None
-    s, cfg = sim.summary(), sim.cfg
-    if not s.requests or not s.simulated_s:
-        return None
-    per_request_s = cfg.prefill_fixed_ms / 1000.0 + s.input_tokens / s.requests / cfg.prefill_tokens_per_s
-    return part.rate_per_s * per_request_s, s.busy_s / s.simulated_s
-
-
-
-
-
-
-
-
-
-
-def load_model_rates(config: str | None, overrides: Mapping[str, object], rates: str | None) -> str | None:
-    """`rates` (`auto`: the rate picker's, `traffic.untimed_rates`), or None (the scheduler's one
-    `rate`) when the config or `overrides` set `scheduler.rate`: the one load model of `plan`,
-    `replay-check` and `batches` for a request trace without timestamps."""
-    if rates is None or overrides.get("scheduler.rate") is not None:
-        return None
-    return None if "rate" in load_config(config, {k: v for k, v in overrides.items() if k == "scheduler.rate"}).scheduler.model_fields_set else rates
-
-
-
-
-
-
-
-
-def max_eager_overrides(max_eager: list[str]) -> dict[str, int]:
-    """Dotted config overrides of `--max-eager REASON=N` options (merged into the config's `gates.max_eager`).
-    Raises `ConfigError` for an unknown reason or a bad count."""
-    return {f"gates.max_eager.{reason}": n for reason, n in parse_max_eager(max_eager).items()}
-
-
-
-
-
-
 def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, object], options: WatchOptions, *,
           max_eager: list[str] | None = None, metrics_urls: Sequence[str] = (), serve_metrics: str | None = None,
           baseline_trace: str | Path | None = None, on_snapshot: Callable[[WatchSnapshot], None] | None = None,
-          note: Callable[[str], None] = lambda text: None) -> WatchReport:
+          note: Callable[[str], None] = lambda text: None,
+          launch_notes: Callable[[LogSettings, Mapping[str, object], Sequence[AssumedSetting]], Sequence[str]] | None = None) -> WatchReport:
     """`cpbcg watch`: follow running servers' logs (`-`: standard input) and judge their prefill
     graphs over the run and rolling windows (`cpbcg.watching.session`). Each server runs under the
     config, its log's start-up settings and `overrides` (the layers `plan` reads a log with), and
     is gated by the config's `gates:`, `overrides` and `max_eager`. `baseline_trace`: the trace
-    the list was planned on (any format `plan` reads), for drift. Raises `ConfigError`, `TraceError`."""
+    the list was planned on (any format `plan` reads), for drift. `launch_notes(log, overrides,
+    assumed)`: the lines `note` receives as each launch is resolved (what its log states and what
+    is assumed; the CLI's are `cpbcg.outputs.notes.launch_notes`). Raises `ConfigError`, `TraceError`."""
     from cpbcg.planner.arrays import FloatArray
     from cpbcg.planner.window import size_histogram
     from cpbcg.watching.run import watch_logs
@@ -666,11 +405,8 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
     def resolve(log: LogSettings) -> Resolved:
         cfg, deployment = load_config_and_deployment(config, overrides, log=log)
         assumed = assumed_settings(log, deployment, overrides)
-        notes = log_settings_notes(log, overrides, assumed)
-        if not (log.args_line or log.capture_line or log.capture is not None or log.resolved):
-            notes.append(f"cpbcg: note: {log.path}: no start-up output (settings dump, capture line) before the first Prefill batch: "
-                         "the buckets and settings are the config's and the command line's, assumed to be the server's")
-        return Resolved(deployment, cfg.gates.to_gates(), deployment.table(), tuple(notes), assumed)
+        notes = tuple(launch_notes(log, overrides, assumed)) if launch_notes is not None else ()
+        return Resolved(deployment, cfg.gates.to_gates(), deployment.table(), notes, assumed)
 
     def baseline(server: Resolved) -> "FloatArray | None":
         if baseline_trace is None:

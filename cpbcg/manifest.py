@@ -1,7 +1,7 @@
 """Capture manifests: what `cpbcg capture` measured, readable without torch.
 
 `capture` writes one (atomically, from a typed `CaptureResult` via
-`cpbcg.documents.manifest_document`, where every JSON document is built); `plan` reads its timings for the cost model
+`cpbcg.outputs.documents.manifest_document`, where every JSON document is built); `plan` reads its timings for the cost model
 (`Manifest.fitted_cost`) and `replay-check` reads its buckets and capacities. The schema
 (version `SCHEMA_VERSION`):
 
@@ -103,7 +103,7 @@ class ManifestBucket:
 @dataclass(frozen=True)
 class Manifest:
     """A loaded, validated capture manifest, typed: what `cpbcg capture` wrote from its
-    `CaptureResult` (`cpbcg.documents.manifest_document`), read back into fields."""
+    `CaptureResult` (`cpbcg.outputs.documents.manifest_document`), read back into fields."""
 
     path: Path
     """Where it was read from."""

@@ -21,7 +21,8 @@ from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 __all__ = [
     "CAPTURE_DEFAULT_BUCKETS", "CPStrategy", "CaptureLayout", "EmitFormat", "Fold", "MAX_BUCKET_TOKENS", "MAX_INT32",
-    "MAX_INT64", "Objective", "SETTINGS", "SGLANG_VERSION", "Setting", "TRACE_FORMAT_NAMES", "setting", "trace_format_name",
+    "MAX_INT64", "Objective", "SETTINGS", "SGLANG_VERSION", "Setting", "TRACE_FORMAT_NAMES", "parse_load_factors", "setting",
+    "trace_format_name",
 ]
 
 MAX_INT32 = 2**31 - 1
@@ -186,6 +187,28 @@ _BY_KEY = {s.key: s for s in SETTINGS}
 def setting(key: str) -> Setting:
     """The declaration of the config key `key` (`KeyError` for an unknown key)."""
     return _BY_KEY[key]
+
+
+def parse_load_factors(text: str) -> list[float]:
+    """Load factors from `--time-scale` text `0.5,1,2,4` (one or more, distinct, each within the
+    bounds `scheduler.time_scale` declares), in the order given: what `plan` simulates every
+    request trace at. Raises `ConfigError` naming `--time-scale`."""
+    from cpbcg.errors import ConfigError
+
+    spec = setting("scheduler.time_scale")
+    low, high = float(spec.ge or 0.0), float(spec.le or 0.0)
+    factors: list[float] = []
+    for word in text.split(","):
+        try:
+            value = float(word.strip())
+        except ValueError:
+            raise ConfigError(f"--time-scale: {word.strip()[:40]!r} is not a number (give e.g. 2, or 0.5,1,2,4)") from None
+        if not low <= value <= high:  # also refuses nan and inf
+            raise ConfigError(f"--time-scale: {word.strip()[:40]} is outside [{low:g}, {high:g}]")
+        if value in factors:
+            raise ConfigError(f"--time-scale: {word.strip()[:40]} is given twice")
+        factors.append(value)
+    return factors
 
 
 CONFIG_HELP = "Deployment config: a YAML file or a preset name (see `cpbcg presets`). Options override it."

@@ -199,7 +199,7 @@ def test_page_size_reaches_the_simulation(tmp_path):
     ],
 )
 def test_ignored_options_note(kind, given, expected):
-    from cpbcg.notes import ignored_options_note
+    from cpbcg.outputs.notes import ignored_options_note
 
     note = ignored_options_note(kind, given, "T")
     assert note == (None if expected is None else f"cpbcg: warning: {expected}")
@@ -207,7 +207,7 @@ def test_ignored_options_note(kind, given, expected):
 
 def test_warn_ignored_options_sniffs_the_trace(tmp_path):
     from cpbcg.cli.options import SchedulerOptions, TraceOptions, request_only_flags
-    from cpbcg.notes import ignored_options_warning
+    from cpbcg.outputs.notes import ignored_options_warning
 
     trace = tmp_path / "lens.jsonl"
     trace.write_text("[5, 6]\n")

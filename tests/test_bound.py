@@ -12,7 +12,7 @@ import cpbcg.cli.trace_progress as trace_progress
 from cpbcg import api
 from cpbcg.gates.gates import Gates
 from cpbcg.cli import app
-from cpbcg.notes import FORMAT_LABELS
+from cpbcg.outputs.notes import FORMAT_LABELS
 from cpbcg.planner.assembly.bound import bound_active, bound_demand, worst_forward_rows
 from cpbcg.planner.model.bucket_spec import sglang_default_buckets
 from cpbcg.planner.optimise.guarantee import Limits, worst_rows

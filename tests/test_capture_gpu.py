@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 from cpbcg.graph_capture import CaptureSettings, run_capture  # noqa: E402
 from cpbcg.graph_capture.run import replay_batches  # noqa: E402
 from cpbcg.config import load_config  # noqa: E402
-from cpbcg.documents import manifest_document  # noqa: E402
+from cpbcg.outputs.documents import manifest_document  # noqa: E402
 from cpbcg.manifest import load_manifest, manifest_bytes  # noqa: E402
 from cpbcg.planner.deployment import Deployment  # noqa: E402
 from cpbcg.planner.model.capacity import CaptureSpec  # noqa: E402

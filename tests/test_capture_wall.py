@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from cpbcg.cli import app  # noqa: E402
 from cpbcg.cli import capture_cmd  # noqa: E402
-from cpbcg.documents import manifest_document  # noqa: E402
+from cpbcg.outputs.documents import manifest_document  # noqa: E402
 from cpbcg.graph_capture import forward  # noqa: E402
 from cpbcg.graph_capture.harness import CaptureSession  # noqa: E402
 from cpbcg.graph_capture.layouts import LiveLayout  # noqa: E402

@@ -45,7 +45,7 @@ def test_an_empty_trace_path_is_refused_not_read_as_the_current_directory(args, 
     result = invoke(*args)
     assert result.exit_code == 2 and "an empty path (an unset shell variable?)" in result.stderr, result.output
     assert result.stdout == ""
-    from cpbcg.api import trace_paths
+    from cpbcg.commands.common import trace_paths
     from cpbcg.errors import TraceError
 
     with pytest.raises(TraceError, match="an empty trace path"):

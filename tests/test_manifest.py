@@ -189,7 +189,7 @@ def test_eager_faster_than_graph_is_not_clamped_to_zero_silently(assets, tmp_pat
 def test_manifest_document_is_the_one_writer(tmp_path):
     torch = pytest.importorskip("torch")  # noqa: F841
     from cpbcg.graph_capture import CaptureSettings, run_capture
-    from cpbcg.documents import manifest_document
+    from cpbcg.outputs.documents import manifest_document
     from cpbcg.planner.deployment import Deployment
     from cpbcg.planner.model.capacity import CaptureSpec
     from cpbcg.planner.model.layout import CPLayout

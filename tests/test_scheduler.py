@@ -178,8 +178,8 @@ def test_conservation_on_mooncake(cache):
 def test_simulation_note_and_summary_after_iteration():
     import orjson
 
-    from cpbcg.documents import simulation_summary
-    from cpbcg.notes import simulation_note
+    from cpbcg.outputs.documents import simulation_summary
+    from cpbcg.outputs.notes import simulation_note
 
     assets = Path(__file__).parent / "assets" / "requests"
     source = open_source(assets / "mooncake.jsonl", scheduler=SchedulerConfig(prefix_cache="unlimited", time_scale=2.0, decode=False).to_settings())

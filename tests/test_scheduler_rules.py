@@ -298,8 +298,8 @@ def test_cached_prefix_is_not_charged_to_the_running_request():
 
 
 def test_note_states_where_output_lengths_came_from():
-    from cpbcg.documents import simulation_summary
-    from cpbcg.notes import simulation_note
+    from cpbcg.outputs.documents import simulation_summary
+    from cpbcg.outputs.notes import simulation_note
     from cpbcg.planner.traces import TraceFormat
     from cpbcg.planner.assembly.sources import BatchSource
 

@@ -21,7 +21,8 @@ from cpbcg.planner.traffic import MIN_REQUEST_BYTES
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.traffic import UTILISATIONS, default_rates, parse_load_factors
+from cpbcg.planner.traffic import UTILISATIONS, default_rates
+from cpbcg.settings import parse_load_factors
 from cpbcg.planner.scheduler import SchedulerSettings
 
 runner = CliRunner()

@@ -78,7 +78,7 @@ def capture(
     Example: `cpbcg capture --cp-size 4 --preset tiny -o manifest.json`
     """
     from cpbcg import api
-    from cpbcg.documents import dumps, manifest_document
+    from cpbcg.outputs.documents import dumps, manifest_document
 
     check_outputs({"-o": output}, {"--trace": trace})
     rank0 = os.environ.get("RANK", "0") == "0"  # torchrun: only rank 0 shows progress

@@ -104,8 +104,8 @@ def finite_number(low: float | None, high: float | None) -> Callable[[str], floa
 
 def _load_factor_text(text: str) -> str:
     """`--time-scale` checked at parse: one load factor or a list, each within its bounds."""
-    from cpbcg.commands.trace_input import parse_load_factors
     from cpbcg.errors import ConfigError
+    from cpbcg.settings import parse_load_factors
 
     try:
         parse_load_factors(text)
@@ -220,7 +220,7 @@ class TraceOptions:
 
     def reader_options(self) -> dict[str, Any]:
         """Keyword arguments of `cpbcg.api.open_trace` besides the path (a `ReadOptions`)."""
-        from cpbcg.commands.trace_input import ReadOptions
+        from cpbcg import ReadOptions
 
         options = ReadOptions(length_field=self.length_field, time_field=self.time_field, output_field=self.output_field,
                               model=self.model, log_type=self.log_type, strict=self.strict)
@@ -270,7 +270,7 @@ class SchedulerOptions(_SettingGroup):
         """The `--time-scale` factors (one or a list), or None when not given."""
         if self.time_scale is None:
             return None
-        from cpbcg.commands.trace_input import parse_load_factors
+        from cpbcg.settings import parse_load_factors
 
         return parse_load_factors(str(self.time_scale))
 

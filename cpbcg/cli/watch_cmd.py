@@ -87,6 +87,7 @@ def watch(
     from cpbcg import api
     from cpbcg.commands import watch as watch_use_case
     from cpbcg.outputs.console import assert_never
+    from cpbcg.outputs.notes import launch_notes
     from cpbcg.outputs.watch import gates_view, snapshot_view, verdict
 
     options = watch_use_case.watch_options(window_forwards=window_forwards, window_seconds=window_seconds, ring_forwards=ring_forwards,
@@ -104,7 +105,7 @@ def watch(
                 sys.stdout.flush()
 
         report = api.watch(logs, deployment.config, overrides, options, max_eager=max_eager, metrics_urls=metrics_url or [],
-                           serve_metrics=serve_metrics, baseline_trace=baseline_trace, on_snapshot=emit, note=note)
+                           serve_metrics=serve_metrics, baseline_trace=baseline_trace, on_snapshot=emit, note=note, launch_notes=launch_notes)
         sys.stdout.write(report_json_line(report))
     elif output_format is OutputFormat.table:
         console = stdout_console()
@@ -114,10 +115,10 @@ def watch(
             with Live(console=console, auto_refresh=False, transient=True) as live:
                 report = api.watch(logs, deployment.config, overrides, options, max_eager=max_eager, metrics_urls=metrics_url or [],
                                    serve_metrics=serve_metrics, baseline_trace=baseline_trace,
-                                   on_snapshot=lambda snap: live.update(snapshot_view(snap), refresh=True), note=note)
+                                   on_snapshot=lambda snap: live.update(snapshot_view(snap), refresh=True), note=note, launch_notes=launch_notes)
         else:
             report = api.watch(logs, deployment.config, overrides, options, max_eager=max_eager, metrics_urls=metrics_url or [],
-                               serve_metrics=serve_metrics, baseline_trace=baseline_trace, note=note)
+                               serve_metrics=serve_metrics, baseline_trace=baseline_trace, note=note, launch_notes=launch_notes)
         console.print(snapshot_view(report.snapshot))
         if report.gates:
             console.print(gates_view(report))

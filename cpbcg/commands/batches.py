@@ -9,14 +9,16 @@ from typing import Callable, Iterator, Mapping
 from cpbcg.atomic import check_outputs
 from cpbcg.commands.batches_options import BatchesOptions
 from cpbcg.errors import ConfigError
-from cpbcg.api import simulated_loads, load_config_and_deployment, load_model_rates, rate_notes, traffic_jobs
-from cpbcg.notes import ignored_options_note, source_note
+from cpbcg.api import load_config_and_deployment, traffic_jobs
+from cpbcg.commands.common import load_model_rates
+from cpbcg.outputs.notes import ignored_options_note, rate_notes, source_note
 from cpbcg.planner.choices import Fold
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.traces import ReadOptions
 from cpbcg.planner.assembly.sources import BatchSource, open_source
 from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
+from cpbcg.planner.traffic import simulated_loads
 
 
 @dataclass
@@ -113,7 +115,7 @@ def batches(path: str | Path, config: str | None = None, overrides: Mapping[str,
 
 @dataclass(frozen=True)
 class BatchesLoad:
-    """One load of `cpbcg batches` (a `SimulatedLoad`)."""
+    """One load of `cpbcg batches` (a `cpbcg.outputs.notes.SimulatedLoad`)."""
 
     label: str
     rate_per_s: float | None

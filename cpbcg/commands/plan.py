@@ -10,15 +10,16 @@ from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.plan_options import PlanOptions
 from cpbcg.outputs.console import OutputFormat
 from cpbcg.planner.optimise.guarantee import GuaranteeResult
-from cpbcg.api import refuse_repeated, assumed_settings, common_log_settings, guarantee, launch_resolver, load_config_and_deployment, load_model_rates, observe_log, open_trace, plan, rate_notes, report_header, server_check, trace_paths, with_manifest_cost
+from cpbcg.api import guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
+from cpbcg.commands.common import launch_resolver, load_model_rates, refuse_repeated, trace_paths
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
-from cpbcg.notes import ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes
-from cpbcg.planner.assembly.sources import TraceInput, detect_input
+from cpbcg.outputs.notes import ignored_options_warning, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.observed import LaunchModel, LogObserved
+from cpbcg.planner.observed import LaunchModel, LogObserved, assumed_settings
 from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
 from cpbcg.planner.plan import PlanPart, PlanResult
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
@@ -48,15 +49,16 @@ class PlanReport:
     header: dict[str, object]
     result: PlanResult
     comparison: Comparison | None
-    simulation: dict[str, object] | None
+    source: BatchSource
+    """The trace planned (the first part's with several; complete: its simulation summary is final)."""
     export: str | None
     """The `emit` export (None without one)."""
-    observed: dict[str, object] | None = None
-    """The JSON section `observed` (`cpbcg.documents.observed_document`), None without a server log."""
     log: LogSettings | None = None
     """What the SGLang server log states (None: not a server log)."""
     logs: tuple[LogObserved, ...] = ()
     """Per SGLang server log planned: its settings and its own observed comparison (per launch, with a total)."""
+    traces: int = 1
+    """How many traces were planned together (the embedded default workload counts as one)."""
 
     @property
     def parts(self) -> tuple[PlanPart, ...]:
@@ -117,6 +119,33 @@ def capture_settings(log: LogSettings | None) -> CaptureCost:
     return out
 
 
+def common_log_settings(logs: Sequence[LogSettings]) -> LogSettings | None:
+    """The settings several logs plan together under: those every log states with the same value
+    (the first log's source named); a setting they differ on is left to the config and said in
+    a note (each log's own comparison still uses its own). None without logs."""
+    if not logs:
+        return None
+    if len(logs) == 1:
+        return logs[0]
+    first, others = logs[0], logs[1:]
+    common, notes = [], []
+    for s in first.settings:
+        theirs = [o.setting(s.key) for o in others]
+        if all(t is not None and t.value == s.value for t in theirs):
+            common.append(replace(s, origin=f"{s.origin} of {first.path}, the same in all {len(logs)} logs"))
+    keys = dict.fromkeys(k for log in logs for k in log.overrides())
+    for key in keys:
+        if key not in {s.key for s in common}:
+            shown = ", ".join(f"{log.path} {_shown(log.overrides().get(key, 'not stated'))}" for log in logs)
+            notes.append(f"the logs differ on {key} ({shown}): planned together at the config's value; each log's "
+                         "observed comparison uses its own")
+    return replace(first, settings=tuple(common), notes=tuple(notes), capture=None, path=", ".join(log.path for log in logs))
+
+
+def _shown(value: object) -> str:
+    return f"{len(value)} buckets" if isinstance(value, list) else str(value)
+
+
 def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given: Sequence[TraceInput | str | Path] = (), *,
                 trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
                 note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
@@ -146,8 +175,6 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
                   load_factors=None if load_factors is None else list(load_factors), rates=untimed_rates,
                   workers=workers, scheduler=request.scheduler_address, fit_traces=fit_traces, resolve_launch=resolve_launch)
-    from cpbcg.documents import observed_document, simulation_document
-
     parts = result.parts
     source = parts[0].source if parts else sources[0]
     for part in parts:
@@ -189,9 +216,7 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         for one in logs:
             for line in log_settings_notes(one.settings, {}):
                 note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}:"))
-    observed: dict[str, object] | None = observed_document(result.observed, log) if len(sources) == 1 else \
-        ({"logs": [one.to_dict() for one in logs]} if logs else None)
-    return PlanReport(deployment, header, result, comparison, simulation_document(parts, source), export, observed, log, logs)
+    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources))
 
 
 def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
 from cpbcg.atomic import STDOUT, check_outputs
+from cpbcg.commands.common import launch_resolver, load_model_rates
 from cpbcg.commands.replay_check_options import ReplayCheckOptions
-from cpbcg.api import assumed_settings, check, launch_resolver, load_config_and_deployment, load_model_rates, max_eager_overrides, rate_notes, server_check
+from cpbcg.api import check, load_config_and_deployment, server_check
 from cpbcg.errors import ConfigError
-from cpbcg.gates.gates import CheckReport, Gates
+from cpbcg.gates.gates import CheckReport, Gates, max_eager_overrides
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
-from cpbcg.notes import ignored_options_warning, log_settings_notes, log_summary_notes, read_notes, resolution_notes, server_check_notes
-from cpbcg.planner.assembly.sources import detect_input
+from cpbcg.outputs.notes import ignored_options_warning, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.planner.assembly.sources import BatchSource, detect_input
+from cpbcg.planner.observed import assumed_settings
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.traces import ReadOptions
 
@@ -22,10 +24,19 @@ NO_GATES = "no gates configured: set gates: in the config or --min-coverage, --m
 """What `replay-check` says when no gate is configured."""
 
 
+@dataclass(frozen=True)
+class ReplayCheckReport:
+    """Everything `cpbcg replay-check` shows: the library's `CheckReport` and the trace it read
+    (complete: its simulation summary, for the JSON report, is final)."""
+
+    report: CheckReport
+    source: BatchSource
+
+
 def run(request: ReplayCheckOptions, config: str | None, overrides: Mapping[str, object], trace_path: str | Path | None, *,
         trace_format: str = "auto", options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
         note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
-        on_chunk: Callable[[object], object] | None = None) -> CheckReport:
+        on_chunk: Callable[[object], object] | None = None) -> ReplayCheckReport:
     """`cpbcg replay-check` with its options: the report files checked writable and apart from
     the inputs before any work, then `check_trace`."""
     check_outputs({"--junit": request.junit, "--json": request.json_path}, {"--trace": trace_path, "--manifest": request.manifest})
@@ -40,7 +51,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
                 max_eager: list[str] | None = None, replay: int = 0, report_only: bool = False, trace_format: str = "auto", rates: str | None = "auto",
                 embedded_sample: bool = False,
                 options: ReadOptions | None = None, ignored_flags: list[str] | None = None, note: Callable[[str], None] = lambda text: None,
-                progress: Callable[[int], None] | None = None, on_chunk: Callable[[object], object] | None = None) -> CheckReport:
+                progress: Callable[[int], None] | None = None, on_chunk: Callable[[object], object] | None = None) -> ReplayCheckReport:
     """`cpbcg replay-check`: the deployment (a capture manifest's buckets and CP settings win; an
     SGLang server log's settings lie under the command line), the trace evaluated, the gates of
     the config and `overrides` checked, `replay` forwards replayed through fresh graphs.
@@ -49,7 +60,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     0.5.23 would refuse to start or capture no CP graph (`server_check`), and gating without a trace
     (`trace_path` None) unless `embedded_sample` asks for the embedded workload by name (or
     `report_only`). A request trace without timestamps is simulated at `rates` as `plan` takes
-    them (`load_model_rates`). Notes for people go to `note`; the report carries the simulation summary."""
+    them (`load_model_rates`). Notes for people go to `note`; the report carries the trace read (its simulation summary)."""
     overrides = {**overrides, **max_eager_overrides(max_eager or [])}
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
     if manifest is not None and manifest.dry_run:
@@ -90,8 +101,6 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         note(line)
     for line in rate_notes(report.parts, rates is not None):
         note(line)
-    from cpbcg.documents import simulation_document
-
-    return replace(report, simulation=simulation_document(report.parts, source))
+    return ReplayCheckReport(report, source)
 
 

@@ -167,6 +167,12 @@ def parse_max_eager(specs: Sequence[str]) -> dict[str, int]:
     return out
 
 
+def max_eager_overrides(max_eager: Sequence[str]) -> dict[str, int]:
+    """Dotted config overrides of `--max-eager REASON=N` options (`parse_max_eager`, merged into
+    the config's `gates.max_eager`). Raises `ConfigError` for an unknown reason or a bad count."""
+    return {f"gates.max_eager.{reason}": n for reason, n in parse_max_eager(max_eager).items()}
+
+
 @dataclass(frozen=True)
 class ReplayRecord:
     """One batch replayed through freshly captured graphs and compared with eager."""
@@ -211,8 +217,6 @@ class CheckReport:
     """Batches replayed with `--replay N` (empty without it)."""
     observed: Any = None
     """An SGLang log's observed vs modelled graph use (`ObservedComparison`), else None."""
-    simulation: dict[str, Any] | None = None
-    """The scheduler simulation's summary of a request trace (`cpbcg.documents.simulation_document`), else None."""
     parts: tuple[Any, ...] = ()
     """The (trace, load) parts (`PlanPart`) of a trace without timestamps simulated at the rate
     picker's rates, as `plan` simulates it; empty when the trace was simulated once."""

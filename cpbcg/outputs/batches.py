@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Iterator, Protocol
 
 from cpbcg.atomic import write_atomic
-from cpbcg.outputs.console import stderr_console
+from cpbcg.outputs.console import stderr_console, write_bytes
 
 from cpbcg.planner.words import counted
 
@@ -32,8 +31,7 @@ class BatchTraceView(Protocol):
 def write(written: BatchTraceView, output: Path) -> None:
     """The batch-trace lines to `output` (atomically; `-`: stdout), then the summary line on stderr."""
     if str(output) == "-":
-        sys.stdout.buffer.writelines(written.lines())
-        sys.stdout.flush()
+        write_bytes(written.lines())
     else:
         write_atomic(output, written.lines())
     stderr_console().print(written_line(written.forwards, written.num_lines, written.note(), output), highlight=False, markup=False,

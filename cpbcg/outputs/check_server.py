@@ -28,7 +28,7 @@ class VerdictView(Protocol):
 def write(verdict: VerdictView, output_format: OutputFormat) -> None:
     """The verdict on stdout in `output_format`."""
     if output_format is OutputFormat.json:
-        from cpbcg.documents import dumps
+        from cpbcg.outputs.documents import dumps
 
         print_json(dumps(verdict.to_dict()))
     elif output_format is OutputFormat.table:

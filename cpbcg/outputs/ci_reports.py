@@ -22,7 +22,7 @@ import orjson
 
 from cpbcg.atomic import write_atomic
 from cpbcg.gates.gates import CheckReport, GateResult, count_of
-from cpbcg.documents import check_document
+from cpbcg.outputs.documents import check_document
 from cpbcg.gates.summary import summary_markdown, summary_text
 
 SUITE = "cpbcg.replay_check"
@@ -32,7 +32,7 @@ MAX_SHOWN = 5
 
 
 def report_json(report: CheckReport, simulation: dict | None = None) -> bytes:
-    """The `replay-check --json` document (`cpbcg.documents.check_document`, with `simulation`), serialised."""
+    """The `replay-check --json` document (`cpbcg.outputs.documents.check_document`, with `simulation`), serialised."""
     return orjson.dumps(check_document(report, simulation), option=orjson.OPT_INDENT_2) + b"\n"
 
 

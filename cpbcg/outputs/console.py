@@ -1,12 +1,15 @@
-"""Where every rendering goes: the `--format` choices and the consoles (stdout for the command's
-output, stderr for progress and notes), light (rich only when a console is made)."""
+"""Where every rendering goes: the `--format` choices and the one writer interface of the outputs:
+`echo` (a line of plain text, to stdout or stderr), `write_bytes` (data as it is, e.g. a report
+file sent to `-`), `print_json`, and the rich consoles (stdout for the command's output, stderr
+for progress and notes). Light: rich only when a console is made; no output writes to a stream
+any other way (no typer, no `print`)."""
 
 from __future__ import annotations
 
 import os
 import sys
 from enum import Enum
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Iterable, NoReturn
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -48,6 +51,25 @@ def stdout_console() -> "Console":
     if width is None and not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(width=PIPE_WIDTH, soft_wrap=False)
     return console
+
+
+def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """Plain text as it is (no rich markup, no wrapping) to stdout, or stderr with `err` (notes,
+    warnings, verdicts), with a newline unless `nl` is False; flushed."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(f"{text}\n" if nl else text)
+    stream.flush()
+
+
+def write_bytes(data: bytes | Iterable[bytes], *, err: bool = False) -> None:
+    """Bytes (one block, or lines as an iterable) unchanged to stdout (stderr with `err`), flushed:
+    a batch trace or a report file sent to `-`."""
+    stream = sys.stderr if err else sys.stdout
+    if isinstance(data, bytes):
+        stream.buffer.write(data)
+    else:
+        stream.buffer.writelines(data)
+    stream.flush()
 
 
 def print_json(payload: bytes, *, to_stderr: bool = False) -> None:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def write(explanation: BatchExplanation, deployment: Deployment, output_format: OutputFormat) -> None:
     """One batch explained on stdout in `output_format`."""
     if output_format is OutputFormat.json:
-        from cpbcg.documents import as_dict, dumps
+        from cpbcg.outputs.documents import as_dict, dumps
 
         print_json(dumps(as_dict(explanation)))
     elif output_format is OutputFormat.table:

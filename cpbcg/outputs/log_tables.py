@@ -2,7 +2,7 @@
 read, what was assumed, observed vs modelled graph use, the measured capture total) and their
 total, then the comparison per DP rank with the disagreeing lines, and the measured capture memory
 per bucket (a table). The stderr lines (settings taken from the log, lines skipped and folded) are
-`cpbcg.notes`'; the JSON section is `cpbcg.documents.observed_document`."""
+`cpbcg.outputs.notes`'; the JSON section is `cpbcg.outputs.documents.observed_document`."""
 
 from __future__ import annotations
 

@@ -4,18 +4,18 @@ Every `--format` has its arm in `render`, which ends in `assert_never` (mypy che
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Protocol
 
 from cpbcg.atomic import STDOUT, OutputGroup, write_atomic
 from cpbcg.errors import ExitCode
-from cpbcg.outputs.console import OutputFormat, assert_never, print_json, stderr_console, stdout_console
+from cpbcg.outputs.console import OutputFormat, assert_never, echo, print_json, stderr_console, stdout_console
 
 
 
 if TYPE_CHECKING:
     from cpbcg.planner.optimise.guarantee import GuaranteeResult
+    from cpbcg.planner.assembly.sources import BatchSource
     from cpbcg.planner.deployment import Deployment
     from cpbcg.planner.observed import LogObserved
     from cpbcg.planner.optimise.compare import Comparison
@@ -35,17 +35,17 @@ class PlanView(Protocol):
     @property
     def comparison(self) -> Comparison | None: ...
     @property
-    def simulation(self) -> dict[str, object] | None: ...
+    def source(self) -> BatchSource: ...
     @property
     def export(self) -> str | None: ...
-    @property
-    def observed(self) -> dict[str, object] | None: ...
     @property
     def log(self) -> LogSettings | None: ...
     @property
     def logs(self) -> tuple[LogObserved, ...]: ...
     @property
     def parts(self) -> tuple[PlanPart, ...]: ...
+    @property
+    def traces(self) -> int: ...
 
 
 class GuaranteeView(Protocol):
@@ -90,8 +90,7 @@ def write(report: PlanView | GuaranteeView, options: PlanOutputOptions) -> ExitC
             outputs.write(options.plot, plot_png(rec, comparison))
         _emit(report.export, output, outputs)
     if plotted:
-        sys.stderr.write(f"wrote {options.plot}\n")
-        sys.stderr.flush()
+        echo(f"wrote {options.plot}", err=True)
     if report.export is not None and output is not None:
         stderr_console().print(f"wrote {output}", highlight=False)
     if options.emit is not None and output is None:
@@ -111,14 +110,16 @@ def render(report: PlanView, output_format: OutputFormat) -> None:
 
 
 def _json(report: PlanView) -> None:
-    from cpbcg.documents import comparison_document, dumps, plan_document, traffic_document
+    from cpbcg.outputs.documents import comparison_document, dumps, observed_document, plan_document, simulation_document, traffic_document
 
     result, parts = report.result, report.parts
     compared = None if report.comparison is None else comparison_document(report.comparison)
-    doc = plan_document(report.header, result.evaluation, result.recommendation, report.simulation, compared,
+    doc = plan_document(report.header, result.evaluation, result.recommendation, simulation_document(parts, report.source), compared,
                         recommendation_error=result.recommendation_error)
-    if report.observed is not None:
-        doc["observed"] = report.observed
+    observed = observed_document(result.observed, report.log) if report.traces == 1 else \
+        ({"logs": [one.to_dict() for one in report.logs]} if report.logs else None)
+    if observed is not None:
+        doc["observed"] = observed
     if len(parts) > 1:
         doc["traffic"] = traffic_document(parts)
     print_json(dumps(doc))
@@ -149,7 +150,7 @@ def _guarantee(report: GuaranteeView, options: PlanOutputOptions, output: Option
     _emit(report.export, output)
     if options.emit is None or output is not None:
         if options.output_format is OutputFormat.json:
-            from cpbcg.documents import dumps, guarantee_document
+            from cpbcg.outputs.documents import dumps, guarantee_document
 
             print_json(dumps(guarantee_document(dep, result)))
         elif options.output_format is OutputFormat.table:
@@ -172,6 +173,4 @@ def _emit(text: Optional[str], output: Optional[Path], outputs: OutputGroup | No
         write_atomic(output, text)
         stderr_console().print(f"wrote {output}", highlight=False)
     else:
-        console = stdout_console()
-        console.file.write(text)
-        console.file.flush()
+        echo(text, nl=False)

@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import os
-
 from pathlib import Path
-
-from typing import Optional, Protocol
-
-from typing import TYPE_CHECKING
-
-import typer
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from cpbcg.atomic import STDOUT
 from cpbcg.errors import ExitCode
-
-
-from cpbcg.outputs.console import OutputFormat, assert_never, print_json, stderr_console, stdout_console
-
-
+from cpbcg.outputs.console import OutputFormat, assert_never, echo, print_json, stderr_console, stdout_console
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -26,6 +16,7 @@ if TYPE_CHECKING:
 
     from cpbcg.gates.gates import CheckReport, ReplayRecord
     from cpbcg.atomic import OutputGroup
+    from cpbcg.planner.assembly.sources import BatchSource
 
 NO_GATES_NOTE = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
 """Printed under the empty gate table as a plain line (a caption would be cut in narrow terminals)."""
@@ -90,20 +81,34 @@ class ReplayCheckOutputOptions(Protocol):
     def json_path(self) -> Optional[Path]: ...
 
 
-def write(report: CheckReport, options: ReplayCheckOutputOptions, *, trace_given: bool) -> ExitCode:
+class ReplayCheckView(Protocol):
+    """What this output reads of a replay-check report (`cpbcg.commands.replay_check.ReplayCheckReport`)."""
+
+    @property
+    def report(self) -> CheckReport: ...
+    @property
+    def source(self) -> BatchSource: ...
+
+
+def write(checked: ReplayCheckView, options: ReplayCheckOutputOptions, *, trace_given: bool) -> ExitCode:
     """Everything `replay-check` writes: the report on stdout (stderr when a report file takes
-    stdout), the CI reports, the verdict line; the exit code (`GATE_FAILED`: a gate failed)."""
-    render(report, options.output_format, stdout_taken=STDOUT in (str(options.junit), str(options.json_path)))
-    publish(report, options.junit, options.json_path)
+    stdout), the CI reports, the verdict line; the exit code (`GATE_FAILED`: a gate failed). The
+    JSON reports carry the simulation summary of the trace read (`simulation_document`)."""
+    from cpbcg.outputs.documents import simulation_document
+
+    report = checked.report
+    simulation = simulation_document(report.parts, checked.source)
+    render(report, options.output_format, stdout_taken=STDOUT in (str(options.junit), str(options.json_path)), simulation=simulation)
+    publish(report, options.junit, options.json_path, simulation)
     if not trace_given:
-        typer.echo(NO_TRACE_WARNING, err=True)
-    typer.echo(verdict(report), err=True)
+        echo(NO_TRACE_WARNING, err=True)
+    echo(verdict(report), err=True)
     return ExitCode.OK if report.passed else ExitCode.GATE_FAILED
 
 
-def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool = False) -> None:
+def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool = False, simulation: dict[str, Any] | None = None) -> None:
     """Main output on stdout: the plan tables plus overflow and gates, or the JSON report (with
-    the simulation summary); on stderr when a report file goes to stdout (`--json -` or `--junit -`)."""
+    the `simulation` summary); on stderr when a report file goes to stdout (`--json -` or `--junit -`)."""
     from rich.console import Group
     from rich.text import Text
 
@@ -111,7 +116,7 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     from cpbcg.outputs.tables import evaluation_tables, summed_header
 
     if output_format is OutputFormat.json:
-        print_json(report_json(report, report.simulation), to_stderr=stdout_taken)
+        print_json(report_json(report, simulation), to_stderr=stdout_taken)
         return
     if output_format is not OutputFormat.table:
         assert_never(output_format)
@@ -130,11 +135,11 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     console.print(Group(*parts))
 
 
-def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path]) -> None:
+def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path], simulation: dict[str, Any] | None = None) -> None:
     """Report files (`--json -`: stdout; both files written together or neither), GitHub
     annotations (`GITHUB_ACTIONS=true`) and the step summary. The outputs were checked up front
     (`check_outputs`); the annotations and the step summary never change the verdict: a summary
-    that cannot be appended is a warning. The JSON report carries the simulation summary."""
+    that cannot be appended is a warning. The JSON report carries the `simulation` summary."""
     from cpbcg.outputs.ci_reports import append_step_summary, github_annotations, junit_xml, report_json, step_summary_markdown
     from cpbcg.atomic import OutputGroup
 
@@ -142,22 +147,22 @@ def publish(report: CheckReport, junit: Optional[Path], json_path: Optional[Path
         if junit is not None:
             _write(junit, junit_xml(report), outputs)
         if json_path is not None:
-            _write(json_path, report_json(report, report.simulation), outputs)
+            _write(json_path, report_json(report, simulation), outputs)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(report):  # stderr lines only: nothing here can fail on a file
-            typer.echo(line, err=True)
+            echo(line, err=True)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             append_step_summary(summary, step_summary_markdown(report))
         except OSError as exc:
-            typer.echo(f"cpbcg: warning: cannot append the step summary to {summary}: {exc.strerror or exc}", err=True)
+            echo(f"cpbcg: warning: cannot append the step summary to {summary}: {exc.strerror or exc}", err=True)
 
 
 def _write(path: Path, data: bytes, outputs: "OutputGroup") -> None:
     """A report file, staged in `outputs` (an `OutputGroup`); `-` is stdout."""
     if str(path) == STDOUT:
-        typer.echo(data.decode(), nl=False)
+        echo(data.decode(), nl=False)
     else:
         outputs.write(path, data)
 

@@ -28,7 +28,7 @@ off is modelled eager throughout.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from cpbcg.planner.traces.records import ForwardSizes, ObservedForwards
 from cpbcg.planner.traces.sglang_log import LogSummary
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.server import ResolvedServer
+from cpbcg.planner.deployment import Deployment
 
 PADDING_CAP_DATE = "2026-07-16"
 """SGLang PR #31487 (merged 2026-07-16): prefill graphs fall back to eager above 2x padding.
@@ -66,6 +67,25 @@ class AssumedSetting:
     def text(self) -> str:
         shown = ",".join(map(str, self.value)) if isinstance(self.value, list) else self.value
         return f"{self.key} {shown} (assumed: not in the log; {self.option} sets it)"
+
+
+ASSUMED_OPTIONS = {"cp_size": "--cp-size", "buckets": "--buckets", "scheduler.chunked_prefill_size": "--chunked-prefill-size",
+                   "scheduler.page_size": "--page-size"}
+"""The settings whose source a log's comparison names when the log does not state them, and the option that sets each."""
+
+
+def assumed_settings(log: LogSettings | None, deployment: Deployment, overrides: Mapping[str, object] | None = None,
+                     fixed: Iterable[str] = ()) -> tuple[AssumedSetting, ...]:
+    """The settings of `ASSUMED_OPTIONS` that the log (one launch) neither states nor shows, the
+    command line does not give and a manifest does not fix (`fixed`), with the value `deployment`
+    plans them at: what the comparison and the report call assumed. Empty without a log."""
+    if log is None:
+        return ()
+    known = set(log.overrides()) | {k for k, v in (overrides or {}).items() if v is not None} | set(fixed) | set(log.resolved_by_server())
+    values: dict[str, object] = {"cp_size": deployment.cp.cp_size, "buckets": deployment.bucket_spec or list(deployment.buckets),
+                                 "scheduler.chunked_prefill_size": deployment.scheduler.chunked_prefill_size,
+                                 "scheduler.page_size": deployment.scheduler.page_size}
+    return tuple(AssumedSetting(k, values[k], option) for k, option in ASSUMED_OPTIONS.items() if k not in known)
 
 
 @dataclass(frozen=True)

@@ -200,35 +200,61 @@ DASK_CONNECT_TIMEOUT_KEY = "distributed.comm.timeouts.connect"
 reads it, so `DASK_CONNECT_TIMEOUT_ENV=5s` (or `dask.config.set`) shortens the wait."""
 DASK_CONNECT_TIMEOUT_ENV = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"
 
-MIN_LOAD_FACTOR, MAX_LOAD_FACTOR = 1e-6, 1e6
-"""Bounds of a load factor (`--time-scale`)."""
-
-
-def parse_load_factors(text: str) -> list[float]:
-    """Load factors from `0.5,1,2,4` (one or more, distinct, each in
-    [`MIN_LOAD_FACTOR`, `MAX_LOAD_FACTOR`]), in the order given. Raises `ConfigError` naming
-    `--time-scale`."""
-    factors: list[float] = []
-    for word in text.split(","):
-        try:
-            value = float(word.strip())
-        except ValueError:
-            raise ConfigError(f"--time-scale: {word.strip()[:40]!r} is not a number (give e.g. 2, or 0.5,1,2,4)") from None
-        if not MIN_LOAD_FACTOR <= value <= MAX_LOAD_FACTOR:  # also refuses nan and inf
-            raise ConfigError(f"--time-scale: {word.strip()[:40]} is outside [{MIN_LOAD_FACTOR:g}, {MAX_LOAD_FACTOR:g}]")
-        if value in factors:
-            raise ConfigError(f"--time-scale: {word.strip()[:40]} is given twice")
-        factors.append(value)
-    return factors
-
-
 def default_rates(mean_prompt_tokens: float, scheduler: SchedulerSettings) -> list[float]:
     """Poisson rates (requests/s) at which the modelled prefill would be busy `UTILISATIONS` of the
     time if nothing else held the server (decode steps and a full KV pool do: the report says the
-    busy fraction each simulation reached, `api.rate_notes`):
+    busy fraction each simulation reached, `load_reached`):
     `u / (prefill_fixed_ms / 1000 + mean_prompt_tokens / prefill_tokens_per_s)`, 3 significant digits."""
-    per_request_s = scheduler.prefill_fixed_ms / 1000.0 + mean_prompt_tokens / scheduler.prefill_tokens_per_s
+    per_request_s = prefill_s_per_request(mean_prompt_tokens, scheduler)
     return [float(f"{u / per_request_s:.3g}") for u in UTILISATIONS]
+
+
+def prefill_s_per_request(mean_prompt_tokens: float, scheduler: SchedulerSettings) -> float:
+    """The rate picker's prefill-only model: seconds of prefill one request of `mean_prompt_tokens`
+    costs (`prefill_fixed_ms / 1000 + mean_prompt_tokens / prefill_tokens_per_s`)."""
+    return scheduler.prefill_fixed_ms / 1000.0 + mean_prompt_tokens / scheduler.prefill_tokens_per_s
+
+
+REACHED_SHARE = 0.9
+"""A load whose simulation reached less than this share of the prefill busy fraction the rate
+picker's model gives it is said to fall short (decode and the KV pool hold the server)."""
+
+
+@dataclass(frozen=True)
+class LoadReached:
+    """How busy one simulated Poisson load kept the prefill (`load_reached`)."""
+
+    target_busy: float
+    """The prefill busy fraction the rate picker's model gives the rate (`prefill_s_per_request`
+    of the simulated mean prompt times the rate; may exceed 1)."""
+    reached_busy: float
+    """The prefill busy fraction the simulation reached (busy time over simulated time)."""
+
+    @property
+    def short(self) -> bool:
+        """The simulation fell short of `REACHED_SHARE` of the target: decode steps or the KV pool held the server."""
+        return self.reached_busy < REACHED_SHARE * self.target_busy
+
+
+def load_reached(source: BatchSource, rate_per_s: float | None) -> LoadReached | None:
+    """What the simulation of `source` at `rate_per_s` (req/s) reached against the rate picker's
+    model, or None when it was not simulated at a rate or simulated nothing. Complete once
+    `source.batches` has been iterated."""
+    sim = source.simulation
+    if sim is None or rate_per_s is None:
+        return None
+    s = sim.summary()
+    if not s.requests or not s.simulated_s:
+        return None
+    return LoadReached(rate_per_s * prefill_s_per_request(s.input_tokens / s.requests, sim.cfg), s.busy_s / s.simulated_s)
+
+
+def simulated_loads(source: BatchSource, rates: Sequence[float] | str | None) -> int:
+    """How many Poisson rates the request trace `source` is simulated at under `rates` (`plan`'s
+    load model, `untimed_rates`): 0 for a trace with arrival times or another kind."""
+    if rates is None or source.spec is None or source.simulation is None:
+        return 0
+    return len(untimed_rates(request_profile(source.spec), source.spec.scheduler, rates) or ())
 
 
 def map_jobs(fn: Callable[[T], R], items: Sequence[T], workers: int = 1, scheduler: str | None = None,

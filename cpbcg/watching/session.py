@@ -93,7 +93,7 @@ class Resolved:
     table: BucketTable
     notes: tuple[str, ...] = ()
     assumed: tuple[AssumedSetting, ...] = ()
-    """Settings the log (this launch) does not state, at the value they are planned at (`api.assumed_settings`)."""
+    """Settings the log (this launch) does not state, at the value they are planned at (`cpbcg.planner.observed.assumed_settings`)."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from cpbcg.errors import TraceError
+from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
 from cpbcg.planner.assembly.embedded import synthetic_batches
@@ -188,3 +189,12 @@ def describe_source(trace: Path | str | None, bound: bool = False) -> str:
     if trace is None:
         return EMBEDDED_DEFAULT
     return f"{display(trace)} (SGLang server log: forward sizes only, planned as a worst-case bound)" if bound else display(trace)
+
+
+def report_header(deployment: Deployment, trace: BatchSource | str | Path | None, path: str | Path | None = None) -> dict[str, object]:
+    """The report header (`Deployment.header`) of a trace (an opened source, whose `path` names
+    it, or a path): its source line and `bound`, True when the trace gives forward sizes only
+    and every number is a worst-case bound."""
+    bound = isinstance(trace, BatchSource) and trace.is_bound
+    source = path if isinstance(trace, BatchSource) else trace
+    return {**deployment.header(describe_source(source, bound=bound)), "bound": bound}

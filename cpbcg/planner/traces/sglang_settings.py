@@ -187,6 +187,13 @@ class LogSettings:
         """The setting of config key `key`, or None when the launch neither states nor shows it."""
         return next((s for s in self.settings if s.key == key), None)
 
+    def resolved_by_server(self) -> tuple[str, ...]:
+        """Config keys whose value the settings dump states as None (`page_size=None`): the
+        server resolved them at start-up from its other settings (0.5.23 `ServerArgs.__post_init__`),
+        so they are neither read from the log nor assumed, but the resolved server's."""
+        return tuple(f"scheduler.{name}" for name in ("page_size", "chunked_prefill_size")
+                     if name in self.server_args and self.server_args[name] is None)
+
     def version_tuple(self) -> tuple[int, ...] | None:
         if self.version is None:
             return None

@@ -1,19 +1,22 @@
 """Notes (plain text for people) that make a batch source's assumptions visible: the scheduler
-simulation behind a request trace, a server log taken at its worst case, and scheduler options
-that a batch trace ignores. The JSON summary is `cpbcg.documents.simulation_summary`.
+simulation behind a request trace, a server log taken at its worst case, the rates a trace
+without timestamps was simulated at, what a server log states or leaves assumed, and scheduler
+options that a batch trace ignores. The JSON summary is `cpbcg.outputs.documents.simulation_summary`.
 
-The API returns these; the commands print them to stderr.
+Every note is worded here from typed results (a `BatchSource`, `LogSettings`, `ServerCheck`,
+`LoadReached`, ...); the commands hand the lines to their `note` (stderr).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 from cpbcg.planner.traces import TraceFormat, detect_format
 from cpbcg.planner.traces.registry import BY_NAME
 from cpbcg.planner.traces.text import display
 from cpbcg.planner.scheduler import backlog_fraction
+from cpbcg.planner.traffic import UTILISATIONS, load_reached
 from cpbcg.planner.server import ResolvedServer, ServerCheck
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.export import SERVER_SCHEDULER_KEYS
@@ -194,13 +197,6 @@ def resolution_notes(server: "ResolvedServer | None") -> list[str]:
         [f"cpbcg: note: SGLang {SGLANG_VERSION} starts with {note}; planned with that" for note in server.notes]
 
 
-def resolved_by_server(log: "LogSettings") -> tuple[str, ...]:
-    """Config keys whose value the log's settings dump states as None (`page_size=None`): the
-    server resolved them at start-up from its other settings (0.5.23 `ServerArgs.__post_init__`),
-    so they are neither read from the log nor assumed, but the resolved server's."""
-    return tuple(f"scheduler.{name}" for name in ("page_size", "chunked_prefill_size") if name in log.server_args and log.server_args[name] is None)
-
-
 def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object], assumed: "Sequence[AssumedSetting]" = (),
                        server: ResolvedServer | None = None) -> list[str]:
     """One stderr line per setting an SGLang server log states or shows: `cpbcg: from the log:
@@ -217,7 +213,7 @@ def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object
         tail = "; overridden by the command line" if s.key in given else ""
         out.append(f"cpbcg: from the log: {s.key} {shown} ({s.origin}{tail})")
     out += [f"cpbcg: assumed: {a.text()}" for a in assumed]
-    for key in resolved_by_server(log) if server is not None else ():
+    for key in log.resolved_by_server() if server is not None else ():
         if key not in given:
             value = getattr(server, key.removeprefix("scheduler."))
             out.append(f"cpbcg: from the log: {key} {value.value} (resolved by {SGLANG_VERSION} from the log's settings: {value.source})")
@@ -276,4 +272,63 @@ def unused_request_option_notes(flags: list[str], source: BatchSource, trace: Pa
         verb = "filters" if len(filters) == 1 else "filter"
         out.append(f"cpbcg: warning: {', '.join(filters)} {verb} BurstGPT rows only; {name} is "
                    f"{_value(source.trace_format)}, so every row was read")
+    return out
+
+
+def launch_notes(log: "LogSettings", overrides: Mapping[str, object], assumed: "Sequence[AssumedSetting]" = ()) -> list[str]:
+    """`log_settings_notes` of one launch a running server was resolved under (`cpbcg watch`),
+    and a note when the launch printed no start-up output before its first Prefill batch (the
+    buckets and settings are then the config's and the command line's)."""
+    notes = log_settings_notes(log, overrides, assumed)
+    if not (log.args_line or log.capture_line or log.capture is not None or log.resolved):
+        notes.append(f"cpbcg: note: {log.path}: no start-up output (settings dump, capture line) before the first Prefill batch: "
+                     "the buckets and settings are the config's and the command line's, assumed to be the server's")
+    return notes
+
+
+class SimulatedLoad(Protocol):
+    """A trace simulated at one load (`PlanPart`, or a `batches` run): what `rate_notes` reads."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def rate_per_s(self) -> float | None: ...
+    @property
+    def source(self) -> BatchSource: ...
+
+
+def rate_notes(parts: Sequence[SimulatedLoad], picked: bool = True) -> list[str]:
+    """Which Poisson rates a trace without timestamps was simulated at, where they came from
+    (`picked`: the rate picker, `traffic.default_rates`; else `--rate`/`scheduler.rate` times the
+    load factors) and the prefill busy fraction each simulation reached; a load that fell short
+    of what the picker's prefill-only model gives it (`LoadReached.short`) says so, with what held
+    the server. One line per trace."""
+    by_trace: dict[str, list[SimulatedLoad]] = {}
+    for part in parts:
+        if part.rate_per_s is not None:
+            by_trace.setdefault(part.label, []).append(part)
+    out = []
+    for label, mine in by_trace.items():
+        shown, short = [], []
+        for part in mine:
+            reached = load_reached(part.source, part.rate_per_s)
+            shown.append(f"{part.rate_per_s:g} ({reached.reached_busy:.1%} busy)" if reached else f"{part.rate_per_s:g}")
+            if reached and reached.short:
+                short.append((part, reached))
+        if picked:
+            busy = ", ".join(f"{u:.0%}" for u in UTILISATIONS)
+            why = (f"the rate picker's choice: the modelled prefill alone would be busy about {busy} of the time (the mean prompt "
+                   "over every request at --prefill-tokens-per-s and --prefill-fixed-ms): its load is unknown and the batch shapes "
+                   "follow the load; --rate fixes it")
+        else:
+            why = "--rate (or scheduler.rate) times each --time-scale factor"
+        out.append(f"cpbcg: note: {label} has no arrival times: simulated at Poisson rates {', '.join(shown)} req/s (prefill busy "
+                   f"reached), {why}")
+        for part, got in short:
+            s = part.source.simulation.summary() if part.source.simulation is not None else None
+            held = "" if s is None else (f": decode steps took {s.decode_s / s.simulated_s:.1%} of the time"
+                                         f"{f' and the KV pool stopped admission {s.kv_limited_forwards:,}x' if s.kv_limited_forwards else ''}"
+                                         if s.simulated_s else "")
+            out.append(f"cpbcg: note: at {part.rate_per_s:g} req/s the prefill alone would be {min(got.target_busy, 1.0):.0%} busy; the simulation "
+                       f"reached {got.reached_busy:.1%}{held}, so that load is what this server can reach, not more")
     return out
