@@ -261,6 +261,27 @@ def test_the_edge_layers_point_down_type_only_imports_included():
             assert upper not in graph.get(lower, set()), f"{lower} imports {upper} (type-only imports included)"
 
 
+def test_outputs_write_through_the_console_only():
+    # every rendering goes through one writer interface (`cpbcg.outputs.console`: echo, write_bytes,
+    # print_json, the consoles): no output imports typer or writes to a stream itself
+    for name, path in MODULES.items():
+        if not name.startswith("cpbcg.outputs.") or name == "cpbcg.outputs.console":
+            continue
+        tree = ast.parse(path.read_text())
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert "typer" not in imported and "click" not in imported, f"{name} imports typer: write through cpbcg.outputs.console"
+        streams = sorted({ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and ast.unparse(n) in ("sys.stdout", "sys.stderr")}
+                         | {"print()" for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"})
+        assert not streams, f"{name} writes to {streams} itself: write through cpbcg.outputs.console"
+
+
+def test_every_rendering_lives_in_outputs():
+    # the JSON documents and the notes' words are renderings: no module of them outside cpbcg/outputs/
+    assert not {"cpbcg.documents", "cpbcg.notes", "cpbcg.commands.trace_input"} & set(MODULES)
+    assert {"cpbcg.outputs.documents", "cpbcg.outputs.notes"} <= set(MODULES)
+
+
 def test_each_command_has_its_use_case_module():
     commands = {p.stem for p in (PACKAGE / "commands").glob("*.py")} - {"__init__"}
     assert {"plan", "replay_check", "batches", "layout", "presets", "check_server", "watch"} <= commands

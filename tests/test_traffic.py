@@ -237,3 +237,35 @@ def test_layout_never_says_fits_for_a_bucket_beyond_the_padding_limit():
     # (SGLang 0.5.23 captures 25 as 28 under cp 4: either way above 2 x 12)
     assert re.search(r"natural bucket 2[58] is above max_padding_factor 2 x n = 24 tokens: beyond the padding limit", text)
     assert "fits" not in text and "eager (padding_limit)" in text
+
+
+def test_a_load_that_falls_short_of_the_rate_pickers_model_is_said_to(tmp_path):
+    # the fact (`load_reached`, planner) and its words (`rate_notes`, outputs) live apart: the
+    # target is the picker's prefill-only model of the simulated mean prompt, the reached share
+    # the simulation's busy time; below REACHED_SHARE of the target the note says what held it
+    from cpbcg.commands.batches import BatchesLoad
+    from cpbcg.outputs.notes import rate_notes
+    from cpbcg.planner.traffic import REACHED_SHARE, LoadReached, load_reached, prefill_s_per_request
+
+    assert REACHED_SHARE == 0.9
+    assert LoadReached(0.5, 0.449).short and not LoadReached(0.5, 0.451).short
+    trace = tmp_path / "vidur.csv"
+    trace.write_text("num_prefill_tokens,num_decode_tokens\n" + "".join(f"{1000 + 37 * i % 3000},2000\n" for i in range(200)))
+    dep = cpbcg.load_deployment(scheduler={"rate": 0.5})
+    source = cpbcg.open_trace(trace, dep)
+    assert load_reached(source, 0.5) is None  # not read yet: nothing simulated
+    for _ in source.batches:
+        pass
+    s = source.simulation.summary()
+    reached = load_reached(source, 0.5)
+    assert reached == LoadReached(0.5 * prefill_s_per_request(s.input_tokens / s.requests, dep.scheduler), s.busy_s / s.simulated_s)
+    assert reached.target_busy == pytest.approx(0.5 * (0.005 + sum(1000 + 37 * i % 3000 for i in range(200)) / 200 / 40000))
+    assert load_reached(source, None) is None
+    # decode (2,000 tokens a request) kept the prefill below 90% of its modelled share: said, with what held it
+    assert reached.short, reached
+    lines = rate_notes([BatchesLoad(str(trace), 0.5, source)], picked=False)
+    assert lines[0] == (f"cpbcg: note: {trace} has no arrival times: simulated at Poisson rates 0.5 ({reached.reached_busy:.1%} busy) req/s "
+                        "(prefill busy reached), --rate (or scheduler.rate) times each --time-scale factor")
+    assert lines[1] == (f"cpbcg: note: at 0.5 req/s the prefill alone would be {reached.target_busy:.0%} busy; the simulation reached "
+                        f"{reached.reached_busy:.1%}: decode steps took {s.decode_s / s.simulated_s:.1%} of the time, so that load is what "
+                        "this server can reach, not more")
