@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from enum import Enum
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Iterator, NoReturn, Optional
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -69,6 +70,27 @@ def stderr_console() -> "Console":
     return console
 
 
+@contextmanager
+def progress_bar(description: str, total: Optional[float] = None, enabled: bool = True) -> Iterator:
+    """A rich progress bar on stderr; yields `advance(amount, description=None)` (a description
+    replaces the bar's). Hidden when stderr is no terminal."""
+    if not enabled or not sys.stderr.isatty():  # no bar, and no rich import, off a terminal
+        yield lambda amount=1, description=None: None
+        return
+    console = stderr_console()
+    if not console.is_terminal:  # FORCE_COLOR fakes a terminal; TERM=dumb and the like are none
+        yield lambda amount=1, description=None: None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}"), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+
+        def advance(amount: float = 1, description: str | None = None) -> None:
+            bar.update(task, advance=amount, description=description)
+
+        yield advance
 
 
 def assert_never(value: NoReturn) -> NoReturn:
