@@ -236,3 +236,24 @@ class Flag:
     """A `str -> value` function (`ValueError` with the reason for a bad text)."""
     show_default: bool = True
     """False: the help says the default itself (or there is none to show)."""
+
+
+@dataclass(frozen=True)
+class Argument:
+    """A command's positional argument, declared once on the field of its options type, as `Flag`
+    declares an option: `extend_seq_lens: Annotated[list[int], Argument("Extend lengths ...", ge=1)]`.
+    `cpbcg.cli.options.with_options` turns it into the typer argument (help, bounds, metavar; the
+    field's default, none = required)."""
+
+    help: str
+    ge: float | None = None
+    """Least value accepted (inclusive)."""
+    le: float | None = None
+    """Largest value accepted (inclusive)."""
+    metavar: str | None = None
+
+
+CONFIG_FLAG = Flag(("--config", "-c"), CONFIG_HELP, show_default=False)
+"""`--config`, the one declaration every command that reads a deployment config puts on its field."""
+FORMAT_FLAG = Flag(("--format", "-f"), "table for people, json for machines.")
+"""`--format` (`cpbcg.outputs.console.OutputFormat`), the one declaration every command with a `--format` puts on its field."""

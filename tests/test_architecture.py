@@ -284,7 +284,7 @@ def test_every_rendering_lives_in_outputs():
 
 def test_each_command_has_its_use_case_module():
     commands = {p.stem for p in (PACKAGE / "commands").glob("*.py")} - {"__init__"}
-    assert {"plan", "replay_check", "batches", "layout", "presets", "check_server", "watch"} <= commands
+    assert {"plan", "replay_check", "batches", "layout", "presets", "check_server", "watch", "capture"} <= commands
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -252,3 +252,36 @@ def test_model_preset_file_errors(tmp_path):
     bad.write_bytes(b"\x8a\xff\x00binary")
     with pytest.raises(ConfigError, match="m.yaml: not a text \\(UTF-8\\) YAML file"):
         load_model_preset(str(bad))
+
+
+def test_a_bucket_that_fails_verification_exits_1_and_names_it(tmp_path, monkeypatch, capsys):
+    # the output's verdict on a finished run (cpbcg/outputs/capture.py): a failed bucket wins over a skipped one
+    from types import SimpleNamespace
+
+    import cpbcg.outputs.documents
+    from cpbcg.commands.capture_options import CaptureOptions
+    from cpbcg.errors import ExitCode
+    from cpbcg.outputs.capture import write
+
+    def record(tokens: int, verified: bool) -> dict:
+        return {"capture_num_tokens": tokens, "local_rows": tokens // 4, "capture_s": 0.5, "wall_s": None, "graph_bytes": 2**20,
+                "standalone_graph_bytes": None, "replay_ms": 1.25, "eager_ms": 2.5, "raw_replay_ms": None, "layouts_checked": 3,
+                "overflow_refused": True, "max_abs_err": 0.125, "verified": verified}
+
+    doc = {"dry_run": False, "device_name": "H200", "model": {"name": "tiny", "num_layers": 1, "dtype": "float32"}, "cp_size": 4,
+           "align_size": 8, "tolerance": {"dtype": "float32", "rule": "a rule"}, "wall_s": None,
+           "buckets": [record(128, False), record(64, True)], "skipped_buckets": [{"capture_num_tokens": 256, "cause": "estimate", "reason": "too big"}]}
+    monkeypatch.setattr(cpbcg.outputs.documents, "manifest_document", lambda result: doc)
+    monkeypatch.setenv("CPBCG_WIDTH", "200")
+    skipped = SimpleNamespace(capture_num_tokens=256)
+    out = tmp_path / "m.json"
+    assert write(SimpleNamespace(is_writer=True, complete=False, skipped=(skipped,)), CaptureOptions(output=out)) == ExitCode.GATE_FAILED
+    printed = capsys.readouterr()
+    assert printed.err.endswith(f"skipped bucket 256 (estimate): too big\nwrote {out}\ncpbcg: verification failed for bucket(s) 128\n")
+    assert "   128    32      0.500         -    1.0      -   1.250  2.500    -       3  refused   1.2e-01  NO" in printed.out
+    assert orjson.loads(out.read_bytes())["buckets"][0]["verified"] is False
+    doc["buckets"] = [record(64, True)]
+    assert write(SimpleNamespace(is_writer=True, complete=False, skipped=(skipped,)), CaptureOptions()) == ExitCode.CAPTURE_INCOMPLETE
+    assert capsys.readouterr().err.endswith("cpbcg: capture incomplete: bucket(s) 256 skipped (see skipped_buckets)\n")
+    assert write(SimpleNamespace(is_writer=False), CaptureOptions(output=tmp_path / "other.json")) == ExitCode.OK  # torchrun rank > 0
+    assert capsys.readouterr() == ("", "") and not (tmp_path / "other.json").exists()

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 torch = pytest.importorskip("torch")
 
 from cpbcg.cli import app  # noqa: E402
-from cpbcg.cli import capture_cmd  # noqa: E402
+from cpbcg.outputs import capture as capture_output  # noqa: E402
 from cpbcg.outputs.documents import manifest_document  # noqa: E402
 from cpbcg.graph_capture import forward  # noqa: E402
 from cpbcg.graph_capture.harness import CaptureSession  # noqa: E402
@@ -144,7 +144,7 @@ def test_second_forward_reuses_equal_attention_only():
 
 def test_cli_prints_the_wall_line_and_progress_lines_off_a_terminal(tmp_path, monkeypatch):
     monkeypatch.setenv("CPBCG_WIDTH", "200")
-    monkeypatch.setattr(capture_cmd, "PROGRESS_LINES_AFTER_S", 0.0)
+    monkeypatch.setattr(capture_output, "PROGRESS_LINES_AFTER_S", 0.0)
     out = tmp_path / "m.json"
     result = runner.invoke(app, ["capture", "--cp-size", "4", "--buckets", "64,128", "--layers", "1", "-o", str(out)])
     assert result.exit_code == 0, result.output

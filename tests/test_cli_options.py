@@ -157,3 +157,77 @@ def test_non_finite_option_values_are_named_as_such(args):
     assert f"expected a finite number, got {args[-1]}" in result.output, result.output
     bounded = CliRunner().invoke(app, [*args[:-1], "1e12"])  # the bounds still hold, typer's wording
     assert bounded.exit_code == 2 and "Input should be less than or equal to" in bounded.output, bounded.output
+
+
+def _command_declarations() -> dict[str, dict[str, tuple[object, type, list[str]]]]:
+    """Per command: click parameter name -> (its declaration: the `Flag`, `Argument` or the
+    `Setting` of a `SettingKey`; the option type that declares it; its command-line spellings)."""
+    import typing
+
+    import typer._click as click
+    import typer.main
+
+    from cpbcg.cli.options import SettingKey
+    from cpbcg.settings import Argument, Flag, setting
+
+    root = typer.main.get_command(app)
+    out: dict[str, dict[str, tuple[object, type, list[str]]]] = {}
+    for name in root.list_commands(click.Context(root)):
+        cmd = root.get_command(click.Context(root), name)
+        groups = getattr(cmd.callback, "option_groups", None)
+        assert groups, f"{name}: its options are not fields of option types (`with_options`)"
+        declared: dict[str, tuple[object, type]] = {}
+        for cls in groups.values():
+            hints = typing.get_type_hints(cls, include_extras=True)
+            for field in dataclasses.fields(cls):
+                marks = [m for m in getattr(hints[field.name], "__metadata__", ()) if isinstance(m, (Flag, Argument, SettingKey))]
+                assert len(marks) == 1, f"{name}: {cls.__name__}.{field.name} is not declared by one Flag, Argument or setting"
+                mark = marks[0]
+                declared[field.name] = (setting(mark.key) if isinstance(mark, SettingKey) else mark, cls)
+        params = {p.name: p for p in cmd.params}
+        assert sorted(set(params) - set(declared)) == [], f"{name}: parameters declared outside its option types"
+        assert sorted(set(declared) - set(params)) == [], f"{name}: declared options that are not on the command line"
+        out[name] = {p: (*declared[p], [*params[p].opts, *params[p].secondary_opts]) for p in params}
+    return out
+
+
+def test_every_option_of_every_command_comes_from_one_declaration():
+    # every parameter of every command is a field of one of its option types (the command's own,
+    # e.g. `PlanOptions`, or a shared group of cli/options.py) marked by its one declaration:
+    # a `Flag` / `Argument` (cpbcg.settings) or a setting (`SettingKey` -> settings.SETTINGS);
+    # a raw `typer.Option` on a command or a field fails here
+    from cpbcg.settings import FORMAT_FLAG, Argument, Flag
+
+    by_command = _command_declarations()
+    assert {"plan", "replay-check", "batches", "capture", "watch", "layout", "check-server", "presets"} <= set(by_command)
+    formats = []
+    for command, params in by_command.items():
+        spellings = [s for _, _, opts in params.values() for s in opts]
+        assert len(spellings) == len(set(spellings)), f"{command}: a flag spelled twice"
+        formats += [command for declaration, _, _ in params.values() if isinstance(declaration, (Flag, Argument)) and declaration == FORMAT_FLAG]
+    assert sorted(formats) == ["check-server", "layout", "plan", "presets", "replay-check", "watch"]
+
+
+def test_no_declaration_is_written_twice():
+    # an option several commands share is one object (`FORMAT_FLAG`, `CONFIG_FLAG`, a shared
+    # group's field), never a second `Flag(...)` with the same flags and text in the source
+    import ast
+
+    written: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "cpbcg").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("Flag", "Argument"):
+                written.setdefault(ast.unparse(node), []).append(path.name)
+    assert len(written) > 50  # the walk sees the declarations
+    assert {call: files for call, files in written.items() if len(files) > 1} == {}
+
+
+def test_each_command_declares_its_own_options_on_its_options_type():
+    # the options a command alone takes live on its options type in cpbcg/commands/ (the
+    # shared groups of cpbcg/cli/options.py hold the deployment, trace, scheduler, cost and gate options)
+    own = {command: {cls.__module__ for _, cls, _ in params.values() if cls.__module__.startswith("cpbcg.commands.")}
+           for command, params in _command_declarations().items()}
+    assert own == {"plan": {"cpbcg.commands.plan_options"}, "replay-check": {"cpbcg.commands.replay_check_options"},
+                   "batches": {"cpbcg.commands.batches_options"}, "capture": {"cpbcg.commands.capture_options"},
+                   "watch": {"cpbcg.commands.watch_options"}, "layout": {"cpbcg.commands.layout_options"},
+                   "check-server": {"cpbcg.commands.check_server_options"}, "presets": {"cpbcg.commands.presets_options"}}

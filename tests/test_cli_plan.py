@@ -277,3 +277,12 @@ def test_a_closed_stdout_pipe_exits_quietly_with_141():
         os.close(write_end)
     assert done.returncode == 141
     assert [line for line in done.stderr.splitlines() if not line.startswith("cpbcg: note:")] == []
+
+
+def test_presets_as_json_lists_each_preset_and_why_it_has_no_cp_graphs():
+    doc = orjson.loads(invoke("presets", "--format", "json").stdout)
+    by_name = {row["name"]: row for row in doc}
+    assert by_name["gpt-oss-120b-cp4"] == {"name": "gpt-oss-120b-cp4", "cp_size": 4, "cp_strategy": "zigzag", "chunked_prefill_size": 16384,
+                                           "buckets": "sglang-default:16384", "gpu": "B200", "cp_graphs": True, "why_not": []}
+    assert by_name["deepseek-v3-cp4-mla"]["cp_graphs"] is False
+    assert by_name["deepseek-v3-cp4-mla"]["why_not"] == ["trtllm_mha backend can only be used with non-MLA models."]

@@ -586,8 +586,9 @@ def gen_command(rng: random.Random) -> Case:
         command = rng.choice([[], ["plan"], ["batches"], ["layout"], ["presets"], ["replay-check"], ["capture"]])
         return Case("command", [*command, rng.choice(["--help", "-h"])], False, good=True, note=f"{command} --help")
     if roll < 0.6:
-        extra = rng.choice([[], [], ["-f", "json"], ["--bogus"]])  # presets takes no option
-        return Case("command", ["presets", *extra], bool(extra), good=not extra, note=f"presets {' '.join(extra)}")
+        extra = rng.choice([[], [], ["-f", "json"], ["--bogus"]])  # presets takes --format only
+        bad = extra == ["--bogus"]
+        return Case("command", ["presets", *extra], bad, good=not bad, note=f"presets {' '.join(extra)}")
     if roll < 0.8:
         value = rng.choice(["consecutive", "all", "none", "ALL", "", "some", "\u00b2"])
         good = value in ("consecutive", "all", "none")

@@ -590,3 +590,13 @@ def test_a_log_without_prefill_lines_is_warned_about_and_its_header_shows_the_as
     assert result.exit_code == 0, result.output
     assert f"cpbcg: warning: {path}: no readable Prefill batch line in 1 s" in result.output
     assert f"{path}: 0 forwards; 3 buckets up to 8,192" in result.output
+
+
+def test_the_command_runs_the_library_defaults():
+    # `cpbcg watch` with no window option runs what `WatchOptions()` runs (api.watch's callers):
+    # the command's declarations (commands/watch_options.py) carry the library's defaults
+    from cpbcg.commands.watch import window_options
+    from cpbcg.commands.watch_options import WatchCommandOptions
+
+    assert window_options(WatchCommandOptions(logs=["x.log"])) == WatchOptions()
+    assert window_options(WatchCommandOptions(logs=["x.log"], window_forwards=2000, interval_s=0.5)) == WatchOptions(window_forwards=2000, interval_s=0.5)

@@ -1,25 +1,23 @@
-"""`cpbcg check-server`: what SGLang 0.5.23 does with a launch command, before deploying it."""
+"""`cpbcg check-server`: what SGLang 0.5.23 does with a launch command, before deploying it.
+
+parse (`CheckServerOptions`, declared once in `cpbcg.commands.check_server_options`, and the server
+group) -> call (`cpbcg.commands.check_server.check_server`) -> hand the verdict to its output
+(`cpbcg.outputs.check_server.write`) -> exit 0 / 1 / 2.
+"""
 
 from __future__ import annotations
-
 
 import typer
 
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import ConfigOpt, FormatOpt, OutputFormat
 from cpbcg.cli.options import ServerOptions, with_options
-
+from cpbcg.commands.check_server_options import CheckServerOptions
 
 
 @app.command("check-server")
 @error_boundary
-@with_options(server=ServerOptions)
-def check_server(
-    config: ConfigOpt = None,
-    output_format: FormatOpt = OutputFormat.table,
-    *,
-    server: ServerOptions,
-) -> None:
+@with_options(options=CheckServerOptions, server=ServerOptions)
+def check_server(*, options: CheckServerOptions, server: ServerOptions) -> None:
     """Say what SGLang 0.5.23 would do with a launch command on a model and a GPU: start or
     refuse (which check, its message), capture CP prefill graphs or not and why, and the
     resolved page size, chunk and prefill graph list (as captured, rounded). Exit 0 when it
@@ -32,6 +30,6 @@ def check_server(
     from cpbcg.commands import check_server as check_server_use_case
     from cpbcg.outputs.check_server import write
 
-    verdict = check_server_use_case.check_server(config, server.overrides())
-    write(verdict, output_format)
+    verdict = check_server_use_case.check_server(options.config, server.overrides())
+    write(verdict, options.output_format)
     raise typer.Exit(verdict.exit_code)

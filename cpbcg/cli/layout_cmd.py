@@ -1,29 +1,20 @@
-"""`cpbcg layout`: explain one batch."""
+"""`cpbcg layout`: explain one batch.
+
+parse (`LayoutOptions`, declared once in `cpbcg.commands.layout_options`, and the deployment group)
+-> call (`cpbcg.commands.layout.layout`) -> hand the report to its output (`cpbcg.outputs.layout.write`).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
-
-import typer
-
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import FormatOpt, OutputFormat
 from cpbcg.cli.options import DeploymentOptions, with_options
-
-if TYPE_CHECKING:
-
-    pass
+from cpbcg.commands.layout_options import LayoutOptions
 
 
 @app.command()
 @error_boundary
-@with_options(deployment=DeploymentOptions)
-def layout(
-    extend_seq_lens: Annotated[list[int], typer.Argument(help="Extend lengths of the batch's requests (tokens).", min=1, max=2**31 - 1, show_default=False)],
-    output_format: FormatOpt = OutputFormat.table,
-    *,
-    deployment: DeploymentOptions,
-) -> None:
+@with_options(options=LayoutOptions, deployment=DeploymentOptions)
+def layout(*, options: LayoutOptions, deployment: DeploymentOptions) -> None:
     """Explain one batch: the zigzag blocks each rank holds, logical tokens and physical rows per
     rank, and which captured bucket the runtime would replay it in, and why.
 
@@ -32,9 +23,5 @@ def layout(
     from cpbcg.commands import layout as layout_use_case
     from cpbcg.outputs.layout import write
 
-    result = layout_use_case.layout(extend_seq_lens, deployment.config, deployment.overrides())
-    write(result.explanation, result.deployment, output_format)
-
-
-
-
+    result = layout_use_case.layout(options.extend_seq_lens, deployment.config, deployment.overrides())
+    write(result.explanation, result.deployment, options.output_format)

@@ -28,8 +28,8 @@ from typing import Annotated, Any, Callable, Optional, TypeVar
 
 import typer
 
-from cpbcg.cli.common import ConfigOpt, LengthFieldOpt, TimeFieldOpt, TraceFormatOpt, input_path
-from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS, Flag, setting
+from cpbcg.atomic import input_path
+from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS, CONFIG_FLAG, TRACE_FORMAT_NAMES, Argument, Flag, setting, trace_format_name
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -160,7 +160,7 @@ class _DeploymentSettings(_SettingGroup):
     """The deployment config and the CP / capture settings that override it, shared by every
     command that takes a deployment (`DeploymentOptions`, `CaptureDeploymentOptions`)."""
 
-    config: ConfigOpt = None
+    config: Annotated[Optional[str], CONFIG_FLAG] = None
     cp_size: Annotated[Any, SettingKey("cp_size")] = None
     align_size: Annotated[Any, SettingKey("align_size")] = None
     max_padding_factor: Annotated[Any, SettingKey("max_padding_factor")] = None
@@ -197,14 +197,14 @@ class CaptureDeploymentOptions(_DeploymentSettings):
 class TraceOptions:
     """Which trace to read and how."""
 
-    traces: Annotated[Optional[list[Path]], typer.Option("--trace", "-t", parser=input_path, help="Batch trace (JSONL of extend_seq_lens) or request trace (Mooncake JSONL, Azure CSV, vidur/Sarathi CSV, any CSV/JSONL with --length-field), .gz ok; request traces go through the scheduler simulation (docs/scheduler.md). Omit for the embedded default workload. plan: repeat it, or give a glob or a directory, to plan several traces together (each an independent server).", show_default=False)] = None
-    trace_format: TraceFormatOpt = "auto"
-    length_field: LengthFieldOpt = None
-    time_field: TimeFieldOpt = None
-    output_field: Annotated[Optional[str], typer.Option("--output-field", help="Output-length field of a generic CSV/JSONL request trace (tokens); decode uses it.", show_default=False)] = None
-    model: Annotated[Optional[str], typer.Option("--model", help="BurstGPT: keep only the rows of this Model (e.g. ChatGPT, GPT-4).", show_default=False)] = None
-    log_type: Annotated[Optional[str], typer.Option("--log-type", help="BurstGPT: keep only the rows of this Log Type (e.g. 'Conversation log', 'API log').", show_default=False)] = None
-    strict: Annotated[bool, typer.Option("--strict", help="Refuse request rows with 0 prompt tokens (Azure 2025 multimodal, BurstGPT failures) instead of skipping them with a note.")] = False
+    traces: Annotated[Optional[list[Path]], Flag(("--trace", "-t"), "Batch trace (JSONL of extend_seq_lens) or request trace (Mooncake JSONL, Azure CSV, vidur/Sarathi CSV, any CSV/JSONL with --length-field), .gz ok; request traces go through the scheduler simulation (docs/scheduler.md). Omit for the embedded default workload. plan: repeat it, or give a glob or a directory, to plan several traces together (each an independent server).", parser=input_path, show_default=False)] = None
+    trace_format: Annotated[str, Flag(("--trace-format",), f"What --trace holds: auto (detect it from the first line), {', '.join(TRACE_FORMAT_NAMES)} (docs/traces.md lists every format).", metavar="FORMAT", parser=trace_format_name)] = "auto"
+    length_field: Annotated[Optional[str], Flag(("--length-field",), "Prompt-length field of a generic CSV/JSONL request trace (tokens).", show_default=False)] = None
+    time_field: Annotated[Optional[str], Flag(("--time-field",), "Arrival-time field of a generic request trace: seconds, or wall-clock datetimes. Without it arrivals are Poisson at --rate.", show_default=False)] = None
+    output_field: Annotated[Optional[str], Flag(("--output-field",), "Output-length field of a generic CSV/JSONL request trace (tokens); decode uses it.", show_default=False)] = None
+    model: Annotated[Optional[str], Flag(("--model",), "BurstGPT: keep only the rows of this Model (e.g. ChatGPT, GPT-4).", show_default=False)] = None
+    log_type: Annotated[Optional[str], Flag(("--log-type",), "BurstGPT: keep only the rows of this Log Type (e.g. 'Conversation log', 'API log').", show_default=False)] = None
+    strict: Annotated[bool, Flag(("--strict",), "Refuse request rows with 0 prompt tokens (Azure 2025 multimodal, BurstGPT failures) instead of skipping them with a note.")] = False
 
     @property
     def trace(self) -> Optional[Path]:
@@ -282,7 +282,7 @@ class CostOptions(_SettingGroup):
     graph_fixed_ms: Annotated[Any, SettingKey("cost.graph_fixed_ms")] = None
     eager_fixed_ms: Annotated[Any, SettingKey("cost.eager_fixed_ms")] = None
     token_ms: Annotated[Any, SettingKey("cost.token_ms")] = None
-    manifest: Annotated[Optional[Path], typer.Option("--manifest", help="Capture manifest (`cpbcg capture -o`): its measured replay and eager timings set the cost model, scaled to the model's layer count.", show_default=False)] = None
+    manifest: Annotated[Optional[Path], Flag(("--manifest",), "Capture manifest (`cpbcg capture -o`): its measured replay and eager timings set the cost model, scaled to the model's layer count.", show_default=False)] = None
 
     @property
     def given(self) -> bool:
@@ -302,7 +302,8 @@ class GateOptions(_SettingGroup):
 
 def _typer_type(hint: Any) -> Any:
     """A field's type as typer reads it: a `SettingKey` field becomes its `option`, a `Flag`
-    field (a command's own option, `cpbcg.settings.Flag`) its typer option."""
+    field (a command's own option, `cpbcg.settings.Flag`) its typer option, an `Argument` field
+    (`cpbcg.settings.Argument`) its typer argument."""
     marks = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, SettingKey)]
     if marks:
         return option(marks[0].key, help=marks[0].help, default_text=marks[0].default_text)
@@ -315,6 +316,10 @@ def _typer_type(hint: Any) -> Any:
             info = typer.Option(*flag.flags, help=flag.help, min=flag.ge, max=flag.le, metavar=flag.metavar, parser=flag.parser,
                                 show_default=flag.show_default)
         return Annotated[kind, info]
+    arguments = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Argument)]
+    if arguments:
+        arg = arguments[0]
+        return Annotated[hint.__origin__, typer.Argument(help=arg.help, min=arg.ge, max=arg.le, metavar=arg.metavar, show_default=False)]
     return hint
 
 
@@ -340,6 +345,7 @@ def with_options(**groups: type) -> Callable[[F], F]:
             return command(*args, **kwargs)
 
         del wrapper.__wrapped__  # typer must read the spread signature, not the command's
+        wrapper.option_groups = dict(groups)  # type: ignore[attr-defined]  # where each option is declared (tests/test_cli_options.py)
         wrapper.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in params}
         return wrapper  # type: ignore[return-value]

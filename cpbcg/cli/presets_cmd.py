@@ -1,22 +1,22 @@
-"""`cpbcg presets`: list the deployment presets shipped with cpbcg."""
+"""`cpbcg presets`: list the deployment presets shipped with cpbcg.
+
+parse (`PresetsOptions`, declared once in `cpbcg.commands.presets_options`) -> call
+(`cpbcg.commands.presets.presets`) -> hand the rows to their output (`cpbcg.outputs.presets.write`).
+"""
 
 from __future__ import annotations
 
 from cpbcg.cli.app import app, error_boundary
-from cpbcg.cli.common import stdout_console
+from cpbcg.cli.options import with_options
+from cpbcg.commands.presets_options import PresetsOptions
 
 
 @app.command()
 @error_boundary
-def presets() -> None:
+@with_options(options=PresetsOptions)
+def presets(*, options: PresetsOptions) -> None:
     """List the shipped deployment presets (use one with `--config NAME`)."""
-    from rich.table import Table
+    from cpbcg.commands.presets import presets as preset_rows
+    from cpbcg.outputs.presets import write
 
-    from cpbcg.commands.presets import preset_table
-
-    table = Table(title="Deployment presets (cpbcg/configs/)", title_justify="left")
-    for column in ("name", "cp_size", "strategy", "chunked_prefill_size", "buckets", "gpu", "CP graphs (SGLang 0.5.23)"):
-        table.add_column(column)
-    for row in preset_table():
-        table.add_row(*map(str, row))
-    stdout_console().print(table)
+    write(preset_rows(), options.output_format)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any, Callable
 
-from cpbcg.cli.common import progress_bar
+from cpbcg.outputs.console import progress_bar
 
 SIMULATING = "simulating requests"
 REPLAYING = "replaying forwards"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 from cpbcg.atomic import output_path
-from cpbcg.settings import CONFIG_HELP, Flag, Fold
+from cpbcg.settings import CONFIG_FLAG, Flag, Fold
 
 FOLD_HELP = "Merge identical forwards into one line with a count: consecutive runs (keeps the order, streams), all (first-seen order), or none."
 
@@ -19,4 +19,4 @@ class BatchesOptions:
 
     output: Annotated[Path, Flag(("--output", "-o"), "Batch trace to write (JSONL, written atomically); - for stdout.", parser=output_path, show_default=False)]
     fold: Annotated[Fold, Flag(("--fold",), FOLD_HELP)] = Fold.consecutive
-    config: Annotated[Optional[str], Flag(("--config", "-c"), CONFIG_HELP, show_default=False)] = None
+    config: Annotated[Optional[str], CONFIG_FLAG] = None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 from cpbcg.atomic import input_path, output_path
 from cpbcg.outputs.console import OutputFormat
-from cpbcg.settings import EmitFormat, Flag, Objective
+from cpbcg.settings import FORMAT_FLAG, EmitFormat, Flag, Objective
 
 if TYPE_CHECKING:
     from cpbcg.planner.optimise.recommend import RecommendSettings
@@ -37,7 +37,7 @@ class PlanOptions:
     """Everything `cpbcg plan` takes besides the shared deployment, trace, scheduler and cost
     groups: the output, the recommendation's settings, guarantee mode, the exports and the jobs."""
 
-    output_format: Annotated[OutputFormat, Flag(("--format", "-f"), "table for people, json for machines.")] = OutputFormat.table
+    output_format: Annotated[OutputFormat, FORMAT_FLAG] = OutputFormat.table
     no_recommend: Annotated[bool, Flag(("--no-recommend",), "Only evaluate the configured list (no recommendation).")] = False
     max_buckets: Annotated[Optional[int], Flag(("--max-buckets", "-k"), "Buckets in the recommended list. [default: as many capturable buckets as the configured list]", ge=1, le=512, show_default=False)] = None
     target_coverage: Annotated[Optional[float], Flag(("--target-coverage",), "Recommend the fewest buckets (up to --max-buckets) that replay at least this fraction of forwards in graphs, e.g. 0.99: capture time and graph memory grow with the count.  [0<x<=1]", parser=coverage_fraction, metavar="FRACTION", show_default=False)] = None

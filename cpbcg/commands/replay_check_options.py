@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 from cpbcg.atomic import output_path
 from cpbcg.outputs.console import OutputFormat
-from cpbcg.settings import Flag
+from cpbcg.settings import FORMAT_FLAG, Flag
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,6 @@ class ReplayCheckOptions:
     junit: Annotated[Optional[Path], Flag(("--junit",), "Write a JUnit XML report (one test case per gate); `-` writes it to stdout.", parser=output_path, show_default=False)] = None
     json_path: Annotated[Optional[Path], Flag(("--json",), "Write the JSON report (the plan JSON plus gates) to this file; `-` writes it to stdout.", parser=output_path, show_default=False)] = None
     replay: Annotated[int, Flag(("--replay",), "Replay N sampled graph batches through freshly captured graphs and compare with eager (needs torch; CUDA if present, else a dry run). Adds the replay_verified gate.", ge=0, le=4096)] = 0
-    output_format: Annotated[OutputFormat, Flag(("--format", "-f"), "table for people, json for machines.")] = OutputFormat.table
+    output_format: Annotated[OutputFormat, FORMAT_FLAG] = OutputFormat.table
     report_only: Annotated[bool, Flag(("--report-only",), "Run without any gate: report coverage and exit 0. Without it, a run with no gate (config gates:, --min-coverage, --max-eager, ..., --replay) is refused with exit 2, so a CI job that forgot its gates is not green.")] = False
     embedded_sample: Annotated[bool, Flag(("--embedded-sample",), "Gate the embedded synthetic workload on purpose (no --trace): a smoke test of the gates, not of your traffic. Without it, gating with no --trace is refused (exit 2), so a CI job that forgot its trace is not green.")] = False

@@ -1,9 +1,15 @@
-"""`cpbcg watch`: its options and its use case, returning a typed report (the CLI parses into it and hands the report to an output)."""
+"""`cpbcg watch`: its use case (`run`), reading `WatchCommandOptions` (declared once in
+`cpbcg.commands.watch_options`) and returning the typed `WatchReport` that `cpbcg.outputs.watch`
+renders (the live view or JSON lines as it runs, then the tables and the verdict)."""
 
 from __future__ import annotations
 
+from typing import Callable, Mapping
 
-from cpbcg.watching.session import WatchOptions
+from cpbcg import api
+from cpbcg.commands.watch_options import WatchCommandOptions
+from cpbcg.outputs.notes import launch_notes
+from cpbcg.watching.session import WatchOptions, WatchReport, WatchSnapshot
 
 
 def watch_options(**fields: object) -> WatchOptions:
@@ -11,3 +17,19 @@ def watch_options(**fields: object) -> WatchOptions:
     return WatchOptions(**{k: v for k, v in fields.items() if v is not None})  # type: ignore[arg-type]
 
 
+def window_options(options: WatchCommandOptions) -> WatchOptions:
+    """The windows and stop conditions `options` ask for, as the library takes them."""
+    return watch_options(window_forwards=options.window_forwards, window_seconds=options.window_seconds,
+                         ring_forwards=options.ring_forwards, gate_step=options.gate_step, interval_s=options.interval_s,
+                         recommend_every_s=options.recommend_every_s, duration_s=options.duration_s, max_forwards=options.max_forwards)
+
+
+def run(options: WatchCommandOptions, config: str | None, overrides: Mapping[str, object], *,
+        on_snapshot: Callable[[WatchSnapshot], None] | None = None, note: Callable[[str], None] = lambda text: None) -> WatchReport:
+    """Follow `options.logs` under the deployment of `config` and dotted `overrides` until a stop
+    condition (`cpbcg.api.watch`); `on_snapshot` receives each update, `note` each note. Raises
+    `ConfigError`, `TraceError`."""
+    return api.watch(options.logs, config, overrides, window_options(options), max_eager=options.max_eager,
+                     metrics_urls=options.metrics_url or [], serve_metrics=options.serve_metrics,
+                     baseline_trace=options.baseline_trace, on_snapshot=on_snapshot, note=note,
+                     launch_notes=launch_notes)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from enum import Enum
-from typing import TYPE_CHECKING, Iterable, NoReturn
+from typing import TYPE_CHECKING, Iterable, Iterator, NoReturn, Optional
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,6 +62,11 @@ def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
     stream.flush()
 
 
+def stderr_is_terminal() -> bool:
+    """Whether stderr is a terminal (where a progress bar shows; elsewhere progress is printed as lines)."""
+    return sys.stderr.isatty()
+
+
 def write_bytes(data: bytes | Iterable[bytes], *, err: bool = False) -> None:
     """Bytes (one block, or lines as an iterable) unchanged to stdout (stderr with `err`), flushed:
     a batch trace or a report file sent to `-`."""
@@ -91,6 +97,27 @@ def stderr_console() -> "Console":
     return console
 
 
+@contextmanager
+def progress_bar(description: str, total: Optional[float] = None, enabled: bool = True) -> Iterator:
+    """A rich progress bar on stderr; yields `advance(amount, description=None)` (a description
+    replaces the bar's). Hidden when stderr is no terminal."""
+    if not enabled or not sys.stderr.isatty():  # no bar, and no rich import, off a terminal
+        yield lambda amount=1, description=None: None
+        return
+    console = stderr_console()
+    if not console.is_terminal:  # FORCE_COLOR fakes a terminal; TERM=dumb and the like are none
+        yield lambda amount=1, description=None: None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}"), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+
+        def advance(amount: float = 1, description: str | None = None) -> None:
+            bar.update(task, advance=amount, description=description)
+
+        yield advance
 
 
 def assert_never(value: NoReturn) -> NoReturn:

@@ -1,10 +1,13 @@
-"""`cpbcg watch` rendered: the live snapshot table, the gates and the one-line verdict (rich)."""
+"""`cpbcg watch` rendered: the live snapshot table, the gates and the one-line verdict (rich), or
+JSON lines; every `--format` has its arm in `live` and `write` (`assert_never`)."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
-
-from typing import TYPE_CHECKING
+from cpbcg.errors import ExitCode
+from cpbcg.outputs.console import OutputFormat, assert_never, echo, stdout_console
 
 
 
@@ -133,3 +136,44 @@ def report_json_line(report: WatchReport) -> str:
     import orjson
 
     return orjson.dumps(report.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+
+
+@contextmanager
+def live(output_format: OutputFormat) -> Iterator[Optional[Callable[[WatchSnapshot], None]]]:
+    """While a watch runs, what shows each update (the use case's `on_snapshot`): one JSON line on
+    stdout per update (`json`), a live view on a terminal (`table`; None, no live view, elsewhere)."""
+    if output_format is OutputFormat.json:
+        def emit(snap: WatchSnapshot) -> None:
+            line = snapshot_json_line(snap)
+            if line is not None:
+                echo(line, nl=False)
+
+        yield emit
+    elif output_format is OutputFormat.table:
+        console = stdout_console()
+        if console.is_terminal:
+            from rich.live import Live
+
+            with Live(console=console, auto_refresh=False, transient=True) as view:
+                yield lambda snap: view.update(snapshot_view(snap), refresh=True)
+        else:
+            yield None
+    else:
+        assert_never(output_format)
+
+
+def write(report: WatchReport, output_format: OutputFormat) -> ExitCode:
+    """A finished watch: the final `result` JSON line (`json`) or the last snapshot's tables and the
+    gates (`table`) on stdout, the verdict on stderr; the exit code (`GATE_FAILED`: a gate failed
+    or a server was refused)."""
+    if output_format is OutputFormat.json:
+        echo(report_json_line(report), nl=False)
+    elif output_format is OutputFormat.table:
+        console = stdout_console()
+        console.print(snapshot_view(report.snapshot))
+        if report.gates:
+            console.print(gates_view(report))
+    else:
+        assert_never(output_format)
+    echo(verdict(report), err=True)
+    return ExitCode.OK if report.passed else ExitCode.GATE_FAILED
