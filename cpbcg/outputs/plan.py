@@ -111,12 +111,14 @@ def render(report: PlanView, output_format: OutputFormat) -> None:
 
 
 def _json(report: PlanView) -> None:
-    from cpbcg.documents import comparison_document, dumps, plan_document, traffic_document
+    from cpbcg.documents import comparison_document, dumps, launch_plans_document, plan_document, traffic_document
 
     result, parts = report.result, report.parts
     compared = None if report.comparison is None else comparison_document(report.comparison)
     doc = plan_document(report.header, result.evaluation, result.recommendation, report.simulation, compared,
                         recommendation_error=result.recommendation_error)
+    if result.launches:
+        doc["launches"] = launch_plans_document(result.launches)
     if report.observed is not None:
         doc["observed"] = report.observed
     if len(parts) > 1:
@@ -132,6 +134,10 @@ def _tables(report: PlanView) -> None:
     result, rec, comparison, parts = report.result, report.result.recommendation, report.comparison, report.parts
     console = stdout_console()
     console.print(evaluation_tables(result.evaluation, summed_header(report.header, parts)))
+    if result.launches:
+        from cpbcg.outputs.log_tables import launch_plans_table
+
+        console.print(launch_plans_table(result.launches))
     observed_view = observed_renderable(result.observed, report.log, report.logs)
     if observed_view is not None:
         console.print(observed_view)

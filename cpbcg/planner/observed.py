@@ -39,6 +39,7 @@ from cpbcg.planner.traces.records import ForwardSizes, ObservedForwards
 from cpbcg.planner.traces.sglang_log import LogSummary
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.server import ResolvedServer
+from cpbcg.planner.deployment import Deployment
 
 PADDING_CAP_DATE = "2026-07-16"
 """SGLang PR #31487 (merged 2026-07-16): prefill graphs fall back to eager above 2x padding.
@@ -80,6 +81,9 @@ class LaunchModel:
     server: ResolvedServer | None = None
     """The server 0.5.23 starts for the launch (its settings resolved as a launch command's,
     each value with its source, `log line N`); None when not resolved."""
+    deployment: Deployment | None = None
+    """The whole deployment the launch resolves to (scheduler, cost model, capture spec): what
+    the main table and a recommendation for that launch plan with; None when not resolved."""
 
 
 @dataclass(frozen=True)
