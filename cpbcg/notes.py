@@ -16,6 +16,7 @@ from cpbcg.planner.traces.text import display
 from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.planner.server import ResolvedServer, ServerCheck
 from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.planner.traces.sglang_settings import unreadable_note
 from cpbcg.planner.export import SERVER_SCHEDULER_KEYS
 from cpbcg.settings import setting
 from cpbcg.planner.assembly.sources import BatchSource
@@ -263,6 +264,9 @@ def log_summary_notes(source: BatchSource) -> list[str]:
         if differ:
             out.append(f"cpbcg: note: {path}: launch {launch.launch} (line {launch.first_line}) is compared under its own settings: "
                        + "; ".join(differ))
+        unreadable = unreadable_note(launch.path, launch.unreadable)
+        if unreadable is not None:
+            out.append(f"cpbcg: note: launch {launch.launch}: {unreadable}")
     return out
 
 

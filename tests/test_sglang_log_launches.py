@@ -340,3 +340,26 @@ def test_a_single_launch_log_has_no_launch_rows_in_the_main_table(tmp_path):
     path = cp1_log(tmp_path / "a.log", [1, 700, 9000, 3000])
     doc, err = plan_json("-t", str(path), *PINNED)
     assert "launches" not in doc and "the main table models each" not in err and doc["graph_batches"] == 2  # 700, 3000; 1 pads 4x, 9000 above
+
+
+def test_malformed_start_up_lines_are_skipped_counted_and_said_with_their_line(tmp_path):
+    body = startup_lines().replace("'chunked_prefill_size': 8192", "'chunked_prefill_size': nan").replace("num_tokens=[4, 8,", "num_tokens=[0, -16,")
+    body += resolved_line().replace("chunked_prefill_size=8192", "chunked_prefill_size=nan") + prefill_line(100, 1)
+    cut = startup_lines(max_bs=4096, date="2026-11-03").split("\n")
+    body += cut[0][:120] + "\n" + "\n".join(cut[1:]) + prefill_line(200, 1, prefix="[2026-11-03 10:00:00 TP0] ")
+    path = write_log(tmp_path / "bad.log", body)
+    doc, err = plan_json("-t", str(path), *PINNED)
+    # launch 1: the dump's nan chunk (line 2), the capture line's [0, -16, ...] (line 4), the resolved line's nan (line 7)
+    assert (f"cpbcg: note: 3 unreadable start-up entries skipped (each setting taken as not printed): {path}:2: server_args."
+            f"chunked_prefill_size nan is not a positive integer; {path}:4: a capture line listing num_tokens=[0, -16, 12, 16, 20, 24, "
+            f"28, 32, 48, 64, ...]: a bucket is a positive token count, so the list is not read from it; {path}:7: the resolved value "
+            "chunked_prefill_size=nan is not an integer") in err
+    # the refused capture line is named as no source: the list falls back to the dump's max_bs, graphs on from the progress line 5
+    one = doc["observed"]["launches"][0]
+    assert [(s["value"], s["line"]) for s in one["settings"] if s["key"] == "buckets"] == [("sglang-default:8192", 2)]
+    assert one["prefill_graphs_source"] == "capture lines, line 5"
+    assert [u["line"] for u in one["unreadable"]] == [2, 4, 7]
+    # launch 2 (line 9): a dump cut at 120 characters, said for that launch
+    assert doc["observed"]["launches"][1]["first_line"] == 9 and [u["line"] for u in doc["observed"]["launches"][1]["unreadable"]] == [9]
+    assert (f"cpbcg: note: launch 2: 1 unreadable start-up entry skipped (each setting taken as not printed): {path}:9: a settings dump "
+            "`server_args={'model_path': 'org/model', 't...` that cannot be read: its brackets never close (a cut or wrapped line)") in err
