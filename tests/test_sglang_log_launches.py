@@ -317,6 +317,8 @@ def test_the_main_table_models_each_launch_under_its_own_server_and_recommends_f
     assert (doc["batches"], doc["graph_batches"], doc["eager"]["above_largest_bucket"]) == (6, 4, 2)
     assert doc["graph_batches"] == sum(r["model_graph_forwards"] for r in doc["observed"]["ranks"]) == doc["observed"]["graph_forwards"]
     assert doc["cp_size"] == 2 and doc["server"]["chunked_prefill_size"]["value"] == 4096  # the header: the server as it runs now
+    piped, _ = plan_json("-t", "-", "--no-recommend", stdin=path.read_bytes())  # bytes: the capture line's \r kept
+    assert (piped["launches"], piped["graph_batches"], piped["cp_size"]) == (doc["launches"], 4, 2)  # standard input equals the file
     assert f"{path}: the main table models each of its 2 launches under the server it resolved to, totalled: launch 1 (line 1): " \
            "2 of 3 forwards in graphs under cp 1, 58 buckets 4..8192, chunk 8192; launch 2 (line 10): 2 of 3 forwards in graphs " \
            "under cp 2, 50 buckets 4..4096, chunk 4096" in err
