@@ -249,7 +249,7 @@ def settings_document(log: LogSettings) -> dict[str, object]:
         "prefill_graphs": log.prefill_graphs, "prefill_graphs_source": log.prefill_graphs_origin or None,
         "rank_prefixes": {k: {"ranks": n, "line": at} for k, (n, at) in log.ranks.items()},
         "notes": list(log.notes),
-        "unreadable": [{"line": line, "what": what} for line, what in log.unreadable],
+        **({"unreadable": [{"line": line, "what": what} for line, what in log.unreadable]} if log.unreadable else {}),
     }
 
 
