@@ -34,7 +34,7 @@ from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.costs.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeResult, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings
-from cpbcg.planner.plan import PlanResult, plan as _plan, plan_traffic
+from cpbcg.planner.plan import PlanResult, plan as _plan, plan_launches, plan_traffic
 from cpbcg.planner.traffic import TrafficJob, load_jobs, request_profile, simulated_loads, untimed_rates
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally, assumed_settings
 from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -187,9 +187,11 @@ def _batch_chunks(chunks: Iterable[object]) -> Iterator[BatchSet]:
 
 def _observed_plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployment, settings: RecommendSettings | None,
                    table: BucketTable | None, on_chunk: Callable[[BatchSet | ForwardSizes], object] | None,
-                   resolve: Callable[[LogSettings], LaunchModel] | None = None) -> PlanResult:
+                   resolve: Callable[[LogSettings], LaunchModel] | None = None,
+                   launch_capture: Callable[[LogSettings], Mapping[str, object]] | None = None) -> PlanResult:
     """`plan`, with an SGLang log's verdicts tallied against the model as the forwards stream past
-    (each launch under its own settings with `resolve`, `launch_resolver`)."""
+    (each launch under its own settings with `resolve`, `launch_resolver`, in the comparison and
+    in the main table: `plan_launches`)."""
     chunks = _chunks(trace)
     summary = trace.log_summary if isinstance(trace, BatchSource) else None
     if summary is None:
@@ -201,7 +203,11 @@ def _observed_plan(trace: BatchSource | Iterable[BatchSet], deployment: Deployme
                           launch_settings=reader.launch if isinstance(reader, LogReader) and table is None else None,
                           resolve=resolve if table is None else None, assumed=first.assumed if first is not None else ())
     assert trace.forwards is not None  # a server log is a bound source
-    result = _plan(tally.tap(trace.forwards), deployment, settings, table, on_chunk)
+    if first is not None and isinstance(reader, LogReader):  # each launch under its own resolved server (`plan_launches`)
+        result = plan_launches(tally.tap(trace.forwards), deployment, settings, launch_settings=reader.launch, resolve=resolve,  # type: ignore[arg-type]
+                               launch_capture=launch_capture, on_chunk=on_chunk)
+    else:
+        result = _plan(tally.tap(trace.forwards), deployment, settings, table, on_chunk)
     return replace(result, observed=tally.result(summary.graph_label))
 
 
@@ -217,7 +223,8 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
          on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None, *, load_factors: Sequence[float] | None = None,
          rates: Sequence[float] | str | None = None, workers: int = 1, scheduler: str | None = None,
          fit_traces: Sequence[str] | None = None, progress: Callable[[int], None] | None = None,
-         resolve_launch: Callable[[LogSettings], LaunchModel] | None = None) -> PlanResult:
+         resolve_launch: Callable[[LogSettings], LaunchModel] | None = None,
+         launch_capture: Callable[[LogSettings], Mapping[str, object]] | None = None) -> PlanResult:
     """Evaluate the configured list and recommend one (`cpbcg plan`).
 
     `trace`: one opened trace (`open_trace`), several (planned together, each an independent
@@ -238,13 +245,15 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
     the same. A bound source (`BatchSource.is_bound`) is planned at each forward's exact worst
     case; on an SGLang log whose lines print the graph verdict, `.observed` compares the server's
     verdicts with the model's, launch by launch (each under its own settings with `resolve_launch`,
-    `launch_resolver`). Raises `TraceError`, `ConfigError` (bad settings, `fit_traces` naming no trace given)."""
+    `launch_resolver`), and the main evaluation models each launch under its own server too
+    (`planner.plan.plan_launches`: the recommendation is for the last launch, with the capture
+    cost `launch_capture` reads from its settings). Raises `TraceError`, `ConfigError` (bad settings, `fit_traces` naming no trace given)."""
     sources = [trace] if isinstance(trace, BatchSource) else _sources_of(trace)
     if sources is None:  # plain chunks: one pass, in place
         assert not isinstance(trace, BatchSource)
         return _plan(_batch_chunks(trace), deployment, settings, table, on_chunk)
     if len(sources) == 1 and sources[0].log_summary is not None and (load_factors is None or len(load_factors) <= 1):
-        return _observed_plan(sources[0], deployment, settings, table, on_chunk, resolve_launch)  # a server log: verdicts tallied
+        return _observed_plan(sources[0], deployment, settings, table, on_chunk, resolve_launch, launch_capture)  # a server log: verdicts tallied
     if len(sources) == 1 and sources[0].spec is None:  # standard input: read once, in place
         if load_factors is not None and len(load_factors) > 1:
             raise ConfigError("--time-scale: a trace read from standard input can be simulated once: give one load factor, or a file")

@@ -87,6 +87,21 @@ def definitions(path_in_wheel: str, names: list[str], namespace: dict) -> dict:
     return namespace
 
 
+def prefill_cp_bcg(namespace: dict) -> dict:
+    """Define 0.5.23's `supports_prefill_cp_bcg` (`layers/cp/bcg/__init__.py`) in `namespace` with
+    what it reads: the CP enums (`layers/cp/base.py`), the zigzag and interleave CP input classes,
+    `get_cp_bcg_input_type` mapping each strategy to its class (as the wheel's registry does) and
+    `PREFILL_CP_BCG_SUPPORTED_COMBINATIONS`. `namespace` holds `IntEnum`, `dataclass` and
+    `field` and whatever the classes' bodies call; returns it."""
+    definitions("sglang/srt/layers/cp/base.py", ["ContextParallelStrategyKind", "CPAttentionBackendKind"], namespace)
+    definitions("sglang/srt/layers/cp/bcg/bcg.py", ["PrefillCPBCGInput"], namespace)
+    definitions("sglang/srt/layers/cp/bcg/interleave_bcg.py", ["InterleaveCPBCGInput"], namespace)
+    inputs = {namespace["ContextParallelStrategyKind"].ZIGZAG: namespace["PrefillCPBCGInput"],
+              namespace["ContextParallelStrategyKind"].INTERLEAVE: namespace["InterleaveCPBCGInput"]}
+    namespace["get_cp_bcg_input_type"] = inputs.__getitem__
+    return definitions("sglang/srt/layers/cp/bcg/__init__.py", ["PREFILL_CP_BCG_SUPPORTED_COMBINATIONS", "supports_prefill_cp_bcg"], namespace)
+
+
 REQUIRE_ENV = "CPBCG_REQUIRE_SGLANG_WHEEL"
 """Set (as `.ci/run` does) to fail rather than skip when the wheel cannot be fetched."""
 

@@ -63,7 +63,10 @@ def test_the_plan_json_records_each_resolved_settings_source(tmp_path):
     assert server["chunked_prefill_size"] == {"value": 8192, "source": "log line 7", "rule": "printed by the server (log line 7)"}
     assert server["attention_backend"]["source"] == "log line 2" and server["gpu_source"] == "given (--gpu)"
     assert "page_size 64: trtllm_mha (0.5.23 overrides)" in server["said"]
-    assert "SGLang 0.5.23 starts with page_size 1 -> 64: trtllm_mha" in result.stderr
+    # said once: the log states 1, the server it starts runs 64, and why (no second "starts with page_size 1 -> 64" note)
+    assert ("cpbcg: from the log: scheduler.page_size 1 (server_args.page_size, line 2), but the server 0.5.23 starts from it runs 64, "
+            "because trtllm_mha takes 16, 32, 64 or 128 (0.5.23 _mla_backend_page_constraints): planned with 64") in result.stderr
+    assert "page_size 1 -> 64" not in result.stderr and sum("page_size" in line for line in result.stderr.splitlines()) == 1
 
 
 def chunk_off_log(path):

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from cpbcg.planner.hardware import GPUS, MLA_ARCHITECTURES, ModelSpec, uses_mla
 from cpbcg.planner.server import parse_launch_words, resolve_server
-from sglang_oracle import definitions, sglang_wheel, wheel_source  # noqa: F401 - fixture
+from sglang_oracle import definitions, prefill_cp_bcg, sglang_wheel, wheel_source  # noqa: F401 - fixture
 
 Backend = SimpleNamespace(BREAKABLE="breakable", FULL="full", DISABLED="disabled")
 Phase = SimpleNamespace(DECODE="decode", PREFILL="prefill", ALL=("decode", "prefill"))
@@ -140,13 +140,7 @@ def oracle() -> dict:
                                                           "reserve_for_graph_mb", "reserve_for_deepep_a2a_mb"], ns)
     definitions("sglang/srt/arg_groups/attention_hook.py", ["handle_attention_backend_compatibility"], ns)
     definitions("sglang/srt/arg_groups/parallel_hook.py", ["_boundary_parallelism_overrides", "handle_context_parallelism"], ns)
-    definitions("sglang/srt/layers/cp/base.py", ["ContextParallelStrategyKind", "CPAttentionBackendKind"], ns)
-    definitions("sglang/srt/layers/cp/bcg/bcg.py", ["PrefillCPBCGInput"], ns)
-    definitions("sglang/srt/layers/cp/bcg/interleave_bcg.py", ["InterleaveCPBCGInput"], ns)
-    inputs = {ns["ContextParallelStrategyKind"].ZIGZAG: ns["PrefillCPBCGInput"],
-              ns["ContextParallelStrategyKind"].INTERLEAVE: ns["InterleaveCPBCGInput"]}
-    ns["get_cp_bcg_input_type"] = inputs.__getitem__
-    definitions("sglang/srt/layers/cp/bcg/__init__.py", ["PREFILL_CP_BCG_SUPPORTED_COMBINATIONS", "supports_prefill_cp_bcg"], ns)
+    prefill_cp_bcg(ns)
     definitions("sglang/srt/layers/attention/attention_registry.py", ["create_trtllm_mha_backend"], ns)
     return ns
 

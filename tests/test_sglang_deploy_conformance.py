@@ -21,7 +21,7 @@ from cpbcg.planner.export import deploy_flags
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.server import check_flag_words
 from cpbcg.planner.sglang_release import SGLANG_VERSION
-from sglang_oracle import SGLANG_WHEEL_VERSION, definitions, sglang_wheel  # noqa: F401 - fixture
+from sglang_oracle import SGLANG_WHEEL_VERSION, definitions, prefill_cp_bcg, sglang_wheel  # noqa: F401 - fixture
 
 
 def server_args(words: list[str], architecture: str = "LlamaForCausalLM") -> SimpleNamespace:
@@ -43,18 +43,12 @@ def server_args(words: list[str], architecture: str = "LlamaForCausalLM") -> Sim
 def sglang_verdict(args: SimpleNamespace, monkeypatch) -> tuple[str | None, bool]:
     """(start-up error or None, supports_prefill_cp_bcg) as 0.5.23 evaluates them."""
     ns: dict = {"IntEnum": enum.IntEnum, "Any": object, "dataclass": dataclasses.dataclass, "field": dataclasses.field}
-    definitions("sglang/srt/layers/cp/base.py", ["ContextParallelStrategyKind", "CPAttentionBackendKind"], ns)
     view = lambda a: a  # noqa: E731 - the stub server args are their own resolved view
     ns.update(resolving_view=view, resolved_view=view, run_hook=lambda *a: None, validate_prefill_cp_platform=None,
               attention_backends_of=lambda a: (a.prefill_attention_backend, a.decode_attention_backend),
               parse_connector_type=lambda path: "instance", ConnectorType=SimpleNamespace(INSTANCE="instance"),
               model_config_of=lambda a: SimpleNamespace(hf_config=SimpleNamespace(architectures=[a.architecture])))
-    definitions("sglang/srt/layers/cp/bcg/bcg.py", ["PrefillCPBCGInput"], ns)
-    definitions("sglang/srt/layers/cp/bcg/interleave_bcg.py", ["InterleaveCPBCGInput"], ns)
-    inputs = {ns["ContextParallelStrategyKind"].ZIGZAG: ns["PrefillCPBCGInput"],
-              ns["ContextParallelStrategyKind"].INTERLEAVE: ns["InterleaveCPBCGInput"]}
-    ns["get_cp_bcg_input_type"] = inputs.__getitem__
-    definitions("sglang/srt/layers/cp/bcg/__init__.py", ["PREFILL_CP_BCG_SUPPORTED_COMBINATIONS", "supports_prefill_cp_bcg"], ns)
+    prefill_cp_bcg(ns)
     definitions("sglang/srt/arg_groups/parallel_hook.py", ["handle_context_parallelism"], ns)
     base = types.ModuleType("sglang.srt.layers.cp.base")
     base.init_cp_strategy = lambda **k: None

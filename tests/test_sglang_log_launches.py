@@ -290,3 +290,78 @@ def test_a_page_size_the_dump_states_as_none_is_the_resolved_servers_not_assumed
     _, err = plan_json("-t", str(path), "--chunked-prefill-size", "8192", "--no-recommend")
     assert "assumed: scheduler.page_size" not in err
     assert "cpbcg: from the log: scheduler.page_size 64 (resolved by 0.5.23 from the log's settings: " in err
+
+
+def restart_to_cp2_log(tmp_path):
+    """Launch 1 at cp 1 (58 buckets up to 8192, chunk 8192), then a restart at cp 2 with 50 buckets up to 4096 and a 4096 chunk
+    (line 10); each verdict by SGLang's rule for its own launch's list."""
+    first, second = default_buckets(8192), default_buckets(4096)
+    body = startup_lines(cp=1)
+    body += "".join(prefill_line(n, 1, graph=sglang_graph_verdict(n, first), prefix=f"[2026-11-02 10:00:0{i} TP0] ")
+                    for i, n in enumerate((100, 6000, 9000)))
+    body += startup_lines(cp=2, tp=2, max_bs=4096, chunk=4096, date="2026-11-03")
+    for i, n in enumerate((6000, 3000, 200)):
+        body += "".join(prefill_line(n, 1, graph=sglang_graph_verdict(n, second), prefix=f"[2026-11-03 10:00:0{i} ATTN_CP{r} TP{r}] ")
+                        for r in range(2))
+    return write_log(tmp_path / "restart-cp2.log", body)
+
+
+def test_the_main_table_models_each_launch_under_its_own_server_and_recommends_for_the_last(tmp_path):
+    path = restart_to_cp2_log(tmp_path)
+    doc, err = plan_json("-t", str(path), "--no-recommend")
+    # launch 1 (cp 1, up to 8192): 100 and 6000 in graphs, 9000 above the list; launch 2 (cp 2, up to 4096): 6000 above its list,
+    # 3000 (1,500 rows per rank, C(3072) = 1,536) and 200 in graphs. Launch 1's list for all gave 5 of 6.
+    assert [(one["launch"], one["first_line"], one["cp_size"], one["chunked_prefill_size"], len(one["buckets"]), max(one["buckets"]),
+             one["evaluation"]["batches"], one["evaluation"]["graph_batches"]) for one in doc["launches"]] == [
+        (1, 1, 1, 8192, 58, 8192, 3, 2), (2, 10, 2, 4096, 50, 4096, 3, 2)]
+    assert (doc["batches"], doc["graph_batches"], doc["eager"]["above_largest_bucket"]) == (6, 4, 2)
+    assert doc["graph_batches"] == sum(r["model_graph_forwards"] for r in doc["observed"]["ranks"]) == doc["observed"]["graph_forwards"]
+    assert doc["cp_size"] == 2 and doc["server"]["chunked_prefill_size"]["value"] == 4096  # the header: the server as it runs now
+    piped, _ = plan_json("-t", "-", "--no-recommend", stdin=path.read_bytes())  # bytes: the capture line's \r kept
+    assert (piped["launches"], piped["graph_batches"], piped["cp_size"]) == (doc["launches"], 4, 2)  # standard input equals the file
+    assert f"{path}: the main table models each of its 2 launches under the server it resolved to, totalled: launch 1 (line 1): " \
+           "2 of 3 forwards in graphs under cp 1, 58 buckets 4..8192, chunk 8192; launch 2 (line 10): 2 of 3 forwards in graphs " \
+           "under cp 2, 50 buckets 4..4096, chunk 4096" in err
+    text = " ".join(runner.invoke(app, ["plan", "-t", str(path), "--no-recommend"]).stdout.split())
+    assert "Main table by launch" in text and "│ 2 │ 10 │ 2 │ 4096 │ 50: 4..4096 │ 3 │ 2 (66.67%) │" in text
+    # the recommendation: for launch 2's server (cp 2, chunk 4096), fitted on its 3 forwards only
+    doc, err = plan_json("-t", str(path), "--validate-fraction", "0")
+    rec = doc["recommendation"]
+    assert [one["fitted"] for one in doc["launches"]] == [False, True]
+    assert rec["configured_evaluation"]["batches"] == 3 and rec["configured_evaluation"]["buckets"] == default_buckets(4096)
+    assert all(b % 2 == 0 for b in rec["buckets"]) and any(b % 4 for b in rec["buckets"])  # on launch 2's cp-2 grid, not cp 1's
+    assert "line 6 " not in rec["capture_estimate"]["source"] and "line 14 (50 buckets" in rec["capture_estimate"]["source"]  # launch 2's capture
+    assert "the recommendation is for the server as it runs now, launch 2 (line 10), fitted on its 3 forwards only" in err
+    # replay-check gates the same per-launch total
+    result = runner.invoke(app, ["replay-check", "-t", str(path), "--min-coverage", "0.7", "--format", "json"])
+    checked = orjson.loads(result.stdout)
+    assert result.exit_code == 1 and (checked["batches"], checked["graph_batches"], checked["passed"]) == (6, 4, False)  # 66.67% < 70%
+
+
+def test_a_single_launch_log_has_no_launch_rows_in_the_main_table(tmp_path):
+    path = cp1_log(tmp_path / "a.log", [1, 700, 9000, 3000])
+    doc, err = plan_json("-t", str(path), *PINNED)
+    assert "launches" not in doc and "the main table models each" not in err and doc["graph_batches"] == 2  # 700, 3000; 1 pads 4x, 9000 above
+
+
+def test_malformed_start_up_lines_are_skipped_counted_and_said_with_their_line(tmp_path):
+    body = startup_lines().replace("'chunked_prefill_size': 8192", "'chunked_prefill_size': nan").replace("num_tokens=[4, 8,", "num_tokens=[0, -16,")
+    body += resolved_line().replace("chunked_prefill_size=8192", "chunked_prefill_size=nan") + prefill_line(100, 1)
+    cut = startup_lines(max_bs=4096, date="2026-11-03").split("\n")
+    body += cut[0][:120] + "\n" + "\n".join(cut[1:]) + prefill_line(200, 1, prefix="[2026-11-03 10:00:00 TP0] ")
+    path = write_log(tmp_path / "bad.log", body)
+    doc, err = plan_json("-t", str(path), *PINNED)
+    # launch 1: the dump's nan chunk (line 2), the capture line's [0, -16, ...] (line 4), the resolved line's nan (line 7)
+    assert (f"cpbcg: note: 3 unreadable start-up entries skipped (each setting taken as not printed): {path}:2: server_args."
+            f"chunked_prefill_size nan is not a positive integer; {path}:4: a capture line listing num_tokens=[0, -16, 12, 16, 20, 24, "
+            f"28, 32, 48, 64, ...]: a bucket is a positive token count, so the list is not read from it; {path}:7: the resolved value "
+            "chunked_prefill_size=nan is not an integer") in err
+    # the refused capture line is named as no source: the list falls back to the dump's max_bs, graphs on from the progress line 5
+    one = doc["observed"]["launches"][0]
+    assert [(s["value"], s["line"]) for s in one["settings"] if s["key"] == "buckets"] == [("sglang-default:8192", 2)]
+    assert one["prefill_graphs_source"] == "capture lines, line 5"
+    assert [u["line"] for u in one["unreadable"]] == [2, 4, 7]
+    # launch 2 (line 9): a dump cut at 120 characters, said for that launch
+    assert doc["observed"]["launches"][1]["first_line"] == 9 and [u["line"] for u in doc["observed"]["launches"][1]["unreadable"]] == [9]
+    assert (f"cpbcg: note: launch 2: 1 unreadable start-up entry skipped (each setting taken as not printed): {path}:9: a settings dump "
+            "`server_args={'model_path': 'org/model', 't...` that cannot be read: its brackets never close (a cut or wrapped line)") in err

@@ -83,5 +83,5 @@ def launch_resolver(config: str | None, overrides: Mapping[str, object] | None =
             cache[key] = load_config_and_deployment(config, overrides, manifest=manifest, log=log)[1]
         dep = cache[key]
         table = manifest.table() if manifest is not None else dep.table()
-        return LaunchModel(table, dep.cp, dep.max_padding_factor, assumed_settings(log, dep, overrides, fixed), dep.server)
+        return LaunchModel(table, dep.cp, dep.max_padding_factor, assumed_settings(log, dep, overrides, fixed), dep.server, dep)
     return resolve

@@ -16,7 +16,7 @@ from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
-from cpbcg.outputs.notes import ignored_options_warning, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.outputs.notes import ignored_options_warning, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.observed import LaunchModel, LogObserved, assumed_settings
@@ -164,7 +164,7 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     warning = ignored_options_warning(ignored_flags or [], first, detected, options.length_field if options else None)
     if warning is not None:
         note(warning)
-    for finding in resolution_notes(deployment.server) + server_check_notes(server_check(deployment)):
+    for finding in resolution_notes(deployment.server, log) + server_check_notes(server_check(deployment)):
         note(finding)
     settings = request.settings()
     if settings is not None and capture_settings(log):
@@ -174,7 +174,12 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in given] or [open_trace(None, deployment)]
     result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
                   load_factors=None if load_factors is None else list(load_factors), rates=untimed_rates,
-                  workers=workers, scheduler=request.scheduler_address, fit_traces=fit_traces, resolve_launch=resolve_launch)
+                  workers=workers, scheduler=request.scheduler_address, fit_traces=fit_traces, resolve_launch=resolve_launch,
+                  launch_capture=capture_settings)
+    if result.deployment is not None:  # a log's last launch ran under other settings: the recommendation and export are for it
+        deployment = result.deployment
+    for line in launch_plan_notes(result.launches, display(first) if first is not None else "-"):
+        note(line)
     parts = result.parts
     source = parts[0].source if parts else sources[0]
     for part in parts:

@@ -82,7 +82,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         what, reason = found.findings()[0]
         raise ConfigError(f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
                           "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
-    for finding in resolution_notes(deployment.server) + server_check_notes(found):
+    for finding in resolution_notes(deployment.server, log) + server_check_notes(found):
         note(finding)
     if trace_path is None and not embedded_sample and not report_only:
         raise ConfigError("replay-check: no --trace given: the gates would run on the embedded synthetic workload, not on your "

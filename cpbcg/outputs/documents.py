@@ -54,6 +54,24 @@ def plan_document(header: dict[str, Any], evaluation: Evaluation, recommendation
     return doc
 
 
+def launch_plans_document(launches: Any) -> list[dict[str, Any]]:
+    """`plan --format json` of an SGLang log of several launches (`PlanResult.launches`): per
+    launch, where it begins, the server it was modelled under (CP size, chunk, page size, list,
+    prefill graph state), whether the recommendation was fitted on it, and its evaluation (the
+    top level is their total)."""
+    out = []
+    for one in launches:
+        dep = one.model.deployment
+        out.append({
+            "launch": one.launch, "first_line": one.first_line, "cp_size": one.model.cp.cp_size,
+            "chunked_prefill_size": None if dep is None else dep.scheduler.chunked_prefill_size,
+            "page_size": None if dep is None else dep.scheduler.page_size,
+            "buckets": one.model.table.capture_num_tokens.tolist(), "max_padding_factor": one.model.max_padding_factor,
+            "prefill_graphs": one.settings.prefill_graphs, "fitted": one.fitted, "evaluation": one.evaluation.to_dict(),
+        })
+    return out
+
+
 def recommendation_document(rec: Recommendation) -> dict[str, Any]:
     """The recommendation: list, evaluation (same fields as the top level), validation, deploy flags."""
     validation = None

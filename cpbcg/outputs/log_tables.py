@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from rich.console import Group
 
     from cpbcg.planner.observed import LogObserved, ObservedComparison
+    from cpbcg.planner.plan import LaunchPlan
     from cpbcg.planner.traces.sglang_settings import LogSettings
 
 
@@ -29,6 +30,28 @@ def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings
     for one_observed, one_log, path in shown:
         parts += _one_log(one_observed, one_log, path if len(logs) > 1 else "")
     return Group(*parts) if parts else None
+
+
+def launch_plans_table(launches: "Sequence[LaunchPlan]") -> object:
+    """The main table of a log of several launches, per launch (`PlanResult.launches`): the
+    server each was modelled under and its forwards in graphs, with the total."""
+    from rich.table import Table
+
+    table = Table(title="Main table by launch: each launch under the server it resolved to", title_justify="left")
+    for name in ("launch", "from line", "cp", "chunk", "buckets", "forwards", "modelled in graphs", "padding", "recommendation"):
+        table.add_column(name, justify="left" if name in ("buckets", "recommendation") else "right")
+    for one in launches:
+        ev, dep, buckets = one.evaluation, one.model.deployment, one.model.table.capture_num_tokens.tolist()
+        shown = f"{len(buckets)}: {buckets[0]}..{buckets[-1]}" if buckets else "none"
+        if one.settings.prefill_graphs is False:
+            shown += " (graphs off)"
+        table.add_row(str(one.launch), str(one.first_line), str(one.model.cp.cp_size),
+                      "" if dep is None else str(dep.scheduler.chunked_prefill_size), shown, f"{ev.batches:,}",
+                      _frac(ev.graph_batches, ev.batches), f"{ev.padding_overhead:.2%}", "fitted on it, for its server" if one.fitted else "")
+    total_batches = sum(one.evaluation.batches for one in launches)
+    table.add_row("total", "", "", "", "", f"{total_batches:,}", _frac(sum(one.evaluation.graph_batches for one in launches), total_batches),
+                  "", "")
+    return table
 
 
 def _logs_table(logs: "Sequence[LogObserved]") -> object:

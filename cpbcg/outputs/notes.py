@@ -19,6 +19,7 @@ from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.planner.traffic import UTILISATIONS, load_reached
 from cpbcg.planner.server import ResolvedServer, ServerCheck
 from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.planner.traces.sglang_settings import unreadable_note
 from cpbcg.planner.export import SERVER_SCHEDULER_KEYS
 from cpbcg.settings import setting
 from cpbcg.planner.assembly.sources import BatchSource
@@ -26,6 +27,7 @@ from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:
     from cpbcg.planner.observed import AssumedSetting
+    from cpbcg.planner.plan import LaunchPlan
     from cpbcg.planner.traces.sglang_settings import LogSettings
 
 BATCHES, SGLANG_LOG = "batches", "sglang-log"
@@ -188,13 +190,25 @@ def server_check_notes(check: ServerCheck) -> list[str]:
     return [f"cpbcg: warning: SGLang {SGLANG_VERSION} would {what} with these flags: {why}" for what, why in check.findings()]
 
 
-def resolution_notes(server: "ResolvedServer | None") -> list[str]:
+def resolution_notes(server: "ResolvedServer | None", log: "LogSettings | None" = None) -> list[str]:
     """One `cpbcg: note:` line per value SGLang 0.5.23's start-up resolution changed from what
-    was given (`page_size 1 -> 64: trtllm_mha takes ...`): the plan uses the changed value."""
+    was given (`page_size 1 -> 64: trtllm_mha takes ...`): the plan uses the changed value. A
+    change of a value the log `log` states is said once, on its `from the log` line
+    (`log_settings_notes`), not here."""
     if server is None:
         return []
+    said = {note for s in (log.settings if log is not None else ()) if (note := _server_change(server, s.key, s.value)) is not None}
     return [f"cpbcg: note: {o}" for o in server.overrides] + \
-        [f"cpbcg: note: SGLang {SGLANG_VERSION} starts with {note}; planned with that" for note in server.notes]
+        [f"cpbcg: note: SGLang {SGLANG_VERSION} starts with {note}; planned with that" for note in server.notes if note not in said]
+
+
+def _server_change(server: "ResolvedServer | None", key: str, value: object) -> str | None:
+    """The resolution's note (`page_size 1 -> 64: trtllm_mha takes ...`) on the scheduler setting
+    `key` stated as `value`, or None when 0.5.23 starts with the value as stated."""
+    name = key.removeprefix("scheduler.")
+    if server is None or name == key:
+        return None
+    return next((note for note in server.notes if note.startswith(f"{name} {value} -> ")), None)
 
 
 def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object], assumed: "Sequence[AssumedSetting]" = (),
@@ -211,6 +225,12 @@ def log_settings_notes(log: "LogSettings | None", overrides: Mapping[str, object
         value = ",".join(map(str, s.value)) if isinstance(s.value, list) else s.value
         shown = value if len(str(value)) <= 60 else f"{len(s.value)} buckets {s.value[0]}..{s.value[-1]}"
         tail = "; overridden by the command line" if s.key in given else ""
+        change = None if tail else _server_change(server, s.key, s.value)
+        if change is not None:  # the log states one value and the server it starts runs another: said once, here
+            new, why = change.split(" -> ", 1)[1].split(": ", 1)
+            out.append(f"cpbcg: from the log: {s.key} {shown} ({s.origin}), but the server {SGLANG_VERSION} starts from it runs "
+                       f"{new}, because {why}: planned with {new}")
+            continue
         out.append(f"cpbcg: from the log: {s.key} {shown} ({s.origin}{tail})")
     out += [f"cpbcg: assumed: {a.text()}" for a in assumed]
     for key in log.resolved_by_server() if server is not None else ():
@@ -240,6 +260,9 @@ def log_summary_notes(source: BatchSource) -> list[str]:
         if differ:
             out.append(f"cpbcg: note: {path}: launch {launch.launch} (line {launch.first_line}) is compared under its own settings: "
                        + "; ".join(differ))
+        unreadable = unreadable_note(launch.path, launch.unreadable)
+        if unreadable is not None:
+            out.append(f"cpbcg: note: launch {launch.launch}: {unreadable}")
     return out
 
 
@@ -331,4 +354,32 @@ def rate_notes(parts: Sequence[SimulatedLoad], picked: bool = True) -> list[str]
                                          if s.simulated_s else "")
             out.append(f"cpbcg: note: at {part.rate_per_s:g} req/s the prefill alone would be {min(got.target_busy, 1.0):.0%} busy; the simulation "
                        f"reached {got.reached_busy:.1%}{held}, so that load is what this server can reach, not more")
+    return out
+
+
+def launch_plan_notes(launches: "Sequence[LaunchPlan]", path: str) -> list[str]:
+    """What the main table of a log of several launches is (`planner.plan.plan_launches`): each
+    launch's forwards under the server it resolved to, totalled, and the recommendation for the
+    last launch's server fitted on that launch's forwards. Empty for one launch."""
+    if len(launches) < 2:
+        return []
+
+    def one(launch: "LaunchPlan") -> str:
+        dep, ev = launch.model.deployment, launch.evaluation
+        buckets = launch.model.table.capture_num_tokens.tolist()
+        chunk = f", chunk {dep.scheduler.chunked_prefill_size}" if dep is not None else ""
+        off = ", prefill graphs off (its list modelled as if on)" if launch.settings.prefill_graphs is False else ""
+        return (f"launch {launch.launch} (line {launch.first_line}): {ev.graph_batches:,} of {ev.batches:,} forwards in graphs under "
+                f"cp {launch.model.cp.cp_size}, {len(buckets)} buckets {buckets[0]}..{buckets[-1]}{chunk}{off}")
+    last = launches[-1]
+    out = [f"cpbcg: note: {path}: the main table models each of its {len(launches)} launches under the server it resolved to, "
+           f"totalled: " + "; ".join(one(launch) for launch in launches)]
+    if last.fitted:
+        out.append(f"cpbcg: note: {path}: the recommendation is for the server as it runs now, launch {last.launch} (line "
+                   f"{last.first_line}), fitted on its {last.evaluation.batches:,} forwards only: each launch's forwards were formed by "
+                   "its own chunk, page size and request cap and are bound under its own CP layout, so an earlier launch's are "
+                   "not the traffic this server serves")
+    else:
+        out.append(f"cpbcg: note: {path}: the header, the recommendation and --emit describe the server as it runs now, launch "
+                   f"{last.launch} (line {last.first_line})")
     return out

@@ -110,12 +110,14 @@ def render(report: PlanView, output_format: OutputFormat) -> None:
 
 
 def _json(report: PlanView) -> None:
-    from cpbcg.outputs.documents import comparison_document, dumps, observed_document, plan_document, simulation_document, traffic_document
+    from cpbcg.outputs.documents import comparison_document, dumps, launch_plans_document, observed_document, plan_document, simulation_document, traffic_document
 
     result, parts = report.result, report.parts
     compared = None if report.comparison is None else comparison_document(report.comparison)
     doc = plan_document(report.header, result.evaluation, result.recommendation, simulation_document(parts, report.source), compared,
                         recommendation_error=result.recommendation_error)
+    if result.launches:
+        doc["launches"] = launch_plans_document(result.launches)
     observed = observed_document(result.observed, report.log) if report.traces == 1 else \
         ({"logs": [one.to_dict() for one in report.logs]} if report.logs else None)
     if observed is not None:
@@ -133,6 +135,10 @@ def _tables(report: PlanView) -> None:
     result, rec, comparison, parts = report.result, report.result.recommendation, report.comparison, report.parts
     console = stdout_console()
     console.print(evaluation_tables(result.evaluation, summed_header(report.header, parts)))
+    if result.launches:
+        from cpbcg.outputs.log_tables import launch_plans_table
+
+        console.print(launch_plans_table(result.launches))
     observed_view = observed_renderable(result.observed, report.log, report.logs)
     if observed_view is not None:
         console.print(observed_view)

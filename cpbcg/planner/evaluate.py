@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
 import numpy as np
@@ -117,6 +117,25 @@ class Evaluation:
             bucket_note=parts[0].bucket_note,
             **totals,
         )
+
+    @classmethod
+    def total(cls, parts: "list[Evaluation]") -> "Evaluation":
+        """The sum of several streams each replayed with its own list (the launches of one SGLang
+        log, each under the server it resolved): counts add up; `bucket_hits` and `buckets` over
+        the union of the lists, `capacity_rows` (C(B)) the last part's where a bucket is in
+        several (a bucket's rows differ only between CP layouts); examples the first seen, in
+        order. Equal to `merge` when every part has the same list. Raises `ValueError` for none."""
+        if not parts:
+            raise ValueError("total needs one or more evaluations")
+        if all(p.buckets == parts[0].buckets for p in parts):
+            return cls.merge(parts)
+        rows: dict[int, int] = {}
+        for p in parts:
+            rows.update(zip(p.buckets, p.capacity_rows))
+        buckets = sorted(rows)
+        capacity = [rows[b] for b in buckets]
+        return cls.merge([replace(p, buckets=buckets, capacity_rows=capacity, bucket_note=None,
+                                  bucket_hits={b: p.bucket_hits.get(b, 0) for b in buckets}) for p in parts])
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready dict: every field (bucket keys as strings) plus `coverage`,

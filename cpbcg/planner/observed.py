@@ -100,6 +100,9 @@ class LaunchModel:
     server: ResolvedServer | None = None
     """The server 0.5.23 starts for the launch (its settings resolved as a launch command's,
     each value with its source, `log line N`); None when not resolved."""
+    deployment: Deployment | None = None
+    """The whole deployment the launch resolves to (scheduler, cost model, capture spec): what
+    the main table and a recommendation for that launch plan with; None when not resolved."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +268,7 @@ def settings_document(log: LogSettings) -> dict[str, object]:
         "prefill_graphs": log.prefill_graphs, "prefill_graphs_source": log.prefill_graphs_origin or None,
         "rank_prefixes": {k: {"ranks": n, "line": at} for k, (n, at) in log.ranks.items()},
         "notes": list(log.notes),
+        **({"unreadable": [{"line": line, "what": what} for line, what in log.unreadable]} if log.unreadable else {}),
     }
 
 

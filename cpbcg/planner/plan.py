@@ -9,7 +9,7 @@ together and every job is reported with both lists.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -21,7 +21,12 @@ from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.bucket_lists import sglang_default_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.observed import ObservedComparison
+from cpbcg.planner.observed import LaunchModel, ObservedComparison
+from cpbcg.planner.assembly.bound import bound_demand
+from cpbcg.planner.demand_log import DemandLog
+from cpbcg.planner.evaluate import Evaluator
+from cpbcg.planner.traces.records import ObservedForwards
+from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.costs.cost import flags_against_default
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.traces.records import ForwardSizes
@@ -69,6 +74,31 @@ class PlanResult:
     """Each (trace, load) job, in order; empty for a single stream planned in place."""
     observed: ObservedComparison | None = None
     """An SGLang log's observed vs modelled graph use (`cpbcg.planner.observed.ObservedComparison`), else None."""
+    launches: tuple["LaunchPlan", ...] = ()
+    """An SGLang log of several launches: each launch's forwards under its own resolved server
+    (`plan_launches`; `evaluation` is their total); empty for one launch or any other trace."""
+    deployment: Deployment | None = None
+    """The deployment `recommendation` is for when it is not the one the plan was called with
+    (a log's last launch ran under other settings than its first), else None."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """One launch of an SGLang log in the main (modelled) table: its forwards replayed with the
+    list, CP layout and padding cap of the server it resolved to."""
+
+    launch: int
+    """1-based launch of the log."""
+    first_line: int
+    """Line the launch begins on (1 for the first)."""
+    settings: LogSettings
+    """What the launch's start-up output states."""
+    model: LaunchModel
+    """What it is modelled with (`model.deployment`: its resolved deployment)."""
+    evaluation: Evaluation
+    """Its forwards under `model`."""
+    fitted: bool = False
+    """Whether the recommendation was fitted on its forwards (the last launch's only)."""
 
 
 def plan(
@@ -89,6 +119,67 @@ def plan(
     if log is None or settings is None:  # the log is kept only for a recommendation
         return PlanResult(evaluation, None)
     return _recommended(evaluation, log.to_split(settings.validate_fraction), deployment, settings, {}, ())
+
+
+def plan_launches(
+    chunks: Iterable[ForwardSizes],
+    deployment: Deployment,
+    settings: RecommendSettings | None,
+    *,
+    launch_settings: Callable[[int], LogSettings],
+    resolve: Callable[[LogSettings], LaunchModel],
+    launch_capture: Callable[[LogSettings], Mapping[str, object]] | None = None,
+    on_chunk: Callable[[BatchSet | ForwardSizes], object] | None = None,
+) -> PlanResult:
+    """`plan` of an SGLang log's forwards (`ObservedForwards`, each chunk of one launch), every
+    launch under the server it resolved to: the launch that ran the first forward under
+    `deployment` (the plan's, built from that launch's settings), each later one under
+    `resolve(launch_settings(k))` (its CP layout, list, padding cap and max_seq_len). The result's
+    `evaluation` is the launches' total (`Evaluation.total`) and `launches` each one's.
+
+    The recommendation is for the server as it runs now: the last launch that ran forwards,
+    under its resolved deployment (`PlanResult.deployment` when that is not `deployment`) and
+    fitted on that launch's forwards only: a launch's forwards were formed by its own scheduler
+    settings (chunk, page size, request cap) and are bound under its own CP layout, so an earlier
+    launch's forwards are not the traffic the last server serves (`launch_capture(settings)`
+    gives the last launch's measured capture cost, `RecommendSettings` fields). A log of one
+    launch gives exactly `plan(chunks, deployment, settings)`. Raises as `plan`."""
+    per: dict[int, tuple[LaunchModel, Evaluator]] = {}
+    demand: DemandLog | None = None
+    for chunk in chunks:
+        launch = chunk.launch if isinstance(chunk, ObservedForwards) else 1
+        if launch not in per:
+            model = (LaunchModel(deployment.table(), deployment.cp, deployment.max_padding_factor, deployment=deployment) if not per
+                     else resolve(launch_settings(launch)))
+            dep = model.deployment or deployment
+            per[launch] = (model, Evaluator(model.table, model.cp, model.max_padding_factor, dep.max_seq_len_tokens))
+            demand = DemandLog() if settings is not None else None  # the fit keeps the newest launch's forwards
+        model, evaluator = per[launch]
+        bound = bound_demand(chunk, model.cp)
+        evaluator.add_demand(bound)
+        if demand is not None:
+            demand.add(bound)
+        if on_chunk is not None:
+            on_chunk(chunk)
+    if len(per) <= 1:  # one launch (or none): the plan as before, under `deployment`
+        evaluation = next(iter(per.values()))[1].result() if per else Evaluator(
+            deployment.table(), deployment.cp, deployment.max_padding_factor, deployment.max_seq_len_tokens).result()
+        if settings is None:
+            return PlanResult(evaluation, None)
+        return _recommended(evaluation, (demand or DemandLog()).to_split(settings.validate_fraction), deployment, settings, {}, ())
+    last = max(per)
+    launches = tuple(LaunchPlan(k, launch_settings(k).first_line or 1, launch_settings(k), model, evaluator.result(), k == last and settings is not None)
+                     for k, (model, evaluator) in sorted(per.items()))
+    evaluation = Evaluation.total([one.evaluation for one in launches])
+    final = per[last][0].deployment or deployment
+    moved = None if final is deployment else final
+    if settings is None or demand is None:
+        return PlanResult(evaluation, None, launches=launches, deployment=moved)
+    if launch_capture is not None:
+        measured = {"capture_s_per_bucket": None, "graph_mib_per_token": None, "capture_source": None, **launch_capture(launch_settings(last))}
+        settings = replace(settings, **measured)  # type: ignore[arg-type]  # the last launch's measurement, or none
+    result = _recommended(evaluation, demand.to_split(settings.validate_fraction), final, settings, {}, ())
+    return replace(result, launches=launches, deployment=moved)
 
 
 def plan_traffic(

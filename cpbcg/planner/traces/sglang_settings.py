@@ -40,7 +40,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from cpbcg.planner.traces.text import TracePath, display, is_stdin, iter_blob_chunks
 
@@ -62,6 +62,13 @@ _CAPTURE_LIST = re.compile(rb"Capture (?:cuda graph num tokens|[a-z ]*prefill [A
 _CAPTURE_STEP = re.compile(rb"Capturing (?:num tokens|prefill shape) \(num_tokens=(\d+) avail_mem=([\d.]+) GB\)")
 _CAPTURE_END = re.compile(rb"Capture ([^\n]*?)end\. (?:Time elapsed: |elapsed=)([\d.]+) ?s[.,] mem usage=([\d.]+) GB[.,] avail mem=([\d.]+) GB")
 _RESOLVED = re.compile(rb"\b(max_total_num_tokens|chunked_prefill_size|max_prefill_tokens|max_running_requests|context_len)=(-?\d{1,12})\b")
+_RESOLVED_ANY = re.compile(rb"\b(max_total_num_tokens|chunked_prefill_size|max_prefill_tokens|max_running_requests|context_len)=([^,\s]*)")
+_CAPTURE_LIST_ANY = re.compile(rb"Capture (?:cuda graph num tokens|[a-z ]*prefill [A-Za-z ]*graph begin\.[^\n]*?num_tokens=)\s*\[([^\]]*)\]")
+_READ_ARGS = ("attn_cp_size", "tp_size", "pp_size", "dp_size", "chunked_prefill_size", "page_size", "max_prefill_tokens",
+              "prefill_max_requests", "max_running_requests")
+"""Integer dump fields the plan reads: one printed with a value that is no positive integer (None aside; chunk -1 is off) is said."""
+MAX_UNREADABLE_SHOWN = 5
+"""Unreadable start-up lines named one by one in the note (the rest are counted)."""
 _TURN_OFF = re.compile(rb"Automatically turn off --([a-z][a-z-]*)")
 _PP_GRAPHS_OFF = b"Disabling breakable prefill CUDA graph by default for pipeline"
 _RANK_PREFIX = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z][A-Z_]*\d+)+)\s*\]")
@@ -169,6 +176,9 @@ class LogSettings:
     """Line of the settings dump (0: the launch printed none)."""
     capture_line: int = 0
     """Line of the prefill capture line (0: none); with `captured` empty, one that listed no bucket (`num_tokens=[]`)."""
+    unreadable: tuple[tuple[int, str], ...] = ()
+    """Start-up lines (or values on them) of a shape the launch reads but unusable: (line, what), in
+    log order; each is skipped (the setting is taken as not printed) and said (`unreadable_note`)."""
 
     def overrides(self) -> dict[str, Any]:
         """Dotted config keys -> values, for `load_config` (a layer under the command line)."""
@@ -292,7 +302,7 @@ class LaunchScan:
 
     def __init__(self, path: str = ""):
         self.path = path
-        self._scans = [_Scan(1, 1)]
+        self._scans = [_Scan(1, 1, path)]
 
     @property
     def current(self) -> int:
@@ -322,7 +332,7 @@ class LaunchScan:
         flags = None if dump else _LAUNCH.search(line)
         new = (dump is not None and (scan.dump_line or scan.forwards)) or (flags is not None and (scan.args_line or scan.forwards))
         if new:
-            scan = _Scan(len(self._scans) + 1, line_no)
+            scan = _Scan(len(self._scans) + 1, line_no, self.path)
             self._scans.append(scan)
         scan.line(line, line_no, dump, flags)
         return bool(new)
@@ -344,8 +354,10 @@ class LaunchScan:
 
 
 class _Scan:
-    def __init__(self, launch: int, first_line: int) -> None:
-        self.launch, self.first_line = launch, first_line
+    def __init__(self, launch: int, first_line: int, path: str = "") -> None:
+        self.launch, self.first_line, self.path = launch, first_line, path
+        self.unreadable: list[tuple[int, str]] = []
+        self.steps_line = 0
         self.args: dict[str, Any] = {}
         self.args_line = self.dump_line = 0
         self.from_flags = False
@@ -382,9 +394,14 @@ class _Scan:
         elif _SCHEDULER_LINE.search(line):
             self.prefix(b"", line_no)
         if dump is not None and not self.dump_line:
-            parsed = parse_args_dump(line[dump.start(1):].decode("utf-8", "replace"))
+            text = line[dump.start(1):].decode("utf-8", "replace")
+            parsed = parse_args_dump(text)
             if parsed:
                 self.args, self.args_line, self.dump_line, self.from_flags = parsed, line_no, line_no, False
+                self.unreadable += [(line_no, what) for what in unusable_args(text, parsed)]
+            else:
+                why = "its brackets never close (a cut or wrapped line)" if _balanced(text) is None else "no value in it is a literal"
+                self.unreadable.append((line_no, f"a settings dump `server_args={text[:30]}...` that cannot be read: {why}"))
         elif flags is not None and not self.flags:
             parsed = parse_launch_flags(flags.group(1).decode("utf-8", "replace"))
             if parsed:
@@ -392,6 +409,9 @@ class _Scan:
                 if not self.args:
                     self.args, self.args_line, self.from_flags = parsed, line_no, True
         if b"max_total_num_tokens=" in line:
+            for m in _RESOLVED_ANY.finditer(line):
+                if not re.fullmatch(rb"-?\d{1,12}", m.group(2)):
+                    self.unreadable.append((line_no, f"the resolved value {m.group(1).decode()}={_shown(m.group(2))} is not an integer"))
             for m in _RESOLVED.finditer(line):
                 if not (self.turned_off and m.group(1) == b"chunked_prefill_size"):
                     self.resolved.setdefault(m.group(1).decode(), (int(m.group(2)), line_no))
@@ -400,11 +420,17 @@ class _Scan:
             self.turned_off = True
         if _PP_GRAPHS_OFF in line:  # 0.5.23 `_apply_cuda_graph_compatibility`: PP turns breakable prefill graphs off
             self.resolved.setdefault("prefill_graphs", (False, line_no))
-        if (m := _CAPTURE_LIST.search(line)) and not self.captured:
-            self.captured = sorted({int(t) for t in re.findall(rb"\d+", m.group(1))})
-            self.captured_line = line_no
+        if (m := _CAPTURE_LIST_ANY.search(line)) and not self.captured:
+            words = [w.strip() for w in m.group(1).split(b",") if w.strip()]
+            if all(re.fullmatch(rb"\d{1,12}", w) and int(w) >= 1 for w in words):
+                self.captured = sorted({int(w) for w in words})
+                self.captured_line = line_no
+            else:  # refused: never the source of the list or of the graph state
+                self.unreadable.append((line_no, f"a capture line listing num_tokens=[{_shown(m.group(1))}]: a bucket is a positive token "
+                                                 "count, so the list is not read from it"))
         for m in _CAPTURE_STEP.finditer(line):  # tqdm redraws: keep the first reading per bucket
             self.steps.setdefault(int(m.group(1)), float(m.group(2)))
+            self.steps_line = self.steps_line or line_no
         if (m := _CAPTURE_END.search(line)) and self.steps and self.end is None and not _is_decode(m.group(1)):
             self.end = (float(m.group(2)), float(m.group(3)), float(m.group(4)), line_no)
 
@@ -451,7 +477,7 @@ class _Scan:
             tuple(settings), dict(a), self.args_line, tuple(self.captured), self._cost(), self.version, self.date,
             graphs, bool(a.get("enable_lora") or a.get("lora_paths")), self._notes(cp, graphs, graphs_origin), "",
             self.launch, self.first_line, dict(self.flags), dict(self.resolved), dict(self.ranks), graphs_origin, self.version_line,
-            self.dump_line, self.captured_line,
+            self.dump_line, self.captured_line, tuple(self.unreadable),
         )
 
     def _cp_shown(self) -> LogSetting | None:
@@ -483,7 +509,7 @@ class _Scan:
         a, at = self.args, f"line {self.args_line}"
         where = "launch flags" if self.from_flags else "server_args"
         if self.captured or self.steps:
-            return True, f"capture lines, line {self.captured_line or self.first_line}"
+            return True, f"capture lines, line {self.captured_line or self.steps_line}"
         if "prefill_graphs" in self.resolved:
             return False, f"resolved by the server (pipeline parallelism), line {self.resolved['prefill_graphs'][1]}"
         backend = _prefill_phase(a).get("backend") or a.get("cuda_graph_backend_prefill")
@@ -526,7 +552,40 @@ class _Scan:
                              "SGLang 0.5.23 captures no CP prefill graph here (supports_prefill_cp_bcg)")
         if graphs is False and _prefill_bs(a)[0]:
             notes.append(f"prefill graphs were off ({graphs_origin}): the listed {_prefill_bs(a)[1]} was not deployed")
-        return tuple(notes)
+        said = unreadable_note(self.path, self.unreadable)
+        return tuple(notes) + ((said,) if said else ())
+
+
+def unreadable_note(path: str, unreadable: "Sequence[tuple[int, str]]") -> str | None:
+    """One line counting a launch's unreadable start-up lines and naming the first
+    `MAX_UNREADABLE_SHOWN` as `FILE:LINE: what` (`LogSettings.unreadable`), or None without any."""
+    if not unreadable:
+        return None
+    shown = "; ".join(f"{path or 'log'}:{line}: {what}" for line, what in unreadable[:MAX_UNREADABLE_SHOWN])
+    more = f"; and {len(unreadable) - MAX_UNREADABLE_SHOWN} more" if len(unreadable) > MAX_UNREADABLE_SHOWN else ""
+    return (f"{len(unreadable)} unreadable start-up {'entries' if len(unreadable) > 1 else 'entry'} skipped (each setting taken as not "
+            f"printed): {shown}{more}")
+
+
+def unusable_args(text: str, parsed: dict[str, Any]) -> list[str]:
+    """What a settings dump prints for the integer fields the plan reads (`_READ_ARGS`) that is no
+    usable value: not a literal (`chunked_prefill_size=nan`), or not a positive integer (None is
+    the server's to resolve; `chunked_prefill_size` -1 is chunking off)."""
+    out = []
+    for name in _READ_ARGS:
+        m = re.search(rf"(?:\b{name}\s*=|['\"]{name}['\"]\s*:)\s*([^,)}}]*)", text)
+        if m is None:
+            continue
+        value = parsed.get(name, m)
+        if value is None or (type(value) is int and (value >= 1 or (name == "chunked_prefill_size" and value == -1))):
+            continue
+        out.append(f"server_args.{name} {m.group(1).strip()[:30]} is not a positive integer")
+    return out
+
+
+def _shown(raw: bytes, limit: int = 40) -> str:
+    text = raw.decode("utf-8", "replace").strip()
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _is_decode(label: bytes) -> bool:
