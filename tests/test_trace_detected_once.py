@@ -76,3 +76,13 @@ def test_a_request_trace_at_two_loads_is_detected_once(tmp_path, counted, capsys
             "--rate", "3", "--no-recommend"]
     assert run(argv) == 0
     assert counted(trace)[0] == 1
+
+
+def test_a_csv_request_trace_is_read_in_one_pass(tmp_path, counted, capsys):
+    # before: 8 opens, the CSV reader opening the file twice per pass (its header, then its body)
+    trace = tmp_path / "azure.csv"
+    rows = "".join(f"2023-11-16 18:15:{i // 10:02d}.{i % 10}000000,{100 + 37 * i % 4000},{10 + i % 200}\n" for i in range(200))
+    trace.write_text("\n\nTIMESTAMP,ContextTokens,GeneratedTokens\n" + rows)
+    argv = ["plan", "-t", str(trace), "--jobs", "1", "--page-size", "1", "--chunked-prefill-size", "8192", "--no-recommend"]
+    assert run(argv) == 0
+    assert counted(trace) == (1, 5)  # the detection, then one open per pass of the reader

@@ -15,11 +15,9 @@ from typer._click.exceptions import NoArgsIsHelpError  # typer vendors click; no
 
 from cpbcg.cli.app import app, report_error, sanitize_environment
 from cpbcg.errors import ExitCode
-from cpbcg.cli import batches_cmd, layout_cmd, plan_cmd, presets_cmd  # noqa: F401  (registers commands)
-from cpbcg.cli import replay_check_cmd  # noqa: F401  (registers replay-check)
-from cpbcg.cli import capture_cmd  # noqa: F401  (registers capture; torch is imported lazily)
-from cpbcg.cli import watch_cmd  # noqa: F401  (registers watch)
-from cpbcg.cli import check_server_cmd  # noqa: F401  (registers check-server)
+
+# The commands' modules (cpbcg/cli/<name>_cmd.py) are imported only when a command runs or its
+# help is shown: `cpbcg.cli.app.COMMANDS` names them.
 
 
 def _exit_broken_pipe() -> NoReturn:

@@ -612,15 +612,20 @@ def _exact_k_tokens(n: Int64Array, k: int, seg: int, residue_rows: list[Int32Arr
     (every `n >= seg*k`): max over ranks `r` and `u >= k` of `2u + Q_r(k, n - seg*u)`;
     `residue_rows[r]` is `Q_r(k, S)` for `S = 0..k*(seg-1)` (0 requests read as 0)."""
     best = np.zeros(len(n), dtype=np.int64)
-    for q in residue_rows:
-        j = np.arange(len(q)) // seg
-        for res in range(min(seg, len(q))):
-            mine = np.flatnonzero(n % seg == res)
-            if not mine.size:
-                continue
-            run = np.maximum.accumulate(q[res::seg].astype(np.int64) - 2 * j[res::seg])  # best over S <= res + seg*j
-            top_j = np.minimum((n[mine] - res) // seg - k, len(run) - 1)  # S <= n - seg*k, i.e. u >= k
-            best[mine] = np.maximum(best[mine], 2 * ((n[mine] - res) // seg) + run[top_j])
+    if not residue_rows:
+        return best
+    rows = np.stack(residue_rows).astype(np.int64)  # [cp, S]: every rank's row has the same length
+    j = np.arange(rows.shape[1]) // seg
+    res_of = n % seg
+    for res in range(min(seg, rows.shape[1])):
+        mine = np.flatnonzero(res_of == res)
+        if not mine.size:
+            continue
+        # best over S <= res + seg*j, then over the ranks (the same index for every rank)
+        run = np.maximum.accumulate(rows[:, res::seg] - 2 * j[res::seg], axis=1).max(axis=0)
+        bases = (n[mine] - res) // seg
+        top_j = np.minimum(bases - k, len(run) - 1)  # S <= n - seg*k, i.e. u >= k
+        best[mine] = np.maximum(0, 2 * bases + run[top_j])
     return best
 
 

@@ -98,8 +98,8 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     init_ratio, min_ratio, ratio_decay = st.init_new_token_ratio, st.min_new_token_ratio, st.new_token_ratio_decay
     prefill_fixed_s, prefill_tokens_per_s = st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s
     # the running batch: decode steps run, requests, sums of the reserve and of the KV held
-    step = num_running = below_count = below_finish_sum = held_base_sum = 0
-    residues = [0] * page
+    step = num_running = below_count = below_finish_sum = held_base_sum = residue_sum = 0
+    residues = [0] * page  # running requests per sequence-end residue; residue_sum: sum of residue * count
     finish_heap: list[tuple[int, int, int]] = []
     above_heap: list[int] = []
     # Tally counters
@@ -120,11 +120,30 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     exhausted = False
 
     def held_at(at_step: int) -> int:  # KV the running requests hold after `at_step` steps, page > 1
-        held = held_base_sum + num_running * at_step
-        for r, count in enumerate(residues):
-            if count:
-                held += count * (-(r + at_step) % page)
-        return held
+        # held_base_sum + num_running * at_step + sum over r of residues[r] * (-(r + at_step) % page)
+        # (kernel.py's _held_at), in closed form: with t = at_step % page the pad of residue r is
+        # page - r - t, plus page where r + t >= page, less page where r + t == page (or r = t = 0)
+        t = at_step % page
+        return (held_base_sum + num_running * (at_step - t) - residue_sum
+                + page * (num_running - residues[-t % page] + sum(residues[page - t:])))
+
+    def advance(steps: int) -> int:  # the running batch runs `steps` decode steps; returns how many finished
+        nonlocal step, below_count, below_finish_sum, held_base_sum, residue_sum, num_running
+        step += steps
+        while above_heap and above_heap[0] <= step:  # requests falling below the clip
+            below_count += 1
+            below_finish_sum += heappop(above_heap) + clip
+        finished = 0
+        while finish_heap and finish_heap[0][0] <= step:
+            f_step, base, residue = heappop(finish_heap)
+            held_base_sum -= base
+            residues[residue] -= 1
+            residue_sum -= residue
+            below_count -= 1
+            below_finish_sum -= f_step
+            num_running -= 1
+            finished += 1
+        return finished
 
     def sync() -> None:
         sim._now_s = now_s
@@ -315,17 +334,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                         if pool is not None:  # _note_retraction(1)
                             if (held_base_sum + num_running * (step + 1) if page == 1 else held_at(step + 1)) + chunked_held > pool:
                                 retraction_points += 1
-                        step += 1  # advance the running batch one step: finishes, requests falling below the clip
-                        while above_heap and above_heap[0] <= step:
-                            below_count += 1
-                            below_finish_sum += heappop(above_heap) + clip
-                        while finish_heap and finish_heap[0][0] <= step:
-                            f_step, base, residue = heappop(finish_heap)
-                            held_base_sum -= base
-                            residues[residue] -= 1
-                            below_count -= 1
-                            below_finish_sum -= f_step
-                            num_running -= 1
+                        advance(1)  # the running batch decoded one step inside the forward
                         batch_full = False  # 0.5.23: the mixed batch becomes the running batch, flag clear
                     if chunked is not None or not num_running:
                         # 0.5.23: the forward's batch shrinks when the chunk leaves it, and it becomes the
@@ -341,6 +350,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
                                 kv = extend - step
                                 residue = (item[0] - step) % page
                                 residues[residue] += 1
+                                residue_sum += residue
                                 heappush(finish_heap, (f_step, kv, residue))
                                 held_base_sum += kv
                                 num_running += 1
@@ -401,20 +411,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
             ratio -= steps * ratio_decay
             if min_ratio > ratio:
                 ratio = min_ratio
-            step += steps  # advance the running batch
-            while above_heap and above_heap[0] <= step:
-                below_count += 1
-                below_finish_sum += heappop(above_heap) + clip
-            finished = 0
-            while finish_heap and finish_heap[0][0] <= step:
-                f_step, base, residue = heappop(finish_heap)
-                held_base_sum -= base
-                residues[residue] -= 1
-                below_count -= 1
-                below_finish_sum -= f_step
-                num_running -= 1
-                finished += 1
-            if finished or not num_running:
+            if advance(steps) or not num_running:
                 batch_full = False
             if num_running > max_running:  # _see_running
                 max_running = num_running

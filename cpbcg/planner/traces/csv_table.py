@@ -21,8 +21,8 @@ from cpbcg.planner.traces.records import (
     FIRST_DATE, LAST_DATE, MAX_REQUEST_TOKENS, LineNumbers, RequestChunk, RequestItem, RequestSpec, TimeUnit, drop_empty_prompts, lengths_ok, parse_time_values,
 )
 from cpbcg.planner.traces.text import (
-    CONTROL_BYTES, binary_error, check_blob_lines, count_newlines, excerpt, first_line, iter_blob_chunks, line_excerpt, looks_binary,
-    TracePath, show_names, split_lines, time_problem,
+    CONTROL_BYTES, binary_error, check_blob_lines, count_newlines, excerpt, iter_blob_chunks, line_excerpt, long_line, looks_binary,
+    MAX_LINE_BYTES, TracePath, no_requests, show_names, split_lines, time_problem,
 )
 
 if TYPE_CHECKING:
@@ -65,15 +65,26 @@ def header_columns(path: TracePath, line_no: int, line: bytes) -> list[str]:
 def read_csv_requests(path: TracePath, spec: RequestSpec) -> Iterator[RequestItem]:
     """Yield `(chunk, line_numbers)` per chunk of lines; `line_numbers()` gives the [n] int64
     line of each request (computed only when needed, for messages)."""
-    header_line, header = first_line(path)
-    columns = _columns(path, header_line, header, spec)
-    for first, blob in iter_blob_chunks(path, REQUEST_CHUNK_BYTES):
-        check_blob_lines(path, first, blob)
-        if first <= header_line:  # cut the header line and any blank lines before it
-            cut = 0
-            for _ in range(header_line - first + 1):
-                cut = blob.find(b"\n", cut) + 1 or len(blob)
-            blob, first = blob[cut:], header_line + 1
+    columns: Columns | None = None
+    for first, blob in iter_blob_chunks(path, REQUEST_CHUNK_BYTES):  # the file is opened once
+        if columns is None:  # the header: the first non-blank line (`first_line`'s rule), a UTF-8 BOM dropped
+            header_line, cut = first, 0
+            while cut < len(blob):
+                end = blob.find(b"\n", cut) + 1 or len(blob)
+                if blob[cut:end].strip():
+                    break
+                header_line, cut = header_line + 1, end
+            else:  # only blank lines so far
+                check_blob_lines(path, first, blob)
+                continue
+            header = blob[cut:end]
+            if len(header.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+                raise long_line(path, header_line)
+            columns = _columns(path, header_line, header.lstrip(b"\xef\xbb\xbf"), spec)
+            check_blob_lines(path, first, blob)
+            blob, first = blob[end:], header_line + 1  # cut the header line and any blank lines before it
+        else:
+            check_blob_lines(path, first, blob)
         columnar = _chunk_columnar(blob, first, columns, spec) or _chunk_flat(blob, first, columns, spec)
         if columnar is not None:
             yield drop_empty_prompts(*columnar, spec.length_field)
@@ -86,6 +97,8 @@ def read_csv_requests(path: TracePath, spec: RequestSpec) -> Iterator[RequestIte
         if chunk is None:
             chunk = _chunk_slow(path, first, rows, columns, spec)
         yield drop_empty_prompts(chunk, _line_numbers(rows, first), spec.length_field)
+    if columns is None:
+        raise no_requests(path)
 
 
 def _chunk_columnar(blob: bytes, first: int, columns: Columns, spec: RequestSpec) -> RequestItem | None:

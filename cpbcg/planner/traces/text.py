@@ -239,7 +239,12 @@ def first_line(path: TracePath | str) -> tuple[int, bytes]:
         for line_no, line in enumerate(lines, start=first):
             if line.strip():
                 return line_no, line.lstrip(b"\xef\xbb\xbf")
-    raise TraceError(located(display(path), 1, "empty trace: no requests"))
+    raise no_requests(path)
+
+
+def no_requests(path: TracePath | str) -> TraceError:
+    """The error of a request table without a non-blank line."""
+    return TraceError(located(display(path), 1, "empty trace: no requests"))
 
 
 def read_head(path: TracePath | str, limit: int = MAX_LINE_BYTES) -> bytes:
