@@ -167,14 +167,15 @@ def iter_blob_chunks(path: TracePath | str, chunk_bytes: int = CHUNK_BYTES) -> I
                 if carry:
                     yield line_no, carry
                 return
-            block = carry + block
             cut = block.rfind(b"\n") + 1
             if cut == 0:
-                if len(block) > MAX_LINE_BYTES:
+                carry += block
+                if len(carry) > MAX_LINE_BYTES:
                     raise long_line(path, line_no)
-                carry = block
                 continue
-            blob, carry = block[:cut], block[cut:]
+            # one copy of the block at most: the carried line's head and the whole lines of this read joined
+            blob = block if not carry and cut == len(block) else b"".join((carry, memoryview(block)[:cut]))
+            carry = block[cut:]
             if len(carry) > MAX_LINE_BYTES:
                 raise long_line(path, line_no + count_newlines(blob))
             yield line_no, blob
