@@ -14,7 +14,8 @@ import pytest
 
 from cpbcg.errors import TraceError
 from cpbcg.planner.traces import sglang_log
-from cpbcg.planner.traces.log_scan import prefill_columns
+from cpbcg.planner.traces import log_scan
+from cpbcg.planner.traces.log_scan import lines_with, prefill_columns
 from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.traces.text import iter_blob_chunks
 from sglang_log_fixtures import prefill_line, resolved_line, startup_lines, write_log
@@ -291,3 +292,29 @@ def test_crlf_log_of_one_printer_is_read_in_bulk(tmp_path, monkeypatch):
     assert np.concatenate([c.graph for c in chunks]).tolist() == [int(i % 3 == 0) for i in range(1000)]
     first = 2 + startup_lines().count("\n")
     assert calls == [first, first + 500, first + 999]  # the printer's first record, the inner CR's line, the last line
+
+
+def plain_lines_with(blob: bytes, literals, folded) -> list[int]:
+    """The reference: line starts of the lines holding a literal, line by line."""
+    out, at = [], 0
+    for line in blob.split(b"\n"):
+        if any(x in line for x in literals) or any(x in line.lower() for x in folded):
+            out.append(at)
+        at += len(line) + 1
+    return out
+
+
+@pytest.mark.parametrize("anchor_hits", [1 << 12, 3])  # 3: every anchor is common, and a block the sample misjudges
+def test_lines_with_finds_the_lines_a_plain_search_finds(monkeypatch, anchor_hits):
+    """`lines_with` (anchors, whole-literal finds, letters in any case, the misjudged-sample path)
+    gives the lines a plain line-by-line search gives."""
+    monkeypatch.setattr(log_scan, "MAX_ANCHOR_HITS", anchor_hits)
+    rng = random.Random(anchor_hits)
+    pieces = [b"Decode batch, #running-req: 3, cuda graph: True", b"SGLang version: 0.5.23", b"SgLaNg==0.5.1", b"sglang serve",
+              b"server_args={'tp_size': 1}", b"x server_arg", b"Capturing num tokens", b"CAPTURE", b"GLANG", b"S G L", b"\r", b"_"]
+    for trial in range(40):
+        head = [rng.choice(pieces[:1]) for _ in range(rng.randint(0, 400))]  # the sample (the block's head) sees none of the rest
+        tail = [b" ".join(rng.choice(pieces) for _ in range(rng.randint(0, 3))) for _ in range(rng.randint(0, 400))]
+        blob = b"\n".join(head + tail) + rng.choice([b"", b"\n"])
+        literals, folded = (b"server_args", b"Captur", b"_"), (b"sglang",)
+        assert lines_with(blob, literals, folded) == plain_lines_with(blob, literals, folded)

@@ -64,40 +64,60 @@ _LABEL_CODE = {b"cuda": 1, b"npu": 2, b"cpu": 3, b"musa": 4, b"xpu": 5}
 U8Array = npt.NDArray[np.uint8]
 
 
+def byte_sample(blob: bytes) -> npt.NDArray[np.float64]:
+    """[256] float64: how often each byte value occurs in `blob`, estimated from its first
+    `ANCHOR_SAMPLE_BYTES` (counts scaled to the blob's length): what chooses the anchors."""
+    n = min(len(blob), ANCHOR_SAMPLE_BYTES)
+    counts = np.bincount(np.frombuffer(blob, dtype=np.uint8, count=n), minlength=256)
+    return np.asarray(counts * (len(blob) / max(n, 1)), dtype=np.float64)
+
+
 def lines_with(blob: bytes, literals: Iterable[bytes], folded: Iterable[bytes] = ()) -> list[int]:
     """Ascending byte offsets of the start of every line of `blob` holding one of `literals`
-    (exact bytes) or one of `folded` (lowercase literals, matched in any letter case: searched in
-    `blob.lower()`), each line once. A literal whose rarest byte (in the block's first
-    `ANCHOR_SAMPLE_BYTES`) the block is expected to hold at most `MAX_ANCHOR_HITS` times is found
-    from each occurrence of that byte (`bytes.find` of one byte, then `startswith`), others (and
-    the rest of a block the sample misjudged) by `bytes.find` of the literal."""
+    (exact bytes) or one of `folded` (lowercase literals, matched in any ASCII letter case), each
+    line once. A literal whose rarest byte `byte_sample` expects at most `MAX_ANCHOR_HITS` times
+    is found from each occurrence of that byte (`bytes.find` of one byte, then a comparison),
+    others (and the rest of a block the sample misjudged) by `bytes.find` of the literal. A
+    folded literal is found as written and from each of its letters in upper case (an occurrence
+    in another case holds one), or, where one of those is common, in `blob.lower()`."""
     starts: set[int] = set()
-    sample = np.bincount(np.frombuffer(blob, dtype=np.uint8, count=min(len(blob), ANCHOR_SAMPLE_BYTES)), minlength=256)
-    scale = len(blob) / max(1, min(len(blob), ANCHOR_SAMPLE_BYTES))
-    anchors: dict[int, list[tuple[bytes, int]]] = {}
-    for literal in literals:
-        byte = min(literal, key=lambda c: int(sample[c]))
-        if sample[byte] * scale <= MAX_ANCHOR_HITS:
-            anchors.setdefault(byte, []).append((literal, literal.index(byte)))
+    sample = byte_sample(blob)
+    anchors: dict[int, list[tuple[bytes, int, bool]]] = {}  # anchor byte -> (literal, its index in the literal, folded)
+    lowered: list[bytes] = []
+    exact = list(literals)
+    for literal in folded:
+        letters = [(c, j) for j, c in enumerate(literal.upper()) if c != literal[j]]
+        if all(sample[c] <= MAX_ANCHOR_HITS for c, _ in letters):
+            exact.append(literal)
+            for c, j in letters:
+                anchors.setdefault(c, []).append((literal, j, True))
+        else:
+            lowered.append(literal)
+    for literal in exact:
+        byte = min(literal, key=lambda c: float(sample[c]))
+        if sample[byte] <= MAX_ANCHOR_HITS:
+            anchors.setdefault(byte, []).append((literal, literal.index(byte), False))
         else:
             _find_lines(blob, blob, literal, 0, starts)
+    low: bytes | None = None
     for byte, members in anchors.items():
         anchor, hits = bytes([byte]), 0
         at = blob.find(anchor)
         while at >= 0:
             hits += 1
             if hits > 4 * MAX_ANCHOR_HITS:  # the sample misjudged the block: every occurrence from here by the whole literal
-                for literal, j in members:
-                    _find_lines(blob, blob, literal, max(0, at - j), starts)
+                for literal, j, fold in members:
+                    if fold and low is None:
+                        low = blob.lower()
+                    _find_lines(blob, low if fold and low is not None else blob, literal, max(0, at - j), starts)
                 break
-            for literal, j in members:
-                if at >= j and blob.startswith(literal, at - j):
+            for literal, j, fold in members:
+                if at >= j and (blob[at - j:at - j + len(literal)].lower() == literal if fold else blob.startswith(literal, at - j)):
                     starts.add(blob.rfind(b"\n", 0, at) + 1)
             at = blob.find(anchor, at + 1)
-    folded = tuple(folded)
-    if folded:
-        low = blob.lower()
-        for literal in folded:
+    if lowered:
+        low = blob.lower() if low is None else low
+        for literal in lowered:
             _find_lines(blob, low, literal, 0, starts)
     return sorted(starts)
 
@@ -153,7 +173,8 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
     block's newlines when the caller has them. Never raises on odd content."""
     block = _Block(blob)
     data = block.data[:block.size]
-    marks = np.fromiter(map(re.Match.start, _MARK.finditer(blob)), dtype=np.int64)
+    sample = byte_sample(blob)
+    marks = block.occurrences(RECORD_MARK, RECORD_MARK.index(min(RECORD_MARK, key=lambda c: int(sample[c]))))
     m = len(marks)
     if newlines is None:
         newlines = np.flatnonzero(data == _NL)
@@ -169,9 +190,9 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
         cr = np.flatnonzero(data == _CR)
         inner = cr[(cr + 1 < len(blob)) & (block.data[cr + 1] != _NL)]
         ok &= ~np.isin(li, np.searchsorted(newlines, inner))
-    if b"#replay-token" in blob:  # encoder replay (0.5.23) adds rows to the forward: the per-line reader reads it
-        replay = np.array(lines_with(blob, (_REPLAY,)), dtype=np.int64)
-        ok &= ~np.isin(li, np.searchsorted(newlines, replay))
+    replay = lines_with(blob, (_REPLAY,))  # encoder replay (0.5.23) adds rows to the forward: the per-line reader reads it
+    if replay:
+        ok &= ~np.isin(li, np.searchsorted(newlines, np.array(replay, dtype=np.int64)))
 
     at = marks + len(RECORD_MARK)
     mixed = block.literal_at(at, b"(mixed #running-req: ")
@@ -214,7 +235,7 @@ class _Block:
     SMALL = 4096
 
     def __init__(self, blob: bytes):
-        self.size = len(blob)
+        self.blob, self.size = blob, len(blob)
         self.padded = self.size < self.SMALL
         self.data: U8Array = np.frombuffer(blob + bytes(self.TAIL) if self.padded else blob, dtype=np.uint8)
         span = len(self.data)
@@ -277,7 +298,10 @@ class _Block:
         for lo in range(0, self.size, SLICE_BYTES):
             at = np.flatnonzero(self.data[lo:min(lo + SLICE_BYTES, self.size)] == literal[anchor]) + (lo - anchor)
             at = at[(at >= 0) & (at + len(literal) <= self.size)]
-            found.append(at[self.literal_at(at, literal)])
+            hit = self.literal_at(at, literal)
+            late = at > self.limit  # read clipped: compared as bytes
+            hit[late] = [self.blob.startswith(literal, a) for a in at[late].tolist()]
+            found.append(at[hit])
         return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
     def prefix_rows(self, at: Int64Array, width: int) -> U8Array:
@@ -318,7 +342,8 @@ def _prefix_keys(blob: bytes, block: _Block, marks: Int64Array, line_start: Int6
     key = np.full(len(marks), -1, dtype=np.int64)
     tags: dict[bytes, int] = {}
     length = marks - line_start
-    for size in np.unique(length[ok]):
+    lengths = length[ok]
+    for size in lengths[:1] if (lengths == lengths[:1]).all() else np.unique(lengths):  # one prefix length: the common case
         rows = np.flatnonzero(ok & (length == size))
         if size == 0:
             key[rows] = tags.setdefault(b"", len(tags))
