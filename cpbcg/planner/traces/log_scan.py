@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cpbcg.planner.arrays import BoolArray, Int64Array
+from cpbcg.planner.traces.text import newline_offsets
 
 RECORD_MARK = b"Prefill batch"
 VERDICT_LABELS = ("", "cuda graph", "npu graph", "cpu graph", "musa graph", "xpu graph")
@@ -177,7 +178,7 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
     marks = block.occurrences(RECORD_MARK, RECORD_MARK.index(min(RECORD_MARK, key=lambda c: int(sample[c]))))
     m = len(marks)
     if newlines is None:
-        newlines = np.flatnonzero(data == _NL)
+        newlines = newline_offsets(blob)
     li = np.searchsorted(newlines, marks)
     line_start = np.concatenate([[-1], newlines])[li] + 1
     line_end = np.concatenate([newlines, [len(blob)]])[li]
@@ -299,8 +300,9 @@ class _Block:
             at = np.flatnonzero(self.data[lo:min(lo + SLICE_BYTES, self.size)] == literal[anchor]) + (lo - anchor)
             at = at[(at >= 0) & (at + len(literal) <= self.size)]
             hit = self.literal_at(at, literal)
-            late = at > self.limit  # read clipped: compared as bytes
-            hit[late] = [self.blob.startswith(literal, a) for a in at[late].tolist()]
+            if len(at) and at[-1] > self.limit:  # reads clipped at the block's end: compared as bytes
+                late = at > self.limit
+                hit[late] = [self.blob.startswith(literal, a) for a in at[late].tolist()]
             found.append(at[hit])
         return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 

@@ -59,7 +59,7 @@ from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefil
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, LaunchScan, LogSettings, settings_lines
-from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, open_binary, read_errors
+from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, newline_offsets, open_binary, read_errors
 
 __all__ = ["DETECT_BYTES", "MARK", "LogEvent", "LogParser", "LogReader", "LogSummary", "Record", "parse_log_lines", "parse_records"]
 COPY_CHECK_FORWARDS = 4096
@@ -294,7 +294,7 @@ class LogParser:
                 out.append(_chunk(np.array(rows, dtype=np.int64), launch))
             return out
         if newlines is None:
-            newlines = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == ord("\n"))
+            newlines = newline_offsets(blob)
         cols = prefill_columns(blob, first, _last_prefix, newlines)
         parts: list[Int64Array] = []  # [N, 7] kept rows of the launch being read
         launch, done = self.scan.current, 0
