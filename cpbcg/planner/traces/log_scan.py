@@ -299,6 +299,8 @@ class _Block:
         for lo in range(0, self.size, SLICE_BYTES):
             at = np.flatnonzero(self.data[lo:min(lo + SLICE_BYTES, self.size)] == literal[anchor]) + (lo - anchor)
             at = at[(at >= 0) & (at + len(literal) <= self.size)]
+            if anchor + 1 < len(literal):  # the byte after the anchor first (a one-byte gather), then the whole literal
+                at = at[self.data[at + anchor + 1] == literal[anchor + 1]]  # inside: at + len(literal) <= size
             hit = self.literal_at(at, literal)
             if len(at) and at[-1] > self.limit:  # reads clipped at the block's end: compared as bytes
                 late = at > self.limit
