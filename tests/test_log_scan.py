@@ -14,7 +14,8 @@ import pytest
 
 from cpbcg.errors import TraceError
 from cpbcg.planner.traces import sglang_log
-from cpbcg.planner.traces.log_scan import RECORD_MARKERS, SETTINGS_MARKERS, marked_lines, prefill_columns
+from cpbcg.planner.traces import log_scan
+from cpbcg.planner.traces.log_scan import lines_with, prefill_columns
 from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.traces.text import iter_blob_chunks
 from sglang_log_fixtures import prefill_line, resolved_line, startup_lines, write_log
@@ -164,15 +165,6 @@ def test_columns_flag_what_they_cannot_read_in_bulk():
     assert [cols.tags[k] for k in cols.key[cols.ok]] == [b" TP0", b" DP1 TP0"]
 
 
-def test_marked_lines_keep_line_numbers():
-    blob = startup_lines().encode() + ODD[0].encode() + prefill_line(64, 2).encode()
-    got = list(marked_lines(blob, 7, RECORD_MARKERS + SETTINGS_MARKERS))
-    lines = blob.split(b"\n")
-    assert got == [(7 + i, line) for i, line in enumerate(lines) if any(m in line for m in RECORD_MARKERS + SETTINGS_MARKERS)]
-    assert [n for n, _ in got][-1] == 7 + len(lines) - 2 and b"Prefill batch" in got[-1][1]
-    assert list(marked_lines(ODD[0].encode() * 3, 1, RECORD_MARKERS)) == []
-
-
 SETTINGS_ODD = [
     resolved_line(),  # read by the launch, begins none
     "[2026-11-02 10:00:02 TP0] Load weight end. type=LlamaForCausalLM, avail mem=60.00 GB, mem usage=15.00 GB.\n",
@@ -251,13 +243,78 @@ def test_launch_command_after_bulk_forwards_begins_a_launch(tmp_path, blocks):
     assert (plain[0].launches, plain[0].launch_forwards, plain[0].nonprefill) == (2, {1: 40, 2: 40}, 1)
 
 
-def test_a_launch_of_one_printer_is_read_in_bulk(tmp_path, monkeypatch):
-    """Only each launch's first record goes record by record (`_take`); the rest in bulk."""
-    calls = []
+def take_calls(monkeypatch) -> list[int]:
+    """The lines `LogParser._take` (the record-by-record path) is called for."""
+    calls: list[int] = []
     take = sglang_log.LogParser._take
     monkeypatch.setattr(sglang_log.LogParser, "_take", lambda self, rec, line_no: calls.append(line_no) or take(self, rec, line_no))
+    return calls
+
+
+def test_a_launch_of_one_printer_is_read_in_bulk(tmp_path, monkeypatch):
+    """Only each launch's first record goes record by record (`_take`), and the log's last line
+    (its reads would reach the block's end: `_Block.near_end`); the rest in bulk."""
+    calls = take_calls(monkeypatch)
     forwards = "".join(prefill_line(100 + i, 1) for i in range(1000))
-    path = write_log(tmp_path / "s.log", startup_lines() + forwards + startup_lines() + forwards)
+    head = startup_lines()
+    path = write_log(tmp_path / "s.log", head + forwards + head + forwards)
     reader = LogReader(path)
     assert [(c.launch, len(c.num_tokens)) for c in reader] == [(1, 1000), (2, 1000)]
-    assert len(calls) == 2
+    first = 2 + head.count("\n")  # the synthetic header, then the start-up lines
+    assert calls == [first, first + 1000 + head.count("\n"), first + 2000 + head.count("\n") - 1]
+
+
+def crlf(text: str) -> str:
+    return text.replace("\n", "\r\n")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_crlf_logs_read_in_bulk_equal_the_per_line_reader(tmp_path, blocks, seed):
+    """A log with CRLF line ends (a carriage return before each newline, read by the per-line
+    parser as a space) is read in bulk, with the same forwards, counts, located lines and
+    launches; a carriage return inside a line still sends that line to the per-line parser."""
+    for name, text in (("r", random_log(seed)), ("m", multi_launch_log(seed))):
+        path = write_log(tmp_path / f"{name}.log", crlf(text))
+        bulk, plain = read(path, True), read(path, False)
+        assert bulk == plain
+        assert plain[0].forwards > 200
+        lf = read(write_log(tmp_path / f"{name}-lf.log", text), False)
+        assert plain[1]["num_tokens"] == lf[1]["num_tokens"] and plain[1]["graph"] == lf[1]["graph"]  # the CR changes no field
+
+
+def test_crlf_log_of_one_printer_is_read_in_bulk(tmp_path, monkeypatch):
+    calls = take_calls(monkeypatch)
+    forwards = [prefill_line(100 + i, 1, graph=i % 3 == 0) for i in range(1000)]
+    forwards[500] = forwards[500].replace(", #queue-req", ",\r#queue-req")  # a carriage return inside the line
+    path = write_log(tmp_path / "s.log", crlf(startup_lines() + "".join(forwards)))
+    chunks = list(LogReader(path))
+    assert sum(len(c.num_tokens) for c in chunks) == 1000
+    assert np.concatenate([c.graph for c in chunks]).tolist() == [int(i % 3 == 0) for i in range(1000)]
+    first = 2 + startup_lines().count("\n")
+    assert calls == [first, first + 500, first + 999]  # the printer's first record, the inner CR's line, the last line
+
+
+def plain_lines_with(blob: bytes, literals, folded) -> list[int]:
+    """The reference: line starts of the lines holding a literal, line by line."""
+    out, at = [], 0
+    for line in blob.split(b"\n"):
+        if any(x in line for x in literals) or any(x in line.lower() for x in folded):
+            out.append(at)
+        at += len(line) + 1
+    return out
+
+
+@pytest.mark.parametrize("anchor_hits", [1 << 12, 3])  # 3: every anchor is common, and a block the sample misjudges
+def test_lines_with_finds_the_lines_a_plain_search_finds(monkeypatch, anchor_hits):
+    """`lines_with` (anchors, whole-literal finds, letters in any case, the misjudged-sample path)
+    gives the lines a plain line-by-line search gives."""
+    monkeypatch.setattr(log_scan, "MAX_ANCHOR_HITS", anchor_hits)
+    rng = random.Random(anchor_hits)
+    pieces = [b"Decode batch, #running-req: 3, cuda graph: True", b"SGLang version: 0.5.23", b"SgLaNg==0.5.1", b"sglang serve",
+              b"server_args={'tp_size': 1}", b"x server_arg", b"Capturing num tokens", b"CAPTURE", b"GLANG", b"S G L", b"\r", b"_"]
+    for trial in range(40):
+        head = [rng.choice(pieces[:1]) for _ in range(rng.randint(0, 400))]  # the sample (the block's head) sees none of the rest
+        tail = [b" ".join(rng.choice(pieces) for _ in range(rng.randint(0, 3))) for _ in range(rng.randint(0, 400))]
+        blob = b"\n".join(head + tail) + rng.choice([b"", b"\n"])
+        literals, folded = (b"server_args", b"Captur", b"_"), (b"sglang",)
+        assert lines_with(blob, literals, folded) == plain_lines_with(blob, literals, folded)

@@ -295,3 +295,57 @@ def test_an_older_printed_version_is_named(tmp_path):
     obs = api.plan(api.open_trace(path, dep), dep, None).observed
     assert obs.model_errors == 1 and "SGLang 0.5.9 is older than the reference 0.5.23" in obs.notes[0]
     assert "a server without the 2x padding cap" in obs.model_error_lines[0].explanations[0]
+
+
+def test_disagreement_reasons_per_case_equal_a_per_forward_reading():
+    """`_LaunchTally.add` finds each disagreement's reasons once per case (eager reason, several
+    requests, a mixed forward) and counts them with numpy: the counts, their order and the kept
+    lines equal a reading forward by forward (CP 4 and the list assumed: every case occurs)."""
+    from cpbcg.planner.model.layout import CPLayout
+    from cpbcg.planner.model.selector import BucketTable
+    from cpbcg.planner.observed import KEPT_EXAMPLES, AssumedSetting, ObservedTally
+    from cpbcg.planner.assembly.bound import bound_demand
+    from cpbcg.planner.traces.records import ObservedForwards
+    from cpbcg.planner.traces.sglang_settings import LogSettings
+
+    rng = np.random.default_rng(7)
+    cp = CPLayout(4)
+    table = BucketTable.build(default_buckets(8192), cp)
+    assumed = (AssumedSetting("cp_size", 4, "--cp-size"), AssumedSetting("buckets", "sglang-default:8192", "--buckets"))
+    tally = ObservedTally(table, cp, 2.0, LogSettings(), assumed=assumed)
+    chunks = []
+    for c in range(3):
+        m = 3000
+        n = rng.choice([3, 7, 100, 2048, 9000, 20000], m) + rng.integers(0, 50, m)
+        k = np.minimum(rng.integers(1, 4, m), n)
+        decode = np.where(rng.random(m) < 0.2, rng.integers(1, 4, m), 0)
+        chunk = ObservedForwards(n + decode, k + decode, np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64), decode_requests=decode,
+                                 line_no=np.arange(m) + 10 + c * m, dp_rank=np.zeros(m, dtype=np.int64),
+                                 graph=rng.integers(-1, 2, m).astype(np.int8))
+        chunks.append(chunk)
+        tally.add(chunk)
+    got = tally.result()
+    launch = tally._launches[1]
+    errors, eager, explained, assumed_errors = [], [], {}, 0
+    for chunk in chunks:
+        sel = bound_demand(chunk, cp).select(table, launch.factor)
+        for i in range(len(chunk.graph)):
+            if chunk.graph[i] < 0 or bool(chunk.graph[i]) == bool(sel.graph[i]):
+                continue
+            multi = bool(chunk.num_requests[i] > 1)
+            if chunk.graph[i] == 1:
+                why = launch._error_reasons(sel.reason_of(i), multi)
+                assumed_errors += any(w.startswith("the assumed ") for w in why)
+                errors.append((int(chunk.line_no[i]), why))
+            else:
+                why = launch._eager_reasons(bool(chunk.decode_requests[i] > 0), multi)
+                for w in why:
+                    explained[w] = explained.get(w, 0) + 1
+                eager.append((int(chunk.line_no[i]), why))
+    assert (got.model_errors, got.unexplained_eager, got.assumption_errors) == (len(errors), len(eager), assumed_errors)
+    assert list(got.eager_explanations.items()) == list(explained.items())
+    assert [(d.line_no, d.explanations) for d in got.model_error_lines] == errors[:KEPT_EXAMPLES]
+    assert [(d.line_no, d.explanations) for d in got.eager_lines] == eager[:KEPT_EXAMPLES]
+    reasons = {w for _, why in errors for w in why} | set(explained)
+    short = "a request shorter than 2*cp_size (lengths not in the log)"
+    assert "worst-case rows: the log has no extend lengths" in reasons and 0 < explained[short] < len(eager) and assumed_errors > 0

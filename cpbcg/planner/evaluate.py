@@ -176,7 +176,8 @@ class Evaluator:
     def add_demand(self, demand: Demand, batches: BatchSet | None = None) -> None:
         """Select and tally `demand`; `batches` (the same forwards) supplies examples."""
         w, n = demand.counts, demand.num_tokens
-        if float(np.dot(w, n.astype(np.float64))) + self._totals["tokens"] >= MAX_TOTAL_TOKENS:
+        # float64 elementwise, not `np.dot`: a float dot goes to BLAS, whose idle threads then spin a core
+        if float(np.multiply(w, n, dtype=np.float64).sum()) + self._totals["tokens"] >= MAX_TOTAL_TOKENS:
             raise TraceError(f"the trace's count-weighted token total exceeds {MAX_TOTAL_TOKENS:.3g}: check the \"count\" fields")
         sel = demand.select(self.table, self.factor)
         if batches is not None:

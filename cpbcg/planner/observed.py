@@ -34,7 +34,8 @@ import numpy as np
 
 from cpbcg.planner.assembly.bound import bound_demand
 from cpbcg.planner.model.layout import CPLayout, CPStrategy
-from cpbcg.planner.model.selector import BucketTable, EagerReason
+from cpbcg.planner.arrays import Int64Array
+from cpbcg.planner.model.selector import EAGER_REASONS, BucketTable, EagerReason
 from cpbcg.planner.traces.records import ForwardSizes, ObservedForwards
 from cpbcg.planner.traces.sglang_log import LogSummary
 from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -303,22 +304,35 @@ class _LaunchTally:
         eager = np.flatnonzero(known & ~server & model)
         self._n_errors += len(errors)
         self._n_eager += len(eager)
-        for i in errors.tolist():
-            reason = sel.reason_of(i)
-            why = self._error_reasons(chunk, i, reason)
-            if any(w.startswith("the assumed ") for w in why):
-                self._n_assumed += 1
-            if len(self._errors) < KEPT_EXAMPLES:
-                shown = "eager (prefill graphs off)" if self.settings.prefill_graphs is False else reason.value if reason else "graph"
+        multi = chunk.num_requests > 1
+        if len(errors):  # the reasons depend on the case only (eager reason, several requests): one call per distinct case
+            reason = np.zeros(len(errors), dtype=np.int64)  # 0: graph, else 1 + EAGER_REASONS index
+            for code, r in enumerate(EAGER_REASONS, start=1):
+                reason[sel.eager_mask(r)[errors]] = code
+            error_why: dict[int, tuple[str, ...]] = {}
+            for case, count in _cases(reason * 2 + multi[errors]):
+                why = error_why[case] = self._error_reasons(EAGER_REASONS[case // 2 - 1] if case >= 2 else None, bool(case % 2))
+                if any(w.startswith("the assumed ") for w in why):
+                    self._n_assumed += count
+            for i in errors[:max(0, KEPT_EXAMPLES - len(self._errors))].tolist():
+                r_i = sel.reason_of(i)
+                why = error_why[(0 if r_i is None else EAGER_REASONS.index(r_i) + 1) * 2 + int(multi[i])]
+                shown = "eager (prefill graphs off)" if self.settings.prefill_graphs is False else r_i.value if r_i else "graph"
                 self._errors.append(_line(chunk, i, True, shown, why))
-        for i in eager.tolist():
-            why = self._eager_reasons(chunk, i)
-            for w in why:
-                self._explained[w] = self._explained.get(w, 0) + 1
-            if len(self._eager) < KEPT_EXAMPLES:
+        if len(eager):
+            eager_why: dict[int, tuple[str, ...]] = {}
+            for case, count in _cases((chunk.decode_requests[eager] > 0) * 2 + multi[eager]):
+                why = eager_why[case] = self._eager_reasons(case >= 2, bool(case % 2))
+                for w in why:
+                    self._explained[w] = self._explained.get(w, 0) + count
+            for i in eager[:max(0, KEPT_EXAMPLES - len(self._eager))].tolist():
+                why = eager_why[int(chunk.decode_requests[i] > 0) * 2 + int(multi[i])]
                 self._eager.append(_line(chunk, i, False, f"graph {int(sel.bucket_tokens[i])}", why))
 
-    def _error_reasons(self, chunk: ObservedForwards, i: int, reason: EagerReason | None) -> tuple[str, ...]:
+    def _error_reasons(self, reason: EagerReason | None, multi_request: bool) -> tuple[str, ...]:
+        """What could explain a forward the server replayed and the model calls eager for
+        `reason` (None: the model replays it, prefill graphs off), a forward of several requests
+        when `multi_request`: the case, nothing else of the forward (`add` calls it once per case)."""
         out: list[str] = []
         cp = self.model.cp
         if self.settings.prefill_graphs is False:
@@ -327,25 +341,28 @@ class _LaunchTally:
             out.append(f"the assumed {self.assumed['cp_size'].text()}")
         if reason is not None and reason.value in ("above_largest_bucket", "padding_limit") and "buckets" in self.assumed:
             out.append(f"the assumed bucket list ({self.assumed['buckets'].option} sets it)")
-        if reason is not None and reason.value in ("local_capacity", "not_cp_active") and cp.cp_size > 1 and chunk.num_requests[i] > 1:
+        if reason is not None and reason.value in ("local_capacity", "not_cp_active") and cp.cp_size > 1 and multi_request:
             out.append("worst-case rows: the log has no extend lengths")
         if reason is not None and reason.value == "padding_limit":
             out.append("a server without the 2x padding cap (before SGLang PR #31487, 2026-07)")
         return tuple(out) or ("none known: a model error",)
 
-    def _eager_reasons(self, chunk: ObservedForwards, i: int) -> tuple[str, ...]:
+    def _eager_reasons(self, mixed: bool, multi_request: bool) -> tuple[str, ...]:
+        """What could explain a forward the model replays and the server ran eagerly: a mixed
+        forward (decode rows) when `mixed`, of several requests when `multi_request`: the case,
+        nothing else of the forward (`add` calls it once per case)."""
         s, out = self.settings, []
         if s.prefill_graphs is None:
             out.append("prefill graphs assumed on (the log states no graph setting and prints no capture line)")
         if s.pp_size() > 1:
             out.append(f"pipeline parallelism (pp_size {s.pp_size()}): 0.5.23 turns breakable prefill graphs off with PP "
                        "unless --cuda-graph-backend-prefill breakable opts in")
-        if chunk.decode_requests[i] > 0 or s.server_args.get("enable_mixed_chunk") is True:
+        if mixed or s.server_args.get("enable_mixed_chunk") is True:
             out.append("mixed batch")
         if s.lora:
             out.append("LoRA")
         cp = self.model.cp
-        if cp.cp_size > 1 and cp.strategy is CPStrategy.zigzag and chunk.num_requests[i] > 1:
+        if cp.cp_size > 1 and cp.strategy is CPStrategy.zigzag and multi_request:
             out.append("a request shorter than 2*cp_size (lengths not in the log)")
         out.append(NOT_IN_LOG)
         return tuple(out)
@@ -378,6 +395,13 @@ class _LaunchTally:
         if s.prefill_graphs is False:
             notes.append(f"prefill graphs were off ({s.prefill_graphs_origin}): every forward is modelled eager")
         return tuple(notes)
+
+
+def _cases(case: Int64Array) -> list[tuple[int, int]]:
+    """`(case, count)` of each distinct value of `case` ([M] int64), in order of first occurrence."""
+    values, first, counts = np.unique(case, return_index=True, return_counts=True)
+    order = np.argsort(first)
+    return list(zip(values[order].tolist(), counts[order].tolist()))
 
 
 def _line(chunk: ObservedForwards, i: int, server: bool, model: str, why: tuple[str, ...]) -> Disagreement:

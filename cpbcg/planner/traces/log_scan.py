@@ -5,8 +5,11 @@ A log is mostly lines no reader wants (`Decode batch`, HTTP access lines, warnin
 module finds the lines that can matter by literal markers, in one pass over a block of whole
 lines, keeping their exact line numbers:
 
-* `marked_lines(blob, first, markers)`: `(line_number, line)` of every line holding one of
-  `markers` (`RECORD_MARKERS` + `SETTINGS_MARKERS` are every marker the log readers look for);
+* `lines_with(blob, literals, folded)`: the start of every line holding one of `literals` (or
+  of `folded`, in any letter case), each line once: the settings reader's search
+  (`sglang_settings.settings_lines`) and the `#replay-token` check below. A literal is found
+  from its rarest byte (an anchor found with `bytes.find`, a `memchr`) where the block holds
+  few of them, else with `bytes.find` of the whole literal: the same lines either way;
 * `prefill_columns(blob, first, ...)`: every `Prefill batch` mark of the block with, for the
   records printed in the common shape, their fields read with numpy (no Python object per
   record); a record not in that shape is flagged (`ok` False) and the caller reads its line
@@ -16,62 +19,118 @@ The common shape (0.5.23 `report_prefill_stats` and the releases before it, docs
 
     PREFIX Prefill batch[(mixed #running-req: R)][,.] #new-seq: K, #new-token: N, #cached-token: C ... [cuda graph: True] ...
 
-with at most 12 digits per number, one `Prefill batch` per line, no carriage return and no
-`#replay-token` in the line, and a rank prefix (everything before the mark) whose shape (digits aside) is shared with
-other records of the block: the caller's prefix rule (`choose_prefix`, the reader's own) is run
-once per distinct prefix shape and applies to every record of that shape, since the rule reads
-digits only as `\\d`. The verdict is the first `cuda|npu|cpu|musa|xpu graph: True|False` after
-the mark in the line, as the per-line reader's search finds it.
+with at most 12 digits per number, one `Prefill batch` per line, no carriage return but one
+ending the line (CRLF: the per-line reader reads it as a space, which no field rule sees), no
+`#replay-token` in the line, and a rank prefix (everything before the mark) whose shape
+(digits aside) is shared with other records of the block: the caller's prefix rule
+(`choose_prefix`, the reader's own) is run once per distinct prefix shape and applies to every
+record of that shape, since the rule reads digits only as `\\d`. The verdict is the first
+`cuda|npu|cpu|musa|xpu graph: True|False` after the mark in the line, as the per-line reader's
+search finds it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import numpy as np
 import numpy.typing as npt
 
 from cpbcg.planner.arrays import BoolArray, Int64Array
+from cpbcg.planner.traces.text import newline_offsets
 
 RECORD_MARK = b"Prefill batch"
-RECORD_MARKERS = (RECORD_MARK,)
-"""Literal markers of forward records (`sglang_log`)."""
-SETTINGS_MARKERS = (b"server_args", b"launch_server", b"sglang serve", b"Capture ", b"Capturing ", b"sglang", b"SGLang")
-"""Literal markers of the lines `sglang_settings` reads (settings dump, launch command, capture
-list/progress/end lines, the version). The settings reader reads only the start-up output;
-a reader of settings further into the log keeps this tuple in step with its line patterns."""
 VERDICT_LABELS = ("", "cuda graph", "npu graph", "cpu graph", "musa graph", "xpu graph")
 """`PrefillColumns.label` codes."""
 MAX_DIGITS = 12
 """Longest number read in bulk (the per-line reader's `\\d{1,12}`)."""
 MAX_PREFIX_SHAPES = 16
 """Distinct prefix shapes tried per prefix length; records beyond go to the per-line parser."""
+ANCHOR_SAMPLE_BYTES = 1 << 18
+"""Bytes at the head of a block whose byte counts choose each literal's anchor (`lines_with`)."""
+SLICE_BYTES = 1 << 20
+"""Bytes of a block compared at once when a literal is searched for with numpy (`_Block.occurrences`)."""
+MAX_ANCHOR_HITS = 1 << 12
+"""Most anchor bytes a block may be expected to hold (from the sample) for a literal to be found
+from its anchor; a block holding 4x as many searches the rest by the whole literal."""
 
 _NL, _CR, _ZERO, _NINE = ord("\n"), ord("\r"), ord("0"), ord("9")
 _GRAPH = b" graph: "
 _MARK = re.compile(re.escape(RECORD_MARK))
-_REPLAY = re.compile(rb"#replay-token")
+_REPLAY = b"#replay-token"
 _LABEL_CODE = {b"cuda": 1, b"npu": 2, b"cpu": 3, b"musa": 4, b"xpu": 5}
 
 U8Array = npt.NDArray[np.uint8]
 
 
-def marked_lines(blob: bytes, first: int, markers: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
-    """`(line number, line without its newline)` of each line of `blob` (whole lines, the first
-    numbered `first`) holding at least one of `markers`, in order, each line once. One pass
-    of a compiled alternation of the literal markers; lines in between are never split."""
-    pattern = re.compile(b"|".join(re.escape(m) for m in markers))
-    line_no, at, last_start = first, 0, -1
-    for match in pattern.finditer(blob):
-        start = blob.rfind(b"\n", 0, match.start()) + 1
-        if start == last_start:
-            continue
-        line_no += blob.count(b"\n", at, start)
-        at = last_start = start
-        end = blob.find(b"\n", match.start())
-        yield line_no, blob[start:len(blob) if end < 0 else end]
+def byte_sample(blob: bytes) -> npt.NDArray[np.float64]:
+    """[256] float64: how often each byte value occurs in `blob`, estimated from its first
+    `ANCHOR_SAMPLE_BYTES` (counts scaled to the blob's length): what chooses the anchors."""
+    n = min(len(blob), ANCHOR_SAMPLE_BYTES)
+    counts = np.bincount(np.frombuffer(blob, dtype=np.uint8, count=n), minlength=256)
+    return np.asarray(counts * (len(blob) / max(n, 1)), dtype=np.float64)
+
+
+def lines_with(blob: bytes, literals: Iterable[bytes], folded: Iterable[bytes] = ()) -> list[int]:
+    """Ascending byte offsets of the start of every line of `blob` holding one of `literals`
+    (exact bytes) or one of `folded` (lowercase literals, matched in any ASCII letter case), each
+    line once. A literal whose rarest byte `byte_sample` expects at most `MAX_ANCHOR_HITS` times
+    is found from each occurrence of that byte (`bytes.find` of one byte, then a comparison),
+    others (and the rest of a block the sample misjudged) by `bytes.find` of the literal. A
+    folded literal is found as written and from each of its letters in upper case (an occurrence
+    in another case holds one), or, where one of those is common, in `blob.lower()`."""
+    starts: set[int] = set()
+    sample = byte_sample(blob)
+    anchors: dict[int, list[tuple[bytes, int, bool]]] = {}  # anchor byte -> (literal, its index in the literal, folded)
+    lowered: list[bytes] = []
+    exact = list(literals)
+    for literal in folded:
+        letters = [(c, j) for j, c in enumerate(literal.upper()) if c != literal[j]]
+        if all(sample[c] <= MAX_ANCHOR_HITS for c, _ in letters):
+            exact.append(literal)
+            for c, j in letters:
+                anchors.setdefault(c, []).append((literal, j, True))
+        else:
+            lowered.append(literal)
+    for literal in exact:
+        byte = min(literal, key=lambda c: float(sample[c]))
+        if sample[byte] <= MAX_ANCHOR_HITS:
+            anchors.setdefault(byte, []).append((literal, literal.index(byte), False))
+        else:
+            _find_lines(blob, blob, literal, 0, starts)
+    low: bytes | None = None
+    for byte, members in anchors.items():
+        anchor, hits = bytes([byte]), 0
+        at = blob.find(anchor)
+        while at >= 0:
+            hits += 1
+            if hits > 4 * MAX_ANCHOR_HITS:  # the sample misjudged the block: every occurrence from here by the whole literal
+                for literal, j, fold in members:
+                    if fold and low is None:
+                        low = blob.lower()
+                    _find_lines(blob, low if fold and low is not None else blob, literal, max(0, at - j), starts)
+                break
+            for literal, j, fold in members:
+                if at >= j and (blob[at - j:at - j + len(literal)].lower() == literal if fold else blob.startswith(literal, at - j)):
+                    starts.add(blob.rfind(b"\n", 0, at) + 1)
+            at = blob.find(anchor, at + 1)
+    if lowered:
+        low = blob.lower() if low is None else low
+        for literal in lowered:
+            _find_lines(blob, low, literal, 0, starts)
+    return sorted(starts)
+
+
+def _find_lines(blob: bytes, text: bytes, literal: bytes, at: int, starts: set[int]) -> None:
+    """Add to `starts` the line start of every occurrence of `literal` in `text` (`blob` or its
+    lowercase copy, the same offsets) from offset `at`, one search per line."""
+    at = text.find(literal, at)
+    while at >= 0:
+        starts.add(blob.rfind(b"\n", 0, at) + 1)
+        end = blob.find(b"\n", at)
+        at = -1 if end < 0 else text.find(literal, end)
 
 
 @dataclass(frozen=True)
@@ -113,28 +172,29 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
     rule for the rank prefix of a record given the bytes of its line before the mark: a match
     whose group 2 is the tag text, or None (no prefix). `newlines`: the [L] offsets of the
     block's newlines when the caller has them. Never raises on odd content."""
-    data = np.frombuffer(blob, dtype=np.uint8)
-    marks = np.fromiter(map(re.Match.start, _MARK.finditer(blob)), dtype=np.int64)
+    block = _Block(blob)
+    data = block.data[:block.size]
+    sample = byte_sample(blob)
+    marks = block.occurrences(RECORD_MARK, RECORD_MARK.index(min(RECORD_MARK, key=lambda c: int(sample[c]))))
     m = len(marks)
     if newlines is None:
-        newlines = np.flatnonzero(data == _NL)
+        newlines = newline_offsets(blob)
     li = np.searchsorted(newlines, marks)
     line_start = np.concatenate([[-1], newlines])[li] + 1
     line_end = np.concatenate([newlines, [len(blob)]])[li]
-    ok = np.ones(m, dtype=bool)
+    ok = ~block.near_end(marks, line_end)
     if m > 1:  # two marks on one line: the per-line reader splits them
         same = li[1:] == li[:-1]
         ok[1:] &= ~same
         ok[:-1] &= ~same
-    if b"\r" in blob:  # the per-line reader reads a carriage return as a space
-        cr_lines = np.unique(np.searchsorted(newlines, np.flatnonzero(data == _CR)))
-        ok &= ~np.isin(li, cr_lines)
+    if b"\r" in blob:  # the per-line reader reads a carriage return as a space: only one ending the line (CRLF) changes no field
+        cr = np.flatnonzero(data == _CR)
+        inner = cr[(cr + 1 < len(blob)) & (block.data[cr + 1] != _NL)]
+        ok &= ~np.isin(li, np.searchsorted(newlines, inner))
+    replay = lines_with(blob, (_REPLAY,))  # encoder replay (0.5.23) adds rows to the forward: the per-line reader reads it
+    if replay:
+        ok &= ~np.isin(li, np.searchsorted(newlines, np.array(replay, dtype=np.int64)))
 
-    if b"#replay-token" in blob:  # encoder replay (0.5.23) adds rows to the forward: the per-line reader reads it
-        replay = np.fromiter(map(re.Match.start, _REPLAY.finditer(blob)), dtype=np.int64)
-        ok &= ~np.isin(li, np.searchsorted(newlines, replay))
-
-    block = _Block(blob)
     at = marks + len(RECORD_MARK)
     mixed = block.literal_at(at, b"(mixed #running-req: ")
     if mixed.any():
@@ -153,7 +213,7 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
     cached, end, read = block.uint_at(end + 17)
     ok &= read & ~block.word_at(end)
 
-    graph, label, read = _verdicts(blob, block, np.minimum(end, line_end), line_end)
+    graph, label, read = _verdicts(block, np.minimum(end, line_end), line_end)
     ok &= read
     key, tags = _prefix_keys(blob, block, marks, line_start, ok, choose_prefix)
     ok &= key >= 0
@@ -163,22 +223,38 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
 
 
 class _Block:
-    """A block's bytes, zero-padded at the end so that every read below stays inside (offsets a
-    little before 0 wrap into the padding), seen as 8-byte words and 16-byte rows starting at
-    every offset: one gather per record and field, no index matrix."""
+    """A block's bytes seen as 8-byte words and 16-byte rows starting at every offset: one gather
+    per record and field, no index matrix, no copy of the block. Every read offset is clipped
+    into the block (`inside`), so a chain of reads past a failed match stays harmless; a read
+    clipped at the end would see the wrong bytes, so the records that could read that far (a
+    mark within `TAIL` bytes of the end: `near_end`) go to the per-line parser. A block shorter
+    than `SMALL` is copied with zero padding instead (nothing near its end is clipped)."""
 
-    PAD = 64
+    TAIL = 256
+    """Bytes after a mark within which every bulk read of its record lies (its fields, at most
+    12 digits each, and its verdict when the line ends within `TAIL` of the block's end too)."""
+    SMALL = 4096
 
     def __init__(self, blob: bytes):
-        self.size = len(blob)
-        self.data: U8Array = np.frombuffer(blob + bytes(self.PAD), dtype=np.uint8)
-        self.words = np.ndarray(shape=(self.size + self.PAD - 8,), dtype="<u8", buffer=self.data, strides=(1,))
-        self.rows: U8Array = np.lib.stride_tricks.as_strided(self.data, shape=(self.size + self.PAD - 16, 16), strides=(1, 1),
-                                                            writeable=False)
+        self.blob, self.size = blob, len(blob)
+        self.padded = self.size < self.SMALL
+        self.data: U8Array = np.frombuffer(blob + bytes(self.TAIL) if self.padded else blob, dtype=np.uint8)
+        span = len(self.data)
+        self.limit = span - 32
+        """Largest offset a read starts at (16-byte rows and up to 3 words from it stay inside)."""
+        self.words = np.ndarray(shape=(span - 7,), dtype="<u8", buffer=self.data, strides=(1,))
+        self.rows: U8Array = np.lib.stride_tricks.as_strided(self.data, shape=(span - 15, 16), strides=(1, 1), writeable=False)
+
+    def near_end(self, marks: Int64Array, line_end: Int64Array) -> BoolArray:
+        """[M] bool: records whose reads could be clipped at the block's end."""
+        if self.padded:
+            return np.zeros(len(marks), dtype=bool)
+        far: BoolArray = (marks + self.TAIL <= self.limit) & (line_end + 64 <= self.limit)
+        return ~far
 
     def inside(self, at: Int64Array) -> Int64Array:
-        """Offsets clipped to the padding (a chain of reads past a failed match stays harmless)."""
-        return np.clip(at, -(self.PAD // 2), self.size)
+        """Offsets clipped into the block (class doc)."""
+        return np.clip(at, 0, self.limit)
 
     def literal_at(self, at: Int64Array, literal: bytes) -> BoolArray:
         at = self.inside(at)
@@ -197,7 +273,7 @@ class _Block:
         return found
 
     def word_at(self, at: Int64Array) -> BoolArray:
-        """The byte at each offset is a regex word character (`[A-Za-z0-9_]`; False past the end)."""
+        """The byte at each offset is a regex word character (`[A-Za-z0-9_]`)."""
         c = self.data[self.inside(at)]
         low = c | 32
         word: BoolArray = ((c >= _ZERO) & (c <= _NINE)) | ((low >= ord("a")) & (low <= ord("z"))) | (c == ord("_"))
@@ -215,19 +291,37 @@ class _Block:
             value = np.where(column < count, value * 10 + values[:, column], value)
         return value, at + count, (count >= 1) & (count <= MAX_DIGITS)
 
+    def occurrences(self, literal: bytes, anchor: int) -> Int64Array:
+        """[K] ascending start offsets of every occurrence of `literal` (overlapping ones included),
+        each found from its byte `literal[anchor]`, `SLICE_BYTES` of the block at a time (small
+        temporaries, no regex)."""
+        found = []
+        for lo in range(0, self.size, SLICE_BYTES):
+            at = np.flatnonzero(self.data[lo:min(lo + SLICE_BYTES, self.size)] == literal[anchor]) + (lo - anchor)
+            at = at[(at >= 0) & (at + len(literal) <= self.size)]
+            if anchor + 1 < len(literal):  # the byte after the anchor first (a one-byte gather), then the whole literal
+                at = at[self.data[at + anchor + 1] == literal[anchor + 1]]  # inside: at + len(literal) <= size
+            hit = self.literal_at(at, literal)
+            if len(at) and at[-1] > self.limit:  # reads clipped at the block's end: compared as bytes
+                late = at > self.limit
+                hit[late] = [self.blob.startswith(literal, a) for a in at[late].tolist()]
+            found.append(at[hit])
+        return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
     def prefix_rows(self, at: Int64Array, width: int) -> U8Array:
         """`[M, width]` bytes from each offset."""
-        at = self.inside(at)
-        parts = [self.rows[at + cut] for cut in range(0, width, 16)]
+        parts = [self.rows[self.inside(at + cut)] for cut in range(0, width, 16)]
         return (np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0])[:, :width]
 
 
-def _verdicts(blob: bytes, block: _Block, after: Int64Array, line_end: Int64Array) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], BoolArray]:
+def _verdicts(block: _Block, after: Int64Array, line_end: Int64Array) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], BoolArray]:
     """`(graph, label, read)`: the verdict `LABEL graph: True|False` (word-bounded) at the first
-    ` graph: ` from each offset `after` within its line. `read` False where that first ` graph: `
+    ` graph: ` from each offset `after` within its line (`bytes.find(b" graph: ", after, line_end)`:
+    every ` graph: ` of the block is found from its `h`). `read` False where that first ` graph: `
     is no verdict (a later one could be: the caller's per-line parser decides)."""
-    find = blob.find
-    g = np.fromiter((find(_GRAPH, a, e) for a, e in zip(after.tolist(), line_end.tolist())), dtype=np.int64, count=len(after))
+    graphs = block.occurrences(_GRAPH, _GRAPH.index(b"h"))  # [G] ascending starts of every ` graph: `
+    nearest = np.append(graphs, -1)[np.searchsorted(graphs, after)]
+    g = np.where((nearest >= 0) & (nearest + len(_GRAPH) <= line_end), nearest, -1)
     m = len(after)
     graph, label = np.full(m, -1, dtype=np.int8), np.zeros(m, dtype=np.int8)
     found = g >= 0
@@ -252,7 +346,8 @@ def _prefix_keys(blob: bytes, block: _Block, marks: Int64Array, line_start: Int6
     key = np.full(len(marks), -1, dtype=np.int64)
     tags: dict[bytes, int] = {}
     length = marks - line_start
-    for size in np.unique(length[ok]):
+    lengths = length[ok]
+    for size in lengths[:1] if (lengths == lengths[:1]).all() else np.unique(lengths):  # one prefix length: the common case
         rows = np.flatnonzero(ok & (length == size))
         if size == 0:
             key[rows] = tags.setdefault(b"", len(tags))
@@ -274,6 +369,9 @@ def _prefix_keys(blob: bytes, block: _Block, marks: Int64Array, line_start: Int6
             a, b = match.span(2)
             if a == b:
                 key[rows[same]] = tags.setdefault(match.group(2), len(tags))
+                continue
+            if (win[same, a:b] == win[first, a:b]).all():  # one printer: one tag
+                key[rows[same]] = tags.setdefault(bytes(win[first, a:b]), len(tags))
                 continue
             text = np.ascontiguousarray(win[same, a:b]).view(np.dtype((np.void, b - a))).ravel()
             distinct, inverse = np.unique(text, return_inverse=True)

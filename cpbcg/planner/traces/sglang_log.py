@@ -59,11 +59,13 @@ from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefil
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, LaunchScan, LogSettings, settings_lines
-from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, open_binary, read_errors
+from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, newline_offsets, open_binary, read_errors
 
 __all__ = ["DETECT_BYTES", "MARK", "LogEvent", "LogParser", "LogReader", "LogSummary", "Record", "parse_log_lines", "parse_records"]
 COPY_CHECK_FORWARDS = 4096
 """Recent kept forwards per DP rank whose sizes a later copy is checked against."""
+MIN_BULK_RUN = 64
+"""Fewest consecutive common-shape records of one printer read in bulk (`LogParser._take_columns`)."""
 
 _PREFIX = re.compile(rb"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)?((?:\s*[A-Z][A-Z_]*\d+)*)\s*\]")
 _HEAD = re.compile(rb"Prefill batch(?: \[\d+\])?(?:\(mixed #running-req: (\d{1,12})\))?")
@@ -292,7 +294,7 @@ class LogParser:
                 out.append(_chunk(np.array(rows, dtype=np.int64), launch))
             return out
         if newlines is None:
-            newlines = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == ord("\n"))
+            newlines = newline_offsets(blob)
         cols = prefill_columns(blob, first, _last_prefix, newlines)
         parts: list[Int64Array] = []  # [N, 7] kept rows of the launch being read
         launch, done = self.scan.current, 0
@@ -310,21 +312,29 @@ class LogParser:
         return out
 
     def _take_columns(self, cols: PrefillColumns, lo: int, hi: int, blob: bytes) -> Int64Array:
-        """Kept rows `[N, 7]` (`Row`) of marks `lo:hi` of `cols` (no settings line among them):
-        in bulk (`_take_block`) when every record is in the common shape and one known printer
-        printed them all, else record by record in log order (`_take`), a line outside the
-        common shape, or a printer's first record (its prefix tells the launch's layout), read
-        by `parse_records`."""
+        """Kept rows `[N, 7]` (`Row`) of marks `lo:hi` of `cols` (no settings line among them), in
+        log order: each run of at least `MIN_BULK_RUN` common-shape records of one printer in bulk
+        (`_take_block`; a printer's first record of the launch by `_take`, since its prefix tells
+        the launch's layout), every other record by itself (`_take_records`: a line outside the
+        common shape is read by `parse_records`). A segment of mostly shorter runs (printers
+        interleaved line by line) goes record by record."""
         if lo >= hi:
             return _NO_ROWS
-        key = cols.key[lo:hi]
-        if cols.ok[lo:hi].all() and (key == key[0]).all():
-            dp, printer = _ranks(cols.tags[int(key[0])])
-            if (dp, printer) in self._printed:
-                return self._take_block(cols, lo, hi, dp, printer)
-            if hi - lo > 1:
-                return np.concatenate([self._take_records(cols, lo, lo + 1, blob), self._take_block(cols, lo + 1, hi, dp, printer)])
-        return self._take_records(cols, lo, hi, blob)
+        ok, key = cols.ok[lo:hi], cols.key[lo:hi]
+        cuts = (np.flatnonzero((ok[1:] != ok[:-1]) | (key[1:] != key[:-1])) + 1).tolist()
+        if len(cuts) * MIN_BULK_RUN > hi - lo:
+            return self._take_records(cols, lo, hi, blob)
+        parts, pending = [], lo
+        for a, b in zip([lo, *(lo + c for c in cuts)], [*(lo + c for c in cuts), hi]):
+            if b - a < MIN_BULK_RUN or not cols.ok[a]:
+                continue  # read record by record with the records before the next bulk run
+            dp, printer = _ranks(cols.tags[int(cols.key[a])])
+            first = a if (dp, printer) in self._printed else a + 1
+            parts += [self._take_records(cols, pending, first, blob), self._take_block(cols, first, b, dp, printer)]
+            pending = b
+        parts.append(self._take_records(cols, pending, hi, blob))
+        rows = [p for p in parts if len(p)]
+        return rows[0] if len(rows) == 1 else np.concatenate(rows) if rows else _NO_ROWS
 
     def _take_records(self, cols: PrefillColumns, lo: int, hi: int, blob: bytes) -> Int64Array:
         """`_take_columns` record by record."""

@@ -42,6 +42,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
+from cpbcg.planner.traces.log_scan import lines_with
 from cpbcg.planner.traces.text import TracePath, display, is_stdin, iter_blob_chunks
 
 MARK = b"Prefill batch"
@@ -82,10 +83,12 @@ INTERESTING = re.compile(
     rb"Prefill batch|server_args\s*=|launch_server|sglang serve|max_total_num_tokens=|Automatically turn off|Captur|Load weight|Disabling breakable|"
     + _VERSION.pattern.replace(rb"\bsglang", rb"\b(?i:sglang)"))
 """The one line prefilter of the log reader: a line without any of these carries nothing it reads."""
-INTERESTING_LITERALS = (b"server_args", b"launch_server", b"sglang", b"max_total_num_tokens=", b"automatically turn off", b"captur",
-                        b"load weight", b"disabling breakable")
-"""Lowercase literals, one of which begins every match of `INTERESTING` but `Prefill batch`
-(lowercased; `sglang` for `sglang serve` and the version): where `settings_lines` looks."""
+INTERESTING_LITERALS = (b"server_args", b"launch_server", b"max_total_num_tokens=", b"Automatically turn off", b"Captur",
+                        b"Load weight", b"Disabling breakable")
+INTERESTING_FOLDED = (b"sglang",)
+"""Literals one of which every match of `INTERESTING` but `Prefill batch` holds: `INTERESTING_LITERALS`
+as written, `INTERESTING_FOLDED` in any letter case (`sglang serve` and the version): where
+`settings_lines` looks (`log_scan.lines_with`)."""
 
 _FLAG_NAMES = {"tp": "tp_size", "dp": "dp_size", "pp": "pp_size", "piecewise_cuda_graph_tokens": "cuda_graph_bs_prefill",
                "piecewise_cuda_graph_max_tokens": "cuda_graph_max_bs_prefill"}
@@ -242,18 +245,11 @@ def read_log_settings(path: TracePath | str) -> LogSettings:
 
 def settings_lines(blob: bytes) -> list[tuple[int, bytes]]:
     """`(offset, line)` of every line of `blob` (whole lines) that `INTERESTING` matches and that
-    holds no `Prefill batch` (the lines `LaunchScan.line` reads), in order: the lines holding an
-    `INTERESTING_LITERALS` literal (found with `bytes.find` in the lowercased blob, so a log's
-    forward and decode lines cost no regex), then `INTERESTING` on each."""
-    low, starts = blob.lower(), set()
-    for literal in INTERESTING_LITERALS:
-        at = low.find(literal)
-        while at >= 0:
-            starts.add(blob.rfind(b"\n", 0, at) + 1)
-            end = blob.find(b"\n", at)
-            at = -1 if end < 0 else low.find(literal, end)
+    holds no `Prefill batch` (the lines `LaunchScan.line` reads), in order: the lines holding one
+    of `INTERESTING_LITERALS` or `INTERESTING_FOLDED` (`log_scan.lines_with`, so a log's forward
+    and decode lines cost no regex), then `INTERESTING` on each."""
     out = []
-    for start in sorted(starts):
+    for start in lines_with(blob, INTERESTING_LITERALS, INTERESTING_FOLDED):
         end = blob.find(b"\n", start)
         line = blob[start:len(blob) if end < 0 else end]
         if MARK not in line and (m := INTERESTING.search(blob, start, start + len(line) + 256)) is not None and m.start() < start + len(line):
