@@ -23,7 +23,7 @@ _EXPORTS = {
     "CPLayout": "cpbcg.planner.model.layout", "CaptureSpec": "cpbcg.planner.model.strategy", "CostModel": "cpbcg.planner.costs.cost",
     "CpbcgError": "cpbcg.errors", "TraceError": "cpbcg.errors", "ConfigError": "cpbcg.errors", "ModelError": "cpbcg.errors",
     "ReadOptions": "cpbcg.planner.traces.base", "BatchSource": "cpbcg.planner.assembly.sources", "PlanPart": "cpbcg.planner.plan",
-    "watch": "cpbcg.api", "WatchOptions": "cpbcg.watching.session", "WatchReport": "cpbcg.watching.session",
+    "watch": "cpbcg.api", "WatchOptions": "cpbcg.watching.options", "WatchReport": "cpbcg.watching.session",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

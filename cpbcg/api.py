@@ -44,7 +44,8 @@ from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.assembly.sources import BatchSource, TraceInput, describe_source, detect_input, open_source, report_header
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
-from cpbcg.watching.session import WatchOptions, WatchReport, WatchSnapshot
+from cpbcg.watching.options import WatchOptions
+from cpbcg.watching.session import WatchReport, WatchSnapshot
 
 if TYPE_CHECKING:
     from cpbcg.graph_capture.records import CaptureResult

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from cpbcg import api
 from cpbcg.commands.watch import watch_options
-from cpbcg.watching.session import WatchOptions
+from cpbcg.watching.options import WatchOptions
 from cpbcg.cli import app
 from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.window import ForwardRing, concat, forwards_of, size_histogram, take, total_variation

@@ -9,7 +9,8 @@ from typing import Callable, Mapping
 from cpbcg import api
 from cpbcg.commands.watch_options import WatchCommandOptions
 from cpbcg.outputs.notes import launch_notes
-from cpbcg.watching.session import WatchOptions, WatchReport, WatchSnapshot
+from cpbcg.watching.options import WatchOptions
+from cpbcg.watching.session import WatchReport, WatchSnapshot
 
 
 def watch_options(**fields: object) -> WatchOptions:

@@ -2,7 +2,7 @@
 `Argument`: flags, help, bounds; the field's default); the command line is derived from it
 (`cpbcg.cli.options.with_options`) and the use case (`cpbcg.commands.watch`) reads it. Light on
 purpose: `cpbcg watch --help` reads it. The window and stop options are `WatchOptions`' fields
-(`cpbcg.watching.session`), by the same names and defaults (tests/test_watch.py checks they agree)."""
+(`cpbcg.watching.options`), by the same names, with its defaults."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from typing import Annotated, Optional
 
 from cpbcg.outputs.console import OutputFormat
 from cpbcg.settings import FORMAT_FLAG, Argument, Flag
+from cpbcg.watching.options import WatchOptions
+
+DEFAULTS = WatchOptions()
+"""The window and stop options' defaults: the library's (`WatchOptions`), their one owner."""
 
 
 @dataclass(frozen=True)
@@ -23,12 +27,12 @@ class WatchCommandOptions:
     serve_metrics: Annotated[Optional[str], Flag(("--serve-metrics",), "Serve cpbcg_* Prometheus metrics over HTTP on HOST:PORT (port 0: any free port, printed on stderr); docs/watch.md lists them.", metavar="HOST:PORT", show_default=False)] = None
     duration_s: Annotated[Optional[float], Flag(("--duration",), "Stop after SECONDS (a canary's watch). Without it and --max-forwards: Ctrl-C, or the end of standard input.", ge=0.0, le=1e7, metavar="SECONDS", show_default=False)] = None
     max_forwards: Annotated[Optional[int], Flag(("--max-forwards",), "Stop after N prefill forwards (all logs together).", ge=1, le=2**62, metavar="N", show_default=False)] = None
-    window_forwards: Annotated[int, Flag(("--window-forwards",), "Forwards in the rolling forwards window (per server); the window gates check every full window.", ge=1, le=1_000_000, metavar="N")] = 10_000
-    window_seconds: Annotated[float, Flag(("--window-seconds",), "Seconds in the rolling time window (at most --ring-forwards forwards).", ge=0.1, le=86_400.0, metavar="SECONDS")] = 60.0
+    window_forwards: Annotated[int, Flag(("--window-forwards",), "Forwards in the rolling forwards window (per server); the window gates check every full window.", ge=1, le=1_000_000, metavar="N")] = DEFAULTS.window_forwards
+    window_seconds: Annotated[float, Flag(("--window-seconds",), "Seconds in the rolling time window (at most --ring-forwards forwards).", ge=0.1, le=86_400.0, metavar="SECONDS")] = DEFAULTS.window_seconds
     gate_step: Annotated[Optional[int], Flag(("--gate-step",), "Forwards between two gated windows (default: a quarter of --window-forwards).", ge=1, le=1_000_000, metavar="N", show_default=False)] = None
-    ring_forwards: Annotated[int, Flag(("--ring-forwards",), "Forwards kept per server for the windows (73 bytes each): bounds memory whatever the log's length.", ge=1, le=10_000_000, metavar="N")] = 131_072
-    interval_s: Annotated[float, Flag(("--interval",), "Seconds between two updates (live view, JSON lines, exporter, --metrics-url scrapes).", ge=0.05, le=3600.0, metavar="SECONDS")] = 1.0
-    recommend_every_s: Annotated[float, Flag(("--recommend-every",), "Seconds between two fits of the recommended list to the forwards window (0: only at the end).", ge=0.0, le=86_400.0, metavar="SECONDS")] = 60.0
+    ring_forwards: Annotated[int, Flag(("--ring-forwards",), "Forwards kept per server for the windows (73 bytes each): bounds memory whatever the log's length.", ge=1, le=10_000_000, metavar="N")] = DEFAULTS.ring_forwards
+    interval_s: Annotated[float, Flag(("--interval",), "Seconds between two updates (live view, JSON lines, exporter, --metrics-url scrapes).", ge=0.05, le=3600.0, metavar="SECONDS")] = DEFAULTS.interval_s
+    recommend_every_s: Annotated[float, Flag(("--recommend-every",), "Seconds between two fits of the recommended list to the forwards window (0: only at the end).", ge=0.0, le=86_400.0, metavar="SECONDS")] = DEFAULTS.recommend_every_s
     baseline_trace: Annotated[Optional[Path], Flag(("--baseline-trace",), "The trace the list was planned on (any format plan reads): the windows report the drift of their size distribution from it.", metavar="TRACE", show_default=False)] = None
     max_eager: Annotated[Optional[list[str]], Flag(("--max-eager",), "Gate: at most N eager forwards for REASON (as replay-check), over the run and over every window. Repeatable.", metavar="REASON=N", show_default=False)] = None
     output_format: Annotated[OutputFormat, FORMAT_FLAG] = OutputFormat.table

@@ -15,7 +15,8 @@ from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.traces.text import is_stdin
 from cpbcg.watching.follow import FileFollower, StreamFollower
-from cpbcg.watching.session import Follower, Resolved, WatchOptions, WatchReport, WatchSession, WatchSnapshot
+from cpbcg.watching.options import WatchOptions
+from cpbcg.watching.session import Follower, Resolved, WatchReport, WatchSession, WatchSnapshot
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -39,6 +39,7 @@ from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.window import (ForwardRing, LaunchSetup, RunTally, Window, WindowGain, WindowStats, rank_window, take, window_gain,
                                   window_stats)
+from cpbcg.watching.options import WatchOptions
 from cpbcg.watching.scrape import SglangMetrics, scrape
 from cpbcg.watching.sglang_lines import LogLines
 
@@ -54,34 +55,6 @@ class Follower(Protocol):
     def finish(self) -> list[tuple[int, bytes]]: ...
 
     def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class WatchOptions:
-    """How `cpbcg watch` runs (every field has the CLI's default)."""
-
-    window_forwards: int = 10_000
-    """Forwards in the forwards window (per server)."""
-    window_seconds: float = 60.0
-    """Seconds in the time window."""
-    ring_forwards: int = 131_072
-    """Forwards kept per server (bounds memory: 73 bytes each); the time window holds at most these."""
-    gate_step: int | None = None
-    """Forwards between two gated windows; None = a quarter window."""
-    interval_s: float = 1.0
-    """Seconds between two snapshots (live view, JSON lines, exporter gauges, scrapes)."""
-    recommend_every_s: float = 60.0
-    """Seconds between two list fits on the forwards window; 0 = only at the end."""
-    duration_s: float | None = None
-    """Stop after this many seconds (None: no limit)."""
-    max_forwards: int | None = None
-    """Stop after this many forwards, all servers together (None: no limit)."""
-    poll_s: float = 0.05
-    """Idle wait between two reads (s)."""
-
-    @property
-    def step(self) -> int:
-        return self.gate_step or max(1, self.window_forwards // 4)
 
 
 @dataclass(frozen=True)
