@@ -335,7 +335,7 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
                else _observed_plan(source, deployment, None, table if manifest is not None else None, on_chunk,
                                    None if manifest is not None else resolve_launch))
     ev = planned.evaluation
-    header = report_header(deployment, source, trace_path)
+    header = {**report_header(planned.deployment or deployment, source, trace_path), **planned.launch_header()}  # a log's last launch (`PlanResult.launch_header`)
     if manifest is not None:
         header["manifest"] = str(manifest.path)
     parts = tuple(planned.parts) if several else ()
@@ -346,7 +346,7 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
                                        deployment.max_padding_factor, replay)
         replays = _replay(sampled, deployment)
         results += (replay_gate(replays),)
-    return CheckReport(header, ev, results, replays, planned.observed, parts=parts), source
+    return CheckReport(header, ev, results, replays, planned.observed, parts=parts, launches=planned.launches), source
 
 
 def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRecord, ...]:

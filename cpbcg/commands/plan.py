@@ -16,7 +16,7 @@ from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
-from cpbcg.outputs.notes import ignored_options_warning, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.outputs.notes import HeldNotes, ignored_options_warning, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.observed import LaunchModel, LogObserved, assumed_settings
@@ -202,7 +202,7 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     for line in rec.notes if rec is not None else ():
         note(f"cpbcg: {line}" if line.startswith("warning:") else f"cpbcg: note: {line}")
     comparison = compare_recommendation(rec, deployment) if rec is not None and (request.compare or request.plot is not None) else None
-    header = report_header(deployment, source, paths[0] if len(paths) == 1 else None)
+    header = {**report_header(deployment, source, paths[0] if len(paths) == 1 else None), **result.launch_header()}
     if len(paths) > 1:
         header["source"] = ", ".join(str(p) for p in paths)
     export = None
@@ -251,6 +251,23 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
                  note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
                  on_chunk: Callable[[object], object] | None = None, load_factors: Sequence[float] | None = None,
                  untimed_rates: str | None = None) -> PlanReport | GuaranteeReport:
+    """`cpbcg plan` (`run_plan_command`), the lines `note` receives held until the traces were read, so
+    that a log's start-up lines say which launch they describe when it holds several (`HeldNotes`)."""
+    with HeldNotes(note) as held:
+        report = run_plan_command(config, overrides, request, traces, manifest_path=manifest_path, cost_given=cost_given,
+                                  trace_format=trace_format, options=options, ignored_flags=ignored_flags, note=held,
+                                  progress=progress, on_chunk=on_chunk, load_factors=load_factors, untimed_rates=untimed_rates)
+        held.label_launches(report.source if isinstance(report, PlanReport) and report.traces == 1 else None)
+    return report
+
+
+def run_plan_command(config: str | None, overrides: Mapping[str, object], request: PlanOptions,
+                     traces: Sequence[str | Path] | str | Path | None = None, *,
+                     manifest_path: str | Path | None = None, cost_given: bool = False, trace_format: str = "auto",
+                     options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
+                     note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
+                     on_chunk: Callable[[object], object] | None = None, load_factors: Sequence[float] | None = None,
+                     untimed_rates: str | None = None) -> PlanReport | GuaranteeReport:
     """`cpbcg plan`: the options' combinations checked (`check_usage`), the traces (`trace_paths`: files, globs, directories; the `fit_traces` of
     `request` among them), the deployment (`load_plan_deployment`, under the settings a single
     SGLang server log states), then guarantee mode when `request` asks for it (requests per

@@ -13,7 +13,7 @@ from cpbcg.api import check, load_config_and_deployment, server_check
 from cpbcg.errors import ConfigError
 from cpbcg.gates.gates import CheckReport, Gates, max_eager_overrides
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
-from cpbcg.outputs.notes import ignored_options_warning, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.outputs.notes import HeldNotes, ignored_options_warning, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.planner.assembly.sources import BatchSource, detect_input
 from cpbcg.planner.observed import assumed_settings
 from cpbcg.planner.sglang_release import SGLANG_VERSION
@@ -38,13 +38,17 @@ def run(request: ReplayCheckOptions, config: str | None, overrides: Mapping[str,
         note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
         on_chunk: Callable[[object], object] | None = None) -> ReplayCheckReport:
     """`cpbcg replay-check` with its options: the report files checked writable and apart from
-    the inputs before any work, then `check_trace`."""
+    the inputs before any work, then `check_trace` (the lines `note` receives held until the trace
+    was read, so that a log's start-up lines say which launch they describe: `HeldNotes`)."""
     check_outputs({"--junit": request.junit, "--json": request.json_path}, {"--trace": trace_path, "--manifest": request.manifest})
     if str(request.junit) == STDOUT and str(request.json_path) == STDOUT:
         raise ConfigError("--junit - and --json - would both write to stdout; send one to a file")
-    return check_trace(config, overrides, request.manifest, trace_path, max_eager=request.max_eager, replay=request.replay,
-                       report_only=request.report_only, embedded_sample=request.embedded_sample, trace_format=trace_format,
-                       options=options, ignored_flags=ignored_flags, note=note, progress=progress, on_chunk=on_chunk)
+    with HeldNotes(note) as held:  # a log's start-up lines say their launch once the log was read
+        report = check_trace(config, overrides, request.manifest, trace_path, max_eager=request.max_eager, replay=request.replay,
+                             report_only=request.report_only, embedded_sample=request.embedded_sample, trace_format=trace_format,
+                             options=options, ignored_flags=ignored_flags, note=held, progress=progress, on_chunk=on_chunk)
+        held.label_launches(report.source if not report.report.parts else None)
+    return report
 
 
 def check_trace(config: str | None, overrides: Mapping[str, object], manifest_path: str | Path | None, trace_path: str | Path | None, *,

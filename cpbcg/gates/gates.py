@@ -220,6 +220,9 @@ class CheckReport:
     parts: tuple[Any, ...] = ()
     """The (trace, load) parts (`PlanPart`) of a trace without timestamps simulated at the rate
     picker's rates, as `plan` simulates it; empty when the trace was simulated once."""
+    launches: tuple[Any, ...] = ()
+    """An SGLang log of several launches: each launch under the server it resolved to
+    (`LaunchPlan`, `PlanResult.launches`; `evaluation` is their total); empty otherwise."""
 
     @property
     def passed(self) -> bool:

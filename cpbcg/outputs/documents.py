@@ -155,6 +155,8 @@ def check_document(report: CheckReport, simulation: dict[str, Any] | None = None
         "gates": [g.to_dict() for g in report.gates],
         "replays": [dataclasses.asdict(r) for r in report.replays],
     }
+    if report.launches:
+        doc["launches"] = launch_plans_document(report.launches)
     if report.observed is not None:
         doc["observed"] = report.observed.to_dict()
     return doc

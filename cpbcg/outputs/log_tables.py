@@ -139,7 +139,9 @@ def _one_log(observed: "ObservedComparison | None", log: "LogSettings | None", p
         parts.append(table)
         total = [f"total {c.total_gb:.2f} GiB measured (log line {c.total_line})" if c.total_gb is not None else "",
                  f"capture {c.capture_s:.2f} s" if c.capture_s is not None else ""]
-        parts.append(Text(f"measured on {c.date or 'an undated day'} by the log {log.path}" + "".join(f", {t}" for t in total if t)))
+        several = observed is not None and len(observed.launches) > 1  # a log of several launches: these are the first's
+        which = f" (launch {log.launch}, line {log.first_line}; each launch's total is in the Launches table)" if several else ""
+        parts.append(Text(f"measured on {c.date or 'an undated day'} by the log {log.path}{which}" + "".join(f", {t}" for t in total if t)))
     return parts
 
 

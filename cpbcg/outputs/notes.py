@@ -10,7 +10,7 @@ Every note is worded here from typed results (a `BatchSource`, `LogSettings`, `S
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
 from cpbcg.planner.traces import TraceFormat, detect_format
 from cpbcg.planner.traces.registry import BY_NAME
@@ -383,3 +383,46 @@ def launch_plan_notes(launches: "Sequence[LaunchPlan]", path: str) -> list[str]:
         out.append(f"cpbcg: note: {path}: the header, the recommendation and --emit describe the server as it runs now, launch "
                    f"{last.launch} (line {last.first_line})")
     return out
+
+
+class HeldNotes:
+    """A `note` callback that holds its lines until the trace was read (`release`), so that the
+    lines a log's start-up output gave (`log_settings_notes`: `cpbcg: from the log: ...`,
+    `cpbcg: assumed: ...`) can say which launch they describe once the log turned out to hold
+    several: `cpbcg: from the log (launch 1, line 1): ...`. A log of one launch, or any other
+    trace, gets its lines unchanged and in the same order. A context manager: lines still held
+    when the command fails are released as they were given."""
+
+    def __init__(self, note: Callable[[str], None]):
+        self._note = note
+        self._held: list[str] | None = []
+        self._label = ""
+
+    def __call__(self, text: str) -> None:
+        if self._held is None:
+            self._note(text)
+        else:
+            self._held.append(text)
+
+    def __enter__(self) -> "HeldNotes":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def label_launches(self, source: BatchSource | None) -> None:
+        """Label the held start-up lines with their launch when `source` (the single trace
+        planned, read) is a log of several launches (`LogSummary.launches`)."""
+        summary = None if source is None else source.log_summary
+        if summary is not None and summary.launches > 1 and source is not None and source.log is not None:
+            self._label = f"launch {source.log.launch}, line {source.log.first_line or 1}"
+
+    def release(self) -> None:
+        """Pass the held lines on (labelled, see `label_launches`); later lines pass straight through."""
+        held, self._held = self._held, None
+        for text in held or ():
+            if self._label:
+                for prefix in ("cpbcg: from the log:", "cpbcg: assumed:"):
+                    if text.startswith(prefix):
+                        text = f"{prefix[:-1]} ({self._label}):{text[len(prefix):]}"
+            self._note(text)

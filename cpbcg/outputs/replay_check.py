@@ -124,6 +124,10 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     from cpbcg.outputs.log_tables import observed_renderable
 
     parts: list = [evaluation_tables(report.evaluation, summed_header(report.header, report.parts)), overflow_text(report)]
+    if report.launches:
+        from cpbcg.outputs.log_tables import launch_plans_table
+
+        parts.append(launch_plans_table(report.launches))
     observed_view = observed_renderable(report.observed, None)
     if observed_view is not None:
         parts.append(observed_view)

@@ -38,6 +38,17 @@ def evaluation_tables(ev: Evaluation, header: dict) -> Group:
         f"max_padding_factor {header['max_padding_factor']:g} | {counted(len(ev.buckets), 'bucket')} "
         f"{ev.buckets[0]}..{ev.buckets[-1]} | SGLang {header.get('sglang_version', SGLANG_VERSION)}"
     )
+    launches = header.get("launch_total")
+    if launches:  # a log of several launches (`PlanResult.launch_header`): the header is the last one's, the table their total
+        own = launches["header_buckets"]
+        title = (
+            f"{header['source']} | {launches['launches']} launches: this table and the bucket hits are their total, over the union "
+            f"of their lists ({counted(len(ev.buckets), 'bucket')} {ev.buckets[0]}..{ev.buckets[-1]}) | launch "
+            f"{launches['header_launch']} (line {launches['header_first_line']}), the server as it runs now: cp_size "
+            f"{header['cp_size']} {header['cp_strategy']}, align {header['align_size']}, max_padding_factor "
+            f"{header['max_padding_factor']:g}, {counted(len(own), 'bucket')} {own[0]}..{own[-1]} | SGLang "
+            f"{header.get('sglang_version', SGLANG_VERSION)}"
+        )
     summary = Table(title=title, title_justify="left", show_header=True)
     summary.add_column("metric")
     summary.add_column("batches", justify="right")

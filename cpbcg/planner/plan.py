@@ -81,6 +81,19 @@ class PlanResult:
     """The deployment `recommendation` is for when it is not the one the plan was called with
     (a log's last launch ran under other settings than its first), else None."""
 
+    def launch_header(self) -> dict[str, object]:
+        """The report header's key on a log of several launches (`launches`), {} otherwise: the
+        header's deployment fields (`cp_size` ... `server`) describe the last launch, as the
+        recommendation and `--emit` do (`deployment`), while the evaluation (`buckets`,
+        `capacity_rows`, `bucket_hits`) is the launches' total over the union of their lists
+        (`Evaluation.total`; each launch's own list in `launches[]`). `launch_total`: how many
+        launches, which one the header describes (its number, first line and captured list)."""
+        if len(self.launches) < 2:
+            return {}
+        last = self.launches[-1]
+        return {"launch_total": {"launches": len(self.launches), "header_launch": last.launch, "header_first_line": last.first_line,
+                                 "header_buckets": last.model.table.capture_num_tokens.tolist(), "buckets": "union"}}
+
 
 @dataclass(frozen=True)
 class LaunchPlan:
