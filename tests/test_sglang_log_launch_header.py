@@ -101,3 +101,10 @@ def test_replay_check_reports_the_same_header_and_gates_the_launches_total(tmp_p
     text = " ".join(run("replay-check", "-t", str(path), "--report-only")[0].split())
     assert "2 launches: this table and the bucket hits are their total" in text and "launch 2 (line 10), the server as it runs now: cp_size 2" in text
     assert "Main table by launch" in text and "chunked_prefill_size 4096: log line 10" in text
+
+
+def test_several_logs_label_the_start_up_lines_of_the_one_with_several_launches(tmp_path):
+    restarted, single = restart_to_cp2_log(tmp_path), cp1_log(tmp_path / "a.log", [1, 700, 9000, 3000])
+    _, err = run("plan", "-t", str(restarted), "-t", str(single), "--no-recommend")
+    assert f"cpbcg: from {restarted} (launch 1, line 1): cp_size 1 (server_args.attn_cp_size, line 2)" in err.splitlines()
+    assert f"cpbcg: from {single}: cp_size 1 (server_args.attn_cp_size, line 2)" in err.splitlines()

@@ -16,7 +16,7 @@ from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
-from cpbcg.outputs.notes import HeldNotes, ignored_options_warning, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.outputs.notes import HeldNotes, ignored_options_warning, launch_label, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.observed import LaunchModel, LogObserved, assumed_settings
@@ -220,7 +220,7 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         logs = tuple(observe_log(s, deployment, resolve_launch) for s in sources if s.log_summary is not None)
         for one in logs:
             for line in log_settings_notes(one.settings, {}):
-                note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}:"))
+                note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}{launch_label(one.settings, one.summary)}:"))
     return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources))
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from cpbcg.planner.observed import AssumedSetting
     from cpbcg.planner.plan import LaunchPlan
     from cpbcg.planner.traces.sglang_settings import LogSettings
+    from cpbcg.planner.traces.sglang_log import LogSummary
 
 BATCHES, SGLANG_LOG = "batches", "sglang-log"
 """Formats that are batch streams already (the scheduler options do not apply)."""
@@ -412,10 +413,9 @@ class HeldNotes:
 
     def label_launches(self, source: BatchSource | None) -> None:
         """Label the held start-up lines with their launch when `source` (the single trace
-        planned, read) is a log of several launches (`LogSummary.launches`)."""
-        summary = None if source is None else source.log_summary
-        if summary is not None and summary.launches > 1 and source is not None and source.log is not None:
-            self._label = f"launch {source.log.launch}, line {source.log.first_line or 1}"
+        planned, read) is a log of several launches (`launch_label`)."""
+        if source is not None:
+            self._label = launch_label(source.log, source.log_summary)
 
     def release(self) -> None:
         """Pass the held lines on (labelled, see `label_launches`); later lines pass straight through."""
@@ -424,5 +424,14 @@ class HeldNotes:
             if self._label:
                 for prefix in ("cpbcg: from the log:", "cpbcg: assumed:"):
                     if text.startswith(prefix):
-                        text = f"{prefix[:-1]} ({self._label}):{text[len(prefix):]}"
+                        text = f"{prefix[:-1]}{self._label}:{text[len(prefix):]}"
             self._note(text)
+
+
+def launch_label(log: "LogSettings | None", summary: "LogSummary | None") -> str:
+    """` (launch 1, line 1)`: which launch a log's start-up lines (`log_settings_notes`, read from
+    the launch that runs the first forward, `log`) describe, when the log holds several launches
+    (`summary.launches`, known once it was read); "" for a log of one launch."""
+    if log is None or summary is None or summary.launches < 2:
+        return ""
+    return f" (launch {log.launch}, line {log.first_line or 1})"
