@@ -15,7 +15,6 @@ from cpbcg.commands.common import launch_resolver, load_model_rates, refuse_repe
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
-from cpbcg.manifest import MANIFEST_KEYS, load_manifest
 from cpbcg.outputs.notes import ignored_options_warning, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
@@ -71,7 +70,11 @@ def load_plan_deployment(config: str | None, overrides: Mapping[str, object], ma
     """The deployment `plan` runs under: the config, an SGLang server log's settings (`log`) and
     the overrides, with a capture manifest's fitted cost model when one is given (`note`
     receives what the log and the fit say)."""
-    manifest = load_manifest(manifest_path) if manifest_path is not None else None
+    manifest = None
+    if manifest_path is not None:  # imported here: `plan` without a manifest never needs it
+        from cpbcg.manifest import MANIFEST_KEYS, load_manifest
+
+        manifest = load_manifest(manifest_path)
     _, deployment = load_config_and_deployment(config, overrides, cost_source="command line" if cost_given else None, log=log)
     for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ()), deployment.server):
         note(line)
