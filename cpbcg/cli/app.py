@@ -97,7 +97,7 @@ class LazyGroup(typer.core.TyperGroup):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.commands = _LazyCommands(self.commands)
+        self.commands = _LazyCommands({name: quick_coercion(command) for name, command in self.commands.items()})  # built by typer: loaded before
 
     def get_help_option(self, ctx: click.Context) -> typer.core.TyperOption | None:
         """click's `--help`, defaulting to False: typer coerces a None through a pydantic adapter,

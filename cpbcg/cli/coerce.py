@@ -99,6 +99,9 @@ def quick_coercion(command: click.Command) -> click.Command:
     not coerce this way is left as it is."""
     for param in command.params:
         _give(param)
+    if getattr(command, "_quick_coercion", False):  # its --help is given one already
+        return command
+    command._quick_coercion = True  # type: ignore[attr-defined]
     help_option = command.get_help_option
 
     def get_help_option(ctx: click.Context) -> Any:
