@@ -18,14 +18,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence
 
-from cpbcg.gates.gates import (
-    CheckReport, Gates, ReplayRecord, check_gates, max_eager_overrides, replay_gate, sample_graph_batches,
-)
 from cpbcg.bucket_files import flags_file_words
 from cpbcg.config import SERVER_KEYS, DeploymentConfig, load_config
 from cpbcg.errors import CaptureError, ConfigError
 from cpbcg.inputs import file_identity
-from cpbcg.manifest import MANIFEST_KEYS, Manifest
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.explain import BatchExplanation, explain_batch
@@ -43,12 +39,14 @@ from cpbcg.planner.server import ServerCheck
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
 from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.assembly.sources import BatchSource, TraceInput, describe_source, detect_input, open_source, report_header
+from cpbcg.manifest import MANIFEST_KEYS, Manifest
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
-from cpbcg.watching.options import WatchOptions
-from cpbcg.watching.session import WatchReport, WatchSnapshot
 
 if TYPE_CHECKING:
+    from cpbcg.gates.gates import CheckReport, Gates, ReplayRecord
     from cpbcg.graph_capture.records import CaptureResult
+    from cpbcg.watching.options import WatchOptions
+    from cpbcg.watching.session import WatchReport, WatchSnapshot
 
 __all__ = [  # the library facade: only what this module defines (result types live with the code that makes them)
     "capture",
@@ -325,6 +323,8 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
     `plan` takes them: `auto` the rate picker's, None the scheduler's `rate`), its parts in the
     report. A bound source (server log) is checked at its worst case (header `bound` True); it
     has no extend lengths to replay (`ConfigError`). A `TraceInput` is opened as detected."""
+    from cpbcg.gates.gates import CheckReport, check_gates, replay_gate, sample_graph_batches
+
     trace_path = Path(str(trace)) if isinstance(trace, TraceInput) else trace
     table = manifest.table() if manifest is not None else deployment.table()
     source = open_trace(trace, deployment, trace_format=trace_format, options=options, progress=progress)
@@ -354,6 +354,8 @@ def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRec
         from cpbcg.graph_capture.run import replay_batches
     except ImportError as exc:
         raise CaptureError(f"replay needs the capture extra and torch (pip install 'cpbcg[capture]'): {exc}") from exc
+    from cpbcg.gates.gates import ReplayRecord
+
     return tuple(ReplayRecord.of(record) for record in replay_batches(batches, deployment))
 
 
@@ -403,6 +405,7 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
     the list was planned on (any format `plan` reads), for drift. `launch_notes(log, overrides,
     assumed)`: the lines `note` receives as each launch is resolved (what its log states and what
     is assumed; the CLI's are `cpbcg.outputs.notes.launch_notes`). Raises `ConfigError`, `TraceError`."""
+    from cpbcg.gates.gates import max_eager_overrides
     from cpbcg.planner.arrays import FloatArray
     from cpbcg.planner.window import size_histogram
     from cpbcg.watching.run import watch_logs

@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal, Sequence, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
-from cpbcg.gates.gates import Gates
 from cpbcg.settings import MAX_INT32, MAX_INT64, setting
 from cpbcg.errors import ConfigError, CpbcgError
 from cpbcg.bucket_files import flags_file_words, is_bucket_file, resolve_bucket_spec
@@ -31,6 +30,9 @@ from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler.settings import SchedulerSettings, largest_forward_tokens
+
+if TYPE_CHECKING:
+    from cpbcg.gates.gates import Gates
 
 PRESET_PACKAGE = "cpbcg.configs"
 
@@ -118,6 +120,8 @@ class GateConfig(_Strict):
     """CI gates for `cpbcg replay-check`."""
 
     def to_gates(self) -> Gates:
+        from cpbcg.gates.gates import Gates  # imported here: only `replay-check` and `watch` gate
+
         return Gates(self.min_coverage, self.min_token_coverage, self.max_padding, {str(k): v for k, v in self.max_eager.items()},
                      self.min_observed_coverage)
 

@@ -17,6 +17,7 @@ import typer.main
 from typer._click.utils import make_default_short_help
 
 from cpbcg import __version__
+from cpbcg.cli.coerce import quick_coercion
 from cpbcg.outputs.console import MAX_WIDTH
 from cpbcg.errors import MAX_MESSAGE_CHARS, CpbcgError, ExitCode, exit_code_line, one_line
 from cpbcg.settings import SGLANG_VERSION
@@ -86,8 +87,8 @@ def _build(name: str) -> click.Command:
     importlib.import_module(COMMANDS[name][0])
     for info in app.registered_commands:
         if info.callback is not None and (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
-            return typer.main.get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
-                                                    rich_markup_mode=app.rich_markup_mode)
+            return quick_coercion(typer.main.get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
+                                                                   rich_markup_mode=app.rich_markup_mode))
     raise LookupError(f"{COMMANDS[name][0]} registers no command {name!r}")  # a programming error, not input
 
 
@@ -96,7 +97,7 @@ class LazyGroup(typer.core.TyperGroup):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.commands = _LazyCommands(self.commands)
+        self.commands = _LazyCommands({name: quick_coercion(command) for name, command in self.commands.items()})  # built by typer: loaded before
 
     def get_help_option(self, ctx: click.Context) -> typer.core.TyperOption | None:
         """click's `--help`, defaulting to False: typer coerces a None through a pydantic adapter,

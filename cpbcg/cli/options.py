@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,9 @@ def finite_number(low: float | None, high: float | None) -> Callable[[str], floa
     whose comparisons NaN would fail with a misleading "less than or equal to" message."""
 
     def parse(text: str) -> float:
+        plain = _plain_float(text)
+        if plain is not None and (low is None or plain >= low) and (high is None or plain <= high):
+            return plain  # what pydantic's float answers below, without importing it
         from pydantic import Field, TypeAdapter, ValidationError
 
         try:
@@ -100,6 +104,19 @@ def finite_number(low: float | None, high: float | None) -> Callable[[str], floa
             raise typer.BadParameter(exc.errors()[0]["msg"]) from None
 
     return parse
+
+
+_PLAIN_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?\Z")
+
+
+def _plain_float(value: Any) -> Optional[float]:
+    """`value` as pydantic's lax `float` reads it, where that is plain and finite: a float or int
+    (not a bool), or the text of a plain decimal (`0.3`, `12`; no sign, exponent, space or `_`);
+    else None."""
+    if type(value) in (float, int) or (type(value) is str and _PLAIN_DECIMAL.match(value)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return None
 
 
 def _load_factor_text(text: str) -> str:

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import glob
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from cpbcg.api import load_config_and_deployment
 from cpbcg.config import load_config
 from cpbcg.errors import TraceError
 from cpbcg.inputs import file_identity
-from cpbcg.manifest import MANIFEST_KEYS, Manifest
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.observed import LaunchModel, assumed_settings
 from cpbcg.planner.traces.sglang_settings import LogSettings
+
+if TYPE_CHECKING:
+    from cpbcg.manifest import Manifest
 
 
 def trace_paths(paths: Sequence[str | Path]) -> list[Path]:
@@ -75,7 +77,11 @@ def launch_resolver(config: str | None, overrides: Mapping[str, object] | None =
     `overrides` layered as for the plan (`load_config_and_deployment`); launches with equal
     settings share one."""
     cache: dict[str, Deployment] = {}
-    fixed = (*MANIFEST_KEYS, "buckets") if manifest is not None else ()
+    fixed: tuple[str, ...] = ()
+    if manifest is not None:  # the module is loaded with the manifest (`plan` without one never needs it)
+        from cpbcg.manifest import MANIFEST_KEYS
+
+        fixed = (*MANIFEST_KEYS, "buckets")
 
     def resolve(log: LogSettings) -> LaunchModel:
         key = repr([sorted(part.items(), key=lambda kv: kv[0]) for part in (log.overrides(), log.sglang_flags(), log.resolved)])

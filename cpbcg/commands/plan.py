@@ -71,7 +71,9 @@ def load_plan_deployment(config: str | None, overrides: Mapping[str, object], ma
     """The deployment `plan` runs under: the config, an SGLang server log's settings (`log`) and
     the overrides, with a capture manifest's fitted cost model when one is given (`note`
     receives what the log and the fit say)."""
-    manifest = load_manifest(manifest_path) if manifest_path is not None else None
+    manifest = None
+    if manifest_path is not None:
+        manifest = load_manifest(manifest_path)
     _, deployment = load_config_and_deployment(config, overrides, cost_source="command line" if cost_given else None, log=log)
     for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ()), deployment.server):
         note(line)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from cpbcg.manifest import SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.optimise.compare import Comparison
 from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation
@@ -229,6 +228,8 @@ def manifest_document(result: "CaptureResult") -> dict[str, Any]:
     """The manifest of a `cpbcg.graph_capture.CaptureResult`: versions, device, CP and capture
     settings, model, one record per captured bucket (capture order), skipped buckets with
     reasons. The one place capture results become JSON-ready data."""
+    from cpbcg.manifest import SCHEMA_VERSION as MANIFEST_SCHEMA_VERSION  # here: a plan's JSON never needs the manifest module
+
     s, dims, tol = result.settings, result.dims, result.tolerance
     versions = dict(result.versions)
     return {
