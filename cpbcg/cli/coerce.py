@@ -4,7 +4,8 @@ neither for importing pydantic nor for one `TypeAdapter` per option (about 0.1 s
 typer 0.29 coerces every option value through a pydantic `TypeAdapter` built per option
 (`typer._coercion.build_runtime_param`), even an option left unset (`None`). `quick_coercion`
 gives each option of a built command a runtime coercion that answers the plain cases itself,
-exactly as typer's adapter would:
+exactly as typer's adapter would (with a typer whose parameters carry no `_runtime_param`,
+it leaves them as they are: typer coerces them itself):
 
 - an unset option: `None` (a repeatable one: `()`), as `RuntimeParam.coerce` answers first;
 - an option with a `parser=`: the parser's value (a list option: one per item, in a list);
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Any, Optional, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Optional, get_args, get_origin
 
-import typer._click as click  # typer vendors click: its Command and Context
+if TYPE_CHECKING:  # typer vendors click (its Command and Context); only typer's private modules name it
+    import typer._click as click
 
 _PLAIN_INT = re.compile(r"(?:0|[1-9][0-9]{0,17})\Z")
 """A decimal that pydantic's lax `int` and Python's `int` read alike (no sign, space or `_`)."""
