@@ -205,12 +205,16 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
         at = np.where(mixed, end + 1, at)
     else:
         running = np.zeros(m, dtype=np.int64)
-    ok &= block.byte_in(at, b",.") & block.literal_at(at + 1, b" #new-seq: ")
-    new_seq, end, read = block.uint_at(at + 12)
-    ok &= read & block.literal_at(end, b", #new-token: ")
-    new_token, end, read = block.uint_at(end + 14)
-    ok &= read & block.literal_at(end, b", #cached-token: ")
-    cached, end, read = block.uint_at(end + 17)
+    # each field with the literal before it: one window (`_Block.window`) per field
+    win = block.window(at, 1 + 11 + MAX_DIGITS + 1)
+    ok &= ((win[:, 0] == ord(",")) | (win[:, 0] == ord("."))) & _holds(win, 1, b" #new-seq: ")
+    new_seq, end, read = _uint(win, 12, at)
+    win = block.window(end, 14 + MAX_DIGITS + 1)
+    ok &= read & _holds(win, 0, b", #new-token: ")
+    new_token, end, read = _uint(win, 14, end)
+    win = block.window(end, 17 + MAX_DIGITS + 1)
+    ok &= read & _holds(win, 0, b", #cached-token: ")
+    cached, end, read = _uint(win, 17, end)
     ok &= read & ~block.word_at(end)
 
     graph, label, read = _verdicts(block, np.minimum(end, line_end), line_end)
@@ -230,6 +234,8 @@ class _Block:
     mark within `TAIL` bytes of the end: `near_end`) go to the per-line parser. A block shorter
     than `SMALL` is copied with zero padding instead (nothing near its end is clipped)."""
 
+    WIDEST = 32
+    """Most bytes one `window` reads."""
     TAIL = 256
     """Bytes after a mark within which every bulk read of its record lies (its fields, at most
     12 digits each, and its verdict when the line ends within `TAIL` of the block's end too)."""
@@ -240,10 +246,9 @@ class _Block:
         self.padded = self.size < self.SMALL
         self.data: U8Array = np.frombuffer(blob + bytes(self.TAIL) if self.padded else blob, dtype=np.uint8)
         span = len(self.data)
-        self.limit = span - 32
-        """Largest offset a read starts at (16-byte rows and up to 3 words from it stay inside)."""
-        self.words = np.ndarray(shape=(span - 7,), dtype="<u8", buffer=self.data, strides=(1,))
-        self.rows: U8Array = np.lib.stride_tricks.as_strided(self.data, shape=(span - 15, 16), strides=(1, 1), writeable=False)
+        self.limit = span - self.WIDEST
+        """Largest offset a read starts at (a window of `WIDEST` bytes from it stays inside)."""
+        self._items: dict[int, np.ndarray] = {}
 
     def near_end(self, marks: Int64Array, line_end: Int64Array) -> BoolArray:
         """[M] bool: records whose reads could be clipped at the block's end."""
@@ -256,40 +261,30 @@ class _Block:
         """Offsets clipped into the block (class doc)."""
         return np.clip(at, 0, self.limit)
 
-    def literal_at(self, at: Int64Array, literal: bytes) -> BoolArray:
-        at = self.inside(at)
-        same = np.ones(len(at), dtype=bool)
-        for cut in range(0, len(literal), 8):
-            piece = literal[cut:cut + 8]
-            value = int.from_bytes(piece, "little")
-            word = self.words[at + cut]
-            if len(piece) < 8:
-                word = word & np.uint64((1 << (8 * len(piece))) - 1)
-            same &= word == np.uint64(value)
-        return same
+    def window(self, at: Int64Array, width: int) -> U8Array:
+        """`[M, W]` uint8: the `W` bytes from each offset (clipped, `inside`), `W` = `width` rounded
+        up to a multiple of 8 (at most `WIDEST`). One gather of opaque `W`-byte items starting at
+        every offset (a `V<W>` view of the block with a 1-byte stride): numpy copies whole items,
+        several times faster than a gather of unaligned words or of a strided byte matrix."""
+        w = -(-width // 8) * 8
+        items = self._items.get(w)
+        if items is None:
+            items = self._items[w] = np.ndarray(shape=(len(self.data) - w + 1,), dtype=f"V{w}", buffer=self.data, strides=(1,))
+        rows: U8Array = items[self.inside(at)].view(np.uint8).reshape(len(at), w)
+        return rows
 
-    def byte_in(self, at: Int64Array, choices: bytes) -> BoolArray:
-        found: BoolArray = np.isin(self.data[self.inside(at)], np.frombuffer(choices, dtype=np.uint8))
-        return found
+    def literal_at(self, at: Int64Array, literal: bytes) -> BoolArray:
+        """[M] bool: `literal` (at most `WIDEST` bytes) starts at each offset."""
+        return _holds(self.window(at, len(literal)), 0, literal)
 
     def word_at(self, at: Int64Array) -> BoolArray:
         """The byte at each offset is a regex word character (`[A-Za-z0-9_]`)."""
-        c = self.data[self.inside(at)]
-        low = c | 32
-        word: BoolArray = ((c >= _ZERO) & (c <= _NINE)) | ((low >= ord("a")) & (low <= ord("z"))) | (c == ord("_"))
-        return word
+        return _word(self.data[self.inside(at)])
 
     def uint_at(self, at: Int64Array) -> tuple[Int64Array, Int64Array, BoolArray]:
         """`(value, offset after the digits, read)` of the run of 1..MAX_DIGITS ASCII digits at
         each offset (`read` False: no digit, or more than MAX_DIGITS)."""
-        win = self.rows[self.inside(at)][:, :MAX_DIGITS + 1]
-        digit = (win >= _ZERO) & (win <= _NINE)
-        count = np.where(digit.all(axis=1), MAX_DIGITS + 1, np.argmin(digit, axis=1))
-        value = np.zeros(len(at), dtype=np.int64)
-        values = win.astype(np.int64) - _ZERO
-        for column in range(min(MAX_DIGITS, int(count.max(initial=0)))):
-            value = np.where(column < count, value * 10 + values[:, column], value)
-        return value, at + count, (count >= 1) & (count <= MAX_DIGITS)
+        return _uint(self.window(at, MAX_DIGITS + 1), 0, at)
 
     def occurrences(self, literal: bytes, anchor: int) -> Int64Array:
         """[K] ascending start offsets of every occurrence of `literal` (overlapping ones included),
@@ -310,8 +305,44 @@ class _Block:
 
     def prefix_rows(self, at: Int64Array, width: int) -> U8Array:
         """`[M, width]` bytes from each offset."""
-        parts = [self.rows[self.inside(at + cut)] for cut in range(0, width, 16)]
+        parts = [self.window(at + cut, 16) for cut in range(0, width, 16)]
         return (np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0])[:, :width]
+
+
+def _holds(win: U8Array, col: int, literal: bytes) -> BoolArray:
+    """[M] bool: row `i` of `win` holds `literal` at column `col` (compared as words when the
+    literal starts on a word of a contiguous window)."""
+    if col % 8 or not win.flags.c_contiguous:
+        same: BoolArray = (win[:, col:col + len(literal)] == np.frombuffer(literal, dtype=np.uint8)).all(axis=1)
+        return same
+    words = win.view("<u8")
+    same = np.ones(len(win), dtype=bool)
+    for cut in range(0, len(literal), 8):
+        piece = literal[cut:cut + 8]
+        word = words[:, (col + cut) // 8]
+        if len(piece) < 8:
+            word = word & np.uint64((1 << (8 * len(piece))) - 1)
+        same &= word == np.uint64(int.from_bytes(piece, "little"))
+    return same
+
+
+def _word(c: U8Array) -> BoolArray:
+    """Bytes that are a regex word character (`[A-Za-z0-9_]`)."""
+    low = c | 32
+    word: BoolArray = ((c >= _ZERO) & (c <= _NINE)) | ((low >= ord("a")) & (low <= ord("z"))) | (c == ord("_"))
+    return word
+
+
+def _uint(win: U8Array, col: int, at: Int64Array) -> tuple[Int64Array, Int64Array, BoolArray]:
+    """`_Block.uint_at(at + col)` read from the window `win` of bytes from each offset `at`
+    (`MAX_DIGITS + 1` columns from `col`)."""
+    d = win[:, col:col + MAX_DIGITS + 1] - np.uint8(_ZERO)  # wraps: a non-digit is above 9
+    digit = d <= 9
+    count = np.where(digit.all(axis=1), MAX_DIGITS + 1, np.argmin(digit, axis=1))
+    value = np.zeros(len(win), dtype=np.int64)
+    for column in range(min(MAX_DIGITS, int(count.max(initial=0)))):
+        value = np.where(column < count, value * 10 + d[:, column], value)
+    return value, at + col + count, (count >= 1) & (count <= MAX_DIGITS)
 
 
 def _verdicts(block: _Block, after: Int64Array, line_end: Int64Array) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], BoolArray]:
@@ -326,13 +357,14 @@ def _verdicts(block: _Block, after: Int64Array, line_end: Int64Array) -> tuple[n
     graph, label = np.full(m, -1, dtype=np.int8), np.zeros(m, dtype=np.int8)
     found = g >= 0
     codes = np.zeros(m, dtype=np.int8)
+    head = block.window(g - 6, 8)  # the 6 bytes before each ` graph: `: a label of up to 4 letters and the byte before it
     for name, code in _LABEL_CODE.items():
         begin = g - len(name)
-        hit = found & (codes == 0) & (begin >= after) & block.literal_at(begin, name) & ~block.word_at(begin - 1)
+        hit = found & (codes == 0) & (begin >= after) & _holds(head, 6 - len(name), name) & ~_word(head[:, 5 - len(name)])
         codes[hit] = code
-    tail = g + len(_GRAPH)
-    true = block.literal_at(tail, b"True") & ~block.word_at(tail + 4)
-    false = block.literal_at(tail, b"False") & ~block.word_at(tail + 5)
+    tail = block.window(g + len(_GRAPH), 8)
+    true = _holds(tail, 0, b"True") & ~_word(tail[:, 4])
+    false = _holds(tail, 0, b"False") & ~_word(tail[:, 5])
     valid = found & (codes > 0) & (true | false)
     graph[valid], label[valid] = true[valid], codes[valid]
     return graph, label, ~found | valid
