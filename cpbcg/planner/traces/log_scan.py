@@ -205,16 +205,13 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
         at = np.where(mixed, end + 1, at)
     else:
         running = np.zeros(m, dtype=np.int64)
-    # each field with the literal before it: one window (`_Block.window`) per field
-    win = block.window(at, 1 + 11 + MAX_DIGITS + 1)
-    ok &= ((win[:, 0] == ord(",")) | (win[:, 0] == ord("."))) & _holds(win, 1, b" #new-seq: ")
-    new_seq, end, read = _uint(win, 12, at)
-    win = block.window(end, 14 + MAX_DIGITS + 1)
-    ok &= read & _holds(win, 0, b", #new-token: ")
-    new_token, end, read = _uint(win, 14, end)
-    win = block.window(end, 17 + MAX_DIGITS + 1)
-    ok &= read & _holds(win, 0, b", #cached-token: ")
-    cached, end, read = _uint(win, 17, end)
+    sep = block.data[block.inside(at)]
+    ok &= ((sep == ord(",")) | (sep == ord("."))) & block.literal_at(at + 1, b" #new-seq: ")
+    new_seq, end, read = block.uint_at(at + 12)
+    ok &= read & block.literal_at(end, b", #new-token: ")
+    new_token, end, read = block.uint_at(end + 14)
+    ok &= read & block.literal_at(end, b", #cached-token: ")
+    cached, end, read = block.uint_at(end + 17)
     ok &= read & ~block.word_at(end)
 
     graph, label, read = _verdicts(block, np.minimum(end, line_end), line_end)
@@ -284,7 +281,7 @@ class _Block:
     def uint_at(self, at: Int64Array) -> tuple[Int64Array, Int64Array, BoolArray]:
         """`(value, offset after the digits, read)` of the run of 1..MAX_DIGITS ASCII digits at
         each offset (`read` False: no digit, or more than MAX_DIGITS)."""
-        return _uint(self.window(at, MAX_DIGITS + 1), 0, at)
+        return _uint(self.window(at, 16), at)
 
     def occurrences(self, literal: bytes, anchor: int) -> Int64Array:
         """[K] ascending start offsets of every occurrence of `literal` (overlapping ones included),
@@ -304,18 +301,25 @@ class _Block:
         return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
     def prefix_rows(self, at: Int64Array, width: int) -> U8Array:
-        """`[M, width]` bytes from each offset."""
-        parts = [self.window(at + cut, 16) for cut in range(0, width, 16)]
-        return (np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0])[:, :width]
+        """`[M, W]` bytes from each offset, C-contiguous, `W` = `width` rounded up to a multiple
+        of 8; the columns from `width` on are zero."""
+        parts = [self.window(at + cut, min(self.WIDEST, width - cut)) for cut in range(0, width, self.WIDEST)]
+        rows = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+        rows[:, width:] = 0
+        return rows
 
 
 def _holds(win: U8Array, col: int, literal: bytes) -> BoolArray:
     """[M] bool: row `i` of `win` holds `literal` at column `col` (compared as words when the
     literal starts on a word of a contiguous window)."""
-    if col % 8 or not win.flags.c_contiguous:
+    if not win.flags.c_contiguous or (col % 8 and col % 8 + len(literal) > 8):
         same: BoolArray = (win[:, col:col + len(literal)] == np.frombuffer(literal, dtype=np.uint8)).all(axis=1)
         return same
     words = win.view("<u8")
+    if col % 8:  # within one word: shifted down
+        word = (words[:, col // 8] >> np.uint64(8 * (col % 8))) & np.uint64((1 << (8 * len(literal))) - 1)
+        same = word == np.uint64(int.from_bytes(literal, "little"))
+        return same
     same = np.ones(len(win), dtype=bool)
     for cut in range(0, len(literal), 8):
         piece = literal[cut:cut + 8]
@@ -333,16 +337,55 @@ def _word(c: U8Array) -> BoolArray:
     return word
 
 
-def _uint(win: U8Array, col: int, at: Int64Array) -> tuple[Int64Array, Int64Array, BoolArray]:
-    """`_Block.uint_at(at + col)` read from the window `win` of bytes from each offset `at`
-    (`MAX_DIGITS + 1` columns from `col`)."""
-    d = win[:, col:col + MAX_DIGITS + 1] - np.uint8(_ZERO)  # wraps: a non-digit is above 9
-    digit = d <= 9
-    count = np.where(digit.all(axis=1), MAX_DIGITS + 1, np.argmin(digit, axis=1))
-    value = np.zeros(len(win), dtype=np.int64)
-    for column in range(min(MAX_DIGITS, int(count.max(initial=0)))):
-        value = np.where(column < count, value * 10 + d[:, column], value)
-    return value, at + col + count, (count >= 1) & (count <= MAX_DIGITS)
+_ASCII_ZEROS = np.uint64(0x3030303030303030)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_TEN_UP = np.uint64(0x7676767676767676)
+_HIGH = np.uint64(0x8080808080808080)
+_POW10 = np.array([10 ** i for i in range(9)], dtype=np.uint64)
+
+
+def _uint(win: U8Array, at: Int64Array) -> tuple[Int64Array, Int64Array, BoolArray]:
+    """`_Block.uint_at(at)` from the `[M, 16]` window of bytes from each offset, eight bytes at a
+    time (SWAR): `x = word ^ '00000000'` holds a digit's value in each byte that was a digit; the
+    high bit of `((x & 0x7f..) + 0x76..) | x` marks the bytes that were not (x >= 10); the digits
+    lead up to the lowest marked byte; they are shifted to the word's top and summed in pairs,
+    quads and octets (`_octet`)."""
+    words = win.view("<u8")
+    x0, x1 = words[:, 0] ^ _ASCII_ZEROS, words[:, 1] ^ _ASCII_ZEROS
+    c0, c1 = _leading(x0), _leading(x1)
+    count = np.minimum(np.where(c0 == 8, 8 + c1, c0), MAX_DIGITS + 1)
+    more = np.clip(count - 8, 0, 8)
+    head = _octet(x0, np.minimum(count, 8))
+    value = np.where(count > 8, head * _POW10[more] + _octet(x1, more), head).astype(np.int64)
+    return value, at + count, (count >= 1) & (count <= MAX_DIGITS)
+
+
+def _leading(x: npt.NDArray[np.uint64]) -> Int64Array:
+    """[M] int64: digit bytes (values 0..9 in `x`) before the first other byte, 0..8."""
+    other = (((x & _LOW7) + _TEN_UP) | x) & _HIGH
+    lowest = other & (~other + np.uint64(1))  # its lowest marked bit (0: every byte a digit)
+    lead: Int64Array = np.bitwise_count(lowest - np.uint64(1)).astype(np.int64) // 8  # (8k + 7) bits below -> k; none -> 64 // 8
+    return lead
+
+
+def _octet(x: npt.NDArray[np.uint64], count: Int64Array) -> npt.NDArray[np.uint64]:
+    """[M] uint64: the number written by the first `count` (0..8) digit bytes of each word, the
+    first byte the most significant."""
+    v = np.where(count > 0, x << (np.uint64(8) * (np.uint64(8) - count.astype(np.uint64))), np.uint64(0))
+    v = (v * np.uint64(10) + (v >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+    v = (v * np.uint64(100) + (v >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    octet: npt.NDArray[np.uint64] = (v * np.uint64(10000) + (v >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
+    return octet
+
+
+def _digits_as_d(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """`words` (little-endian 8-byte words of text) with every ASCII digit byte replaced by `D`:
+    the shape of a rank prefix (`_prefix_keys`). Digits are found as in `_leading`."""
+    x = words ^ _ASCII_ZEROS
+    digit = ~((((x & _LOW7) + _TEN_UP) | x)) & _HIGH
+    spread = (digit >> np.uint64(7)) * np.uint64(0xFF)  # 0xff in each digit byte
+    shape: npt.NDArray[np.uint64] = (words & ~spread) | (np.uint64(0x4444444444444444) & spread)
+    return shape
 
 
 def _verdicts(block: _Block, after: Int64Array, line_end: Int64Array) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], BoolArray]:
@@ -385,13 +428,15 @@ def _prefix_keys(blob: bytes, block: _Block, marks: Int64Array, line_start: Int6
             key[rows] = tags.setdefault(b"", len(tags))
             continue
         win = block.prefix_rows(line_start[rows], int(size))
-        shape = np.where((win >= _ZERO) & (win <= _NINE), ord("D"), win)
+        shape = _digits_as_d(win.view("<u8"))  # [R, W / 8] words of the prefix, every digit written as `D`
         left = np.ones(len(rows), dtype=bool)
         for _ in range(MAX_PREFIX_SHAPES):
             if not left.any():
                 break
             first = int(np.argmax(left))
-            same = left & (shape == shape[first]).all(axis=1)
+            same = left.copy()
+            for column in range(shape.shape[1]):
+                same &= shape[:, column] == shape[first, column]
             left &= ~same
             start = int(line_start[rows[first]])
             match = choose_prefix(blob[start:start + int(size)])
