@@ -364,7 +364,8 @@ def _leading(x: npt.NDArray[np.uint64]) -> Int64Array:
     """[M] int64: digit bytes (values 0..9 in `x`) before the first other byte, 0..8."""
     other = (((x & _LOW7) + _TEN_UP) | x) & _HIGH
     lowest = other & (~other + np.uint64(1))  # its lowest marked bit (0: every byte a digit)
-    lead: Int64Array = np.bitwise_count(lowest - np.uint64(1)).astype(np.int64) // 8  # (8k + 7) bits below -> k; none -> 64 // 8
+    below = ((lowest - np.uint64(1)) & _HIGH) >> np.uint64(7)  # a 1 in each byte below it (in all 8 when none)
+    lead: Int64Array = ((below * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.int64)  # their sum, in the top byte
     return lead
 
 
