@@ -345,3 +345,19 @@ def test_prefix_shape_writes_every_digit_as_d():
     rows[:, ::3] = rng.integers(ord("0"), ord("9") + 1, (2000, 11), dtype=np.uint8)
     shape = log_scan._digits_as_d(rows.view("<u8")).view(np.uint8).reshape(rows.shape)
     assert (shape == np.where((rows >= ord("0")) & (rows <= ord("9")), ord("D"), rows)).all()
+
+
+@pytest.mark.parametrize("size", [5, 4095, 4096, 70001])
+def test_pair_occurrences_find_every_occurrence(size):
+    """`_Block.pair_occurrences` (byte pairs at even offsets): every occurrence, overlapping ones,
+    ones at odd and even offsets and at the block's very start and end, as a plain search finds."""
+    rng = random.Random(size)
+    for literal in (b"sglang", b"aaa", b"Disabling breakable", b" graph: ", b"aba"):
+        blob = bytearray(rng.choice(b"sglanab \n") for _ in range(size))
+        for _ in range(size // 50 + 2):
+            at = rng.randrange(0, max(1, size - len(literal) + 1))
+            blob[at:at + len(literal)] = literal[:size - at]
+        blob[-len(literal):] = literal[-size:]
+        data = bytes(blob)
+        expected = [m.start() for m in re.finditer(b"(?=" + re.escape(literal) + b")", data)]
+        assert log_scan._Block(data).pair_occurrences(literal).tolist() == expected

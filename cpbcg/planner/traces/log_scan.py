@@ -9,7 +9,8 @@ lines, keeping their exact line numbers:
   of `folded`, in any letter case), each line once: the settings reader's search
   (`sglang_settings.settings_lines`) and the `#replay-token` check below. A literal is found
   from its rarest byte (an anchor found with `bytes.find`, a `memchr`) where the block holds
-  few of them, else with `bytes.find` of the whole literal: the same lines either way;
+  few of them, else from the block's byte pairs (`_Block.pair_occurrences`, numpy; `bytes.find`
+  for a literal under 3 bytes): the same lines either way;
 * `prefill_columns(blob, first, ...)`: every `Prefill batch` mark of the block with, for the
   records printed in the common shape, their fields read with numpy (no Python object per
   record); a record not in that shape is flagged (`ok` False) and the caller reads its line
@@ -78,7 +79,9 @@ def lines_with(blob: bytes, literals: Iterable[bytes], folded: Iterable[bytes] =
     (exact bytes) or one of `folded` (lowercase literals, matched in any ASCII letter case), each
     line once. A literal whose rarest byte `byte_sample` expects at most `MAX_ANCHOR_HITS` times
     is found from each occurrence of that byte (`bytes.find` of one byte, then a comparison),
-    others (and the rest of a block the sample misjudged) by `bytes.find` of the literal. A
+    others from the blob's byte pairs (`_Block.pair_occurrences`: about 3x `bytes.find` of a short
+    literal of common letters such as `sglang`; `bytes.find` for a literal under 3 bytes), the
+    rest of a block the sample misjudged by `bytes.find` of the literal. A
     folded literal is found as written and from each of its letters in upper case (an occurrence
     in another case holds one), or, where one of those is common, in `blob.lower()`."""
     starts: set[int] = set()
@@ -94,10 +97,14 @@ def lines_with(blob: bytes, literals: Iterable[bytes], folded: Iterable[bytes] =
                 anchors.setdefault(c, []).append((literal, j, True))
         else:
             lowered.append(literal)
+    block: _Block | None = None
     for literal in exact:
         byte = min(literal, key=lambda c: float(sample[c]))
         if sample[byte] <= MAX_ANCHOR_HITS:
             anchors.setdefault(byte, []).append((literal, literal.index(byte), False))
+        elif len(literal) >= 3:
+            block = _Block(blob) if block is None else block
+            _pair_lines(blob, block.pair_occurrences(literal), starts)
         else:
             _find_lines(blob, blob, literal, 0, starts)
     low: bytes | None = None
@@ -121,6 +128,19 @@ def lines_with(blob: bytes, literals: Iterable[bytes], folded: Iterable[bytes] =
         for literal in lowered:
             _find_lines(blob, low, literal, 0, starts)
     return sorted(starts)
+
+
+def _pair_lines(blob: bytes, hits: Int64Array, starts: set[int]) -> None:
+    """Add to `starts` the line start of each line of `blob` holding one of `hits` (ascending
+    offsets of a literal without a newline), one line at a time."""
+    i = 0
+    while i < len(hits):
+        at = int(hits[i])
+        starts.add(blob.rfind(b"\n", 0, at) + 1)
+        end = blob.find(b"\n", at)
+        if end < 0:
+            return
+        i = int(np.searchsorted(hits, end))
 
 
 def _find_lines(blob: bytes, text: bytes, literal: bytes, at: int, starts: set[int]) -> None:
@@ -246,6 +266,8 @@ class _Block:
         self.limit = span - self.WIDEST
         """Largest offset a read starts at (a window of `WIDEST` bytes from it stays inside)."""
         self._items: dict[int, np.ndarray] = {}
+        self._pairs: npt.NDArray[np.uint16] | None = None
+        self._pair_counts: Int64Array = np.zeros(0, dtype=np.int64)
 
     def near_end(self, marks: Int64Array, line_end: Int64Array) -> BoolArray:
         """[M] bool: records whose reads could be clipped at the block's end."""
@@ -299,6 +321,34 @@ class _Block:
                 hit[late] = [self.blob.startswith(literal, a) for a in at[late].tolist()]
             found.append(at[hit])
         return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+    def pair_occurrences(self, literal: bytes) -> Int64Array:
+        """`occurrences` of a literal of 3 bytes or more, found from the block's byte pairs at even
+        offsets (a `<u2` view: two bytes per comparison, and far fewer candidates than any one
+        byte gives): an occurrence at `o` holds `literal[j:j + 2]` at the even offset `o + j` when
+        `o + j` is even, else `literal[j + 1:j + 3]` at `o + j + 1`. `j` is where the block's head
+        (`ANCHOR_SAMPLE_BYTES`) holds the fewest of the two pairs."""
+        n = len(literal)
+        if self._pairs is None:
+            self._pairs = np.ndarray(shape=(self.size // 2,), dtype="<u2", buffer=self.data)
+            self._pair_counts = np.bincount(self._pairs[:ANCHOR_SAMPLE_BYTES // 2], minlength=1 << 16)
+        pairs, counts = self._pairs, self._pair_counts
+        codes = [int.from_bytes(literal[i:i + 2], "little") for i in range(n - 1)]
+        j = min(range(n - 2), key=lambda i: int(counts[codes[i]]) + int(counts[codes[i + 1]]))
+        even, odd = np.uint16(codes[j]), np.uint16(codes[j + 1])
+        found = []
+        step = SLICE_BYTES // 2
+        for lo in range(0, len(pairs), step):
+            part = pairs[lo:lo + step]
+            found += [np.flatnonzero(part == even) * 2 + (2 * lo - j), np.flatnonzero(part == odd) * 2 + (2 * lo - j - 1)]
+        at = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        at = at[(at >= 0) & (at + n <= self.size)]
+        hit = self.literal_at(at, literal)
+        late = at > self.limit
+        if late.any():  # reads clipped at the block's end: compared as bytes
+            hit[late] = [self.blob.startswith(literal, a) for a in at[late].tolist()]
+        ordered: Int64Array = np.sort(at[hit], kind="stable")  # the even and odd runs of each slice, merged
+        return ordered
 
     def prefix_rows(self, at: Int64Array, width: int) -> U8Array:
         """`[M, W]` bytes from each offset, C-contiguous, `W` = `width` rounded up to a multiple
