@@ -216,7 +216,9 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
         ok &= ~np.isin(li, np.searchsorted(newlines, np.array(replay, dtype=np.int64)))
 
     at = marks + len(RECORD_MARK)
-    mixed = block.literal_at(at, b"(mixed #running-req: ")
+    mixed = block.data[block.inside(at)] == ord("(")  # one byte first: most records hold none
+    if mixed.any():
+        mixed &= block.literal_at(at, b"(mixed #running-req: ")
     if mixed.any():
         running, end, read = block.uint_at(at + 21)
         mixed_ok = read & block.literal_at(end, b")")
@@ -234,7 +236,7 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
     cached, end, read = block.uint_at(end + 17)
     ok &= read & ~block.word_at(end)
 
-    graph, label, read = _verdicts(block, np.minimum(end, line_end), line_end)
+    graph, label, read = _verdicts(block, np.minimum(end, line_end), line_end, sample)
     ok &= read
     key, tags = _prefix_keys(blob, block, marks, line_start, ok, choose_prefix)
     ok &= key >= 0
@@ -439,12 +441,15 @@ def _digits_as_d(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return shape
 
 
-def _verdicts(block: _Block, after: Int64Array, line_end: Int64Array) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], BoolArray]:
+def _verdicts(block: _Block, after: Int64Array, line_end: Int64Array,
+              sample: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], BoolArray]:
     """`(graph, label, read)`: the verdict `LABEL graph: True|False` (word-bounded) at the first
     ` graph: ` from each offset `after` within its line (`bytes.find(b" graph: ", after, line_end)`:
-    every ` graph: ` of the block is found from its `h`). `read` False where that first ` graph: `
-    is no verdict (a later one could be: the caller's per-line parser decides)."""
-    graphs = block.occurrences(_GRAPH, _GRAPH.index(b"h"))  # [G] ascending starts of every ` graph: `
+    every ` graph: ` of the block is found from its rarest byte but the last, by `sample`).
+    `read` False where that first ` graph: ` is no verdict (a later one could be: the caller's
+    per-line parser decides)."""
+    anchor = min(range(len(_GRAPH) - 1), key=lambda i: float(sample[_GRAPH[i]]))  # `p` or `h` in a log
+    graphs = block.occurrences(_GRAPH, anchor)  # [G] ascending starts of every ` graph: `
     nearest = np.append(graphs, -1)[np.searchsorted(graphs, after)]
     g = np.where((nearest >= 0) & (nearest + len(_GRAPH) <= line_end), nearest, -1)
     m = len(after)
