@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 
 import numpy as np
 import pytest
@@ -318,3 +319,45 @@ def test_lines_with_finds_the_lines_a_plain_search_finds(monkeypatch, anchor_hit
         blob = b"\n".join(head + tail) + rng.choice([b"", b"\n"])
         literals, folded = (b"server_args", b"Captur", b"_"), (b"sglang",)
         assert lines_with(blob, literals, folded) == plain_lines_with(blob, literals, folded)
+
+
+def test_uint_at_reads_the_digits_the_regex_reads():
+    """`_Block.uint_at` (eight bytes at a time) on random byte strings, digit runs of 0..16 bytes
+    among bytes next to the digits in value (`/`, `:`) or with the high bit set: the value, the
+    offset after the run (at most 13 bytes on) and whether 1..MAX_DIGITS digits were read, as
+    `\\d+` finds them."""
+    rng = random.Random(2)
+    cases = [b"0", b"7,", b"123456789012,", b"1234567890123", b"12345678", b"123456789", b"x12", b"", b"00012 ", b"9" * 16]
+    cases += [bytes(rng.choice(b"0123456789/:aZ ,\xff\x00\x80\xb9") for _ in range(rng.randint(0, 16))) for _ in range(3000)]
+    blob = b"".join(c + b"|" for c in cases)
+    at = np.cumsum([0] + [len(c) + 1 for c in cases[:-1]]).astype(np.int64)
+    value, end, read = log_scan._Block(blob + bytes(64)).uint_at(at)
+    for i, case in enumerate(cases):
+        digits = re.match(rb"\d*", case).group()
+        assert (bool(read[i]), int(end[i] - at[i])) == (1 <= len(digits) <= log_scan.MAX_DIGITS, min(len(digits), log_scan.MAX_DIGITS + 1)), case
+        if read[i]:
+            assert int(value[i]) == int(digits), case
+
+
+def test_prefix_shape_writes_every_digit_as_d():
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, 256, (2000, 32), dtype=np.uint8)
+    rows[:, ::3] = rng.integers(ord("0"), ord("9") + 1, (2000, 11), dtype=np.uint8)
+    shape = log_scan._digits_as_d(rows.view("<u8")).view(np.uint8).reshape(rows.shape)
+    assert (shape == np.where((rows >= ord("0")) & (rows <= ord("9")), ord("D"), rows)).all()
+
+
+@pytest.mark.parametrize("size", [5, 4095, 4096, 70001])
+def test_pair_occurrences_find_every_occurrence(size):
+    """`_Block.pair_occurrences` (byte pairs at even offsets): every occurrence, overlapping ones,
+    ones at odd and even offsets and at the block's very start and end, as a plain search finds."""
+    rng = random.Random(size)
+    for literal in (b"sglang", b"aaa", b"Disabling breakable", b" graph: ", b"aba"):
+        blob = bytearray(rng.choice(b"sglanab \n") for _ in range(size))
+        for _ in range(size // 50 + 2):
+            at = rng.randrange(0, max(1, size - len(literal) + 1))
+            blob[at:at + len(literal)] = literal[:size - at]
+        blob[-len(literal):] = literal[-size:]
+        data = bytes(blob)
+        expected = [m.start() for m in re.finditer(b"(?=" + re.escape(literal) + b")", data)]
+        assert log_scan._Block(data).pair_occurrences(literal).tolist() == expected

@@ -9,7 +9,8 @@ lines, keeping their exact line numbers:
   of `folded`, in any letter case), each line once: the settings reader's search
   (`sglang_settings.settings_lines`) and the `#replay-token` check below. A literal is found
   from its rarest byte (an anchor found with `bytes.find`, a `memchr`) where the block holds
-  few of them, else with `bytes.find` of the whole literal: the same lines either way;
+  few of them, else from the block's byte pairs (`_Block.pair_occurrences`, numpy; `bytes.find`
+  for a literal under 3 bytes): the same lines either way;
 * `prefill_columns(blob, first, ...)`: every `Prefill batch` mark of the block with, for the
   records printed in the common shape, their fields read with numpy (no Python object per
   record); a record not in that shape is flagged (`ok` False) and the caller reads its line
@@ -78,7 +79,9 @@ def lines_with(blob: bytes, literals: Iterable[bytes], folded: Iterable[bytes] =
     (exact bytes) or one of `folded` (lowercase literals, matched in any ASCII letter case), each
     line once. A literal whose rarest byte `byte_sample` expects at most `MAX_ANCHOR_HITS` times
     is found from each occurrence of that byte (`bytes.find` of one byte, then a comparison),
-    others (and the rest of a block the sample misjudged) by `bytes.find` of the literal. A
+    others from the blob's byte pairs (`_Block.pair_occurrences`: about 3x `bytes.find` of a short
+    literal of common letters such as `sglang`; `bytes.find` for a literal under 3 bytes), the
+    rest of a block the sample misjudged by `bytes.find` of the literal. A
     folded literal is found as written and from each of its letters in upper case (an occurrence
     in another case holds one), or, where one of those is common, in `blob.lower()`."""
     starts: set[int] = set()
@@ -94,10 +97,14 @@ def lines_with(blob: bytes, literals: Iterable[bytes], folded: Iterable[bytes] =
                 anchors.setdefault(c, []).append((literal, j, True))
         else:
             lowered.append(literal)
+    block: _Block | None = None
     for literal in exact:
         byte = min(literal, key=lambda c: float(sample[c]))
         if sample[byte] <= MAX_ANCHOR_HITS:
             anchors.setdefault(byte, []).append((literal, literal.index(byte), False))
+        elif len(literal) >= 3:
+            block = _Block(blob) if block is None else block
+            _pair_lines(blob, block.pair_occurrences(literal), starts)
         else:
             _find_lines(blob, blob, literal, 0, starts)
     low: bytes | None = None
@@ -121,6 +128,19 @@ def lines_with(blob: bytes, literals: Iterable[bytes], folded: Iterable[bytes] =
         for literal in lowered:
             _find_lines(blob, low, literal, 0, starts)
     return sorted(starts)
+
+
+def _pair_lines(blob: bytes, hits: Int64Array, starts: set[int]) -> None:
+    """Add to `starts` the line start of each line of `blob` holding one of `hits` (ascending
+    offsets of a literal without a newline), one line at a time."""
+    i = 0
+    while i < len(hits):
+        at = int(hits[i])
+        starts.add(blob.rfind(b"\n", 0, at) + 1)
+        end = blob.find(b"\n", at)
+        if end < 0:
+            return
+        i = int(np.searchsorted(hits, end))
 
 
 def _find_lines(blob: bytes, text: bytes, literal: bytes, at: int, starts: set[int]) -> None:
@@ -196,7 +216,9 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
         ok &= ~np.isin(li, np.searchsorted(newlines, np.array(replay, dtype=np.int64)))
 
     at = marks + len(RECORD_MARK)
-    mixed = block.literal_at(at, b"(mixed #running-req: ")
+    mixed = block.data[block.inside(at)] == ord("(")  # one byte first: most records hold none
+    if mixed.any():
+        mixed &= block.literal_at(at, b"(mixed #running-req: ")
     if mixed.any():
         running, end, read = block.uint_at(at + 21)
         mixed_ok = read & block.literal_at(end, b")")
@@ -205,7 +227,8 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
         at = np.where(mixed, end + 1, at)
     else:
         running = np.zeros(m, dtype=np.int64)
-    ok &= block.byte_in(at, b",.") & block.literal_at(at + 1, b" #new-seq: ")
+    sep = block.data[block.inside(at)]
+    ok &= ((sep == ord(",")) | (sep == ord("."))) & block.literal_at(at + 1, b" #new-seq: ")
     new_seq, end, read = block.uint_at(at + 12)
     ok &= read & block.literal_at(end, b", #new-token: ")
     new_token, end, read = block.uint_at(end + 14)
@@ -213,7 +236,7 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
     cached, end, read = block.uint_at(end + 17)
     ok &= read & ~block.word_at(end)
 
-    graph, label, read = _verdicts(block, np.minimum(end, line_end), line_end)
+    graph, label, read = _verdicts(block, np.minimum(end, line_end), line_end, sample)
     ok &= read
     key, tags = _prefix_keys(blob, block, marks, line_start, ok, choose_prefix)
     ok &= key >= 0
@@ -230,6 +253,8 @@ class _Block:
     mark within `TAIL` bytes of the end: `near_end`) go to the per-line parser. A block shorter
     than `SMALL` is copied with zero padding instead (nothing near its end is clipped)."""
 
+    WIDEST = 32
+    """Most bytes one `window` reads."""
     TAIL = 256
     """Bytes after a mark within which every bulk read of its record lies (its fields, at most
     12 digits each, and its verdict when the line ends within `TAIL` of the block's end too)."""
@@ -240,10 +265,11 @@ class _Block:
         self.padded = self.size < self.SMALL
         self.data: U8Array = np.frombuffer(blob + bytes(self.TAIL) if self.padded else blob, dtype=np.uint8)
         span = len(self.data)
-        self.limit = span - 32
-        """Largest offset a read starts at (16-byte rows and up to 3 words from it stay inside)."""
-        self.words = np.ndarray(shape=(span - 7,), dtype="<u8", buffer=self.data, strides=(1,))
-        self.rows: U8Array = np.lib.stride_tricks.as_strided(self.data, shape=(span - 15, 16), strides=(1, 1), writeable=False)
+        self.limit = span - self.WIDEST
+        """Largest offset a read starts at (a window of `WIDEST` bytes from it stays inside)."""
+        self._items: dict[int, np.ndarray] = {}
+        self._pairs: npt.NDArray[np.uint16] | None = None
+        self._pair_counts: Int64Array = np.zeros(0, dtype=np.int64)
 
     def near_end(self, marks: Int64Array, line_end: Int64Array) -> BoolArray:
         """[M] bool: records whose reads could be clipped at the block's end."""
@@ -256,40 +282,30 @@ class _Block:
         """Offsets clipped into the block (class doc)."""
         return np.clip(at, 0, self.limit)
 
-    def literal_at(self, at: Int64Array, literal: bytes) -> BoolArray:
-        at = self.inside(at)
-        same = np.ones(len(at), dtype=bool)
-        for cut in range(0, len(literal), 8):
-            piece = literal[cut:cut + 8]
-            value = int.from_bytes(piece, "little")
-            word = self.words[at + cut]
-            if len(piece) < 8:
-                word = word & np.uint64((1 << (8 * len(piece))) - 1)
-            same &= word == np.uint64(value)
-        return same
+    def window(self, at: Int64Array, width: int) -> U8Array:
+        """`[M, W]` uint8: the `W` bytes from each offset (clipped, `inside`), `W` = `width` rounded
+        up to a multiple of 8 (at most `WIDEST`). One gather of opaque `W`-byte items starting at
+        every offset (a `V<W>` view of the block with a 1-byte stride): numpy copies whole items,
+        several times faster than a gather of unaligned words or of a strided byte matrix."""
+        w = -(-width // 8) * 8
+        items = self._items.get(w)
+        if items is None:
+            items = self._items[w] = np.ndarray(shape=(len(self.data) - w + 1,), dtype=f"V{w}", buffer=self.data, strides=(1,))
+        rows: U8Array = items[self.inside(at)].view(np.uint8).reshape(len(at), w)
+        return rows
 
-    def byte_in(self, at: Int64Array, choices: bytes) -> BoolArray:
-        found: BoolArray = np.isin(self.data[self.inside(at)], np.frombuffer(choices, dtype=np.uint8))
-        return found
+    def literal_at(self, at: Int64Array, literal: bytes) -> BoolArray:
+        """[M] bool: `literal` (at most `WIDEST` bytes) starts at each offset."""
+        return _holds(self.window(at, len(literal)), 0, literal)
 
     def word_at(self, at: Int64Array) -> BoolArray:
         """The byte at each offset is a regex word character (`[A-Za-z0-9_]`)."""
-        c = self.data[self.inside(at)]
-        low = c | 32
-        word: BoolArray = ((c >= _ZERO) & (c <= _NINE)) | ((low >= ord("a")) & (low <= ord("z"))) | (c == ord("_"))
-        return word
+        return _word(self.data[self.inside(at)])
 
     def uint_at(self, at: Int64Array) -> tuple[Int64Array, Int64Array, BoolArray]:
         """`(value, offset after the digits, read)` of the run of 1..MAX_DIGITS ASCII digits at
         each offset (`read` False: no digit, or more than MAX_DIGITS)."""
-        win = self.rows[self.inside(at)][:, :MAX_DIGITS + 1]
-        digit = (win >= _ZERO) & (win <= _NINE)
-        count = np.where(digit.all(axis=1), MAX_DIGITS + 1, np.argmin(digit, axis=1))
-        value = np.zeros(len(at), dtype=np.int64)
-        values = win.astype(np.int64) - _ZERO
-        for column in range(min(MAX_DIGITS, int(count.max(initial=0)))):
-            value = np.where(column < count, value * 10 + values[:, column], value)
-        return value, at + count, (count >= 1) & (count <= MAX_DIGITS)
+        return _uint(self.window(at, 16), at)
 
     def occurrences(self, literal: bytes, anchor: int) -> Int64Array:
         """[K] ascending start offsets of every occurrence of `literal` (overlapping ones included),
@@ -308,31 +324,146 @@ class _Block:
             found.append(at[hit])
         return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
+    def pair_occurrences(self, literal: bytes) -> Int64Array:
+        """`occurrences` of a literal of 3 bytes or more, found from the block's byte pairs at even
+        offsets (a `<u2` view: two bytes per comparison, and far fewer candidates than any one
+        byte gives): an occurrence at `o` holds `literal[j:j + 2]` at the even offset `o + j` when
+        `o + j` is even, else `literal[j + 1:j + 3]` at `o + j + 1`. `j` is where the block's head
+        (`ANCHOR_SAMPLE_BYTES`) holds the fewest of the two pairs."""
+        n = len(literal)
+        if self._pairs is None:
+            self._pairs = np.ndarray(shape=(self.size // 2,), dtype="<u2", buffer=self.data)
+            self._pair_counts = np.bincount(self._pairs[:ANCHOR_SAMPLE_BYTES // 2], minlength=1 << 16)
+        pairs, counts = self._pairs, self._pair_counts
+        codes = [int.from_bytes(literal[i:i + 2], "little") for i in range(n - 1)]
+        j = min(range(n - 2), key=lambda i: int(counts[codes[i]]) + int(counts[codes[i + 1]]))
+        even, odd = np.uint16(codes[j]), np.uint16(codes[j + 1])
+        found = []
+        step = SLICE_BYTES // 2
+        for lo in range(0, len(pairs), step):
+            part = pairs[lo:lo + step]
+            found += [np.flatnonzero(part == even) * 2 + (2 * lo - j), np.flatnonzero(part == odd) * 2 + (2 * lo - j - 1)]
+        at = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        at = at[(at >= 0) & (at + n <= self.size)]
+        hit = self.literal_at(at, literal)
+        late = at > self.limit
+        if late.any():  # reads clipped at the block's end: compared as bytes
+            hit[late] = [self.blob.startswith(literal, a) for a in at[late].tolist()]
+        ordered: Int64Array = np.sort(at[hit], kind="stable")  # the even and odd runs of each slice, merged
+        return ordered
+
     def prefix_rows(self, at: Int64Array, width: int) -> U8Array:
-        """`[M, width]` bytes from each offset."""
-        parts = [self.rows[self.inside(at + cut)] for cut in range(0, width, 16)]
-        return (np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0])[:, :width]
+        """`[M, W]` bytes from each offset, C-contiguous, `W` = `width` rounded up to a multiple
+        of 8; the columns from `width` on are zero."""
+        parts = [self.window(at + cut, min(self.WIDEST, width - cut)) for cut in range(0, width, self.WIDEST)]
+        rows = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+        rows[:, width:] = 0
+        return rows
 
 
-def _verdicts(block: _Block, after: Int64Array, line_end: Int64Array) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], BoolArray]:
+def _holds(win: U8Array, col: int, literal: bytes) -> BoolArray:
+    """[M] bool: row `i` of `win` holds `literal` at column `col` (compared as words when the
+    literal starts on a word of a contiguous window)."""
+    if not win.flags.c_contiguous or (col % 8 and col % 8 + len(literal) > 8):
+        same: BoolArray = (win[:, col:col + len(literal)] == np.frombuffer(literal, dtype=np.uint8)).all(axis=1)
+        return same
+    words = win.view("<u8")
+    if col % 8:  # within one word: shifted down
+        word = (words[:, col // 8] >> np.uint64(8 * (col % 8))) & np.uint64((1 << (8 * len(literal))) - 1)
+        same = word == np.uint64(int.from_bytes(literal, "little"))
+        return same
+    same = np.ones(len(win), dtype=bool)
+    for cut in range(0, len(literal), 8):
+        piece = literal[cut:cut + 8]
+        word = words[:, (col + cut) // 8]
+        if len(piece) < 8:
+            word = word & np.uint64((1 << (8 * len(piece))) - 1)
+        same &= word == np.uint64(int.from_bytes(piece, "little"))
+    return same
+
+
+def _word(c: U8Array) -> BoolArray:
+    """Bytes that are a regex word character (`[A-Za-z0-9_]`)."""
+    low = c | 32
+    word: BoolArray = ((c >= _ZERO) & (c <= _NINE)) | ((low >= ord("a")) & (low <= ord("z"))) | (c == ord("_"))
+    return word
+
+
+_ASCII_ZEROS = np.uint64(0x3030303030303030)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_TEN_UP = np.uint64(0x7676767676767676)
+_HIGH = np.uint64(0x8080808080808080)
+_POW10 = np.array([10 ** i for i in range(9)], dtype=np.uint64)
+
+
+def _uint(win: U8Array, at: Int64Array) -> tuple[Int64Array, Int64Array, BoolArray]:
+    """`_Block.uint_at(at)` from the `[M, 16]` window of bytes from each offset, eight bytes at a
+    time (SWAR): `x = word ^ '00000000'` holds a digit's value in each byte that was a digit; the
+    high bit of `((x & 0x7f..) + 0x76..) | x` marks the bytes that were not (x >= 10); the digits
+    lead up to the lowest marked byte; they are shifted to the word's top and summed in pairs,
+    quads and octets (`_octet`)."""
+    words = win.view("<u8")
+    x0, x1 = words[:, 0] ^ _ASCII_ZEROS, words[:, 1] ^ _ASCII_ZEROS
+    c0, c1 = _leading(x0), _leading(x1)
+    count = np.minimum(np.where(c0 == 8, 8 + c1, c0), MAX_DIGITS + 1)
+    more = np.clip(count - 8, 0, 8)
+    head = _octet(x0, np.minimum(count, 8))
+    value = np.where(count > 8, head * _POW10[more] + _octet(x1, more), head).astype(np.int64)
+    return value, at + count, (count >= 1) & (count <= MAX_DIGITS)
+
+
+def _leading(x: npt.NDArray[np.uint64]) -> Int64Array:
+    """[M] int64: digit bytes (values 0..9 in `x`) before the first other byte, 0..8."""
+    other = (((x & _LOW7) + _TEN_UP) | x) & _HIGH
+    lowest = other & (~other + np.uint64(1))  # its lowest marked bit (0: every byte a digit)
+    below = ((lowest - np.uint64(1)) & _HIGH) >> np.uint64(7)  # a 1 in each byte below it (in all 8 when none)
+    lead: Int64Array = ((below * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.int64)  # their sum, in the top byte
+    return lead
+
+
+def _octet(x: npt.NDArray[np.uint64], count: Int64Array) -> npt.NDArray[np.uint64]:
+    """[M] uint64: the number written by the first `count` (0..8) digit bytes of each word, the
+    first byte the most significant."""
+    v = np.where(count > 0, x << (np.uint64(8) * (np.uint64(8) - count.astype(np.uint64))), np.uint64(0))
+    v = (v * np.uint64(10) + (v >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+    v = (v * np.uint64(100) + (v >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    octet: npt.NDArray[np.uint64] = (v * np.uint64(10000) + (v >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
+    return octet
+
+
+def _digits_as_d(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """`words` (little-endian 8-byte words of text) with every ASCII digit byte replaced by `D`:
+    the shape of a rank prefix (`_prefix_keys`). Digits are found as in `_leading`."""
+    x = words ^ _ASCII_ZEROS
+    digit = ~((((x & _LOW7) + _TEN_UP) | x)) & _HIGH
+    spread = (digit >> np.uint64(7)) * np.uint64(0xFF)  # 0xff in each digit byte
+    shape: npt.NDArray[np.uint64] = (words & ~spread) | (np.uint64(0x4444444444444444) & spread)
+    return shape
+
+
+def _verdicts(block: _Block, after: Int64Array, line_end: Int64Array,
+              sample: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], BoolArray]:
     """`(graph, label, read)`: the verdict `LABEL graph: True|False` (word-bounded) at the first
     ` graph: ` from each offset `after` within its line (`bytes.find(b" graph: ", after, line_end)`:
-    every ` graph: ` of the block is found from its `h`). `read` False where that first ` graph: `
-    is no verdict (a later one could be: the caller's per-line parser decides)."""
-    graphs = block.occurrences(_GRAPH, _GRAPH.index(b"h"))  # [G] ascending starts of every ` graph: `
+    every ` graph: ` of the block is found from its rarest byte but the last, by `sample`).
+    `read` False where that first ` graph: ` is no verdict (a later one could be: the caller's
+    per-line parser decides)."""
+    anchor = min(range(len(_GRAPH) - 1), key=lambda i: float(sample[_GRAPH[i]]))  # `p` or `h` in a log
+    graphs = block.occurrences(_GRAPH, anchor)  # [G] ascending starts of every ` graph: `
     nearest = np.append(graphs, -1)[np.searchsorted(graphs, after)]
     g = np.where((nearest >= 0) & (nearest + len(_GRAPH) <= line_end), nearest, -1)
     m = len(after)
     graph, label = np.full(m, -1, dtype=np.int8), np.zeros(m, dtype=np.int8)
     found = g >= 0
     codes = np.zeros(m, dtype=np.int8)
+    head = block.window(g - 6, 8)  # the 6 bytes before each ` graph: `: a label of up to 4 letters and the byte before it
     for name, code in _LABEL_CODE.items():
         begin = g - len(name)
-        hit = found & (codes == 0) & (begin >= after) & block.literal_at(begin, name) & ~block.word_at(begin - 1)
+        hit = found & (codes == 0) & (begin >= after) & _holds(head, 6 - len(name), name) & ~_word(head[:, 5 - len(name)])
         codes[hit] = code
-    tail = g + len(_GRAPH)
-    true = block.literal_at(tail, b"True") & ~block.word_at(tail + 4)
-    false = block.literal_at(tail, b"False") & ~block.word_at(tail + 5)
+    tail = block.window(g + len(_GRAPH), 8)
+    true = _holds(tail, 0, b"True") & ~_word(tail[:, 4])
+    false = _holds(tail, 0, b"False") & ~_word(tail[:, 5])
     valid = found & (codes > 0) & (true | false)
     graph[valid], label[valid] = true[valid], codes[valid]
     return graph, label, ~found | valid
@@ -353,13 +484,15 @@ def _prefix_keys(blob: bytes, block: _Block, marks: Int64Array, line_start: Int6
             key[rows] = tags.setdefault(b"", len(tags))
             continue
         win = block.prefix_rows(line_start[rows], int(size))
-        shape = np.where((win >= _ZERO) & (win <= _NINE), ord("D"), win)
+        shape = _digits_as_d(win.view("<u8"))  # [R, W / 8] words of the prefix, every digit written as `D`
         left = np.ones(len(rows), dtype=bool)
         for _ in range(MAX_PREFIX_SHAPES):
             if not left.any():
                 break
             first = int(np.argmax(left))
-            same = left & (shape == shape[first]).all(axis=1)
+            same = left.copy()
+            for column in range(shape.shape[1]):
+                same &= shape[:, column] == shape[first, column]
             left &= ~same
             start = int(line_start[rows[first]])
             match = choose_prefix(blob[start:start + int(size)])
