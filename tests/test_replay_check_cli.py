@@ -122,7 +122,7 @@ def test_no_gates_is_refused_unless_report_only():
     assert result.stderr == f"cpbcg: error: replay-check: {NO_GATES_NOTE}; or pass --report-only to report without gates\n"
     assert check("--buckets", "128,2048", "--replay", "0", "--config", "ci-gates-cp4").exit_code in (0, 1)  # a gate: runs
     result = check("--buckets", "128,2048", "--report-only")
-    assert result.exit_code == 0 and result.stderr.strip() == "cpbcg: note: replay-check: no gates configured (--report-only): nothing to fail on"
+    assert result.exit_code == 0 and result.stderr.strip() == "cpbcg: note: replay-check: no gate checked (--report-only): nothing to fail on"
 
 
 @pytest.mark.parametrize("width", ["40", "200"])

@@ -32,7 +32,8 @@ def replay_check(*, options: ReplayCheckOptions, deployment: DeploymentOptions, 
     for stdout), GitHub annotations when `GITHUB_ACTIONS=true`, a summary appended to
     `$GITHUB_STEP_SUMMARY` (a warning, not a failure, if it cannot be written).
 
-    Exit codes: 0 all gates pass, 1 a gate failed, 2 bad input or no gate at all (unless
+    Exit codes: 0 all gates pass, 1 a gate failed, 2 bad input, no gate at all, or an SGLang
+    log a launch of which ran its prefill forwards with prefill graphs off (each unless
     `--report-only`; `cpbcg --help` lists them all).
 
     Example: `cpbcg replay-check --config ci-gates-cp4 --trace lens.jsonl --junit report.xml`

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -10,7 +10,7 @@ from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.common import launch_resolver, load_model_rates
 from cpbcg.commands.replay_check_options import ReplayCheckOptions
 from cpbcg.api import check, load_config_and_deployment, server_check
-from cpbcg.errors import ConfigError
+from cpbcg.errors import ConfigError, located
 from cpbcg.gates.gates import CheckReport, Gates, max_eager_overrides
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
 from cpbcg.outputs.notes import HeldNotes, ignored_options_warning, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
@@ -18,6 +18,8 @@ from cpbcg.planner.assembly.sources import BatchSource, detect_input
 from cpbcg.planner.observed import assumed_settings
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.traces import ReadOptions
+from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.settings import setting
 
 
 NO_GATES = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
@@ -63,7 +65,10 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     (and no `replay`) it is a `ConfigError` unless `report_only`, as are flags with which SGLang
     0.5.23 would refuse to start or capture no CP graph (`server_check`), and gating without a trace
     (`trace_path` None) unless `embedded_sample` asks for the embedded workload by name (or
-    `report_only`). A request trace without timestamps is simulated at `rates` as `plan` takes
+    `report_only`), and gating an SGLang log any launch of which ran prefill forwards with prefill
+    graphs off (`BatchSource.graphs_off_launches`; `report_only` reports it). With `report_only`
+    a gate in `overrides` (or `replay`) is a `ConfigError` and the config's gates are not checked
+    (a note). A request trace without timestamps is simulated at `rates` as `plan` takes
     them (`load_model_rates`). Notes for people go to `note`; the report carries the trace read (its simulation summary)."""
     overrides = {**overrides, **max_eager_overrides(max_eager or [])}
     manifest = load_manifest(manifest_path) if manifest_path is not None else None
@@ -75,6 +80,8 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ()), deployment.server):
         note(line)
     gates = cfg.gates.to_gates()
+    if report_only:
+        gates = _report_only_gates(gates, overrides, replay, note)
     if not replay and not report_only and gates == Gates():
         raise ConfigError(f"replay-check: {NO_GATES}; or pass --report-only to report without gates")
     warning = ignored_options_warning(ignored_flags or [], trace_path, detected.format.name if detected is not None else trace_format,
@@ -95,6 +102,9 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     resolve = launch_resolver(config, overrides, manifest) if log is not None else None
     report, source = check(detected, deployment, gates, manifest=manifest, replay=replay, trace_format=trace_format,
                            options=options, progress=progress, on_chunk=on_chunk, rates=rates, resolve_launch=resolve)
+    off = source.graphs_off_launches
+    if off and not report_only:
+        raise ConfigError(_graphs_off_refusal(*off[0], several=source.log_summary is not None and source.log_summary.launches > 1))
     for part in report.parts:
         note(f"{part.label} at {part.load}:")
         for line in read_notes(part.source, ignored_flags or [], part.label):
@@ -108,3 +118,29 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     return ReplayCheckReport(report, source)
 
 
+
+
+def _report_only_gates(gates: Gates, overrides: Mapping[str, object], replay: int, note: Callable[[str], None]) -> Gates:
+    """`--report-only` runs no gate: one given on the command line (`overrides`' `gates.*` keys,
+    `--max-eager`, `--replay`, which adds `replay_verified`) contradicts it (`ConfigError` naming
+    both options); the config's own `gates:` are simply not checked, said in a note. Returns no gates."""
+    given = [("--max-eager" if key.startswith("gates.max_eager.") else str(setting(key).flag))
+             for key, value in overrides.items() if key.startswith("gates.") and value is not None]
+    given = list(dict.fromkeys(given + (["--replay"] if replay else [])))
+    if given:
+        raise ConfigError(f"replay-check: --report-only runs no gate, but {' and '.join(given)} {'sets' if len(given) == 1 else 'set'} "
+                          f"one: drop --report-only to gate, or drop {' and '.join(given)} to report only")
+    if gates != Gates():
+        names = [f.name for f in fields(gates) if getattr(gates, f.name) not in (None, {})]
+        note(f"cpbcg: note: replay-check: --report-only: the config's gates ({', '.join(names)}) were not checked")
+    return Gates()
+
+
+def _graphs_off_refusal(launch: LogSettings, forwards: int, *, several: bool) -> str:
+    """The one line refusing to gate a log whose launch ran its prefill forwards with prefill
+    graphs off (`BatchSource.graphs_off_launches`): every forward ran eagerly, while the model
+    replays them as if graphs were on, so a coverage gate would pass a server that never replayed one."""
+    what, line = launch.prefill_graphs_at()
+    which = f" in launch {launch.launch}" if several else ""
+    return located(launch.path, line, f"prefill graphs off ({what}){which}: its {forwards:,} prefill forwards ran eagerly, not gated; "
+                   "pass --report-only to report without gating, or turn prefill graphs on")

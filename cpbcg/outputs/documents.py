@@ -71,6 +71,15 @@ def launch_plans_document(launches: Any) -> list[dict[str, Any]]:
     return out
 
 
+def graphs_off_document(source: Any) -> list[dict[str, Any]]:
+    """`plan --format json`'s `graphs_off` of an SGLang log: each launch that ran prefill forwards
+    with prefill graphs off (`BatchSource.graphs_off_launches`): the server ran them eagerly, and
+    the main table (the top level, and the launch's `launches[]` entry) models them as if graphs were on."""
+    return [{"launch": s.launch, "first_line": s.first_line, "forwards": n, "prefill_graphs_source": s.prefill_graphs_origin,
+             "main_table": "modelled as if graphs were on; the server ran these forwards eagerly (observed)"}
+            for s, n in source.graphs_off_launches]
+
+
 def recommendation_document(rec: Recommendation) -> dict[str, Any]:
     """The recommendation: list, evaluation (same fields as the top level), validation, deploy flags."""
     validation = None

@@ -386,6 +386,22 @@ def launch_plan_notes(launches: "Sequence[LaunchPlan]", path: str) -> list[str]:
     return out
 
 
+def graphs_off_plan_notes(source: BatchSource, launches: "Sequence[LaunchPlan]", path: str) -> list[str]:
+    """What the main table of a log is when a launch that ran forwards had prefill graphs off
+    (`BatchSource.graphs_off_launches`): the server ran them eagerly, the main table models them
+    as if graphs were on (with the launch's list); once, for a log whose launches the main table
+    does not list one by one (`launch_plan_notes` says it per launch otherwise)."""
+    if len(launches) >= 2:
+        return []
+    out = []
+    for settings, forwards in source.graphs_off_launches:
+        which = f" launch {settings.launch} (line {settings.first_line})" if settings.launch > 1 else ""
+        out.append(f"cpbcg: note: {path}:{which} prefill graphs were off ({settings.prefill_graphs_origin}): the server ran its "
+                   f"{forwards:,} prefill forwards eagerly; the main table models them as if graphs were on (the observed table "
+                   "shows what ran)")
+    return out
+
+
 class HeldNotes:
     """A `note` callback that holds its lines until the trace was read (`release`), so that the
     lines a log's start-up output gave (`log_settings_notes`: `cpbcg: from the log: ...`,

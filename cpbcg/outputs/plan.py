@@ -110,7 +110,7 @@ def render(report: PlanView, output_format: OutputFormat) -> None:
 
 
 def _json(report: PlanView) -> None:
-    from cpbcg.outputs.documents import comparison_document, dumps, launch_plans_document, observed_document, plan_document, simulation_document, traffic_document
+    from cpbcg.outputs.documents import comparison_document, dumps, graphs_off_document, launch_plans_document, observed_document, plan_document, simulation_document, traffic_document
 
     result, parts = report.result, report.parts
     compared = None if report.comparison is None else comparison_document(report.comparison)
@@ -122,6 +122,9 @@ def _json(report: PlanView) -> None:
         ({"logs": [one.to_dict() for one in report.logs]} if report.logs else None)
     if observed is not None:
         doc["observed"] = observed
+    off = graphs_off_document(report.source) if report.traces == 1 else []
+    if off:
+        doc["graphs_off"] = off
     if len(parts) > 1:
         doc["traffic"] = traffic_document(parts)
     print_json(dumps(doc))

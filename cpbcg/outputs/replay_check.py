@@ -175,7 +175,7 @@ def verdict(report: CheckReport) -> str:
     from cpbcg.gates.gates import count_of
 
     if not report.gates:
-        return "cpbcg: note: replay-check: no gates configured (--report-only): nothing to fail on"
+        return "cpbcg: note: replay-check: no gate checked (--report-only): nothing to fail on"
     if report.passed:
         n = len(report.gates)
         return "replay-check: passed the 1 gate" if n == 1 else f"replay-check: passed all {n} gates"

@@ -116,6 +116,20 @@ class BatchSource:
         return self.forwards.summary if isinstance(self.forwards, LogReader) else None
 
     @property
+    def graphs_off_launches(self) -> tuple[tuple[LogSettings, int], ...]:
+        """An SGLang server log's launches that ran prefill forwards with prefill graphs off (the
+        launch's resolved state, `LogSettings.prefill_graphs` False: `--disable-cuda-graph`,
+        `--disable-piecewise-cuda-graph`, pipeline parallelism, ...), each with its forward count,
+        in launch order; complete after iterating, empty for any other trace. Such a launch ran
+        every prefill forward eagerly: the model, which replays them with the launch's list, shows
+        them as if graphs were on."""
+        reader = self.forwards
+        if not isinstance(reader, LogReader):
+            return ()
+        ran = sorted((k, n) for k, n in reader.summary.launch_forwards.items() if n)
+        return tuple((reader.launch(k), n) for k, n in ran if reader.launch(k).prefill_graphs is False)
+
+    @property
     def is_bound(self) -> bool:
         """True when the source gives forward sizes only: every plan from it is a worst-case bound."""
         return self.forwards is not None

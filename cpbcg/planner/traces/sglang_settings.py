@@ -212,6 +212,12 @@ class LogSettings:
             return None
         return tuple(int(p) for p in re.findall(r"\d+", self.version)[:3])
 
+    def prefill_graphs_at(self) -> tuple[str, int | None]:
+        """`prefill_graphs_origin` split into what was read and its line (`server_args.disable_cuda_graph`,
+        3); the line None when the origin names none."""
+        m = re.fullmatch(r"(.*), line (\d+)", self.prefill_graphs_origin)
+        return (m.group(1), int(m.group(2))) if m else (self.prefill_graphs_origin, None)
+
     def pp_size(self) -> int:
         """Pipeline stages: `pp_size` of the dump or flags, else the `PP` prefixes seen (1 without either)."""
         stated = _int(self.server_args.get("pp_size"))
