@@ -354,8 +354,15 @@ def test_a_refused_launch_replaced_by_a_restart_is_a_note_and_the_running_server
     assert (server["forwards"], server["launch"], server["refusal"]) == (3, 2, None)
     assert server["observed"]["graph_forwards"] == 3
     assert f"{log}:2: prefill graphs resolved disabled (disable_cuda_graph=True" in final["notes"][-1]
-    assert "launch 1 was refused" in final["notes"][-1] and "its 4 forwards were not judged; launch 2, the server as it runs now" in final["notes"][-1]
+    assert "launch 1 was refused" in final["notes"][-1] and "its 4 forwards were not judged; launch 2 is the server as it runs now" in final["notes"][-1]
     assert "launch 2 (a restart at line 8) replaces refused launch 1" in result.stderr
+    # a restart after the refused launch that has served no forward yet: the server is starting again, not refused
+    starting = write_log(tmp_path / "starting.log", off + "".join(prefill_line(100 + i, 1, graph=False) for i in range(4)) + startup_lines())
+    result = runner.invoke(app, ["watch", str(starting), "--duration", "60", "--format", "json", *PINNED])
+    assert result.exit_code == 0, result.output
+    final = orjson.loads(result.stdout.splitlines()[-1])
+    assert (final["refusals"], final["stopped_by"], final["servers"][0]["launch"]) == ([], "end of input", 2)
+    assert "no readable Prefill batch line" in result.stderr and "launch 1 was refused" in final["notes"][-1]
     # one launch refused alone: refused as before (exit 1, nothing judged)
     alone = write_log(tmp_path / "off.log", off + "".join(prefill_line(100 + i, 1, graph=False) for i in range(4)))
     result = runner.invoke(app, ["watch", str(alone), "--duration", "60", "--format", "json", *PINNED])

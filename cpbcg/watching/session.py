@@ -257,8 +257,8 @@ class _Server:
     def refused_notes(self) -> list[str]:
         """One line per refused launch that a later, judged launch replaced."""
         return [f"{self.follower.name}: launch {launch} was refused ({why}); its "
-                f"{self.refused_forwards.get(launch, 0):,} forwards were not judged; launch {self.launch}, the server as it runs "
-                "now, was judged" for launch, why in sorted(self.refused.items()) if launch < self.launch]
+                f"{self.refused_forwards.get(launch, 0):,} forwards were not judged; launch {self.launch} is the server as it runs "
+                "now" for launch, why in sorted(self.refused.items()) if launch < self.launch]
 
 
 def refusal_of(settings: LogSettings, forwards_began: bool = True) -> str | None:
@@ -505,6 +505,10 @@ class WatchSession:
     def _report(self, stopped_by: str) -> WatchReport:
         self._fit_all()
         for server in self.servers:  # resolved before the final snapshot: its header shows the assumed list
+            if server.refused and server.lines.launch > max(server.refused):  # a restart after the refused launch, no forward yet
+                self._resolve(server, server.lines.launch, forwards_began=False)
+                if stopped_by == "refused" and server.refusal is None:  # read to its end: the server is starting again
+                    stopped_by = "end of input"
             if server.refusal is None and (server.run is None or not server.run.forwards):
                 self._nothing_read(server)
         snap = self._tick(self.clock(), final=True)
