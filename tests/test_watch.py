@@ -338,6 +338,93 @@ def test_prefill_graphs_resolved_disabled_are_refused(tmp_path):
     assert final["stopped_by"] == "refused" and "prefill graphs resolved disabled (disable_cuda_graph=True" in final["refusals"][0]
 
 
+def test_a_refused_launch_replaced_by_a_restart_is_a_note_and_the_running_server_is_judged(tmp_path):
+    # launch 1: prefill graphs resolved disabled, 4 eager forwards; launch 2 (the server running now): graphs on, 3 forwards
+    off = startup_lines(capture=False).replace("'disable_cuda_graph': False", "'disable_cuda_graph': True").replace(
+        "'prefill': {'backend': 'breakable'", "'prefill': {'backend': 'disabled'")
+    body = (off + "".join(prefill_line(100 + i, 1, graph=False) for i in range(4)) + startup_lines()
+            + "".join(prefill_line(200 + i, 1) for i in range(3)))
+    log = write_log(tmp_path / "restart.log", body)
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "3", "--format", "json",
+                                 "--min-observed-coverage", "0.9", *PINNED])
+    assert result.exit_code == 0, result.output
+    final = orjson.loads(result.stdout.splitlines()[-1])
+    assert final["refusals"] == [] and final["passed"] is True and final["stopped_by"] == "max-forwards"
+    server = final["servers"][0]
+    assert (server["forwards"], server["launch"], server["refusal"]) == (3, 2, None)
+    assert server["observed"]["graph_forwards"] == 3
+    assert f"{log}:2: prefill graphs resolved disabled (disable_cuda_graph=True" in final["notes"][-1]
+    assert "launch 1 was refused" in final["notes"][-1] and "its 4 forwards were not judged; launch 2 is the server as it runs now" in final["notes"][-1]
+    assert "launch 2 (a restart at line 8) replaces refused launch 1" in result.stderr
+    # a restart after the refused launch that has served no forward yet: the server is starting again, not refused
+    starting = write_log(tmp_path / "starting.log", off + "".join(prefill_line(100 + i, 1, graph=False) for i in range(4)) + startup_lines())
+    result = runner.invoke(app, ["watch", str(starting), "--duration", "60", "--format", "json", *PINNED])
+    assert result.exit_code == 0, result.output
+    final = orjson.loads(result.stdout.splitlines()[-1])
+    assert (final["refusals"], final["stopped_by"], final["servers"][0]["launch"]) == ([], "end of input", 2)
+    assert "no readable Prefill batch line" in result.stderr and "launch 1 was refused" in final["notes"][-1]
+    # one launch refused alone: refused as before (exit 1, nothing judged)
+    alone = write_log(tmp_path / "off.log", off + "".join(prefill_line(100 + i, 1, graph=False) for i in range(4)))
+    result = runner.invoke(app, ["watch", str(alone), "--duration", "60", "--format", "json", *PINNED])
+    assert result.exit_code == 1
+    final = orjson.loads(result.stdout.splitlines()[-1])
+    assert (final["stopped_by"], final["servers"][0]["forwards"], len(final["refusals"])) == ("refused", 0, 1)
+
+
+def test_a_closed_stdout_pipe_exits_quietly_with_141(tmp_path):
+    """`cpbcg watch LOG -f json | head -c 100`: exit 128 + SIGPIPE, no error line (as plan)."""
+    log = lines_log(tmp_path, [True] * 5)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "cpbcg", "watch", str(log), "--duration", "1", "--format", "json", *PINNED],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=LIMIT_S, cwd=ROOT)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141
+    assert [line for line in done.stderr.splitlines() if "error" in line or "Traceback" in line] == []
+
+
+def test_no_drift_is_shown_without_a_baseline_trace(tmp_path):
+    log = lines_log(tmp_path, [True] * 5)
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "5", *PINNED])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())  # the legend as one line, however the terminal wraps it
+    assert "unexplained eager: the model replays, the server ran eagerly" in text
+    assert "drift" not in text.split("observed: the server's", 1)[1] and "total variation" not in text
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "5", "--format", "json", *PINNED])
+    windows = orjson.loads(result.stdout.splitlines()[-1])["servers"][0]["windows"]
+    assert [w["drift"] for per in windows.values() for w in per.values()] == [None, None]
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "5", "--baseline-trace", str(log), *PINNED])
+    assert result.exit_code == 0, result.output  # with a baseline: the legend says what drift is (the same sizes: 0)
+    assert "drift: total variation from --baseline-trace (0 same sizes, 1 none in common)" in " ".join(result.stdout.split())
+
+
+def test_a_metrics_address_in_use_names_the_option_and_the_address(tmp_path):
+    import socket
+
+    log = lines_log(tmp_path, [True] * 5)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--serve-metrics", f"127.0.0.1:{port}", *PINNED])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1] == f"cpbcg: error: --serve-metrics 127.0.0.1:{port}: address already in use"
+
+
+def test_a_gzipped_log_is_refused_as_watch_follows_plain_text_only(tmp_path):
+    import gzip
+
+    log = lines_log(tmp_path, [True] * 5)
+    packed = tmp_path / "server.log.gz"
+    packed.write_bytes(gzip.compress(log.read_bytes()))
+    result = runner.invoke(app, ["watch", str(packed), "--duration", "60", *PINNED])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (f"cpbcg: error: {packed}: gzip-compressed: watch follows plain-text server logs only (as the "
+                                     "server writes them); give a compressed log to `cpbcg plan --trace` or `cpbcg replay-check`")
+
+
 @pytest.mark.parametrize("args, message", [
     (["--serve-metrics", "nowhere"], "--serve-metrics 'nowhere': expected HOST:PORT"),
     (["--serve-metrics", "example.com:80"], "HOST must be an IP address or localhost"),

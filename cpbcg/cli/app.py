@@ -205,6 +205,8 @@ def error_boundary(command: F) -> F:
         except CpbcgError as exc:
             report_error(exc)
             raise typer.Exit(exc.exit_code) from None
+        except BrokenPipeError:  # the reader of stdout went away: `cpbcg.cli.main` exits 141, silently
+            raise
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             report_error(f"{where}{exc.strerror or exc}")

@@ -80,9 +80,10 @@ def snapshot_view(snap: WatchSnapshot) -> RenderableType:
                               "in graphs; graph memory " + (", ".join(f"{p} {gb:.2f} GB" for p, gb in m.graph_memory_gb.items()) or "-")))
         elif server.metrics_error:
             parts.append(Text(f"  SGLang metrics: {server.metrics_error}"))
+    drift = any(w.drift is not None for server in snap.servers for per in server.windows.values() for w in per.values())
     parts.append(Text("observed: the server's `cuda graph: True` share; modelled: SGLang 0.5.23's selector on the same forwards at their "
-                      "worst case; unexplained eager: the model replays, the server ran eagerly; drift: total variation from "
-                      "--baseline-trace (0 same sizes, 1 none in common)", style="dim"))
+                      "worst case; unexplained eager: the model replays, the server ran eagerly" + (
+                          "; drift: total variation from --baseline-trace (0 same sizes, 1 none in common)" if drift else ""), style="dim"))
     return Group(*parts)
 
 

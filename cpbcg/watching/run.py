@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 from cpbcg.errors import ConfigError, TraceError
 from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.traces.sglang_settings import LogSettings
-from cpbcg.planner.traces.text import is_stdin
+from cpbcg.planner.traces.text import gzip_magic, is_stdin
 from cpbcg.watching.follow import FileFollower, StreamFollower
 from cpbcg.watching.options import WatchOptions
 from cpbcg.watching.session import Follower, Resolved, WatchReport, WatchSession, WatchSnapshot
@@ -39,6 +39,10 @@ def followers_of(logs: Sequence[str]) -> list[Follower]:
         raise ConfigError("watch: give one or more server logs (or - for standard input)")
     if sum(1 for p in logs if is_stdin(p)) > 1 or len(set(logs)) != len(logs):
         raise ConfigError("watch: each log (and - for standard input) can be followed once")
+    for p in logs:
+        if not is_stdin(p) and gzip_magic(p):
+            raise ConfigError(f"{p}: gzip-compressed: watch follows plain-text server logs only (as the server writes them); "
+                              "give a compressed log to `cpbcg plan --trace` or `cpbcg replay-check`")
     return [StreamFollower() if is_stdin(p) else FileFollower(str(p)) for p in logs]
 
 
@@ -48,7 +52,7 @@ def watch_logs(logs: Sequence[str], resolve: Callable[[LogSettings], Resolved], 
                on_snapshot: Callable[[WatchSnapshot], None] | None = None, baseline_trace_is_stdin: bool = False,
                note: Callable[[str], None] = lambda text: None) -> WatchReport:
     """Follow `logs` (module doc). `metrics_urls` pair with `logs` in order. Raises `ConfigError`
-    for bad options, `TraceError` for an unreadable log, `OSError` for an address in use."""
+    for bad options (an address in use for `serve_metrics`, a gzip-compressed log), `TraceError` for an unreadable log."""
     if len(metrics_urls) > len(logs):
         raise ConfigError(f"--metrics-url: {len(metrics_urls)} given for {len(logs)} logs (one per log, in order)")
     for url in metrics_urls:
@@ -64,7 +68,10 @@ def watch_logs(logs: Sequence[str], resolve: Callable[[LogSettings], Resolved], 
         if address is not None:
             from cpbcg.watching.exporter import Exporter
 
-            exporter = Exporter(*address)
+            try:
+                exporter = Exporter(*address)
+            except OSError as exc:  # the address is the option's value: name both (bad input, exit 2)
+                raise ConfigError(f"--serve-metrics {serve_metrics}: {(exc.strerror or str(exc)).lower()}") from None
             subscribers.append(exporter.publish)
             note(f"cpbcg: note: serving metrics at {exporter.url}")
         if on_snapshot is not None:

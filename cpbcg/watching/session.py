@@ -13,14 +13,18 @@ first forward on, its forwards are judged under that launch's own settings (its 
 chunk: `resolve` is called again with them), the run and the windows keep going across the
 restart (a window spanning it judges each launch's forwards under their own settings), and every
 snapshot says the launch and what each launch assumed (settings its log does not state). A launch
-whose start-up output says its prefill graphs are off is refused like a first one.
+whose start-up output says its prefill graphs are off is refused like a first one; what is refused
+is the launch: its forwards are not judged (counted in a note with its line), the log is still
+read, and a later launch that runs graphs is the server as it runs now (judged, the refusal left
+as a note). The verdict is the last launch's.
 
 Gates (`cpbcg.gates.gates.check_gates`, replay-check's) are checked over the whole run at the end
 and over every full forwards window, one every `gate_step` forwards (the window ending at forward
 `W`, `W + step`, ...: the same windows whatever the reading speed); the worst window per gate is
 reported. A server whose start-up output says its prefill graphs are off (resolved disabled, no
 prefill capture line, a capture line with 0 buckets) is refused: one line, the run fails, and the
-server is no longer followed.
+server is no longer followed once its log is read to the end (a restart already in the log is
+judged as the server running now).
 """
 
 from __future__ import annotations
@@ -232,6 +236,12 @@ class _Server:
     metrics: SglangMetrics | None = None
     metrics_error: str | None = None
     metrics_errors: int = 0
+    refused: dict[int, str] = field(default_factory=dict)
+    """Launch -> why it was refused (its prefill graphs off)."""
+    refused_forwards: dict[int, int] = field(default_factory=dict)
+    """Launch -> its forwards, read and not judged (refused)."""
+    caught_up: bool = False
+    """The last read found nothing new (a refused server stops here)."""
 
     def __post_init__(self) -> None:
         self.lines = LogLines(self.follower.name)
@@ -242,7 +252,13 @@ class _Server:
 
     @property
     def done(self) -> bool:
-        return self.refusal is not None or self.follower.eof
+        return self.follower.eof or (self.refusal is not None and self.caught_up)
+
+    def refused_notes(self) -> list[str]:
+        """One line per refused launch that a later, judged launch replaced."""
+        return [f"{self.follower.name}: launch {launch} was refused ({why}); its "
+                f"{self.refused_forwards.get(launch, 0):,} forwards were not judged; launch {self.launch} is the server as it runs "
+                "now" for launch, why in sorted(self.refused.items()) if launch < self.launch]
 
 
 def refusal_of(settings: LogSettings, forwards_began: bool = True) -> str | None:
@@ -300,7 +316,9 @@ class WatchSession:
                 busy = False
                 for server in self.servers:
                     if not server.done:
-                        for first, blob in server.follower.poll():
+                        polled = server.follower.poll()
+                        server.caught_up = not polled
+                        for first, blob in polled:
                             busy = True
                             self._feed(server, first, blob, now)
                             if self._limit_reached():
@@ -336,12 +354,11 @@ class WatchSession:
 
     def _feed(self, server: _Server, first: int, blob: bytes, now: float) -> None:
         for chunk in server.lines.feed(first, blob):
-            if server.refusal is not None:
-                return
-            if chunk.launch != server.launch:
+            if chunk.launch != server.launch and chunk.launch not in server.refused:
                 self._resolve(server, chunk.launch)
-                if server.refusal is not None:
-                    return
+            if chunk.launch in server.refused:  # a refused launch: its forwards are counted, not judged
+                server.refused_forwards[chunk.launch] = server.refused_forwards.get(chunk.launch, 0) + chunk.num_forwards
+                continue
             limit = self.options.max_forwards
             if limit is not None and self.forwards + chunk.num_forwards > limit:
                 chunk = take(chunk, slice(0, max(0, limit - self.forwards)))
@@ -353,8 +370,12 @@ class WatchSession:
         settings = server.lines.settings(launch)
         server.refusal = refusal_of(settings, forwards_began)
         if server.refusal is not None:  # judged before the settings are: a refused server's may not even load
+            server.refused[launch] = server.refusal
             return
         resolved = self.resolve(settings)
+        for earlier in sorted(k for k in server.refused if k < launch):
+            self.note(f"cpbcg: note: {server.follower.name}: launch {launch} (a restart at line {settings.first_line}) replaces "
+                      f"refused launch {earlier}: the server as it runs now, judged under its own settings")
         if server.launch:
             self.note(f"cpbcg: note: {server.follower.name}: launch {launch} (a restart at line {settings.first_line}): its forwards "
                       "are judged under its own settings from here")
@@ -484,6 +505,10 @@ class WatchSession:
     def _report(self, stopped_by: str) -> WatchReport:
         self._fit_all()
         for server in self.servers:  # resolved before the final snapshot: its header shows the assumed list
+            if server.refused and server.lines.launch > max(server.refused):  # a restart after the refused launch, no forward yet
+                self._resolve(server, server.lines.launch, forwards_began=False)
+                if stopped_by == "refused" and server.refusal is None:  # read to its end: the server is starting again
+                    stopped_by = "end of input"
             if server.refusal is None and (server.run is None or not server.run.forwards):
                 self._nothing_read(server)
         snap = self._tick(self.clock(), final=True)
@@ -501,5 +526,6 @@ class WatchSession:
                                  f"{self.options.window_forwards:,}-forward window: the window gates were not checked")
         refusals = tuple(s.refusal for s in self.servers if s.refusal is not None)
         notes = tuple(line for s in self.servers for line in (s.lines.summary.launches_note(s.follower.name),
-                                                              s.lines.summary.skipped_note(s.follower.name)) if line is not None)
+                                                              s.lines.summary.skipped_note(s.follower.name), *s.refused_notes())
+                      if line is not None)
         return WatchReport(snap, tuple(gates), refusals, stopped_by, tuple(unchecked), notes)
