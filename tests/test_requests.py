@@ -261,3 +261,19 @@ def test_one_field_in_two_roles_is_refused(tmp_path, options, message):
     path.write_text('{"t": 1, "len": 5}\n')
     with pytest.raises(TraceError, match=message):
         list(read_requests(path, TraceFormat.jsonl, ReadOptions(**options)))
+
+
+@pytest.mark.parametrize("stamp, part", [("2023-13-45 10:00:00", "month 13 (1..12)"), ("2023-02-30 10:00:00", "day 30 (past the month's last day)"),
+                                         ("2023-01-01 25:00:00", "hour 25 (0..23)"), ("2023-01-01 10:61:00", "minute 61 (0..59)")])
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_an_impossible_date_is_called_invalid_not_out_of_the_supported_years(tmp_path, stamp, part, suffix):
+    trace = tmp_path / f"t.{suffix}"
+    if suffix == "csv":
+        trace.write_text(f"TIMESTAMP,ContextTokens\n2023-01-01 10:00:00,100\n{stamp},100\n")
+        where, shown = 3, f"'{stamp}'"
+    else:
+        trace.write_text(f'{{"timestamp": "2023-01-01 10:00:00", "prompt_len": 100}}\n{{"timestamp": "{stamp}", "prompt_len": 100}}\n')
+        where, shown = 2, f'"{stamp}"'
+    with pytest.raises(TraceError) as err:
+        read_all(trace)
+    assert str(err.value).endswith(f"t.{suffix}:{where}: {'TIMESTAMP' if suffix == 'csv' else 'timestamp'}: {shown} is not a valid date: {part}")
