@@ -343,3 +343,18 @@ def test_batches_and_replay_check_refuse_to_overwrite_their_config(tmp_path):
         assert result.exit_code == 2, result.output
         assert result.stderr == f"cpbcg: error: {option} {cfg}: is the same file as --config; refusing to overwrite an input\n"
         assert cfg.read_bytes() == before
+
+
+def test_the_per_load_table_without_a_recommendation_shows_the_configured_list_and_no_fit_column(tmp_path):
+    trace = tmp_path / "blankline.csv"
+    trace.write_text("prompt_len\n100\n\n200\n300\n")
+    plain = invoke("plan", "--no-recommend", "-t", str(trace))
+    assert plain.exit_code == 0, plain.output
+    assert "Per trace and load: configured buckets" in plain.stdout and "recommended" not in plain.stdout
+    header = next(line for line in plain.stdout.splitlines() if "forwards" in line and "trace" in line)
+    assert [cell.strip() for cell in header.strip("┃ ").split("┃")] == ["trace", "load", "forwards", "in graphs", "padding", "eager",
+                                                                          "vs SGLang default"]
+    assert "│ blankline.csv │ 25 req/s │        2 │   100.00% │" in plain.stdout
+    recommended = invoke("plan", "-t", str(trace))
+    assert "Per trace and load: configured -> recommended" in recommended.stdout
+    assert "│ blankline.csv │ 25 req/s │ yes │        2 │ 100.00% -> 100.00% │" in recommended.stdout
