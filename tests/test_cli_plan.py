@@ -358,3 +358,20 @@ def test_the_per_load_table_without_a_recommendation_shows_the_configured_list_a
     recommended = invoke("plan", "-t", str(trace))
     assert "Per trace and load: configured -> recommended" in recommended.stdout
     assert "│ blankline.csv │ 25 req/s │ yes │        2 │ 100.00% -> 100.00% │" in recommended.stdout
+
+
+@pytest.mark.parametrize("count, warning", [
+    (2147483647, None),  # 10 lines standing for 21,474,836,470 forwards: plenty
+    (3, "warning: only 30 prefill forwards in 10 trace lines (fewer than 1,000)"),
+    (1, "warning: only 10 prefill forwards (fewer than 1,000)"),
+])
+def test_the_short_trace_warning_counts_weighted_forwards(tmp_path, count, warning):
+    trace = tmp_path / "bigcount.jsonl"
+    trace.write_text("".join(f'{{"extend_seq_lens": [{100 * (i + 1)}], "count": {count}}}\n' for i in range(10)))
+    result = invoke("plan", "-t", str(trace))
+    assert result.exit_code == 0, result.output
+    assert f"{10 * count:,}" in result.stdout  # the table's forwards
+    if warning is None:
+        assert "fewer than 1,000" not in result.stderr
+    else:
+        assert warning in result.stderr
