@@ -63,13 +63,28 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _cannot_create_in(directory: Path) -> Optional[str]:
+    """Why a file cannot be created in `directory`, or None: found by creating (and removing) an
+    empty temporary file there, as `OutputGroup.write` will: `os.access` alone passes for root in a
+    directory no one can write (`/proc`)."""
+    if not os.access(directory, os.W_OK):
+        return f"directory {directory} is not writable"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".cpbcg-check.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        return f"cannot create a file in {directory} ({exc.strerror or exc})"
+    os.close(fd)
+    Path(tmp).unlink(missing_ok=True)
+    return None
+
+
 def check_outputs(
     outputs: Mapping[str, Optional[str | os.PathLike[str]]], inputs: Mapping[str, Optional[str | os.PathLike[str]]] = {}
 ) -> None:
     """Refuse unusable output paths up front. Keys are option names (`--json`), for the message.
 
     Raises `ConfigError` for: an output that is or names a directory (`newdir/`: pass the text,
-    not a `Path`, to keep the `/`), whose directory is missing or not writable, that is the same
+    not a `Path`, to keep the `/`), whose directory is missing or where no file can be created, that is the same
     file as an input, or the same path as another output.
     """
     seen: dict[Path, str] = {}
@@ -83,8 +98,10 @@ def check_outputs(
         parent = path.parent if str(path.parent) else Path(".")
         if not parent.is_dir():
             raise ConfigError(f"{option} {path}: directory {parent} does not exist")
-        if not os.access(parent, os.W_OK) and not (path.exists() and not path.is_file()):
-            raise ConfigError(f"{option} {path}: directory {parent} is not writable")
+        if not (path.exists() and not path.is_file()):  # a device or pipe is written in place
+            problem = _cannot_create_in(parent)
+            if problem is not None:
+                raise ConfigError(f"{option} {path}: {problem}")
         for in_option, source in inputs.items():
             if source is not None and (_same_file(path, Path(source)) or path.resolve() == Path(source).resolve()):
                 raise ConfigError(f"{option} {path}: is the same file as {in_option}; refusing to overwrite an input")

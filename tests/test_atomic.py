@@ -101,3 +101,17 @@ def test_output_path_parser_keeps_the_trailing_slash_for_the_check(tmp_path, mon
     with pytest.raises(IsADirectoryError):
         write_atomic(given, b"x")
     check_outputs({"-o": output_path("newdir.json")})
+
+
+def test_a_directory_that_access_calls_writable_but_holds_no_new_file_is_refused_up_front(tmp_path):
+    """Root passes `os.access(W_OK)` on /proc, where no file can be created: the check tries one."""
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc")
+    with pytest.raises(ConfigError) as err:
+        check_outputs({"--junit": "/proc/cpbcg-junit.xml"})
+    assert str(err.value) == "--junit /proc/cpbcg-junit.xml: cannot create a file in /proc (No such file or directory)"
+
+
+def test_the_writability_probe_leaves_nothing_behind(tmp_path):
+    check_outputs({"-o": tmp_path / "out.yaml"})
+    assert list(tmp_path.iterdir()) == []

@@ -285,3 +285,12 @@ def test_a_bucket_that_fails_verification_exits_1_and_names_it(tmp_path, monkeyp
     assert capsys.readouterr().err.endswith("cpbcg: capture incomplete: bucket(s) 256 skipped (see skipped_buckets)\n")
     assert write(SimpleNamespace(is_writer=False), CaptureOptions(output=tmp_path / "other.json")) == ExitCode.OK  # torchrun rank > 0
     assert capsys.readouterr() == ("", "") and not (tmp_path / "other.json").exists()
+
+
+def test_capture_output_same_as_its_bucket_file_refused_before_work(tmp_path):
+    buckets = tmp_path / "b.yaml"
+    buckets.write_text("[64, 128]\n")
+    result = runner.invoke(app, ["capture", "-b", str(buckets), "-o", str(buckets)])
+    assert result.exit_code == 2
+    assert result.stderr == f"cpbcg: error: -o {buckets}: is the same file as --buckets; refusing to overwrite an input\n"
+    assert buckets.read_text() == "[64, 128]\n"

@@ -286,3 +286,92 @@ def test_presets_as_json_lists_each_preset_and_why_it_has_no_cp_graphs():
                                            "buckets": "sglang-default:16384", "gpu": "B200", "cp_graphs": True, "why_not": []}
     assert by_name["deepseek-v3-cp4-mla"]["cp_graphs"] is False
     assert by_name["deepseek-v3-cp4-mla"]["why_not"] == ["trtllm_mha backend can only be used with non-MLA models."]
+
+
+GOOD = "tests/assets/traces/good.jsonl"
+MODEL_JSON = "cpbcg/configs/models/llama-3.1-70b.config.json"
+
+
+@pytest.mark.parametrize("case", ["config", "buckets", "server-args", "model-config", "fit-trace", "plot over buckets"])
+def test_no_output_overwrites_any_input_of_the_command(tmp_path, case):
+    """Every file the command reads is refused as an output (exit 2, the file unchanged), not only --trace."""
+    cfg = tmp_path / "cfgcopy.yaml"
+    cfg.write_text(open("cpbcg/configs/llama-3.1-70b-cp8.yaml").read())
+    buckets = tmp_path / "f2.yaml"
+    buckets.write_text("[64, 128, 256]\n")
+    flags = tmp_path / "flags.txt"
+    flags.write_text("--enable-prefill-cp --attn-cp-size 4 --tp-size 4\n")
+    model = tmp_path / "m.json"
+    model.write_text(open(MODEL_JSON).read())
+    fit = tmp_path / "fit.jsonl"
+    fit.write_text(open(GOOD).read())
+    plot = tmp_path / "p.png"
+    plot.write_text("not yet a plot\n")
+    given, target, option, shown = {
+        "config": (["--config", str(cfg)], cfg, "-o", "--config"),
+        "buckets": (["--buckets", str(buckets)], buckets, "-o", "--buckets"),
+        "server-args": (["--server-args", f"@{flags}"], flags, "-o", "--server-args"),
+        "model-config": (["--model-config", str(model)], model, "-o", "--model-config"),
+        "fit-trace": (["--fit-trace", str(fit)], fit, "-o", "--fit-trace"),
+        "plot over buckets": (["--buckets", str(plot)], plot, "--plot", "--buckets"),
+    }[case]
+    before = target.read_bytes()
+    out = ["--plot", str(target)] if option == "--plot" else ["--emit", "yaml", "-o", str(target)]
+    result = invoke("plan", "-t", GOOD, *given, *out)
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"cpbcg: error: {option} {target}: is the same file as {shown}; refusing to overwrite an input\n"
+    assert result.stdout == "" and target.read_bytes() == before
+
+
+def test_a_preset_name_is_no_input_file(tmp_path, monkeypatch):
+    """`--config NAME` of a preset reads no file in the working directory: `-o NAME` is a new file."""
+    trace = os.path.abspath(GOOD)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("plan", "-t", trace,
+                    "--config", "llama-3.1-70b-cp8", "--emit", "yaml", "-o", "llama-3.1-70b-cp8")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "llama-3.1-70b-cp8").read_text().startswith("capture_num_tokens: [32, 64, 128, ")
+
+
+def test_batches_and_replay_check_refuse_to_overwrite_their_config(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(open("cpbcg/configs/llama-3.1-70b-cp8.yaml").read())
+    before = cfg.read_bytes()
+    for args, option in ((["batches", "-t", GOOD, "--config", str(cfg), "-o", str(cfg)], "-o"),
+                         (["replay-check", "-t", GOOD, "--config", str(cfg), "--min-coverage", "0", "--junit", str(cfg)], "--junit")):
+        result = invoke(*args)
+        assert result.exit_code == 2, result.output
+        assert result.stderr == f"cpbcg: error: {option} {cfg}: is the same file as --config; refusing to overwrite an input\n"
+        assert cfg.read_bytes() == before
+
+
+def test_the_per_load_table_without_a_recommendation_shows_the_configured_list_and_no_fit_column(tmp_path):
+    trace = tmp_path / "blankline.csv"
+    trace.write_text("prompt_len\n100\n\n200\n300\n")
+    plain = invoke("plan", "--no-recommend", "-t", str(trace))
+    assert plain.exit_code == 0, plain.output
+    assert "Per trace and load: configured buckets" in plain.stdout and "recommended" not in plain.stdout
+    header = next(line for line in plain.stdout.splitlines() if "forwards" in line and "trace" in line)
+    assert [cell.strip() for cell in header.strip("┃ ").split("┃")] == ["trace", "load", "forwards", "in graphs", "padding", "eager",
+                                                                          "vs SGLang default"]
+    assert "│ blankline.csv │ 25 req/s │        2 │   100.00% │" in plain.stdout
+    recommended = invoke("plan", "-t", str(trace))
+    assert "Per trace and load: configured -> recommended" in recommended.stdout
+    assert "│ blankline.csv │ 25 req/s │ yes │        2 │ 100.00% -> 100.00% │" in recommended.stdout
+
+
+@pytest.mark.parametrize("count, warning", [
+    (2147483647, None),  # 10 lines standing for 21,474,836,470 forwards: plenty
+    (3, "warning: only 30 prefill forwards in 10 trace lines (fewer than 1,000)"),
+    (1, "warning: only 10 prefill forwards (fewer than 1,000)"),
+])
+def test_the_short_trace_warning_counts_weighted_forwards(tmp_path, count, warning):
+    trace = tmp_path / "bigcount.jsonl"
+    trace.write_text("".join(f'{{"extend_seq_lens": [{100 * (i + 1)}], "count": {count}}}\n' for i in range(10)))
+    result = invoke("plan", "-t", str(trace))
+    assert result.exit_code == 0, result.output
+    assert f"{10 * count:,}" in result.stdout  # the table's forwards
+    if warning is None:
+        assert "fewer than 1,000" not in result.stderr
+    else:
+        assert warning in result.stderr

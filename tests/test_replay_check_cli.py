@@ -413,3 +413,9 @@ def test_a_flags_file_planned_under_other_settings_is_refused(tmp_path):
     assert result.exit_code == 2
     assert result.stderr == f"cpbcg: error: {flags}: --attn-cp-size 8 but cp_size is 4: the flags were planned under other settings; set cp_size: 8 (or re-plan) so the check tests the deployment the flags describe\n"
     assert check("--buckets", str(flags), "--cp-size", "8", "--format", "json", "--report-only").exit_code == 0
+
+
+def test_a_junit_path_in_proc_is_refused_before_the_report_is_printed():
+    result = check("--min-coverage", "0", "--junit", "/proc/junit.xml")
+    assert_one_line_exit_2(result, "--junit /proc/junit.xml: cannot create a file in /proc (No such file or directory)")
+    assert result.stdout == ""

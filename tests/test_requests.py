@@ -261,3 +261,74 @@ def test_one_field_in_two_roles_is_refused(tmp_path, options, message):
     path.write_text('{"t": 1, "len": 5}\n')
     with pytest.raises(TraceError, match=message):
         list(read_requests(path, TraceFormat.jsonl, ReadOptions(**options)))
+
+
+@pytest.mark.parametrize("stamp, part", [("2023-13-45 10:00:00", "month 13 (1..12)"), ("2023-02-30 10:00:00", "day 30 (past the month's last day)"),
+                                         ("2023-01-01 25:00:00", "hour 25 (0..23)"), ("2023-01-01 10:61:00", "minute 61 (0..59)")])
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_an_impossible_date_is_called_invalid_not_out_of_the_supported_years(tmp_path, stamp, part, suffix):
+    trace = tmp_path / f"t.{suffix}"
+    if suffix == "csv":
+        trace.write_text(f"TIMESTAMP,ContextTokens\n2023-01-01 10:00:00,100\n{stamp},100\n")
+        where, shown = 3, f"'{stamp}'"
+    else:
+        trace.write_text(f'{{"timestamp": "2023-01-01 10:00:00", "prompt_len": 100}}\n{{"timestamp": "{stamp}", "prompt_len": 100}}\n')
+        where, shown = 2, f'"{stamp}"'
+    with pytest.raises(TraceError) as err:
+        read_all(trace)
+    assert str(err.value).endswith(f"t.{suffix}:{where}: {'TIMESTAMP' if suffix == 'csv' else 'timestamp'}: {shown} is not a valid date: {part}")
+
+
+def test_a_quoted_field_may_hold_newlines(tmp_path):
+    trace = tmp_path / "q.csv"
+    trace.write_text('prompt_len,prompt\n100,"hello\nworld"\n200,"x"\n')
+    assert read_all(trace)[0] == [100, 200]
+
+
+@pytest.mark.parametrize("chunk", [16, 37, 256, 4 << 20])
+def test_quoted_newlines_across_chunk_boundaries_read_as_the_csv_module_reads_them(tmp_path, monkeypatch, chunk):
+    """Records whose quoted prompt spans chunk boundaries (one prompt of ~900 bytes over many
+    16-byte chunks) give the lengths and line numbers Python's csv module gives."""
+    import csv
+    import io
+
+    from cpbcg.planner.traces import csv_table
+
+    monkeypatch.setattr(csv_table, "REQUEST_CHUNK_BYTES", chunk)
+    rows = ["prompt_len,prompt,note"]
+    for i in range(60):
+        text = "line\n" * (i % 7) + ('say ""hi""\n' * 80 if i == 30 else "") + f"req {i}"
+        rows.append(f'{i + 1},"{text}",{5 if i % 3 else ""}')
+        if i % 11 == 0:
+            rows.append("")
+    data = "\n".join(rows) + "\n"
+    trace = tmp_path / "q.csv"
+    trace.write_text(data)
+    reader = csv.reader(io.StringIO(data, newline=""))
+    expected, lines, start = [], [], 0  # lengths and first lines of the requests
+    for row in reader:
+        if row and row[0] != "prompt_len":
+            expected.append(int(row[0]))
+            lines.append(start + 1)
+        start = reader.line_num
+    chunks = read_chunks(trace, TraceFormat.auto)
+    assert np.concatenate([c.input_tokens for c in chunks]).tolist() == expected == list(range(1, 61))
+    assert lines[:3] == [2, 4, 6]  # line 3 is blank, request 2 spans lines 4-5
+    bad = data + 'x,"a\nb",5\n'  # a bad length after them all: its line is the record's first, as the csv module counts
+    trace.write_text(bad)
+    with pytest.raises(TraceError) as err:
+        read_all(trace)
+    assert f"q.csv:{data.count(chr(10)) + 1}: prompt_len: 'x' " in str(err.value)
+
+
+@pytest.mark.parametrize("data, message", [
+    ('prompt_len,prompt\n100,"hello\nworld"\n200,"x\n300,"y"\n', "q.csv:5: not a CSV row (',' expected after '\"'): '300,\"y\"'"),
+    ('prompt_len,prompt\n100,"hello\nworld"\n200,"x\n', 'q.csv:4: a quoted field (") is not closed before the end of the file'),
+    ('prompt_len,prompt\n100,"hello\nworld"\n200,"x",3\n', "q.csv:4: expected 2 fields, got 3"),
+])
+def test_quoted_field_errors_name_the_right_line(tmp_path, data, message):
+    trace = tmp_path / "q.csv"
+    trace.write_text(data)
+    with pytest.raises(TraceError) as err:
+        read_all(trace)
+    assert str(err.value).endswith(message)

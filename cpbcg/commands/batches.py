@@ -10,7 +10,7 @@ from cpbcg.atomic import check_outputs
 from cpbcg.commands.batches_options import BatchesOptions
 from cpbcg.errors import ConfigError
 from cpbcg.api import load_config_and_deployment, traffic_jobs
-from cpbcg.commands.common import load_model_rates
+from cpbcg.commands.common import input_files, load_model_rates
 from cpbcg.outputs.notes import ignored_options_note, rate_notes, source_note
 from cpbcg.planner.choices import Fold
 from cpbcg.planner.deployment import Deployment
@@ -94,7 +94,7 @@ def run(request: BatchesOptions, path: str | Path | None, overrides: Mapping[str
     work (`check_outputs`), then `batches`. Raises `ConfigError`, `TraceError`."""
     if path is None:
         raise ConfigError("batches needs --trace (a request trace to simulate, or a batch trace to re-fold)")
-    check_outputs({"-o": request.output}, {"--trace": path})
+    check_outputs({"-o": request.output}, input_files(request.config, overrides, trace=path))
     return batches(path, request.config, overrides, fold=request.fold.value, trace_format=trace_format, options=options,
                    ignored_flags=ignored_flags, progress=progress, on_chunk=on_chunk)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from cpbcg import api
 from cpbcg.atomic import check_outputs
+from cpbcg.commands.common import input_files
 from cpbcg.commands.capture_options import CaptureOptions
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def run(options: CaptureOptions, config: str | None = None, overrides: Mapping[s
     trace are checked before any work (`check_outputs`). Returns the `CaptureResult` (rank 0's
     view; `is_writer` False on the other torchrun ranks). Raises `ConfigError`, `TraceError`,
     `ModelError`, `CaptureError` (also when torch is missing)."""
-    check_outputs({"-o": options.output}, {"--trace": options.trace})
+    check_outputs({"-o": options.output}, input_files(config, overrides or {}, trace=options.trace))
     return api.capture(config, overrides, preset=options.preset, layers=options.layers,
                        dtype=options.dtype.value if options.dtype else None, seed=options.seed, trace=options.trace,
                        samples=options.samples, dry_run=options.dry_run, on_start=on_start, on_step=on_step, on_phase=on_phase)

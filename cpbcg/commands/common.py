@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from cpbcg.api import load_config_and_deployment
 from cpbcg.config import load_config
 from cpbcg.errors import TraceError
-from cpbcg.inputs import file_identity
+from cpbcg.bucket_files import is_bucket_file
+from cpbcg.inputs import file_identity, path_exists
+from cpbcg.settings import setting
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.observed import LaunchModel, assumed_settings
 from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -46,6 +48,38 @@ def trace_paths(paths: Sequence[str | Path]) -> list[Path]:
         else:
             out.append(path)
     return out
+
+
+FILE_SETTINGS = ("buckets", "server.args", "server.model_config")
+"""Config keys whose command-line value may name a file the command reads (a bucket file, the
+launch command's `@FILE`, the model's `config.json`)."""
+
+
+def input_files(config: str | None, overrides: Mapping[str, object], **named: object) -> dict[str, str | Path | None]:
+    """The files a command reads, keyed by the option that names them, for `check_outputs`
+    (which owns the rule that no output overwrites an input): `--config` and the file-valued
+    settings among `overrides` (`FILE_SETTINGS`: `--buckets FILE`, `--server-args @FILE`,
+    `--model-config FILE`) where they name an existing file (a preset's name is none), then
+    `named` (`trace=`, `manifest=`; a sequence, such as `--fit-trace`'s, gives one entry per
+    path; an underscore in a name is shown as `-`)."""
+    files: dict[str, str | Path | None] = {}
+    if config is not None and path_exists(Path(config)):
+        files["--config"] = config
+    for key in FILE_SETTINGS:
+        value = overrides.get(key)
+        if not isinstance(value, str):
+            continue
+        text = value.strip()
+        path = text[1:] if key == "server.args" and text.startswith("@") else text
+        if text and path_exists(Path(path)) and (key != "buckets" or is_bucket_file(path)):
+            files[setting(key).flag or key] = path
+    for name, value in named.items():
+        option = "--" + name.replace("_", "-")
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        for i, one in enumerate(values):
+            if one is not None:
+                files[option if i == 0 else f"{option} {one}"] = one  # type: ignore[assignment]
+    return files
 
 
 def refuse_repeated(paths: Sequence[Path]) -> None:

@@ -11,7 +11,7 @@ from cpbcg.commands.plan_options import PlanOptions
 from cpbcg.outputs.console import OutputFormat
 from cpbcg.planner.optimise.guarantee import GuaranteeResult
 from cpbcg.api import guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
-from cpbcg.commands.common import launch_resolver, load_model_rates, refuse_repeated, trace_paths
+from cpbcg.commands.common import input_files, launch_resolver, load_model_rates, refuse_repeated, trace_paths
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
@@ -280,7 +280,7 @@ def run_plan_command(config: str | None, overrides: Mapping[str, object], reques
     None: the scheduler's `time_scale`); `untimed_rates`: `auto` simulates a request trace without
     timestamps at the rate picker's rates, None at the scheduler's `rate`."""
     given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
-    check_usage(request, given, manifest_path)
+    check_usage(request, given, manifest_path, config, overrides)
     if request.guarantee and request.check_guarantee:
         raise ConfigError("--guarantee and --check-guarantee exclude each other")
     if request.guarantee or request.check_guarantee:
@@ -323,9 +323,11 @@ def _refuse_emit_for_a_refused_server(emit: str | None, deployment: Deployment) 
                       f"flags (give {fix}): {refusal.check}: {refusal.message}")
 
 
-def check_usage(request: PlanOptions, traces: Sequence[str | Path], manifest_path: str | Path | None) -> None:
+def check_usage(request: PlanOptions, traces: Sequence[str | Path], manifest_path: str | Path | None,
+                config: str | None = None, overrides: Mapping[str, object] = {}) -> None:
     """Option combinations that cannot work, refused before any work (`ConfigError`); the
-    outputs checked writable and apart from the inputs (`check_outputs`)."""
+    outputs checked writable and apart from every input (`check_outputs` on `input_files`: the
+    traces, fit traces, manifest, config and the files the settings name)."""
     if request.output is not None and str(request.output) != STDOUT and request.emit is None:
         raise ConfigError("-o/--output writes the --emit export; add --emit sglang|sglang-json|yaml|json")
     if request.emit is not None and (request.output is None or str(request.output) == STDOUT) and request.output_format is OutputFormat.json:
@@ -340,7 +342,7 @@ def check_usage(request: PlanOptions, traces: Sequence[str | Path], manifest_pat
         raise ConfigError(f"--plot {request.plot}: the plot is a PNG; give a file name ending in .png")
     output = None if request.output is None or str(request.output) == STDOUT else request.output
     check_outputs({"-o": output, "--plot": request.plot},
-                  {**{"--trace" if i == 0 else f"--trace {t}": t for i, t in enumerate(traces)}, "--manifest": manifest_path})
+                  input_files(config, overrides, trace=list(traces), fit_trace=list(request.fit_traces or ()), manifest=manifest_path))
 
 
 def _refuse_trace_options(request: PlanOptions, traces_given: bool, load_factors_given: bool) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from cpbcg.atomic import STDOUT, check_outputs
-from cpbcg.commands.common import launch_resolver, load_model_rates
+from cpbcg.commands.common import input_files, launch_resolver, load_model_rates
 from cpbcg.commands.replay_check_options import ReplayCheckOptions
 from cpbcg.api import check, load_config_and_deployment, server_check
 from cpbcg.errors import ConfigError, located
@@ -42,7 +42,8 @@ def run(request: ReplayCheckOptions, config: str | None, overrides: Mapping[str,
     """`cpbcg replay-check` with its options: the report files checked writable and apart from
     the inputs before any work, then `check_trace` (the lines `note` receives held until the trace
     was read, so that a log's start-up lines say which launch they describe: `HeldNotes`)."""
-    check_outputs({"--junit": request.junit, "--json": request.json_path}, {"--trace": trace_path, "--manifest": request.manifest})
+    check_outputs({"--junit": request.junit, "--json": request.json_path},
+                  input_files(config, overrides, trace=trace_path, manifest=request.manifest))
     if str(request.junit) == STDOUT and str(request.json_path) == STDOUT:
         raise ConfigError("--junit - and --json - would both write to stdout; send one to a file")
     with HeldNotes(note) as held:  # a log's start-up lines say their launch once the log was read

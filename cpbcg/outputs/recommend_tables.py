@@ -200,20 +200,26 @@ def guarantee_renderable(result, cp_size: int, cp_strategy: str, factor: float) 
 
 def traffic_table(parts) -> Table:
     """One row per (trace, load) job: forwards, coverage, padding and eager by reason, for the
-    configured and the recommended list (`PlanResult.parts`)."""
-    table = Table(title="Per trace and load: configured -> recommended", title_justify="left")
+    configured and the recommended list (`PlanResult.parts`); without a recommendation
+    (`--no-recommend`) the configured list alone, and no `fit` column (whether the
+    recommendation was fitted on the job)."""
+    recommended = any(p.recommended is not None for p in parts)
+    table = Table(title="Per trace and load: configured -> recommended" if recommended else "Per trace and load: configured buckets",
+                  title_justify="left")
     columns: tuple[tuple[str, JustifyMethod], ...] = (("trace", "left"), ("load", "right"), ("fit", "left"), ("forwards", "right"),
                                                      ("in graphs", "right"), ("padding", "right"), ("eager", "left"),
                                                      ("vs SGLang default", "left"))
     for name, justify in columns:
-        table.add_column(name, justify=justify)
+        if name != "fit" or recommended:
+            table.add_column(name, justify=justify)
     for p in parts:
         ev, rec = p.evaluation, p.recommended
 
         def both(fmt, ev=ev, rec=rec) -> str:
             return fmt(ev) if rec is None else f"{fmt(ev)} -> {fmt(rec)}"
 
-        table.add_row(Path(p.label).name, p.load, "yes" if p.fit else "no", f"{ev.batches:,}",
+        fit = ["yes" if p.fit else "no"] if recommended else []
+        table.add_row(Path(p.label).name, p.load, *fit, f"{ev.batches:,}",
                       both(lambda e: pct(e.graph_batches, e.batches)), both(lambda e: pct(e.padded_tokens, e.graph_tokens)),
                       both(_eager_cell), "; ".join(p.flags) if p.flags else ("-" if p.default is None else "ok"))
     return table

@@ -375,10 +375,14 @@ def _include_notes(deployment: Deployment, settings: RecommendSettings) -> list[
 
 
 def _size_notes(split: DemandSplit, settings: RecommendSettings) -> list[str]:
-    """A warning when the trace is too small for its recommendation to mean much."""
-    if split.num_lines >= MIN_MEANINGFUL_FORWARDS:
+    """A warning when the trace is too small for its recommendation to mean much: fewer than
+    `MIN_MEANINGFUL_FORWARDS` forwards, `count` weights included (a line of a batch trace may
+    stand for many forwards; the line count is said when it differs)."""
+    forwards = split.head.num_forwards + split.tail.num_forwards
+    if forwards >= MIN_MEANINGFUL_FORWARDS:
         return []
-    return [f"warning: only {counted(split.num_lines, 'prefill forward')} (fewer than {MIN_MEANINGFUL_FORWARDS:,}): the recommended list "
+    lines = f" in {counted(split.num_lines, 'trace line')}" if split.num_lines != forwards else ""
+    return [f"warning: only {counted(forwards, 'prefill forward')}{lines} (fewer than {MIN_MEANINGFUL_FORWARDS:,}): the recommended list "
             "follows these few shapes; plan on a longer trace, or several (--trace A --trace B), before deploying it"]
 
 

@@ -66,7 +66,10 @@ def read_csv_requests(path: TracePath, spec: RequestSpec) -> Iterator[RequestIte
     """Yield `(chunk, line_numbers)` per chunk of lines; `line_numbers()` gives the [n] int64
     line of each request (computed only when needed, for messages)."""
     columns: Columns | None = None
+    pending, pending_first = b"", 0  # a record whose quoted field runs on past the chunk, and its first line
     for first, blob in iter_blob_chunks(path, REQUEST_CHUNK_BYTES):  # the file is opened once
+        if pending:
+            blob, first, pending = pending + blob, pending_first, b""
         if columns is None:  # the header: the first non-blank line (`first_line`'s rule), a UTF-8 BOM dropped
             header_line, cut = first, 0
             while cut < len(blob):
@@ -90,13 +93,23 @@ def read_csv_requests(path: TracePath, spec: RequestSpec) -> Iterator[RequestIte
             yield drop_empty_prompts(*columnar, spec.length_field)
             continue
         lines = split_lines(blob)
-        rows = _split_rows(path, first, lines)
+        rows, consumed = _split_rows(path, first, lines)
+        if consumed < len(lines):  # a quoted field still open at the chunk's end: its record goes on in the next chunk
+            pending, pending_first = b"".join(lines[consumed:]), first + consumed
+            if len(pending) > MAX_LINE_BYTES:
+                raise TraceError(located(path, pending_first, f"a quoted field runs on for more than {MAX_LINE_BYTES >> 20} MiB "
+                                                              "(a quote (\") not closed?)"))
+            lines, rows = lines[:consumed], rows[:consumed]
+            if not lines:
+                continue
         if columns.filters:
             rows = _filtered(rows, columns)
         chunk = _chunk_fast(rows, columns, spec)
         if chunk is None:
             chunk = _chunk_slow(path, first, rows, columns, spec)
         yield drop_empty_prompts(chunk, _line_numbers(rows, first), spec.length_field)
+    if pending:
+        raise TraceError(located(path, pending_first, "a quoted field (\") is not closed before the end of the file"))
     if columns is None:
         raise no_requests(path)
 
@@ -231,8 +244,11 @@ def _filtered(rows: list[list[str]], columns: Columns) -> list[list[str]]:
     return [row if row and keep(row) else [] for row in rows]
 
 
-def _split_rows(path: TracePath, first: int, lines: list[bytes]) -> list[list[str]]:
-    """Fields of each line (`[]` for a blank line); plain `split` unless the chunk has quotes.
+def _split_rows(path: TracePath, first: int, lines: list[bytes]) -> tuple[list[list[str]], int]:
+    """Fields of each line (`[]` for a blank line) and how many of `lines` they cover; plain
+    `split` unless the chunk has quotes, then Python's `csv` reader over the whole chunk
+    (`_quoted_rows`: a quoted field may hold newlines; the record is at its first line, its
+    other lines `[]`; a record still open at the chunk's end is left uncovered).
 
     Raises `TraceError` naming the first line that is binary data or not a CSV row.
     """
@@ -246,15 +262,36 @@ def _split_rows(path: TracePath, first: int, lines: list[bytes]) -> list[list[st
             if looks_binary(line):
                 raise TraceError(located(path, line_no, f"binary data, not a CSV row: {excerpt(line.strip(), 16)}"))
     if '"' in text or len(parts) != len(lines):
-        return [_csv_row(path, line_no, line) for line_no, line in enumerate(lines, start=first)]
-    return [line.rstrip("\r").split(",") if line.strip() else [] for line in parts]
+        return _quoted_rows(path, first, lines)
+    return [line.rstrip("\r").split(",") if line.strip() else [] for line in parts], len(lines)
 
 
-def _csv_row(path: TracePath, line_no: int, line: bytes) -> list[str]:
+def _quoted_rows(path: TracePath, first: int, lines: list[bytes]) -> tuple[list[list[str]], int]:
+    """`_split_rows` by Python's `csv` reader (RFC 4180 quoting: a quoted field may span lines).
+    A record the reader finishes only by running out of lines is still open (its quote closes
+    in the next chunk): the lines from its first one are left uncovered."""
+    past_end = False
+
+    def feed() -> Iterator[str]:
+        nonlocal past_end
+        for line in lines:
+            yield line.decode("utf-8", "replace")
+        past_end = True  # the reader asked for a line after the last one
+
+    reader = csv.reader(feed(), strict=True)  # a quote closed mid-field ("x"y) is refused, not glued
+    rows: list[list[str]] = [[] for _ in lines]
+    start = 0
     try:
-        return next(csv.reader([line.decode("utf-8", "replace")]), [])
+        for row in reader:
+            if past_end:  # the last record ran into the end of the chunk (a line without its newline)
+                return rows[:start], start
+            rows[start], start = row, reader.line_num
     except csv.Error as exc:
-        raise TraceError(located(path, line_no, f"not a CSV row ({csv_reason(exc)}): {line_excerpt(line)}")) from None
+        if past_end:  # strict: "unexpected end of data" inside quotes at the chunk's end
+            return rows[:start], start
+        line_no = first + max(reader.line_num - 1, 0)
+        raise TraceError(located(path, line_no, f"not a CSV row ({csv_reason(exc)}): {line_excerpt(lines[line_no - first])}")) from None
+    return rows, len(lines)
 
 
 def _columns(path: TracePath, line_no: int, header: bytes, spec: RequestSpec) -> Columns:

@@ -277,10 +277,23 @@ def require_regular(path: Path | str) -> None:
         raise TraceError(f"{path}: not a regular file (this format is read whole)")
 
 
+_DATE_PARTS = re.compile(r'(Month|Day|Hours|Minutes|Seconds) out of range in datetime string "\s*[+-]?\d+-(\d+)(?:-(\d+))?(?:[ T](\d+)(?::(\d+)(?::(\d+))?)?)?')
+"""numpy's message for a calendar part out of range (`Month out of range in datetime string "2023-13-45"`)."""
+_PART_RANGES = {"Month": (2, "month", "1..12"), "Day": (3, "day", "past the month's last day"),
+                "Hours": (4, "hour", "0..23"), "Minutes": (5, "minute", "0..59"), "Seconds": (6, "second", "0..59")}
+
+
 def time_problem(field: str, text: str, exc: Exception) -> str:
-    """`FIELD: 'VALUE' is not a timestamp`, or `... is outside ...` for an out-of-range date."""
+    """`FIELD: 'VALUE' is not a timestamp`; `... is not a valid date: month 13 (1..12)` for a
+    calendar part out of range (numpy's `datetime64` message); `... is outside ...` for a real
+    date outside 1970..2199 (`datetime_seconds`)."""
     if "seconds out of range" in str(exc):
         return f"{field}: {text} is beyond 2200 as seconds since 1970 (a timestamp in µs or ns?): not a time in seconds"
+    part = _DATE_PARTS.search(str(exc))
+    if part is not None:
+        group, name, allowed = _PART_RANGES[part.group(1)]
+        value = part.group(group)
+        return f"{field}: {text} is not a valid date: {name} {value if value is not None else 'out of range'} ({allowed})"
     if "out of range" in str(exc):
         return f"{field}: {text} is outside the supported dates (years 1970..2199)"
     return f"{field}: {text} is not a timestamp"
