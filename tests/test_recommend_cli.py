@@ -268,3 +268,16 @@ def test_guarantee_mode_refuses_the_options_it_would_ignore(tmp_path, extra, nam
     result = runner.invoke(app, ["plan", "--guarantee", "--trace", str(trace)])
     assert result.exit_code == 2 and "takes no --trace;" in result.stderr
     assert not (tmp_path / "p.png").exists()
+
+
+def test_a_default_count_cut_to_the_cap_is_said(small_trace):
+    # 600 configured buckets: the default count (the configured list's) is cut to 512, --max-buckets' upper limit
+    configured = ",".join(str(b) for b in range(8, 4801, 8))
+    rec = recommendation("-t", str(small_trace), "--max-tokens", "4096", "--buckets", configured)["recommendation"]
+    assert rec["max_buckets"] == 512
+    capped = [n for n in rec["notes"] if n.startswith("bucket count capped")]
+    assert capped == ["bucket count capped: the default (the configured list's 600 buckets) is cut to 512, the most "
+                      "-k/--max-buckets allows (the optimiser's time and memory grow with the count); give -k/--max-buckets for fewer"]
+    given = recommendation("-t", str(small_trace), "--max-tokens", "4096", "--buckets", configured, "-k", "3")["recommendation"]
+    assert not [n for n in given["notes"] if n.startswith("bucket count capped")]  # the user's own count is no cut
+

@@ -47,7 +47,8 @@ from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.words import counted
 
 MAX_DEFAULT_BUCKETS = 512
-"""The default bucket count (the configured list's) stops where `--max-buckets` does."""
+"""The default bucket count (the configured list's) stops where `--max-buckets` does (the
+optimiser's time and memory grow with the count); a cut is said in a note."""
 MIN_MEANINGFUL_FORWARDS = 1000
 """Below this many forwards the recommendation warns that it follows too few shapes."""
 VALIDATION_TOLERANCE = 0.02
@@ -270,9 +271,14 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
     split = log.to_split(settings.validate_fraction) if isinstance(log, DemandLog) else log
     if split.num_lines == 0:
         raise ConfigError("the trace has no prefill forwards to optimise for")
-    max_buckets = settings.max_buckets or min(len(deployment.table().capture_num_tokens), MAX_DEFAULT_BUCKETS)
+    configured = len(deployment.table().capture_num_tokens)
+    max_buckets = settings.max_buckets or min(configured, MAX_DEFAULT_BUCKETS)
     chunk = settings.max_bucket_tokens or deployment.scheduler.largest_forward_tokens
     notes: list[str] = []
+    if settings.max_buckets is None and configured > MAX_DEFAULT_BUCKETS:
+        notes.append(f"bucket count capped: the default (the configured list's {configured:,} buckets) is cut to {MAX_DEFAULT_BUCKETS}, "
+                     f"the most -k/--max-buckets allows (the optimiser's time and memory grow with the count); "
+                     "give -k/--max-buckets for fewer")
     if chunk > MAX_BUCKET_TOKENS:  # the candidate grid grows with the chunk: never past the largest bucket a list may hold
         notes.append(f"the chunk of {chunk:,} tokens is above the largest bucket a list may hold ({MAX_BUCKET_TOKENS:,}): "
                      f"the list is planned for forwards up to {MAX_BUCKET_TOKENS:,} tokens; larger ones run eagerly")
