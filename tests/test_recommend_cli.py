@@ -281,3 +281,17 @@ def test_a_default_count_cut_to_the_cap_is_said(small_trace):
     given = recommendation("-t", str(small_trace), "--max-tokens", "4096", "--buckets", configured, "-k", "3")["recommendation"]
     assert not [n for n in given["notes"] if n.startswith("bucket count capped")]  # the user's own count is no cut
 
+
+def test_a_bucket_multiple_states_the_grid_it_really_searches(small_trace):
+    # --bucket-multiple 7 at cp 4: multiples of 7 rounded up to multiples of 4 as SGLang 0.5.23 captures them
+    # (1029 -> 1032, 2051 -> 2052, 4102 -> 4104): the sizes are not multiples of 7, and the note says so
+    rec = recommendation("-t", str(small_trace), "--max-tokens", "4096", "-k", "3", "--bucket-multiple", "7")["recommendation"]
+    assert rec["buckets"] == [1032, 2052, 4104] and rec["bucket_multiple"] == 7
+    grid = [n for n in rec["notes"] if n.startswith("grid:")]
+    assert len(grid) == 1 and "multiples of 7 tokens rounded up to a multiple of 4" in grid[0]
+    assert "7 -> 8" in grid[0] and "--bucket-multiple 28 keeps them multiples of both" in grid[0]
+    eight = recommendation("-t", str(small_trace), "--max-tokens", "4096", "-k", "3", "--bucket-multiple", "8")["recommendation"]
+    assert eight["buckets"] == [1032, 2056, 4104] and all(b % 8 == 0 for b in eight["buckets"])
+    assert [n for n in eight["notes"] if n.startswith("grid:")][0].startswith("grid: the list is optimal among multiples of 8 tokens only")
+    exact = recommendation("-t", str(small_trace), "--max-tokens", "4096", "-k", "3")["recommendation"]
+    assert not [n for n in exact["notes"] if n.startswith("grid:")]

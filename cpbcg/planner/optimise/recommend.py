@@ -22,6 +22,7 @@ Every number comes from `evaluate_demand`, the code `plan` and `replay-check` us
 
 from __future__ import annotations
 
+import math
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Mapping, TypedDict
@@ -284,6 +285,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
                      f"the list is planned for forwards up to {MAX_BUCKET_TOKENS:,} tokens; larger ones run eagerly")
         chunk = MAX_BUCKET_TOKENS
     notes += _include_notes(deployment, settings)
+    notes += _grid_notes(deployment, settings)
     requests = settings.max_requests or max(split.max_requests, 1)
     if settings.bucket_multiple > chunk:
         raise ConfigError(f"bucket_multiple: {settings.bucket_multiple} is above the chunk of {chunk} tokens: no bucket below it could be a candidate")
@@ -378,6 +380,26 @@ def _include_notes(deployment: Deployment, settings: RecommendSettings) -> list[
     multiple = deployment.cp.model.bucket_multiple_tokens
     return [f"include: SGLang {SGLANG_VERSION} captures a bucket rounded up to a multiple of {multiple}: "
             f"{', '.join(f'{a} -> {b}' for a, b in changed)}; the list pins the rounded size{'s' if len(changed) > 1 else ''}"]
+
+
+def _grid_notes(deployment: Deployment, settings: RecommendSettings) -> list[str]:
+    """The grid `--bucket-multiple M` really searches (`grid.candidate_grid`): multiples of M,
+    each rounded up as SGLang 0.5.23 captures it (`StrategyModel.round_buckets`), so a size is a
+    multiple of M only when M is a multiple of the capture alignment; plus the chunk, pins and the
+    headroom's top. The list is optimal on that grid only."""
+    step = settings.bucket_multiple
+    if step == 1:
+        return []
+    align = deployment.cp.model.bucket_multiple_tokens
+    extras = "plus the chunk, any headroom bucket above it and any --include, each rounded the same way"
+    if step % align == 0:
+        return [f"grid: the list is optimal among multiples of {step} tokens only ({extras}); --bucket-multiple 1 searches every size"]
+    first = int(deployment.cp.model.round_buckets([step])[0])
+    both = step * align // math.gcd(step, align)
+    return [f"grid: the list is optimal only among multiples of {step} tokens rounded up to a multiple of {align} "
+            f"(SGLang {SGLANG_VERSION} captures every bucket rounded up to a multiple of attn_cp_size {align}: {step} -> {first}), "
+            f"so its sizes need not be multiples of {step} ({extras}); --bucket-multiple {both} keeps them multiples of both, "
+            "--bucket-multiple 1 searches every size"]
 
 
 def _size_notes(split: DemandSplit, settings: RecommendSettings) -> list[str]:
