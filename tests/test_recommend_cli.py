@@ -295,3 +295,21 @@ def test_a_bucket_multiple_states_the_grid_it_really_searches(small_trace):
     assert [n for n in eight["notes"] if n.startswith("grid:")][0].startswith("grid: the list is optimal among multiples of 8 tokens only")
     exact = recommendation("-t", str(small_trace), "--max-tokens", "4096", "-k", "3")["recommendation"]
     assert not [n for n in exact["notes"] if n.startswith("grid:")]
+
+
+def test_a_grid_too_coarse_for_the_floor_names_the_options_that_fix_it(small_trace, tmp_path):
+    # the floor needs every CP-active size from 8 tokens (8 rows) in a bucket <= 16; multiples of 100 start at 100
+    out = tmp_path / "flags.txt"
+    result = invoke("plan", "-t", str(small_trace), "--max-tokens", "4096", "--bucket-multiple", "100", "--emit", "sglang", "-o", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    line = " ".join(result.stderr.split())
+    assert ("no recommendation: required forward of 8 tokens (8 CP-local rows) fits no bucket within max_padding_factor 2: the "
+            "smallest candidate with room is 100; give a finer --bucket-multiple (now 100), a higher --min-bucket or a larger "
+            "--max-padding-factor") in line
+    assert "max_bucket_tokens" not in line
+    help_text = invoke("plan", "--help").stdout
+    assert all(flag in help_text for flag in ("--bucket-multiple", "--min-bucket", "--max-padding-factor", "--max-tokens"))
+    fixed = invoke("plan", "-t", str(small_trace), "--max-tokens", "4096", "--bucket-multiple", "100", "--min-bucket", "200",
+                   "--emit", "sglang", "-o", str(out))
+    assert fixed.exit_code == 0, fixed.output  # the option the message names fixes it
+    assert out.read_text().startswith("--cuda-graph-bs-prefill ")
