@@ -286,6 +286,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
         chunk = MAX_BUCKET_TOKENS
     notes += _include_notes(deployment, settings)
     notes += _grid_notes(deployment, settings)
+    notes += _graphs_off_notes(deployment)
     requests = settings.max_requests or max(split.max_requests, 1)
     if settings.bucket_multiple > chunk:
         raise ConfigError(f"bucket_multiple: {settings.bucket_multiple} is above the chunk of {chunk} tokens: no bucket below it could be a candidate")
@@ -400,6 +401,18 @@ def _grid_notes(deployment: Deployment, settings: RecommendSettings) -> list[str
             f"(SGLang {SGLANG_VERSION} captures every bucket rounded up to a multiple of attn_cp_size {align}: {step} -> {first}), "
             f"so its sizes need not be multiples of {step} ({extras}); --bucket-multiple {both} keeps them multiples of both, "
             "--bucket-multiple 1 searches every size"]
+
+
+def _graphs_off_notes(deployment: Deployment) -> list[str]:
+    """A server whose prefill CUDA graphs are off (`ResolvedServer.prefill_graph_backend`, e.g. a
+    log's `disable_cuda_graph=True`) replays no list: the recommendation only helps with them on,
+    and the flags `--emit sglang` writes do not turn them on."""
+    backend = deployment.server.prefill_graph_backend if deployment.server is not None else None
+    if backend is None or backend.value != "disabled":
+        return []
+    fix = f"; drop {backend.rule} from the launch" if backend.rule.startswith("--") else ""
+    return [f"graphs off: the server runs with prefill CUDA graphs disabled ({backend.rule}, {backend.source}): the recommended list "
+            f"and the flags --emit sglang writes only help a server with them on (the flags do not turn them on){fix}"]
 
 
 def _size_notes(split: DemandSplit, settings: RecommendSettings) -> list[str]:
