@@ -141,7 +141,9 @@ def test_no_recommend_emits_the_configured_list():
 def test_guarantee_mode_and_check():
     result = invoke("plan", "--guarantee", "--max-requests", "32", "--max-tokens", "8192", "--cp-size", "4")
     assert result.exit_code == 0, result.output
-    assert "12 buckets: 16, 32, 52, 104, 196, 340, 536, 908, 1676, 3212, 6284, 12428"  # on 0.5.23's grid (multiples of cp 4) in result.stdout
+    # on 0.5.23's grid (multiples of cp 4)
+    assert "12 buckets: 16, 32, 52, 104, 196, 340, 536, 908, 1676, 3212, 6284, 12428" in result.stdout
+    assert "token limit 8,192: given (--max-tokens)" in result.stdout
     failed = invoke("plan", "--check-guarantee", "--buckets", "sglang-default:8192", "--max-requests", "32", "--max-tokens", "8192")
     assert failed.exit_code == 1
     assert "smallest n = 8103" in failed.stdout and "extend_seq_lens" in failed.stdout
@@ -313,3 +315,18 @@ def test_a_grid_too_coarse_for_the_floor_names_the_options_that_fix_it(small_tra
                    "--emit", "sglang", "-o", str(out))
     assert fixed.exit_code == 0, fixed.output  # the option the message names fixes it
     assert out.read_text().startswith("--cuda-graph-bs-prefill ")
+
+
+def test_the_guarantee_says_where_its_token_limit_came_from():
+    # no --max-tokens: the chunk of the server 0.5.23 starts on the assumed B200 (179 GiB: 16384, handle_gpu_memory_settings)
+    doc = orjson.loads(invoke("plan", "--guarantee", "--max-requests", "32", "-f", "json").stdout)
+    assert doc["max_tokens"] == 16384
+    assert doc["max_tokens_source"] == ("the chunk, chunked_prefill_size: B200 179 GiB (0.5.23 handle_gpu_memory_settings); "
+                                        "the GPU is assumed (give --gpu)")
+    text = invoke("plan", "--guarantee", "--max-requests", "32")
+    assert "token limit 16,384: the chunk, chunked_prefill_size: B200 179 GiB (0.5.23 handle_gpu_memory_settings); the GPU is assumed" \
+        in " ".join(text.stdout.split())
+    h200 = orjson.loads(invoke("plan", "--guarantee", "--max-requests", "32", "--gpu", "H200", "-f", "json").stdout)
+    assert (h200["max_tokens"], h200["max_tokens_source"]) == (8192, "the chunk, chunked_prefill_size: H200 140 GiB (0.5.23 handle_gpu_memory_settings)")
+    given = orjson.loads(invoke("plan", "--guarantee", "--max-requests", "32", "--chunked-prefill-size", "8192", "-f", "json").stdout)
+    assert (given["max_tokens"], given["max_tokens_source"]) == (8192, "the chunk, chunked_prefill_size: option")

@@ -163,3 +163,5 @@ class GuaranteeResult:
     """The proof, or the smallest forward that falls back."""
     recommended: bool
     """True: `buckets` is the fewest-bucket list found; False: the configured list was checked."""
+    max_tokens_source: str = ""
+    """Where `limits.max_tokens` came from (`given (--max-tokens)`, the deployment's chunk and its rule)."""
