@@ -527,8 +527,9 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         except ValueError as exc:
             raise ConfigError(f"{cfg.buckets}: {exc}") from None
     elif not log_states_cp:  # a log's launch that states its CP size is the launch command
-        shown = from_log.get("attn_cp_size")  # a size the log shows without stating it: its flags, not the config's
-        layout = CPLayout(int(shown.value) if shown is not None else cfg.cp_size, cfg.cp_strategy)
+        shown = from_log.get("attn_cp_size")  # a size the log shows without stating it: its flags, unless an option overrides it
+        overridden = _lookup(merged, "cp_size") is not None and _origin(("cp_size",), stack) != label
+        layout = CPLayout(int(shown.value) if shown is not None and not overridden else cfg.cp_size, cfg.cp_strategy)
         cp_flags = parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)")
         backend_stated = any(k.endswith("attention_backend") for k in from_log)  # the log's backend, not the emitted one
         given.update({k: g for k, g in cp_flags.items() if not (backend_stated and k.endswith("attention_backend"))})
