@@ -309,7 +309,8 @@ def guarantee(deployment: Deployment, max_requests: int, max_tokens: int | None 
     limits = Limits(max_requests, max_tokens or deployment.scheduler.largest_forward_tokens)
     cp, spec, factor = deployment.cp, deployment.capture, deployment.max_padding_factor
     buckets = guarantee_buckets(limits, cp, spec, factor, bucket_multiple) if recommend_list else deployment.table().capture_num_tokens.tolist()
-    return GuaranteeResult(limits, buckets, check_guarantee(buckets, limits, cp, spec, factor), recommend_list)
+    source = "given (--max-tokens)" if max_tokens else deployment.largest_forward_source()
+    return GuaranteeResult(limits, buckets, check_guarantee(buckets, limits, cp, spec, factor), recommend_list, source)
 
 
 def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: Gates, *, manifest: Manifest | None = None, replay: int = 0,

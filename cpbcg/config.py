@@ -306,7 +306,7 @@ def load_config(
     if server is not None:
         page, chunk = server.page_size, server.chunked_prefill_size
         if chunk.value != -1 and page.value > chunk.value:
-            where = _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size"))
+            where = _chunk_origin(cfg, server, stack, label, text, log.path if log is not None else "")
             raise ConfigError(f"{where}: scheduler.chunked_prefill_size: {chunk.value} is below page_size {page.describe()}: "
                               "no chunk could be cut at a page boundary")
         resolved = ("SGLang 0.5.23 start-up resolution", _resolved_values(server))
@@ -320,6 +320,23 @@ def load_config(
     _check_flags_file(cfg)
     _check_tp(cfg, _located(_origin(("tp_size",), stack), label, text, ("tp_size",)))
     return cfg
+
+
+def _chunk_origin(cfg: DeploymentConfig, server: ResolvedServer, stack: list[tuple[str, dict[str, Any]]], label: str, text: str,
+                  log_path: str = "") -> str:
+    """Where the resolved chunk came from, for an error: the launch command that states it
+    (`--server-args`, `server.args` in a config file, a flags file given as the bucket list), a
+    log line, else the setting `scheduler.chunked_prefill_size` (config, option or default)."""
+    given = server.given.get("chunked_prefill_size")
+    if given is not None and given.source == "launch command":
+        if cfg.server.args is not None:
+            origin = _origin(("server", "args"), stack)
+            return str(setting("server.args").flag) if origin == "command line" else _located(origin, label, text, ("server", "args"))
+    if given is not None and given.source.startswith("log line ") and log_path:
+        return f"{log_path}:{given.source.removeprefix('log line ')}"
+    if given is not None and given.source.startswith(("log", "flags file")):
+        return given.source
+    return _located(_origin(("scheduler", "chunked_prefill_size"), stack), label, text, ("scheduler", "chunked_prefill_size"))
 
 
 def _validated(merged: dict, stack: list[tuple[str, dict[str, Any]]], label: str, text: str) -> DeploymentConfig:
@@ -510,7 +527,9 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         except ValueError as exc:
             raise ConfigError(f"{cfg.buckets}: {exc}") from None
     elif not log_states_cp:  # a log's launch that states its CP size is the launch command
-        layout = CPLayout(cfg.cp_size, cfg.cp_strategy)
+        shown = from_log.get("attn_cp_size")  # a size the log shows without stating it: its flags, unless an option overrides it
+        overridden = _lookup(merged, "cp_size") is not None and _origin(("cp_size",), stack) != label
+        layout = CPLayout(int(shown.value) if shown is not None and not overridden else cfg.cp_size, cfg.cp_strategy)
         cp_flags = parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)")
         backend_stated = any(k.endswith("attention_backend") for k in from_log)  # the log's backend, not the emitted one
         given.update({k: g for k, g in cp_flags.items() if not (backend_stated and k.endswith("attention_backend"))})

@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2
     CAPTURE_INCOMPLETE = 3
     ABORTED = 130
+    TERMINATED = 143
 
     @property
     def summary(self) -> str:
@@ -34,7 +35,8 @@ _EXIT_SUMMARY = {
     ExitCode.GATE_FAILED: "a gate (or a capture's verification) failed",
     ExitCode.BAD_INPUT: "bad input or usage",
     ExitCode.CAPTURE_INCOMPLETE: "capture incomplete",
-    ExitCode.ABORTED: "interrupted",
+    ExitCode.ABORTED: "interrupted (Ctrl-C)",
+    ExitCode.TERMINATED: "terminated (SIGTERM)",
 }
 _EXIT_MEANING = {
     ExitCode.OK: "ok (all gates passed)",
@@ -46,13 +48,14 @@ _EXIT_MEANING = {
                                  "memory, capture error, or another torchrun rank lost it); the manifest lists it under "
                                  "`skipped_buckets` and holds the rest; a verification failure (1) wins over 3",
     ExitCode.ABORTED: "interrupted (Ctrl-C; `watch` instead ends its run there and exits by its gates)",
+    ExitCode.TERMINATED: "terminated by SIGTERM (`kill`, a container stop): the process ends by the signal, which the shell "
+                         "reports as 128 + 15; nothing half-written (files are replaced atomically)",
 }
 
 
 def exit_code_line() -> str:
-    """`Exit codes: 0 ok, 1 ..., 2 ..., 3 ...` for `cpbcg --help` (130 is left to the shell's convention)."""
-    codes = (code for code in ExitCode if code is not ExitCode.ABORTED)
-    return "Exit codes: " + ", ".join(f"{code.value} {code.summary}" for code in codes) + "."
+    """`Exit codes: 0 ok, 1 ..., 2 ..., 3 ..., 130 ..., 143 ...` for `cpbcg --help`: every `ExitCode`."""
+    return "Exit codes: " + ", ".join(f"{code.value} {code.summary}" for code in ExitCode) + "."
 
 
 def exit_code_table() -> str:

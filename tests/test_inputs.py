@@ -126,9 +126,9 @@ def test_the_exit_code_table_in_the_readme_is_the_enum():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert exit_code_table() in readme  # regenerate: python -c "from cpbcg.errors import exit_code_table as t; print(t())"
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 130]
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 130, 143]
     assert exit_code_line() == ("Exit codes: 0 ok, 1 a gate (or a capture's verification) failed, 2 bad input or usage, "
-                                "3 capture incomplete.")
+                                "3 capture incomplete, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).")
 
 
 def test_cpbcg_help_states_every_exit_code():

@@ -324,7 +324,7 @@ def test_required_full_chunk_headroom_above_the_chunk():
     result = optimise(demand, cp, cost, 2, 8192, max_bucket_tokens=16384, required=need, allow_gaps=True)
     assert result.buckets[2] == [2052, 8260] and result.buckets[1] == [8260]
     assert result.graph_forwards == {1: 0, 2: 5} and result.max_bucket_tokens == 16384
-    with pytest.raises(ModelError, match="max_bucket_tokens"):
+    with pytest.raises(ModelError, match=r"fits no capturable bucket up to 8192 tokens: raise --max-tokens \(max_bucket_tokens\)"):
         optimise(demand, cp, cost, 2, 8192, required=need)  # no headroom allowed: nothing holds 2072 rows
 
 

@@ -141,7 +141,9 @@ def test_no_recommend_emits_the_configured_list():
 def test_guarantee_mode_and_check():
     result = invoke("plan", "--guarantee", "--max-requests", "32", "--max-tokens", "8192", "--cp-size", "4")
     assert result.exit_code == 0, result.output
-    assert "12 buckets: 16, 32, 52, 104, 196, 340, 536, 908, 1676, 3212, 6284, 12428"  # on 0.5.23's grid (multiples of cp 4) in result.stdout
+    # on 0.5.23's grid (multiples of cp 4)
+    assert "12 buckets: 16, 32, 52, 104, 196, 340, 536, 908, 1676, 3212, 6284, 12428" in result.stdout
+    assert "token limit 8,192: given (--max-tokens)" in result.stdout
     failed = invoke("plan", "--check-guarantee", "--buckets", "sglang-default:8192", "--max-requests", "32", "--max-tokens", "8192")
     assert failed.exit_code == 1
     assert "smallest n = 8103" in failed.stdout and "extend_seq_lens" in failed.stdout
@@ -268,3 +270,63 @@ def test_guarantee_mode_refuses_the_options_it_would_ignore(tmp_path, extra, nam
     result = runner.invoke(app, ["plan", "--guarantee", "--trace", str(trace)])
     assert result.exit_code == 2 and "takes no --trace;" in result.stderr
     assert not (tmp_path / "p.png").exists()
+
+
+def test_a_default_count_cut_to_the_cap_is_said(small_trace):
+    # 600 configured buckets: the default count (the configured list's) is cut to 512, --max-buckets' upper limit
+    configured = ",".join(str(b) for b in range(8, 4801, 8))
+    rec = recommendation("-t", str(small_trace), "--max-tokens", "4096", "--buckets", configured)["recommendation"]
+    assert rec["max_buckets"] == 512
+    capped = [n for n in rec["notes"] if n.startswith("bucket count capped")]
+    assert capped == ["bucket count capped: the default (the configured list's 600 buckets) is cut to 512, the most "
+                      "-k/--max-buckets allows (the optimiser's time and memory grow with the count); give -k/--max-buckets for fewer"]
+    given = recommendation("-t", str(small_trace), "--max-tokens", "4096", "--buckets", configured, "-k", "3")["recommendation"]
+    assert not [n for n in given["notes"] if n.startswith("bucket count capped")]  # the user's own count is no cut
+
+
+def test_a_bucket_multiple_states_the_grid_it_really_searches(small_trace):
+    # --bucket-multiple 7 at cp 4: multiples of 7 rounded up to multiples of 4 as SGLang 0.5.23 captures them
+    # (1029 -> 1032, 2051 -> 2052, 4102 -> 4104): the sizes are not multiples of 7, and the note says so
+    rec = recommendation("-t", str(small_trace), "--max-tokens", "4096", "-k", "3", "--bucket-multiple", "7")["recommendation"]
+    assert rec["buckets"] == [1032, 2052, 4104] and rec["bucket_multiple"] == 7
+    grid = [n for n in rec["notes"] if n.startswith("grid:")]
+    assert len(grid) == 1 and "multiples of 7 tokens rounded up to a multiple of 4" in grid[0]
+    assert "7 -> 8" in grid[0] and "--bucket-multiple 28 keeps them multiples of both" in grid[0]
+    eight = recommendation("-t", str(small_trace), "--max-tokens", "4096", "-k", "3", "--bucket-multiple", "8")["recommendation"]
+    assert eight["buckets"] == [1032, 2056, 4104] and all(b % 8 == 0 for b in eight["buckets"])
+    assert [n for n in eight["notes"] if n.startswith("grid:")][0].startswith("grid: the list is optimal among multiples of 8 tokens only")
+    exact = recommendation("-t", str(small_trace), "--max-tokens", "4096", "-k", "3")["recommendation"]
+    assert not [n for n in exact["notes"] if n.startswith("grid:")]
+
+
+def test_a_grid_too_coarse_for_the_floor_names_the_options_that_fix_it(small_trace, tmp_path):
+    # the floor needs every CP-active size from 8 tokens (8 rows) in a bucket <= 16; multiples of 100 start at 100
+    out = tmp_path / "flags.txt"
+    result = invoke("plan", "-t", str(small_trace), "--max-tokens", "4096", "--bucket-multiple", "100", "--emit", "sglang", "-o", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    line = " ".join(result.stderr.split())
+    assert ("no recommendation: required forward of 8 tokens (8 CP-local rows) fits no bucket within max_padding_factor 2: the "
+            "smallest candidate with room is 100; give a finer --bucket-multiple (now 100), a higher --min-bucket or a larger "
+            "--max-padding-factor") in line
+    assert "max_bucket_tokens" not in line
+    help_text = invoke("plan", "--help").stdout
+    assert all(flag in help_text for flag in ("--bucket-multiple", "--min-bucket", "--max-padding-factor", "--max-tokens"))
+    fixed = invoke("plan", "-t", str(small_trace), "--max-tokens", "4096", "--bucket-multiple", "100", "--min-bucket", "200",
+                   "--emit", "sglang", "-o", str(out))
+    assert fixed.exit_code == 0, fixed.output  # the option the message names fixes it
+    assert out.read_text().startswith("--cuda-graph-bs-prefill ")
+
+
+def test_the_guarantee_says_where_its_token_limit_came_from():
+    # no --max-tokens: the chunk of the server 0.5.23 starts on the assumed B200 (179 GiB: 16384, handle_gpu_memory_settings)
+    doc = orjson.loads(invoke("plan", "--guarantee", "--max-requests", "32", "-f", "json").stdout)
+    assert doc["max_tokens"] == 16384
+    assert doc["max_tokens_source"] == ("the chunk, chunked_prefill_size: B200 179 GiB (0.5.23 handle_gpu_memory_settings); "
+                                        "the GPU is assumed (give --gpu)")
+    text = invoke("plan", "--guarantee", "--max-requests", "32")
+    assert "token limit 16,384: the chunk, chunked_prefill_size: B200 179 GiB (0.5.23 handle_gpu_memory_settings); the GPU is assumed" \
+        in " ".join(text.stdout.split())
+    h200 = orjson.loads(invoke("plan", "--guarantee", "--max-requests", "32", "--gpu", "H200", "-f", "json").stdout)
+    assert (h200["max_tokens"], h200["max_tokens_source"]) == (8192, "the chunk, chunked_prefill_size: H200 140 GiB (0.5.23 handle_gpu_memory_settings)")
+    given = orjson.loads(invoke("plan", "--guarantee", "--max-requests", "32", "--chunked-prefill-size", "8192", "-f", "json").stdout)
+    assert (given["max_tokens"], given["max_tokens_source"]) == (8192, "the chunk, chunked_prefill_size: option")

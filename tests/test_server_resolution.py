@@ -308,3 +308,23 @@ def test_a_flag_sglang_does_not_know_is_bad_input_for_plan_and_a_refusal_for_che
     assert abbreviated.exit_code == 0, abbreviated.output
     with pytest.raises(ValueError, match=r"^unrecognized SGLang 0.5.23 server argument --page-sise \(did you mean --page-size\?\)$"):
         parse_launch_words(["--page-sise", "16"])
+
+
+def test_a_chunk_below_the_page_is_sourced_where_it_was_given(tmp_path):
+    # chunk 7 against 0.5.23's page 64 (trtllm_mha on B200): the error names the launch command, config line, flags file
+    # or log line that gave 7, never "defaults"
+    tail = "scheduler.chunked_prefill_size: 7 is below page_size 64: trtllm_mha (0.5.23 overrides): no chunk could be cut at a page boundary"
+    launch = "python -m sglang.launch_server --chunked-prefill-size 7"
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text(f"server:\n  args: {launch}\n")
+    flags_file = tmp_path / "flags.txt"
+    flags_file.write_text("--chunked-prefill-size 7 --cuda-graph-bs-prefill 8 16\n")
+    log = tmp_path / "old.log"
+    log.write_text("[2025-09-01 09:59:00] server_args=ServerArgs(model_path='org/model', tp_size=1, chunked_prefill_size=7, page_size=1, "
+                   "disable_cuda_graph=False)\n[2025-09-01 10:00:00] Prefill batch. #new-seq: 1, #new-token: 100, #cached-token: 0, "
+                   "cache hit rate: 0.00%, token usage: 0.01, #running-req: 0, #queue-req: 0\n")
+    for args, where in ((["--server-args", launch], "--server-args"), (["--config", str(config_file)], f"{config_file}:2"),
+                        (["--buckets", str(flags_file)], f"flags file {flags_file}"), (["-t", str(log)], f"{log}:1")):
+        result = _plan(*args)
+        assert result.exit_code == 2, result.output
+        assert " ".join(result.output.split()).endswith(f"cpbcg: error: {where}: {tail}"), (args, result.output)

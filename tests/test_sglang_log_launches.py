@@ -365,3 +365,24 @@ def test_malformed_start_up_lines_are_skipped_counted_and_said_with_their_line(t
     assert doc["observed"]["launches"][1]["first_line"] == 9 and [u["line"] for u in doc["observed"]["launches"][1]["unreadable"]] == [9]
     assert (f"cpbcg: note: launch 2: 1 unreadable start-up entry skipped (each setting taken as not printed): {path}:9: a settings dump "
             "`server_args={'model_path': 'org/model', 't...` that cannot be read: its brackets never close (a cut or wrapped line)") in err
+
+
+def test_a_log_before_attention_cp_is_resolved_at_cp_1_and_its_graphs_off_are_said(tmp_path):
+    # (line 2: write_log heads the file with a SYNTHETIC line) a 2025 dump with no attn_cp_size runs cp 1: no CP flags are emitted, so the attention backend is 0.5.23's
+    # default for the GPU, not "the deployment's CP flags"; its disable_cuda_graph=True is said next to the list
+    body = old_dump(disable_cuda_graph=True) + "".join(prefill_line(n, 1, graph=None, style="old", prefix="[2025-09-01 10:00:00] ")
+                                                       for n in (100, 200, 400, 800))
+    doc, err = plan_json("-t", str(write_log(tmp_path / "old.log", body)))
+    assert doc["cp_size"] == 1
+    backend = doc["server"]["prefill_attention_backend"]
+    assert backend == {"value": "trtllm_mha", "source": "GPU default", "rule": "MHA on B200 (0.5.23 get_default_attn_backend)"}
+    assert "CP flags" not in orjson.dumps(doc["server"]).decode()
+    assert doc["server"]["prefill_graph_backend"] == {"value": "disabled", "source": "log line 2", "rule": "--disable-cuda-graph"}
+    assert "--enable-prefill-cp" not in doc["recommendation"]["deploy"]
+    off = [n for n in doc["recommendation"]["notes"] if n.startswith("graphs off")]
+    assert off == ["graphs off: the server runs with prefill CUDA graphs disabled (--disable-cuda-graph, log line 2): the recommended "
+                   "list and the flags --emit sglang writes only help a server with them on (the flags do not turn them on); "
+                   "drop --disable-cuda-graph from the launch"]
+    assert "cpbcg: note: graphs off:" in err
+    on, _ = plan_json("-t", str(write_log(tmp_path / "on.log", body.replace("disable_cuda_graph=True", "disable_cuda_graph=False"))))
+    assert not [n for n in on["recommendation"]["notes"] if n.startswith("graphs off")]

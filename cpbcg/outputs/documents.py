@@ -146,7 +146,8 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
 
 def guarantee_document(deployment: Deployment, result: GuaranteeResult) -> dict[str, Any]:
     """`plan --guarantee|--check-guarantee --format json`: the header, limits, list and proof."""
-    return {**deployment.header("guarantee (no trace)"), **as_dict(result.limits), "buckets": result.buckets, **as_dict(result.check)}
+    return {**deployment.header("guarantee (no trace)"), **as_dict(result.limits), "max_tokens_source": result.max_tokens_source,
+            "buckets": result.buckets, **as_dict(result.check)}
 
 
 def check_document(report: CheckReport, simulation: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -186,6 +186,8 @@ def guarantee_renderable(result, cp_size: int, cp_strategy: str, factor: float) 
     what = "Fewest buckets replaying" if result.recommended else "Bucket list checked against"
     out.append(f"{what} every CP-active batch of <= {counted(limits.max_requests, 'request')} and <= {counted(limits.max_tokens, 'token')} "
                f"(cp_size {cp_size} {cp_strategy}, max_padding_factor {factor:g}):\n", style="bold")
+    if result.max_tokens_source:
+        out.append(f"  token limit {limits.max_tokens:,}: {result.max_tokens_source}\n", style="dim")
     out.append(f"  {counted(len(buckets), 'bucket')}: {', '.join(map(str, buckets))}\n")
     if check.ok:
         out.append("  guarantee holds: every such batch replays in a graph.\n", style="green")

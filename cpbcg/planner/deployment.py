@@ -60,6 +60,18 @@ class Deployment:
         Raises `ModelError` when no bucket is capturable or the capture layout is impossible."""
         return BucketTable.build(list(self.buckets), self.cp, self.capture)
 
+    def largest_forward_source(self) -> str:
+        """Where `scheduler.largest_forward_tokens` came from: the resolved server's chunk (or
+        `max_prefill_tokens` with chunking off) with its rule or source, the GPU said when assumed
+        (`server.gpu_assumed`) and a rule decided it; without a resolved server, the setting."""
+        chunked = self.scheduler.chunked_prefill_size > 0
+        key = "chunked_prefill_size" if chunked else "max_prefill_tokens (chunking off)"
+        if self.server is None:
+            return f"scheduler.{key.split()[0]}"
+        value = self.server.chunked_prefill_size if chunked else self.server.max_prefill_tokens
+        gpu = "; the GPU is assumed (give --gpu)" if self.server.gpu_assumed and value.rule else ""  # a rule decided it from the GPU
+        return f"the chunk, {key}: {value.rule or value.source}{gpu}"
+
     def header(self, source: str) -> dict[str, Any]:
         """Settings that qualify every report (the JSON header's first keys)."""
         return {

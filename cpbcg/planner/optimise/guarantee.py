@@ -98,7 +98,7 @@ def guarantee_buckets(
         i = int(impossible[0])
         raise ModelError(
             f"no bucket can replay every batch of {n[i]} tokens: worst case needs {rows[i]} rows "
-            f"within {max_padding_factor:g}x (try bucket_multiple 1 or a larger max_padding_factor)"
+            f"within {max_padding_factor:g}x (try --bucket-multiple 1 or a larger --max-padding-factor)"
         )
     chosen: list[int] = []
     last = -1
@@ -163,3 +163,5 @@ class GuaranteeResult:
     """The proof, or the smallest forward that falls back."""
     recommended: bool
     """True: `buckets` is the fewest-bucket list found; False: the configured list was checked."""
+    max_tokens_source: str = ""
+    """Where `limits.max_tokens` came from (`given (--max-tokens)`, the deployment's chunk and its rule)."""

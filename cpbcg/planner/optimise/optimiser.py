@@ -357,11 +357,15 @@ def _constraints(grid: CandidateGrid, required: Sequence[tuple[int, int]], pin_i
     lo, hi = replay_windows(req[:, 0], req[:, 1], grid.sizes, grid.capacity_rows, factor)
     bad = np.flatnonzero((lo > hi) | (lo >= len(grid.sizes)))
     if bad.size:
-        n, rows = req[bad[0]]
-        raise ModelError(
-            f"required forward of {n} tokens needing {rows} CP-local rows fits no capturable bucket up to "
-            f"{int(grid.sizes[-1])} tokens within max_padding_factor {factor:g} (raise max_bucket_tokens)"
-        )
+        at = int(bad[0])
+        n, rows = req[at]
+        if lo[at] >= len(grid.sizes):  # no candidate has room: the grid stops too low
+            raise ModelError(f"required forward of {n} tokens ({rows} CP-local rows) fits no capturable bucket up to "
+                             f"{int(grid.sizes[-1])} tokens: raise --max-tokens (max_bucket_tokens)")
+        # the first candidate with room is past the padding limit: the grid is too coarse there
+        raise ModelError(f"required forward of {n} tokens ({rows} CP-local rows) fits no bucket within max_padding_factor {factor:g}: "
+                         f"the smallest candidate with room is {int(grid.sizes[lo[at]])}; give a finer --bucket-multiple "
+                         f"(now {grid.bucket_multiple}), a higher --min-bucket or a larger --max-padding-factor")
     chunk = int(np.searchsorted(grid.sizes, max_tokens, side="left"))
     if not allow_gaps and chunk >= len(grid.sizes):
         raise ModelError(f"no capturable bucket >= max_tokens {max_tokens}: a gap-free list cannot reach the chunk size")

@@ -22,6 +22,7 @@ Every number comes from `evaluate_demand`, the code `plan` and `replay-check` us
 
 from __future__ import annotations
 
+import math
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Mapping, TypedDict
@@ -47,7 +48,8 @@ from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.words import counted
 
 MAX_DEFAULT_BUCKETS = 512
-"""The default bucket count (the configured list's) stops where `--max-buckets` does."""
+"""The default bucket count (the configured list's) stops where `--max-buckets` does (the
+optimiser's time and memory grow with the count); a cut is said in a note."""
 MIN_MEANINGFUL_FORWARDS = 1000
 """Below this many forwards the recommendation warns that it follows too few shapes."""
 VALIDATION_TOLERANCE = 0.02
@@ -270,14 +272,21 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
     split = log.to_split(settings.validate_fraction) if isinstance(log, DemandLog) else log
     if split.num_lines == 0:
         raise ConfigError("the trace has no prefill forwards to optimise for")
-    max_buckets = settings.max_buckets or min(len(deployment.table().capture_num_tokens), MAX_DEFAULT_BUCKETS)
+    configured = len(deployment.table().capture_num_tokens)
+    max_buckets = settings.max_buckets or min(configured, MAX_DEFAULT_BUCKETS)
     chunk = settings.max_bucket_tokens or deployment.scheduler.largest_forward_tokens
     notes: list[str] = []
+    if settings.max_buckets is None and configured > MAX_DEFAULT_BUCKETS:
+        notes.append(f"bucket count capped: the default (the configured list's {configured:,} buckets) is cut to {MAX_DEFAULT_BUCKETS}, "
+                     f"the most -k/--max-buckets allows (the optimiser's time and memory grow with the count); "
+                     "give -k/--max-buckets for fewer")
     if chunk > MAX_BUCKET_TOKENS:  # the candidate grid grows with the chunk: never past the largest bucket a list may hold
         notes.append(f"the chunk of {chunk:,} tokens is above the largest bucket a list may hold ({MAX_BUCKET_TOKENS:,}): "
                      f"the list is planned for forwards up to {MAX_BUCKET_TOKENS:,} tokens; larger ones run eagerly")
         chunk = MAX_BUCKET_TOKENS
     notes += _include_notes(deployment, settings)
+    notes += _grid_notes(deployment, settings)
+    notes += _graphs_off_notes(deployment)
     requests = settings.max_requests or max(split.max_requests, 1)
     if settings.bucket_multiple > chunk:
         raise ConfigError(f"bucket_multiple: {settings.bucket_multiple} is above the chunk of {chunk} tokens: no bucket below it could be a candidate")
@@ -372,6 +381,38 @@ def _include_notes(deployment: Deployment, settings: RecommendSettings) -> list[
     multiple = deployment.cp.model.bucket_multiple_tokens
     return [f"include: SGLang {SGLANG_VERSION} captures a bucket rounded up to a multiple of {multiple}: "
             f"{', '.join(f'{a} -> {b}' for a, b in changed)}; the list pins the rounded size{'s' if len(changed) > 1 else ''}"]
+
+
+def _grid_notes(deployment: Deployment, settings: RecommendSettings) -> list[str]:
+    """The grid `--bucket-multiple M` really searches (`grid.candidate_grid`): multiples of M,
+    each rounded up as SGLang 0.5.23 captures it (`StrategyModel.round_buckets`), so a size is a
+    multiple of M only when M is a multiple of the capture alignment; plus the chunk, pins and the
+    headroom's top. The list is optimal on that grid only."""
+    step = settings.bucket_multiple
+    if step == 1:
+        return []
+    align = deployment.cp.model.bucket_multiple_tokens
+    extras = "plus the chunk, any headroom bucket above it and any --include, each rounded the same way"
+    if step % align == 0:
+        return [f"grid: the list is optimal among multiples of {step} tokens only ({extras}); --bucket-multiple 1 searches every size"]
+    first = int(deployment.cp.model.round_buckets([step])[0])
+    both = step * align // math.gcd(step, align)
+    return [f"grid: the list is optimal only among multiples of {step} tokens rounded up to a multiple of {align} "
+            f"(SGLang {SGLANG_VERSION} captures every bucket rounded up to a multiple of attn_cp_size {align}: {step} -> {first}), "
+            f"so its sizes need not be multiples of {step} ({extras}); --bucket-multiple {both} keeps them multiples of both, "
+            "--bucket-multiple 1 searches every size"]
+
+
+def _graphs_off_notes(deployment: Deployment) -> list[str]:
+    """A server whose prefill CUDA graphs are off (`ResolvedServer.prefill_graph_backend`, e.g. a
+    log's `disable_cuda_graph=True`) replays no list: the recommendation only helps with them on,
+    and the flags `--emit sglang` writes do not turn them on."""
+    backend = deployment.server.prefill_graph_backend if deployment.server is not None else None
+    if backend is None or backend.value != "disabled":
+        return []
+    fix = f"; drop {backend.rule} from the launch" if backend.rule.startswith("--") else ""
+    return [f"graphs off: the server runs with prefill CUDA graphs disabled ({backend.rule}, {backend.source}): the recommended list "
+            f"and the flags --emit sglang writes only help a server with them on (the flags do not turn them on){fix}"]
 
 
 def _size_notes(split: DemandSplit, settings: RecommendSettings) -> list[str]:
