@@ -255,60 +255,48 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
                  note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
                  on_chunk: Callable[[object], object] | None = None, load_factors: Sequence[float] | None = None,
                  untimed_rates: str | None = None) -> PlanReport | GuaranteeReport:
-    """`cpbcg plan` (`run_plan_command`), the lines `note` receives held until the traces were read, so
-    that a log's start-up lines say which launch they describe when it holds several (`HeldNotes`)."""
-    with HeldNotes(note) as held:
-        report = run_plan_command(config, overrides, request, traces, manifest_path=manifest_path, cost_given=cost_given,
-                                  trace_format=trace_format, options=options, ignored_flags=ignored_flags, note=held,
-                                  progress=progress, on_chunk=on_chunk, load_factors=load_factors, untimed_rates=untimed_rates)
-        held.label_launches(report.source if isinstance(report, PlanReport) and report.traces == 1 else None)
-    return report
-
-
-def run_plan_command(config: str | None, overrides: Mapping[str, object], request: PlanOptions,
-                     traces: Sequence[str | Path] | str | Path | None = None, *,
-                     manifest_path: str | Path | None = None, cost_given: bool = False, trace_format: str = "auto",
-                     options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
-                     note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
-                     on_chunk: Callable[[object], object] | None = None, load_factors: Sequence[float] | None = None,
-                     untimed_rates: str | None = None) -> PlanReport | GuaranteeReport:
     """`cpbcg plan`: the options' combinations checked (`check_usage`), the traces (`trace_paths`: files, globs, directories; the `fit_traces` of
     `request` among them), the deployment (`load_plan_deployment`, under the settings a single
     SGLang server log states), then guarantee mode when `request` asks for it (requests per
     forward from `guarantee_request_count`, tokens from `request.max_tokens` or the chunk), else
     `plan_report` on the traces. `load_factors`: every request trace at each (`--time-scale 0.5,1,2`;
     None: the scheduler's `time_scale`); `untimed_rates`: `auto` simulates a request trace without
-    timestamps at the rate picker's rates, None at the scheduler's `rate`."""
-    given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
-    check_usage(request, given, manifest_path, config, overrides)
-    if request.guarantee and request.check_guarantee:
-        raise ConfigError("--guarantee and --check-guarantee exclude each other")
-    if request.guarantee or request.check_guarantee:
-        _refuse_trace_options(request, bool(given), load_factors is not None)
-    expanded = trace_paths(given)
-    refuse_repeated(expanded)
-    known = {file_identity(p) for p in expanded}
-    paths = expanded + [Path(p) for p in dict.fromkeys(request.fit_traces or ()) if file_identity(p) not in known]  # one file by any name, once
-    inputs = [detect_input(p, trace_format, options) for p in paths]  # each trace detected once, its start-up output read once
-    logs = [one.log for one in inputs]
-    log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
-        if logs and all(one is not None for one in logs) else None
-    deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, note, log)
-    _refuse_emit_for_a_refused_server(None if request.emit is None else request.emit.value, deployment)
-    untimed_rates = load_model_rates(config, overrides, untimed_rates)
-    if request.guarantee or request.check_guarantee:
-        requests = guarantee_request_count(deployment, request.max_requests)
-        result = guarantee(deployment, requests, request.max_tokens, recommend_list=request.guarantee,
-                           bucket_multiple=request.bucket_multiple)
-        export = None
-        if request.emit is not None:
-            limits = {"max_requests": result.limits.max_requests, "max_tokens": result.limits.max_tokens}
-            export = _export(result.buckets, request.emit.value, deployment, {"guarantee": limits}, note)
-        return GuaranteeReport(deployment, result, export)
-    resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
-    return plan_report(deployment, request, inputs, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
-                       note=note, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve,
-                       load_factors=load_factors, untimed_rates=untimed_rates)
+    timestamps at the rate picker's rates, None at the scheduler's `rate`. The lines `note` receives are
+    held until the traces were read, so that a log's start-up lines say which launch they describe
+    when it holds several (`HeldNotes`)."""
+    with HeldNotes(note) as held:
+        given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
+        check_usage(request, given, manifest_path, config, overrides)
+        if request.guarantee and request.check_guarantee:
+            raise ConfigError("--guarantee and --check-guarantee exclude each other")
+        if request.guarantee or request.check_guarantee:
+            _refuse_trace_options(request, bool(given), load_factors is not None)
+        expanded = trace_paths(given)
+        refuse_repeated(expanded)
+        known = {file_identity(p) for p in expanded}
+        paths = expanded + [Path(p) for p in dict.fromkeys(request.fit_traces or ()) if file_identity(p) not in known]  # one file by any name, once
+        inputs = [detect_input(p, trace_format, options) for p in paths]  # each trace detected once, its start-up output read once
+        logs = [one.log for one in inputs]
+        log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
+            if logs and all(one is not None for one in logs) else None
+        deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, held, log)
+        _refuse_emit_for_a_refused_server(None if request.emit is None else request.emit.value, deployment)
+        untimed_rates = load_model_rates(config, overrides, untimed_rates)
+        if request.guarantee or request.check_guarantee:
+            requests = guarantee_request_count(deployment, request.max_requests)
+            result = guarantee(deployment, requests, request.max_tokens, recommend_list=request.guarantee,
+                               bucket_multiple=request.bucket_multiple)
+            export = None
+            if request.emit is not None:
+                limits = {"max_requests": result.limits.max_requests, "max_tokens": result.limits.max_tokens}
+                export = _export(result.buckets, request.emit.value, deployment, {"guarantee": limits}, held)
+            return GuaranteeReport(deployment, result, export)
+        resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
+        report = plan_report(deployment, request, inputs, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
+                             note=held, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve,
+                             load_factors=load_factors, untimed_rates=untimed_rates)
+        held.label_launches(report.source if report.traces == 1 else None)
+        return report
 
 
 def _refuse_emit_for_a_refused_server(emit: str | None, deployment: Deployment) -> None:
