@@ -18,11 +18,7 @@ from sglang_log_fixtures import prefill_line, resolved_line, startup_lines, writ
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def wide(monkeypatch):
-    monkeypatch.setenv("CPBCG_WIDTH", "220")
-    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+pytestmark = pytest.mark.usefixtures("wide_plain_terminal")
 
 
 def cp4_forwards(sizes, date="2026-11-02"):

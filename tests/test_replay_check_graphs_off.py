@@ -18,11 +18,7 @@ TRACE = "tests/assets/traces/good.jsonl"
 SIZES = (100, 700, 3000)
 
 
-@pytest.fixture(autouse=True)
-def wide(monkeypatch):
-    monkeypatch.setenv("CPBCG_WIDTH", "220")
-    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+pytestmark = pytest.mark.usefixtures("wide_plain_terminal")
 
 
 def launch(graphs: bool, sizes=SIZES) -> str:

@@ -18,11 +18,7 @@ from test_sglang_log_launches import cp1_log, restart_to_cp2_log
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def wide(monkeypatch):
-    monkeypatch.setenv("CPBCG_WIDTH", "220")
-    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+pytestmark = pytest.mark.usefixtures("wide_plain_terminal")
 
 
 def run(*args, code=0, stdin=None):

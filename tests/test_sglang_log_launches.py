@@ -23,11 +23,7 @@ runner = CliRunner()
 PINNED = ["--page-size", "1", "--chunked-prefill-size", "8192", "--no-recommend"]
 
 
-@pytest.fixture(autouse=True)
-def wide(monkeypatch):
-    monkeypatch.setenv("CPBCG_WIDTH", "220")
-    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+pytestmark = pytest.mark.usefixtures("wide_plain_terminal")
 
 
 def plan_json(*args, stdin=None):
