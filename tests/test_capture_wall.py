@@ -152,8 +152,24 @@ def test_cli_prints_the_wall_line_and_progress_lines_off_a_terminal(tmp_path, mo
     assert [line.split(" done")[0] for line in lines] == [
         "cpbcg: capture: capture bucket 128", "cpbcg: capture: capture bucket 64",
         "cpbcg: capture: verify bucket 128", "cpbcg: capture: verify bucket 64"]
-    assert lines[-1].endswith("s so far)") and "(4/4 steps," in lines[-1]
+    assert all(line.endswith("s so far)") for line in lines[:2])  # no ETA before a bucket is verified
+    assert " s so far, about " in lines[2] and lines[2].endswith(" s left)")
+    assert lines[-1].endswith("s so far, about 0 s left)") and "(4/4 steps," in lines[-1]
     wall = orjson.loads(out.read_bytes())["wall_s"]
     assert f"wall time {wall['total_s']:.1f} s: setup {wall['setup_s']:.1f} s, trace sampling 0.0 s, " in result.stderr
     assert f"({wall['layouts']:,} layouts replayed; timed forwards 0.0 s)" in result.stderr
     assert "verify_s" in result.stdout
+
+
+def test_progress_eta_scales_the_verification_time_per_token_to_the_buckets_left():
+    progress = capture_output.CaptureProgress(enabled=False)
+    for bucket in (4096, 1024, 512):
+        progress.step("capture", bucket)
+    assert progress.eta_s(100.0) is None  # nothing verified yet
+    progress.phase("verify", 4096)
+    began = progress.verify_began
+    assert began is not None
+    progress.step("verify", 4096)
+    assert progress.eta_s(began + 40.0) == pytest.approx(40.0 * 1536 / 4096)
+    progress.step("verify", 1024)
+    assert progress.eta_s(began + 50.0) == pytest.approx(50.0 * 512 / 5120)

@@ -1,5 +1,7 @@
 """Zigzag sharding in torch agrees with the planner, round-trips, and CP attention is exact."""
 
+import dataclasses
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -8,9 +10,9 @@ import torch.nn.functional as F  # noqa: E402
 
 from cpbcg.graph_capture.comm import EmulatedGroup  # noqa: E402
 from cpbcg.graph_capture.forward import cp_forward  # noqa: E402
-from cpbcg.graph_capture.model import build_model, expand_kv, piece, reference_forward  # noqa: E402
+from cpbcg.graph_capture.model import build_model, causal_attention_by_request, expand_kv, piece, reference_forward  # noqa: E402
 from cpbcg.graph_capture.presets import load_model_preset  # noqa: E402
-from cpbcg.graph_capture.zigzag import cp_attention, plan_zigzag, shard, unshard  # noqa: E402
+from cpbcg.graph_capture.zigzag import cp_attention, dense_cp_attention, plan_zigzag, shard, unshard  # noqa: E402
 from cpbcg.errors import CaptureError  # noqa: E402
 from cpbcg.planner.model.layout import BatchSet, CPLayout, local_rows, local_tokens, zigzag_blocks  # noqa: E402
 
@@ -112,4 +114,40 @@ def test_attention_hands_sdpa_4d_tensors(monkeypatch):
     assert cp_attention(q, kv, kv, plan, 1).shape == (16, 64)
     model = build_model(load_model_preset("tiny"), 1, seed=0, device=CPU, dtype=torch.float32)
     reference_forward(model, torch.randn(40, 64), [40])
-    assert seen == [((1, 4, 16, 16), (1, 4, 64, 16), (1, 1, 16, 64), False), ((1, 4, 40, 16), (1, 4, 40, 16), None, True)]
+    # CP attention: one tile of rank 1's 16 query rows, its 2 KV heads' 2 query heads each stacked
+    # (2 x 16 rows), over the 61 sorted keys up to its last query's position (not all 64 gathered rows)
+    assert seen == [((1, 2, 32, 16), (1, 2, 61, 16), (1, 1, 32, 61), False), ((1, 4, 40, 16), (1, 4, 40, 16), None, True)]
+
+
+def _swapped_metadata_plan(lens, cp, rows):
+    """A plan whose rows hold the wrong tokens for its metadata (request ids, positions shuffled per rank)."""
+    plan = plan_zigzag(lens, cp, rows, CPU)
+    perm = torch.randperm(rows, generator=torch.Generator().manual_seed(1))
+    return dataclasses.replace(plan, request_id=plan.request_id[:, perm], position=plan.position[:, perm], _masks={})
+
+
+@pytest.mark.parametrize("lens, cp, rows", [([37, 16, 61], 2, 64), ([37, 16, 61], 4, 40), ([9] * 40 + [700], 4, 300),
+                                            ([1534, 161, 353], 4, 576), ([3000], 2, 1600)])
+def test_block_sparse_cp_attention_equals_dense_masked_attention(lens, cp, rows):
+    """The tiles see exactly the keys `attention_mask` shows each query (padding queries: only
+    themselves), on good plans and on one whose metadata does not match its rows."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(cp, rows, 4, 16), torch.randn(cp * rows, 2, 16), torch.randn(cp * rows, 2, 16)
+    for plan in (plan_zigzag(lens, cp, rows, CPU), _swapped_metadata_plan(lens, cp, rows)):
+        for r in range(cp):
+            torch.testing.assert_close(cp_attention(q[r], k, v, plan, r), dense_cp_attention(q[r], k, v, plan, r),
+                                       atol=2e-6, rtol=2e-6)
+
+
+def test_reference_attention_batches_requests_of_equal_length():
+    torch.manual_seed(0)
+    lens = [9, 9, 30, 9, 1, 30, 9]
+    n = sum(lens)
+    q, k, v = torch.randn(n, 4, 16), torch.randn(n, 2, 16), torch.randn(n, 2, 16)
+    want, start = [], 0
+    for length in lens:
+        sl = slice(start, start + length)
+        want.append(F.scaled_dot_product_attention(q[sl].transpose(0, 1), expand_kv(k[sl], 4).transpose(0, 1),
+                                                   expand_kv(v[sl], 4).transpose(0, 1), is_causal=True).transpose(0, 1).reshape(length, -1))
+        start += length
+    torch.testing.assert_close(causal_attention_by_request(q, k, v, lens), torch.cat(want), atol=1e-6, rtol=1e-6)

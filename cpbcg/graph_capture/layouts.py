@@ -50,6 +50,19 @@ def _longest_tail(prefix: list[int], budget: int, capacity: int, cp: CPLayout) -
     return best
 
 
+def _most_requests(short: int, bucket: int, capacity: int, cp: CPLayout) -> int:
+    """Most `short`-token requests with `count*short <= bucket` and rows <= capacity (both grow
+    with the count, so a binary search finds the same count as adding one request at a time)."""
+    low, high = 0, bucket // short
+    while low < high:
+        mid = (low + high + 1) // 2
+        if rows_needed([short] * mid, cp) <= capacity:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def adversarial_layouts(bucket: int, capacity: int, cp: CPLayout) -> list[LiveLayout]:
     """Worst admitted layouts for one bucket, plus an overflow probe when one exists.
 
@@ -58,9 +71,7 @@ def adversarial_layouts(bucket: int, capacity: int, cp: CPLayout) -> list[LiveLa
     `overflow_probe`: `n <= B` but `rows > C(B)`; the harness must refuse it.
     """
     short = cp.model.adversarial_request_tokens
-    count = 0
-    while short * (count + 1) <= bucket and rows_needed([short] * (count + 1), cp) <= capacity:
-        count += 1
+    count = _most_requests(short, bucket, capacity, cp)
     out: list[LiveLayout] = []
     if count:
         shorts = [short] * count

@@ -196,21 +196,43 @@ def sdpa_kernel(dims: ModelDims, device: torch.device, dtype: torch.dtype, maske
     return SDPA_KERNELS.get(code, "math")
 
 
+def causal_attention_by_request(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                extend_seq_lens: Sequence[int]) -> torch.Tensor:
+    """Causal attention within each request of a concatenated batch: `q [n, H, D]`, `k, v
+    [n, KV, D]` → `[n, H*D]`. Requests of equal length go through one batched SDPA call
+    (`[requests, H, length, D]`, `is_causal=True`), so a batch of many short requests costs a
+    few calls, not one per request."""
+    dims_h, dim = q.shape[1], q.shape[2]
+    lens = torch.tensor([int(x) for x in extend_seq_lens], dtype=torch.int64)
+    starts = torch.cumsum(lens, 0) - lens
+    out = q.new_empty(q.shape[0], dims_h * dim)
+    for length in torch.unique(lens).tolist():
+        first = starts[lens == length]
+        if len(first) == 1:
+            sl = slice(int(first[0]), int(first[0]) + length)
+            out[sl] = attention(q[sl], k[sl], v[sl], is_causal=True)
+            continue
+        rows = (first[:, None] + torch.arange(length)).reshape(-1).to(q.device)
+        m = len(first)
+        per = lambda t: t.index_select(0, rows).view(m, length, t.shape[1], dim)  # noqa: E731
+        q4 = per(q).transpose(1, 2)
+        k4, v4 = (expand_kv(per(t).flatten(0, 1), dims_h).view(m, length, dims_h, dim).transpose(1, 2) for t in (k, v))
+        o = F.scaled_dot_product_attention(q4, k4, v4, is_causal=True)  # [m, H, length, D]
+        out[rows] = o.transpose(1, 2).reshape(m * length, dims_h * dim)
+    return out
+
+
 def reference_forward(model: ProxyModel, x: torch.Tensor, extend_seq_lens: Sequence[int]) -> torch.Tensor:
     """Unsharded eager forward of a whole batch: `x [n, hidden]` → `[n, hidden]`.
 
-    Attention is causal within each request (requests concatenated in order), computed one
-    request at a time with `is_causal=True`: independent of the CP code it verifies.
+    Attention is causal within each request (requests concatenated in order), computed with
+    `is_causal=True` per request (`causal_attention_by_request`, requests of equal length
+    batched): independent of the CP code it verifies.
     """
     dims = model.dims
     for layer in model.layers:
         q, k, v = split_qkv(pre_attention(layer, x), dims)
-        outs, start = [], 0
-        for length in extend_seq_lens:
-            sl = slice(start, start + length)
-            outs.append(attention(q[sl], k[sl], v[sl], is_causal=True))
-            start += length
-        x = post_attention(layer, x, torch.cat(outs))
+        x = post_attention(layer, x, causal_attention_by_request(q, k, v, extend_seq_lens))
     return x
 
 

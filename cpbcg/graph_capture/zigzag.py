@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+
 from cpbcg.graph_capture.model import attention
 from cpbcg.errors import CaptureError
 from cpbcg.planner.model.layout import zigzag_blocks
@@ -141,10 +143,60 @@ def _mask(plan: ShardPlan, rank: int) -> torch.Tensor:
     return mask
 
 
+QUERY_TILE_ROWS = 128
+"""Query rows per SDPA call of the block-sparse CP attention (each tile attends to the key span
+its rows need: the causal prefix of their requests, not every gathered row)."""
+
+
+@dataclass(frozen=True)
+class _Tiles:
+    """One rank's block-sparse attention schedule (index tensors on the plan's device)."""
+
+    key_order: torch.Tensor
+    """[real keys] int64: gathered rows sorted by (request, position), padding keys left out."""
+    tiles: tuple[tuple[torch.Tensor, int, int, torch.Tensor], ...]
+    """Per tile: its query rows, the span `[lo, hi)` of `key_order` it reads, and its
+    `[rows, hi-lo]` bool mask (the causal mask `attention_mask` restricted to that span)."""
+    pad_rows: torch.Tensor
+    """Padding query rows of the rank (each attends only to its own key)."""
+
+
+def _tiles(plan: ShardPlan, rank: int) -> _Tiles:
+    """The rank's tiles, derived from the plan's request ids and positions only (as the mask is):
+    keys sorted by (request, position) put every query's visible keys — its request's keys at
+    positions <= its own — in one contiguous run `[lo, hi)`, so a tile of consecutive query rows
+    reads the union of its rows' runs and masks the rest exactly as `attention_mask` does."""
+    req, pos = plan.request_id.cpu().numpy(), plan.position.cpu().numpy()
+    k_req, k_pos = req.reshape(-1), pos.reshape(-1)
+    span = int(max(pos.max(initial=0), 0)) + 1
+    keys = np.flatnonzero(k_req >= 0)
+    key_code = k_req[keys] * span + k_pos[keys]
+    order = np.argsort(key_code, kind="stable")
+    sorted_code = key_code[order]
+    q_req, q_pos = req[rank], pos[rank]
+    real = np.flatnonzero(q_req >= 0)
+    lo = np.searchsorted(sorted_code, q_req[real] * span, side="left")
+    hi = np.searchsorted(sorted_code, q_req[real] * span + q_pos[real], side="right")
+    device = plan.request_id.device
+    as_t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
+    tiles = []
+    for start in range(0, len(real), QUERY_TILE_ROWS):
+        t_lo, t_hi = lo[start:start + QUERY_TILE_ROWS], hi[start:start + QUERY_TILE_ROWS]
+        first, last = int(t_lo.min()), int(max(t_hi.max(), t_lo.min()))
+        cols = np.arange(first, last)
+        mask = (cols[None, :] >= t_lo[:, None]) & (cols[None, :] < t_hi[:, None])
+        tiles.append((as_t(real[start:start + QUERY_TILE_ROWS]), first, last, as_t(mask)))
+    return _Tiles(as_t(keys[order]), tuple(tiles), as_t(np.flatnonzero(q_req < 0)))
+
+
 def cp_attention(
     q: torch.Tensor, k_all: torch.Tensor, v_all: torch.Tensor, plan: ShardPlan, rank: int
 ) -> torch.Tensor:
-    """Zigzag CP attention of one rank's queries over the keys/values gathered from all ranks.
+    """Zigzag CP attention of one rank's queries over the keys/values gathered from all ranks,
+    block-sparse: equal to SDPA under `plan.attention_mask(rank)` (the same visible keys per
+    query), computed per tile of `QUERY_TILE_ROWS` query rows over only the key span the tile's
+    requests need (the causal zigzag mask's nonzero blocks), with GQA heads grouped rather than
+    expanded. A padding query's output is its own value row (it sees only its own key).
 
     Args:
         q: [rows, H, D] this rank's queries.
@@ -153,4 +205,32 @@ def cp_attention(
     Returns:
         [rows, H*D] attention output in `q.dtype` (4-D SDPA, so fused kernels run where they can).
     """
+    key = ("tiles", rank)
+    if key not in plan._masks:
+        plan._masks[key] = _tiles(plan, rank)
+    sched: _Tiles = plan._masks[key]
+    rows, heads, dim = q.shape
+    kv_heads = k_all.shape[1]
+    group = heads // kv_heads
+    out = q.new_empty(rows, heads * dim)
+    k_sorted, v_sorted = k_all.index_select(0, sched.key_order), v_all.index_select(0, sched.key_order)
+    for q_rows, lo, hi, mask in sched.tiles:
+        t = q_rows.shape[0]
+        # [t, KV*G, D] -> [1, KV, G*t, D]: each KV head's G query heads stacked along the rows
+        q4 = q.index_select(0, q_rows).view(t, kv_heads, group, dim).permute(1, 2, 0, 3).reshape(1, kv_heads, group * t, dim)
+        k4, v4 = (s[lo:hi].transpose(0, 1).unsqueeze(0) for s in (k_sorted, v_sorted))
+        m4 = mask.repeat(group, 1)[None, None]
+        o = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=m4)  # [1, KV, G*t, D]
+        out[q_rows] = o.view(kv_heads, group, t, dim).permute(2, 0, 1, 3).reshape(t, heads * dim)
+    if sched.pad_rows.numel():
+        own = v_all.index_select(0, sched.pad_rows + rank * plan.rows)  # [P, KV, D]
+        out[sched.pad_rows] = own.repeat_interleave(group, dim=1).reshape(-1, heads * dim)
+    return out
+
+
+def dense_cp_attention(
+    q: torch.Tensor, k_all: torch.Tensor, v_all: torch.Tensor, plan: ShardPlan, rank: int
+) -> torch.Tensor:
+    """`cp_attention` as one SDPA call under the dense `[rows, cp_size*rows]` mask (the
+    definition the block-sparse version is tested against; costs `cp_size` times the keys)."""
     return attention(q, k_all, v_all, mask=plan.attention_mask(rank))

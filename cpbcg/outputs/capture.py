@@ -66,7 +66,8 @@ class CaptureProgress:
     """What `cpbcg capture` shows while it runs (stderr, rank 0 only): on a terminal a rich bar
     of the bucket steps (capture, then verification, per bucket) naming the phase and bucket in
     progress; elsewhere (CI logs), once the run has lasted `PROGRESS_LINES_AFTER_S`, one line per
-    finished bucket step. `enabled` None: on torchrun's rank 0 only (`RANK`)."""
+    finished bucket step. Both give an ETA once a bucket is verified (`eta_s`). `enabled` None:
+    on torchrun's rank 0 only (`RANK`)."""
 
     def __init__(self, enabled: bool | None = None):
         self.enabled = os.environ.get("RANK", "0") == "0" if enabled is None else enabled
@@ -74,6 +75,10 @@ class CaptureProgress:
         self.done = 0
         self.began = time.perf_counter()
         self.phase_began = self.began
+        self.captured: list[int] = []
+        """Buckets captured so far (the ones verification will replay)."""
+        self.verified_tokens = 0
+        self.verify_began: float | None = None
         self._stack = ExitStack()
         self._bar: Callable[..., object] | None = None
 
@@ -87,20 +92,41 @@ class CaptureProgress:
         self.total = 2 * buckets
         self._bar = self._stack.enter_context(progress_bar("capture", total=self.total, enabled=self.enabled))
 
+    def eta_s(self, now: float) -> float | None:
+        """Seconds left, estimated once a bucket is verified: verification dominates a run, and
+        its time so far per bucket token times the tokens of the buckets still to verify (an
+        assumption: a bucket's verification costs in proportion to its tokens; the largest go
+        first, so the estimate errs long). None before."""
+        if self.verify_began is None or not self.verified_tokens:
+            return None
+        left = sum(self.captured) - self.verified_tokens
+        return max(left, 0) * (now - self.verify_began) / self.verified_tokens
+
+    def _eta_words(self, now: float) -> str:
+        eta = self.eta_s(now)
+        return "" if eta is None else f", about {eta:.0f} s left"
+
     def phase(self, phase: str, bucket: int) -> None:
         self.phase_began = time.perf_counter()
+        if phase == "verify" and self.verify_began is None:
+            self.verify_began = self.phase_began
         words = PHASE_WORDS.get(phase, phase) + (f" bucket {bucket:,}" if bucket else "")
         if self._bar is not None:
-            self._bar(0, description=words)
+            self._bar(0, description=words + self._eta_words(self.phase_began))
 
     def step(self, phase: str, bucket: int) -> None:
         self.done += 1
+        if phase == "capture":
+            self.captured.append(bucket)
+        elif phase == "verify":
+            self.verified_tokens += bucket
         if self._bar is not None:
             self._bar(1)
         now = time.perf_counter()
         if self.enabled and not stderr_is_terminal() and now - self.began >= PROGRESS_LINES_AFTER_S:
             stderr_console().print(f"cpbcg: capture: {phase} bucket {bucket:,} done in {now - self.phase_began:.1f} s "
-                                   f"({self.done}/{self.total} steps, {now - self.began:.0f} s so far)", highlight=False)
+                                   f"({self.done}/{self.total} steps, {now - self.began:.0f} s so far{self._eta_words(now)})",
+                                   highlight=False)
 
 
 def wall_line(wall: dict[str, Any]) -> str:
