@@ -20,7 +20,9 @@ to the 1M comparison).
 Every figure is min / median / max over `--runs` fresh processes after one warm-up run (which
 also fills numba's on-disk cache of the compiled scheduler loop), wall and CPU seconds (CPU:
 user + system of the process and its workers), and the peak RSS of the largest process
-(workers included). Each run is measured by a small wrapper process of its own
+(workers included). `--cold` adds request-trace runs with numba's cache emptied (no warm-up: each
+compiles the loop). The warm runs see the cache that `pip install -e .` writes (setup.py), which is
+what a user's first run finds. Each run is measured by a small wrapper process of its own
 (`getrusage(RUSAGE_CHILDREN)`), so runs do not see each other's peaks. Numbers go in the
 README; nothing here is asserted by the test suite.
 """
@@ -95,11 +97,23 @@ def without(modules: list[str], workdir: Path) -> dict[str, str]:
     return env
 
 
-def run_once(argv: list[str]) -> tuple[dict[str, float], bytes]:
+def run_once(argv: list[str], env: dict[str, str] | None = None) -> tuple[dict[str, float], bytes]:
     """One fresh run of `argv` in its own wrapper: (wall_s, cpu_s, rss_mb) and its stdout."""
-    out = subprocess.run([sys.executable, "-c", WRAPPER, *argv], check=True, capture_output=True, env=CHILD_ENV).stdout
+    out = subprocess.run([sys.executable, "-c", WRAPPER, *argv], check=True, capture_output=True, env=env or CHILD_ENV).stdout
     head, _, body = out.partition(b"\n")
     return json.loads(head), body
+
+
+def cold(argv: list[str], runs: int, workdir: Path) -> list[dict[str, float]]:
+    """`runs` fresh runs, each with numba's cache emptied (`NUMBA_CACHE_DIR` a new empty folder,
+    so the cache that `pip install -e .` wrote beside kernel.py is not read): the compile a first
+    run paid before issue 44, and what a run pays where the install could not write the cache."""
+    figures = []
+    for i in range(runs):
+        folder = workdir / f"numba-cache-cold-{os.getpid()}-{i}"
+        subprocess.run(["rm", "-rf", str(folder)], check=True)
+        figures.append(run_once(argv, {**(CHILD_ENV or os.environ), "NUMBA_CACHE_DIR": str(folder)})[0])
+    return figures
 
 
 def timed(argv: list[str], runs: int) -> tuple[list[dict[str, float]], bytes]:
@@ -132,6 +146,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/cpbcg-bench-requests"))
     parser.add_argument("--without", default="", help="comma-separated modules the timed processes cannot import "
                         "(pyarrow: what a plain install gets; numba,pyarrow: a plain install before issue 34)")
+    parser.add_argument("--cold", action="store_true", help="also time request-trace runs with numba's cache emptied "
+                        "(each run compiles the scheduler loop, as a first run did before the install wrote the cache)")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     if args.without:
@@ -154,6 +170,9 @@ def main() -> None:
     batch_s = show(f"batch trace, {args.requests:,} lines", timed([*cpbcg, "plan", "-t", str(batches), "-f", "json"], args.runs)[0])
     request_s = show(f"request trace, {args.requests:,} requests", timed([*cpbcg, "plan", "-t", str(requests), "-f", "json"], args.runs)[0])
     print(f"request / batch (median wall): {request_s / batch_s:.2f}x", flush=True)
+    if args.cold:
+        cold_s = show("request trace, numba cache emptied (cold)", cold([*cpbcg, "plan", "-t", str(requests), "-f", "json"], args.runs, args.workdir))
+        print(f"cold request / batch (median wall): {cold_s / batch_s:.2f}x", flush=True)
     if args.big_requests:
         big = args.workdir / f"requests-{args.big_requests}.csv"
         if not big.exists():

@@ -104,9 +104,9 @@ def test_attention_hands_sdpa_4d_tensors(monkeypatch):
     seen = []
     real = F.scaled_dot_product_attention
 
-    def spy(q, k, v, attn_mask=None, is_causal=False):
+    def spy(q, k, v, attn_mask=None, is_causal=False, **kw):
         seen.append((tuple(q.shape), tuple(k.shape), None if attn_mask is None else tuple(attn_mask.shape), is_causal))
-        return real(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+        return real(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kw)
 
     monkeypatch.setattr(model_module.F, "scaled_dot_product_attention", spy)
     plan = plan_zigzag([40, 24], 4, 16, CPU)
@@ -114,9 +114,9 @@ def test_attention_hands_sdpa_4d_tensors(monkeypatch):
     assert cp_attention(q, kv, kv, plan, 1).shape == (16, 64)
     model = build_model(load_model_preset("tiny"), 1, seed=0, device=CPU, dtype=torch.float32)
     reference_forward(model, torch.randn(40, 64), [40])
-    # CP attention: one tile of rank 1's 16 query rows, its 2 KV heads' 2 query heads each stacked
-    # (2 x 16 rows), over the 61 sorted keys up to its last query's position (not all 64 gathered rows)
-    assert seen == [((1, 2, 32, 16), (1, 2, 61, 16), (1, 1, 32, 61), False), ((1, 4, 40, 16), (1, 4, 40, 16), None, True)]
+    # CP attention: one tile of rank 1's 16 query rows (4 heads over 2 KV heads, enable_gqa), over
+    # the 61 sorted keys up to its last query's position (not all 64 gathered rows)
+    assert seen == [((1, 4, 16, 16), (1, 2, 61, 16), (1, 1, 16, 61), False), ((1, 4, 40, 16), (1, 4, 40, 16), None, True)]
 
 
 def _swapped_metadata_plan(lens, cp, rows):

@@ -80,3 +80,14 @@ def test_the_kernel_runs_where_it_applies(monkeypatch):
     list(Simulation(chunks(0, 50, True), SchedulerSettings(), compiled=False))
     list(Simulation(chunks(0, 50, True), SchedulerSettings(prefix_cache="unlimited")))  # the generator
     assert ran == [len(chunks(0, 50, True)), len(chunks(0, 49, True))]  # the chunks read ahead are handed on
+
+
+def test_write_cache_puts_the_compiled_loop_in_numbas_cache_beside_kernel_py():
+    """What setup.py calls at install: the run over an empty trace ends DONE and leaves `run`'s
+    cache index where numba looks for it first (the source file's __pycache__)."""
+    from pathlib import Path
+
+    path = Path(kernel.write_cache())
+    assert path == Path(kernel.__file__).parent / "__pycache__"
+    assert sorted(p.name.split("-")[0] for p in path.glob("kernel.*.nbi")) == [
+        "kernel._advance", "kernel._heap_pop", "kernel._heap_push", "kernel._held_at", "kernel._join", "kernel._kv_now", "kernel.run"]

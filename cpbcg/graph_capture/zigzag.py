@@ -154,17 +154,18 @@ class _Tiles:
 
     key_order: torch.Tensor
     """[real keys] int64: gathered rows sorted by (request, position), padding keys left out."""
-    tiles: tuple[tuple[torch.Tensor, int, int, torch.Tensor], ...]
-    """Per tile: its query rows, the span `[lo, hi)` of `key_order` it reads, and its
-    `[rows, hi-lo]` bool mask (the causal mask `attention_mask` restricted to that span)."""
+    tiles: tuple[tuple[slice | torch.Tensor, int, int, torch.Tensor], ...]
+    """Per tile: its query rows (a slice where they are consecutive), the span `[lo, hi)` of
+    `key_order` it reads, and its `[1, 1, rows, hi-lo]` bool mask (the causal mask
+    `attention_mask` restricted to that span)."""
     pad_rows: torch.Tensor
     """Padding query rows of the rank (each attends only to its own key)."""
 
 
 def _tiles(plan: ShardPlan, rank: int) -> _Tiles:
     """The rank's tiles, derived from the plan's request ids and positions only (as the mask is):
-    keys sorted by (request, position) put every query's visible keys — its request's keys at
-    positions <= its own — in one contiguous run `[lo, hi)`, so a tile of consecutive query rows
+    keys sorted by (request, position) put every query's visible keys (its request's keys at
+    positions <= its own) in one contiguous run `[lo, hi)`, so a tile of consecutive query rows
     reads the union of its rows' runs and masks the rest exactly as `attention_mask` does."""
     req, pos = plan.request_id.cpu().numpy(), plan.position.cpu().numpy()
     k_req, k_pos = req.reshape(-1), pos.reshape(-1)
@@ -181,12 +182,26 @@ def _tiles(plan: ShardPlan, rank: int) -> _Tiles:
     as_t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
     tiles = []
     for start in range(0, len(real), QUERY_TILE_ROWS):
+        rows = real[start:start + QUERY_TILE_ROWS]
         t_lo, t_hi = lo[start:start + QUERY_TILE_ROWS], hi[start:start + QUERY_TILE_ROWS]
         first, last = int(t_lo.min()), int(max(t_hi.max(), t_lo.min()))
         cols = np.arange(first, last)
         mask = (cols[None, :] >= t_lo[:, None]) & (cols[None, :] < t_hi[:, None])
-        tiles.append((as_t(real[start:start + QUERY_TILE_ROWS]), first, last, as_t(mask)))
+        consecutive = rows[-1] - rows[0] == len(rows) - 1
+        where = slice(int(rows[0]), int(rows[-1]) + 1) if consecutive else as_t(rows)
+        tiles.append((where, first, last, as_t(mask)[None, None]))
     return _Tiles(as_t(keys[order]), tuple(tiles), as_t(np.flatnonzero(q_req < 0)))
+
+
+def _sorted_kv(plan: ShardPlan, order: torch.Tensor, k_all: torch.Tensor, v_all: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`k_all`, `v_all` rows in `order` as `[1, KV, keys, D]`, kept for the other ranks of the
+    same layer (they attend over the same gathered tensors)."""
+    last = plan._masks.get("sorted_kv")
+    if last is not None and last[0] is k_all and last[1] is v_all:
+        return last[2], last[3]
+    k4, v4 = (t.index_select(0, order).transpose(0, 1).unsqueeze(0) for t in (k_all, v_all))
+    plan._masks["sorted_kv"] = (k_all, v_all, k4, v4)
+    return k4, v4
 
 
 def cp_attention(
@@ -195,8 +210,8 @@ def cp_attention(
     """Zigzag CP attention of one rank's queries over the keys/values gathered from all ranks,
     block-sparse: equal to SDPA under `plan.attention_mask(rank)` (the same visible keys per
     query), computed per tile of `QUERY_TILE_ROWS` query rows over only the key span the tile's
-    requests need (the causal zigzag mask's nonzero blocks), with GQA heads grouped rather than
-    expanded. A padding query's output is its own value row (it sees only its own key).
+    requests need (the causal zigzag mask's nonzero blocks), GQA by SDPA's `enable_gqa` rather
+    than expanded keys. A padding query's output is its own value row (it sees only its own key).
 
     Args:
         q: [rows, H, D] this rank's queries.
@@ -210,21 +225,15 @@ def cp_attention(
         plan._masks[key] = _tiles(plan, rank)
     sched: _Tiles = plan._masks[key]
     rows, heads, dim = q.shape
-    kv_heads = k_all.shape[1]
-    group = heads // kv_heads
     out = q.new_empty(rows, heads * dim)
-    k_sorted, v_sorted = k_all.index_select(0, sched.key_order), v_all.index_select(0, sched.key_order)
-    for q_rows, lo, hi, mask in sched.tiles:
-        t = q_rows.shape[0]
-        # [t, KV*G, D] -> [1, KV, G*t, D]: each KV head's G query heads stacked along the rows
-        q4 = q.index_select(0, q_rows).view(t, kv_heads, group, dim).permute(1, 2, 0, 3).reshape(1, kv_heads, group * t, dim)
-        k4, v4 = (s[lo:hi].transpose(0, 1).unsqueeze(0) for s in (k_sorted, v_sorted))
-        m4 = mask.repeat(group, 1)[None, None]
-        o = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=m4)  # [1, KV, G*t, D]
-        out[q_rows] = o.view(kv_heads, group, t, dim).permute(2, 0, 1, 3).reshape(t, heads * dim)
+    k4, v4 = _sorted_kv(plan, sched.key_order, k_all, v_all)
+    for where, lo, hi, mask in sched.tiles:
+        q4 = q[where].transpose(0, 1).unsqueeze(0)  # [1, H, t, D]
+        o = F.scaled_dot_product_attention(q4, k4[:, :, lo:hi], v4[:, :, lo:hi], attn_mask=mask, enable_gqa=True)
+        out[where] = o[0].transpose(0, 1).reshape(-1, heads * dim)
     if sched.pad_rows.numel():
         own = v_all.index_select(0, sched.pad_rows + rank * plan.rows)  # [P, KV, D]
-        out[sched.pad_rows] = own.repeat_interleave(group, dim=1).reshape(-1, heads * dim)
+        out[sched.pad_rows] = own.repeat_interleave(heads // own.shape[1], dim=1).reshape(-1, heads * dim)
     return out
 
 

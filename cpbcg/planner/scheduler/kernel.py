@@ -17,6 +17,7 @@ in the `ints`/`floats` arrays and the two heaps, so a call resumes where the las
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -404,3 +405,28 @@ if COMPILED:
     _held_at, _heap_push, _heap_pop = _jit(_held_at), _jit(_heap_push), _jit(_heap_pop)
     _advance, _join, _kv_now = _jit(_advance), _jit(_join), _jit(_kv_now)
     run = _jit(run)
+
+
+def write_cache() -> str:
+    """Compile `run` (and the helpers it calls) for the argument types every simulation passes
+    (`simulation._kernel_loop`: 1-D int64 / float64 / bool arrays, an int and a bool) by running
+    it over an empty trace, which writes numba's on-disk cache beside this file. setup.py calls
+    it at install, so a user's first request-trace plan loads the loop instead of compiling it.
+    Returns the cache directory. Raises `RuntimeError` without numba."""
+    if not COMPILED:
+        raise RuntimeError("numba is not installed: nothing to compile")
+    def ints(n: int) -> Ints:
+        return np.zeros(n, dtype=np.int64)
+
+    cfg = ints(10)
+    cfg[PAGE], cfg[OUT_LIMIT] = 1, 1
+    for limit in (CHUNK_BUDGET, REQUEST_LIMIT, SLOTS, POOL):
+        cfg[limit] = NO_LIMIT
+    floats = np.zeros(NUM_FLOATS, dtype=np.float64)
+    status = run(cfg, np.ones(7, dtype=np.float64), ints(NUM_INTS), floats, ints(1), ints(2), ints(2), ints(2), ints(2),
+                 np.zeros(0, dtype=np.float64), ints(0), ints(0), ints(0), 0, True, ints(1), ints(1), ints(1),
+                 np.zeros(1, dtype=bool))
+    if status != DONE:
+        raise RuntimeError(f"the empty warm-up run ended with status {status}, not DONE")
+    dispatcher: Any = run  # numba's dispatcher (the function itself to mypy)
+    return str(dispatcher.stats.cache_path)
