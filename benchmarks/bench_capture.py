@@ -1,7 +1,7 @@
 """Benchmark: where a `cpbcg capture` CPU dry run spends its wall time (issue 34).
 
 Run: `python benchmarks/bench_capture.py [--buckets sglang-default:8192] [--trace T] [--cp-size 4]
-[--workdir /tmp/cpbcg-bench-capture]`
+[--workdir /tmp/cpbcg-bench-capture] [--threads 1]`
 
 Runs `cpbcg capture --preset tiny --dry-run` once in a fresh process (the default list is
 SGLang's for 8192 tokens: 57 buckets once those below 2*cp_size are dropped; the default trace
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -30,20 +31,24 @@ def main() -> None:
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE if DEFAULT_TRACE.exists() else None)
     parser.add_argument("--cp-size", type=int, default=4)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/cpbcg-bench-capture"))
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads of the capture process (OMP_NUM_THREADS); default: torch's own (one per core)")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     manifest = args.workdir / "manifest.json"
     argv = [sys.executable, "-m", "cpbcg", "capture", "--preset", "tiny", "--cp-size", str(args.cp_size), "--buckets", args.buckets,
             "--dry-run", "-o", str(manifest)] + (["--trace", str(args.trace)] if args.trace else [])
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = dict(os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {}))
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 3):
         sys.exit(done.stderr.decode()[-2000:])
     doc = json.loads(manifest.read_text())
     w = doc["wall_s"]
-    print(f"{' '.join(argv[1:])}")
+    print(f"{' '.join(argv[1:])}" + (f" (OMP_NUM_THREADS={args.threads})" if args.threads else ""))
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"process: {wall:.1f} s wall, {usage.ru_utime + usage.ru_stime:.1f} s CPU; {len(doc['buckets'])} buckets")
     print(f"run_capture {w['total_s']:.1f} s = setup {w['setup_s']:.1f} + trace sampling {w['sampling_s']:.1f} + capture "
           f"{w['capture_s']:.1f} (warm-ups {w['warmup_s']:.1f}) + verification {w['verify_s']:.1f} ({w['layouts']} layouts; "

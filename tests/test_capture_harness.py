@@ -190,3 +190,17 @@ def test_replay_batches_bucket_that_cannot_be_captured_is_not_verified(monkeypat
     assert (rescued.bucket, rescued.verified, rescued.max_abs_err) == (2304, False, None)
     assert rescued.skip_reason == "out_of_memory: CUDA out of memory. Tried to allocate 8.00 GiB"
     assert natural.bucket == 2048 and natural.verified and natural.skip_reason is None
+
+
+def test_a_cpu_session_runs_on_one_torch_thread_and_gives_the_count_back():
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        session = open_session()
+        assert torch.get_num_threads() == 1 and session.threads_before == 3
+        session.close()
+        assert torch.get_num_threads() == 3 and session.threads_before is None
+        session.close()  # twice: nothing left to restore
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)

@@ -39,6 +39,11 @@ CAUSES: tuple[SkipCause, ...] = ("estimate", "out_of_memory", "capture_error", "
 REPLAY_ITERS = 5
 """Timed forwards per bucket (after one untimed warm-up)."""
 GIB = 2**30
+CPU_THREADS = 1
+"""Torch intra-op threads while a session runs on the CPU (a dry run; restored by `close`). The
+proxy's pieces and attention tiles are small: more threads only wait on each other. Issue 44,
+`benchmarks/bench_capture.py` on the loaded 2-core machine, SGLang's 57 buckets for 8192: 56 s
+wall / 32 s CPU with one thread, about 910 s / 256 s with torch's default two."""
 
 
 _Done = TypeVar("_Done")
@@ -66,6 +71,8 @@ class CaptureSession:
     _kernels: estimate.AttentionKernels | None = field(default=None, repr=False)
     walls: dict[int, dict[str, float]] = field(default_factory=dict)
     """Per bucket, wall seconds by `BucketWall` field name so far (filled by `capture` and `verify_all`)."""
+    threads_before: int | None = None
+    """Torch's intra-op threads before a CPU session set `CPU_THREADS` (restored by `close`)."""
 
     @classmethod
     def open(cls, cp: CPLayout, spec: CaptureSpec, dims: ModelDims, num_layers: int, seed: int = 0,
@@ -79,11 +86,19 @@ class CaptureSession:
             raise CaptureError("cp_strategy: capture emulates zigzag CP only (cp_strategy zigzag with cp_size >= 2)")
         group, device = init_group(cp.cp_size, want_cuda=not dry_run)
         backend: GraphBackend = CudaBackend() if device.type == "cuda" else EagerBackend()
+        threads_before = None
+        if device.type == "cpu":
+            threads_before = torch.get_num_threads()
+            torch.set_num_threads(CPU_THREADS)
         model = build_model(dims, num_layers, seed, device, torch_dtype(dtype or dims.dtype))
-        return cls(cp, spec, model, upcast(model), backend, group, seed)
+        return cls(cp, spec, model, upcast(model), backend, group, seed, threads_before=threads_before)
 
     def close(self) -> None:
-        """Tear down the process group of a torchrun launch (no-op when emulating)."""
+        """Restore torch's intra-op threads after a CPU session; tear down the process group of
+        a torchrun launch (no-op when emulating)."""
+        if self.threads_before is not None:
+            torch.set_num_threads(self.threads_before)
+            self.threads_before = None
         if isinstance(self.group, DistGroup):
             import torch.distributed as dist
 
