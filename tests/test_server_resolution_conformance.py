@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpbcg.planner.hardware import GPUS, MLA_ARCHITECTURES, ModelSpec, uses_mla
-from cpbcg.planner.server import parse_launch_words, resolve_server
+from cpbcg.planner.server import MULTIMODAL_ARCHITECTURES, MULTIMODAL_BREAKABLE_GRAPH_ARCHITECTURES, parse_launch_words, resolve_server
 from sglang_oracle import definitions, prefill_cp_bcg, sglang_wheel, wheel_source  # noqa: F401 - fixture
 
 Backend = SimpleNamespace(BREAKABLE="breakable", FULL="full", DISABLED="disabled")
@@ -57,7 +57,15 @@ MODELS = [
     _model("Glm5NextForConditionalGeneration", kv=64, model_type="glm5_next", kv_lora_rank=512),
     _model("DeepseekV32ForCausalLM", kv=128, model_type="deepseek_v32", kv_lora_rank=512),
 ]
+MULTIMODAL = [
+    _model("Qwen2_5_VLForConditionalGeneration", kv=4, model_type="qwen2_5_vl"), _model("LlavaForConditionalGeneration"),
+    _model("Qwen3_5MoeForConditionalGeneration", kv=2, model_type="qwen3_5_moe"), _model("Gemma3ForConditionalGeneration", kv=8, model_type="gemma3"),
+]
+"""Multimodal models: outside 0.5.23's breakable-graph allow-list (Qwen2.5-VL, LLaVA), on it (Qwen3.5 MoE), multimodal off by default (Gemma 3)."""
+MODELS += MULTIMODAL
 FAMILY = {"Glm5NextForConditionalGeneration", "DeepseekV32ForCausalLM"}
+MM_OFF_BY_DEFAULT = {"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration", "Step3VLForConditionalGeneration",
+                     "InklingForConditionalGeneration", "MiMoV2ForCausalLM"}
 BACKENDS = [None, "trtllm_mha", "fa3", "fa4", "flashinfer", "triton", "flashmla", "trtllm_mla", "cutedsl_mla", "hpc_ops", "dsa", "aiter"]
 
 
@@ -121,7 +129,7 @@ def oracle() -> dict:
                                 SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION=_Env(False)),
         "parse_connector_type": lambda path: "local", "ConnectorType": SimpleNamespace(INSTANCE="instance"),
         "resolve_cp_tp_group_sharing": lambda a, m: None, "validate_prefill_cp_platform": lambda a: None,
-        "disable_breakable_cudagraph_if_incompatible": lambda a: None, "disable_full_prefill_cudagraph_if_incompatible": lambda a: None,
+        "disable_full_prefill_cudagraph_if_incompatible": lambda a: None,
         "apply_cuda_graph_disaggregation_roles": lambda a: None, "apply_deepep_adjustments": lambda a: None,
         "xpu_has_xmx_support": lambda: False, "_check_xpu_dcp": lambda a, m: None,
         "IntEnum": enum.IntEnum, "dataclass": dataclasses.dataclass, "field": dataclasses.field,
@@ -135,7 +143,10 @@ def oracle() -> dict:
     definitions("sglang/srt/arg_groups/cuda_graph_hook.py", [
         "parse_cuda_graph_config", "apply_cuda_graph_compatibility", "generate_prefill_cuda_graph_batch_sizes",
         "generate_decode_cuda_graph_batch_sizes", "disable_prefill_cuda_graph_for_deepseek_trtllm_mla",
-        "apply_prefill_cp_cuda_graph_default"], ns)
+        "apply_prefill_cp_cuda_graph_default", "disable_breakable_cudagraph_if_incompatible"], ns)
+    definitions("sglang/srt/configs/model_config.py", [
+        "MIMO_V2_MULTIMODAL_ARCHS", "multimodal_model_archs", "multimodal_breakable_cuda_graph_supported_model_archs",
+        "is_multimodal_model", "is_multimodal_breakable_cuda_graph_supported"], ns)
     definitions("sglang/srt/arg_groups/memory_hook.py", ["_DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS", "handle_gpu_memory_settings",
                                                           "reserve_for_graph_mb", "reserve_for_deepep_a2a_mb"], ns)
     definitions("sglang/srt/arg_groups/attention_hook.py", ["handle_attention_backend_compatibility"], ns)
@@ -151,8 +162,14 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     mla = uses_mla(model)
     hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type)
     CTX.platform, CTX.mla, CTX.gpu = platform, mla, gpu
+    ns = oracle()
+    archs = list(model.architectures)
+    # ModelConfig.__init__'s enable_multimodal default (the part of ModelConfig restated here, not run)
+    enabled = flags.get("enable_multimodal", archs[0] not in MM_OFF_BY_DEFAULT)
+    multimodal = bool(enabled) and not flags.get("language_model_only") and ns["is_multimodal_model"](archs)
     CTX.model_config = SimpleNamespace(
-        attention_arch="MLA" if mla else "MHA", hf_config=hf, hf_text_config=hf, is_multimodal=False, is_encoder_decoder=False,
+        attention_arch="MLA" if mla else "MHA", hf_config=hf, hf_text_config=hf, is_multimodal=multimodal, is_encoder_decoder=False,
+        is_multimodal_breakable_cuda_graph_supported=bool(enabled) and ns["is_multimodal_breakable_cuda_graph_supported"](archs),
         context_len=model.context_length, has_asymmetric_kv=False, has_attention_sinks=False,
         get_num_kv_heads=lambda tp: max(1, model.num_key_value_heads // tp))
     args = SimpleNamespace(
@@ -167,10 +184,10 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
         cuda_graph_max_seq_len_prefill=None, cuda_graph_bs_decode=None, cuda_graph_bs_prefill=None,
         cuda_graph_prefill_max_context=None, cuda_graph_config=None, disaggregation_mode="null", language_only=False,
         language_model_only=False, enable_attn_tp_input_scattered=False, torch_compile_max_bs=None, disable_cuda_graph_padding=False, _raw_input={},
-        _cuda_graph_config_locked=set())
+        _cuda_graph_config_locked=set(),
+        enable_two_batch_overlap=False, moe_a2a_backend="none", enable_multimodal=None)
     for key, value in flags.items():
         setattr(args, key, list(value) if key == "cuda_graph_bs_prefill" else value)
-    ns = oracle()
     hook_module = types.ModuleType("sglang.srt.arg_groups.cuda_graph_hook")
     for name in ("generate_prefill_cuda_graph_batch_sizes", "generate_decode_cuda_graph_batch_sizes"):
         setattr(hook_module, name, ns[name])
@@ -181,10 +198,13 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     bcg.supports_prefill_cp_bcg = ns["supports_prefill_cp_bcg"]
     base = types.ModuleType("sglang.srt.layers.cp.base")
     base.init_cp_strategy = lambda **k: None
+    model_config = types.ModuleType("sglang.srt.configs.model_config")
+    model_config.is_deepseek_v4 = lambda config: False  # the DeepSeek-V4 and KDA rules are NOT_MODELLED: no such model drawn
+    model_config.uses_kda_attention = lambda config: False
     for name in ("sglang", "sglang.srt", "sglang.srt.arg_groups", "sglang.srt.arg_groups.model_overrides", "sglang.srt.layers",
-                 "sglang.srt.layers.cp"):
+                 "sglang.srt.layers.cp", "sglang.srt.configs"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    for module in (hook_module, qwen, bcg, base):
+    for module in (hook_module, qwen, bcg, base, model_config):
         monkeypatch.setitem(sys.modules, module.__name__, module)
     run_pass = _run_pass
 
@@ -255,6 +275,8 @@ def deployments(draw):
         "cuda_graph_max_bs_prefill": _optional([2048, 12288]), "cuda_graph_bs_prefill": _optional([(512, 1024, 3000)]),
         "cuda_graph_backend_prefill": _optional(["breakable", "disabled"]), "disable_cuda_graph": _optional([True]),
         "model_path": _optional(["meta-llama/Llama-2-70b-hf", "org/model"]),
+        "enable_multimodal": _optional([True, False]), "language_model_only": _optional([True]), "dcp_size": _optional([1, 2]),
+        "enable_two_batch_overlap": _optional([True]), "moe_a2a_backend": _optional(["none", "deepep", "mooncake", "flashinfer"]),
     }
     if model.architecture not in FAMILY:
         choices |= {"dp_size": _optional([1, 2]), "attn_dp_size": _optional([1, 2])}
@@ -334,3 +356,20 @@ def test_cp_deployments_on_every_gpu_and_model_resolve_as_sglang_does(sglang_whe
                     cases += 1
                     graphs += bool(expected.get("cp_graphs")) and expected.get("prefill_graph_backend") == "breakable"
     assert cases > 1000 and graphs >= 40  # the comparison covers many servers that do capture CP graphs
+
+
+def test_the_multimodal_lists_are_0523s(sglang_wheel):
+    """The multimodal architectures and the breakable-graph allow-list are `configs/model_config.py`'s."""
+    ns = oracle()
+    assert MULTIMODAL_ARCHITECTURES == set(ns["multimodal_model_archs"])
+    assert MULTIMODAL_BREAKABLE_GRAPH_ARCHITECTURES == set(ns["multimodal_breakable_cuda_graph_supported_model_archs"])
+
+
+def test_cp_without_cp_graphs_on_hopper_captures_no_prefill_graph(sglang_wheel, monkeypatch):
+    """The headline rule (`disable_breakable_cudagraph_if_incompatible`): CP-4 zigzag on H200 runs fa3, has no CP
+    graph, and 0.5.23 disables the prefill graph; at cp 1 the same launch keeps breakable graphs."""
+    cp4 = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy": "zigzag"}
+    for flags, backend in ((cp4, "disabled"), ({"tp_size": 4}, "breakable")):
+        expected = sglang_resolve(flags, MODELS[0], GPUS["H200"], monkeypatch)
+        assert expected["prefill_graph_backend"] == backend
+        assert cpbcg_resolve(flags, MODELS[0], GPUS["H200"]) == expected

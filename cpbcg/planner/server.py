@@ -80,21 +80,24 @@ NOT_MODELLED = (
     "deterministic inference, LoRA, hierarchical cache, disaggregation",
     "the DeepSeek family's CP auto-configuration (attention DP from --dp-size) and the DSA CP checks",
     "other automatic prefill-graph disables (KDA models, DeepSeek-V4)",
+    "multimodal detection from a config's text_config / vision_config alone (the architecture list decides)",
 )
 """Parts of 0.5.23's start-up resolution `resolve_server` does not restate."""
 
 _INT_FLAGS = {
     "page_size": 1, "chunked_prefill_size": -1, "max_prefill_tokens": 1, "max_running_requests": 1, "max_total_tokens": 1,
-    "tp_size": 1, "pp_size": 1, "dp_size": 1, "ep_size": 1, "attn_cp_size": 1, "attn_dp_size": 1, "moe_dp_size": 1,
+    "tp_size": 1, "pp_size": 1, "dp_size": 1, "ep_size": 1, "attn_cp_size": 1, "attn_dp_size": 1, "moe_dp_size": 1, "dcp_size": 1,
     "cuda_graph_max_bs_prefill": 1, "prefill_max_requests": 1,
 }
 """Integer server arguments the resolution reads, with the least value accepted."""
 _BOOL_FLAGS = frozenset({"enable_prefill_cp", "disable_cuda_graph", "disable_prefill_cuda_graph", "enable_mixed_chunk",
-                         "disable_radix_cache"})
+                         "disable_radix_cache", "enable_multimodal", "language_model_only", "enable_two_batch_overlap"})
 _TEXT_FLAGS = {
     "attention_backend": ATTENTION_BACKENDS, "prefill_attention_backend": ATTENTION_BACKENDS,
     "decode_attention_backend": ATTENTION_BACKENDS, "cp_strategy": CP_STRATEGIES,
     "cuda_graph_backend_prefill": PREFILL_GRAPH_BACKENDS, "model_path": None, "speculative_algorithm": None,
+    "moe_a2a_backend": frozenset({"none", "deepep", "mooncake", "nixl", "mori", "ascend_fuseep", "flashinfer", "megamoe", "deepep_v2",
+                                  "ascend_tp", "pplx", "flashinfer_megamoe"}),
 }
 _LIST_FLAGS = frozenset({"cuda_graph_bs_prefill"})
 _JSON_FLAGS = frozenset({"cuda_graph_config"})
@@ -105,6 +108,47 @@ _AFFECTS_UNMODELLED = frozenset({"speculative_algorithm"})
 _MM_NO_CHUNK = frozenset({"Grok1VForCausalLM", "Grok1AForCausalLM", "LlavaLlamaForCausalLM", "MllamaForConditionalGeneration",
                           "MossVLForConditionalGeneration", "CLIPModel"})
 """0.5.23 `configs/model_config.py::is_multimodal_chunked_prefill_supported`'s unsupported list."""
+MULTIMODAL_ARCHITECTURES = frozenset({
+    "BailingMM2NativeForConditionalGeneration", "BailingMMNativeForConditionalGeneration",
+    "BailingMoeV3VLForConditionalGeneration", "CLIPModel", "Cohere2VisionForConditionalGeneration",
+    "Cosmos3EdgeForConditionalGeneration", "DeepseekOCRForCausalLM", "DeepseekVL2ForCausalLM", "DiffusionGemmaForBlockDiffusion",
+    "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "DotsVLMForCausalLM", "EmbeddingGemma2Model",
+    "Ernie4_5_VLMoeForConditionalGeneration", "Gemma3ForConditionalGeneration", "Gemma3nForConditionalGeneration",
+    "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration", "Glm4vForConditionalGeneration",
+    "Glm4vMoeForConditionalGeneration", "Glm5NextForConditionalGeneration", "GlmAsrForConditionalGeneration",
+    "GlmImageForConditionalGeneration", "GlmOcrForConditionalGeneration", "Grok1AForCausalLM", "Grok1VForCausalLM",
+    "InternS1ForConditionalGeneration", "InternS1ProForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "InternVLChatModel", "JetVLMForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "KimiVLForConditionalGeneration", "Lfm2VlForConditionalGeneration",
+    "LightOnOCRForConditionalGeneration", "Llama4ForConditionalGeneration", "LlavaForConditionalGeneration",
+    "LlavaLlamaForCausalLM", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM", "LlavaVidForCausalLM",
+    "LocateAnythingForConditionalGeneration", "MiDashengLMModel", "MiMoV2ASRForCausalLM", "MiMoV2ForCausalLM", "MiniCPMO",
+    "MiniCPMV", "MiniMaxM3SparseForConditionalGeneration", "Mistral3ForConditionalGeneration", "MllamaForConditionalGeneration",
+    "MossVLForConditionalGeneration", "MultiModalityCausalLM", "MuseGlimmerForConditionalGeneration",
+    "MuseSparkForConditionalGeneration", "NVILAForConditionalGeneration", "NVILALiteForConditionalGeneration",
+    "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "POINTSV15ChatModel",
+    "PaddleOCRVLForConditionalGeneration", "Phi4MMForCausalLM", "PixtralForConditionalGeneration",
+    "Qwen2AudioForConditionalGeneration", "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3ASRForConditionalGeneration", "Qwen3OmniMoeForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration", "Sarashina2VisionForCausalLM", "Step3VLForConditionalGeneration",
+    "Step3p7ForConditionalGeneration", "StepVLForConditionalGeneration", "UnlimitedOCRForCausalLM",
+    "VoxtralForConditionalGeneration", "WhisperForConditionalGeneration",
+})
+"""0.5.23 `configs/model_config.py::multimodal_model_archs` (`is_multimodal_model`)."""
+MULTIMODAL_BREAKABLE_GRAPH_ARCHITECTURES = frozenset({
+    "Cohere2VisionForConditionalGeneration", "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "KimiK3ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
+    "MiniMaxM3SparseForConditionalGeneration", "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
+    "PaddleOCRVLForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration",
+})
+"""0.5.23 `configs/model_config.py::multimodal_breakable_cuda_graph_supported_model_archs`: multimodal models whose prefill
+keeps breakable CUDA graphs."""
+_MM_OFF_BY_DEFAULT = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration", "Step3VLForConditionalGeneration",
+                                "InklingForConditionalGeneration", "MiMoV2ForCausalLM"})
+"""`ModelConfig.__init__`: multimodal off unless `--enable-multimodal` (a MiMoV2 checkpoint: off without a vision and an audio
+config, which cpbcg does not read: taken as text-only)."""
 _DEEPSEEK_FAMILY = frozenset({
     "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
     "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
@@ -666,6 +710,13 @@ def resolve_server(
     if enable_cp and not missing and not locked_backend:
         graph_backend = Value("breakable", f"{SGLANG} default", "supported prefill CP (0.5.23 apply_prefill_cp_cuda_graph_default)")
 
+    # 7b. disable_breakable_cudagraph_if_incompatible (apply_cuda_graph_compatibility runs it at handle_cuda_graph_config
+    # and again after apply_prefill_cp_cuda_graph_default): its first rule that holds disables the prefill graph
+    if not locked_backend and graph_backend.value == "breakable":
+        why_off = _breakable_incompatible(st, model, gpu, cp, missing)
+        if why_off is not None:
+            graph_backend = Value("disabled", "0.5.23 override", f"{why_off} (0.5.23 disable_breakable_cudagraph_if_incompatible)")
+
     # 8. model load: attention_registry
     if not refusals and mla and "trtllm_mha" in (prefill_run, decode_run):
         refusals.append(Refusal("create_trtllm_mha_backend", "trtllm_mha backend can only be used with non-MLA models."))
@@ -700,6 +751,35 @@ def resolve_server(
         refusals=tuple(refusals), no_cp_graph=tuple(missing), not_modelled=not_modelled, notes=tuple(notes), given=dict(given),
         model_assumed=model_assumed, gpu_assumed=gpu_assumed,
     )
+
+
+def is_multimodal(model: ModelSpec, given: Mapping[str, Given]) -> bool:
+    """0.5.23 `ModelConfig.is_multimodal`: an architecture of `multimodal_model_archs`, with multimodal on
+    (`--enable-multimodal`; by default off for Gemma 3, Llama 4, Step3-VL, Inkling and MiMo V2) and not
+    `--language-model-only`. A `text_config` without a listed architecture is not read (NOT_MODELLED)."""
+    archs = model.architectures or (model.architecture,)
+    enabled = given["enable_multimodal"].value if "enable_multimodal" in given else archs[0] not in _MM_OFF_BY_DEFAULT
+    lm_only = bool(given["language_model_only"].value) if "language_model_only" in given else False
+    return bool(enabled) and not lm_only and any(a in MULTIMODAL_ARCHITECTURES for a in archs)
+
+
+def _breakable_incompatible(st: _State, model: ModelSpec, gpu: GPU, cp: int, no_cp_graph: Sequence[str]) -> str | None:
+    """Why 0.5.23 `cuda_graph_hook.py::disable_breakable_cudagraph_if_incompatible` turns the breakable
+    prefill graph off (None: it keeps it), its rules in its order; the KDA and DeepSeek-V4 rules are
+    NOT_MODELLED. `no_cp_graph`: why `supports_prefill_cp_bcg` is false."""
+    archs = model.architectures or (model.architecture,)
+    if cp > 1 and no_cp_graph:
+        return f"CP without CP graphs on {gpu.name}: --attn-cp-size {cp} and {no_cp_graph[0]}"
+    if st.raw("dcp_size", 1) > 1:
+        return f"decode context parallel (--dcp-size {st.raw('dcp_size')})"
+    if st.raw("enable_two_batch_overlap", False):
+        return "two-batch overlap (--enable-two-batch-overlap)"
+    a2a = st.raw("moe_a2a_backend", "none")
+    if a2a not in ("none", "deepep", "megamoe", "flashinfer"):
+        return f"unvalidated a2a backend (--moe-a2a-backend {a2a})"
+    if is_multimodal(model, st.given) and not any(a in MULTIMODAL_BREAKABLE_GRAPH_ARCHITECTURES for a in archs):
+        return f"multimodal model {archs[0]} outside 0.5.23's breakable-graph allow-list"
+    return None
 
 
 def _pages(backend: str) -> str:
