@@ -532,6 +532,9 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         layout = CPLayout(int(shown.value) if shown is not None and not overridden else cfg.cp_size, cfg.cp_strategy)
         cp_flags = parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)")
         backend_stated = any(k.endswith("attention_backend") for k in from_log)  # the log's backend, not the emitted one
+        if gpu_name is not None and not server_inputs.gpu(gpu_name, where("gpu")).is_sm100 and \
+                cp_flags.get("prefill_attention_backend", Given(None, "")).value == "trtllm_mha":
+            backend_stated = True  # 0.5.23 refuses trtllm_mha prefill with CP before SM100: the deployment's flags leave it to 0.5.23
         given.update({k: g for k, g in cp_flags.items() if not (backend_stated and k.endswith("attention_backend"))})
     stated = set(given) if args is not None or flags_file is not None else set()
     overrides: list[str] = []

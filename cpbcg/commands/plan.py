@@ -19,6 +19,7 @@ from cpbcg.manifest import MANIFEST_KEYS, load_manifest
 from cpbcg.outputs.notes import HeldNotes, graphs_off_plan_notes, ignored_options_warning, launch_label, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.server import ResolvedServer, resolve_emitted
 from cpbcg.planner.observed import LaunchModel, LogObserved, assumed_settings
 from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
 from cpbcg.planner.plan import PlanPart, PlanResult
@@ -232,6 +233,8 @@ def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dic
     """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are
     exported, unless the resolved server is known to start with CP graphs (B200, non-MLA: nothing to warn of)."""
     text = export_buckets(buckets, emit, deployment, metadata)
+    if emit in ("sglang", "sglang-json") and deployment.server is not None:
+        _refuse_what_sglang_refuses(text, emit, deployment.server)
     resolved_ok = deployment.server is not None and deployment.server.cp_graphs
     if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1 and not resolved_ok:
         note(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[deployment.cp.strategy.value]}")
@@ -279,7 +282,11 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
         logs = [one.log for one in inputs]
         log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
             if logs and all(one is not None for one in logs) else None
-        deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, held, log)
+        said: list[str] = []
+        deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, said.append, log)
+        deployment, no_graph = _no_prefill_graph(deployment, request, config, overrides, manifest_path, cost_given, log, held)
+        for line in said:
+            held(line)
         _refuse_emit_for_a_refused_server(None if request.emit is None else request.emit.value, deployment)
         untimed_rates = load_model_rates(config, overrides, untimed_rates)
         if request.guarantee or request.check_guarantee:
@@ -296,7 +303,54 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
                              note=held, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve,
                              load_factors=load_factors, untimed_rates=untimed_rates)
         held.label_launches(report.source if report.traces == 1 else None)
+        if no_graph is not None:  # the answer first, in the JSON document too
+            rest = dict(report.header)
+            report.header.clear()
+            report.header.update({"no_prefill_graph": no_graph, **rest})
         return report
+
+
+def _no_prefill_graph(deployment: Deployment, request: PlanOptions, config: str | None, overrides: Mapping[str, object],
+                      manifest_path: str | Path | None, cost_given: bool, log: LogSettings | None,
+                      note: Callable[[str], None]) -> tuple[Deployment, dict[str, object] | None]:
+    """When there is nothing to plan, say so first: a launch 0.5.23 starts without a prefill CUDA graph
+    (`ResolvedServer.no_prefill_graph`; a server log's launches are planned as they ran) gets that answer
+    as the first note and what would help. CP without CP graphs (`disable_breakable_cudagraph_if_incompatible`):
+    the same traffic is planned at cp 1, where 0.5.23 keeps breakable graphs (the returned deployment,
+    and the JSON block returned); any other cause, or `--emit`: `ConfigError` (exit 2, nothing written)."""
+    server = deployment.server
+    answer = server.no_prefill_graph() if server is not None and log is None else None
+    if server is None or answer is None:
+        return deployment, None
+    helps = server.what_would_help()
+    if request.emit is not None:
+        raise ConfigError(f"--emit {request.emit.value}: nothing written: {answer}; what would help: {'; '.join(helps)}")
+    if not server.cp_without_cp_graphs:
+        raise ConfigError(f"nothing to plan: {answer}; what would help: {'; '.join(helps)}")
+    planned = f"the same traffic at cp 1 (--cp-size 1), where {SGLANG_VERSION} keeps breakable prefill graphs: the plan below"
+    note(f"cpbcg: {answer}")
+    note(f"cpbcg: what would help: {'; or '.join(helps)}")
+    note(f"cpbcg: planned instead: {planned}")
+    at_cp1 = load_plan_deployment(config, {**overrides, "cp_size": 1}, manifest_path, cost_given, lambda text: None, log)
+    return at_cp1, {"answer": answer, "cause": server.graph_off, "what_would_help": helps, "planned": planned,
+                    "cp_size": server.attn_cp_size, "gpu": server.gpu.name}
+
+
+def _refuse_what_sglang_refuses(text: str, emit: str, server: ResolvedServer) -> None:
+    """Nothing emitted that 0.5.23 refuses: the start-up resolution runs on what `--emit` writes
+    (`resolve_emitted`); a refusal, or a server that would capture no prefill graph, is `ConfigError`
+    (exit 2) before anything is written."""
+    try:
+        emitted = resolve_emitted(text, server)
+    except ValueError as exc:
+        raise ConfigError(f"--emit {emit}: nothing written: SGLang {SGLANG_VERSION} would not parse the flags: {exc}") from None
+    if emitted.refusals:
+        refusal = emitted.refusals[0]
+        raise ConfigError(f"--emit {emit}: nothing written: SGLang {SGLANG_VERSION} would refuse to start on {emitted.gpu.name} with the "
+                          f"flags written: {refusal.check}: {refusal.message}")
+    answer = emitted.no_prefill_graph()
+    if answer is not None:
+        raise ConfigError(f"--emit {emit}: nothing written: with the flags written {answer}")
 
 
 def _refuse_emit_for_a_refused_server(emit: str | None, deployment: Deployment) -> None:

@@ -51,13 +51,16 @@ def render_verdict(verdict: VerdictView) -> "Group":
     if r.refusals:
         first = r.refusals[0]
         lines.append(Text(f"refuses to start: {first.check}: {first.message}", style="bold red"))
+    elif r.no_prefill_graph() is not None:  # nothing to capture: that is the answer
+        lines.append(Text(f"starts, but {r.no_prefill_graph()}", style="bold red"))
+        lines += [Text(f"what would help: {one}") for one in r.what_would_help()]
     else:
         lines.append(Text("starts", style="bold green"))
     if r.cp_graphs:
         lines.append(Text(f"CP prefill graphs: yes ({r.cp_strategy}, prefill backend {r.prefill_attention_backend.value}, "
                           f"supports_prefill_cp_bcg)", style="bold green"))
     else:
-        why = "; ".join(why for what, why in r.findings() if what != "refuse to start") or "the server does not start"
+        why = "; ".join(why for what, why in r.findings() if what == "capture no CP graph") or "the server does not start"
         lines.append(Text(f"CP prefill graphs: no ({why})", style="bold red"))
     table = Table(title="Resolved server arguments (value: where it came from)", title_justify="left")
     table.add_column("argument")

@@ -137,6 +137,10 @@ def _tables(report: PlanView) -> None:
 
     result, rec, comparison, parts = report.result, report.result.recommendation, report.comparison, report.parts
     console = stdout_console()
+    no_graph = report.header.get("no_prefill_graph")
+    if isinstance(no_graph, dict):  # when there is nothing to plan, that is said first (commands.plan._no_prefill_graph)
+        console.print(f"{no_graph['answer']}.\nWhat would help: {'; or '.join(no_graph['what_would_help'])}.\n"
+                      f"Planned instead: {no_graph['planned']}.", highlight=False)
     console.print(evaluation_tables(result.evaluation, summed_header(report.header, parts)))
     if result.launches:
         from cpbcg.outputs.log_tables import launch_plans_table

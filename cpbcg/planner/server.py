@@ -58,7 +58,7 @@ from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_
 
 __all__ = [
     "ASSUMED_GPU", "ASSUMED_MODEL", "ATTENTION_BACKENDS", "Given", "NOT_MODELLED", "Refusal", "ResolvedServer", "ServerCheck", "Value",
-    "check_flag_words", "check_server_flags", "log_given", "log_printed", "parse_launch_words", "resolve_server", "server_words",
+    "check_flag_words", "check_server_flags", "resolve_emitted", "log_given", "log_printed", "parse_launch_words", "resolve_server", "server_words",
     "unrecognized_flag",
 ]
 
@@ -253,6 +253,8 @@ class ResolvedServer:
     """No model was given: `model` is `hardware.ASSUMED_MODEL` (the cost models say so)."""
     gpu_assumed: bool = False
     """No GPU was given: `gpu` is `hardware.ASSUMED_GPU` (the cost models say so)."""
+    graph_off: str = ""
+    """Why 0.5.23 captures no prefill graph, in short (`CP without CP graphs on H200`); empty when it captures one."""
 
     @property
     def starts(self) -> bool:
@@ -268,10 +270,42 @@ class ResolvedServer:
         """Starts and captures CP prefill graphs."""
         return self.starts and self.supports_prefill_cp_bcg and self.prefill_graph_backend.value == "breakable"
 
+    def no_prefill_graph(self) -> str | None:
+        """The answer when 0.5.23 starts this launch but captures no prefill CUDA graph (`0.5.23 captures no
+        prefill graph for this launch: CP without CP graphs on H200`); None when it captures one or refuses to
+        start (the refusal is the answer then)."""
+        if not self.starts or self.prefill_graph_backend.value != "disabled":
+            return None
+        return f"{SGLANG} captures no prefill graph for this launch: {self.graph_off or self.prefill_graph_backend.describe()}"
+
+    @property
+    def cp_without_cp_graphs(self) -> bool:
+        """The prefill graph is off because the launch runs CP without CP graphs (`disable_breakable_cudagraph_if_incompatible`):
+        the same traffic at cp 1 keeps breakable graphs."""
+        return self.no_prefill_graph() is not None and self.graph_off.startswith("CP without CP graphs")
+
+    def what_would_help(self) -> list[str]:
+        """What gives this launch's traffic a prefill graph when `no_prefill_graph` (empty otherwise)."""
+        if self.no_prefill_graph() is None:
+            return []
+        if not self.cp_without_cp_graphs:
+            return [f"a launch without what turns it off ({self.prefill_graph_backend.describe()})"]
+        out = ["the same traffic at --cp-size 1 (attention CP off), where 0.5.23 keeps breakable prefill graphs"]
+        if self.gpu.is_sm100 and self.no_cp_graph:
+            out.append(f"CP graphs on this {self.gpu.name}: {self.no_cp_graph[0]}")
+        elif not self.use_mla:
+            out.append("an SM100 GPU (B200, GB200, B300, GB300) with --cp-strategy zigzag --prefill-attention-backend trtllm_mha "
+                       "and --attn-cp-size equal to --tp-size: 0.5.23's zigzag CP graphs")
+        if INTERLEAVE_CP_GRAPH_ARCHITECTURE in (self.model.architectures or (self.model.architecture,)):
+            out.append("--cp-strategy interleave --attention-backend dsa with --dp-size 1 --ep-size 1: 0.5.23's interleave CP graphs")
+        return out
+
     def findings(self) -> list[tuple[str, str]]:
         """`(what 0.5.23 would do, why)`: refusals first, then why no CP graph is captured."""
         out = [("refuse to start", r.message) for r in self.refusals]
-        out += [("capture no CP graph", m) for m in self.no_cp_graph]
+        out += [("capture no CP graph", m) for m in self.no_cp_graph if self.attn_cp_size > 1 or self.enable_prefill_cp]
+        if self.no_prefill_graph() is not None:
+            out.append(("capture no prefill graph", self.graph_off))
         if self.starts and self.supports_prefill_cp_bcg and self.prefill_graph_backend.value != "breakable":
             out.append(("capture no CP graph", f"the prefill CUDA graph backend is {self.prefill_graph_backend.describe()}"))
         return out
@@ -289,7 +323,8 @@ class ResolvedServer:
             "enable_prefill_cp": self.enable_prefill_cp, "starts": self.starts,
             "refusals": [{"check": r.check, "message": r.message} for r in self.refusals],
             "supports_prefill_cp_bcg": self.supports_prefill_cp_bcg, "cp_graphs": self.cp_graphs,
-            "no_cp_graph": list(self.no_cp_graph), "not_modelled": list(self.not_modelled), "notes": list(self.notes),
+            "no_cp_graph": list(self.no_cp_graph), "no_prefill_graph": self.no_prefill_graph(),
+            "what_would_help": self.what_would_help(), "not_modelled": list(self.not_modelled), "notes": list(self.notes),
             "said": self.header_lines(),
         }
 
@@ -304,7 +339,7 @@ class ResolvedServer:
             f"max_prefill_tokens {self.max_prefill_tokens.describe()}",
             f"prefill graphs {self.prefill_graph_backend.value}, max_bs {self.prefill_graph_max_bs.describe()}",
             "starts with CP prefill graphs" if self.cp_graphs else
-            "; ".join(f"would {what}: {why}" for what, why in self.findings()),
+            "; ".join(f"would {what}: {why}" for what, why in self.findings()) or f"starts without CP (--attn-cp-size {self.attn_cp_size})",
         ]
 
 
@@ -712,10 +747,15 @@ def resolve_server(
 
     # 7b. disable_breakable_cudagraph_if_incompatible (apply_cuda_graph_compatibility runs it at handle_cuda_graph_config
     # and again after apply_prefill_cp_cuda_graph_default): its first rule that holds disables the prefill graph
+    graph_off = ""
     if not locked_backend and graph_backend.value == "breakable":
         why_off = _breakable_incompatible(st, model, gpu, cp, missing)
         if why_off is not None:
-            graph_backend = Value("disabled", "0.5.23 override", f"{why_off} (0.5.23 disable_breakable_cudagraph_if_incompatible)")
+            graph_off = why_off[0]
+            graph_backend = Value("disabled", "0.5.23 override",
+                                  f"{why_off[0]}: {why_off[1]} (0.5.23 disable_breakable_cudagraph_if_incompatible)")
+    if graph_backend.value == "disabled" and not graph_off:
+        graph_off = graph_backend.rule or graph_backend.source
 
     # 8. model load: attention_registry
     if not refusals and mla and "trtllm_mha" in (prefill_run, decode_run):
@@ -749,7 +789,7 @@ def resolve_server(
         tp_size=tp, attn_cp_size=cp, pp_size=pp, dp_size=dp, ep_size=ep, enable_prefill_cp=enable_cp, cp_strategy=strategy,
         prefill_graph_backend=graph_backend, prefill_graph_max_bs=max_bs, prefill_graph_bs=bs,
         refusals=tuple(refusals), no_cp_graph=tuple(missing), not_modelled=not_modelled, notes=tuple(notes), given=dict(given),
-        model_assumed=model_assumed, gpu_assumed=gpu_assumed,
+        model_assumed=model_assumed, gpu_assumed=gpu_assumed, graph_off=graph_off,
     )
 
 
@@ -763,22 +803,22 @@ def is_multimodal(model: ModelSpec, given: Mapping[str, Given]) -> bool:
     return bool(enabled) and not lm_only and any(a in MULTIMODAL_ARCHITECTURES for a in archs)
 
 
-def _breakable_incompatible(st: _State, model: ModelSpec, gpu: GPU, cp: int, no_cp_graph: Sequence[str]) -> str | None:
+def _breakable_incompatible(st: _State, model: ModelSpec, gpu: GPU, cp: int, no_cp_graph: Sequence[str]) -> tuple[str, str] | None:
     """Why 0.5.23 `cuda_graph_hook.py::disable_breakable_cudagraph_if_incompatible` turns the breakable
-    prefill graph off (None: it keeps it), its rules in its order; the KDA and DeepSeek-V4 rules are
-    NOT_MODELLED. `no_cp_graph`: why `supports_prefill_cp_bcg` is false."""
+    prefill graph off (None: it keeps it) as (in short, in full), its rules in its order; the KDA and
+    DeepSeek-V4 rules are NOT_MODELLED. `no_cp_graph`: why `supports_prefill_cp_bcg` is false."""
     archs = model.architectures or (model.architecture,)
     if cp > 1 and no_cp_graph:
-        return f"CP without CP graphs on {gpu.name}: --attn-cp-size {cp} and {no_cp_graph[0]}"
+        return f"CP without CP graphs on {gpu.name}", f"--attn-cp-size {cp} and {no_cp_graph[0]}"
     if st.raw("dcp_size", 1) > 1:
-        return f"decode context parallel (--dcp-size {st.raw('dcp_size')})"
+        return "decode context parallel", f"--dcp-size {st.raw('dcp_size')}"
     if st.raw("enable_two_batch_overlap", False):
-        return "two-batch overlap (--enable-two-batch-overlap)"
+        return "two-batch overlap", "--enable-two-batch-overlap"
     a2a = st.raw("moe_a2a_backend", "none")
     if a2a not in ("none", "deepep", "megamoe", "flashinfer"):
-        return f"unvalidated a2a backend (--moe-a2a-backend {a2a})"
+        return "an unvalidated MoE all-to-all backend", f"--moe-a2a-backend {a2a}"
     if is_multimodal(model, st.given) and not any(a in MULTIMODAL_BREAKABLE_GRAPH_ARCHITECTURES for a in archs):
-        return f"multimodal model {archs[0]} outside 0.5.23's breakable-graph allow-list"
+        return f"multimodal {archs[0]}", "outside 0.5.23's breakable-graph allow-list (--language-model-only serves its text part with graphs)"
     return None
 
 
@@ -869,3 +909,13 @@ def check_flag_words(words: list[str], model: ModelSpec | None = None, gpu: GPU 
     repeated flag wins; flags not given take 0.5.23's defaults), through the start-up
     resolution. Raises `ValueError` for a value 0.5.23 would not parse."""
     return ServerCheck.of(resolve_server(parse_launch_words(words, "flags file"), model, gpu))
+
+
+def resolve_emitted(text: str, server: ResolvedServer) -> ResolvedServer:
+    """0.5.23's start-up resolution of flags cpbcg writes (`--emit sglang|sglang-json`: the words of `text`)
+    added to the launch `server` was resolved from (its given arguments; the written ones win), on its model
+    and GPU (an assumed one stays assumed). Raises `ValueError` when 0.5.23 would not parse the words."""
+    given = dict(server.given)
+    given.update(parse_launch_words(server_words(text), "the emitted flags"))
+    return resolve_server(given, None if server.model_assumed else server.model, None if server.gpu_assumed else server.gpu,
+                          model_source=server.model_source, gpu_source=server.gpu_source)
