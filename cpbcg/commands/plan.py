@@ -320,7 +320,7 @@ def _no_prefill_graph(deployment: Deployment, request: PlanOptions, config: str 
     and the JSON block returned); any other cause, or `--emit`: `ConfigError` (exit 2, nothing written)."""
     server = deployment.server
     answer = server.no_prefill_graph() if server is not None and log is None else None
-    if server is None or answer is None:
+    if server is None or answer is None or server.verdict_hinges_on_the_assumed_model:
         return deployment, None
     helps = server.what_would_help()
     if request.emit is not None:
@@ -349,7 +349,7 @@ def _refuse_what_sglang_refuses(text: str, emit: str, server: ResolvedServer) ->
         raise ConfigError(f"--emit {emit}: nothing written: SGLang {SGLANG_VERSION} would refuse to start on {emitted.gpu.name} with the "
                           f"flags written: {refusal.check}: {refusal.message}")
     answer = emitted.no_prefill_graph()
-    if answer is not None:
+    if answer is not None and not emitted.verdict_hinges_on_the_assumed_model:
         raise ConfigError(f"--emit {emit}: nothing written: with the flags written {answer}")
 
 

@@ -89,7 +89,8 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
                                       options.length_field if options else None)
     if warning is not None:
         note(warning)
-    answer = deployment.server.no_prefill_graph() if deployment.server is not None and log is None else None
+    answer = deployment.server.no_prefill_graph() if deployment.server is not None and log is None \
+        and not deployment.server.verdict_hinges_on_the_assumed_model else None
     if answer is not None and not report_only:  # when there is nothing to gate, that is the answer
         helps = deployment.server.what_would_help() if deployment.server is not None else []
         raise ConfigError(f"replay-check: {answer}: the gates would test graphs the server never captures; what would help: "

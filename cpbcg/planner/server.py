@@ -279,6 +279,12 @@ class ResolvedServer:
         return f"{SGLANG} captures no prefill graph for this launch: {self.graph_off or self.prefill_graph_backend.describe()}"
 
     @property
+    def verdict_hinges_on_the_assumed_model(self) -> bool:
+        """No model was given and the missing CP graph is the model's (interleave CP graphs exist for GLM-5 Next
+        only): the planner plans the graphs the launch would have with such a model, and says so."""
+        return self.model_assumed and any(INTERLEAVE_CP_GRAPH_ARCHITECTURE in why for why in self.no_cp_graph)
+
+    @property
     def cp_without_cp_graphs(self) -> bool:
         """The prefill graph is off because the launch runs CP without CP graphs (`disable_breakable_cudagraph_if_incompatible`):
         the same traffic at cp 1 keeps breakable graphs."""
