@@ -122,9 +122,20 @@ def load_deployment(config: str | None = None, **overrides: object) -> Deploymen
 
 def server_check(deployment: Deployment) -> ServerCheck:
     """SGLang 0.5.23's start-up checks and `supports_prefill_cp_bcg` on the flags the deployment
-    runs with (`Deployment.server_check`): the flags file given as
-    its bucket list, read here at the input edge, else the flags `plan --emit sglang` writes."""
-    return deployment.server_check(flags_file_words(deployment.bucket_spec))
+    runs with: the flags file given as its bucket list (`--buckets FLAGS`, read here at the input
+    edge), else the server the deployment was resolved to, else the CP flags `plan --emit sglang`
+    writes (`cpbcg.engines.sglang.startup`). Without CP (`cp_size` 1) there is nothing to check.
+    Raises `ValueError` for a flags file value 0.5.23 would not parse."""
+    from cpbcg.engines.sglang.startup import check_flag_words
+
+    if deployment.cp.cp_size == 1:  # without CP there is nothing to check
+        return ServerCheck([], [])
+    server, words = deployment.server, flags_file_words(deployment.bucket_spec)
+    if words is not None:
+        return check_flag_words(words, server.model if server else None, server.gpu if server else None)
+    if server is not None:
+        return ServerCheck.of(server)
+    return check_flag_words(deployment.cp.model.server_flags())
 
 
 def log_settings(path: str | Path | None, trace_format: str = "auto", options: ReadOptions | None = None) -> LogSettings | None:

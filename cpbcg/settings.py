@@ -113,7 +113,7 @@ SETTINGS: tuple[Setting, ...] = (
        ge=1, le=MAX_BUCKET_TOKENS),
     _s("max_seq_len_tokens", int, None, "Longest sequence a prefill graph replays (SGLang cuda-graph-config prefill.max_seq_len).",
        ge=1, le=MAX_INT32),
-    # the server 0.5.23 starts (its start-up resolution: cpbcg.planner.server)
+    # the server 0.5.23 starts (its start-up resolution: cpbcg.engines.sglang.startup)
     _s("server.args", str, None, "The server's launch command: the words of `python -m sglang.launch_server ...` as one "
        "argument, or @FILE (a file of them, shell syntax, \\-continued lines and # comments allowed). SGLang 0.5.23's "
        "start-up resolution turns it, the model and the GPU into the page size, chunk and prefill graph list planned.",

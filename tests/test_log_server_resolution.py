@@ -1,6 +1,6 @@
 """A log gives the resolved server (issue 30 "Deliver", issue 29's one resolution step): each
 launch's settings dump or launch command and the values its server printed go through
-`cpbcg.planner.server.resolve_server` as a launch command does, per launch, every value sourced
+`cpbcg.engines.sglang.startup.resolve_server` as a launch command does, per launch, every value sourced
 `log line N`. Logs are SYNTHETIC, written from SGLang's format strings (tests/sglang_log_fixtures.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cpbcg import api
 from cpbcg.cli import app
-from cpbcg.planner.server import log_given, log_printed
+from cpbcg.engines.sglang.startup import log_given, log_printed
 from cpbcg.planner.traces.sglang_settings import read_log_settings
 from sglang_log_fixtures import prefill_line, resolved_line, startup_lines, write_log
 

@@ -1,4 +1,4 @@
-"""The start-up resolution's own rules and inputs (`cpbcg.planner.server`, `cpbcg.planner.hardware`).
+"""The start-up resolution's own rules and inputs (`cpbcg.engines.sglang.startup`, `cpbcg.planner.hardware`).
 
 The rules are compared with 0.5.23's code in `test_server_resolution_conformance.py`; these
 tests pin the values a user sees and the parts that test cannot run from the wheel (the
@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from cpbcg.planner.hardware import gpu_by_name, model_spec_from_config, uses_mla
-from cpbcg.planner.server import ASSUMED_MODEL, Given, parse_launch_words, resolve_server, server_words
+from cpbcg.engines.sglang.startup import parse_launch_words, resolve_server, server_words
+from cpbcg.planner.server import ASSUMED_MODEL, Given
 
 CP4 = "--tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag"
 

@@ -1,4 +1,4 @@
-"""cpbcg's start-up resolution (`cpbcg.planner.server`) against SGLang 0.5.23's own code.
+"""cpbcg's start-up resolution (`cpbcg.engines.sglang.startup`) against SGLang 0.5.23's own code.
 
 0.5.23's resolution functions run from the released wheel under small stubs, in the order of
 `run_resolution_pipeline`: `parse_cuda_graph_config` and `apply_cuda_graph_compatibility`,
@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cpbcg.planner.hardware import GPUS, MLA_ARCHITECTURES, ModelSpec, uses_mla
-from cpbcg.planner.server import MULTIMODAL_ARCHITECTURES, MULTIMODAL_BREAKABLE_GRAPH_ARCHITECTURES, parse_launch_words, resolve_server
+from cpbcg.engines.sglang.startup import MULTIMODAL_ARCHITECTURES, MULTIMODAL_BREAKABLE_GRAPH_ARCHITECTURES, parse_launch_words, resolve_server
 from sglang_oracle import definitions, prefill_cp_bcg, sglang_wheel, wheel_source  # noqa: F401 - fixture
 
 Backend = SimpleNamespace(BREAKABLE="breakable", FULL="full", DISABLED="disabled")

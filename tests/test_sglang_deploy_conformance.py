@@ -21,7 +21,7 @@ import pytest
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import deploy_flags
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.server import check_flag_words
+from cpbcg.engines.sglang.startup import check_flag_words
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 from sglang_oracle import SGLANG_WHEEL_VERSION, definitions, prefill_cp_bcg, sglang_wheel  # noqa: F401 - fixture
 

@@ -19,7 +19,8 @@ from cpbcg.manifest import MANIFEST_KEYS, load_manifest
 from cpbcg.outputs.notes import HeldNotes, graphs_off_plan_notes, ignored_options_warning, launch_label, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.server import ResolvedServer, resolve_emitted
+from cpbcg.engines.sglang.startup import resolve_emitted
+from cpbcg.planner.server import ResolvedServer
 from cpbcg.planner.observed import LaunchModel, LogObserved, assumed_settings
 from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
 from cpbcg.planner.plan import PlanPart, PlanResult

@@ -1,0 +1,103 @@
+"""0.5.23's model-specific start-up rules: the architecture lists of `configs/model_config.py`,
+`model_overrides/deepseek_v2.py` and `model_hook.py`. Steps of `pipeline.STEPS`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cpbcg.engines.sglang.startup.state import Resolution
+from cpbcg.planner.hardware import ModelSpec
+from cpbcg.planner.server import Given, Value
+
+_MM_NO_CHUNK = frozenset({"Grok1VForCausalLM", "Grok1AForCausalLM", "LlavaLlamaForCausalLM", "MllamaForConditionalGeneration",
+                          "MossVLForConditionalGeneration", "CLIPModel"})
+"""0.5.23 `configs/model_config.py::is_multimodal_chunked_prefill_supported`'s unsupported list."""
+MULTIMODAL_ARCHITECTURES = frozenset({
+    "BailingMM2NativeForConditionalGeneration", "BailingMMNativeForConditionalGeneration",
+    "BailingMoeV3VLForConditionalGeneration", "CLIPModel", "Cohere2VisionForConditionalGeneration",
+    "Cosmos3EdgeForConditionalGeneration", "DeepseekOCRForCausalLM", "DeepseekVL2ForCausalLM", "DiffusionGemmaForBlockDiffusion",
+    "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "DotsVLMForCausalLM", "EmbeddingGemma2Model",
+    "Ernie4_5_VLMoeForConditionalGeneration", "Gemma3ForConditionalGeneration", "Gemma3nForConditionalGeneration",
+    "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration", "Glm4vForConditionalGeneration",
+    "Glm4vMoeForConditionalGeneration", "Glm5NextForConditionalGeneration", "GlmAsrForConditionalGeneration",
+    "GlmImageForConditionalGeneration", "GlmOcrForConditionalGeneration", "Grok1AForCausalLM", "Grok1VForCausalLM",
+    "InternS1ForConditionalGeneration", "InternS1ProForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "InternVLChatModel", "JetVLMForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "KimiVLForConditionalGeneration", "Lfm2VlForConditionalGeneration",
+    "LightOnOCRForConditionalGeneration", "Llama4ForConditionalGeneration", "LlavaForConditionalGeneration",
+    "LlavaLlamaForCausalLM", "LlavaMistralForCausalLM", "LlavaQwenForCausalLM", "LlavaVidForCausalLM",
+    "LocateAnythingForConditionalGeneration", "MiDashengLMModel", "MiMoV2ASRForCausalLM", "MiMoV2ForCausalLM", "MiniCPMO",
+    "MiniCPMV", "MiniMaxM3SparseForConditionalGeneration", "Mistral3ForConditionalGeneration", "MllamaForConditionalGeneration",
+    "MossVLForConditionalGeneration", "MultiModalityCausalLM", "MuseGlimmerForConditionalGeneration",
+    "MuseSparkForConditionalGeneration", "NVILAForConditionalGeneration", "NVILALiteForConditionalGeneration",
+    "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3", "POINTSV15ChatModel",
+    "PaddleOCRVLForConditionalGeneration", "Phi4MMForCausalLM", "PixtralForConditionalGeneration",
+    "Qwen2AudioForConditionalGeneration", "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3ASRForConditionalGeneration", "Qwen3OmniMoeForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration", "Sarashina2VisionForCausalLM", "Step3VLForConditionalGeneration",
+    "Step3p7ForConditionalGeneration", "StepVLForConditionalGeneration", "UnlimitedOCRForCausalLM",
+    "VoxtralForConditionalGeneration", "WhisperForConditionalGeneration",
+})
+"""0.5.23 `configs/model_config.py::multimodal_model_archs` (`is_multimodal_model`)."""
+MULTIMODAL_BREAKABLE_GRAPH_ARCHITECTURES = frozenset({
+    "Cohere2VisionForConditionalGeneration", "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "KimiK3ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
+    "MiniMaxM3SparseForConditionalGeneration", "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
+    "PaddleOCRVLForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration",
+})
+"""0.5.23 `configs/model_config.py::multimodal_breakable_cuda_graph_supported_model_archs`: multimodal models whose prefill
+keeps breakable CUDA graphs."""
+_MM_OFF_BY_DEFAULT = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration", "Step3VLForConditionalGeneration",
+                                "InklingForConditionalGeneration", "MiMoV2ForCausalLM"})
+"""`ModelConfig.__init__`: multimodal off unless `--enable-multimodal` (a MiMoV2 checkpoint: off without a vision and an audio
+config, which cpbcg does not read: taken as text-only)."""
+_DEEPSEEK_FAMILY = frozenset({
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM",
+})
+"""Architectures `_deepseek_family_overrides` is registered for (`model_overrides/deepseek_v2.py`)."""
+_DSA = frozenset({
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN", "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
+    "Glm5NextForConditionalGenerationNextN", "Glm5NextForConditionalGeneration", "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM", "Dots3NoteForCausalLMNextN", "HYV4ForCausalLM", "HYV4ForCausalLMNextN",
+})
+"""`configs/model_config.py::is_deepseek_dsa`: these architectures with an `index_topk`."""
+
+
+def is_multimodal(model: ModelSpec, given: Mapping[str, Given]) -> bool:
+    """0.5.23 `ModelConfig.is_multimodal`: an architecture of `multimodal_model_archs`, with multimodal on
+    (`--enable-multimodal`; by default off for Gemma 3, Llama 4, Step3-VL, Inkling and MiMo V2) and not
+    `--language-model-only`. A `text_config` without a listed architecture is not read (NOT_MODELLED)."""
+    archs = model.architectures or (model.architecture,)
+    enabled = given["enable_multimodal"].value if "enable_multimodal" in given else archs[0] not in _MM_OFF_BY_DEFAULT
+    lm_only = bool(given["language_model_only"].value) if "language_model_only" in given else False
+    return bool(enabled) and not lm_only and any(a in MULTIMODAL_ARCHITECTURES for a in archs)
+
+
+def deepseek_family_overrides(r: Resolution) -> None:
+    """`model_overrides/deepseek_v2.py::_deepseek_family_overrides` (run by `handle_model_specific_adjustments`):
+    a DSA checkpoint (`index_topk`) takes `attention_backend dsa` when no backend is set and page size
+    `64 * index_kpool`; the others of the family take `trtllm_mla` on SM100 when no backend is set."""
+    no_backend = r.backend.value is None and r.prefill_backend is None and r.decode_backend is None
+    family = r.arch0 in _DEEPSEEK_FAMILY
+    if family and r.arch0 in _DSA and r.model.index_topk is not None:
+        if no_backend:
+            r.backend = Value("dsa", "model", f"{r.arch0} with DSA (0.5.23 _deepseek_family_overrides)")
+        if r.p["cuda"]:
+            r.page = Value(64 * r.model.index_kpool, "model", f"DSA index_kpool {r.model.index_kpool} (0.5.23 _deepseek_family_overrides)")
+    elif family and r.p["sm100"] and no_backend:
+        r.backend = Value("trtllm_mla", "model", f"{r.arch0} on SM100 (0.5.23 _deepseek_family_overrides)")
+
+
+def handle_model_capability_adjustments(r: Resolution) -> None:
+    """`model_hook.py::handle_model_capability_adjustments`: multimodal architectures without chunked-prefill
+    support (`is_multimodal_chunked_prefill_supported`: mllama, LLaVA-Llama, Grok-1 V/A, MossVL, CLIP) run with
+    `chunked_prefill_size -1` (late in 0.5.23's pipeline; nothing after it reads the chunk)."""
+    if r.archs & _MM_NO_CHUNK:
+        if r.chunk.value != -1:
+            r.notes.append(f"chunked_prefill_size {r.chunk.value} -> -1: {r.arch0} has no chunked prefill")
+        r.chunk = Value(-1, "model", f"{r.arch0} has no chunked prefill (0.5.23 handle_model_capability_adjustments)")
