@@ -51,6 +51,37 @@ def _flag_name(word: str) -> str:
     return word[2:].replace("-", "_")
 
 
+OPTION_DEST = {
+    "--tensor-parallel-size": "tp_size", "--pipeline-parallel-size": "pp_size", "--data-parallel-size": "dp_size",
+    "--attention-data-parallel-size": "attn_dp_size", "--attention-context-parallel-size": "attn_cp_size",
+    "--expert-parallel-size": "ep_size", "--ep": "ep_size", "--decode-context-parallel-size": "dcp_size",
+    "--moe-data-parallel-size": "moe_dp_size", "--model": "model_path",
+}
+"""Option strings of 0.5.23's parser whose `dest` is not the option's own name (`Arg(aliases=...)` in
+`arg_groups/fields/`), for the server arguments the resolution reads; every other `--a-b` is `a_b`."""
+
+
+def resolve_option(word: str) -> str | None:
+    """The option string of 0.5.23's launch parser that `word` (`--flag` or `--flag=value`) names, as
+    argparse (`allow_abbrev`, Python 3.11 `_parse_optional`) finds it: the option itself, else the one
+    option it is a prefix of (`--tp` is `--tp-size`); None when it names none. Raises `ValueError` with
+    argparse's message when it is a prefix of several (`ambiguous option: --page could match --page-size,
+    --paged-experts-num-resident`: 0.5.23 exits 2; the candidates listed sorted, argparse lists them in the
+    parser's registration order)."""
+    flag = word.partition("=")[0]
+    if flag in _KNOWN_FLAGS:
+        return flag
+    matches = [f for f in SGLANG_FLAGS if f.startswith(flag)]
+    if len(matches) > 1:
+        raise ValueError(f"SGLang {SGLANG} would exit 2: ambiguous option: {word[:60]} could match {', '.join(matches)}")
+    return matches[0] if matches else None
+
+
+def option_dest(option: str) -> str:
+    """The 0.5.23 field an option string sets (`--tp-size` -> `tp_size`, `--tensor-parallel-size` -> `tp_size`)."""
+    return OPTION_DEST.get(option, _flag_name(option))
+
+
 def unrecognized_flag(flag: str) -> str | None:
     """None when 0.5.23's launch parser takes `--flag` (`sglang_flags.SGLANG_FLAGS`, or a prefix
     of one: argparse's `allow_abbrev`), else the flag and the closest known one (difflib):
@@ -69,7 +100,8 @@ def parse_launch_words(words: Sequence[str], source: str = "launch command",
     """Server arguments from the words of `python -m sglang.launch_server ...` (or `sglang serve`,
     or the flags alone): `--name value`, `--name=value`, `--flag` (true), `--name v1 v2 ...`
     (lists). Leading words before the first `--flag` (the program) are skipped; the last of a
-    repeated flag wins, as argparse does. Values of the arguments the resolution reads are
+    repeated flag wins, as argparse does; an unambiguous prefix names its option and an alias its
+    field (`--tp 4` is `--tp-size 4`: `resolve_option`, `option_dest`), an ambiguous one raises. Values of the arguments the resolution reads are
     checked; others are kept as text. Raises `ValueError` ("--page-size: expected ...") for a
     bad value or a stray word, and for a flag 0.5.23 does not know (`unrecognized_flag`) unless
     `unrecognized` is given: then each is appended there and left out."""
@@ -88,13 +120,14 @@ def parse_launch_words(words: Sequence[str], source: str = "launch command",
             while i < len(words) and not words[i].startswith("--"):
                 values.append(words[i])
                 i += 1
-        unknown = unrecognized_flag(name)
-        if unknown is not None:  # 0.5.23's argparse exits: "unrecognized arguments"
+        option = resolve_option(word)
+        if option is None:  # 0.5.23's argparse exits: "unrecognized arguments"
+            unknown = unrecognized_flag(name) or name
             if unrecognized is None:
                 raise ValueError(f"unrecognized SGLang {SGLANG} server argument {unknown}")
             unrecognized.append(unknown)
             continue
-        key = _flag_name(name)
+        key = option_dest(option)
         out[key] = Given(_typed(key, name, values), source)
     return out
 
