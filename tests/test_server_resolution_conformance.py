@@ -66,7 +66,10 @@ MODELS += MULTIMODAL
 FAMILY = {"Glm5NextForConditionalGeneration", "DeepseekV32ForCausalLM"}
 MM_OFF_BY_DEFAULT = {"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration", "Step3VLForConditionalGeneration",
                      "InklingForConditionalGeneration", "MiMoV2ForCausalLM"}
-BACKENDS = [None, "trtllm_mha", "fa3", "fa4", "flashinfer", "triton", "flashmla", "trtllm_mla", "cutedsl_mla", "hpc_ops", "dsa", "aiter"]
+BACKENDS = [None, "trtllm_mha", "fa3", "fa4", "flashinfer", "triton", "flashmla", "trtllm_mla", "cutedsl_mla", "hpc_ops", "dsa", "aiter",
+            "torch_native", "flex_attention"]
+GPT_OSS = _model("GptOssForCausalLM", kv=8, model_type="gpt_oss")
+MODELS.append(GPT_OSS)
 
 
 def _platform(gpu) -> SimpleNamespace:
@@ -122,11 +125,16 @@ def oracle() -> dict:
         "default_cuda_graph_config": lambda: SimpleNamespace(
             decode=SimpleNamespace(backend=Backend.FULL, max_bs=None, bs=None),
             prefill=SimpleNamespace(backend=Backend.BREAKABLE if CTX.platform.is_cuda else Backend.DISABLED, max_bs=None, bs=None)),
-        "post_capture_kv_sizing_planned": lambda a: False, "attn_dp_enabled_of": lambda a: False,
+        "post_capture_kv_sizing_planned": lambda a: False, "attn_dp_enabled_of": lambda a: a.attn_dp_size > 1,
+        "_data_parallelism_defaults": lambda a: {}, "_tp_lm_head_all_to_all_default": lambda a: {}, "_dp_lm_head_validation": lambda a: {},
+        "_graph_may_capture_collectives": lambda a: False, "_disable_nccl_graph_buffer_registration": lambda reason: None,
+        "_register_for": lambda *names: (lambda f: f), "is_cpu": lambda: False, "use_mlx": lambda: False,
+        "is_triton_kernels_available": lambda: False, "get_nvidia_driver_version": lambda: (580,),
         "get_device_memory_capacity": lambda device: CTX.gpu.memory_mib,
         "envs": SimpleNamespace(SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR=_Env(0.0),
                                 SGLANG_AITER_KV_CACHE_LAYOUT=_Env(""), SGLANG_SYMM_MEM_PREALLOC_GB_SIZE=_Env(None),
-                                SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION=_Env(False)),
+                                SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION=_Env(False), SGLANG_RUST_SERVER=_Env(False),
+                                SGLANG_USE_AITER=_Env(False), SGLANG_DEEPEP_BF16_DISPATCH=_Env(False)),
         "parse_connector_type": lambda path: "local", "ConnectorType": SimpleNamespace(INSTANCE="instance"),
         "resolve_cp_tp_group_sharing": lambda a, m: None, "validate_prefill_cp_platform": lambda a: None,
         "disable_full_prefill_cudagraph_if_incompatible": lambda a: None,
@@ -135,7 +143,9 @@ def oracle() -> dict:
         "IntEnum": enum.IntEnum, "dataclass": dataclasses.dataclass, "field": dataclasses.field,
     }
     definitions("sglang/srt/arg_groups/model_override_base.py", ["attention_backends_of", "get_default_attn_backend",
-                                                                 "_forces_eagle_topk_one"], ns)
+                                                                 "_forces_eagle_topk_one", "is_attention_backend_not_set"], ns)
+    definitions("sglang/srt/arg_groups/model_overrides/gpt_oss.py", ["_gpt_oss_overrides"], ns)
+    _gpt_oss_backend_check(ns)
     definitions("sglang/srt/arg_groups/overrides.py", [
         "_attention_backend_default", "_mla_backend_page_constraints", "_mla_kv_cache_dtype_checks", "_cutedsl_prefill_backend_fill",
         "_attention_backend_fa3_fp8_fallback", "_fa4_page_constraint", "_attention_backend_platform_fallbacks",
@@ -150,17 +160,29 @@ def oracle() -> dict:
     definitions("sglang/srt/arg_groups/memory_hook.py", ["_DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS", "handle_gpu_memory_settings",
                                                           "reserve_for_graph_mb", "reserve_for_deepep_a2a_mb"], ns)
     definitions("sglang/srt/arg_groups/attention_hook.py", ["handle_attention_backend_compatibility"], ns)
-    definitions("sglang/srt/arg_groups/parallel_hook.py", ["_boundary_parallelism_overrides", "handle_context_parallelism"], ns)
+    definitions("sglang/srt/arg_groups/parallel_hook.py", ["_boundary_parallelism_overrides", "handle_context_parallelism",
+                                                           "handle_deprecated_dp_attention", "handle_data_parallelism"], ns)
     prefill_cp_bcg(ns)
     definitions("sglang/srt/layers/attention/attention_registry.py", ["create_trtllm_mha_backend"], ns)
     return ns
+
+
+def _gpt_oss_backend_check(ns: dict) -> None:
+    """Define `_gpt_oss_backend_check(server_args)` in `ns`: the GptOssForCausalLM branch's attention-backend
+    assert of 0.5.23 `model_hook.py::handle_model_specific_adjustments`, its statement run as the wheel has it."""
+    tree = ast.parse(wheel_source("sglang/srt/arg_groups/model_hook.py"))
+    handler = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "handle_model_specific_adjustments")
+    branch = next(n for n in ast.walk(handler) if isinstance(n, ast.If) and "GptOssForCausalLM" in ast.unparse(n.test))
+    body = ast.parse("def _gpt_oss_backend_check(server_args):\n    pass").body[0]
+    body.body = [branch.body[0]]
+    exec(compile(ast.fix_missing_locations(ast.Module(body=[body], type_ignores=[])), "model_hook.py", "exec"), ns)  # noqa: S102
 
 
 def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     """0.5.23's resolution of `flags` (ServerArgs field names), from the wheel under stubs."""
     platform = _platform(gpu)
     mla = uses_mla(model)
-    hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type)
+    hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type, quantization_config=None)
     CTX.platform, CTX.mla, CTX.gpu = platform, mla, gpu
     ns = oracle()
     archs = list(model.architectures)
@@ -185,7 +207,8 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
         cuda_graph_prefill_max_context=None, cuda_graph_config=None, disaggregation_mode="null", language_only=False,
         language_model_only=False, enable_attn_tp_input_scattered=False, torch_compile_max_bs=None, disable_cuda_graph_padding=False, _raw_input={},
         _cuda_graph_config_locked=set(),
-        enable_two_batch_overlap=False, moe_a2a_backend="none", enable_multimodal=None)
+        enable_two_batch_overlap=False, moe_a2a_backend="none", enable_multimodal=None, enable_dp_attention=False,
+        mm_enable_dp_encoder=False, schedule_conservativeness=1.0, dtype="auto", moe_runner_backend="auto", quantization=None)
     for key, value in flags.items():
         setattr(args, key, list(value) if key == "cuda_graph_bs_prefill" else value)
     hook_module = types.ModuleType("sglang.srt.arg_groups.cuda_graph_hook")
@@ -208,13 +231,18 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
         monkeypatch.setitem(sys.modules, module.__name__, module)
     run_pass = _run_pass
 
+    ns["handle_deprecated_dp_attention"](args)
     ns["parse_cuda_graph_config"](args)
     ns["apply_cuda_graph_compatibility"](args)
     try:
         ns["handle_gpu_memory_settings"](args)
+        if model.architecture == "GptOssForCausalLM":  # handle_model_specific_adjustments: the override registry, then the assert
+            args.attention_backend = ns["_gpt_oss_overrides"](args, hf).get("attention_backend", args.attention_backend)
+            ns["_gpt_oss_backend_check"](args)
         ns["handle_attention_backend_compatibility"](args)
         ns["disable_prefill_cuda_graph_for_deepseek_trtllm_mla"](args)
         run_pass(args, ns["_page_size_default"])
+        ns["handle_data_parallelism"](args)
         ns["handle_context_parallelism"](args)
         if args.enable_prefill_cp:
             ns["apply_prefill_cp_cuda_graph_default"](args)
@@ -274,7 +302,7 @@ def deployments(draw):
         "chunked_prefill_size": _optional([-1, 2048, 4096, 8192, 16384]), "max_total_tokens": _optional([4096, 100000]),
         "cuda_graph_max_bs_prefill": _optional([2048, 12288]), "cuda_graph_bs_prefill": _optional([(512, 1024, 3000)]),
         "cuda_graph_backend_prefill": _optional(["breakable", "disabled"]), "disable_cuda_graph": _optional([True]),
-        "model_path": _optional(["meta-llama/Llama-2-70b-hf", "org/model"]),
+        "model_path": _optional(["meta-llama/Llama-2-70b-hf", "org/model"]), "enable_dp_attention": _optional([True]),
         "enable_multimodal": _optional([True, False]), "language_model_only": _optional([True]), "dcp_size": _optional([1, 2]),
         "enable_two_batch_overlap": _optional([True]), "moe_a2a_backend": _optional(["none", "deepep", "mooncake", "flashinfer"]),
     }
@@ -373,3 +401,29 @@ def test_cp_without_cp_graphs_on_hopper_captures_no_prefill_graph(sglang_wheel, 
         expected = sglang_resolve(flags, MODELS[0], GPUS["H200"], monkeypatch)
         assert expected["prefill_graph_backend"] == backend
         assert cpbcg_resolve(flags, MODELS[0], GPUS["H200"]) == expected
+
+
+@pytest.mark.parametrize("flags, model, gpu, expected", [
+    ({}, GPT_OSS, "A100", {"backends": ("triton", "triton")}),  # model_overrides/gpt_oss.py: triton off Hopper/Blackwell
+    ({}, GPT_OSS, "L40S", {"backends": ("triton", "triton")}),
+    ({}, GPT_OSS, "RTX-PRO-6000", {"backends": ("triton", "triton")}),
+    ({}, GPT_OSS, "H100", {"backends": ("fa3", "fa3")}),
+    ({}, GPT_OSS, "B200", {"backends": ("trtllm_mha", "trtllm_mha")}),
+    ({"attention_backend": "flashinfer"}, GPT_OSS, "H100", {"refused": "GptOssForCausalLM requires one of"}),
+    ({"prefill_attention_backend": "triton"}, GPT_OSS, "H100", {"refused": "GptOssForCausalLM requires one of"}),
+    ({"attention_backend": "torch_native"}, MODELS[0], "B200", {"prefill_graph_backend": "disabled"}),
+    ({"attention_backend": "flex_attention"}, MODELS[0], "H100", {"prefill_graph_backend": "disabled"}),
+    ({"attn_dp_size": 2}, MODELS[0], "B200", {"refused": ""}),  # tp 1: 0.5.23's assert, without a message
+    ({"attn_dp_size": 2, "dp_size": 2, "tp_size": 2}, MODELS[0], "B200", {"refused": "--dp-size 2 with --attn-dp-size 2"}),
+    ({"attn_dp_size": 2, "tp_size": 2}, MODELS[0], "B200", {"chunked_prefill_size": 8192, "max_bs": 8192}),
+    ({"dp_size": 4, "enable_dp_attention": True, "tp_size": 4}, MODELS[0], "H200", {"chunked_prefill_size": 2048, "max_bs": 2048}),
+])
+def test_gpt_oss_torch_native_and_attention_dp_resolve_as_sglang_does(sglang_wheel, monkeypatch, flags, model, gpu, expected):
+    want = sglang_resolve(flags, model, GPUS[gpu], monkeypatch)
+    got = cpbcg_resolve(flags, model, GPUS[gpu])
+    for key, value in expected.items():  # the 0.5.23 behaviour this rule is about
+        assert want[key] == value or (key == "refused" and want[key] is not None and want[key].startswith(value)), (key, want)
+    if want["refused"] is not None:
+        assert got["refused"] is not None and got["refused"].startswith(want["refused"])
+    else:
+        assert got == want

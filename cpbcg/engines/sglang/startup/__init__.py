@@ -2,18 +2,24 @@
 small named steps (`STEPS`), each in a module named after 0.5.23's `arg_groups` hook it restates and
 each naming the 0.5.23 function:
 
-1. `cuda_graph.handle_cuda_graph_config` (`parse_cuda_graph_config`, `apply_cuda_graph_compatibility`)
-2. `memory.handle_gpu_memory_settings`
-3. `model.deepseek_family_overrides` (`_deepseek_family_overrides`)
-4. `attention.handle_attention_backend_compatibility` (and its post-process passes)
-5. `cuda_graph.disable_prefill_cuda_graph_for_deepseek_trtllm_mla`
-6. `attention.page_size_default` (`_page_size_default`)
-7. `parallel.handle_context_parallelism`
-8. `cuda_graph.apply_prefill_cp_cuda_graph_default` (`supports_prefill_cp_bcg`)
-9. `cuda_graph.disable_breakable_cudagraph_if_incompatible`: CP without CP graphs (every Hopper and
-   Ampere GPU with prefill CP) and multimodal models outside the allow-list capture no prefill graph
-10. `model.handle_model_capability_adjustments`
-11. at model load, `attention.create_trtllm_mha_backend`
+1. `parallel.handle_deprecated_dp_attention`
+2. `cuda_graph.handle_cuda_graph_config` (`parse_cuda_graph_config`, `apply_cuda_graph_compatibility`
+   and its `disable_breakable_cudagraph_if_incompatible`: CP without CP graphs -- every Hopper and
+   Ampere GPU with prefill CP -- and multimodal models outside the allow-list capture no prefill graph)
+3. `memory.handle_gpu_memory_settings`
+4. `model.deepseek_family_overrides`, `model.gpt_oss_overrides` (the model override registry) and
+   `model.gpt_oss_attention_backends` (`handle_model_specific_adjustments`)
+5. `attention.handle_attention_backend_compatibility` (and its post-process passes; torch_native and
+   flex_attention turn CUDA graphs off)
+6. `cuda_graph.disable_prefill_cuda_graph_for_deepseek_trtllm_mla`
+7. `attention.page_size_default` (`_page_size_default`)
+8. `parallel.handle_data_parallelism` (attention DP: refusals, the chunk divided by `attn_dp_size`)
+9. `parallel.handle_context_parallelism`
+10. `cuda_graph.apply_prefill_cp_cuda_graph_default` (`supports_prefill_cp_bcg`; the compatibility
+    rules again when it turns the graph on)
+11. `model.handle_model_capability_adjustments`
+12. at model load, `attention.create_trtllm_mha_backend`
+13. `cuda_graph.say_why_the_prefill_graph_is_off` (cpbcg's: the short reason a report leads with)
 
 From what the user gives -- server arguments by name (`args.parse_launch_words`: a launch command's
 words as 0.5.23's argparse takes them; `args.log_given`: a log), the model and the GPU --

@@ -32,7 +32,8 @@ _INT_FLAGS = {
 }
 """Integer server arguments the resolution reads, with the least value accepted."""
 _BOOL_FLAGS = frozenset({"enable_prefill_cp", "disable_cuda_graph", "disable_prefill_cuda_graph", "enable_mixed_chunk",
-                         "disable_radix_cache", "enable_multimodal", "language_model_only", "enable_two_batch_overlap"})
+                         "disable_radix_cache", "enable_multimodal", "language_model_only", "enable_two_batch_overlap",
+                         "enable_dp_attention"})
 _TEXT_FLAGS = {
     "attention_backend": ATTENTION_BACKENDS, "prefill_attention_backend": ATTENTION_BACKENDS,
     "decode_attention_backend": ATTENTION_BACKENDS, "cp_strategy": CP_STRATEGIES,

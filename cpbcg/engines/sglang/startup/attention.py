@@ -32,7 +32,8 @@ def _pages(backend: str) -> str:
 
 def handle_attention_backend_compatibility(r: Resolution) -> None:
     """`handle_attention_backend_compatibility` with its passes: `_attention_backend_default` (equal split
-    backends -> the base backend; none -> `get_default_attn_backend`), `_mla_backend_page_constraints`
+    backends -> the base backend; none -> `get_default_attn_backend`), torch_native and flex_attention turn
+    the CUDA graphs off (flex_attention refuses speculative decoding), `_mla_backend_page_constraints`
     (flashmla 64; trtllm_mla, cutedsl_mla 32|64 else 64; trtllm_mha 16|32|64|128 else 64; hpc_ops 64),
     `_mla_kv_cache_dtype_checks` (trtllm_mla needs Blackwell), `_cutedsl_prefill_backend_fill`, the
     trtllm_mha platform checks (SM90/SM100/SM120; prefill CP needs SM100) and `_fa4_page_constraint`
@@ -43,6 +44,11 @@ def handle_attention_backend_compatibility(r: Resolution) -> None:
     elif r.backend.value is None:
         r.backend = Value(default_attention_backend(r.model, r.mla, r.gpu, r.tp), "GPU default",
                           f"{'MLA' if r.mla else 'MHA'} on {r.gpu.name} (0.5.23 get_default_attn_backend)")
+    if r.backend.value in ("torch_native", "flex_attention"):  # CUDA graphs off, whatever was asked for them
+        r.graph_backend = Value("disabled", "0.5.23 override",
+                                f"{r.backend.value} attention turns CUDA graphs off (0.5.23 handle_attention_backend_compatibility)")
+        if r.backend.value == "flex_attention" and r.raw("speculative_algorithm") is not None:
+            r.refuse("handle_attention_backend_compatibility", "Speculative decoding is currently not supported with Flex Attention backend")
     base = r.backend.value
     named = {base, decode_b, prefill_b}
     old_page = r.page.value

@@ -16,7 +16,9 @@ def handle_cuda_graph_config(r: Resolution) -> None:
     disabled by `--disable-cuda-graph` / `--disable-prefill-cuda-graph`, or as given
     (`--cuda-graph-backend-prefill`, `--cuda-graph-config`'s `prefill.backend`: locked, automatic rules
     leave it); `max_bs` and `bs` as given. Then `apply_cuda_graph_compatibility`: `--pp-size > 1`
-    disables an unlocked breakable graph."""
+    disables an unlocked breakable graph, else `disable_breakable_cudagraph_if_incompatible` runs on the
+    values given (no attention backend is resolved yet: a CP launch has no CP graph at this point unless
+    its prefill backend was given)."""
     graph_json = r.raw("cuda_graph_config") or {}
     prefill_raw = graph_json.get("prefill")
     prefill_json: dict[str, Any] = prefill_raw if isinstance(prefill_raw, dict) else {}
@@ -37,6 +39,8 @@ def handle_cuda_graph_config(r: Resolution) -> None:
         r.bs_given, r.bs_source = tuple(prefill_json["bs"]), r.source("cuda_graph_config")
     if r.pp > 1 and not r.locked_backend and r.graph_backend.value == "breakable":
         r.graph_backend = Value("disabled", DEFAULT, "pp_size > 1 (0.5.23 apply_cuda_graph_compatibility)")
+    else:
+        _disable_breakable_if_incompatible(r)  # on the values given so far: no backend resolved yet
 
 
 def disable_prefill_cuda_graph_for_deepseek_trtllm_mla(r: Resolution) -> None:
@@ -76,33 +80,49 @@ def supports_prefill_cp_bcg(r: Resolution) -> list[str]:
 
 def apply_prefill_cp_cuda_graph_default(r: Resolution) -> None:
     """`apply_prefill_cp_cuda_graph_default` (run when `--enable-prefill-cp`): a supported CP configuration
-    (`supports_prefill_cp_bcg`) gets the breakable prefill graph unless its backend was given."""
+    (`supports_prefill_cp_bcg`) gets the breakable prefill graph unless its backend was given, and
+    `apply_cuda_graph_compatibility` runs again (`disable_breakable_cudagraph_if_incompatible` on the final
+    values). Why there is no CP graph is kept for every launch (`ResolvedServer.no_cp_graph`)."""
     r.no_cp_graph = supports_prefill_cp_bcg(r)
     if r.enable_cp and not r.no_cp_graph and not r.locked_backend:
         r.graph_backend = Value("breakable", DEFAULT, "supported prefill CP (0.5.23 apply_prefill_cp_cuda_graph_default)")
+        r.graph_off = ""
+        _disable_breakable_if_incompatible(r)
 
 
-def disable_breakable_cudagraph_if_incompatible(r: Resolution) -> None:
-    """`disable_breakable_cudagraph_if_incompatible` (run by `apply_cuda_graph_compatibility` at
-    `handle_cuda_graph_config` and again after `apply_prefill_cp_cuda_graph_default`, so on the final
-    values): an unlocked breakable prefill graph is disabled by the first rule that holds, in its order:
-    `attn_cp_size > 1` without CP graphs (`supports_prefill_cp_bcg` false: every Hopper and Ampere GPU
-    with prefill CP), `dcp_size > 1`, two-batch overlap, a MoE all-to-all backend other than none,
-    deepep, megamoe, flashinfer, and a multimodal model outside
-    `multimodal_breakable_cuda_graph_supported_model_archs`. The KDA and DeepSeek-V4 rules are NOT_MODELLED."""
-    if not r.locked_backend and r.graph_backend.value == "breakable":
-        why = _breakable_incompatible(r)
-        if why is not None:
-            r.graph_off = why[0]
-            r.graph_backend = Value("disabled", "0.5.23 override", f"{why[0]}: {why[1]} (0.5.23 disable_breakable_cudagraph_if_incompatible)")
-    if r.graph_backend.value == "disabled" and not r.graph_off:
+def _disable_breakable_if_incompatible(r: Resolution) -> None:
+    """`disable_breakable_cudagraph_if_incompatible` (run by `apply_cuda_graph_compatibility`): an unlocked
+    breakable prefill graph is disabled by the first rule that holds, in its order: `attn_cp_size > 1`
+    without CP graphs (`supports_prefill_cp_bcg` false: every Hopper and Ampere GPU with prefill CP),
+    `dcp_size > 1`, two-batch overlap, a MoE all-to-all backend other than none, deepep, megamoe,
+    flashinfer, and a multimodal model outside `multimodal_breakable_cuda_graph_supported_model_archs`.
+    The KDA and DeepSeek-V4 rules are NOT_MODELLED."""
+    if r.locked_backend or r.graph_backend.value != "breakable":
+        return
+    why = _breakable_incompatible(r)
+    if why is not None:
+        r.graph_off = why[0]
+        r.graph_backend = Value("disabled", "0.5.23 override", f"{why[0]}: {why[1]} (0.5.23 disable_breakable_cudagraph_if_incompatible)")
+
+
+def say_why_the_prefill_graph_is_off(r: Resolution) -> None:
+    """Not a 0.5.23 step: why the prefill graph ended disabled, in short (`ResolvedServer.graph_off`), the
+    CP rule's reason restated on the final values (`supports_prefill_cp_bcg` after the backends resolved)."""
+    if r.graph_backend.value != "disabled":
+        r.graph_off = ""
+        return
+    if r.graph_off.startswith("CP without CP graphs") and r.no_cp_graph:
+        r.graph_backend = Value("disabled", "0.5.23 override", f"{r.graph_off}: --attn-cp-size {r.cp} and {r.no_cp_graph[0]} "
+                                "(0.5.23 disable_breakable_cudagraph_if_incompatible)")
+    elif not r.graph_off:
         r.graph_off = r.graph_backend.rule or r.graph_backend.source
 
 
 def _breakable_incompatible(r: Resolution) -> tuple[str, str] | None:
     """(in short, in full) for the first rule of `disable_breakable_cudagraph_if_incompatible` that holds."""
-    if r.cp > 1 and r.no_cp_graph:
-        return f"CP without CP graphs on {r.gpu.name}", f"--attn-cp-size {r.cp} and {r.no_cp_graph[0]}"
+    missing = supports_prefill_cp_bcg(r) if r.cp > 1 else []
+    if missing:
+        return f"CP without CP graphs on {r.gpu.name}", f"--attn-cp-size {r.cp} and {missing[0]}"
     if r.raw("dcp_size", 1) > 1:
         return "decode context parallel", f"--dcp-size {r.raw('dcp_size')}"
     if r.raw("enable_two_batch_overlap", False):

@@ -93,6 +93,30 @@ def deepseek_family_overrides(r: Resolution) -> None:
         r.backend = Value("trtllm_mla", "model", f"{r.arch0} on SM100 (0.5.23 _deepseek_family_overrides)")
 
 
+GPT_OSS_ATTENTION_BACKENDS = ("triton", "trtllm_mha", "fa3", "fa4", "ascend", "intel_amx", "intel_xpu", "aiter")
+"""0.5.23 `model_hook.py::handle_model_specific_adjustments`: the attention backends GptOssForCausalLM runs on."""
+
+
+def gpt_oss_overrides(r: Resolution) -> None:
+    """`model_overrides/gpt_oss.py::_gpt_oss_overrides`: GptOssForCausalLM with no attention backend set takes
+    trtllm_mha on SM100, fa3 on SM90, aiter on AMD, else triton (A100, L40S, RTX PRO 6000 ...)."""
+    if r.arch0 != "GptOssForCausalLM" or r.backend.value is not None or r.prefill_backend or r.decode_backend:
+        return
+    chosen = "trtllm_mha" if r.p["sm100"] else "fa3" if r.p["sm90"] else "aiter" if r.p["hip"] else "triton"
+    r.backend = Value(chosen, "model", f"GptOssForCausalLM on {r.gpu.name} (0.5.23 _gpt_oss_overrides)")
+
+
+def gpt_oss_attention_backends(r: Resolution) -> None:
+    """`model_hook.py::handle_model_specific_adjustments` (GptOssForCausalLM): the prefill and decode backends
+    (`attention_backends_of`, before any default is filled) must be in `GPT_OSS_ATTENTION_BACKENDS`."""
+    if r.arch0 != "GptOssForCausalLM":
+        return
+    prefill, decode = r.prefill_backend or r.backend.value, r.decode_backend or r.backend.value
+    if prefill not in GPT_OSS_ATTENTION_BACKENDS or decode not in GPT_OSS_ATTENTION_BACKENDS:
+        r.refuse("handle_model_specific_adjustments", f"GptOssForCausalLM requires one of {list(GPT_OSS_ATTENTION_BACKENDS)} attention "
+                 f"backend, but got the following backends\n- Prefill: {prefill}\n- Decode: {decode}\n")
+
+
 def handle_model_capability_adjustments(r: Resolution) -> None:
     """`model_hook.py::handle_model_capability_adjustments`: multimodal architectures without chunked-prefill
     support (`is_multimodal_chunked_prefill_supported`: mllama, LLaVA-Llama, Grok-1 V/A, MossVL, CLIP) run with

@@ -1,8 +1,44 @@
-"""0.5.23 `arg_groups/parallel_hook.py`: the context-parallelism refusals. A step of `pipeline.STEPS`."""
+"""0.5.23 `arg_groups/parallel_hook.py`: attention data parallelism and the context-parallelism
+refusals. Steps of `pipeline.STEPS`."""
 
 from __future__ import annotations
 
-from cpbcg.engines.sglang.startup.state import Resolution
+from cpbcg.engines.sglang.startup.state import DEFAULT, Resolution
+from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
+from cpbcg.planner.server import Value
+
+
+def handle_deprecated_dp_attention(r: Resolution) -> None:
+    """`handle_deprecated_dp_attention`: `--dp-size N --enable-dp-attention` is `--attn-dp-size N --dp-size 1`
+    (when `--attn-dp-size` is not given)."""
+    if r.raw("enable_dp_attention") and r.attn_dp == 1:
+        r.attn_dp, r.dp = r.dp, 1
+
+
+def handle_data_parallelism(r: Resolution) -> None:
+    """`handle_data_parallelism`: `--attn-dp-size > 1` with `--dp-size > 1` is refused; with attention DP,
+    `tp_size` must be divisible by `attn_dp_size` (an assert: 0.5.23 prints no message), the chunk is divided
+    by `attn_dp_size`, and a prefill graph `max_bs` above it (not given) is cut to it, its list regenerated
+    (not given)."""
+    if r.attn_dp > 1 and r.dp > 1:
+        r.refuse("handle_data_parallelism", f"--dp-size {r.dp} with --attn-dp-size {r.attn_dp}: data-parallel replicas combined "
+                 "with attention data parallelism are not supported.")
+        return
+    if r.attn_dp <= 1:
+        return
+    if r.tp % r.attn_dp:
+        r.refuse("handle_data_parallelism", f"(an assert, no message) tp_size must be divisible by attn_dp_size (--tp-size {r.tp}, "
+                 f"--attn-dp-size {r.attn_dp})")
+        return
+    old = r.chunk.value
+    r.chunk = Value(old // r.attn_dp, "0.5.23 override", f"{old} / attn_dp_size {r.attn_dp} (0.5.23 handle_data_parallelism)")
+    r.notes.append(f"chunked_prefill_size {old} -> {r.chunk.value}: divided by --attn-dp-size {r.attn_dp} (0.5.23 handle_data_parallelism)")
+    if r.graph_backend.value != "disabled" and r.max_bs.value is not None and r.max_bs.value > r.chunk.value and r.max_bs_given is None:
+        r.max_bs = Value(r.chunk.value, DEFAULT, "the per-DP-rank chunk (0.5.23 handle_data_parallelism)")
+        if r.bs_given is None:
+            top = min(r.max_bs.value, MAX_BUCKET_TOKENS)
+            r.bs = Value(tuple(sglang_default_buckets(top)) if top >= 4 else (), DEFAULT,
+                         f"generate_prefill_cuda_graph_batch_sizes({r.max_bs.value})")
 
 
 def handle_context_parallelism(r: Resolution) -> None:

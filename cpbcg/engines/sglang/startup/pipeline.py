@@ -15,22 +15,26 @@ from cpbcg.planner.server import Given, ResolvedServer, ServerCheck, Value
 Step = Callable[[Resolution], None]
 
 STEPS: tuple[Step, ...] = (
+    parallel.handle_deprecated_dp_attention,
     cuda_graph.handle_cuda_graph_config,
     memory.handle_gpu_memory_settings,
     model.deepseek_family_overrides,
+    model.gpt_oss_overrides,
+    model.gpt_oss_attention_backends,
     attention.handle_attention_backend_compatibility,
     cuda_graph.disable_prefill_cuda_graph_for_deepseek_trtllm_mla,
     attention.page_size_default,
+    parallel.handle_data_parallelism,
     parallel.handle_context_parallelism,
     cuda_graph.apply_prefill_cp_cuda_graph_default,
-    cuda_graph.disable_breakable_cudagraph_if_incompatible,
     model.handle_model_capability_adjustments,
     attention.create_trtllm_mha_backend,
+    cuda_graph.say_why_the_prefill_graph_is_off,
 )
 """0.5.23's start-up resolution as cpbcg restates it, in `run_resolution_pipeline`'s order (the
-breakable-graph disable, which 0.5.23 runs at `handle_cuda_graph_config` and again after
-`apply_prefill_cp_cuda_graph_default`, once on the final values; the model-load check last). Each
-step names the 0.5.23 function it restates."""
+breakable-graph disable runs inside `handle_cuda_graph_config` and `apply_prefill_cp_cuda_graph_default`,
+as in 0.5.23; the model-load check, then the explanation of a disabled prefill graph, last). Each step
+names the 0.5.23 function it restates."""
 
 NOT_MODELLED = (
     "speculative decoding (draft backends, eagle top-k)", "DeepEP / MoE all-to-all bucket rounding",
