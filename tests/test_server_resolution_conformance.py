@@ -318,7 +318,7 @@ def deployments(draw):
     return flags, model, gpu
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=deployments())
 def test_cpbcg_resolves_as_sglang_does(sglang_wheel, monkeypatch, case):
     flags, model, gpu = case
