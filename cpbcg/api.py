@@ -335,7 +335,7 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
     `plan` takes them: `auto` the rate picker's, None the scheduler's `rate`), its parts in the
     report. A bound source (server log) is checked at its worst case (header `bound` True); it
     has no extend lengths to replay (`ConfigError`). A `TraceInput` is opened as detected."""
-    from cpbcg.gates.gates import CheckReport, check_gates, replay_gate, sample_graph_batches
+    from cpbcg.gates.gates import CheckReport, check_gates, replay_gate, sample_graph_batches, what_the_server_did
 
     trace_path = Path(str(trace)) if isinstance(trace, TraceInput) else trace
     table = manifest.table() if manifest is not None else deployment.table()
@@ -351,7 +351,7 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
     if manifest is not None:
         header["manifest"] = str(manifest.path)
     parts = tuple(planned.parts) if several else ()
-    results = check_gates(ev, gates, planned.observed)
+    results = check_gates(ev, gates, planned.observed) + what_the_server_did(gates, planned.observed)  # a log: what the server did too
     replays: tuple[ReplayRecord, ...] = ()
     if replay:
         sampled = sample_graph_batches(open_trace(trace, deployment, trace_format=trace_format, options=options).batches, table, deployment.cp,

@@ -146,6 +146,27 @@ def check_gates(ev: Evaluation, gates: Gates, observed: Any = None) -> tuple[Gat
     return tuple(results)
 
 
+def what_the_server_did(gates: Gates, observed: Any) -> tuple[GateResult, ...]:
+    """A log whose forwards print the server's verdict is gated on what the server did (issue 39): `min_coverage`
+    also holds the observed coverage (unless `min_observed_coverage` sets its own), and every forward on which
+    the model and the log disagree (`ObservedComparison.model_errors + unexplained_eager`) fails the gate
+    `model_agrees_with_log`, the first one named. Nothing without gates or without printed verdicts.
+    `replay-check`'s (a CI gate on a log), beside `check_gates`."""
+    if observed is None or not observed.forwards or gates == Gates():
+        return ()
+    out = []
+    if gates.min_coverage is not None and gates.min_observed_coverage is None:
+        out.append(_at_least("min_coverage.observed", f"observed {observed.label} coverage (the log's verdicts)", observed.coverage,
+                             gates.min_coverage))
+    disagreeing = observed.model_errors + observed.unexplained_eager
+    first = (observed.model_error_lines + observed.eager_lines)[:1]
+    detail = (f"first: log line {first[0].line_no}: the server ran {'a graph' if first[0].server_graph else 'eagerly'}, the model says "
+              f"{first[0].model}" if first else "")
+    out.append(_at_most("model_agrees_with_log", f"forwards where the model and the log's {observed.label} verdict disagree",
+                        disagreeing, 0, "batches", detail))
+    return tuple(out)
+
+
 def parse_max_eager(specs: Sequence[str]) -> dict[str, int]:
     """Parse repeated `--max-eager REASON=N` values into `{reason: N}` (later ones win).
 
