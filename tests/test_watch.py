@@ -39,9 +39,14 @@ LIMIT_S = 60.0
 runner = CliRunner()
 
 
+POD = "sglang-0"
+"""The replica every test runs as ($POD_NAME): the `instance` label."""
+
+
 @pytest.fixture(autouse=True)
 def wide(monkeypatch):
     monkeypatch.setenv("CPBCG_WIDTH", "200")
+    monkeypatch.setenv("POD_NAME", POD)
 
 
 def writer(path: Path, forwards: int, rate: float = 2000.0, *extra: str) -> subprocess.Popen:
@@ -215,7 +220,7 @@ def test_a_server_restarted_into_its_log_is_judged_per_launch_with_the_totals_pl
     assert f"{path}: 2 launches (restarts); forwards per launch 1,500, 1,500" in " ".join(report.notes)
     # the exporter's counters run on across the restart
     got = scraped[0]
-    s = (("dp_rank", "0"), ("server", str(path)))
+    s = (("dp_rank", "0"), ("instance", POD), ("server", str(path)))
     assert got[("cpbcg_prefill_forwards_total", s)] == 3000
     assert got[("cpbcg_prefill_model_graph_forwards_total", s)] == ev.graph_batches
     assert got[("cpbcg_prefill_graph_forwards_total", s)] == ob.graph_forwards
@@ -505,20 +510,27 @@ def test_the_exporter_serves_the_documented_metrics_over_http(tmp_path, sglang_e
                        serve_metrics="127.0.0.1:0", on_snapshot=on_snapshot, note=notes.append)
     assert report.passed and report.snapshot.servers[0].metrics is not None
     got = scraped[0]
-    s = (("dp_rank", "0"), ("server", str(log)))
+    s = (("dp_rank", "0"), ("instance", POD), ("server", str(log)))
     assert got[("cpbcg_prefill_forwards_total", s)] == 5
     assert got[("cpbcg_prefill_verdict_forwards_total", s)] == 5
     assert got[("cpbcg_prefill_graph_forwards_total", s)] == 3
     assert got[("cpbcg_prefill_model_graph_forwards_total", s)] == 4  # 9000 is above the largest bucket, 400 the server ran eagerly
-    assert got[("cpbcg_prefill_eager_forwards_total", (("dp_rank", "0"), ("reason", "above_largest_bucket"), ("server", str(log))))] == 1
+    assert got[("cpbcg_prefill_eager_forwards_total", (("dp_rank", "0"), ("instance", POD), ("reason", "above_largest_bucket"), ("server", str(log))))] == 1
     assert got[("cpbcg_prefill_tokens_total", s)] == 10000
-    assert got[("cpbcg_window_observed_coverage_ratio", (("dp_rank", "all"), ("server", str(log)), ("window", "forwards")))] == 0.6
-    assert got[("cpbcg_window_model_coverage_ratio", (("dp_rank", "all"), ("server", str(log)), ("window", "forwards")))] == 0.8
-    assert got[("cpbcg_prefill_graphs_refused", (("server", str(log)),))] == 0
-    assert got[("cpbcg_sglang_prefill_passes_total", (("dp_rank", "0"), ("mode", "prefill_cuda_graph"), ("server", str(log))))] == 3
-    assert got[("cpbcg_sglang_graph_memory_gb", (("phase", "prefill"), ("server", str(log))))] == 2.5
-    assert got[("cpbcg_sglang_startup_graph_seconds", (("phase", "prefill"), ("server", str(log))))] == 31.5
-    assert got[("cpbcg_window_recommended_coverage_gain_ratio", (("server", str(log)),))] == pytest.approx(0.2)
+    assert got[("cpbcg_window_observed_coverage_ratio", (("dp_rank", "all"), ("instance", POD), ("server", str(log)), ("window", "forwards")))] == 0.6
+    assert got[("cpbcg_window_model_coverage_ratio", (("dp_rank", "all"), ("instance", POD), ("server", str(log)), ("window", "forwards")))] == 0.8
+    assert got[("cpbcg_prefill_graphs_refused", (("instance", POD), ("server", str(log))))] == 0
+    assert got[("cpbcg_sglang_prefill_passes_total", (("dp_rank", "0"), ("instance", POD), ("mode", "prefill_cuda_graph"), ("server", str(log))))] == 3
+    assert got[("cpbcg_sglang_graph_memory_gb", (("instance", POD), ("phase", "prefill"), ("server", str(log))))] == 2.5
+    # bytes (Prometheus' base unit): SGLang's "GB" is GiB (get_available_gpu_memory divides by 1 << 30); the GB name is deprecated
+    assert got[("cpbcg_sglang_graph_memory_bytes", (("instance", POD), ("phase", "prefill"), ("server", str(log))))] == 2.5 * 2**30
+    assert got[("cpbcg_log_lines_total", (("instance", POD), ("server", str(log))))] == log.read_bytes().count(b"\n") == 11
+    assert got[("cpbcg_log_read_bytes_total", (("instance", POD), ("server", str(log))))] == log.stat().st_size
+    assert got[("cpbcg_log_unread_bytes", (("instance", POD), ("server", str(log))))] == 0
+    assert 0 <= got[("cpbcg_log_last_line_age_seconds", (("instance", POD), ("server", str(log))))] < 30
+    assert 0 <= got[("cpbcg_sglang_scrape_age_seconds", (("instance", POD), ("server", str(log))))] < 30
+    assert got[("cpbcg_sglang_startup_graph_seconds", (("instance", POD), ("phase", "prefill"), ("server", str(log))))] == 31.5
+    assert got[("cpbcg_window_recommended_coverage_gain_ratio", (("instance", POD), ("server", str(log))))] == pytest.approx(0.2)
 
 
 def test_the_cli_exporter_is_scraped_while_it_runs(tmp_path):

@@ -22,7 +22,8 @@ def window_options(options: WatchCommandOptions) -> WatchOptions:
     """The windows and stop conditions `options` ask for, as the library takes them."""
     return watch_options(window_forwards=options.window_forwards, window_seconds=options.window_seconds,
                          ring_forwards=options.ring_forwards, gate_step=options.gate_step, interval_s=options.interval_s,
-                         recommend_every_s=options.recommend_every_s, duration_s=options.duration_s, max_forwards=options.max_forwards)
+                         recommend_every_s=options.recommend_every_s, duration_s=options.duration_s, max_forwards=options.max_forwards,
+                         max_scrape_errors=options.max_scrape_errors)
 
 
 def run(options: WatchCommandOptions, config: str | None, overrides: Mapping[str, object], *,
@@ -33,4 +34,4 @@ def run(options: WatchCommandOptions, config: str | None, overrides: Mapping[str
     return api.watch(options.logs, config, overrides, window_options(options), max_eager=options.max_eager,
                      metrics_urls=options.metrics_url or [], serve_metrics=options.serve_metrics,
                      baseline_trace=options.baseline_trace, on_snapshot=on_snapshot, note=note,
-                     launch_notes=launch_notes)
+                     launch_notes=launch_notes, instances=options.instance or (), from_end=options.from_end, since=options.since)

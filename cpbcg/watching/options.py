@@ -4,7 +4,15 @@ their defaults. Light on purpose (no numpy, no planner): the command's options
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
+
+
+def default_instance() -> str:
+    """The replica's name when `--instance` is not given: `$POD_NAME` (Kubernetes' downward API), else
+    `$HOSTNAME` (a pod's name in Kubernetes), else the host's name: unique per replica."""
+    return os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or socket.gethostname() or "unknown"
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,8 @@ class WatchOptions:
     """Stop after this many seconds (None: no limit)."""
     max_forwards: int | None = None
     """Stop after this many forwards, all servers together (None: no limit)."""
+    max_scrape_errors: int | None = None
+    """Gate: at most this many failed scrapes of each --metrics-url over the run (None: not gated)."""
     poll_s: float = 0.05
     """Idle wait between two reads (s)."""
 
