@@ -646,6 +646,81 @@ def test_ctrl_c_ends_the_run_with_its_report(tmp_path):
     assert (proc.returncode, final["type"], final["stopped_by"], final["passed"]) == (0, "result", "interrupted", True)
 
 
+def test_sigterm_ends_a_gated_run_with_its_verdict_and_exits_with_it(tmp_path):
+    import signal
+
+    # half the forwards eager: --min-observed-coverage 0.9 fails on what was read; a pod's shutdown (SIGTERM) must say so
+    log = lines_log(tmp_path, [True, False] * 10)
+    proc = subprocess.Popen([sys.executable, "-m", "cpbcg", "watch", str(log), "--duration", "30", "--interval", "0.2", "--format", "json",
+                             "--min-observed-coverage", "0.9", *PINNED], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = orjson.loads(proc.stdout.readline())  # the first update: bounded by --duration 30
+        assert first["type"] == "snapshot" and first["forwards"] == 20
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=LIMIT_S)
+    finally:
+        proc.kill()
+    final = orjson.loads(out.splitlines()[-1])
+    assert (proc.returncode, final["type"], final["stopped_by"], final["passed"]) == (1, "result", "terminated", False)
+    assert final["forwards"] == 20 and final["servers"][0]["observed"]["graph_forwards"] == 10
+    assert "watch: stopped by terminated; FAILED 1 of 1 gate" in err.decode()
+    assert "min_observed_coverage: observed cuda graph coverage 50.00% is below the minimum 90.00%" in err.decode()
+
+
+class _SlowStub(_Stub):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        time.sleep(1.9)  # an endpoint answering in 1.9 s (within the scrape's 2 s timeout)
+        super().do_GET()
+
+
+def test_a_slow_metrics_endpoint_never_holds_up_the_reader(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowStub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    path = tmp_path / "server.log"
+    proc = writer(path, 3000, 1000.0, "--seed", "3")  # about 3 s of writing
+    lags: list[float] = []
+
+    def on_snapshot(snap):
+        lags.append(snap.servers[0].freshness.reader_lag_s)
+
+    try:
+        started = time.monotonic()
+        report = api.watch([str(path)], None, OVERRIDES, options(max_forwards=3000, interval_s=0.1),
+                           metrics_urls=[f"http://127.0.0.1:{server.server_address[1]}/metrics"], on_snapshot=on_snapshot)
+        took = time.monotonic() - started
+    finally:
+        proc.wait(timeout=LIMIT_S)
+        server.shutdown()
+        server.server_close()
+    # the scrapes (1.9 s each) run on their own thread: scraped in the loop, every update would find the reader 1.9 s behind
+    assert max(lags) < 2.0 and sorted(lags)[len(lags) // 2] < 1.0, lags
+    assert report.snapshot.forwards == 3000 and len(lags) > 10
+    assert took < 3.0 + 2.5 + 2.0, took  # the writer's 3 s, at most one final wait for a first scrape, slack
+    assert report.snapshot.servers[0].metrics is not None  # the slow endpoint was still read
+
+
+def test_a_scrape_failure_gate_fails_a_canary_on_an_unreachable_endpoint(tmp_path):
+    log = lines_log(tmp_path, [True] * 3)
+    args = ["watch", str(log), "--duration", "60", "--max-forwards", "3", "--metrics-url", "http://127.0.0.1:1/metrics", *PINNED]
+    result = runner.invoke(app, [*args, "--max-scrape-errors", "0"])
+    assert result.exit_code == 1, result.output
+    assert "max_scrape_errors: failed scrapes of http://127.0.0.1:1/metrics" in result.stderr
+    assert runner.invoke(app, args).exit_code == 0  # without the gate a failed scrape is a line, not a failure
+
+
+def test_every_metric_names_its_replica(tmp_path, monkeypatch):
+    monkeypatch.delenv("POD_NAME")
+    monkeypatch.setenv("HOSTNAME", "node-7")
+    a, b = lines_log(tmp_path, [True] * 2, "a.log"), lines_log(tmp_path, [False] * 2, "b.log")
+    report = api.watch([str(a), str(b)], None, OVERRIDES, options(max_forwards=4), instances=["sglang-3"])
+    assert [s.instance for s in report.snapshot.servers] == ["sglang-3", "sglang-3"]
+    assert api.watch([str(a)], None, OVERRIDES, options(max_forwards=2)).snapshot.servers[0].instance == "node-7"
+    result = runner.invoke(app, ["watch", str(a), str(b), "--instance", "x", "--instance", "y", "--instance", "z", *PINNED])
+    assert result.exit_code == 2 and "--instance: 3 given for 2 logs" in result.stderr
+
+
 def test_the_table_shows_the_run_and_the_windows(tmp_path):
     log = lines_log(tmp_path, [True, True, True, False], sizes=[100, 200, 9000, 300])
     result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "4", *PINNED])

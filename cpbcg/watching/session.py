@@ -569,7 +569,8 @@ class WatchSession:
         scrape_unix = None
         if server.scraper is not None:
             scrape_unix = server.scraper.ok_unix if server.scraper.ok_unix is not None else server.scraper.started_unix
-        lag = 0.0 if f.at_end or server.done else now - (server.caught_up_at if server.caught_up_at is not None else self.start)
+        behind = not server.done and (f.unread_bytes > 0 or not f.at_end)  # taken now: what a stalled loop left unread shows
+        lag = self.clock() - (server.caught_up_at if server.caught_up_at is not None else self.start) if behind else 0.0
         return Freshness(f.lines_read, f.bytes_read, server.last_line_unix, max(0.0, lag), f.unread_bytes, scrape_unix)
 
     def _launch_views(self, server: _Server) -> tuple[LaunchView, ...]:
