@@ -767,11 +767,30 @@ def test_a_log_without_prefill_lines_is_warned_about_and_its_header_shows_the_as
     assert f"{path}: 0 forwards; 3 buckets up to 8,192" in result.output
 
 
-def test_the_command_runs_the_library_defaults():
-    # `cpbcg watch` with no window option runs what `WatchOptions()` runs (api.watch's callers):
-    # the command's declarations (commands/watch_options.py) carry the library's defaults
-    from cpbcg.commands.watch import window_options
+def test_the_command_runs_the_library_defaults_declared_once():
+    # `cpbcg watch`'s window, stop and gate options are the library's `WatchOptions` fields, declared
+    # once (their flags on the fields): the command spreads them; its own options restate none
+    import dataclasses
+
+    from cpbcg.cli.watch_cmd import watch
     from cpbcg.commands.watch_options import WatchCommandOptions
 
-    assert window_options(WatchCommandOptions(logs=["x.log"])) == WatchOptions()
-    assert window_options(WatchCommandOptions(logs=["x.log"], window_forwards=2000, interval_s=0.5)) == WatchOptions(window_forwards=2000, interval_s=0.5)
+    assert watch.option_groups["run"] is WatchOptions
+    own = {f.name for f in dataclasses.fields(WatchCommandOptions)}
+    assert own.isdisjoint(f.name for f in dataclasses.fields(WatchOptions))
+    seen: list[WatchOptions] = []
+
+    def fake_run(options, run_options, config, overrides, **kw):
+        seen.append(run_options)
+        raise SystemExit(0)
+
+    import cpbcg.commands.watch as use_case
+
+    original = use_case.run
+    use_case.run = fake_run
+    try:
+        runner.invoke(app, ["watch", "x.log"])
+        runner.invoke(app, ["watch", "x.log", "--window-forwards", "2000", "--interval", "0.5", "--max-scrape-errors", "0"])
+    finally:
+        use_case.run = original
+    assert seen == [WatchOptions(), WatchOptions(window_forwards=2000, interval_s=0.5, max_scrape_errors=0)]
