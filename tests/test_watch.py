@@ -266,6 +266,25 @@ def test_a_rotated_log_is_followed_across_the_rotation(tmp_path):
     assert (tmp_path / "server.log.1").read_text().count("Prefill batch") == 400
 
 
+def test_a_copytruncated_log_loses_no_forward_against_plan_on_what_was_written(tmp_path):
+    # logrotate's copytruncate halfway through a writer at 4,000 forwards/s: the lines written since the
+    # last read are read from the copy, so watch gives plan's numbers on everything written
+    path = tmp_path / "server.log"
+    proc = writer(path, 4000, 4000.0, "--seed", "11", "--copytruncate-at", "2000")
+    notes: list[str] = []
+    try:
+        report = api.watch([str(path)], None, OVERRIDES, options(max_forwards=4000, window_forwards=500), note=notes.append)
+    finally:
+        proc.wait(timeout=LIMIT_S)
+    written = tmp_path / "written.log"
+    written.write_bytes((tmp_path / "server.log.1").read_bytes() + path.read_bytes())
+    planned = plan_json(written)
+    server = report.snapshot.servers[0]
+    assert (server.forwards, server.evaluation.graph_batches, server.observed.graph_forwards) == (
+        planned["batches"], planned["graph_batches"], planned["observed"]["graph_forwards"]) and planned["batches"] == 4000
+    assert server.truncations == 1 and any("truncated in place" in n for n in notes)
+
+
 def test_standard_input_is_read_to_its_end(tmp_path):
     log = lines_log(tmp_path, [True, False, True, True])
     out = subprocess.run([sys.executable, "-m", "cpbcg", "watch", "-", "--format", "json", "--duration", "60", *PINNED],

@@ -186,3 +186,32 @@ def test_since_judges_the_forwards_stamped_from_a_time_on():
     got = b"".join(b for _ in range(20) for _, b in stream.poll(timeout=0.1))
     assert [line[:20] for line in got.splitlines() if b"Prefill batch" in line] == [
         b"[2026-11-02 10:03:00", b"[2026-11-02 10:04:00", b"[2026-11-02 10:05:00"]
+
+
+def test_from_end_through_the_library_judges_what_is_written_after_the_start(tmp_path):
+    import threading
+    import time
+
+    from cpbcg import api
+    from cpbcg.commands.watch import watch_options
+
+    path = tmp_path / "server.log"
+    path.write_text(startup_lines(max_bs=4096) + "".join(prefill_line(100 + i, 1, graph=False) for i in range(50)))
+    notes: list[str] = []
+
+    def append_later():
+        time.sleep(0.5)
+        with open(path, "a") as h:
+            h.write("".join(prefill_line(200 + i, 1, graph=True) for i in range(10)))
+
+    thread = threading.Thread(target=append_later)
+    thread.start()
+    report = api.watch([str(path)], None, {"scheduler.page_size": 1, "scheduler.chunked_prefill_size": 8192},
+                       watch_options(max_forwards=10, duration_s=30.0, interval_s=0.1, recommend_every_s=0.0, poll_s=0.02),
+                       from_end=True, note=notes.append, instances=["sglang-1"])
+    thread.join()
+    server = report.snapshot.servers[0]
+    assert (report.stopped_by, server.forwards, server.observed.graph_forwards) == ("max-forwards", 10, 10)  # the 50 eager ones were before
+    assert max(server.buckets) == 4096  # the settings are the head's start-up output
+    assert server.windows["forwards"]["all"].first_line == 5 + 50 + 1  # line numbers stay the file's
+    assert server.instance == "sglang-1" and server.to_dict()["instance"] == "sglang-1"
