@@ -455,6 +455,10 @@ def test_a_gzipped_log_is_refused_as_watch_follows_plain_text_only(tmp_path):
     (["--metrics-url", "ftp://x"], "--metrics-url 'ftp://x': expected http://HOST:PORT/metrics"),
     (["--baseline-trace", "missing.jsonl"], "--baseline-trace missing.jsonl: no such file"),
     (["--baseline-trace", "-"], "--baseline-trace -: standard input is for a followed log"),
+    (["--since", "yesterday"], "--since 'yesterday': expected YYYY-MM-DD HH:MM[:SS] in the log's own clock"),
+    (["--since", "2026-11-02 10:00", "--from-end"], "--from-end and --since: give one"),
+    (["--instance", "a", "--instance", "b"], "--instance: 2 given for 1 logs (one per log, in order)"),
+    (["--instance", " "], "--instance: a name of 1 to 200 printable characters"),
 ])
 def test_bad_options_are_one_line_and_exit_2(tmp_path, args, message):
     result = runner.invoke(app, ["watch", str(lines_log(tmp_path, [True])), "--duration", "5", *args])

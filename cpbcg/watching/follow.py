@@ -58,7 +58,8 @@ def strip_escapes(data: bytes) -> bytes:
 
 
 class _Lines:
-    """Whole lines out of arbitrary reads; the partial last line carried to the next read."""
+    """Whole lines out of arbitrary reads (as read: the follower strips escapes after `StartAt`);
+    the partial last line carried to the next read."""
 
     def __init__(self, name: str, offset: int = 0):
         self.name, self.carry, self.line_no = name, b"", 1
@@ -80,7 +81,7 @@ class _Lines:
         first = self.line_no
         self.line_no += blob.count(b"\n")
         self.offset += len(blob)
-        return [(first, strip_escapes(blob))]
+        return [(first, blob)]
 
     def _check_text(self, block: bytes, final: bool) -> None:
         """`TraceError` (`FILE:LINE: not a text trace ...`, as `plan` says) when the source's first
@@ -238,7 +239,7 @@ class FileFollower:
         out = []
         for first, blob in got:
             self.lines_read += blob.count(b"\n")
-            out.append((first, self._start.apply(blob, offset)))
+            out.append((first, strip_escapes(self._start.apply(blob, offset))))
             offset += len(blob)
         return out
 
@@ -393,7 +394,7 @@ class StreamFollower:
         out = []
         for first, blob in self._lines.take(data, final):
             self.lines_read += blob.count(b"\n")
-            out.append((first, self._start.apply(blob, offset)))
+            out.append((first, strip_escapes(self._start.apply(blob, offset))))
             offset += len(blob)
         return out
 
