@@ -46,8 +46,8 @@ from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.window import (ForwardRing, LaunchSetup, RunTally, Window, WindowGain, WindowStats, rank_window, take, window_gain,
                                   window_stats)
 from cpbcg.watching.options import WatchOptions
+from cpbcg.engines.sglang.logs.lines import LogLines
 from cpbcg.watching.scrape import Scraper, SglangMetrics
-from cpbcg.watching.sglang_lines import LogLines
 
 
 FINAL_SCRAPE_WAIT_S = 2.5
