@@ -71,3 +71,30 @@ def test_every_query_is_per_replica_and_on_exported_names():
     used = {m for e in rule_exprs() + dashboard_exprs() for m in re.findall(r"\bcpbcg_[a-z_]+", e)}
     assert {"cpbcg_log_last_line_age_seconds", "cpbcg_sglang_scrape_age_seconds", "cpbcg_log_reader_lag_seconds",
             "cpbcg_sglang_graph_memory_bytes"} <= used
+
+
+def test_promtool_lints_the_served_page_clean_but_for_the_deprecated_name(tmp_path):
+    import urllib.request
+
+    from cpbcg import api
+    from cpbcg.commands.watch import watch_options
+    from sglang_log_fixtures import prefill_line, startup_lines, write_log
+
+    tool = promtool()
+    log = write_log(tmp_path / "server.log", startup_lines() + "".join(prefill_line(n, 2, graph=n < 5000) for n in (100, 200, 9000)))
+    notes: list[str] = []
+    pages: list[str] = []
+
+    def on_snapshot(snap):
+        if snap.final:
+            url = next(n for n in notes if "serving metrics at" in n).rsplit(" ", 1)[1]
+            with urllib.request.urlopen(url, timeout=10) as response:
+                pages.append(response.read().decode())
+
+    api.watch([str(log)], None, {"scheduler.page_size": 1, "scheduler.chunked_prefill_size": 8192},
+              watch_options(max_forwards=3, interval_s=0.1, recommend_every_s=0.0, poll_s=0.02), serve_metrics="127.0.0.1:0",
+              on_snapshot=on_snapshot, note=notes.append, baseline_trace=str(log))
+    assert "cpbcg_log_lines_total{" in pages[0]
+    done = subprocess.run([tool, "check", "metrics"], input=pages[0], capture_output=True, text=True, timeout=60)
+    problems = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert problems == [], problems  # without --metrics-url the deprecated GB family has no sample, so nothing to flag
