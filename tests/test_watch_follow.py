@@ -73,6 +73,45 @@ def test_copytruncate_between_two_polls_loses_no_forward(tmp_path):
     f.close()
 
 
+def test_a_line_cut_by_the_copy_is_joined_with_its_rest_in_the_truncated_file(tmp_path):
+    # logrotate copies while the server is mid-line; the server (O_APPEND) finishes the line at the start of the truncated file
+    path = tmp_path / "server.log"
+    line = prefill_line(777, 1)
+    head = startup_lines() + forwards(100, 20)
+    path.write_text(head)
+    f = FileFollower(str(path))
+    read = drain(f)
+    with open(path, "a") as h:
+        h.write(forwards(200, 5) + line[:50])
+    shutil.copyfile(path, tmp_path / "server.log.1")
+    with open(path, "r+") as h:
+        h.truncate(0)
+    with open(path, "a") as h:
+        h.write(line[50:] + forwards(300, 5))
+    read += drain(f)
+    same_as_plan(tmp_path, read, (head + forwards(200, 5) + line + forwards(300, 5)).encode())
+
+
+def test_the_hole_a_non_appending_writer_leaves_after_copytruncate_is_skipped(tmp_path):
+    # `python -m sglang.launch_server ... > server.log` (no O_APPEND): after the truncation the shell's
+    # descriptor writes at its old offset, and the file starts with NUL bytes up to there
+    path = tmp_path / "server.log"
+    head = startup_lines() + forwards(100, 20)
+    with open(path, "w") as writer:
+        writer.write(head)
+        writer.flush()
+        f = FileFollower(str(path))
+        read = drain(f)
+        shutil.copyfile(path, tmp_path / "server.log.1")
+        os.truncate(path, 0)
+        writer.write(forwards(400, 10))
+        writer.flush()
+        read += drain(f)
+    assert read == (head + forwards(400, 10)).encode()
+    assert any("NUL bytes at the start of the truncated file skipped" in n for n in f.notes)
+    same_as_plan(tmp_path, read, (head + forwards(400, 10)).encode())
+
+
 def test_a_file_truncated_and_regrown_past_the_offset_is_read_from_its_start(tmp_path):
     path = tmp_path / "server.log"
     before = startup_lines() + forwards(100, 50)

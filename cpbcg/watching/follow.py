@@ -12,7 +12,10 @@ A follower's `poll()` returns the whole lines that arrived since the last call, 
   `HEAD_BYTES` or the `TAIL_BYTES` just before the offset (`truncations`). The bytes written after
   the last read are looked for in the copy `copytruncate` left beside it (`LOG.1`, `LOG-DATE`: the
   sibling whose head and bytes before the offset match) and read from there; then the file is read
-  again from its start. A partial line cut by the truncation is dropped, never handed over torn.
+  again from its start. A line the copy ends in the middle of is joined with its rest at the start
+  of the truncated file; without a copy, a partial line cut by the truncation is dropped, never
+  handed over torn. NUL bytes at the start of a truncated file (the hole a writer without
+  O_APPEND leaves) are skipped.
   Each event is a note (`notes`, drained by the session).
 
 ANSI terminal escapes (colour codes Ray's actor prefixes and coloured log handlers add) are
@@ -169,6 +172,8 @@ class FileFollower:
         self._lines = _Lines(path)
         self._start = start or StartAt()
         self._from_end = from_end
+        self._skip_nul = False
+        """Leading NUL bytes are skipped (the file was just truncated: a non-appending writer leaves a hole)."""
         self.appeared = False
         """The file existed at some point of the run (a bounded run ends in an error when it never did)."""
         self._open()
@@ -233,9 +238,15 @@ class FileFollower:
         return out
 
     def _take(self, data: bytes) -> list[tuple[int, bytes]]:
+        self.at_end = len(data) < READ_BYTES
+        if self._skip_nul and data:  # a writer without O_APPEND goes on at its old offset: the truncated file starts with a hole
+            kept = data.lstrip(b"\0")
+            if len(kept) < len(data):
+                self.notes.append(f"cpbcg: note: {self.path}: {len(data) - len(kept):,} NUL bytes at the start of the truncated file "
+                                  "skipped (its writer does not append: the hole copytruncate leaves)")
+            data, self._skip_nul = kept, not kept
         offset = self._lines.offset
         got = self._lines.take(data)
-        self.at_end = len(data) < READ_BYTES
         out = []
         for first, blob in got:
             self.lines_read += blob.count(b"\n")
@@ -314,6 +325,7 @@ class FileFollower:
         self.notes.append(f"cpbcg: note: {self.path}: truncated in place at byte {self._pos:,} (no copy beside it): read again "
                           "from its start; lines written after the last read and before the truncation are not in any file")
         self._drop_partial("truncated in place")
+        self._skip_nul = True
         self._handle.seek(0)
         self._start.offset = None
         self._pos, self._head, self._tail = 0, b"", b""
@@ -327,10 +339,14 @@ class FileFollower:
             self._lines.carry = b""
 
     def _reopen_after_copy(self) -> list[tuple[int, bytes]]:
+        """The copy read to its end: the file from its start. A line the copy ends in the middle of
+        goes on at the start of the truncated file (the writer finishes it there): joined, read once, whole."""
         assert self._handle is not None
-        self._drop_partial("copied and truncated")
+        carry = self._lines.carry
         self._handle.close()
         self._handle, self._copy, self._lines = None, None, _Lines(self.path)
+        self._lines.carry = carry
+        self._skip_nul = True
         if not self._open():
             return []
         return self._take(self._read())
