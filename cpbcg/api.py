@@ -405,7 +405,9 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
     config, its log's start-up settings and `overrides` (the layers `plan` reads a log with), and
     is gated by the config's `gates:`, `overrides` and `max_eager`. `instances`: each log's replica
     (the metrics' `instance` label; default `cpbcg.watching.options.default_instance()`);
-    `from_end` / `since`: judge only what is written after the start, or from a time on. `baseline_trace`: the trace
+    `from_end` / `since`: judge only what is written after the start, or from a time on. Called from
+    the main thread, SIGTERM and SIGINT end the run with its report (`stopped_by` `terminated`,
+    `interrupted`); the previous handlers are restored after. `baseline_trace`: the trace
     the list was planned on (any format `plan` reads), for drift. `launch_notes(log, overrides,
     assumed)`: the lines `note` receives as each launch is resolved (what its log states and what
     is assumed; the CLI's are `cpbcg.outputs.notes.launch_notes`). Raises `ConfigError`, `TraceError`."""

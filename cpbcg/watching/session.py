@@ -25,6 +25,13 @@ reported. A server whose start-up output says its prefill graphs are off (resolv
 prefill capture line, a capture line with 0 buckets) is refused: one line, the run fails, and the
 server is no longer followed once its log is read to the end (a restart already in the log is
 judged as the server running now).
+
+Stops. SIGTERM and SIGINT (in the main thread; the previous handlers are restored after) set a
+flag the loop reads at its next turn, so every stop ends the same way: the final snapshot, the
+gates on what was read, `stopped_by` (`terminated`, `interrupted`). Freshness: per server, the
+lines and bytes read, when the last line came, how long the reader has been behind the end of its
+log (`Freshness`). Each `--metrics-url` is scraped on a thread of its own (`scrape.Scraper`): an
+update takes its last result and never waits on an endpoint.
 """
 
 from __future__ import annotations
