@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cpbcg.planner.server import Given
-from cpbcg.planner.sglang_flags import SGLANG_FLAGS
+from cpbcg.engines.sglang.launch import SGLANG_FLAGS
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 SGLANG = SGLANG_VERSION
@@ -84,7 +84,7 @@ def option_dest(option: str) -> str:
 
 
 def unrecognized_flag(flag: str) -> str | None:
-    """None when 0.5.23's launch parser takes `--flag` (`sglang_flags.SGLANG_FLAGS`, or a prefix
+    """None when 0.5.23's launch parser takes `--flag` (`cpbcg.engines.sglang.launch.SGLANG_FLAGS`, or a prefix
     of one: argparse's `allow_abbrev`), else the flag and the closest known one (difflib):
     `--attn-cp-sise (did you mean --attn-cp-size?)`."""
     if flag in _KNOWN_FLAGS or any(f.startswith(flag) for f in SGLANG_FLAGS):
