@@ -585,14 +585,24 @@ class UnrecognizedServerArguments(ConfigError):
 
 
 def _log_layout(log: LogSettings, stated: dict[str, Given]) -> dict[str, Given]:
-    """The CP size a launch shows without stating it (rank prefixes, a release before attention
-    CP: `LogSetting.inferred`) as `--attn-cp-size N --tp-size N`, sourced to the evidence."""
+    """The layout a launch shows without stating it, sourced to the evidence: the TP and PP sizes its
+    rank prefixes show (0.5.23 `run_scheduler_process` prints `TPn` when `tp_size > 1`, `PPn` when
+    `pp_size > 1`: `TP0..7` is `--tp-size 8` -- not read beside PP tags --, `PP0..3` `--pp-size 4`), and the CP size (rank
+    prefixes, a release before attention CP: `LogSetting.inferred`) as `--attn-cp-size N` (with
+    `--tp-size N` when the prefixes show no TP size)."""
+    out: dict[str, Given] = {}
+    for tag, key in (("TP", "tp_size"), ("PP", "pp_size")):  # the rank prefixes' TP0..N-1 / PP0..N-1: a fact over the default 1
+        seen = log.ranks.get(tag)
+        if tag == "TP" and "PP" in log.ranks:
+            continue  # a launcher may show TP ranks across pipeline stages (display_tp_rank): not read
+        if seen is not None and seen[0] >= 2 and key not in stated:
+            out[key] = Given(seen[0], f"log: rank prefixes {tag}0..{seen[0] - 1}, line {seen[1]}")
     shown = log.setting("cp_size")
     if shown is None or not shown.inferred or "attn_cp_size" in stated:
-        return {}
+        return out
     source = f"log: {shown.origin}"
-    out = {"attn_cp_size": Given(shown.value, source)}
-    if "tp_size" not in stated:
+    out["attn_cp_size"] = Given(shown.value, source)
+    if "tp_size" not in stated and "tp_size" not in out:
         out["tp_size"] = Given(shown.value, source)
     return out
 

@@ -123,3 +123,25 @@ def test_log_values_0_5_23_would_not_take_are_said_and_left_out():
                            "max_running_requests": (0, 9)})
     assert {k: (g.value, g.source) for k, g in printed.items()} == {"max_total_tokens": (1000, "log line 9"),
                                                                     "chunked_prefill_size": (-1, "log line 9")}
+
+
+def test_tp_and_pp_from_the_rank_prefixes_beat_the_default(tmp_path):
+    """A launch that does not state tp_size / pp_size but whose ranks print `TP0..7` / `PP0..3` (0.5.23
+    `run_scheduler_process` prints them only when the size is > 1) is resolved at tp 8 / pp 4, sourced to the prefixes."""
+    from cpbcg.config import load_config
+    from sglang_log_fixtures import prefill_line, write_log
+
+    from cpbcg.planner.traces.sglang_settings import read_log_settings
+
+    lines = "".join(f"[2026-11-02 09:59:10 TP{r}] Load weight end. type=LlamaForCausalLM, avail mem=60.00 GB, mem usage=15.00 GB.\n"
+                    for r in range(8))
+    log = write_log(tmp_path / "tp8.log", lines + prefill_line(2048, 1))
+    settings = read_log_settings(log)
+    server = load_config(None, {}, log=settings).server_resolution
+    assert server is not None and server.tp_size == 8
+    assert server.given["tp_size"].source == "log: rank prefixes TP0..7, line 2"  # line 1: the synthetic-log header
+    lines = "".join(f"[2026-11-02 09:59:10 PP{r}] Load weight end. type=LlamaForCausalLM, avail mem=60.00 GB, mem usage=15.00 GB.\n"
+                    for r in range(4))
+    log = write_log(tmp_path / "pp4.log", lines + prefill_line(2048, 1, prefix="[2026-11-02 10:00:01 PP0] "))
+    server = load_config(None, {}, log=read_log_settings(log)).server_resolution
+    assert server is not None and server.pp_size == 4 and server.prefill_graph_backend.value == "disabled"  # pp > 1: graphs off
