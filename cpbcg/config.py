@@ -26,7 +26,7 @@ from cpbcg.planner.costs.cost import CostModel, forward_cost
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
 from cpbcg.engines.sglang.startup import check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
-from cpbcg.planner.server import Given, Refusal, ResolvedServer
+from cpbcg.planner.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
@@ -562,6 +562,10 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
             else:
                 given[one] = Given(value, source)
     model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
+    if model is None and log is not None and log.architecture is not None:  # the class the server loaded: a fact over the assumption
+        arch, at = log.architecture
+        model = replace(ASSUMED_MODEL, architecture=arch, architectures=(arch,), model_type=None,
+                        source=f"{arch} as the server printed it (log line {at}); its shape assumed: {ASSUMED_MODEL.source}")
     gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
     server = resolve_server(given, model, gpu, printed=log_printed(log.resolved) if log is not None else None,
                             model_source="" if model is None else model.source,

@@ -145,3 +145,21 @@ def test_tp_and_pp_from_the_rank_prefixes_beat_the_default(tmp_path):
     log = write_log(tmp_path / "pp4.log", lines + prefill_line(2048, 1, prefix="[2026-11-02 10:00:01 PP0] "))
     server = load_config(None, {}, log=read_log_settings(log)).server_resolution
     assert server is not None and server.pp_size == 4 and server.prefill_graph_backend.value == "disabled"  # pp > 1: graphs off
+
+
+def test_the_model_class_the_server_printed_beats_the_assumed_model(tmp_path):
+    """`Load weight end. ... type=X` (0.5.23 `model_runner.py`) names the model class: the start-up rules that
+    read the architecture take it, its shape still assumed, and both said."""
+    from cpbcg.config import load_config
+    from cpbcg.planner.traces.sglang_settings import read_log_settings
+    from sglang_log_fixtures import prefill_line, startup_lines, write_log
+
+    body = startup_lines(cp=1).replace("type=LlamaForCausalLM", "type=Qwen2_5_VLForConditionalGeneration")
+    settings = read_log_settings(write_log(tmp_path / "vl.log", body + prefill_line(2048, 1)))
+    assert settings.architecture is not None and settings.architecture[0] == "Qwen2_5_VLForConditionalGeneration"
+    server = load_config(None, {}, log=settings).server_resolution
+    assert server is not None and server.model.architecture == "Qwen2_5_VLForConditionalGeneration" and not server.model_assumed
+    assert server.model_source.startswith(f"Qwen2_5_VLForConditionalGeneration as the server printed it (log line {settings.architecture[1]}); "
+                                          "its shape assumed")
+    # this synthetic dump states the prefill graph backend (breakable), which 0.5.23 keeps: the graph is as the log says
+    assert server.prefill_graph_backend.value == "breakable" and server.prefill_graph_backend.source.startswith("log line")

@@ -71,6 +71,8 @@ _READ_ARGS = ("attn_cp_size", "tp_size", "pp_size", "dp_size", "chunked_prefill_
 MAX_UNREADABLE_SHOWN = 5
 """Unreadable start-up lines named one by one in the note (the rest are counted)."""
 _TURN_OFF = re.compile(rb"Automatically turn off --([a-z][a-z-]*)")
+_MODEL_CLASS = re.compile(rb"Load weight end\.[^\n]*?\btype=([A-Za-z_][A-Za-z0-9_]{0,80})\b")
+"""0.5.23 `model_runner.py`: `Load weight end. elapsed=..., type=LlamaForCausalLM, avail mem=...`: the model class loaded."""
 _PP_GRAPHS_OFF = b"Disabling breakable prefill CUDA graph by default for pipeline"
 _RANK_PREFIX = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z][A-Z_]*\d+)+)\s*\]")
 RANK_TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
@@ -182,6 +184,8 @@ class LogSettings:
     unreadable: tuple[tuple[int, str], ...] = ()
     """Start-up lines (or values on them) of a shape the launch reads but unusable: (line, what), in
     log order; each is skipped (the setting is taken as not printed) and said (`unreadable_note`)."""
+    architecture: tuple[str, int] | None = None
+    """The model class the server loaded (`Load weight end. ... type=X`) and its line; None when not printed."""
 
     def overrides(self) -> dict[str, Any]:
         """Dotted config keys -> values, for `load_config` (a layer under the command line)."""
@@ -376,6 +380,7 @@ class _Scan:
         self.forwards = 0
         self.turned_off = False
         self.plain_prefix_line = 0
+        self.architecture: tuple[str, int] | None = None
 
     def prefix(self, tags: bytes, line_no: int) -> None:
         if not tags.strip():
@@ -391,6 +396,8 @@ class _Scan:
             self.date = m.group(1).decode()
         if self.version is None and (m := _VERSION.search(line)):
             self.version, self.version_line = m.group(1).decode(), line_no
+        if self.architecture is None and (m := _MODEL_CLASS.search(line)):
+            self.architecture = (m.group(1).decode(), line_no)
         if (m := _RANK_PREFIX.search(line)) is not None:
             self.prefix(m.group(1), line_no)
         elif _SCHEDULER_LINE.search(line):
@@ -479,7 +486,7 @@ class _Scan:
             tuple(settings), dict(a), self.args_line, tuple(self.captured), self._cost(), self.version, self.date,
             graphs, bool(a.get("enable_lora") or a.get("lora_paths")), self._notes(cp, graphs, graphs_origin), "",
             self.launch, self.first_line, dict(self.flags), dict(self.resolved), dict(self.ranks), graphs_origin, self.version_line,
-            self.dump_line, self.captured_line, tuple(self.unreadable),
+            self.dump_line, self.captured_line, tuple(self.unreadable), self.architecture,
         )
 
     def _cp_shown(self) -> LogSetting | None:
