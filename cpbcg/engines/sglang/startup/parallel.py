@@ -43,8 +43,9 @@ def handle_data_parallelism(r: Resolution) -> None:
 
 def handle_context_parallelism(r: Resolution) -> None:
     """`handle_context_parallelism` (its first failing check; skipped after an earlier refusal): the model
-    checks of `_boundary_parallelism_overrides`, then the HIP, DeepSeek V3.2 and MiMo V2 rules, then the
-    strategy and divisibility asserts (`tp_size` divisible by `attn_cp_size` and by `attn_dp_size * attn_cp_size`)."""
+    checks of `_boundary_parallelism_overrides`, then the HIP, DeepSeek V3.2 and MiMo V2 rules, CP-TP group
+    sharing (`resolve_cp_tp_group_sharing`), then the strategy and divisibility asserts (`tp_size` divisible by
+    `attn_cp_size` and by `attn_dp_size * attn_cp_size`) and the `moe_dp_size` asserts."""
     if r.refusals:
         return
     check, mtype, cp, enable_cp, strategy = "handle_context_parallelism", r.model.model_type or "", r.cp, r.enable_cp, r.strategy
@@ -58,9 +59,59 @@ def handle_context_parallelism(r: Resolution) -> None:
         r.refuse(check, "DeepSeek V3.2 prefill CP does not support --cp-strategy zigzag; use interleave.")
     elif enable_cp and r.arch0 in ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM") and strategy != "zigzag":
         r.refuse(check, "MiMo V2 prefill CP only supports --cp-strategy zigzag.")
+    elif (why := _cp_tp_group_sharing(r)) is not None:
+        r.refuse("resolve_cp_tp_group_sharing", why)
     elif enable_cp and strategy is None:
         r.refuse(check, "--cp-strategy must be set when --enable-prefill-cp is enabled.")
     elif cp > 1 and r.tp % cp:
         r.refuse(check, f"tp_size must be divisible by attn_cp_size (--tp-size {r.tp}, --attn-cp-size {cp})")
     elif cp > 1 and r.tp % (r.attn_dp * cp):
         r.refuse(check, f"tp_size must be divisible by attn_dp_size * attn_cp_size (--tp-size {r.tp}, --attn-dp-size {r.attn_dp})")
+    elif (why := _moe_dp(r)) is not None:
+        r.refuse(check, why)
+
+
+def _moe_dp(r: Resolution) -> str | None:
+    """`handle_context_parallelism`'s `moe_dp_size` asserts, their messages."""
+    moe_dp = r.raw("moe_dp_size", 1)
+    if moe_dp > 1:
+        if r.tp % moe_dp:
+            return "tp_size must be divisible by moe_dp_size"
+        if r.ep * moe_dp > r.tp:
+            return "ep_size * moe_dp_size must be less than or equal to tp_size"
+        if r.pp != 1:
+            return "PP is not supported with context parallelism"
+        if r.ep > 1 and r.ep * moe_dp != r.tp:
+            return "ep_size * moe_dp_size must be equal to tp_size"
+    if r.cp != moe_dp and moe_dp != 1:
+        return "attn_cp_size != moe_dp_size is only supported when moe_dp_size == 1"
+    return None
+
+
+CP_TP_GROUP_SHARING = {"Glm5NextForConditionalGeneration": "interleave", "Qwen4ExpForConditionalGeneration": "zigzag"}
+"""0.5.23 `cp_tp_group_sharing_hook.py::_SUPPORTED_MODELS` and the CP strategy each requires."""
+
+
+def _cp_tp_group_sharing(r: Resolution) -> str | None:
+    """0.5.23 `cp_tp_group_sharing_hook.py::resolve_cp_tp_group_sharing` (run by `handle_context_parallelism`):
+    prefill CP on GLM-5 Next or Qwen4-Exp shares the CP group with TP: `--attn-cp-size == --tp-size`, the
+    model's strategy (GLM-5 Next interleave, Qwen4-Exp zigzag), no `--dcp-size > 1`, `--enable-mixed-chunk`,
+    `--moe-dp-size > 1` (Qwen4-Exp also no `--ep-size > 1`, MoE all-to-all, `--pp-size > 1`), and Qwen4-Exp
+    runs without a prefill graph. The speculative, disaggregation and linear-head checks are NOT_MODELLED."""
+    strategy = CP_TP_GROUP_SHARING.get(r.arch0)
+    if not r.enable_cp or r.cp <= 1 or strategy is None:
+        return None
+    if r.cp != r.tp:
+        return f"CP-TP group sharing requires --attn-cp-size == --tp-size, got attn_cp_size={r.cp}, tp_size={r.tp}."
+    if r.strategy != strategy:
+        return f"CP-TP group sharing requires --cp-strategy {strategy}."
+    unsupported = {"dcp-size > 1": r.raw("dcp_size", 1) > 1, "enable-mixed-chunk": bool(r.raw("enable_mixed_chunk", False)),
+                   "moe-dp-size > 1": r.raw("moe_dp_size", 1) > 1}
+    if r.arch0 == "Qwen4ExpForConditionalGeneration":
+        unsupported |= {"ep-size > 1": r.ep > 1, "moe-a2a-backend": r.raw("moe_a2a_backend", "none") != "none", "pp-size > 1": r.pp > 1}
+    for flag, on in unsupported.items():
+        if on:
+            return f"--{flag} is not supported with CP-TP group sharing."
+    if r.arch0 == "Qwen4ExpForConditionalGeneration":
+        r.graph_backend = Value("disabled", "0.5.23 override", "Qwen4-Exp CP-TP group sharing (0.5.23 resolve_cp_tp_group_sharing)")
+    return None

@@ -44,6 +44,7 @@ NOT_MODELLED = (
     "the DeepSeek family's CP auto-configuration (attention DP from --dp-size) and the DSA CP checks",
     "other automatic prefill-graph disables (KDA models, DeepSeek-V4)",
     "multimodal detection from a config's text_config / vision_config alone (the architecture list decides)",
+    "CP-TP group sharing's speculative, disaggregation and linear-attention head checks",
 )
 """Parts of 0.5.23's start-up resolution `STEPS` do not restate."""
 
