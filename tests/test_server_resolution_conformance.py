@@ -138,6 +138,7 @@ def oracle() -> dict:
                                 SGLANG_USE_AITER=_Env(False), SGLANG_DEEPEP_BF16_DISPATCH=_Env(False)),
         "parse_connector_type": lambda path: "local", "ConnectorType": SimpleNamespace(INSTANCE="instance"),
         "validate_prefill_cp_platform": lambda a: None,
+        "get_spec": lambda: SimpleNamespace(speculative_algorithm=None),
         "mambaish_config": lambda model: SimpleNamespace(linear_num_key_heads=None, linear_attn_config={"num_heads": 64}),
         "disable_full_prefill_cudagraph_if_incompatible": lambda a: None,
         "apply_cuda_graph_disaggregation_roles": lambda a: None, "apply_deepep_adjustments": lambda a: None,
@@ -158,7 +159,7 @@ def oracle() -> dict:
         "apply_prefill_cp_cuda_graph_default", "disable_breakable_cudagraph_if_incompatible"], ns)
     definitions("sglang/srt/configs/model_config.py", [
         "MIMO_V2_MULTIMODAL_ARCHS", "multimodal_model_archs", "multimodal_breakable_cuda_graph_supported_model_archs",
-        "is_multimodal_model", "is_multimodal_breakable_cuda_graph_supported"], ns)
+        "is_multimodal_model", "is_multimodal_breakable_cuda_graph_supported", "is_encoder_decoder_model"], ns)
     definitions("sglang/srt/arg_groups/memory_hook.py", ["_DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS", "handle_gpu_memory_settings",
                                                           "reserve_for_graph_mb", "reserve_for_deepep_a2a_mb"], ns)
     definitions("sglang/srt/arg_groups/attention_hook.py", ["handle_attention_backend_compatibility"], ns)
@@ -166,7 +167,7 @@ def oracle() -> dict:
     definitions("sglang/srt/arg_groups/parallel_hook.py", ["_boundary_parallelism_overrides", "handle_context_parallelism",
                                                            "handle_deprecated_dp_attention", "handle_data_parallelism"], ns)
     prefill_cp_bcg(ns)
-    definitions("sglang/srt/layers/attention/attention_registry.py", ["create_trtllm_mha_backend"], ns)
+    definitions("sglang/srt/layers/attention/attention_registry.py", ["create_trtllm_mha_backend", "create_hpc_ops_backend"], ns)
     return ns
 
 
@@ -193,7 +194,8 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     enabled = flags.get("enable_multimodal", archs[0] not in MM_OFF_BY_DEFAULT)
     multimodal = bool(enabled) and not flags.get("language_model_only") and ns["is_multimodal_model"](archs)
     CTX.model_config = SimpleNamespace(
-        attention_arch="MLA" if mla else "MHA", hf_config=hf, hf_text_config=hf, is_multimodal=multimodal, is_encoder_decoder=False,
+        attention_arch="MLA" if mla else "MHA", hf_config=hf, hf_text_config=hf, is_multimodal=multimodal,
+        is_encoder_decoder=ns["is_encoder_decoder_model"](archs),
         is_multimodal_breakable_cuda_graph_supported=bool(enabled) and ns["is_multimodal_breakable_cuda_graph_supported"](archs),
         context_len=model.context_length, has_asymmetric_kv=False, has_attention_sinks=False,
         get_num_kv_heads=lambda tp: max(1, model.num_key_value_heads // tp))
@@ -252,11 +254,12 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
         if args.enable_prefill_cp:
             ns["apply_prefill_cp_cuda_graph_default"](args)
         prefill, decode = ns["attention_backends_of"](args)
-        for backend in {prefill, decode}:
-            if backend == "trtllm_mha":
+        runner = SimpleNamespace(use_mla_backend=mla, model_config=CTX.model_config)
+        for backend in dict.fromkeys((prefill, decode)):
+            if backend in ("trtllm_mha", "hpc_ops"):
                 try:
-                    ns["create_trtllm_mha_backend"](SimpleNamespace(use_mla_backend=mla))
-                except ImportError:  # past the MLA check: it goes on to import the backend
+                    ns[f"create_{backend}_backend"](runner)
+                except ImportError:  # past the checks: it goes on to import the backend
                     pass
     except (AssertionError, ValueError) as exc:
         return {"refused": str(exc)}
@@ -433,6 +436,9 @@ CP4 = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy"
     ({**CP4, "tp_size": 8, "cp_strategy": "interleave", "attention_backend": "dsa"}, MODELS[6], "B200",
      {"refused": "CP-TP group sharing requires --attn-cp-size == --tp-size"}),
     ({**CP4, "prefill_attention_backend": "trtllm_mha"}, QWEN4_EXP, "B200", {"refused": None}),
+    ({"attention_backend": "hpc_ops"}, MODELS[2], "H100", {"refused": "hpc_ops backend can only be used with non-MLA models."}),
+    ({"attention_backend": "hpc_ops"}, _model("MllamaForConditionalGeneration"), "H100",
+     {"refused": "Cross attention is not supported in the hpc_ops attention backend."}),
     ({**CP4, "moe_dp_size": 2}, MODELS[0], "B200", {"refused": "attn_cp_size != moe_dp_size is only supported when moe_dp_size == 1"}),
 ])
 def test_gpt_oss_torch_native_attention_dp_and_cp_tp_sharing_resolve_as_sglang_does(sglang_wheel, monkeypatch, flags, model, gpu, expected):

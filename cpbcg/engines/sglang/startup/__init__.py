@@ -18,7 +18,7 @@ each naming the 0.5.23 function:
 10. `cuda_graph.apply_prefill_cp_cuda_graph_default` (`supports_prefill_cp_bcg`; the compatibility
     rules again when it turns the graph on)
 11. `model.handle_model_capability_adjustments`
-12. at model load, `attention.create_trtllm_mha_backend`
+12. at model load, `attention.create_attention_backends` (`create_trtllm_mha_backend`, `create_hpc_ops_backend`)
 13. `cuda_graph.say_why_the_prefill_graph_is_off` (cpbcg's: the short reason a report leads with)
 
 From what the user gives -- server arguments by name (`args.parse_launch_words`: a launch command's

@@ -103,7 +103,24 @@ def page_size_default(r: Resolution) -> None:
         r.page = Value(1, DEFAULT, "no backend constraint (0.5.23 _page_size_default)")
 
 
-def create_trtllm_mha_backend(r: Resolution) -> None:
-    """At model load, `attention_registry.py::create_trtllm_mha_backend`: trtllm_mha refuses MLA models."""
-    if not r.refusals and r.mla and "trtllm_mha" in (r.prefill_run, r.decode_run):
-        r.refuse("create_trtllm_mha_backend", "trtllm_mha backend can only be used with non-MLA models.")
+ENCODER_DECODER_ARCHITECTURES = frozenset({"WhisperForConditionalGeneration", "MllamaForConditionalGeneration", "MossVLForConditionalGeneration"})
+"""0.5.23 `configs/model_config.py::is_encoder_decoder_model`: models with cross attention."""
+
+
+def create_attention_backends(r: Resolution) -> None:
+    """At model load, `attention_registry.py`: `create_trtllm_mha_backend` refuses MLA models;
+    `create_hpc_ops_backend` refuses MLA models, cross attention (`is_encoder_decoder_model`) and
+    speculative decoding."""
+    if r.refusals:
+        return
+    for backend in dict.fromkeys((r.prefill_run, r.decode_run)):
+        if backend == "trtllm_mha" and r.mla:
+            r.refuse("create_trtllm_mha_backend", "trtllm_mha backend can only be used with non-MLA models.")
+        elif backend == "hpc_ops" and r.mla:
+            r.refuse("create_hpc_ops_backend", "hpc_ops backend can only be used with non-MLA models.")
+        elif backend == "hpc_ops" and r.archs & ENCODER_DECODER_ARCHITECTURES:
+            r.refuse("create_hpc_ops_backend", "Cross attention is not supported in the hpc_ops attention backend.")
+        elif backend == "hpc_ops" and r.raw("speculative_algorithm") is not None:
+            r.refuse("create_hpc_ops_backend", "hpc_ops backend does not support speculative decoding for now.")
+        if r.refusals:
+            return

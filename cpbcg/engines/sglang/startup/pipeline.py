@@ -28,7 +28,7 @@ STEPS: tuple[Step, ...] = (
     parallel.handle_context_parallelism,
     cuda_graph.apply_prefill_cp_cuda_graph_default,
     model.handle_model_capability_adjustments,
-    attention.create_trtllm_mha_backend,
+    attention.create_attention_backends,
     cuda_graph.say_why_the_prefill_graph_is_off,
 )
 """0.5.23's start-up resolution as cpbcg restates it, in `run_resolution_pipeline`'s order (the
