@@ -100,3 +100,15 @@ def test_replay_check_refuses_to_gate_and_check_server_exits_1():
     assert checked.exit_code == 1
     doc = orjson.loads(checked.stdout)
     assert doc["no_prefill_graph"] == ANSWER and doc["prefill_graph_backend"]["value"] == "disabled"
+
+
+def test_a_launch_that_reaches_what_is_not_modelled_says_so():
+    from dataclasses import replace
+
+    from cpbcg.planner.hardware import ASSUMED_MODEL
+
+    v3 = replace(ASSUMED_MODEL, architecture="DeepseekV3ForCausalLM", architectures=("DeepseekV3ForCausalLM",))
+    notes = resolve(CP4 + " --attention-backend fa3", "H200", v3).notes
+    assert "not modelled for this launch: the DeepSeek family's CP auto-configuration (attention DP from --dp-size) and the DSA CP " \
+           "checks (0.5.23 may resolve it otherwise)" in notes
+    assert not [n for n in resolve(CP4, "H200").notes if n.startswith("not modelled")]

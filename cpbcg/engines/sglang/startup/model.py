@@ -53,7 +53,7 @@ _MM_OFF_BY_DEFAULT = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForCond
                                 "InklingForConditionalGeneration", "MiMoV2ForCausalLM"})
 """`ModelConfig.__init__`: multimodal off unless `--enable-multimodal` (a MiMoV2 checkpoint: off without a vision and an audio
 config, which cpbcg does not read: taken as text-only)."""
-_DEEPSEEK_FAMILY = frozenset({
+DEEPSEEK_FAMILY = frozenset({
     "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
     "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
     "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM",
@@ -83,7 +83,7 @@ def deepseek_family_overrides(r: Resolution) -> None:
     a DSA checkpoint (`index_topk`) takes `attention_backend dsa` when no backend is set and page size
     `64 * index_kpool`; the others of the family take `trtllm_mla` on SM100 when no backend is set."""
     no_backend = r.backend.value is None and r.prefill_backend is None and r.decode_backend is None
-    family = r.arch0 in _DEEPSEEK_FAMILY
+    family = r.arch0 in DEEPSEEK_FAMILY
     if family and r.arch0 in _DSA and r.model.index_topk is not None:
         if no_backend:
             r.backend = Value("dsa", "model", f"{r.arch0} with DSA (0.5.23 _deepseek_family_overrides)")

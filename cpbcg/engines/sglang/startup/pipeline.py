@@ -87,6 +87,7 @@ def resolve_server(
         if key in resolved:
             resolved[key] = Value(g.value, g.source, f"printed by the server ({g.source})")
     not_modelled = tuple(sorted(f"--{k.replace('_', '-')}" for k in given if k not in MODELLED_FLAGS or k in AFFECTS_UNMODELLED))
+    r.notes.extend(f"not modelled for this launch: {part} (0.5.23 may resolve it otherwise)" for part in _not_modelled_hits(r))
     return ResolvedServer(
         gpu=r.gpu, gpu_source=gpu_src, model=r.model, model_source=model_src, use_mla=r.mla,
         attention_backend=backend, prefill_attention_backend=prefill, decode_attention_backend=decode,
@@ -99,6 +100,18 @@ def resolve_server(
         refusals=tuple(r.refusals), no_cp_graph=tuple(r.no_cp_graph), not_modelled=not_modelled, notes=tuple(r.notes),
         given=dict(given), model_assumed=model_assumed, gpu_assumed=gpu_assumed, graph_off=r.graph_off,
     )
+
+
+def _not_modelled_hits(r: Resolution) -> list[str]:
+    """The parts of `NOT_MODELLED` this launch reaches, said per launch."""
+    hits = []
+    if r.arch0 in model.DEEPSEEK_FAMILY and r.enable_cp:
+        hits.append(NOT_MODELLED[6])
+    if r.p["hip"] or r.gpu.vendor not in ("nvidia", "amd"):
+        hits.append(NOT_MODELLED[2])
+    if r.raw("speculative_algorithm") is not None:
+        hits.append(NOT_MODELLED[0])
+    return hits
 
 
 def check_server_flags(
