@@ -332,7 +332,8 @@ def _no_prefill_graph(deployment: Deployment, request: PlanOptions, config: str 
     note(f"cpbcg: {answer}")
     note(f"cpbcg: what would help: {'; or '.join(helps)}")
     note(f"cpbcg: planned instead: {planned}")
-    at_cp1 = load_plan_deployment(config, {**overrides, "cp_size": 1}, manifest_path, cost_given, lambda text: None, log)
+    at_cp1 = load_plan_deployment(config, {**overrides, "cp_size": 1, "tp_size": server.tp_size}, manifest_path, cost_given,
+                                  lambda text: None, log)  # the same GPUs (--tp-size kept), attention CP off
     return at_cp1, {"answer": answer, "cause": server.graph_off, "what_would_help": helps, "planned": planned,
                     "cp_size": server.attn_cp_size, "gpu": server.gpu.name}
 

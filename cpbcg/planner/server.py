@@ -163,7 +163,7 @@ class ResolvedServer:
     def findings(self) -> list[tuple[str, str]]:
         """`(what 0.5.23 would do, why)`: refusals first, then why no CP graph is captured."""
         out = [("refuse to start", r.message) for r in self.refusals]
-        out += [("capture no CP graph", m) for m in self.no_cp_graph if self.attn_cp_size > 1 or self.enable_prefill_cp]
+        out += [("capture no CP graph", m) for m in self.no_cp_graph if self.attn_cp_size > 1]  # without CP, no CP graph to miss
         if self.no_prefill_graph() is not None:
             out.append(("capture no prefill graph", self.graph_off))
         if self.starts and self.supports_prefill_cp_bcg and self.prefill_graph_backend.value != "breakable":
