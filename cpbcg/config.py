@@ -26,6 +26,7 @@ from cpbcg.planner.costs.cost import CostModel, forward_cost
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
 from cpbcg.engines.sglang.startup import check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
+from cpbcg.planner.hardware import gpu_from_device_name
 from cpbcg.planner.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
@@ -533,7 +534,9 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         layout = CPLayout(int(shown.value) if shown is not None and not overridden else cfg.cp_size, cfg.cp_strategy)
         cp_flags = parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)")
         backend_stated = any(k.endswith("attention_backend") for k in from_log)  # the log's backend, not the emitted one
-        if gpu_name is not None and not server_inputs.gpu(gpu_name, where("gpu")).is_sm100 and \
+        planned_gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else \
+            gpu_from_device_name(log.device_name[0]) if log is not None and log.device_name is not None else None
+        if planned_gpu is not None and not planned_gpu.is_sm100 and \
                 cp_flags.get("prefill_attention_backend", Given(None, "")).value == "trtllm_mha":
             backend_stated = True  # 0.5.23 refuses trtllm_mha prefill with CP before SM100: the deployment's flags leave it to 0.5.23
         given.update({k: g for k, g in cp_flags.items() if not (backend_stated and k.endswith("attention_backend"))})
@@ -567,9 +570,16 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         model = replace(ASSUMED_MODEL, architecture=arch, architectures=(arch,), model_type=None,
                         source=f"{arch} as the server printed it (log line {at}); its shape assumed: {ASSUMED_MODEL.source}")
     gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
+    gpu_source = "" if gpu is None else f"given ({where('gpu')})"
+    if gpu is None and log is not None and log.device_name is not None:  # the GPU the server printed: a fact over the assumption
+        device, at = log.device_name
+        gpu = gpu_from_device_name(device)
+        gpu_source = f"{device} as the server printed it (log line {at})" if gpu is not None else ""
+        if gpu is None:
+            skipped += (f"log line {at}: the server ran on {device}, not in cpbcg's GPU catalogue: the assumed GPU planned (give --gpu)",)
     server = resolve_server(given, model, gpu, printed=log_printed(log.resolved) if log is not None else None,
                             model_source="" if model is None else model.source,
-                            gpu_source="" if gpu is None else f"given ({where('gpu')})")
+                            gpu_source=gpu_source)
     if unrecognized:
         refused = Refusal("parse_args", f"unrecognized arguments: {', '.join(unrecognized)}")
         server = replace(server, refusals=(refused, *server.refusals))

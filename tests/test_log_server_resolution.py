@@ -163,3 +163,26 @@ def test_the_model_class_the_server_printed_beats_the_assumed_model(tmp_path):
                                           "its shape assumed")
     # this synthetic dump states the prefill graph backend (breakable), which 0.5.23 keeps: the graph is as the log says
     assert server.prefill_graph_backend.value == "breakable" and server.prefill_graph_backend.source.startswith("log line")
+
+
+def test_the_gpu_the_server_printed_beats_the_assumed_gpu(tmp_path):
+    """The MoE kernel-config line names the GPU as torch does (`device_name=NVIDIA_H100_80GB_HBM3`): the server
+    is resolved on an H100 (fa3, 8192-token chunks), sourced to the line; a GPU outside the catalogue is said."""
+    from cpbcg.config import load_config
+    from cpbcg.planner.hardware import gpu_from_device_name
+    from cpbcg.planner.traces.sglang_settings import read_log_settings
+    from sglang_log_fixtures import prefill_line, write_log
+
+    moe = ("[2026-11-02 09:59:12 TP0] Using default MoE kernel config. Performance might be sub-optimal! Config file not found at "
+           "/x/configs/triton_3_4_0/E=8,N=14336,device_name={}.json\n")
+    log = write_log(tmp_path / "h100.log", moe.format("NVIDIA_H100_80GB_HBM3") + prefill_line(2048, 1))
+    server = load_config(None, {}, log=read_log_settings(log)).server_resolution
+    assert server is not None and (server.gpu.name, server.gpu_assumed) == ("H100", False)
+    assert server.gpu_source == "NVIDIA_H100_80GB_HBM3 as the server printed it (log line 2)"
+    assert (server.chunked_prefill_size.value, server.attention_backend.value) == (8192, "fa3")
+    log = write_log(tmp_path / "4090.log", moe.format("NVIDIA_GeForce_RTX_4090") + prefill_line(2048, 1))
+    server = load_config(None, {}, log=read_log_settings(log)).server_resolution
+    assert server is not None and server.gpu_assumed
+    assert any("NVIDIA_GeForce_RTX_4090, not in cpbcg's GPU catalogue" in n for n in server.notes)
+    assert [getattr(gpu_from_device_name(d), "name", None) for d in ("NVIDIA_A100-SXM4-40GB", "NVIDIA_A100-SXM4-80GB", "AMD_Instinct_MI300X",
+            "NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition")] == ["A100-40GB", "A100", "MI300X", "RTX-PRO-6000"]
