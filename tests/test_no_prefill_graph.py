@@ -108,7 +108,7 @@ def test_a_launch_that_reaches_what_is_not_modelled_says_so():
     from cpbcg.planner.hardware import ASSUMED_MODEL
 
     v3 = replace(ASSUMED_MODEL, architecture="DeepseekV3ForCausalLM", architectures=("DeepseekV3ForCausalLM",))
-    notes = resolve(CP4 + " --attention-backend fa3", "H200", v3).notes
-    assert "not modelled for this launch: the DeepSeek family's CP auto-configuration (attention DP from --dp-size) and the DSA CP " \
-           "checks (0.5.23 may resolve it otherwise)" in notes
+    notes = resolve(CP4 + " --attention-backend fa3 --dcp-size 2", "H200", v3).notes
+    assert "not modelled for this launch: the DeepSeek family's DSA decode-CP backends (--dcp-size > 1) and its HIP page size " \
+           "(0.5.23 may resolve it otherwise)" in notes
     assert not [n for n in resolve(CP4, "H200").notes if n.startswith("not modelled")]

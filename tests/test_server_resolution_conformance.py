@@ -13,9 +13,8 @@ chunk, prefill graph backend, max_bs and list, attention backends, CP graphs).
 
 The stubs: a server-args namespace whose declarations apply at once (resolving and resolved
 views are the namespace itself), the platform from the GPU's compute capability,
-`get_device_memory_capacity` from the catalogue, no speculative decoding. Models of the
-DeepSeek family (whose `_deepseek_family_overrides` is not run here) are drawn only with an
-explicit attention backend and no DP, where that override changes nothing the test compares.
+`get_device_memory_capacity` from the catalogue, no speculative decoding. The DeepSeek family's
+overrides (`_deepseek_family_overrides`, with its CP layouts) run from the wheel too.
 """
 
 from __future__ import annotations
@@ -63,7 +62,10 @@ MULTIMODAL = [
 ]
 """Multimodal models: outside 0.5.23's breakable-graph allow-list (Qwen2.5-VL, LLaVA), on it (Qwen3.5 MoE), multimodal off by default (Gemma 3)."""
 MODELS += MULTIMODAL
-FAMILY = {"Glm5NextForConditionalGeneration", "DeepseekV32ForCausalLM"}
+FAMILY = {"Glm5NextForConditionalGeneration", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM"}
+DSA_V32 = _model("DeepseekV32ForCausalLM", kv=128, model_type="deepseek_v32", kv_lora_rank=512, index_topk=2048)
+DEEPSEEK_V3 = _model("DeepseekV3ForCausalLM", kv=128, model_type="deepseek_v3", kv_lora_rank=512)
+MODELS += [DSA_V32, DEEPSEEK_V3]
 MM_OFF_BY_DEFAULT = {"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration", "Step3VLForConditionalGeneration",
                      "InklingForConditionalGeneration", "MiMoV2ForCausalLM"}
 BACKENDS = [None, "trtllm_mha", "fa3", "fa4", "flashinfer", "triton", "flashmla", "trtllm_mla", "cutedsl_mla", "hpc_ops", "dsa", "aiter",
@@ -146,8 +148,11 @@ def oracle() -> dict:
         "IntEnum": enum.IntEnum, "dataclass": dataclasses.dataclass, "field": dataclasses.field,
     }
     definitions("sglang/srt/arg_groups/model_override_base.py", ["attention_backends_of", "get_default_attn_backend",
-                                                                 "_forces_eagle_topk_one", "is_attention_backend_not_set"], ns)
+                                                                 "_forces_eagle_topk_one", "is_attention_backend_not_set",
+                                                                 "context_parallel_attn_dp_size"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/gpt_oss.py", ["_gpt_oss_overrides"], ns)
+    definitions("sglang/srt/arg_groups/model_overrides/deepseek_v2.py", ["_dsa_dcp_overrides", "_deepseek_family_overrides"], ns)
+    definitions("sglang/srt/configs/model_config.py", ["_hf_arch", "_hf_attr", "is_deepseek_dsa", "get_dsa_index_kpool"], ns)
     _gpt_oss_backend_check(ns)
     definitions("sglang/srt/arg_groups/overrides.py", [
         "_attention_backend_default", "_mla_backend_page_constraints", "_mla_kv_cache_dtype_checks", "_cutedsl_prefill_backend_fill",
@@ -186,7 +191,8 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     """0.5.23's resolution of `flags` (ServerArgs field names), from the wheel under stubs."""
     platform = _platform(gpu)
     mla = uses_mla(model)
-    hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type, quantization_config=None)
+    hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type, quantization_config=None,
+                         index_topk=model.index_topk, index_kpool=model.index_kpool)
     CTX.platform, CTX.mla, CTX.gpu = platform, mla, gpu
     ns = oracle()
     archs = list(model.architectures)
@@ -215,7 +221,9 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
         enable_two_batch_overlap=False, moe_a2a_backend="none", enable_multimodal=None, enable_dp_attention=False,
         mm_enable_dp_encoder=False, schedule_conservativeness=1.0, dtype="auto", moe_runner_backend="auto", quantization=None,
         enable_dsa_cache_layer_split=False, enable_waterfill=False, disaggregation_transfer_backend="mooncake",
-        speculative_draft_model_path=None, enable_mixed_chunk=False)
+        speculative_draft_model_path=None, enable_mixed_chunk=False, moe_dense_tp_size=None, enable_hisparse=False,
+        enable_hierarchical_cache=False, dsa_prefill_backend=None, dsa_decode_backend=None, dcp_replicate_q_proj=None,
+        dcp_comm_backend=None, fp8_gemm_runner_backend="auto")
     for key, value in flags.items():
         setattr(args, key, list(value) if key == "cuda_graph_bs_prefill" else value)
     hook_module = types.ModuleType("sglang.srt.arg_groups.cuda_graph_hook")
@@ -231,10 +239,15 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     model_config = types.ModuleType("sglang.srt.configs.model_config")
     model_config.is_deepseek_v4 = lambda config: False  # the DeepSeek-V4 and KDA rules are NOT_MODELLED: no such model drawn
     model_config.uses_kda_attention = lambda config: False
+    for name in ("is_deepseek_dsa", "get_dsa_index_kpool"):
+        setattr(model_config, name, ns[name])
+    model_config.unwrap_modelopt_quantization_config = lambda config: config
+    dsa_utils = types.ModuleType("sglang.srt.layers.attention.dsa.utils")
+    dsa_utils.aiter_can_use_preshuffle_paged_mqa = lambda: True
     for name in ("sglang", "sglang.srt", "sglang.srt.arg_groups", "sglang.srt.arg_groups.model_overrides", "sglang.srt.layers",
-                 "sglang.srt.layers.cp", "sglang.srt.configs"):
+                 "sglang.srt.layers.cp", "sglang.srt.configs", "sglang.srt.layers.attention", "sglang.srt.layers.attention.dsa"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    for module in (hook_module, qwen, bcg, base, model_config):
+    for module in (hook_module, qwen, bcg, base, model_config, dsa_utils):
         monkeypatch.setitem(sys.modules, module.__name__, module)
     run_pass = _run_pass
 
@@ -243,6 +256,9 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     ns["apply_cuda_graph_compatibility"](args)
     try:
         ns["handle_gpu_memory_settings"](args)
+        if model.architecture in FAMILY:  # handle_model_specific_adjustments: the override registry
+            for key, value in ns["_deepseek_family_overrides"](args, hf).items():
+                setattr(args, key, value)
         if model.architecture == "GptOssForCausalLM":  # handle_model_specific_adjustments: the override registry, then the assert
             args.attention_backend = ns["_gpt_oss_overrides"](args, hf).get("attention_backend", args.attention_backend)
             ns["_gpt_oss_backend_check"](args)
@@ -315,15 +331,11 @@ def deployments(draw):
         "enable_multimodal": _optional([True, False]), "language_model_only": _optional([True]), "dcp_size": _optional([1, 2]),
         "enable_two_batch_overlap": _optional([True]), "moe_a2a_backend": _optional(["none", "deepep", "mooncake", "flashinfer"]),
     }
-    if model.architecture not in FAMILY:
-        choices |= {"dp_size": _optional([1, 2]), "attn_dp_size": _optional([1, 2])}
+    choices |= {"dp_size": _optional([1, 2]), "attn_dp_size": _optional([1, 2])}
     for key, strategy in choices.items():
         value = draw(st.none() if cp_base and key in flags and draw(st.booleans()) else strategy)
         if value is not None:
             flags[key] = value
-    if model.architecture in FAMILY and not any(flags.get(k) for k in ("attention_backend", "prefill_attention_backend",
-                                                                         "decode_attention_backend")):
-        flags["attention_backend"] = draw(st.sampled_from(BACKENDS[1:]))
     return flags, model, gpu
 
 
@@ -381,8 +393,6 @@ def test_cp_deployments_on_every_gpu_and_model_resolve_as_sglang_does(sglang_whe
             for strategy in ("zigzag", "interleave"):
                 for extra in ({}, {"prefill_attention_backend": "trtllm_mha"}, {"attention_backend": "dsa"},
                               {"page_size": 1}, {"page_size": 16, "chunked_prefill_size": 8192}, {"max_total_tokens": 12000}):
-                    if model.architecture in FAMILY and not extra.get("attention_backend"):
-                        continue
                     flags = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy": strategy, **extra}
                     expected = sglang_resolve(flags, model, gpu, monkeypatch)
                     got = cpbcg_resolve(flags, model, gpu)
@@ -433,8 +443,12 @@ CP4 = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy"
      {"refused": "CP-TP group sharing requires --cp-strategy interleave."}),
     ({**CP4, "cp_strategy": "interleave", "attention_backend": "dsa", "enable_mixed_chunk": True}, MODELS[6], "B200",
      {"refused": "--enable-mixed-chunk is not supported with CP-TP group sharing."}),
-    ({**CP4, "tp_size": 8, "cp_strategy": "interleave", "attention_backend": "dsa"}, MODELS[6], "B200",
-     {"refused": "CP-TP group sharing requires --attn-cp-size == --tp-size"}),
+    ({**CP4, "tp_size": 8, "attn_dp_size": 2, "cp_strategy": "interleave", "attention_backend": "dsa"}, MODELS[6], "B200",
+     {"refused": "CP-TP group sharing requires --attn-cp-size == --tp-size"}),  # the MLA CP layout: attn_cp_size 8 / 2
+    ({"tp_size": 8, "enable_prefill_cp": True, "cp_strategy": "zigzag", "attention_backend": "fa3"}, DEEPSEEK_V3, "H200",
+     {"refused": None}),  # DeepSeek-V3 MLA CP: attn_cp_size, ep_size and DeepEP set by _deepseek_family_overrides
+    ({"tp_size": 16, "enable_prefill_cp": True, "cp_strategy": "zigzag"}, DSA_V32, "H200",
+     {"refused": "Context parallel only supports single machine (tp_size <= 8)."}),
     ({**CP4, "prefill_attention_backend": "trtllm_mha"}, QWEN4_EXP, "B200", {"refused": None}),
     ({"attention_backend": "hpc_ops"}, MODELS[2], "H100", {"refused": "hpc_ops backend can only be used with non-MLA models."}),
     ({"attention_backend": "hpc_ops"}, _model("MllamaForConditionalGeneration"), "H100",

@@ -80,17 +80,70 @@ def is_multimodal(model: ModelSpec, given: Mapping[str, Given]) -> bool:
 
 def deepseek_family_overrides(r: Resolution) -> None:
     """`model_overrides/deepseek_v2.py::_deepseek_family_overrides` (run by `handle_model_specific_adjustments`):
-    a DSA checkpoint (`index_topk`) takes `attention_backend dsa` when no backend is set and page size
-    `64 * index_kpool`; the others of the family take `trtllm_mla` on SM100 when no backend is set."""
+    HYV4 refuses `--enable-prefill-cp` and `--dcp-size > 1`; a DSA checkpoint (`index_topk`) takes
+    `attention_backend dsa` when no backend is set and page size `64 * index_kpool` (`--dcp-size > 1` refused
+    with `index_kpool > 1`), and with `--enable-prefill-cp` the DSA CP layout: attention DP from `--attn-dp-size`
+    times `--dp-size` (`context_parallel_attn_dp_size`; both above 1 refused), `dp_size 1`, zigzag also
+    `ep_size = tp_size` and DeepEP, `tp_size <= 8`, `attn_cp_size` the given one (interleave) else
+    `tp_size / attn_dp_size`; the others take `trtllm_mla` on SM100 when no backend is set, and an MLA model
+    with `--enable-prefill-cp` the MLA CP layout (attention DP as above, `dp_size 1`, `ep_size = tp_size`,
+    DeepEP, `attn_cp_size = tp_size / attn_dp_size`). The HIP page-size and DSA DCP backend choices are NOT_MODELLED."""
+    if r.arch0 not in DEEPSEEK_FAMILY:
+        return
+    check = "_deepseek_family_overrides"
+    if r.arch0 in ("HYV4ForCausalLM", "HYV4ForCausalLMNextN"):
+        if r.enable_cp:
+            r.refuse(check, "--enable-prefill-cp is not supported for HYV4 because its attention path does not implement DSA "
+                     f"context-parallel metadata and sharding. Got architecture={r.arch0!r} and enable_prefill_cp=True.")
+            return
+        if r.raw("dcp_size", 1) > 1:
+            r.refuse(check, "--dcp-size > 1 is not supported for HYV4 because decode context parallelism gathers query heads across "
+                     "DCP ranks but does not provide single-owner semantics for learnable attention sinks. "
+                     f"Got architecture={r.arch0!r} and dcp_size={r.raw('dcp_size')!r}.")
+            return
     no_backend = r.backend.value is None and r.prefill_backend is None and r.decode_backend is None
-    family = r.arch0 in DEEPSEEK_FAMILY
-    if family and r.arch0 in _DSA and r.model.index_topk is not None:
+    if r.arch0 in _DSA and r.model.index_topk is not None:
         if no_backend:
             r.backend = Value("dsa", "model", f"{r.arch0} with DSA (0.5.23 _deepseek_family_overrides)")
+        if not (r.p["cuda"] or r.p["hip"]):
+            return
+        if r.enable_cp and not _cp_layout(r, "DSA", deepep=r.strategy == "zigzag",
+                                          cp=r.cp if r.strategy == "interleave" and r.cp > 1 else None):
+            return
         if r.p["cuda"]:
+            if r.model.index_kpool > 1 and r.raw("dcp_size", 1) > 1:
+                r.refuse(check, f"--dcp-size > 1 is not supported for DSA with index_kpool={r.model.index_kpool}: a pooled index key "
+                         "spans positions owned by different DCP ranks.")
+                return
             r.page = Value(64 * r.model.index_kpool, "model", f"DSA index_kpool {r.model.index_kpool} (0.5.23 _deepseek_family_overrides)")
-    elif family and r.p["sm100"] and no_backend:
+        return
+    if r.p["sm100"] and no_backend:
         r.backend = Value("trtllm_mla", "model", f"{r.arch0} on SM100 (0.5.23 _deepseek_family_overrides)")
+    if r.enable_cp and r.mla:
+        _cp_layout(r, "MLA", deepep=True, cp=None)
+
+
+def _cp_layout(r: Resolution, kind: str, *, deepep: bool, cp: int | None) -> bool:
+    """The DeepSeek family's CP layout (`_deepseek_family_overrides`), said in the notes; False after a refusal."""
+    if r.attn_dp > 1 and r.dp > 1:  # model_override_base.py::context_parallel_attn_dp_size's assert
+        r.refuse("context_parallel_attn_dp_size", f"--dp-size {r.dp} with --attn-dp-size {r.attn_dp}: data-parallel replicas combined "
+                 "with attention data parallelism are not supported.")
+        return False
+    attn_dp = r.attn_dp * r.dp
+    if kind == "DSA" and r.tp > 8:
+        r.refuse("_deepseek_family_overrides", "Context parallel only supports single machine (tp_size <= 8). Cross-machine CP has "
+                 "precision issues.")
+        return False
+    before = (r.cp, r.attn_dp, r.dp, r.ep)
+    r.attn_dp, r.dp = attn_dp, 1
+    if deepep:
+        r.ep = r.tp
+        r.declared["moe_a2a_backend"] = "deepep"
+    r.cp = cp if cp is not None else r.tp // attn_dp
+    if (r.cp, r.attn_dp, r.dp, r.ep) != before:
+        r.notes.append(f"{kind} context parallelism on {r.arch0}: attn_cp_size {r.cp}, attn_dp_size {r.attn_dp}, dp_size {r.dp}, "
+                       f"ep_size {r.ep} (0.5.23 _deepseek_family_overrides)")
+    return True
 
 
 GPT_OSS_ATTENTION_BACKENDS = ("triton", "trtllm_mha", "fa3", "fa4", "ascend", "intel_amx", "intel_xpu", "aiter")

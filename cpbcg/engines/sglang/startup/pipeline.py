@@ -41,7 +41,7 @@ NOT_MODELLED = (
     "HIP, NPU, XPU, MUSA, CPU platform handlers", "mem_fraction_static and the KV pool size (max_total_tokens, "
     "max_running_requests when not given)", "attention sinks and asymmetric K/V heads in the default backend",
     "deterministic inference, LoRA, hierarchical cache, disaggregation",
-    "the DeepSeek family's CP auto-configuration (attention DP from --dp-size) and the DSA CP checks",
+    "the DeepSeek family's DSA decode-CP backends (--dcp-size > 1) and its HIP page size",
     "other automatic prefill-graph disables (KDA models, DeepSeek-V4)",
     "multimodal detection from a config's text_config / vision_config alone (the architecture list decides)",
     "CP-TP group sharing's speculative, disaggregation and linear-attention head checks",
@@ -105,7 +105,7 @@ def resolve_server(
 def _not_modelled_hits(r: Resolution) -> list[str]:
     """The parts of `NOT_MODELLED` this launch reaches, said per launch."""
     hits = []
-    if r.arch0 in model.DEEPSEEK_FAMILY and r.enable_cp:
+    if r.arch0 in model.DEEPSEEK_FAMILY and r.raw("dcp_size", 1) > 1:
         hits.append(NOT_MODELLED[6])
     if r.p["hip"] or r.gpu.vendor not in ("nvidia", "amd"):
         hits.append(NOT_MODELLED[2])

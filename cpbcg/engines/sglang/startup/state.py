@@ -60,6 +60,8 @@ class Resolution:
     page: Value = field(default_factory=lambda: Value(None, DEFAULT))
 
     def __post_init__(self) -> None:
+        self.declared: dict[str, Any] = {}
+        """Values a step declared for arguments no other field holds (0.5.23 `declare_resolution`)."""
         self.p = platform(self.gpu)
         self.mla = uses_mla(self.model)
         names = self.model.architectures or (self.model.architecture,)
@@ -79,7 +81,9 @@ class Resolution:
         self.page = Value(self.raw("page_size"), self.source("page_size"))
 
     def raw(self, name: str, default: Any = None) -> Any:
-        """The given value of `name` (a 0.5.23 field name), else `default`."""
+        """The value of `name` (a 0.5.23 field name) a step declared (`declared`), else the given one, else `default`."""
+        if name in self.declared:
+            return self.declared[name]
         g = self.given.get(name)
         return default if g is None else g.value
 
