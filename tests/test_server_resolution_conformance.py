@@ -56,7 +56,8 @@ MODELS = [
     _model("Glm5NextForConditionalGeneration", kv=64, model_type="glm5_next", kv_lora_rank=512),
     _model("DeepseekV32ForCausalLM", kv=128, model_type="deepseek_v32", kv_lora_rank=512),
 ]
-MULTIMODAL = [
+LLAMA4 = _model("Llama4ForConditionalGeneration", model_type="llama4")
+MULTIMODAL = [LLAMA4,
     _model("Qwen2_5_VLForConditionalGeneration", kv=4, model_type="qwen2_5_vl"), _model("LlavaForConditionalGeneration"),
     _model("Qwen3_5MoeForConditionalGeneration", kv=2, model_type="qwen3_5_moe"), _model("Gemma3ForConditionalGeneration", kv=8, model_type="gemma3"),
 ]
@@ -151,6 +152,7 @@ def oracle() -> dict:
                                                                  "_forces_eagle_topk_one", "is_attention_backend_not_set",
                                                                  "context_parallel_attn_dp_size"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/gpt_oss.py", ["_gpt_oss_overrides"], ns)
+    definitions("sglang/srt/arg_groups/model_overrides/llama4.py", ["_llama4_overrides"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/deepseek_v2.py", ["_dsa_dcp_overrides", "_deepseek_family_overrides"], ns)
     definitions("sglang/srt/configs/model_config.py", ["_hf_arch", "_hf_attr", "is_deepseek_dsa", "get_dsa_index_kpool"], ns)
     _gpt_oss_backend_check(ns)
@@ -177,14 +179,17 @@ def oracle() -> dict:
 
 
 def _gpt_oss_backend_check(ns: dict) -> None:
-    """Define `_gpt_oss_backend_check(server_args)` in `ns`: the GptOssForCausalLM branch's attention-backend
-    assert of 0.5.23 `model_hook.py::handle_model_specific_adjustments`, its statement run as the wheel has it."""
+    """Define `_gpt_oss_backend_check(server_args)` and `_llama4_backend_check(server_args)` in `ns`: the
+    GptOssForCausalLM and Llama 4 branches' attention-backend asserts of 0.5.23
+    `model_hook.py::handle_model_specific_adjustments`, their statements run as the wheel has them."""
     tree = ast.parse(wheel_source("sglang/srt/arg_groups/model_hook.py"))
     handler = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "handle_model_specific_adjustments")
-    branch = next(n for n in ast.walk(handler) if isinstance(n, ast.If) and "GptOssForCausalLM" in ast.unparse(n.test))
-    body = ast.parse("def _gpt_oss_backend_check(server_args):\n    pass").body[0]
-    body.body = [branch.body[0]]
-    exec(compile(ast.fix_missing_locations(ast.Module(body=[body], type_ignores=[])), "model_hook.py", "exec"), ns)  # noqa: S102
+    for arch, name, statements in (("GptOssForCausalLM", "_gpt_oss_backend_check", slice(0, 1)),
+                                   ("Llama4ForConditionalGeneration", "_llama4_backend_check", slice(0, None))):
+        branch = next(n for n in ast.walk(handler) if isinstance(n, ast.If) and arch in ast.unparse(n.test))
+        body = ast.parse(f"def {name}(server_args):\n    cfg = server_args").body[0]
+        body.body += branch.body[statements]
+        exec(compile(ast.fix_missing_locations(ast.Module(body=[body], type_ignores=[])), "model_hook.py", "exec"), ns)  # noqa: S102
 
 
 def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
@@ -259,6 +264,9 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
         if model.architecture in FAMILY:  # handle_model_specific_adjustments: the override registry
             for key, value in ns["_deepseek_family_overrides"](args, hf).items():
                 setattr(args, key, value)
+        if model.architecture == "Llama4ForConditionalGeneration":
+            args.attention_backend = ns["_llama4_overrides"](args, hf).get("attention_backend", args.attention_backend)
+            ns["_llama4_backend_check"](args)
         if model.architecture == "GptOssForCausalLM":  # handle_model_specific_adjustments: the override registry, then the assert
             args.attention_backend = ns["_gpt_oss_overrides"](args, hf).get("attention_backend", args.attention_backend)
             ns["_gpt_oss_backend_check"](args)
@@ -434,6 +442,8 @@ CP4 = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy"
     ({"attention_backend": "flashinfer"}, GPT_OSS, "H100", {"refused": "GptOssForCausalLM requires one of"}),
     ({"prefill_attention_backend": "triton"}, GPT_OSS, "H100", {"refused": "GptOssForCausalLM requires one of"}),
     ({"attention_backend": "torch_native"}, MODELS[0], "B200", {"prefill_graph_backend": "disabled"}),
+    ({}, LLAMA4, "A100", {"backends": ("triton", "triton")}),  # model_overrides/llama4.py
+    ({"attention_backend": "flashinfer"}, LLAMA4, "H100", {"refused": "fa3, aiter, triton, ascend, trtllm_mha or intel_xpu is required"}),
     ({"attention_backend": "flex_attention"}, MODELS[0], "H100", {"prefill_graph_backend": "disabled"}),
     ({"attn_dp_size": 2}, MODELS[0], "B200", {"refused": ""}),  # tp 1: 0.5.23's assert, without a message
     ({"attn_dp_size": 2, "dp_size": 2, "tp_size": 2}, MODELS[0], "B200", {"refused": "--dp-size 2 with --attn-dp-size 2"}),

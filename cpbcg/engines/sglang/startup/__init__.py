@@ -7,8 +7,9 @@ each naming the 0.5.23 function:
    and its `disable_breakable_cudagraph_if_incompatible`: CP without CP graphs -- every Hopper and
    Ampere GPU with prefill CP -- and multimodal models outside the allow-list capture no prefill graph)
 3. `memory.handle_gpu_memory_settings`
-4. `model.deepseek_family_overrides`, `model.gpt_oss_overrides` (the model override registry) and
-   `model.gpt_oss_attention_backends` (`handle_model_specific_adjustments`)
+4. `model.deepseek_family_overrides`, `model.gpt_oss_overrides`, `model.llama4_overrides` (the model
+   override registry), `model.gpt_oss_attention_backends` and `model.llama4_attention_backend`
+   (`handle_model_specific_adjustments`)
 5. `attention.handle_attention_backend_compatibility` (and its post-process passes; torch_native and
    flex_attention turn CUDA graphs off)
 6. `cuda_graph.disable_prefill_cuda_graph_for_deepseek_trtllm_mla`

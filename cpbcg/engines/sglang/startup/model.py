@@ -170,6 +170,28 @@ def gpt_oss_attention_backends(r: Resolution) -> None:
                  f"backend, but got the following backends\n- Prefill: {prefill}\n- Decode: {decode}\n")
 
 
+LLAMA4_ARCHITECTURES = ("Llama4ForConditionalGeneration", "Llama4ForCausalLM")
+LLAMA4_ATTENTION_BACKENDS = ("fa3", "aiter", "triton", "ascend", "trtllm_mha", "intel_xpu")
+"""0.5.23 `model_hook.py::handle_model_specific_adjustments`: the attention backends Llama 4 runs on."""
+
+
+def llama4_overrides(r: Resolution) -> None:
+    """`model_overrides/llama4.py::_llama4_overrides`: Llama 4 with no `--attention-backend` takes trtllm_mha
+    on SM100, fa3 on SM90, aiter on AMD, else triton."""
+    if r.arch0 not in LLAMA4_ARCHITECTURES or r.backend.value is not None:
+        return
+    chosen = "trtllm_mha" if r.p["sm100"] else "fa3" if r.p["sm90"] else "aiter" if r.p["hip"] else "triton"
+    r.backend = Value(chosen, "model", f"{r.arch0} on {r.gpu.name} (0.5.23 _llama4_overrides)")
+
+
+def llama4_attention_backend(r: Resolution) -> None:
+    """`model_hook.py::handle_model_specific_adjustments` (Llama 4): the base attention backend must be in
+    `LLAMA4_ATTENTION_BACKENDS`."""
+    if r.arch0 in LLAMA4_ARCHITECTURES and r.backend.value not in LLAMA4_ATTENTION_BACKENDS:
+        r.refuse("handle_model_specific_adjustments", "fa3, aiter, triton, ascend, trtllm_mha or intel_xpu is required for Llama4 "
+                 f"model but got {r.backend.value}")
+
+
 def handle_model_capability_adjustments(r: Resolution) -> None:
     """`model_hook.py::handle_model_capability_adjustments`: multimodal architectures without chunked-prefill
     support (`is_multimodal_chunked_prefill_supported`: mllama, LLaVA-Llama, Grok-1 V/A, MossVL, CLIP) run with
