@@ -43,7 +43,18 @@ def plan(*, options: PlanOptions, deployment: DeploymentOptions, trace: TraceOpt
         report = plan_command(deployment.config, overrides, options, trace.traces, manifest_path=cost.manifest, cost_given=cost.given,
                               **trace.reader_options(), ignored_flags=request_only_flags(trace, scheduler),
                               note=lambda text: typer.echo(text, err=True), progress=bar.requests, on_chunk=bar.forwards,
-                              load_factors=scheduler.load_factors(), untimed_rates="auto" if scheduler.rate is None else None)
+                              load_factors=scheduler.load_factors(), untimed_rates="auto" if scheduler.rate is None else None,
+                              invocation=_invocation())
     code = write(report, options)
     if code:
         raise typer.Exit(code)
+
+
+def _invocation() -> list[str] | None:
+    """This process's arguments after `plan` (None when not run from a command line, e.g. a test runner)."""
+    import sys
+
+    args = sys.argv[1:]
+    if not sys.argv[0].endswith(("cpbcg", "__main__.py")) or "plan" not in args:
+        return None
+    return args[args.index("plan") + 1:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypedDict
@@ -59,6 +60,8 @@ class PlanReport:
     """Per SGLang server log planned: its settings and its own observed comparison (per launch, with a total)."""
     traces: int = 1
     """How many traces were planned together (the embedded default workload counts as one)."""
+    flags_command: str | None = None
+    """The command that writes the verdict's chosen list's SGLang flags (None without a verdict)."""
 
     @property
     def parts(self) -> tuple[PlanPart, ...]:
@@ -153,7 +156,8 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
                 note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
                 on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None,
                 resolve_launch: Callable[[LogSettings], LaunchModel] | None = None,
-                load_factors: Sequence[float] | None = None, untimed_rates: str | None = None) -> PlanReport:
+                load_factors: Sequence[float] | None = None, untimed_rates: str | None = None,
+                invocation: Sequence[str] | None = None) -> PlanReport:
     """`cpbcg plan` on its traces (paths as `trace_paths` gives them; none: the embedded default
     workload): evaluate the configured list, recommend one (`request`), compare and export.
     Notes for people (ignored options, the simulation, no recommendation) go to `note` as they
@@ -225,7 +229,37 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         for one in logs:
             for line in log_settings_notes(one.settings, {}):
                 note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}{launch_label(one.settings, one.summary)}:"))
-    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources))
+    verdict = rec.verdict if rec is not None else None
+    command = None if verdict is None or verdict.deploy == "default" else flags_command(invocation, [str(p) for p in paths], verdict.deployed.num_buckets)
+    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources), command)
+
+
+FLAGS_FILE = "sglang-flags.txt"
+"""Where the verdict's command writes the chosen list's flags."""
+_DROPPED_WITH_VALUE = frozenset({"-k", "--max-buckets", "--emit", "-o", "--output", "-f", "--format", "--target-coverage", "--plot"})
+_DROPPED = frozenset({"--compare"})
+
+
+def flags_command(invocation: Sequence[str] | None, traces: Sequence[str | Path], num_buckets: int) -> str:
+    """`cpbcg plan ... -k K --emit sglang -o sglang-flags.txt`: this run's arguments (`invocation`,
+    after `plan`; None: the traces alone) without its output, count and target options, asking for
+    the list of `num_buckets` buckets (the optimiser's best of that count: the knee or the full list)."""
+    if invocation is None:
+        kept = [arg for t in traces for arg in ("-t", str(t))]
+    else:
+        kept, skip = [], False
+        for arg in invocation:
+            if skip:
+                skip = False
+                continue
+            name = arg.split("=", 1)[0]
+            if name in _DROPPED_WITH_VALUE:
+                skip = "=" not in arg
+                continue
+            if name in _DROPPED:
+                continue
+            kept.append(arg)
+    return shlex.join(["cpbcg", "plan", *kept, "-k", str(num_buckets), "--emit", "sglang", "-o", FLAGS_FILE])
 
 
 def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
@@ -254,7 +288,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
                  options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
                  note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
                  on_chunk: Callable[[object], object] | None = None, load_factors: Sequence[float] | None = None,
-                 untimed_rates: str | None = None) -> PlanReport | GuaranteeReport:
+                 untimed_rates: str | None = None, invocation: Sequence[str] | None = None) -> PlanReport | GuaranteeReport:
     """`cpbcg plan`: the options' combinations checked (`check_usage`), the traces (`trace_paths`: files, globs, directories; the `fit_traces` of
     `request` among them), the deployment (`load_plan_deployment`, under the settings a single
     SGLang server log states), then guarantee mode when `request` asks for it (requests per
@@ -263,7 +297,8 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     None: the scheduler's `time_scale`); `untimed_rates`: `auto` simulates a request trace without
     timestamps at the rate picker's rates, None at the scheduler's `rate`. The lines `note` receives are
     held until the traces were read, so that a log's start-up lines say which launch they describe
-    when it holds several (`HeldNotes`)."""
+    when it holds several (`HeldNotes`). `invocation`: the command line after `plan` (the verdict's
+    flags command repeats it, `flags_command`; None: the traces alone)."""
     with HeldNotes(note) as held:
         given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
         check_usage(request, given, manifest_path, config, overrides)
@@ -294,7 +329,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
         resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
         report = plan_report(deployment, request, inputs, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
                              note=held, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve,
-                             load_factors=load_factors, untimed_rates=untimed_rates)
+                             load_factors=load_factors, untimed_rates=untimed_rates, invocation=invocation)
         held.label_launches(report.source if report.traces == 1 else None)
         return report
 

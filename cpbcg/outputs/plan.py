@@ -46,6 +46,8 @@ class PlanView(Protocol):
     def parts(self) -> tuple[PlanPart, ...]: ...
     @property
     def traces(self) -> int: ...
+    @property
+    def flags_command(self) -> str | None: ...
 
 
 class GuaranteeView(Protocol):
@@ -127,6 +129,8 @@ def _json(report: PlanView) -> None:
         doc["graphs_off"] = off
     if len(parts) > 1:
         doc["traffic"] = traffic_document(parts)
+    verdict = result.recommendation.verdict if result.recommendation is not None else None
+    doc["verdict"] = None if verdict is None else {**verdict.to_dict(), "flags_command": report.flags_command}
     print_json(dumps(doc))
 
 
@@ -137,6 +141,12 @@ def _tables(report: PlanView) -> None:
 
     result, rec, comparison, parts = report.result, report.result.recommendation, report.comparison, report.parts
     console = stdout_console()
+    if rec is not None and rec.verdict is not None:
+        from cpbcg.outputs.verdict import verdict_lines
+
+        for line in verdict_lines(rec.verdict, report.flags_command):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        console.print("")
     console.print(evaluation_tables(result.evaluation, summed_header(report.header, parts)))
     if result.launches:
         from cpbcg.outputs.log_tables import launch_plans_table

@@ -146,5 +146,5 @@ def flags_against_default(ev: Evaluation, default: Evaluation, cost: CostModel) 
         out.append(f"padding {ev.padding_overhead:.2%} against SGLang's default {default.padding_overhead:.2%}")
     ours, theirs = evaluation_cost_ms(ev, cost), evaluation_cost_ms(default, cost)
     if theirs > 0 and ours > theirs * (1 + FLAG_TOLERANCE):
-        out.append(f"modelled time {ours / theirs - 1:+.2%} over SGLang's default")
+        out.append(f"modelled prefill time {ours / 1e3:,.2f} s against SGLang's default {theirs / 1e3:,.2f} s ({ours / theirs - 1:+.2%})")
     return tuple(out)
