@@ -504,13 +504,13 @@ def _size_notes(split: DemandSplit, settings: RecommendSettings) -> list[str]:
 
 
 def _capture_model(deployment: Deployment, settings: RecommendSettings, chunk: int) -> CaptureModel:
-    """The capture cost model: the published fit for the deployment's model at TP = cp_size, with
+    """The capture cost model: the published fit for the deployment's model at the server's TP, with
     what a log or manifest measured replacing its terms (`settings.capture_*`)."""
     try:
         chunk_rows = int(local_capacity([chunk], deployment.cp, deployment.capture)[0])
     except ModelError:  # a chunk no capture layout holds: its eager peak is not removed by any list
         chunk_rows = 0
-    estimate = capture_model(deployment.model, deployment.gpu, deployment.cp.cp_size, chunk, chunk_rows)
+    estimate = capture_model(deployment.model, deployment.gpu, deployment.tp_size, chunk, chunk_rows)
     return measured_capture_model(estimate, settings.capture_s_per_bucket, settings.graph_mib_per_token,
                                   settings.capture_source or "measured")
 
