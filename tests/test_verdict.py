@@ -1,0 +1,125 @@
+"""The verdict first: `cpbcg plan`'s first screen and JSON `verdict` block, in numbers against
+SGLang's default list on the same traffic (a shared public trace and the embedded default)."""
+
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+import cpbcg
+from cpbcg.cli import app
+from cpbcg.commands.plan import flags_command
+from cpbcg.outputs.verdict import MAX_VERDICT_LINES, VERDICT_WIDTH
+from cpbcg.planner.costs import published as pub
+
+runner = CliRunner()
+MOONCAKE = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "mooncake-fast25" / "conversation_trace.jsonl"
+needs_mooncake = pytest.mark.skipif(not MOONCAKE.exists(), reason="the shared traces are not here")
+
+
+def invoke(*args: str):
+    result = runner.invoke(app, ["plan", *args], env={"CPBCG_WIDTH": "120", "COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def verdict_json(*args: str) -> dict:
+    return orjson.loads(invoke("--format", "json", *args).stdout)["verdict"]
+
+
+def first_screen(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    return lines[:lines.index("")]
+
+
+@needs_mooncake
+def test_mooncake_first_screen_says_the_ceiling_the_knee_and_what_to_deploy():
+    screen = first_screen(invoke("-t", str(MOONCAKE)).stdout)
+    assert len(screen) <= MAX_VERDICT_LINES and all(len(line) <= VERDICT_WIDTH for line in screen)
+    text = " ".join(" ".join(screen).split())
+    assert text.startswith("Verdict on 11,413 prefill forwards, against SGLang 0.5.23's default list for the chunk (73 buckets 8..16384)")
+    assert "99.97% of forwards can replay in graphs (no list replays 3 not CP-active); the default already reaches it (99.97%)" in text
+    assert "73 buckets 8..16384: padding 0.83%, modelled prefill 4,589.4 s, capture 50 s and 75 MiB per server start" in text
+    assert "knee 17 buckets: 99.97% in graphs, padding 2.59%, modelled prefill +1.44% vs the default (4,655.6 s)" in text
+    assert "capture 13 s and 61 MiB per server start: saves 37 s and 14 MiB against the default" in text
+    assert "full 73 buckets: 99.97% in graphs, padding 0.41% (default 0.83%), modelled prefill -0.34% vs the default" in text
+    assert "deploy the knee (17 buckets)" in text
+    assert f"flags cpbcg plan -t {MOONCAKE} -k 17 --emit sglang -o sglang-flags.txt" in text
+    assert "estimates within x/÷1.6" in text
+
+
+@needs_mooncake
+def test_mooncake_json_verdict_carries_the_same_numbers():
+    v = verdict_json("-t", str(MOONCAKE))
+    assert v["forwards"] == 11413 and v["beyond_ceiling"] == {"not_cp_active": 3} and v["default_reaches_ceiling"] is True
+    assert v["ceiling"] == pytest.approx(11410 / 11413)
+    d, k, r = v["default"], v["knee"], v["recommended"]
+    assert (d["num_buckets"], k["num_buckets"], r["num_buckets"]) == (73, 17, 73)
+    assert d["modelled_seconds"] == pytest.approx(4589.39, abs=0.01) and k["modelled_seconds"] == pytest.approx(4655.635, abs=0.01)
+    assert k["modelled_time_change_vs_default"] == pytest.approx(4655.635 / 4589.39 - 1, abs=1e-5)
+    assert d["padding"] == pytest.approx(0.008283, abs=1e-6) and r["padding"] == pytest.approx(0.004099, abs=1e-6)
+    # capture: 1.73 s + K x 8.19 ms x 80 layers (the assumed Llama-3.1-70B shape); 73 captured buckets, not the 74 given
+    assert d["capture_seconds"] == pytest.approx(pub.capture_seconds(pub.ASSUMED_MODEL, 73)) == pytest.approx(49.561, abs=1e-3)
+    assert k["capture_seconds_saved_vs_default"] == pytest.approx(pub.capture_seconds_per_shape(pub.ASSUMED_MODEL) * (73 - 17))
+    assert k["graph_mib_saved_vs_default"] == pytest.approx(75.459 - 61.464, abs=1e-3)
+    assert v["deploy"] == "knee" and v["deploy_num_buckets"] == 17 and v["decode"] is None
+    assert v["flags_command"] == f"cpbcg plan -t {MOONCAKE} -k 17 --emit sglang -o sglang-flags.txt"
+
+
+def test_embedded_default_verdict():
+    v = verdict_json()
+    assert v["forwards"] == 20000 and v["beyond_ceiling"] == {"not_cp_active": 54} and v["ceiling"] == pytest.approx(0.9973)
+    assert v["default_reaches_ceiling"] and v["deploy"] == "knee" and v["knee"]["num_buckets"] == 15
+    assert v["default"]["modelled_seconds"] == pytest.approx(4910.434, abs=0.01)
+    assert v["knee"]["modelled_time_change_vs_default"] == pytest.approx(-0.00182, abs=1e-5)
+    assert v["recommended"]["modelled_time_change_vs_default"] == pytest.approx(-0.01971, abs=1e-5)
+    assert v["knee"]["capture_seconds_saved_vs_default"] == pytest.approx(38.003, abs=1e-3)
+    assert v["flags_command"] == "cpbcg plan -k 15 --emit sglang -o sglang-flags.txt"
+    screen = first_screen(invoke().stdout)
+    assert len(screen) <= MAX_VERDICT_LINES and screen[0].startswith("Verdict on 20,000 prefill forwards")
+
+
+def test_a_binding_capture_budget_is_said():
+    v = verdict_json("--max-capture-seconds", "30", "--max-graph-memory", "100")
+    fits = int((30 - pub.FITTED.capture_startup_s) // pub.capture_seconds_per_shape(pub.ASSUMED_MODEL))
+    assert fits == 43 and v["recommended"]["num_buckets"] == 43
+    assert v["budgets"] == ["--max-capture-seconds 30 binds: at most 43 buckets fit it (the count limit is 73; SGLang's default "
+                            "list of 73 takes 50 s)", "--max-graph-memory 100 MiB does not bind: SGLang's default list holds 75 MiB"]
+    text = " ".join(" ".join(first_screen(invoke("--max-capture-seconds", "30").stdout)).split())
+    assert "budget --max-capture-seconds 30 binds: at most 43 buckets fit it" in text
+
+
+def test_a_list_worse_than_sglang_default_is_said_with_both_numbers():
+    args = ("--buckets", "512,1024,2048,4096,8192,16384")
+    v = verdict_json(*args)
+    assert v["configured"]["num_buckets"] == 6 and v["deploy"] == "default" and v["flags_command"] is None
+    said = v["warnings"][0]
+    assert said.startswith("the configured list of 6 buckets costs more than SGLang's default list of 73 here: padding 42.66% "
+                           "against SGLang's default 3.22%; modelled prefill time ")
+    assert "s against SGLang's default 4,910.43 s (+" in said
+    text = " ".join(" ".join(first_screen(invoke(*args).stdout)).split())
+    assert "warning the configured list of 6 buckets costs more" in text and "deploy SGLang's default list (73 buckets)" in text
+
+
+def test_a_target_missed_is_said():
+    v = verdict_json("--target-coverage", "0.999")
+    assert v["warnings"] == ["the target of 99.90% of forwards in graphs is missed out of sample (the held-back forwards): 99.83% "
+                             "(SGLang's default list there: 99.83%)"]
+
+
+def test_flags_command_repeats_the_run_without_its_output_options():
+    given = ["-t", "a b.jsonl", "-k", "73", "--format=json", "--emit", "yaml", "-o", "x.yaml", "--compare", "--cp-size", "8"]
+    assert flags_command(given, [], 17) == "cpbcg plan -t 'a b.jsonl' --cp-size 8 -k 17 --emit sglang -o sglang-flags.txt"
+    assert flags_command(None, ["t.jsonl"], 5) == "cpbcg plan -t t.jsonl -k 5 --emit sglang -o sglang-flags.txt"
+
+
+def test_tp_is_the_servers_without_cp():
+    """Llama-3.3-70B-shaped at TP 4 without CP: the MLP shard is split by 4 (the blog's 0.135 GB at 8192), not by cp_size 1."""
+    from cpbcg.planner.assembly.embedded import synthetic_batches
+
+    settings = cpbcg.RecommendSettings(max_buckets=8, validate_fraction=0)
+    dep = cpbcg.load_deployment(cp_size=1, tp_size=4, server={"model_config": "llama-3.1-70b", "gpu": "B200"})
+    assert dep.tp_size == 4 and "at TP 4" in dep.cost.source
+    rec = cpbcg.plan([synthetic_batches(300)], dep, settings).recommendation
+    assert "at TP 4" in rec.capture.source and "x 15,360 x 2 B" in rec.capture.source  # 8192 + 28672 / 4
