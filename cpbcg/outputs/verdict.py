@@ -7,6 +7,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:
     from cpbcg.planner.optimise.verdict import ListFigures, Verdict
@@ -19,7 +20,7 @@ _REASONS = {"not_cp_active": "not CP-active", "context_limit": "past the context
 
 
 def _span(f: ListFigures) -> str:
-    return f"{f.num_buckets} buckets {f.buckets[0]}..{f.buckets[-1]}" if f.buckets else "no buckets"
+    return f"{counted(f.num_buckets, 'bucket')} {f.buckets[0]}..{f.buckets[-1]}" if f.buckets else "no buckets"
 
 
 def _capture(f: ListFigures) -> str:
@@ -51,17 +52,17 @@ def verdict_lines(v: Verdict, command: str | None, width: int = VERDICT_WIDTH) -
                      f"{v.change(c):+.2%} vs the default ({c.modelled_s:,.1f} s), {_capture(c)}", width)
     if v.knee is not None:
         k = v.knee
-        out += _line("knee", f"{k.num_buckets} buckets: {k.coverage:.2%} in graphs, padding {k.padding:.2%}, modelled prefill "
+        out += _line("knee", f"{counted(k.num_buckets, 'bucket')}: {k.coverage:.2%} in graphs, padding {k.padding:.2%}, modelled prefill "
                      f"{v.change(k):+.2%} vs the default ({k.modelled_s:,.1f} s); {_capture(k)}: saves "
                      f"{d.capture_s - k.capture_s:,.0f} s and {d.graph_mib - k.graph_mib:,.0f} MiB against the default", width)
     f = v.full
-    out += _line("full", f"{f.num_buckets} buckets: {f.coverage:.2%} in graphs, padding {f.padding:.2%} (default {d.padding:.2%}), "
+    out += _line("full", f"{counted(f.num_buckets, 'bucket')}: {f.coverage:.2%} in graphs, padding {f.padding:.2%} (default {d.padding:.2%}), "
                  f"modelled prefill {v.change(f):+.2%} vs the default ({f.modelled_s:,.1f} s); {_capture(f)}", width)
     if v.decode is not None:  # issue 41's decode line
         out += _line("decode", str(v.decode.get("said", v.decode)), width)
     chosen = v.deployed
     which = {"knee": "the knee", "recommended": "the full recommendation", "default": "SGLang's default list"}[v.deploy]
-    out += _line("deploy", f"{which} ({chosen.num_buckets} buckets): {v.deploy_reason}", width)
+    out += _line("deploy", f"{which} ({counted(chosen.num_buckets, 'bucket')}): {v.deploy_reason}", width)
     if command is not None and v.deploy != "default":
         out += _line("flags", command, width)
     for said in v.budgets:

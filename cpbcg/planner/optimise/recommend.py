@@ -378,7 +378,7 @@ def _verdict(whole: Demand, deployment: Deployment, optimal: OptimalLists, knee:
             continue
         said = flags_against_default(configured[0] if fig is configured_fig else full[0], default_ev, cost)
         if said:
-            warnings.append(f"the {fig.name} list of {fig.num_buckets} buckets costs more than SGLang's default list of "
+            warnings.append(f"the {fig.name} list of {counted(fig.num_buckets, 'bucket')} costs more than SGLang's default list of "
                             f"{default_fig.num_buckets} here: {'; '.join(said)}")
     if settings.target_coverage is not None:
         reached = validation.evaluation.coverage if validation is not None else full_fig.coverage
@@ -404,7 +404,7 @@ def _budget_sentences(budget: Budget | None, default: ListFigures, max_buckets: 
         fits = budget.max_buckets(max_buckets)
         binds = fits < max_buckets
         out.append(f"--max-capture-seconds {budget.max_capture_s:g} {'binds' if binds else 'does not bind'}: at most "
-                   f"{fits} buckets fit it (the count limit is {max_buckets}; SGLang's default list of {default.num_buckets} takes "
+                   f"{counted(fits, 'bucket')} fit it (the count limit is {max_buckets}; SGLang's default list of {default.num_buckets} takes "
                    f"{default.capture_s:,.0f} s)")
     if budget.max_graph_mib is not None:
         binds = default.graph_mib > budget.max_graph_mib

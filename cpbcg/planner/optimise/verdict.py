@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.optimise.capture_cost import CaptureEstimate
+from cpbcg.planner.words import counted
 
 __all__ = ["CEILING_TOLERANCE", "ListFigures", "Verdict", "list_figures"]
 
@@ -131,7 +132,7 @@ def choose(knee: ListFigures | None, full: ListFigures, default: ListFigures) ->
     full list's coverage with fewer buckets (it saves capture time and memory every start for a
     modelled time within the knee rule); else the full recommendation."""
     if full.coverage <= default.coverage + CEILING_TOLERANCE and full.modelled_s > default.modelled_s:
-        return "default", (f"the recommendation, held to {full.num_buckets} buckets, replays {full.coverage:.2%} of forwards in "
+        return "default", (f"the recommendation, held to {counted(full.num_buckets, 'bucket')}, replays {full.coverage:.2%} of forwards in "
                            f"graphs against the default's {default.coverage:.2%} and takes more modelled time; keep SGLang's "
                            "default list (no --cuda-graph-bs-prefill), or raise -k/--max-buckets")
     if knee is None or knee.num_buckets >= full.num_buckets:
@@ -141,4 +142,4 @@ def choose(knee: ListFigures | None, full: ListFigures, default: ListFigures) ->
                                "its capture saving costs coverage")
     saved = default.capture_s - knee.capture_s
     return "knee", (f"it keeps {full.coverage:.2%} of forwards in graphs and saves {saved:,.0f} s of capture per server start "
-                    f"against the default; deploy the full list ({full.num_buckets} buckets) for the least modelled time")
+                    f"against the default; deploy the full list ({counted(full.num_buckets, 'bucket')}) for the least modelled time")
