@@ -123,3 +123,18 @@ def test_tp_is_the_servers_without_cp():
     assert dep.tp_size == 4 and "at TP 4" in dep.cost.source
     rec = cpbcg.plan([synthetic_batches(300)], dep, settings).recommendation
     assert "at TP 4" in rec.capture.source and "x 15,360 x 2 B" in rec.capture.source  # 8192 + 28672 / 4
+
+
+@needs_mooncake
+def test_replay_check_says_a_list_worse_than_sglang_default_with_both_numbers():
+    args = ["replay-check", "--report-only", "-t", str(MOONCAKE), "--json", "-"]
+    worse = runner.invoke(app, [*args, "--buckets", "512,1024,2048,4096,8192,16384"], env={"CPBCG_WIDTH": "400"})
+    assert worse.exit_code == 0, worse.output
+    assert ("warning: on this traffic the list costs more than SGLang's default list for the chunk (73 buckets): padding "
+            "9.57% against SGLang's default 0.83%; modelled prefill time 4,920.37 s against SGLang's default 4,589.39 s (+7.21%)") in \
+        " ".join(worse.stderr.split())  # the report goes to stderr when --json - takes stdout
+    doc = orjson.loads(worse.stdout)["against_default"]
+    assert doc["buckets"] == 73 and doc["padding"] == pytest.approx(0.008283, abs=1e-6) and len(doc["costs_more"]) == 2
+    same = runner.invoke(app, args, env={"CPBCG_WIDTH": "120"})
+    assert same.exit_code == 0 and "costs more" not in same.stderr
+    assert orjson.loads(same.stdout)["against_default"]["costs_more"] == []

@@ -168,6 +168,10 @@ def check_document(report: CheckReport, simulation: dict[str, Any] | None = None
         doc["launches"] = launch_plans_document(report.launches)
     if report.observed is not None:
         doc["observed"] = report.observed.to_dict()
+    default = report.default_evaluation
+    doc["against_default"] = None if default is None else {
+        "buckets": len(default.buckets), "coverage": default.coverage, "padding": default.padding_overhead,
+        "costs_more": list(report.against_default)}
     return doc
 
 

@@ -130,7 +130,8 @@ def _json(report: PlanView) -> None:
     if len(parts) > 1:
         doc["traffic"] = traffic_document(parts)
     verdict = result.recommendation.verdict if result.recommendation is not None else None
-    doc["verdict"] = None if verdict is None else {**verdict.to_dict(), "flags_command": report.flags_command}
+    if verdict is not None:  # no recommendation (--no-recommend, or none possible): no verdict
+        doc["verdict"] = {**verdict.to_dict(), "flags_command": report.flags_command}
     print_json(dumps(doc))
 
 

@@ -235,6 +235,49 @@ def plan_traffic(
     return PlanResult(result.evaluation, rec, result.recommendation_error, parts)
 
 
+class AgainstDefault:
+    """SGLang 0.5.23's default list for the chunk (`sglang_default_buckets`, as the runner captures
+    it) replayed beside a judged list on the same forwards: `tap` wraps a plan's `on_chunk`, so
+    the trace streams once; `flags` says where the judged list costs more padding or modelled time
+    (`cost.flags_against_default`, with both numbers). Forwards from another process (a Dask or
+    multi-process traffic plan) are not seen: `result` is then None."""
+
+    def __init__(self, deployment: Deployment):
+        self.deployment = deployment
+        try:
+            self.table: BucketTable | None = BucketTable.build(sglang_default_buckets(deployment.scheduler.largest_forward_tokens),
+                                                               deployment.cp, deployment.capture)
+        except ModelError:  # no default bucket is capturable here: nothing to compare with
+            self.table = None
+        self.evaluator = None if self.table is None else Evaluator(self.table, deployment.cp, deployment.max_padding_factor,
+                                                                    deployment.max_seq_len_tokens)
+
+    def tap(self, on_chunk: Callable[[BatchSet | ForwardSizes], object] | None) -> Callable[[BatchSet | ForwardSizes], object]:
+        """`on_chunk`, also replaying each chunk with the default list."""
+        def seen(chunk: BatchSet | ForwardSizes) -> object:
+            if self.evaluator is not None:
+                if isinstance(chunk, ForwardSizes):
+                    self.evaluator.add_demand(bound_demand(chunk, self.deployment.cp))
+                else:
+                    self.evaluator.add(chunk)
+            return on_chunk(chunk) if on_chunk is not None else None
+        return seen
+
+    def result(self, judged: Evaluation) -> Evaluation | None:
+        """The default list on the forwards `judged` saw (None when it saw others or none)."""
+        if self.evaluator is None:
+            return None
+        ev = self.evaluator.result()
+        return ev if ev.batches == judged.batches and ev.batches else None
+
+    def flags(self, judged: Evaluation) -> tuple[str, ...]:
+        """Where `judged`'s list costs more than the default on the same forwards (empty: it does not, or no comparison)."""
+        default = self.result(judged)
+        if default is None or list(default.buckets) == list(judged.buckets):
+            return ()
+        return flags_against_default(judged, default, self.deployment.cost)
+
+
 def _recommended(evaluation: Evaluation, split: DemandSplit, deployment: Deployment, settings: RecommendSettings,
                  tails: Mapping[str, Demand], parts: tuple[PlanPart, ...]) -> PlanResult:
     try:
