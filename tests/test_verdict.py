@@ -138,3 +138,33 @@ def test_replay_check_says_a_list_worse_than_sglang_default_with_both_numbers():
     same = runner.invoke(app, args, env={"CPBCG_WIDTH": "120"})
     assert same.exit_code == 0 and "costs more" not in same.stderr
     assert orjson.loads(same.stdout)["against_default"]["costs_more"] == []
+
+
+@needs_mooncake
+def test_memory_preflight_restates_the_start_up_reserve():
+    """0.5.23 handle_gpu_memory_settings on the assumed B200 at TP 4, chunk 16384: 512 + 16384 x 1.5 + 4/8 x 1024 + decode max_bs
+    512 x 2 + 8 MiB per prefill bucket (non-MLA); the knee's 17 buckets against the default's 73."""
+    from cpbcg.planner.hardware import ASSUMED_GPU
+
+    m = verdict_json("-t", str(MOONCAKE))["memory"]
+    gpu = ASSUMED_GPU.memory_mib
+    mine, theirs = 512 + 16384 * 1.5 + 512 + 1024 + 17 * 8, 512 + 16384 * 1.5 + 512 + 1024 + 73 * 8
+    assert m["mem_fraction_static"] == round((gpu - mine) / gpu, 3) == 0.854
+    assert m["default_mem_fraction_static"] == round((gpu - theirs) / gpu, 3) == 0.852
+    per_token = 2 * 80 * (8 // 4) * 128 * 2  # K and V, 80 layers, 2 of 8 KV heads per rank, head_dim 128, bf16
+    assert m["kv_bytes_per_token"] == per_token
+    assert m["kv_tokens_vs_default"] == round(0.002 * gpu * 2**20 / per_token) == 4694
+    assert m["capture_fits"] is True and m["activation_reserve_bytes"] == 16384 * 1.5 * 2**20
+    text = " ".join(" ".join(first_screen(invoke("-t", str(MOONCAKE)).stdout)).split())
+    assert ("memory B200 179 GiB, mem_fraction_static 0.854: the knee's 17 buckets reserve 136 MiB against the default's 584 MiB "
+            "(0.5.23 reserve_for_graph_mb): +4,694 KV tokens against the default") in text
+
+
+def test_the_memory_floor_and_mla_reserve():
+    from cpbcg.engines.sglang.memory import decode_max_bs, reserved_mem_mib
+
+    assert decode_max_bs(80 * 1024, 2) == 256 and decode_max_bs(80 * 1024, 4) == 512 and decode_max_bs(183_000, 1, 100) == 100
+    # a small chunk on a large GPU: the 10 GiB floor binds, so the bucket count changes nothing
+    assert reserved_mem_mib(80 * 1024, 2048, 1, 1, 256, 73, mla=False) == reserved_mem_mib(80 * 1024, 2048, 1, 1, 256, 17, mla=False) == 10240
+    # MLA: a flat 1.5 GiB whatever the count
+    assert reserved_mem_mib(183_000, 16384, 8, 1, 512, 73, mla=True) == 512 + 16384 * 1.5 + 1024 + 1024 + 1536

@@ -23,6 +23,8 @@ from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.observed import LaunchModel, LogObserved, assumed_settings
 from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
 from cpbcg.planner.plan import PlanPart, PlanResult
+from cpbcg.engines.sglang.memory import MemoryPreflight
+from cpbcg.planner.optimise.recommend import Recommendation
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.traces import ReadOptions
 from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -62,6 +64,8 @@ class PlanReport:
     """How many traces were planned together (the embedded default workload counts as one)."""
     flags_command: str | None = None
     """The command that writes the verdict's chosen list's SGLang flags (None without a verdict)."""
+    memory: MemoryPreflight | None = None
+    """The memory pre-flight of the verdict's chosen list (None without a verdict or with prefill graphs off)."""
 
     @property
     def parts(self) -> tuple[PlanPart, ...]:
@@ -231,7 +235,32 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
                 note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}{launch_label(one.settings, one.summary)}:"))
     verdict = rec.verdict if rec is not None else None
     command = None if verdict is None or verdict.deploy == "default" else flags_command(invocation, [str(p) for p in paths], verdict.deployed.num_buckets)
-    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources), command)
+    memory = None if rec is None or verdict is None else memory_preflight(deployment, rec)
+    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources), command, memory)
+
+
+def memory_preflight(deployment: Deployment, rec: Recommendation) -> MemoryPreflight | None:
+    """The verdict's chosen list under 0.5.23's start-up memory rule (`engines.sglang.memory`):
+    KV tokens against SGLang's default list and whether capture fits; None with prefill graphs off."""
+    from cpbcg.engines.sglang.memory import preflight
+    from cpbcg.planner.costs.published import assumptions
+
+    verdict = rec.verdict
+    server = deployment.server
+    if verdict is None or (server is not None and server.prefill_graph_backend.value == "disabled"):
+        return None
+    model, gpu, assumed = assumptions(deployment.model, deployment.gpu)
+    demand = rec.demand
+    requests = float((demand.num_requests * demand.counts).sum())
+    mean = float((demand.num_tokens * demand.counts).sum()) / requests if requests else 0.0
+    chosen = verdict.deployed
+    return preflight(model, gpu, tp_size=deployment.tp_size, pp_size=server.pp_size if server is not None else 1,
+                     mla=server.use_mla if server is not None else bool(model.kv_lora_rank),
+                     activation_tokens=deployment.scheduler.largest_forward_tokens,
+                     max_running_requests=deployment.scheduler.max_running_requests, buckets=chosen.num_buckets,
+                     default_buckets=verdict.default.num_buckets, graph_mib=chosen.graph_mib,
+                     eager_peak_mib=rec.capture_model.eager_peak_mib if rec.capture_model is not None else 0.0,
+                     mean_request_tokens=mean, assumed=assumed)
 
 
 FLAGS_FILE = "sglang-flags.txt"

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from cpbcg.planner.optimise.compare import Comparison
     from cpbcg.planner.plan import PlanPart, PlanResult
     from cpbcg.planner.traces.sglang_settings import LogSettings
+    from cpbcg.engines.sglang.memory import MemoryPreflight
     from cpbcg.settings import EmitFormat
 
 
@@ -48,6 +49,8 @@ class PlanView(Protocol):
     def traces(self) -> int: ...
     @property
     def flags_command(self) -> str | None: ...
+    @property
+    def memory(self) -> MemoryPreflight | None: ...
 
 
 class GuaranteeView(Protocol):
@@ -131,7 +134,8 @@ def _json(report: PlanView) -> None:
         doc["traffic"] = traffic_document(parts)
     verdict = result.recommendation.verdict if result.recommendation is not None else None
     if verdict is not None:  # no recommendation (--no-recommend, or none possible): no verdict
-        doc["verdict"] = {**verdict.to_dict(), "flags_command": report.flags_command}
+        doc["verdict"] = {**verdict.to_dict(), "flags_command": report.flags_command,
+                          "memory": None if report.memory is None else report.memory.to_dict()}
     print_json(dumps(doc))
 
 
@@ -145,7 +149,7 @@ def _tables(report: PlanView) -> None:
     if rec is not None and rec.verdict is not None:
         from cpbcg.outputs.verdict import verdict_lines
 
-        for line in verdict_lines(rec.verdict, report.flags_command):
+        for line in verdict_lines(rec.verdict, report.flags_command, report.memory):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         console.print("")
     console.print(evaluation_tables(result.evaluation, summed_header(report.header, parts)))

@@ -10,6 +10,7 @@ from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:
+    from cpbcg.engines.sglang.memory import MemoryPreflight
     from cpbcg.planner.optimise.verdict import ListFigures, Verdict
 
 MAX_VERDICT_LINES = 25
@@ -32,7 +33,7 @@ def _line(label: str, text: str, width: int) -> list[str]:
                          break_on_hyphens=False)
 
 
-def verdict_lines(v: Verdict, command: str | None, width: int = VERDICT_WIDTH) -> list[str]:
+def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | None = None, width: int = VERDICT_WIDTH) -> list[str]:
     """The verdict as plain lines of at most `width` columns: the ceiling, SGLang's default, the
     knee, the full recommendation (and the configured list when it is not the default), which to
     deploy and the command that writes its flags, the budgets, warnings and where the figures come from."""
@@ -65,11 +66,15 @@ def verdict_lines(v: Verdict, command: str | None, width: int = VERDICT_WIDTH) -
     out += _line("deploy", f"{which} ({counted(chosen.num_buckets, 'bucket')}): {v.deploy_reason}", width)
     if command is not None and v.deploy != "default":
         out += _line("flags", command, width)
+    if memory is not None:
+        out += _line("memory", memory.said("knee" if v.deploy == "knee" else "list", v.deployed.num_buckets), width)
     for said in v.budgets:
         out += _line("budget", said, width)
-    for said in v.warnings:
-        out += _line("warning", said, width)
-    how = (f"estimates within x/÷{v.capture_range:g} (see 'Capture' below; docs/costs.md)" if v.capture_range > 1
-           else "measured (see 'Capture' below)")
-    out += _line("costs", f"capture seconds and MiB: {how}; modelled prefill time: the cost model below", width)
-    return out
+    how = f"estimates within x/÷{v.capture_range:g} (docs/costs.md)" if v.capture_range > 1 else "measured"
+    tail = _line("costs", f"capture: {how}; time: the cost model below", width)
+    full = [line for said in v.warnings for line in _line("warning", said, width)]
+    if len(out) + len(full) + len(tail) <= MAX_VERDICT_LINES:
+        return out + full + tail
+    # too long for one screen: each warning's first clause here, its numbers after the screen
+    short = [line for said in v.warnings for line in _line("warning", said.split(":")[0] + " (numbers below)", width)]
+    return out + short + tail + [""] + full
