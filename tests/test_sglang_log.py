@@ -205,8 +205,8 @@ def test_recommendation_uses_the_measured_capture_cost(tmp_path):
     doc = orjson.loads(runner.invoke(app, ["plan", "-t", str(path), "-f", "json", "--validate-fraction", "0"]).stdout)
     capture = doc["recommendation"]["capture_estimate"]
     # the log's own total replaces the estimate, said with what it printed and where
-    assert capture["source"] == (f"measured on 2026-11-02 by the log {path} line 6 "
-                                 "(58 buckets in 31.5 s, 2.37 GB in all, as the log printed them)")
+    assert capture["source"] == (f"calibrated from {path}:6 (breakable graphs, 2026-11-02: 58 buckets in 31.5 s, 2.37 GB in all, "
+                                 "as the log printed them; every other count scaled from it)")
     assert capture["measured"] is True and capture["range_factor"] == 1.0
     k = doc["recommendation"]["num_buckets"]
     assert capture["capture_s"] == pytest.approx(31.5 / 58 * k)

@@ -107,12 +107,17 @@ def capture_settings(log: LogSettings | None) -> CaptureCost:
     `graph_mib_per_token`, `capture_source`), {} without capture lines. Graph memory is one
     shared pool that the largest bucket sizes: the log's own measured total (`mem usage` of the
     capture's end line) over the largest captured bucket, so the estimate for the captured list
-    is the measurement; without an end line, the largest bucket's `avail_mem` step."""
+    is the measurement; without an end line, the largest bucket's `avail_mem` step. A capture of
+    another backend than the breakable graphs planned (the piecewise runner, `tc_piecewise`) is
+    not used: {} (the estimate stays, and says so)."""
     cost = None if log is None else log.capture
     if log is None or cost is None or not cost.bucket_gb:
         return {}
+    if cost.backend not in ("breakable", ""):  # another backend's capture does not scale the breakable graphs planned
+        return {}
     largest = max(log.captured or cost.bucket_gb)
-    where = f"line {cost.total_line}" if cost.total_line else "capture progress lines"
+    line = cost.total_line or cost.list_line
+    where = f"{log.path}:{line}" if line else f"{log.path} (capture progress lines)"
     if cost.total_gb is not None:
         out: CaptureCost = {"graph_mib_per_token": cost.total_gb * 1024 / largest}
     else:
@@ -123,8 +128,9 @@ def capture_settings(log: LogSettings | None) -> CaptureCost:
     took = f"{count} buckets in {cost.capture_s:.1f} s, " if cost.capture_s is not None else ""
     memory = (f"{cost.total_gb:.2f} GB in all" if cost.total_gb is not None
               else f"{cost.bucket_gb[max(cost.bucket_gb)]:.2f} GB at {max(cost.bucket_gb)} tokens")
-    out["capture_source"] = (f"measured on {cost.date or 'an undated day'} by the log {log.path} {where} "
-                             f"({took}{memory}, as the log printed them)")
+    backend = f"{cost.backend} graphs" if cost.backend else "graphs of a backend the log does not name"
+    out["capture_source"] = (f"calibrated from {where} ({backend}, {cost.date or 'undated'}: {took}{memory}, as the log printed them; "
+                             "every other count scaled from it)")
     return out
 
 
