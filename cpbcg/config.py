@@ -502,7 +502,7 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     (`server.log_given`) and the values its server printed (`server.log_printed`, which win),
     each sourced `log line N`. None when the values are not of the right types (validation then
     reports them)."""
-    from cpbcg import server_inputs
+    from cpbcg.engines.sglang import server_inputs
     from cpbcg.planner.model.layout import CPLayout
 
     section = cfg.server
