@@ -168,3 +168,14 @@ def test_the_memory_floor_and_mla_reserve():
     assert reserved_mem_mib(80 * 1024, 2048, 1, 1, 256, 73, mla=False) == reserved_mem_mib(80 * 1024, 2048, 1, 1, 256, 17, mla=False) == 10240
     # MLA: a flat 1.5 GiB whatever the count
     assert reserved_mem_mib(183_000, 16384, 8, 1, 512, 73, mla=True) == 512 + 16384 * 1.5 + 1024 + 1024 + 1536
+
+
+def test_the_configured_lists_estimate_counts_only_what_sglang_captures():
+    """At cp 8 SGLang's 74-bucket default list loses 5 buckets below min_capture_tokens 16: 69 are captured and estimated."""
+    from cpbcg.planner.assembly.embedded import synthetic_batches
+
+    dep = cpbcg.load_deployment(cp_size=8)
+    assert (len(dep.buckets), len(dep.table().capture_num_tokens)) == (74, 69)
+    rec = cpbcg.plan([synthetic_batches(300)], dep, cpbcg.RecommendSettings(max_buckets=8, validate_fraction=0)).recommendation
+    assert rec.configured_capture.capture_s == pytest.approx(pub.capture_seconds(pub.ASSUMED_MODEL, 69))
+    assert rec.verdict.default.num_buckets == 69
