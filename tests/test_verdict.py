@@ -179,3 +179,10 @@ def test_the_configured_lists_estimate_counts_only_what_sglang_captures():
     rec = cpbcg.plan([synthetic_batches(300)], dep, cpbcg.RecommendSettings(max_buckets=8, validate_fraction=0)).recommendation
     assert rec.configured_capture.capture_s == pytest.approx(pub.capture_seconds(pub.ASSUMED_MODEL, 69))
     assert rec.verdict.default.num_buckets == 69
+
+
+@needs_mooncake
+def test_the_flags_command_writes_the_knee_it_names():
+    knee = verdict_json("-t", str(MOONCAKE))["knee"]["buckets"]
+    exported = orjson.loads(invoke("-t", str(MOONCAKE), "-k", "17", "--emit", "json").stdout)
+    assert exported["capture_num_tokens"] == knee and len(knee) == 17
