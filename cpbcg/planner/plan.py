@@ -232,8 +232,9 @@ def plan_traffic(
         chunk = rec.headroom.chunk_tokens if rec.headroom is not None else rec.optimal.max_tokens
         default_table = BucketTable.build(sglang_default_buckets(chunk), deployment.cp, deployment.capture)
         parts = tuple(_part(o, rec_table, deployment, default_table) for o in outcomes)
-        said = tuple(f"on {p.label} at {p.load} the recommended list costs more than SGLang's default list there: {'; '.join(p.flags)}"
-                     for p in parts if p.flags)
+        loads = len({p.label for p in parts}) < len(parts)  # the load named only where a trace runs at several
+        said = tuple(f"on {p.label}{f' at {p.load}' if loads else ''} the recommended list costs more than SGLang's default list "
+                     f"there: {'; '.join(p.flags)}" for p in parts if p.flags)
         if said and rec.verdict is not None:  # a list fitted on one load, replayed at another, is judged there too
             rec = replace(rec, verdict=replace(rec.verdict, warnings=rec.verdict.warnings + said))
     return PlanResult(result.evaluation, rec, result.recommendation_error, parts)

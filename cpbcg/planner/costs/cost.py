@@ -98,7 +98,7 @@ def forward_cost(model: ModelSpec | None, gpu: GPU | None, tp: int) -> CostModel
 
 DEFAULT_COST = forward_cost(None, None, 4)
 """Default cost model: the published fit for the assumed model and GPU at TP 4 (docs/costs.md):
-graph `70.06 + 0.02591*B` ms, eager `122.8 + 0.02591*n` ms, a 1.43x saving at 2048 tokens;
+graph `70.67 + 0.02591*B` ms, eager `122.7 + 0.02591*n` ms, a 1.42x saving at 2048 tokens;
 `cpbcg.settings` states the same numbers."""
 
 
