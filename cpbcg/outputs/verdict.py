@@ -70,7 +70,8 @@ def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | Non
         out += _line("memory", memory.said("knee" if v.deploy == "knee" else "list", v.deployed.num_buckets), width)
     for said in v.budgets:
         out += _line("budget", said, width)
-    how = f"estimates within x/÷{v.capture_range:g} (docs/costs.md)" if v.capture_range > 1 else "measured"
+    how = (f"estimates within x/÷{v.capture_range:g} (docs/costs.md)" if v.capture_range > 1
+           else v.capture_source.split(" (")[0])  # `calibrated from FILE:LINE`
     tail = _line("costs", f"capture: {how}; time: the cost model below", width)
     full = [line for said in v.warnings for line in _line("warning", said, width)]
     if len(out) + len(full) + len(tail) <= MAX_VERDICT_LINES:
