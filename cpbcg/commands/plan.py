@@ -16,7 +16,7 @@ from cpbcg.commands.common import input_files, launch_resolver, load_model_rates
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
-from cpbcg.manifest import MANIFEST_KEYS, load_manifest
+from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
 from cpbcg.outputs.notes import HeldNotes, graphs_off_plan_notes, ignored_options_warning, launch_label, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
@@ -134,6 +134,24 @@ def capture_settings(log: LogSettings | None) -> CaptureCost:
     return out
 
 
+def manifest_capture_settings(manifest: Manifest, deployment: Deployment) -> CaptureCost:
+    """`RecommendSettings` fields from a capture manifest's timings (`Manifest.capture_s_per_layer`),
+    scaled per layer to the deployment's model; {} for a dry run or a manifest without them.
+    Graph memory stays estimated (the proxy's width is not the model's), and the label says so."""
+    per_layer = manifest.capture_s_per_layer()
+    if per_layer is None:
+        return {}
+    from cpbcg.planner.costs.published import assumptions
+
+    model, _, assumed = assumptions(deployment.model, deployment.gpu)
+    layers = model.num_hidden_layers
+    same = "" if manifest.num_hidden_layers in (None, layers) else f"; the manifest was made for {manifest.num_hidden_layers} layers"
+    return {"capture_s_per_bucket": per_layer * layers,
+            "capture_source": (f"calibrated from {manifest.path} (cpbcg capture of {len(manifest.buckets)} buckets: "
+                               f"{per_layer * 1e3:.2f} ms per layer per bucket, scaled to {layers} layers"
+                               f"{'; ' + assumed if assumed else ''}{same})")}
+
+
 def common_log_settings(logs: Sequence[LogSettings]) -> LogSettings | None:
     """The settings several logs plan together under: those every log states with the same value
     (the first log's source named); a setting they differ on is left to the config and said in
@@ -167,7 +185,7 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
                 on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None,
                 resolve_launch: Callable[[LogSettings], LaunchModel] | None = None,
                 load_factors: Sequence[float] | None = None, untimed_rates: str | None = None,
-                invocation: Sequence[str] | None = None) -> PlanReport:
+                invocation: Sequence[str] | None = None, manifest_path: str | Path | None = None) -> PlanReport:
     """`cpbcg plan` on its traces (paths as `trace_paths` gives them; none: the embedded default
     workload): evaluate the configured list, recommend one (`request`), compare and export.
     Notes for people (ignored options, the simulation, no recommendation) go to `note` as they
@@ -185,6 +203,8 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     settings = request.settings()
     if settings is not None and capture_settings(log):
         settings = replace(settings, **capture_settings(log))
+    elif settings is not None and manifest_path is not None:
+        settings = replace(settings, **manifest_capture_settings(load_manifest(manifest_path), deployment))
     workers = request.workers if request.workers is not None else default_workers()
     fit_traces = None if request.fit_traces is None else [str(p) for p in request.fit_traces]
     sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in given] or [open_trace(None, deployment)]
@@ -364,7 +384,8 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
         resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
         report = plan_report(deployment, request, inputs, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
                              note=held, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve,
-                             load_factors=load_factors, untimed_rates=untimed_rates, invocation=invocation)
+                             load_factors=load_factors, untimed_rates=untimed_rates, invocation=invocation,
+                             manifest_path=manifest_path)
         held.label_launches(report.source if report.traces == 1 else None)
         return report
 
