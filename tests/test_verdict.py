@@ -186,3 +186,11 @@ def test_the_flags_command_writes_the_knee_it_names():
     knee = verdict_json("-t", str(MOONCAKE))["knee"]["buckets"]
     exported = orjson.loads(invoke("-t", str(MOONCAKE), "-k", "17", "--emit", "json").stdout)
     assert exported["capture_num_tokens"] == knee and len(knee) == 17
+
+
+def test_without_a_recommendation_a_configured_list_worse_than_the_default_is_still_said():
+    result = runner.invoke(app, ["plan", "--no-recommend", "--buckets", "512,1024,2048,4096,8192,16384"], env={"CPBCG_WIDTH": "400"})
+    assert result.exit_code == 0, result.output
+    assert ("cpbcg: warning: on this traffic the configured list costs more than SGLang's default list for the chunk: padding 42.66% "
+            "against SGLang's default 3.22%; modelled prefill time 6,244.35 s against SGLang's default 4,910.43 s (+27.16%)") in result.stderr
+    assert "costs more" not in runner.invoke(app, ["plan", "--no-recommend"]).stderr  # the default itself: nothing to say

@@ -22,7 +22,7 @@ from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.observed import LaunchModel, LogObserved, assumed_settings
 from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
-from cpbcg.planner.plan import PlanPart, PlanResult
+from cpbcg.planner.plan import AgainstDefault, PlanPart, PlanResult
 from cpbcg.engines.sglang.memory import MemoryPreflight
 from cpbcg.planner.optimise.recommend import Recommendation
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
@@ -208,10 +208,15 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     workers = request.workers if request.workers is not None else default_workers()
     fit_traces = None if request.fit_traces is None else [str(p) for p in request.fit_traces]
     sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in given] or [open_trace(None, deployment)]
-    result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
+    against = AgainstDefault(deployment) if settings is None else None  # without a verdict the configured list is judged here
+    tapped = against.tap(on_chunk) if against is not None else on_chunk
+    result = plan(sources, deployment, settings, on_chunk=tapped, progress=progress,
                   load_factors=None if load_factors is None else list(load_factors), rates=untimed_rates,
                   workers=workers, scheduler=request.scheduler_address, fit_traces=fit_traces, resolve_launch=resolve_launch,
                   launch_capture=capture_settings)
+    if against is not None and against.flags(result.evaluation):
+        note(f"cpbcg: warning: on this traffic the configured list costs more than SGLang's default list for the chunk: "
+             f"{'; '.join(against.flags(result.evaluation))}")
     if result.deployment is not None:  # a log's last launch ran under other settings: the recommendation and export are for it
         deployment = result.deployment
     for line in launch_plan_notes(result.launches, display(first) if first is not None else "-"):
