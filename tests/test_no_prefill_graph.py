@@ -62,7 +62,8 @@ def test_plan_on_h200_answers_no_prefill_graph_first_and_plans_cp_1():
     result = invoke("plan", "--gpu", "H200", "--server-args", CP4)
     assert result.exit_code == 0, result.output
     first = result.output.splitlines()[0]
-    assert first == f"cpbcg: {ANSWER}"
+    assert first == f"{ANSWER}."  # the answer first, before plan's verdict and its notes
+    assert f"cpbcg: {ANSWER}" in result.output
     assert "Planned instead: the same traffic at cp 1" in result.output and "cp_size 1" in result.output
     doc = orjson.loads(invoke("plan", "--gpu", "H200", "--server-args", CP4, "-f", "json").stdout)
     assert doc["no_prefill_graph"]["answer"] == ANSWER and doc["no_prefill_graph"]["cp_size"] == 4
