@@ -138,7 +138,7 @@ class GateConfig(_Strict):
 
 class ServerConfig(_Strict):
     """The server 0.5.23 starts: its launch command, the model and the GPU (the inputs of the
-    start-up resolution, `cpbcg.planner.server`)."""
+    start-up resolution, `cpbcg.engines.sglang.startup`)."""
 
     args: Union[str, list[str], None] = _field("server.args")
     model_config_file: str | None = Field(setting("server.model_config").default, alias="model_config",
@@ -361,7 +361,7 @@ def _validated(merged: dict, stack: list[tuple[str, dict[str, Any]]], label: str
 
 def _check_tp(cfg: DeploymentConfig, origin: str) -> None:
     """A configured `tp_size` other than `cp_size` is refused: SGLang 0.5.23 then refuses to start
-    or captures no CP graph (`server.check_server_flags` states the rule)."""
+    or captures no CP graph (`cpbcg.engines.sglang.startup.check_server_flags` states the rule)."""
     if cfg.tp_size is None or cfg.tp_size == cfg.cp_size or cfg.cp_size == 1:
         return
     check = check_server_flags(attn_cp_size=cfg.cp_size, tp_size=cfg.tp_size, cp_strategy=cfg.cp_strategy.value,

@@ -2,7 +2,7 @@
 
 0.5.23's `handle_context_parallelism` (the start-up checks for prefill CP) and
 `supports_prefill_cp_bcg` run under stubs on the emitted flags; cpbcg's restatement
-(`server.check_server_flags`) must agree with them on those flags and on broken ones.
+(`cpbcg.engines.sglang.startup.check_server_flags`) must agree with them on those flags and on broken ones.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 * `sglang`: the server flags (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ...
   --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --tp-size N
   --cp-strategy S --prefill-attention-backend A` with CP (`StrategyModel.server_flags`: what SGLang 0.5.23 needs
-  to start and to capture CP graphs, `server.check_server_flags`), and the scheduler
+  to start and to capture CP graphs, `cpbcg.engines.sglang.startup.check_server_flags`), and the scheduler
   flags the plan assumed.
 * `sglang-json`: the same flags with the list as `--cuda-graph-config '{"prefill":{"bs":[...],"max_bs":MAX}}'`:
   the JSON single-quoted, as a shell reads a word (`shlex.quote`). A JSON list holds `[`, a glob
@@ -81,7 +81,7 @@ FLAG_KEYS = {
 SERVER_SCHEDULER_KEYS = frozenset({k for k in FLAG_KEYS.values() if k.startswith("scheduler.")}
                                   | {"scheduler.enable_mixed_chunk", "scheduler.max_total_tokens"})
 """Scheduler settings that are SGLang server flags (`scheduler_flags` emits them; `--max-total-tokens`
-caps the default prefill graph list in 0.5.23's start-up resolution, `cpbcg.planner.server`): they
+caps the default prefill graph list in 0.5.23's start-up resolution, `cpbcg.engines.sglang.startup`): they
 shape the plan of any trace (the default list follows the chunk, the headroom, the flags), not only
 the simulation of a request trace."""
 
