@@ -43,6 +43,7 @@ from cpbcg.manifest import MANIFEST_KEYS, Manifest
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 
 if TYPE_CHECKING:
+    from cpbcg.engines.sglang.decode_plan import DecodePlan
     from cpbcg.gates.gates import CheckReport, Gates, ReplayRecord
     from cpbcg.graph_capture.records import CaptureResult
     from cpbcg.watching.options import WatchOptions
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [  # the library facade: only what this module defines (result types live with the code that makes them)
     "capture",
     "check",
+    "decode_plan",
     "evaluate",
     "explain",
     "guarantee",
@@ -436,3 +438,50 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
     return watch_logs(logs, resolve, options, metrics_urls=metrics_urls, serve_metrics=serve_metrics,
                       baseline=baseline if baseline_trace is not None else None, on_snapshot=on_snapshot, note=note,
                       baseline_trace_is_stdin=baseline_trace is not None and is_stdin(baseline_trace))
+
+
+def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: Sequence[object] = ()) -> "DecodePlan | None":
+    """The decode graphs of the deployment's server (SGLang 0.5.23: `cpbcg.engines.sglang.decode`)
+    on the decode steps of the traffic planned: every decode step of the scheduler simulation of
+    each (trace, load) part (`PlanPart`s; else the sources' own simulations), or the `Decode batch`
+    lines of a server log (a 1-in-`decode_log_interval` sample, with their verdicts compared).
+    None when the traffic has no decode steps to judge (batch traces, decode not simulated, a log
+    without `Decode batch` lines). Raises `ConfigError` for decode flags 0.5.23 would refuse."""
+    from cpbcg.engines.sglang.decode_plan import cost_of, decode_server_of, plan_decode
+    from cpbcg.planner.decode_steps import DecodeSteps
+    from cpbcg.planner.traces.sglang_decode_lines import DECODE_LOG_INTERVAL
+
+    try:
+        server, notes = decode_server_of(deployment)
+    except ValueError as exc:
+        raise ConfigError(f"decode graphs: {exc}") from None
+    cost = cost_of(deployment)
+    slots = deployment.scheduler.request_slots
+    labelled: list[tuple[str, DecodeSteps]] = []
+    for part in parts:
+        sim = getattr(part, "source").simulation
+        if sim is not None and sim.summary().decode:
+            labelled.append((f"{getattr(part, 'label')} {getattr(part, 'load')}", sim.summary().decode_batches))
+    if not labelled:
+        for one in sources:
+            if one.simulation is not None and one.simulation.summary().decode:
+                labelled.append((one.spec.path if one.spec is not None else "-", one.simulation.summary().decode_batches))
+    if labelled:
+        steps = DecodeSteps.merge(s for _, s in labelled)
+        plan = plan_decode(steps, "scheduler simulation: every decode step", server, cost, slots,
+                           parts=tuple(labelled) if len(labelled) > 1 else ())
+    else:
+        logs = [one.log_summary for one in sources if one.log_summary is not None and one.log_summary.decode.lines]
+        if not logs:
+            return None
+        lines = logs[0].decode
+        interval = DECODE_LOG_INTERVAL
+        settings = sources[0].log
+        stated = None if settings is None else settings.sglang_flags().get("decode_log_interval")
+        if stated is not None and str(stated[0]).isdigit() and int(stated[0]) > 0:
+            interval = int(stated[0])
+        else:
+            notes = (*notes, f"decode_log_interval {DECODE_LOG_INTERVAL} assumed (0.5.23's default; the log does not state it)")
+        plan = plan_decode(lines.steps(interval), f"server log: {lines.lines:,} Decode batch lines, a 1-in-{interval} sample of decode steps",
+                           server, cost, slots, log_lines=lines.arrays())
+    return replace(plan, notes=(*plan.notes, *notes))

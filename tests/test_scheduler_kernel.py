@@ -54,7 +54,10 @@ def forwards_and_summary(parts: list[RequestChunk], settings: SchedulerSettings,
     sim = Simulation(parts, settings, compiled=compiled)  # True: the kernel whatever the trace's length
     out = [(p.extend_seq_lens.tolist(), p.offsets.tolist(), p.counts.tolist(), p.max_seq_tokens.tolist(), p.multimodal.tolist())
            for p in sim]
-    return out, dataclasses.asdict(sim.summary())
+    summary = dataclasses.asdict(sim.summary())
+    decode = summary.pop("decode_batches")
+    summary["decode_batches"] = (decode["batch_sizes"].tolist(), decode["steps"].tolist())
+    return out, summary
 
 
 @pytest.mark.parametrize("index", range(len(SETTINGS)))
@@ -68,6 +71,10 @@ def test_kernel_gives_the_generators_forwards_and_summary(index, seed, monkeypat
     assert got[1] == expected[1]
     assert got[0] == expected[0]
     assert expected[1]["batches"] > 50  # more than one yield
+    sizes, steps = expected[1]["decode_batches"]
+    assert sum(steps) == expected[1]["decode_steps"]  # every decode-only step, at its running batch
+    assert (max(sizes) if sizes else 0) <= expected[1]["max_running"]
+    assert sum(b * n for b, n in zip(sizes, steps)) + expected[1]["mixed_decode_tokens"] == expected[1]["decoded_tokens"]
 
 
 def test_the_kernel_runs_where_it_applies(monkeypatch):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Mapping, Sequence, TypedDict
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypedDict
 
 from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.plan_options import PlanOptions
 from cpbcg.outputs.console import OutputFormat
 from cpbcg.planner.optimise.guarantee import GuaranteeResult
-from cpbcg.api import guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
+from cpbcg.api import decode_plan, guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
 from cpbcg.commands.common import input_files, launch_resolver, load_model_rates, refuse_repeated, trace_paths
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
@@ -27,6 +27,9 @@ from cpbcg.planner.traces import ReadOptions
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.traces.text import display
 from cpbcg.planner.traffic import default_workers
+
+if TYPE_CHECKING:
+    from cpbcg.engines.sglang.decode_plan import DecodePlan
 
 
 def guarantee_request_count(deployment: Deployment, max_requests: int | None) -> int:
@@ -59,6 +62,8 @@ class PlanReport:
     """Per SGLang server log planned: its settings and its own observed comparison (per launch, with a total)."""
     traces: int = 1
     """How many traces were planned together (the embedded default workload counts as one)."""
+    decode: "DecodePlan | None" = None
+    """Decode graphs on the traffic's decode steps (`cpbcg.api.decode_plan`), None without decode steps."""
 
     @property
     def parts(self) -> tuple[PlanPart, ...]:
@@ -206,6 +211,9 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     for line in rec.notes if rec is not None else ():
         note(f"cpbcg: {line}" if line.startswith("warning:") else f"cpbcg: note: {line}")
     comparison = compare_recommendation(rec, deployment) if rec is not None and (request.compare or request.plot is not None) else None
+    decode = decode_plan(deployment, sources, parts)
+    for line in decode.notes if decode is not None else ():
+        note(f"cpbcg: note: decode graphs: {line}")
     header = {**report_header(deployment, source, paths[0] if len(paths) == 1 else None), **result.launch_header()}
     if len(paths) > 1:
         header["source"] = ", ".join(str(p) for p in paths)
@@ -215,7 +223,8 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         meta = {"source": header["source"], "bound": header["bound"], "cp_size": deployment.cp.cp_size,
                 "cp_strategy": deployment.cp.strategy.value, "max_padding_factor": deployment.max_padding_factor,
                 "cost_model": deployment.cost.to_dict()}
-        export = _export(exported, request.emit.value, deployment, meta, note)
+        decode_list = list(decode.recommended.batch_sizes) if decode is not None and decode.recommended is not None else None
+        export = _export(exported, request.emit.value, deployment, meta, note, decode_list)
     logs: tuple[LogObserved, ...] = ()
     if len(sources) == 1 and sources[0].log_summary is not None:
         logs = (LogObserved(display(first if first is not None else "-"), sources[0].log or LogSettings(), result.observed,
@@ -225,13 +234,14 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         for one in logs:
             for line in log_settings_notes(one.settings, {}):
                 note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}{launch_label(one.settings, one.summary)}:"))
-    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources))
+    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources), decode)
 
 
-def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
-    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are
+def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None],
+            decode_bs: list[int] | None = None) -> str:
+    """`export_buckets` (with the recommended decode list `decode_bs`, when one is), with the note on the hardware SGLang's CP graphs need when server flags are
     exported, unless the resolved server is known to start with CP graphs (B200, non-MLA: nothing to warn of)."""
-    text = export_buckets(buckets, emit, deployment, metadata)
+    text = export_buckets(buckets, emit, deployment, metadata, decode_bs)
     resolved_ok = deployment.server is not None and deployment.server.cp_graphs
     if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1 and not resolved_ok:
         note(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[deployment.cp.strategy.value]}")

@@ -183,7 +183,7 @@ def simulation_summary(source: BatchSource) -> dict[str, Any] | None:
         "trace_format": getattr(kind, "value", kind),
         "arrivals": "poisson" if s.synthetic_arrivals else "timestamps",
         "scheduler": dataclasses.asdict(sim.cfg),
-        **dataclasses.asdict(s),
+        **{k: v for k, v in dataclasses.asdict(s).items() if k != "decode_batches"},  # the plan's `decode` block has them
         "skipped_rows": 0 if source.read_notes is None else source.read_notes.skipped_rows,
         "first_skipped_line": None if source.read_notes is None else source.read_notes.first_skipped_line,
         "busy_fraction": s.busy_s / s.simulated_s if s.simulated_s else 0.0,

@@ -14,6 +14,7 @@ from cpbcg.outputs.console import OutputFormat, assert_never, echo, print_json, 
 
 
 if TYPE_CHECKING:
+    from cpbcg.engines.sglang.decode_plan import DecodePlan
     from cpbcg.planner.optimise.guarantee import GuaranteeResult
     from cpbcg.planner.assembly.sources import BatchSource
     from cpbcg.planner.deployment import Deployment
@@ -46,6 +47,8 @@ class PlanView(Protocol):
     def parts(self) -> tuple[PlanPart, ...]: ...
     @property
     def traces(self) -> int: ...
+    @property
+    def decode(self) -> DecodePlan | None: ...
 
 
 class GuaranteeView(Protocol):
@@ -127,6 +130,8 @@ def _json(report: PlanView) -> None:
         doc["graphs_off"] = off
     if len(parts) > 1:
         doc["traffic"] = traffic_document(parts)
+    if report.decode is not None:
+        doc["decode"] = report.decode.to_dict()
     print_json(dumps(doc))
 
 
@@ -152,6 +157,10 @@ def _tables(report: PlanView) -> None:
     if rec is not None and comparison is not None:
         console.print(comparison_table(comparison, rec))
         console.print(pareto_table(comparison.points, rec.objective))
+    if report.decode is not None:
+        from cpbcg.outputs.decode import decode_renderable
+
+        console.print(decode_renderable(report.decode))
 
 
 def _guarantee(report: GuaranteeView, options: PlanOutputOptions, output: Optional[Path]) -> ExitCode:

@@ -144,7 +144,7 @@ def _kv_now(s: Ints, residues: Ints, page: int, at_step: int) -> int:
 
 def run(cfg: Ints, fcfg: Floats, s: Ints, f: Floats, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints,
         above: Ints, times: Floats, inputs: Ints, outputs: Ints, images: Ints, n_times: int, exhausted: bool,
-        out_lens: Ints, out_sizes: Ints, out_seq: Ints, out_mm: NDArray[np.bool_]) -> int:  # noqa: C901 - one function on purpose (see module doc)
+        out_lens: Ints, out_sizes: Ints, out_seq: Ints, out_mm: NDArray[np.bool_], decode_hist: Ints) -> int:  # noqa: C901 - one function on purpose (see module doc)
     """Run the event loop until it needs more requests, a chunk of forwards is full, or the end.
 
     `cfg` int64 settings, `fcfg` float64 settings (prefill fixed s, tokens/s, decode step fixed
@@ -152,7 +152,8 @@ def run(cfg: Ints, fcfg: Floats, s: Ints, f: Floats, residues: Ints, f_keys: Int
     [page] int64; the finish heap (`f_keys`, `f_bases`, `f_res`) and `above` sized for the
     request slots; `times`/`inputs`/`outputs`/`images` the requests not yet admitted and those
     waiting (`s[HEAD]` first waiting, `s[NEXT]` next to arrive, `n_times` valid); the `out_*`
-    buffers receive forwards from `s[N_OUT]` / `s[N_OUT_LENS]` on. Returns a status above.
+    buffers receive forwards from `s[N_OUT]` / `s[N_OUT_LENS]` on; `decode_hist[bs]` counts the
+    decode-only steps run with `bs` requests decoding ([slots + 1]). Returns a status above.
     """
     page, clip, chunk_budget, max_prefill = cfg[PAGE], cfg[CLIP], cfg[CHUNK_BUDGET], cfg[MAX_PREFILL]
     request_limit, slots, pool, decode_on, mixed_on = cfg[REQUEST_LIMIT], cfg[SLOTS], cfg[POOL], cfg[DECODE_ON], cfg[MIXED_ON]
@@ -370,6 +371,7 @@ def run(cfg: Ints, fcfg: Floats, s: Ints, f: Floats, residues: Ints, f_keys: Int
             if waiting or s[CHUNKED]:
                 f[BLOCKED_S] += run_s
             s[DECODE_STEPS] += steps
+            decode_hist[num_running] += steps
             s[DECODED_TOKENS] += steps * num_running
             ratio = f[RATIO] - steps * ratio_decay
             f[RATIO] = min_ratio if min_ratio > ratio else ratio

@@ -107,6 +107,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     decode_steps = decoded_tokens = mixed_decode_tokens = max_running = peak_kv_tokens = 0
     kv_limited = slot_limited = kv_oversized = retraction_points = 0
     busy_s = decode_s = blocked_s = 0.0
+    decode_hist = [0] * ((slots or 0) + 1)  # decode-only steps per running batch size (slots bound it with decode)
     forced_pending = batch_full = False
     window: tuple[float, float, float] | None = None
     ratio = init_ratio
@@ -154,6 +155,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
         tally.kv_oversized_requests, tally.retraction_points = kv_oversized, retraction_points
         tally.busy_s, tally.decode_s, tally.blocked_decode_s = busy_s, decode_s, blocked_s
         tally.forced_pending, tally.window = forced_pending, window
+        tally.decode_hist = np.asarray(decode_hist, dtype=np.int64)
 
     waiting: deque[Item] = deque()
     out_lens: list[int] = []
@@ -407,6 +409,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
             if waiting or chunked is not None:
                 blocked_s += run_s
             decode_steps += steps
+            decode_hist[num_running] += steps
             decoded_tokens += steps * num_running
             ratio -= steps * ratio_decay
             if min_ratio > ratio:
@@ -517,6 +520,8 @@ def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
     out_sizes = np.zeros(BATCHES_PER_CHUNK, dtype=np.int64)
     out_seq = np.zeros(BATCHES_PER_CHUNK, dtype=np.int64)
     out_mm = np.zeros(BATCHES_PER_CHUNK, dtype=bool)
+    decode_hist = np.zeros((slots or 0) + 1, dtype=np.int64)
+    sim.tally.decode_hist = decode_hist  # filled in place
     times = np.zeros(0, dtype=np.float64)
     inputs, outputs, images = (np.zeros(0, dtype=np.int64) for _ in range(3))
     exhausted = False
@@ -530,7 +535,7 @@ def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
     f[k.RATIO] = st.init_new_token_ratio
     while True:
         status = k.run(cfg, fcfg, s, f, residues, f_keys, f_bases, f_res, above, times, inputs, outputs, images,
-                       len(times), exhausted, out_lens, out_sizes, out_seq, out_mm)
+                       len(times), exhausted, out_lens, out_sizes, out_seq, out_mm, decode_hist)
         if status == k.NEED_REQUESTS:
             got = arrivals.next_chunk_arrays()
             head = int(s[k.HEAD])

@@ -58,6 +58,7 @@ from cpbcg.planner.model.batches import MAX_TOKENS
 from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefill_columns
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
+from cpbcg.planner.traces.sglang_decode_lines import DecodeLines
 from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, LaunchScan, LogSettings, settings_lines
 from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, newline_offsets, open_binary, read_errors
 
@@ -178,6 +179,8 @@ class LogSummary:
     """Distinct forwards kept per launch (1-based)."""
     labels: set[str] = field(default_factory=set)
     """Every verdict label printed (`cuda graph`, `npu graph`)."""
+    decode: DecodeLines = field(default_factory=DecodeLines)
+    """The `Decode batch` lines (a 1-in-`decode_log_interval` sample of decode steps)."""
 
     def skipped_note(self, path: str) -> str | None:
         """One line on what was skipped, or None when nothing was."""
@@ -280,6 +283,7 @@ class LogParser:
         records under the current launch's folding state (`_take_columns`), then the settings
         line, which may begin a new launch (a new chunk, folding state reset)."""
         out: list[ObservedForwards] = []
+        self.summary.decode.feed(blob)
         if not self.bulk:
             rows: list[Row] = []
             launch = self.scan.current
