@@ -30,7 +30,7 @@ from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.costs.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeResult, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings
-from cpbcg.planner.plan import PlanResult, plan as _plan, plan_launches, plan_traffic
+from cpbcg.planner.plan import PlanPart, PlanResult, plan as _plan, plan_launches, plan_traffic
 from cpbcg.planner.traffic import TrafficJob, load_jobs, request_profile, simulated_loads, untimed_rates
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally, assumed_settings
 from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -440,7 +440,7 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
                       baseline_trace_is_stdin=baseline_trace is not None and is_stdin(baseline_trace))
 
 
-def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: Sequence[object] = ()) -> "DecodePlan | None":
+def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: Sequence["PlanPart"] = ()) -> "DecodePlan | None":
     """The decode graphs of the deployment's server (SGLang 0.5.23: `cpbcg.engines.sglang.decode`)
     on the decode steps of the traffic planned: every decode step of the scheduler simulation of
     each (trace, load) part (`PlanPart`s; else the sources' own simulations), or the `Decode batch`
@@ -459,13 +459,13 @@ def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: S
     slots = deployment.scheduler.request_slots
     labelled: list[tuple[str, DecodeSteps]] = []
     for part in parts:
-        sim = getattr(part, "source").simulation
+        sim = part.source.simulation
         if sim is not None and sim.summary().decode:
-            labelled.append((f"{getattr(part, 'label')} {getattr(part, 'load')}", sim.summary().decode_batches))
+            labelled.append((f"{part.label} {part.load}", sim.summary().decode_batches))
     if not labelled:
         for one in sources:
             if one.simulation is not None and one.simulation.summary().decode:
-                labelled.append((one.spec.path if one.spec is not None else "-", one.simulation.summary().decode_batches))
+                labelled.append((str(one.spec.path) if one.spec is not None else "-", one.simulation.summary().decode_batches))
     if labelled:
         steps = DecodeSteps.merge(s for _, s in labelled)
         plan = plan_decode(steps, "scheduler simulation: every decode step", server, cost, slots,

@@ -303,9 +303,8 @@ def decode_server_of(deployment: Any) -> tuple[DecodeServer, tuple[str, ...]]:
 
     server, sched, notes = deployment.server, deployment.scheduler, []
     gpu = server.gpu if server is not None else deployment.gpu
-    if gpu is None or (server is not None and server.gpu_assumed):
-        gpu = gpu or ASSUMED_GPU
-        notes.append(f"decode max_bs default for the assumed GPU {gpu.name} ({gpu.memory_mib} MiB): give --gpu for yours")
+    gpu_assumed = gpu is None or (server is not None and server.gpu_assumed)
+    gpu = gpu or ASSUMED_GPU
     tp = server.tp_size if server is not None else 1
     attn_cp = server.attn_cp_size if server is not None else deployment.cp.cp_size
     config = _given(server, "cuda_graph_config")
@@ -321,6 +320,8 @@ def decode_server_of(deployment: Any) -> tuple[DecodeServer, tuple[str, ...]]:
                            speculative=_given(server, "speculative_algorithm") is not None,
                            disable_padding=_flag_on(_given(server, "disable_cuda_graph_padding")),
                            two_batch_overlap=_flag_on(_given(server, "enable_two_batch_overlap")), enabled=enabled)
+    if gpu_assumed and result.max_bs_rule.startswith("0.5.23 default"):
+        notes.append(f"decode max_bs: 0.5.23's default for the assumed GPU {gpu.name} ({gpu.memory_mib} MiB): give --gpu for yours")
     if sched.max_running_requests is None:
         notes.append(f"request pool: {sched.request_slots} slots (cpbcg's derivation; SGLang sizes it from the KV pool at start)")
     return result, tuple(notes)

@@ -1,0 +1,109 @@
+"""Decode graphs planned on traffic: decode steps from the simulation and from a log's `Decode batch`
+lines, the replay evaluation, the recommendation, `plan`'s decode block and the emitted flags."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from cpbcg.cli import app
+from cpbcg.engines.sglang.decode_plan import DecodeCost, decode_server, evaluate_decode, plan_decode
+from cpbcg.planner.decode_steps import DecodeSteps
+from cpbcg.planner.scheduler import SchedulerSettings, Simulation
+from cpbcg.planner.traces.records import RequestChunk
+from cpbcg.planner.traces.sglang_decode_lines import DecodeLines
+from sglang_log_fixtures import prefill_line, startup_lines, write_log
+
+runner = CliRunner()
+MOONCAKE = "../shared/traces/mooncake-fast25/conversation_trace.jsonl"
+
+
+def test_decode_steps_histogram_merge_and_quantile():
+    steps = DecodeSteps.from_histogram([0, 5, 0, 2, 1])
+    assert steps.batch_sizes.tolist() == [1, 3, 4] and steps.steps.tolist() == [5, 2, 1]
+    merged = DecodeSteps.merge([steps, DecodeSteps.from_samples([3, 3, 9])])
+    assert merged.batch_sizes.tolist() == [1, 3, 4, 9] and merged.steps.tolist() == [5, 4, 1, 1]
+    assert merged.num_steps == 11 and merged.max_batch == 9
+    assert merged.quantile(0.5) == 3 and merged.quantile(1.0) == 9 and merged.quantile(5 / 11) == 1
+
+
+def test_evaluate_decode_hand_worked():
+    steps = DecodeSteps(np.array([3, 10, 200]), np.array([5, 2, 1]))
+    cost = DecodeCost(fixed_ms=2.0, ms_per_request=0.5, eager_factor=2.0, capture_s_per_graph=1.0)
+    ev = evaluate_decode(steps, (4, 8, 16), cost)
+    assert (ev.steps, ev.graph_steps, ev.eager_steps, ev.largest_eager_batch) == (8, 7, 1, 200)
+    assert ev.padded_rows == 5 * 1 + 2 * 6 and ev.rows == 15 + 20 + 200
+    # graph: 5 x (2 + 0.5 x 4) + 2 x (2 + 0.5 x 16); eager: 2 x (2 + 0.5 x 200)
+    assert ev.modelled_s == pytest.approx((5 * 4 + 2 * 10 + 204) / 1000)
+    assert ev.capture_s == 3.0 and ev.graph_memory_mib == 2 * 16
+    sampled = evaluate_decode(DecodeSteps(np.array([3]), np.array([2]), sampled_every=40), (4,), cost)
+    assert sampled.steps == 80 and sampled.padded_rows == 80
+
+
+def test_simulation_counts_each_decode_step_at_its_running_batch():
+    # two requests arrive together, 1 and 3 output tokens... 5 and 9: prefill (first token), then
+    # decode steps: both run 4 steps (batch 2), the second 4 more alone (batch 1)
+    chunk = RequestChunk(np.array([100, 100]), np.array([0.0, 0.0]), None, np.array([5, 9]), np.zeros(2, dtype=np.int64))
+    sim = Simulation([chunk], SchedulerSettings(max_total_tokens=None), compiled=False)
+    list(sim)
+    decode = sim.summary().decode_batches
+    assert dict(zip(decode.batch_sizes.tolist(), decode.steps.tolist())) == {2: 4, 1: 4}
+
+
+def test_log_decode_lines_are_read_with_their_verdicts():
+    lines = DecodeLines()
+    blob = (b"[2026-11-02 10:00:01 TP0] Decode batch, #running-req: 37, #token: 9120, token usage: 0.04, cuda graph: True, gen throughput (token/s): 1.0, #queue-req: 0\n"
+            b"[2026-11-02 10:00:02 TP0] Decode batch [77], #running-req: 300, #token: 9120, token usage: 0.04, cuda graph: False, #queue-req: 0\n"
+            b"[2025-06-01 12:01:01 TP0] Decode batch. #running-req: 1, #token: 2100, token usage: 0.01, gen throughput (token/s): 40.1\n")
+    assert lines.feed(blob) == 3
+    assert lines.verdicts() == (1, 1, 1)
+    steps = lines.steps(40)
+    assert steps.batch_sizes.tolist() == [1, 37, 300] and steps.sampled_every == 40
+    server = decode_server(gpu_memory_mib=81559, tp_size=1, max_running_requests=None, request_pool=4096)  # H100: max_bs 256
+    plan = plan_decode(steps, "log", server, DecodeCost(5.0, 0.025), 4096, log_lines=lines.arrays())
+    assert plan.observed == {"lines": 3, "with_verdict": 2, "graph": 1, "eager": 1, "eager_share": 0.5, "modelled_graph": 1,
+                             "agree": 2, "disagree": 0}
+    assert plan.configured.eager_steps == 40 and plan.recommended is not None and plan.recommended.max_bs == 304
+
+
+def plan_json(*args):
+    result = runner.invoke(app, ["plan", "--format", "json", *args], env={"CPBCG_WIDTH": "200"})
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout)
+
+
+def test_plan_decode_block_on_a_request_trace():
+    doc = plan_json("-t", MOONCAKE, "--server-args", "--cuda-graph-max-bs-decode 64 --tp-size 4 --attn-cp-size 4 --enable-prefill-cp")
+    d = doc["decode"]
+    # attention CP 4: 0.5.23 aligns decode sizes to 4, so 1 and 2 are not captured
+    assert d["server"]["captured"] == [4, 8, 12, 16, 24, 32, 40, 48, 56, 64] and d["server"]["dropped_by_capture_filter"] == [1, 2]
+    assert d["source"] == "scheduler simulation: every decode step" and d["sampled_every"] == 1
+    assert d["configured"]["steps"] == doc["simulation"]["decode_steps"] > 0
+    assert d["configured"]["eager_steps"] > 0 and d["configured"]["largest_eager_batch"] == d["max_running_batch"] > 64
+    rec = d["recommended"]
+    assert rec["eager_steps"] == 0 and rec["max_bs"] >= d["max_running_batch"]
+    assert rec["modelled_decode_s"] < d["configured"]["modelled_decode_s"]
+    assert d["flags"][:1] == ["--cuda-graph-bs-decode"] and d["flags"][-2:] == ["--cuda-graph-max-bs-decode", str(rec["max_bs"])]
+    assert d["cost_model"]["assumed"] is True and any("#40346" in s for s in d["cost_model"]["sources"])
+
+
+def test_plan_emit_carries_the_decode_flags():
+    result = runner.invoke(app, ["plan", "-t", MOONCAKE, "--emit", "sglang"], env={"CPBCG_WIDTH": "200"})
+    assert result.exit_code == 0, result.output
+    words = result.stdout.split()
+    at = words.index("--cuda-graph-bs-decode")
+    top = words[words.index("--cuda-graph-max-bs-decode") + 1]
+    assert words[at + 1] == "4" and words[words.index("--cuda-graph-max-bs-decode") - 1] == top
+
+
+def test_plan_decode_block_on_a_log(tmp_path):
+    body = startup_lines(cp=1) + prefill_line(2048, 1)
+    body += "".join(f"[2026-11-02 10:00:0{i} TP0] Decode batch, #running-req: {n}, #token: 9120, token usage: 0.04, cuda graph: {n <= 256}, "
+                    "gen throughput (token/s): 2311.52, #queue-req: 0\n" for i, n in enumerate([3, 40, 300]))
+    log = write_log(tmp_path / "server.log", body)
+    d = plan_json("-t", str(log), "--gpu", "H100")["decode"]
+    assert d["sampled_every"] == 40 and d["steps_counted"] == 3 and "1-in-40" in d["source"]
+    assert d["observed"]["eager"] == 1 and d["observed"]["disagree"] == 0
+    assert d["configured"]["eager_steps"] == 40 and d["recommended"]["eager_steps"] == 0
