@@ -342,14 +342,15 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
     if manifest is not None:
         header["manifest"] = str(manifest.path)
     parts = tuple(planned.parts) if several else ()
-    results = check_gates(ev, gates, planned.observed)
+    decode = decode_plan(planned.deployment or deployment, [source], parts)
+    results = check_gates(ev, gates, planned.observed, decode)
     replays: tuple[ReplayRecord, ...] = ()
     if replay:
         sampled = sample_graph_batches(open_trace(trace, deployment, trace_format=trace_format, options=options).batches, table, deployment.cp,
                                        deployment.max_padding_factor, replay)
         replays = _replay(sampled, deployment)
         results += (replay_gate(replays),)
-    return CheckReport(header, ev, results, replays, planned.observed, parts=parts, launches=planned.launches), source
+    return CheckReport(header, ev, results, replays, planned.observed, parts=parts, launches=planned.launches, decode=decode), source
 
 
 def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRecord, ...]:
@@ -482,6 +483,6 @@ def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: S
             interval = int(stated[0])
         else:
             notes = (*notes, f"decode_log_interval {DECODE_LOG_INTERVAL} assumed (0.5.23's default; the log does not state it)")
-        plan = plan_decode(lines.steps(interval), f"server log: {lines.lines:,} Decode batch lines, a 1-in-{interval} sample of decode steps",
+        plan = plan_decode(DecodeSteps.from_samples(lines.arrays()[0], interval), f"server log: {lines.lines:,} Decode batch lines, a 1-in-{interval} sample of decode steps",
                            server, cost, slots, log_lines=lines.arrays())
     return replace(plan, notes=(*plan.notes, *notes))

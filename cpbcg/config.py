@@ -123,7 +123,7 @@ class GateConfig(_Strict):
         from cpbcg.gates.gates import Gates  # imported here: only `replay-check` and `watch` gate
 
         return Gates(self.min_coverage, self.min_token_coverage, self.max_padding, {str(k): v for k, v in self.max_eager.items()},
-                     self.min_observed_coverage)
+                     self.min_observed_coverage, self.min_decode_coverage, self.max_eager_decode_steps)
 
     min_coverage: StrictFloat | None = _field("gates.min_coverage")
     min_token_coverage: StrictFloat | None = _field("gates.min_token_coverage")
@@ -132,6 +132,8 @@ class GateConfig(_Strict):
         Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity", "context_limit", "multimodal_input"], Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
     ] = Field(default_factory=dict, description="Most eager batches per reason.")
     min_observed_coverage: StrictFloat | None = _field("gates.min_observed_coverage")
+    min_decode_coverage: StrictFloat | None = _field("gates.min_decode_coverage")
+    max_eager_decode_steps: StrictInt | None = _field("gates.max_eager_decode_steps")
 
 
 class ServerConfig(_Strict):

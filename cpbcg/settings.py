@@ -178,6 +178,10 @@ SETTINGS: tuple[Setting, ...] = (
     _s("gates.max_padding", float, None, "Gate: most padding overhead, padded / real graph tokens (0.05 = 5%).", "--max-padding", ge=0),
     _s("gates.min_observed_coverage", float, None, "Gate (an SGLang server log that prints the graph verdict): least fraction "
        "of forwards the server itself ran in graphs (0..1).", "--min-observed-coverage", ge=0, le=1),
+    _s("gates.min_decode_coverage", float, None, "Gate: least fraction of decode steps run in decode CUDA graphs (SGLang 0.5.23's "
+       "decode list as captured, on the simulated or logged running batch; 0..1).", "--min-decode-coverage", ge=0, le=1),
+    _s("gates.max_eager_decode_steps", int, None, "Gate: most decode steps run eagerly (running batch above the largest captured "
+       "decode size; a log's Decode batch lines count decode_log_interval steps each).", "--max-eager-decode-steps", ge=0, le=MAX_INT64),
 )
 """Every setting, in config order."""
 

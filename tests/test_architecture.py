@@ -356,7 +356,7 @@ def test_the_cycle_check_sees_type_only_imports():
 
 
 PLANNER_WINGS = [
-    ("base", {"arrays", "choices", "words", "sglang_release", "sglang_flags", "hardware"}),
+    ("base", {"arrays", "choices", "words", "sglang_release", "sglang_flags", "hardware", "decode_steps"}),
     ("model", {"model"}),
     ("traces", {"traces"}),
     ("scheduler", {"scheduler"}),

@@ -59,7 +59,7 @@ def test_log_decode_lines_are_read_with_their_verdicts():
             b"[2025-06-01 12:01:01 TP0] Decode batch. #running-req: 1, #token: 2100, token usage: 0.01, gen throughput (token/s): 40.1\n")
     assert lines.feed(blob) == 3
     assert lines.verdicts() == (1, 1, 1)
-    steps = lines.steps(40)
+    steps = DecodeSteps.from_samples(lines.arrays()[0], 40)
     assert steps.batch_sizes.tolist() == [1, 37, 300] and steps.sampled_every == 40
     server = decode_server(gpu_memory_mib=81559, tp_size=1, max_running_requests=None, request_pool=4096)  # H100: max_bs 256
     plan = plan_decode(steps, "log", server, DecodeCost(5.0, 0.025), 4096, log_lines=lines.arrays())
@@ -107,3 +107,49 @@ def test_plan_decode_block_on_a_log(tmp_path):
     assert d["sampled_every"] == 40 and d["steps_counted"] == 3 and "1-in-40" in d["source"]
     assert d["observed"]["eager"] == 1 and d["observed"]["disagree"] == 0
     assert d["configured"]["eager_steps"] == 40 and d["recommended"]["eager_steps"] == 0
+
+
+def test_watch_exports_the_decode_fall_off(tmp_path):
+    from cpbcg import api
+    from cpbcg.commands.watch import watch_options
+    from cpbcg.watching.exporter import _Collector
+
+    body = startup_lines(cp=1) + prefill_line(2048, 1)
+    body += "".join(f"[2026-11-02 10:00:01 TP0] Decode batch, #running-req: {n}, #token: 9120, token usage: 0.04, cuda graph: {g}, "
+                    "gen throughput (token/s): 2311.52, #queue-req: 0\n" for n, g in [(30, True), (600, False), (700, False)])
+    body += prefill_line(1024, 1)
+    log = write_log(tmp_path / "server.log", body)
+    snaps = []
+    opts = watch_options(interval_s=0.2, recommend_every_s=0.0, duration_s=30.0, poll_s=0.02, max_forwards=2)
+    api.watch([str(log)], None, {"scheduler.page_size": 1, "scheduler.chunked_prefill_size": 8192}, opts, on_snapshot=snaps.append)
+    collector = _Collector()
+    collector.snapshot = snaps[-1]
+    got = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in collector.collect() for s in f.samples}
+    lines = {v: got[("cpbcg_decode_batch_lines_total", (("server", str(log)), ("verdict", v)))] for v in ("graph", "eager", "none")}
+    assert lines == {"graph": 1, "eager": 2, "none": 0}
+
+
+SERVER = "--cuda-graph-max-bs-decode 64 --tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag --prefill-attention-backend trtllm_mha"
+
+
+def test_replay_check_fails_the_decode_gates_above_the_captured_max():
+    result = runner.invoke(app, ["replay-check", "-t", MOONCAKE, "--server-args", SERVER, "--max-eager-decode-steps", "0",
+                                 "--min-decode-coverage", "0.99", "--json", "-"], env={"CPBCG_WIDTH": "200"})
+    assert result.exit_code == 1, result.output
+    doc = orjson.loads(result.stdout)
+    gates = {g["name"]: g for g in doc["gates"]}
+    assert not gates["max_eager_decode_steps"]["passed"] and gates["max_eager_decode_steps"]["measured"] == doc["decode"]["configured"]["eager_steps"] > 0
+    assert not gates["min_decode_coverage"]["passed"] and "captured decode max_bs 64" in gates["min_decode_coverage"]["message"]
+    passing = runner.invoke(app, ["replay-check", "-t", MOONCAKE, "--max-eager-decode-steps", "0"], env={"CPBCG_WIDTH": "200"})
+    assert passing.exit_code == 0, passing.output  # SGLang's default decode list (max_bs 512 on a B200) holds every step
+
+
+def test_replay_check_decode_gate_on_a_log_and_without_decode_steps(tmp_path, assets):
+    body = startup_lines(cp=1) + prefill_line(2048, 1)
+    body += "".join(f"[2026-11-02 10:00:01 TP0] Decode batch, #running-req: {n}, #token: 9120, token usage: 0.04, cuda graph: {g}, "
+                    "gen throughput (token/s): 1.0, #queue-req: 0\n" for n, g in [(30, True), (300, False)])
+    log = write_log(tmp_path / "server.log", body)
+    result = runner.invoke(app, ["replay-check", "-t", str(log), "--gpu", "H100", "--max-eager-decode-steps", "39"], env={"CPBCG_WIDTH": "200"})
+    assert result.exit_code == 1 and "eager decode steps 40 is above the maximum 39" in result.output, result.output
+    batch = runner.invoke(app, ["replay-check", "-t", str(assets / "traces" / "good.jsonl"), "--min-decode-coverage", "0.9"])
+    assert batch.exit_code == 2 and "no decode steps" in batch.output

@@ -8,6 +8,9 @@ A gate is a threshold on one number of an `Evaluation` (the same numbers `plan` 
 * `max_eager.REASON`: eager forwards for one reason (`local_capacity`, ...), `<=`;
 * `min_observed_coverage` (an SGLang server log whose lines print the graph verdict): fraction
   of forwards the server itself ran in graphs (`cuda graph: True`), `>=`;
+* `min_decode_coverage`: fraction of decode steps run in decode CUDA graphs (SGLang 0.5.23's
+  decode list as captured, `cpbcg.engines.sglang.decode_plan`), `>=`;
+* `max_eager_decode_steps`: decode steps run eagerly (running batch above the captured max), `<=`;
 * `replay_verified` (only with `--replay N`): replays through freshly captured graphs whose
   output differed from eager, `<= 0`.
 
@@ -44,6 +47,10 @@ class Gates:
     """Most eager forwards per reason (`local_capacity`, ...)."""
     min_observed_coverage: float | None = None
     """Least fraction of forwards the server printed as run in graphs (an SGLang log)."""
+    min_decode_coverage: float | None = None
+    """Least fraction of decode steps run in decode graphs."""
+    max_eager_decode_steps: int | None = None
+    """Most decode steps run eagerly."""
 
 
 @dataclass(frozen=True)
@@ -118,11 +125,13 @@ def _at_most(name: str, metric: str, measured: float, threshold: float, unit: Un
     return GateResult(name, metric, measured, threshold, "<=", unit, measured <= threshold, detail)
 
 
-def check_gates(ev: Evaluation, gates: Gates, observed: Any = None) -> tuple[GateResult, ...]:
+def check_gates(ev: Evaluation, gates: Gates, observed: Any = None, decode: Any = None) -> tuple[GateResult, ...]:
     """Every configured gate of `gates` checked against `ev`, in a fixed order
     (coverage, token coverage, padding, eager reasons in `EAGER_REASONS` order, then the
-    observed coverage of `observed`, a `cpbcg.planner.observed.ObservedComparison`).
-    Raises `ConfigError` for `min_observed_coverage` on a trace without printed verdicts."""
+    observed coverage of `observed`, a `cpbcg.planner.observed.ObservedComparison`, then the
+    decode gates on `decode`, a `cpbcg.engines.sglang.decode_plan.DecodePlan`).
+    Raises `ConfigError` for `min_observed_coverage` on a trace without printed verdicts and
+    for a decode gate on traffic without decode steps (`decode` None)."""
     results: list[GateResult] = []
     if gates.min_coverage is not None:
         results.append(_at_least("min_coverage", "batch coverage", ev.coverage, gates.min_coverage))
@@ -143,6 +152,19 @@ def check_gates(ev: Evaluation, gates: Gates, observed: Any = None) -> tuple[Gat
             raise ConfigError("min_observed_coverage: the trace is not an SGLang server log whose Prefill batch lines print "
                               "the graph verdict ('cuda graph: True|False', SGLang 2026-01 and later)")
         results.append(_at_least("min_observed_coverage", f"observed {observed.label} coverage", observed.coverage, gates.min_observed_coverage))
+    if gates.min_decode_coverage is not None or gates.max_eager_decode_steps is not None:
+        if decode is None:
+            raise ConfigError("min_decode_coverage / max_eager_decode_steps: the trace has no decode steps (a request trace simulated "
+                              "with decode, or an SGLang server log with Decode batch lines, has them)")
+        conf = decode.configured
+        detail = (f"running batch up to {conf.largest_eager_batch} above the captured decode max_bs {conf.max_bs}"
+                  if conf.eager_steps else "")
+        if gates.min_decode_coverage is not None:
+            results.append(GateResult("min_decode_coverage", "decode steps in graphs", conf.coverage, gates.min_decode_coverage, ">=",
+                                      "fraction", conf.coverage >= gates.min_decode_coverage, detail))
+        if gates.max_eager_decode_steps is not None:
+            results.append(_at_most("max_eager_decode_steps", "eager decode steps", conf.eager_steps, gates.max_eager_decode_steps,
+                                    "batches", detail))
     return tuple(results)
 
 
@@ -223,6 +245,8 @@ class CheckReport:
     launches: tuple[Any, ...] = ()
     """An SGLang log of several launches: each launch under the server it resolved to
     (`LaunchPlan`, `PlanResult.launches`; `evaluation` is their total); empty otherwise."""
+    decode: Any = None
+    """Decode graphs on the traffic's decode steps (`DecodePlan`), None without decode steps."""
 
     @property
     def passed(self) -> bool:

@@ -153,8 +153,8 @@ def guarantee_document(deployment: Deployment, result: GuaranteeResult) -> dict[
 def check_document(report: CheckReport, simulation: dict[str, Any] | None = None) -> dict[str, Any]:
     """`replay-check --json`: the header, `simulation` (request traces: the scheduler summary, as
     in `plan --format json`) and evaluation keys of `plan --format json`, then `passed`, `gates`
-    (each with measured value, threshold and message), `replays` and, for an SGLang server log
-    that prints the graph verdict, `observed`."""
+    (each with measured value, threshold and message), `replays`, for an SGLang server log
+    that prints the graph verdict, `observed`, and with decode steps `decode` (as in `plan`)."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         **report.header,
@@ -168,6 +168,8 @@ def check_document(report: CheckReport, simulation: dict[str, Any] | None = None
         doc["launches"] = launch_plans_document(report.launches)
     if report.observed is not None:
         doc["observed"] = report.observed.to_dict()
+    if report.decode is not None:
+        doc["decode"] = report.decode.to_dict()
     return doc
 
 

@@ -29,6 +29,9 @@ COUNTERS = {
     "log_truncations": "Times the followed log file was truncated in place.",
     "sglang_scrape_errors": "Failed scrapes of the server's SGLang metrics endpoint.",
     "sglang_prefill_passes": "SGLang's sglang:cuda_graph_passes_total for prefill, as last scraped, by mode.",
+    "decode_batch_lines": "The log's Decode batch lines (one per decode_log_interval decode steps) by verdict: graph, eager "
+                          "(cuda graph: False: the running batch fell off the decode graphs), none; the eager decode share is "
+                          "rate(verdict=eager) / rate(verdict!=none).",
 }
 """Counter names (without `cpbcg_` and `_total`) -> help."""
 GAUGES = {
@@ -64,6 +67,7 @@ class _Collector:
             "sglang_scrape_errors": ["server"], "prefill_graphs_refused": ["server"], "window_size_drift_ratio": ["server", "window"],
             "window_recommended_coverage_gain_ratio": ["server"], "sglang_prefill_passes": ["server", "dp_rank", "mode"],
             "sglang_graph_memory_gb": ["server", "phase"], "sglang_startup_graph_seconds": ["server", "phase"],
+            "decode_batch_lines": ["server", "verdict"],
         }
         fam: dict[str, Any] = {}
         for name, text in COUNTERS.items():
@@ -85,6 +89,8 @@ class _Collector:
             fam["log_truncations"].add_metric([s], server.truncations)
             fam["sglang_scrape_errors"].add_metric([s], server.metrics_errors)
             fam["prefill_graphs_refused"].add_metric([s], 1.0 if server.refusal else 0.0)
+            for verdict, lines in zip(("graph", "eager", "none"), server.decode_lines):
+                fam["decode_batch_lines"].add_metric([s, verdict], lines)
             for kind, per in server.windows.items():
                 for key, w in per.items():
                     fam["window_forwards"].add_metric([s, key, kind], w.forwards)

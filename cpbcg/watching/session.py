@@ -151,6 +151,9 @@ class ServerView:
     """The launch being judged now (1-based; 0 before the first is resolved)."""
     launches: tuple[LaunchView, ...] = ()
     """Every launch with forwards in the run, in order (the current one last)."""
+    decode_lines: tuple[int, int, int] = (0, 0, 0)
+    """The log's `Decode batch` lines so far that printed `graph: True`, `graph: False`, no verdict
+    (each one decode step in `decode_log_interval`: the decode fall-off signal)."""
 
     @property
     def current(self) -> LaunchView | None:
@@ -173,6 +176,7 @@ class ServerView:
             "log": {"rotations": self.rotations, "truncations": self.truncations, "records": self.records,
                     "folded_copies": self.folded_copies, "unreadable": self.unreadable, "nonprefill": self.nonprefill},
             "refusal": self.refusal,
+            "decode_lines": dict(zip(("graph", "eager", "no_verdict"), self.decode_lines)),
         }
 
 
@@ -477,7 +481,7 @@ class WatchSession:
                           server.gain, server.metrics, server.metrics_error, server.metrics_errors, server.follower.rotations,
                           server.follower.truncations, s.records, s.folded_copies, s.unreadable, s.nonprefill, server.refusal,
                           () if server.resolved is None else tuple(server.resolved.table.capture_num_tokens.tolist()), server.launch,
-                          self._launch_views(server))
+                          self._launch_views(server), s.decode.verdicts())
 
     def _launch_views(self, server: _Server) -> tuple[LaunchView, ...]:
         if server.run is None:

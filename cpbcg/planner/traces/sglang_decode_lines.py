@@ -9,7 +9,7 @@ prints one line every `decode_log_interval` decode steps (default 40):
 (`Decode batch.` before 2025-10; `Decode batch [N],` with `SGLANG_LOG_FORWARD_ITERS`; the verdict
 `cuda|npu|cpu|musa|xpu graph: True|False`, absent from older releases). So the lines are a
 1-in-`decode_log_interval` sample of the decode steps, not every step: `DecodeLines` keeps them
-as `DecodeSteps` with `sampled_every` set. Each printing scheduler (one per attention-DP rank)
+as arrays; the caller makes them `DecodeSteps` with `sampled_every` set. Each printing scheduler (one per attention-DP rank)
 prints its own lines; they are counted as printed.
 """
 
@@ -18,8 +18,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-
-from cpbcg.planner.decode_steps import DecodeSteps
 
 DECODE_LOG_INTERVAL = 40
 """SGLang 0.5.23's default `--decode-log-interval` (decode steps per `Decode batch` line)."""
@@ -48,10 +46,6 @@ class DecodeLines:
     def lines(self) -> int:
         """`Decode batch` lines read."""
         return len(self._sizes)
-
-    def steps(self, interval: int = DECODE_LOG_INTERVAL) -> DecodeSteps:
-        """Every line's running batch as a 1-in-`interval` sample of decode steps."""
-        return DecodeSteps.from_samples(np.asarray(self._sizes, dtype=np.int64), interval)
 
     def verdicts(self) -> tuple[int, int, int]:
         """Lines that printed `graph: True`, `graph: False`, and no verdict."""
