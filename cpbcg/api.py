@@ -43,7 +43,7 @@ from cpbcg.manifest import MANIFEST_KEYS, Manifest
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 
 if TYPE_CHECKING:
-    from cpbcg.engines.sglang.decode_plan import DecodePlan
+    from cpbcg.engines.sglang.decode_plan import DecodePlan, DecodeServer
     from cpbcg.gates.gates import CheckReport, Gates, ReplayRecord
     from cpbcg.graph_capture.records import CaptureResult
     from cpbcg.watching.options import WatchOptions
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [  # the library facade: only what this module defines (result types live with the code that makes them)
     "capture",
     "check",
+    "decode_graphs",
     "decode_plan",
     "evaluate",
     "explain",
@@ -486,3 +487,15 @@ def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: S
         plan = plan_decode(DecodeSteps.from_samples(lines.arrays()[0], interval), f"server log: {lines.lines:,} Decode batch lines, a 1-in-{interval} sample of decode steps",
                            server, cost, slots, log_lines=lines.arrays())
     return replace(plan, notes=(*plan.notes, *notes))
+
+
+def decode_graphs(deployment: Deployment) -> "tuple[DecodeServer | None, tuple[str, ...]]":
+    """The decode graphs the deployment's server captures (SGLang 0.5.23: the list, `max_bs` and
+    its rule, the capture filter's alignment and drops) and notes on what was assumed; (None,
+    (why,)) for decode flags 0.5.23 would refuse."""
+    from cpbcg.engines.sglang.decode_plan import decode_server_of
+
+    try:
+        return decode_server_of(deployment)
+    except ValueError as exc:
+        return None, (f"decode graphs: {exc}",)

@@ -153,3 +153,14 @@ def test_replay_check_decode_gate_on_a_log_and_without_decode_steps(tmp_path, as
     assert result.exit_code == 1 and "eager decode steps 40 is above the maximum 39" in result.output, result.output
     batch = runner.invoke(app, ["replay-check", "-t", str(assets / "traces" / "good.jsonl"), "--min-decode-coverage", "0.9"])
     assert batch.exit_code == 2 and "no decode steps" in batch.output
+
+
+def test_check_server_shows_the_decode_list_as_captured():
+    result = runner.invoke(app, ["check-server", "--server-args", "--tp-size 8 --attn-cp-size 8 --enable-prefill-cp --cp-strategy zigzag "
+                                 "--max-running-requests 100", "--gpu", "H100", "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    d = orjson.loads(result.stdout)["decode"]
+    # max_bs default 512 (H100, TP 8) lowered to 100; attention CP 8 aligns sizes to 8: 1, 2, 4, 12 and 100 are not captured,
+    # so a running batch of 97..100 decodes eagerly under --max-running-requests 100
+    assert d["max_bs_rule"] == "0.5.23 default lowered to --max-running-requests" and d["configured"][-1] == 100
+    assert d["captured"] == [8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96] and d["dropped"] == [1, 2, 4, 12, 100]
