@@ -31,6 +31,7 @@ SETTINGS = [
     {"chunked_prefill_size": 512, "max_prefill_tokens": 1024, "time_scale": 5.0},
     {"decode": False, "chunked_prefill_size": 1024, "page_size": 64, "max_total_tokens": None},
     {"max_total_tokens": None, "clip_max_new_tokens": 40, "init_new_token_ratio": 0.3},
+    {"decode_graph_max_bs": 3, "eager_decode_factor": 2.5},  # eager decode steps above 3 running (the fall-off feedback)
 ]
 
 

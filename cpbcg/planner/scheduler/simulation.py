@@ -95,6 +95,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     chunk_budget, max_prefill, request_limit = st.chunk_tokens, st.max_prefill_tokens, st.prefill_max_requests
     slots, pool, decode_on, mixed_on = st.request_slots, st.kv_pool_tokens, st.decode, st.enable_mixed_chunk
     step_fixed_ms, step_ms_per_request = st.decode_step_fixed_ms, st.decode_step_ms_per_request
+    graph_max_bs, eager_factor = st.decode_graph_max_bs, st.eager_decode_factor
     init_ratio, min_ratio, ratio_decay = st.init_new_token_ratio, st.min_new_token_ratio, st.new_token_ratio_decay
     prefill_fixed_s, prefill_tokens_per_s = st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s
     # the running batch: decode steps run, requests, sums of the reserve and of the KV held
@@ -385,6 +386,8 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
         if num_running:
             # --- _decode: decode steps up to the next event (a finish, or with the queue empty an arrival)
             step_s = (step_fixed_ms + step_ms_per_request * num_running) / 1000.0
+            if graph_max_bs is not None and num_running > graph_max_bs:
+                step_s *= eager_factor  # the running batch is above the decode graphs: an eager step
             steps = finish_heap[0][0] - step
             if not waiting and not batch_full and chunked is None:
                 if i_next == n_times and not exhausted:  # Arrivals.next_time_s
@@ -507,10 +510,11 @@ def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
     cfg = np.array([st.page_size, st.clip_max_new_tokens, none if st.chunk_tokens is None else st.chunk_tokens,
                     st.max_prefill_tokens, none if st.prefill_max_requests is None else st.prefill_max_requests,
                     none if slots is None else slots, none if st.kv_pool_tokens is None else st.kv_pool_tokens,
-                    int(st.decode), int(st.enable_mixed_chunk), BATCHES_PER_CHUNK], dtype=np.int64)
+                    int(st.decode), int(st.enable_mixed_chunk), BATCHES_PER_CHUNK,
+                    none if st.decode_graph_max_bs is None else st.decode_graph_max_bs], dtype=np.int64)
     fcfg = np.array([st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s, st.decode_step_fixed_ms,
                      st.decode_step_ms_per_request, st.init_new_token_ratio, st.min_new_token_ratio,
-                     st.new_token_ratio_decay], dtype=np.float64)
+                     st.new_token_ratio_decay, st.eager_decode_factor], dtype=np.float64)
     s = np.zeros(k.NUM_INTS, dtype=np.int64)
     f = np.zeros(k.NUM_FLOATS, dtype=np.float64)
     heap_size = (slots or 0) + 2
