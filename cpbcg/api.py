@@ -344,7 +344,7 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
     if manifest is not None:
         header["manifest"] = str(manifest.path)
     parts = tuple(planned.parts) if several else ()
-    decode = decode_plan(planned.deployment or deployment, [source], parts)
+    decode = decode_plan(planned.deployment or deployment, [source], parts, recommend=False)
     results = check_gates(ev, gates, planned.observed, decode)
     replays: tuple[ReplayRecord, ...] = ()
     if replay:
@@ -443,13 +443,15 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
                       baseline_trace_is_stdin=baseline_trace is not None and is_stdin(baseline_trace))
 
 
-def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: Sequence["PlanPart"] = ()) -> "DecodePlan | None":
+def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: Sequence["PlanPart"] = (),
+                recommend: bool = True) -> "DecodePlan | None":
     """The decode graphs of the deployment's server (SGLang 0.5.23: `cpbcg.engines.sglang.decode`)
     on the decode steps of the traffic planned: every decode step of the scheduler simulation of
     each (trace, load) part (`PlanPart`s; else the sources' own simulations), or the `Decode batch`
     lines of a server log (a 1-in-`decode_log_interval` sample, with their verdicts compared).
     None when the traffic has no decode steps to judge (batch traces, decode not simulated, a log
-    without `Decode batch` lines). Raises `ConfigError` for decode flags 0.5.23 would refuse."""
+    without `Decode batch` lines). `recommend` False: the server's list only. Raises `ConfigError`
+    for decode flags 0.5.23 would refuse."""
     from cpbcg.engines.sglang.decode_plan import cost_of, decode_server_of, plan_decode
     from cpbcg.planner.decode_steps import DecodeSteps
     from cpbcg.planner.traces.sglang_decode_lines import DECODE_LOG_INTERVAL
@@ -472,7 +474,7 @@ def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: S
     if labelled:
         steps = DecodeSteps.merge(s for _, s in labelled)
         plan = plan_decode(steps, "scheduler simulation: every decode step", server, cost, slots,
-                           parts=tuple(labelled) if len(labelled) > 1 else ())
+                           parts=tuple(labelled) if len(labelled) > 1 else (), recommend=recommend)
     else:
         logs = [one.log_summary for one in sources if one.log_summary is not None and one.log_summary.decode.lines]
         if not logs:
@@ -486,7 +488,7 @@ def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: S
         else:
             notes = (*notes, f"decode_log_interval {DECODE_LOG_INTERVAL} assumed (0.5.23's default; the log does not state it)")
         plan = plan_decode(DecodeSteps.from_samples(lines.arrays()[0], interval), f"server log: {lines.lines:,} Decode batch lines, a 1-in-{interval} sample of decode steps",
-                           server, cost, slots, log_lines=lines.arrays())
+                           server, cost, slots, log_lines=lines.arrays(), recommend=recommend)
     return replace(plan, notes=(*plan.notes, *notes))
 
 

@@ -164,3 +164,21 @@ def test_check_server_shows_the_decode_list_as_captured():
     # so a running batch of 97..100 decodes eagerly under --max-running-requests 100
     assert d["max_bs_rule"] == "0.5.23 default lowered to --max-running-requests" and d["configured"][-1] == 100
     assert d["captured"] == [8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96] and d["dropped"] == [1, 2, 4, 12, 100]
+
+
+def test_a_recommendation_is_capturable_under_the_alignment():
+    from cpbcg.engines.sglang.decode_plan import recommend_decode
+
+    server = decode_server(gpu_memory_mib=183359, tp_size=4, attn_cp_size=4, request_pool=4096)
+    rec, knee = recommend_decode(DecodeSteps.from_samples([1, 1, 2]), server, DecodeCost(5.0, 0.025), 4096)
+    assert rec is not None and rec.batch_sizes == (4,) and rec.eager_steps == 0 and knee[-1]["max_bs"] == 4
+
+
+def test_eager_decode_in_the_loop_lengthens_the_run():
+    from cpbcg import api
+
+    trace = "../shared/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
+    deployment = api.load_config_and_deployment(None, {"cp_size": 1, "server.gpu": "H100"})[1]
+    rows = {r["list"]: r for r in api.decode_loads(trace, deployment, [4.0], {"small": 64, "large": 4096})}
+    assert rows["small"]["eager_steps"] > 0 and rows["large"]["eager_steps"] == 0
+    assert rows["small"]["decode_s"] > rows["large"]["decode_s"]

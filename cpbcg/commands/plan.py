@@ -211,7 +211,7 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     for line in rec.notes if rec is not None else ():
         note(f"cpbcg: {line}" if line.startswith("warning:") else f"cpbcg: note: {line}")
     comparison = compare_recommendation(rec, deployment) if rec is not None and (request.compare or request.plot is not None) else None
-    decode = decode_plan(deployment, sources, parts)
+    decode = decode_plan(deployment, sources, parts, recommend=request.recommend)
     for line in decode.notes if decode is not None else ():
         note(f"cpbcg: note: decode graphs: {line}")
     header = {**report_header(deployment, source, paths[0] if len(paths) == 1 else None), **result.launch_header()}

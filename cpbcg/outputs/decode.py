@@ -39,7 +39,7 @@ def decode_renderable(plan: DecodePlan) -> Group:
     else:
         head.append(f"every decode step in graphs (running batch up to {plan.traffic.max_batch}, captured max_bs {conf.max_bs})")
     head.append(f"\n  traffic: {plan.source}")
-    table = Table(title="Decode list: SGLang's (as captured) vs recommended", title_justify="left")
+    table = Table(title="Decode list: SGLang's (as captured)" + (" vs recommended" if rec is not None else ""), title_justify="left")
     table.add_column("")
     columns: list[tuple[str, DecodeEvaluation]] = [("server (0.5.23)", conf)]
     if rec is not None:

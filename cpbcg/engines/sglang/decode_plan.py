@@ -217,6 +217,7 @@ def recommend_decode(steps: DecodeSteps, server: DecodeServer, cost: DecodeCost,
         return None, ()
 
     def ladder(max_bs: int) -> list[int]:
+        max_bs = -(-max_bs // server.alignment) * server.alignment  # a max_bs the capture filter keeps
         sizes = decode_cuda_graph_batch_sizes(max_bs)
         return decode_batch_sizes_to_capture(sizes, request_slots or max_bs, alignment=server.alignment)
 
@@ -247,11 +248,13 @@ def observed_decode(sizes: np.ndarray, verdicts: np.ndarray, captured: tuple[int
 
 
 def plan_decode(steps: DecodeSteps, source: str, server: DecodeServer, cost: DecodeCost, request_slots: int | None, *,
-                log_lines: tuple[np.ndarray, np.ndarray] | None = None, parts: tuple[tuple[str, DecodeSteps], ...] = ()) -> DecodePlan:
+                log_lines: tuple[np.ndarray, np.ndarray] | None = None, parts: tuple[tuple[str, DecodeSteps], ...] = (),
+                recommend: bool = True) -> DecodePlan:
     """`DecodePlan` of `steps` under `server` (and, for a log, its lines' verdicts compared; for
-    several (trace, load) parts, each part's eager steps under the configured and recommended lists)."""
+    several (trace, load) parts, each part's eager steps under the configured and recommended lists;
+    `recommend` False: no recommendation, no knee)."""
     configured = evaluate_decode(steps, server.captured, cost)
-    recommended, knee = recommend_decode(steps, server, cost, request_slots)
+    recommended, knee = recommend_decode(steps, server, cost, request_slots) if recommend else (None, ())
     notes = []
     if server.dropped:
         notes.append(f"0.5.23's capture filter drops decode sizes {list(server.dropped)} (alignment {server.alignment}: attention CP / "
