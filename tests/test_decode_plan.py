@@ -182,3 +182,11 @@ def test_eager_decode_in_the_loop_lengthens_the_run():
     rows = {r["list"]: r for r in api.decode_loads(trace, deployment, [4.0], {"small": 64, "large": 4096})}
     assert rows["small"]["eager_steps"] > 0 and rows["large"]["eager_steps"] == 0
     assert rows["small"]["decode_s"] > rows["large"]["decode_s"]
+
+
+def test_decode_graphs_off_and_a_given_decode_list():
+    off = plan_json("-t", MOONCAKE, "--no-recommend", "--server-args", "--disable-cuda-graph")["decode"]
+    assert off["server"]["enabled"] is False and off["configured"]["graph_steps"] == 0 and off["configured"]["eager_steps"] > 0
+    given = plan_json("-t", MOONCAKE, "--no-recommend", "--server-args", "--cuda-graph-bs-decode 4 8 300")["decode"]
+    assert given["server"]["captured"] == [4, 8, 300] and given["server"]["max_bs_rule"] == "max of --cuda-graph-bs-decode"
+    assert given["recommended"] is None and given["configured"]["eager_steps"] == 0

@@ -268,6 +268,11 @@ def plan_decode(steps: DecodeSteps, source: str, server: DecodeServer, cost: Dec
     observed = None if log_lines is None else observed_decode(log_lines[0], log_lines[1], server.captured)
     rec_list = recommended.batch_sizes if recommended is not None else ()
     per = tuple({"trace": label, **_part(one, server.captured, rec_list, cost)} for label, one in parts)
+    tipped = next((p for p in per if p["configured_eager_steps"]), None)
+    if tipped is not None and per[0] is not tipped:
+        notes.append(f"the server's decode list first falls off the graphs at {tipped['trace']} ({tipped['configured_eager_steps']:,} "
+                     f"eager steps, running batch up to {tipped['max_running_batch']}; eager steps in the loop make it worse: "
+                     "api.decode_loads)")
     return DecodePlan(source, steps, server, configured, recommended, cost, knee, request_slots, observed, per, tuple(notes))
 
 
@@ -316,7 +321,8 @@ def decode_server_of(deployment: Any) -> tuple[DecodeServer, tuple[str, ...]]:
     bs = _int_list(decode_json.get("bs", _given(server, "cuda_graph_bs_decode")))
     backend = decode_json.get("backend", _given(server, "cuda_graph_backend_decode"))
     enabled = not (_flag_on(_given(server, "disable_cuda_graph")) or _flag_on(_given(server, "disable_decode_cuda_graph"))
-                   or (backend is not None and str(backend) == "disabled"))
+                   or (backend is not None and str(backend) == "disabled")
+                   or (_given(server, "disaggregation_mode") == "prefill" and backend is None))  # apply_cuda_graph_disaggregation_roles
     result = decode_server(gpu_memory_mib=gpu.memory_mib, tp_size=tp, attn_cp_size=attn_cp,
                            max_running_requests=sched.max_running_requests, request_pool=sched.request_slots,
                            max_bs=None if max_bs is None else int(max_bs), bs=bs,
