@@ -53,6 +53,7 @@ __all__ = [  # the library facade: only what this module defines (result types l
     "capture",
     "check",
     "decode_graphs",
+    "decode_guarantee",
     "decode_loads",
     "decode_plan",
     "evaluate",
@@ -533,3 +534,15 @@ def decode_loads(trace: TraceInput | str | Path, deployment: Deployment, load_fa
                          "eager_share": eager / s.decode_steps if s.decode_steps else 0.0, "max_running": s.max_running,
                          "decode_s": s.decode_s + s.drain_s, "simulated_s": s.simulated_s + s.drain_s})
     return rows
+
+
+def decode_guarantee(deployment: Deployment) -> list[int] | None:
+    """`plan --guarantee`'s decode list: every running batch up to `--max-running-requests` in a
+    decode graph (`cpbcg.engines.sglang.decode_plan.guarantee_decode_list`); None without
+    `--max-running-requests`. Raises `ConfigError` for decode flags 0.5.23 would refuse."""
+    from cpbcg.engines.sglang.decode_plan import guarantee_decode_list
+
+    try:
+        return guarantee_decode_list(deployment)
+    except ValueError as exc:
+        raise ConfigError(f"decode graphs: {exc}") from None

@@ -190,3 +190,13 @@ def test_decode_graphs_off_and_a_given_decode_list():
     given = plan_json("-t", MOONCAKE, "--no-recommend", "--server-args", "--cuda-graph-bs-decode 4 8 300")["decode"]
     assert given["server"]["captured"] == [4, 8, 300] and given["server"]["max_bs_rule"] == "max of --cuda-graph-bs-decode"
     assert given["recommended"] is None and given["configured"]["eager_steps"] == 0
+
+
+def test_guarantee_emits_a_decode_list_up_to_the_request_slots():
+    result = runner.invoke(app, ["plan", "--guarantee", "--max-requests", "8", "--max-running-requests", "102", "--emit", "sglang"],
+                           env={"CPBCG_WIDTH": "200"})
+    assert result.exit_code == 0, result.output
+    words = result.stdout.split()
+    decode = words[words.index("--cuda-graph-bs-decode") + 1:words.index("--cuda-graph-max-bs-decode")]
+    # attention CP 4 (the default deployment): sizes multiples of 4, the pool 102 rounded up to 104 so that 101..102 replay
+    assert decode[0] == "4" and decode[-1] == "104" and all(int(b) % 4 == 0 for b in decode)

@@ -10,7 +10,7 @@ from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.plan_options import PlanOptions
 from cpbcg.outputs.console import OutputFormat
 from cpbcg.planner.optimise.guarantee import GuaranteeResult
-from cpbcg.api import decode_plan, guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
+from cpbcg.api import decode_guarantee, decode_plan, guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
 from cpbcg.commands.common import input_files, launch_resolver, load_model_rates, refuse_repeated, trace_paths
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
@@ -299,7 +299,11 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
             export = None
             if request.emit is not None:
                 limits = {"max_requests": result.limits.max_requests, "max_tokens": result.limits.max_tokens}
-                export = _export(result.buckets, request.emit.value, deployment, {"guarantee": limits}, held)
+                decode_bs = decode_guarantee(deployment) if request.guarantee else None
+                if decode_bs:
+                    held(f"cpbcg: note: decode graphs: {len(decode_bs)} sizes {decode_bs[0]}..{decode_bs[-1]} keep every running batch "
+                         f"up to --max-running-requests {deployment.scheduler.max_running_requests} in a decode graph (emitted)")
+                export = _export(result.buckets, request.emit.value, deployment, {"guarantee": limits}, held, decode_bs)
             return GuaranteeReport(deployment, result, export)
         resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
         report = plan_report(deployment, request, inputs, trace_format=trace_format, options=options, ignored_flags=ignored_flags,

@@ -340,3 +340,16 @@ def cost_of(deployment: Any) -> DecodeCost:
     """The assumed decode step cost (module doc) on the deployment's scheduler step model."""
     sched = deployment.scheduler
     return DecodeCost(sched.decode_step_fixed_ms, sched.decode_step_ms_per_request)
+
+
+def guarantee_decode_list(deployment: Any) -> list[int] | None:
+    """Guarantee mode's decode list: 0.5.23's ladder up to `--max-running-requests` (rounded up to
+    the capture alignment), as the runner captures it, so every running batch the server can form
+    decodes in a graph. None when `--max-running-requests` is not set (the running batch is then
+    bounded only by the KV pool, sized at start). Raises ValueError as `decode_batch_sizes_to_capture`."""
+    slots = deployment.scheduler.max_running_requests
+    if slots is None:
+        return None
+    server, _ = decode_server_of(deployment)
+    top = -(-slots // server.alignment) * server.alignment
+    return decode_batch_sizes_to_capture(decode_cuda_graph_batch_sizes(top), slots, alignment=server.alignment)
