@@ -71,6 +71,8 @@ class SchedulerConfig(_Strict):
     min_new_token_ratio_factor: StrictFloat = _field("scheduler.min_new_token_ratio_factor")
     new_token_ratio_decay_steps: StrictInt = _field("scheduler.new_token_ratio_decay_steps")
     clip_max_new_tokens: StrictInt = _field("scheduler.clip_max_new_tokens")
+    decode_graph_max_bs: StrictInt | None = _field("scheduler.decode_graph_max_bs")
+    eager_decode_factor: StrictFloat = _field("scheduler.eager_decode_factor")
 
     @field_validator("chunked_prefill_size", mode="before")
     @classmethod
@@ -504,7 +506,7 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     (`server.log_given`) and the values its server printed (`server.log_printed`, which win),
     each sourced `log line N`. None when the values are not of the right types (validation then
     reports them)."""
-    from cpbcg import server_inputs
+    from cpbcg.engines.sglang import server_inputs
     from cpbcg.planner.model.layout import CPLayout
 
     section = cfg.server

@@ -165,6 +165,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("scheduler.min_new_token_ratio_factor", float, 0.14, "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR.", ge=0, le=1),
     _s("scheduler.new_token_ratio_decay_steps", int, 600, "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.", ge=1, le=MAX_INT32),
     _s("scheduler.clip_max_new_tokens", int, 4096, "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (tokens).", ge=1, le=MAX_INT32),
+    _s("scheduler.decode_graph_max_bs", int, None, "Largest running batch a simulated decode step runs in a CUDA graph; a step "
+       "above it runs eagerly and takes eager_decode_factor x the step time (the decode fall-off feedback); null = every "
+       "step at the graph step time.", ge=1, le=MAX_INT32),
+    _s("scheduler.eager_decode_factor", float, 1.0, "Eager / graph decode step time above decode_graph_max_bs (assumed; "
+       "sglang #40346 measured 2.06).", ge=1, le=1e3),
     # the cost model (docs/optimiser.md)
     _s("cost.graph_fixed_ms", float, 70.06, "Cost model: fixed time of a graph replay (ms); a replay of bucket B costs "
        "graph_fixed_ms + B*token_ms.", "--graph-fixed-ms", ge=0, le=1e6, default_note=_COST_NOTE),

@@ -24,7 +24,7 @@ from cpbcg.planner.costs import published as pub
 from cpbcg.planner.optimise.capture_cost import capture_model
 from cpbcg.planner.costs.cost import DEFAULT_COST, forward_cost
 from cpbcg.planner.optimise.recommend import Validation
-from cpbcg.server_inputs import model_spec
+from cpbcg.engines.sglang.server_inputs import model_spec
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]

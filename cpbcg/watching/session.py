@@ -45,7 +45,7 @@ from cpbcg.planner.window import (ForwardRing, LaunchSetup, RunTally, Window, Wi
                                   window_stats)
 from cpbcg.watching.options import WatchOptions
 from cpbcg.watching.scrape import SglangMetrics, scrape
-from cpbcg.watching.sglang_lines import LogLines
+from cpbcg.engines.sglang.logs.lines import LogLines
 
 
 class Follower(Protocol):

@@ -77,7 +77,7 @@ class SchedulerSettings:
     """Largest running batch a decode step runs in a CUDA graph (the captured decode `max_bs`);
     a step above it runs eagerly and takes `eager_decode_factor` x the step time, so eager decode
     lengthens every running request's stay (the decode fall-off feedback). None: every decode
-    step takes the graph step time (the default; not a config key: `cpbcg.api.decode_loads` sets it)."""
+    step takes the graph step time (the default; `cpbcg.api.decode_loads` sets it)."""
     eager_decode_factor: float = 1.0
     """Eager / graph decode step time above `decode_graph_max_bs` (an assumption: `cpbcg.engines.sglang.decode_plan`)."""
 
