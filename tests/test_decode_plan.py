@@ -200,3 +200,38 @@ def test_guarantee_emits_a_decode_list_up_to_the_request_slots():
     decode = words[words.index("--cuda-graph-bs-decode") + 1:words.index("--cuda-graph-max-bs-decode")]
     # attention CP 4 (the default deployment): sizes multiples of 4, the pool 102 rounded up to 104 so that 101..102 replay
     assert decode[0] == "4" and decode[-1] == "104" and all(int(b) % 4 == 0 for b in decode)
+
+
+def _reference(blob: bytes) -> tuple[list[int], list[int]]:
+    """Every `Decode batch` line by the per-line regex alone (what the bulk read must equal)."""
+    import re
+
+    line = re.compile(rb"Decode batch(?: \[\d+\])?[.,] #running-req: (\d{1,9}),([^\n]*)")
+    verdict = re.compile(rb"\b(?:cuda|npu|cpu|musa|xpu) graph: (True|False)\b")
+    sizes, verdicts = [], []
+    for m in line.finditer(blob):
+        v = verdict.search(m.group(2))
+        sizes.append(int(m.group(1)))
+        verdicts.append(-1 if v is None else int(v.group(1) == b"True"))
+    return sizes, verdicts
+
+
+@pytest.mark.parametrize("repeat", [1, 3000])
+def test_decode_lines_in_bulk_equal_the_per_line_reading(repeat):
+    rng = np.random.default_rng(7)
+    shapes = [b"[2026-11-02 10:00:01 TP0] Decode batch, #running-req: %d, #token: 9120, token usage: 0.04, cuda graph: %s, gen throughput (token/s): 1.0, #queue-req: 0\n",
+              b"[2026-11-02 10:00:01 DP1 TP0] Decode batch [12], #running-req: %d, #token: 1, npu graph: %s, #queue-req: 0\n",
+              b"[2025-06-01 12:01:01 TP0] Decode batch. #running-req: %d, #token: 2100, token usage: 0.01, gen throughput (token/s): 40.1%s\n",
+              b"[2026-11-02 10:00:01 TP0] Decode batch, #running-req: %d, note: my graph: nope, cuda graph: %s\n",
+              b"[2026-11-02 10:00:01 TP0] Prefill batch, #new-seq: 1, #new-token: %d, #cached-token: 0, cuda graph: %s\n",
+              b"some text about a Decode batch of %d that is %s not a record\n"]
+    lines = []
+    for _ in range(repeat):
+        shape = shapes[int(rng.integers(len(shapes)))]
+        value = b"" if shape.endswith(b"%s\n") and b"throughput (token/s): 40.1" in shape else (b"True" if rng.random() < 0.5 else b"False")
+        lines.append(shape % (int(rng.integers(1, 2000)), value))
+    blob = b"".join(lines)
+    got = DecodeLines()
+    got.feed(blob)
+    sizes, verdicts = got.arrays()
+    assert (sizes.tolist(), verdicts.tolist()) == _reference(blob)

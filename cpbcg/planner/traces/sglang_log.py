@@ -55,7 +55,7 @@ import numpy as np
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.arrays import Int64Array
 from cpbcg.planner.model.batches import MAX_TOKENS
-from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefill_columns
+from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefill_columns, scan_block
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.planner.traces.sglang_decode_lines import DecodeLines
@@ -283,8 +283,8 @@ class LogParser:
         records under the current launch's folding state (`_take_columns`), then the settings
         line, which may begin a new launch (a new chunk, folding state reset)."""
         out: list[ObservedForwards] = []
-        self.summary.decode.feed(blob)
         if not self.bulk:
+            self.summary.decode.feed(blob, bulk=False)
             rows: list[Row] = []
             launch = self.scan.current
             for event in self.feed(first, blob):
@@ -299,7 +299,9 @@ class LogParser:
             return out
         if newlines is None:
             newlines = newline_offsets(blob)
-        cols = prefill_columns(blob, first, _last_prefix, newlines)
+        block = scan_block(blob)
+        self.summary.decode.feed(blob, newlines, block)
+        cols = prefill_columns(blob, first, _last_prefix, newlines, block)
         parts: list[Int64Array] = []  # [N, 7] kept rows of the launch being read
         launch, done = self.scan.current, 0
         for start, line in settings_lines(blob):
