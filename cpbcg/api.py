@@ -453,9 +453,8 @@ def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: S
     None when the traffic has no decode steps to judge (batch traces, decode not simulated, a log
     without `Decode batch` lines). `recommend` False: the server's list only. Raises `ConfigError`
     for decode flags 0.5.23 would refuse."""
-    from cpbcg.engines.sglang.decode_plan import cost_of, decode_server_of, plan_decode
+    from cpbcg.engines.sglang.decode_plan import cost_of, decode_server_of, log_decode_plan, plan_decode
     from cpbcg.planner.decode_steps import DecodeSteps
-    from cpbcg.planner.traces.sglang_decode_lines import DECODE_LOG_INTERVAL
 
     try:
         server, notes = decode_server_of(deployment)
@@ -477,19 +476,12 @@ def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: S
         plan = plan_decode(steps, "scheduler simulation: every decode step", server, cost, slots,
                            parts=tuple(labelled) if len(labelled) > 1 else (), recommend=recommend)
     else:
-        logs = [one.log_summary for one in sources if one.log_summary is not None and one.log_summary.decode.lines]
+        logs = [one for one in sources if one.log_summary is not None and one.log_summary.decode.lines]
         if not logs:
             return None
-        lines = logs[0].decode
-        interval = DECODE_LOG_INTERVAL
-        settings = sources[0].log
-        stated = None if settings is None else settings.sglang_flags().get("decode_log_interval")
-        if stated is not None and str(stated[0]).isdigit() and int(stated[0]) > 0:
-            interval = int(stated[0])
-        else:
-            notes = (*notes, f"decode_log_interval {DECODE_LOG_INTERVAL} assumed (0.5.23's default; the log does not state it)")
-        plan = plan_decode(DecodeSteps.from_samples(lines.arrays()[0], interval), f"server log: {lines.lines:,} Decode batch lines, a 1-in-{interval} sample of decode steps",
-                           server, cost, slots, log_lines=lines.arrays(), recommend=recommend)
+        summary = logs[0].log_summary
+        assert summary is not None
+        plan = log_decode_plan(summary.decode, logs[0].log, server, cost, slots, recommend=recommend)
     return replace(plan, notes=(*plan.notes, *notes))
 
 

@@ -235,3 +235,19 @@ def test_decode_lines_in_bulk_equal_the_per_line_reading(repeat):
     got.feed(blob)
     sizes, verdicts = got.arrays()
     assert (sizes.tolist(), verdicts.tolist()) == _reference(blob)
+
+
+def test_watch_gates_decode_over_the_run(tmp_path):
+    from cpbcg import api
+    from cpbcg.commands.watch import watch_options
+
+    body = startup_lines(cp=1) + prefill_line(2048, 1)
+    body += "".join(f"[2026-11-02 10:00:01 TP0] Decode batch, #running-req: {n}, #token: 9120, token usage: 0.04, cuda graph: {n <= 256}, "
+                    "gen throughput (token/s): 1.0, #queue-req: 0\n" for n in (30, 600, 700))
+    body += prefill_line(1024, 1)
+    log = write_log(tmp_path / "server.log", body)
+    opts = watch_options(interval_s=0.2, recommend_every_s=0.0, duration_s=30.0, poll_s=0.02, max_forwards=2, window_forwards=1)
+    report = api.watch([str(log)], None, {"scheduler.page_size": 1, "scheduler.chunked_prefill_size": 8192, "server.gpu": "H100",
+                                          "gates.max_eager_decode_steps": 0}, opts)
+    gate = next(g for g in report.gates if g.name == "max_eager_decode_steps")
+    assert not gate.passed and gate.measured == 80  # two lines above the captured 256, 40 decode steps each

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
+from cpbcg.errors import ConfigError
 from cpbcg.gates.gates import GateResult, Gates, check_gates
 from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.deployment import Deployment
@@ -421,10 +422,21 @@ class WatchSession:
         assert latest is not None
         return window_stats(window, server.setup, self._baseline(latest), server.launch)
 
+    def _decode(self, server: _Server) -> Any:
+        """The run's decode judgement from the log's `Decode batch` lines (None without any; the
+        decode gates then refuse: `check_gates`)."""
+        from cpbcg.engines.sglang.decode_plan import watched_decode_plan
+
+        assert server.resolved is not None
+        try:
+            return watched_decode_plan(server.resolved.deployment, server.lines.summary.decode, server.lines.settings())
+        except ValueError as exc:
+            raise ConfigError(f"{server.follower.name}: decode graphs: {exc}") from None
+
     def _gate_window(self, server: _Server) -> None:
         assert server.resolved is not None and server.ring is not None
         stats = self._window(server, server.ring.last(self.options.window_forwards))
-        gates = server.resolved.gates
+        gates = replace(server.resolved.gates, min_decode_coverage=None, max_eager_decode_steps=None)  # decode: the whole run's (final)
         if stats.observed is None:
             gates = replace(gates, min_observed_coverage=None)
         server.windows_gated += 1
@@ -522,7 +534,7 @@ class WatchSession:
         for server, view in zip(self.servers, snap.servers):
             if server.resolved is None or view.evaluation is None or server.refusal is not None or not view.forwards:
                 continue
-            for g in check_gates(view.evaluation, server.resolved.gates, view.observed):
+            for g in check_gates(view.evaluation, server.resolved.gates, view.observed, self._decode(server)):
                 gates.append(replace(g, metric=f"{g.metric} of {server.follower.name}") if many else g)
             gates += list(server.worst.values())
             if not server.windows_gated and server.resolved.gates != Gates():

@@ -22,7 +22,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -353,3 +353,33 @@ def guarantee_decode_list(deployment: Any) -> list[int] | None:
     server, _ = decode_server_of(deployment)
     top = -(-slots // server.alignment) * server.alignment
     return decode_batch_sizes_to_capture(decode_cuda_graph_batch_sizes(top), slots, alignment=server.alignment)
+
+
+def log_decode_plan(lines: Any, settings: Any, server: DecodeServer, cost: DecodeCost, request_slots: int | None, *,
+                    recommend: bool = True) -> DecodePlan:
+    """`plan_decode` of a server log's `Decode batch` lines (`sglang_decode_lines.DecodeLines`):
+    a 1-in-`decode_log_interval` sample (the interval the launch's settings `settings` state, else
+    0.5.23's default 40, said in a note), their printed verdicts compared with the model's."""
+    from cpbcg.planner.traces.sglang_decode_lines import DECODE_LOG_INTERVAL
+
+    interval, notes = DECODE_LOG_INTERVAL, []
+    stated = None if settings is None else settings.sglang_flags().get("decode_log_interval")
+    if stated is not None and str(stated[0]).isdigit() and int(stated[0]) > 0:
+        interval = int(stated[0])
+    else:
+        notes.append(f"decode_log_interval {DECODE_LOG_INTERVAL} assumed (0.5.23's default; the log does not state it)")
+    sizes, verdicts = lines.arrays()
+    plan = plan_decode(DecodeSteps.from_samples(sizes, interval),
+                       f"server log: {len(sizes):,} Decode batch lines, a 1-in-{interval} sample of decode steps",
+                       server, cost, request_slots, log_lines=(sizes, verdicts), recommend=recommend)
+    return replace(plan, notes=(*plan.notes, *notes))
+
+
+def watched_decode_plan(deployment: Any, lines: Any, settings: Any) -> DecodePlan | None:
+    """`cpbcg watch`'s decode judgement of a followed log so far (`log_decode_plan` under the
+    server `deployment` resolves to, no recommendation); None without `Decode batch` lines.
+    Raises ValueError for decode flags 0.5.23 would refuse."""
+    if not lines.lines:
+        return None
+    server, _ = decode_server_of(deployment)
+    return log_decode_plan(lines, settings, server, cost_of(deployment), deployment.scheduler.request_slots, recommend=False)
