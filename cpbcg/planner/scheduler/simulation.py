@@ -108,7 +108,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     decode_steps = decoded_tokens = mixed_decode_tokens = max_running = peak_kv_tokens = 0
     kv_limited = slot_limited = kv_oversized = retraction_points = 0
     busy_s = decode_s = blocked_s = 0.0
-    decode_hist = [0] * ((slots or 0) + 1)  # decode-only steps per running batch size (slots bound it with decode)
+    decode_hist: dict[int, int] = {}  # decode-only steps per running batch size (sparse: the slots can be huge)
     forced_pending = batch_full = False
     window: tuple[float, float, float] | None = None
     ratio = init_ratio
@@ -156,7 +156,9 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
         tally.kv_oversized_requests, tally.retraction_points = kv_oversized, retraction_points
         tally.busy_s, tally.decode_s, tally.blocked_decode_s = busy_s, decode_s, blocked_s
         tally.forced_pending, tally.window = forced_pending, window
-        tally.decode_hist = np.asarray(decode_hist, dtype=np.int64)
+        sizes = np.fromiter(decode_hist, dtype=np.int64, count=len(decode_hist))
+        tally.decode_hist = np.zeros(int(sizes.max()) + 1 if len(sizes) else 1, dtype=np.int64)
+        tally.decode_hist[sizes] = np.fromiter(decode_hist.values(), dtype=np.int64, count=len(decode_hist))
 
     waiting: deque[Item] = deque()
     out_lens: list[int] = []
@@ -412,7 +414,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
             if waiting or chunked is not None:
                 blocked_s += run_s
             decode_steps += steps
-            decode_hist[num_running] += steps
+            decode_hist[num_running] = decode_hist.get(num_running, 0) + steps
             decoded_tokens += steps * num_running
             ratio -= steps * ratio_decay
             if min_ratio > ratio:
