@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [  # the library facade: only what this module defines (result types live with the code that makes them)
     "capture",
     "check",
+    "check_decode_flags",
     "decode_graphs",
     "decode_guarantee",
     "decode_loads",
@@ -538,3 +539,11 @@ def decode_guarantee(deployment: Deployment) -> list[int] | None:
         return guarantee_decode_list(deployment)
     except ValueError as exc:
         raise ConfigError(f"decode graphs: {exc}") from None
+
+
+def check_decode_flags(deployment: Deployment) -> None:
+    """Refuse, before any work, decode graph flags SGLang 0.5.23 would refuse (`--cuda-graph-bs-decode 0`,
+    a size that is not a number, a list nothing of which survives the capture filter): `ConfigError`."""
+    server, notes = decode_graphs(deployment)
+    if server is None:
+        raise ConfigError(f"--server-args: {notes[0]}")

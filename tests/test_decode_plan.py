@@ -251,3 +251,13 @@ def test_watch_gates_decode_over_the_run(tmp_path):
                                           "gates.max_eager_decode_steps": 0}, opts)
     gate = next(g for g in report.gates if g.name == "max_eager_decode_steps")
     assert not gate.passed and gate.measured == 80  # two lines above the captured 256, 40 decode steps each
+
+
+@pytest.mark.parametrize("flags, message", [("--cuda-graph-bs-decode 0", "positive batch sizes needed, got [0]"),
+                                            ("--cuda-graph-bs-decode abc", "expected a positive batch size, got 'abc'"),
+                                            ("--cuda-graph-max-bs-decode 0", "must be positive, got 0")])
+def test_bad_decode_flags_are_refused_before_any_work(flags, message):
+    for command in (["plan", "-t", MOONCAKE], ["replay-check", "-t", MOONCAKE, "--min-coverage", "0"]):
+        result = runner.invoke(app, [*command, "--server-args", flags])
+        assert result.exit_code == 2 and result.stderr.splitlines()[0].startswith("cpbcg: error: --server-args: decode graphs: ")
+        assert message in result.stderr and len(result.stderr.splitlines()) == 1

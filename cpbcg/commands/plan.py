@@ -10,7 +10,7 @@ from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.plan_options import PlanOptions
 from cpbcg.outputs.console import OutputFormat
 from cpbcg.planner.optimise.guarantee import GuaranteeResult
-from cpbcg.api import decode_guarantee, decode_plan, guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
+from cpbcg.api import check_decode_flags, decode_guarantee, decode_plan, guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
 from cpbcg.commands.common import input_files, launch_resolver, load_model_rates, refuse_repeated, trace_paths
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
@@ -290,6 +290,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
         log = logs[0] if len(logs) == 1 else common_log_settings([one for one in logs if one is not None]) \
             if logs and all(one is not None for one in logs) else None
         deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, held, log)
+        check_decode_flags(deployment)
         _refuse_emit_for_a_refused_server(None if request.emit is None else request.emit.value, deployment)
         untimed_rates = load_model_rates(config, overrides, untimed_rates)
         if request.guarantee or request.check_guarantee:

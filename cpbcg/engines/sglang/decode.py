@@ -146,7 +146,9 @@ def decode_batch_sizes_to_capture(bs: list[int] | tuple[int, ...], req_pool_size
     if max(sizes) > pool:
         sizes.append(pool)
     sizes = sorted({s for s in sizes if s * width % alignment == 0 and s <= pool})
-    if not sizes or sizes[0] <= 0:
+    if sizes and sizes[0] <= 0:
+        raise ValueError(f"decode CUDA graph sizes must be positive, got {sizes[0]} (0.5.23 asserts capture_bs[0] > 0)")
+    if not sizes:
         raise ValueError(f"no decode CUDA graph size is left to capture (alignment {alignment}, request pool {req_pool_size})")
     return sizes
 

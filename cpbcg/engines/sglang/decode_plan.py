@@ -291,11 +291,18 @@ def _given(server: Any, name: str) -> Any:
     return None if g is None else g.value
 
 
-def _int_list(value: Any) -> list[int] | None:
+def _int_of(flag: str, word: Any) -> int:
+    text = str(word).strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
+        raise ValueError(f"{flag}: expected a positive batch size, got {text[:20]!r}")
+    return int(text)
+
+
+def _int_list(flag: str, value: Any) -> list[int] | None:
     if value is None:
         return None
     words = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
-    return [int(w) for w in words]
+    return [_int_of(flag, w) for w in words]
 
 
 def _flag_on(value: Any) -> bool:
@@ -318,14 +325,14 @@ def decode_server_of(deployment: Any) -> tuple[DecodeServer, tuple[str, ...]]:
     config = _given(server, "cuda_graph_config")
     decode_json = config.get("decode", {}) if isinstance(config, dict) else {}
     max_bs = decode_json.get("max_bs", _given(server, "cuda_graph_max_bs_decode"))
-    bs = _int_list(decode_json.get("bs", _given(server, "cuda_graph_bs_decode")))
+    bs = _int_list("--cuda-graph-bs-decode", decode_json.get("bs", _given(server, "cuda_graph_bs_decode")))
     backend = decode_json.get("backend", _given(server, "cuda_graph_backend_decode"))
     enabled = not (_flag_on(_given(server, "disable_cuda_graph")) or _flag_on(_given(server, "disable_decode_cuda_graph"))
                    or (backend is not None and str(backend) == "disabled")
                    or (_given(server, "disaggregation_mode") == "prefill" and backend is None))  # apply_cuda_graph_disaggregation_roles
     result = decode_server(gpu_memory_mib=gpu.memory_mib, tp_size=tp, attn_cp_size=attn_cp,
                            max_running_requests=sched.max_running_requests, request_pool=sched.request_slots,
-                           max_bs=None if max_bs is None else int(max_bs), bs=bs,
+                           max_bs=None if max_bs is None else _int_of("--cuda-graph-max-bs-decode", max_bs), bs=bs,
                            speculative=_given(server, "speculative_algorithm") is not None,
                            disable_padding=_flag_on(_given(server, "disable_cuda_graph_padding")),
                            two_batch_overlap=_flag_on(_given(server, "enable_two_batch_overlap")), enabled=enabled)
