@@ -483,6 +483,8 @@ def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: S
         summary = logs[0].log_summary
         assert summary is not None
         plan = log_decode_plan(summary.decode, logs[0].log, server, cost, slots, recommend=recommend)
+        if len(logs) > 1:
+            notes = (*notes, f"decode steps from the first of {len(logs)} logs only ({logs[0].log.path if logs[0].log else '-'})")
     return replace(plan, notes=(*plan.notes, *notes))
 
 

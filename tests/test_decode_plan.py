@@ -261,3 +261,17 @@ def test_bad_decode_flags_are_refused_before_any_work(flags, message):
         result = runner.invoke(app, [*command, "--server-args", flags])
         assert result.exit_code == 2 and result.stderr.splitlines()[0].startswith("cpbcg: error: --server-args: decode graphs: ")
         assert message in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_plan_text_has_a_decode_section_and_says_where_the_list_tips_over():
+    azure = "../shared/traces/azure-llm-2023/AzureLLMInferenceTrace_conv.csv"
+    result = runner.invoke(app, ["plan", "-t", azure, "--gpu", "H100", "--cp-size", "1", "--time-scale", "1,4", "-j", "1"],
+                           env={"CPBCG_WIDTH": "200"})
+    assert result.exit_code == 0, result.output
+    assert "Decode graphs: " in result.stdout and "fall off the graphs" in result.stdout
+    assert "deploy: --cuda-graph-bs-decode 1 2 4" in result.stdout and "cost model (assumed)" in result.stdout
+    assert "decode list first falls off the graphs at " in result.stderr and " x4 (" in result.stderr
+    doc = plan_json("-t", azure, "--gpu", "H100", "--cp-size", "1", "--time-scale", "1,4", "-j", "1")["decode"]
+    loads = {p["trace"].rsplit(" ", 1)[1]: p for p in doc["parts"]}
+    assert loads["x1"]["configured_eager_steps"] == 0 and loads["x4"]["configured_eager_steps"] > 0
+    assert loads["x4"]["recommended_eager_steps"] == 0 and loads["x4"]["max_running_batch"] > 256
