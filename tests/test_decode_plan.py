@@ -276,3 +276,27 @@ def test_plan_text_has_a_decode_section_and_says_where_the_list_tips_over():
     loads = {p["trace"].rsplit(" ", 1)[1]: p for p in doc["parts"]}
     assert loads["x1"]["configured_eager_steps"] == 0 and loads["x4"]["configured_eager_steps"] > 0
     assert loads["x4"]["recommended_eager_steps"] == 0 and loads["x4"]["max_running_batch"] > 256
+
+
+def test_sglang_decode_passes_are_scraped_and_exported():
+    from cpbcg.watching.exporter import _server_samples
+    from cpbcg.watching.scrape import parse_metrics
+
+    page = ('# TYPE sglang:cuda_graph_passes_total counter\n'
+            'sglang:cuda_graph_passes_total{tp_rank="0",dp_rank="1",mode="decode_cuda_graph"} 90.0\n'
+            'sglang:cuda_graph_passes_total{tp_rank="1",dp_rank="1",mode="decode_cuda_graph"} 90.0\n'
+            'sglang:cuda_graph_passes_total{tp_rank="0",dp_rank="1",mode="decode_none"} 10.0\n'
+            'sglang:cuda_graph_passes_total{tp_rank="0",dp_rank="1",mode="prefill_none"} 2.0\n')
+    m = parse_metrics(page, "u")
+    assert m.decode_passes == {"1": {"decode_cuda_graph": 90.0, "decode_none": 10.0}}  # TP copies not added
+    assert m.prefill_passes == {"1": {"prefill_none": 2.0}}
+
+    class View:  # the fields _server_samples reads, nothing else
+        ranks, windows, gain, refusal, rotations, truncations, metrics_errors = (), {}, None, None, 0, 0, 0
+        decode_lines = (0, 0, 0)
+        freshness = type("F", (), {"lines_read": 0, "bytes_read": 0, "last_line_unix": 0.0, "reader_lag_s": 0.0, "unread_bytes": 0,
+                                    "scrape_unix": None})()
+        metrics = m
+
+    got = {(name, labels): value for name, labels, value in _server_samples(View(), 0.0) if name == "sglang_decode_passes"}  # type: ignore[arg-type]
+    assert got == {("sglang_decode_passes", ("1", "decode_cuda_graph")): 90.0, ("sglang_decode_passes", ("1", "decode_none")): 10.0}

@@ -43,6 +43,8 @@ FAMILIES: dict[str, tuple[Kind, str, tuple[str, ...]]] = {
     "log_read_bytes": ("counter", "Bytes read from the log (the copy of a copytruncate included).", ()),
     "sglang_scrape_errors": ("counter", "Failed scrapes of the server's SGLang metrics endpoint.", ()),
     "sglang_prefill_passes": ("counter", "SGLang's sglang:cuda_graph_passes_total for prefill, as last scraped, by mode.", ("dp_rank", "mode")),
+    "sglang_decode_passes": ("counter", "SGLang's sglang:cuda_graph_passes_total for decode (every decode step), as last scraped, by "
+                             "mode: decode_none counts the steps that fell off the decode graphs.", ("dp_rank", "mode")),
     "decode_batch_lines": ("counter", "The log's Decode batch lines (one per decode_log_interval decode steps) by verdict: graph, eager "
                            "(cuda graph: False: the running batch fell off the decode graphs), none; the eager decode share is "
                            "rate(verdict=eager) / rate(verdict!=none).", ("verdict",)),
@@ -121,6 +123,9 @@ def _server_samples(server: ServerView, now_unix: float) -> Iterator[tuple[str, 
         for dp, modes in server.metrics.prefill_passes.items():
             for mode, passes in modes.items():
                 yield "sglang_prefill_passes", (dp or "0", mode), passes
+        for dp, modes in server.metrics.decode_passes.items():
+            for mode, passes in modes.items():
+                yield "sglang_decode_passes", (dp or "0", mode), passes
         for phase, gb in server.metrics.graph_memory_gb.items():
             yield "sglang_graph_memory_bytes", (phase,), gb * GIB
             yield "sglang_graph_memory_gb", (phase,), gb
