@@ -336,6 +336,9 @@ def decode_server_of(deployment: Any) -> tuple[DecodeServer, tuple[str, ...]]:
                            speculative=_given(server, "speculative_algorithm") is not None,
                            disable_padding=_flag_on(_given(server, "disable_cuda_graph_padding")),
                            two_batch_overlap=_flag_on(_given(server, "enable_two_batch_overlap")), enabled=enabled)
+    if _given(server, "speculative_algorithm") is not None and result.alignment > 1:
+        notes.append("speculative decoding: the capture filter's width (tokens per request in a verify graph) is not modelled; "
+                     "1 assumed, so sizes 0.5.23 drops for alignment may be shown as captured")
     if gpu_assumed and result.max_bs_rule.startswith("0.5.23 default"):
         notes.append(f"decode max_bs: 0.5.23's default for the assumed GPU {gpu.name} ({gpu.memory_mib} MiB): give --gpu for yours")
     if sched.max_running_requests is None:
