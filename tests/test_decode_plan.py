@@ -270,6 +270,8 @@ def test_plan_text_has_a_decode_section_and_says_where_the_list_tips_over():
                            env={"CPBCG_WIDTH": "200"})
     assert result.exit_code == 0, result.output
     assert "Decode graphs: " in result.stdout and "fall off the graphs" in result.stdout
+    first_screen = result.stdout.split("\n\n", 1)[0]  # the verdict, decode included
+    assert "  decode     SGLang's decode list (max_bs 256) runs " in first_screen and "recommended max_bs" in first_screen
     assert "deploy: --cuda-graph-bs-decode 1 2 4" in result.stdout and "cost model (assumed)" in result.stdout
     assert "decode list first falls off the graphs at " in result.stderr and " x4 (" in result.stderr
     doc = plan_json("-t", azure, "--gpu", "H100", "--cp-size", "1", "--time-scale", "1,4", "-j", "1")["decode"]

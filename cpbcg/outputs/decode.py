@@ -26,6 +26,25 @@ def _sizes(sizes: tuple[int, ...]) -> str:
     return f"{' '.join(map(str, sizes[:6]))} ... {' '.join(map(str, sizes[-3:]))} ({len(sizes)} sizes)"
 
 
+def decode_verdict_lines(plan: DecodePlan) -> list[str]:
+    """The decode phase as the verdict's `decode` entry, wrapped as the verdict's lines are
+    (`outputs.verdict`); the detail: `decode_renderable`."""
+    from cpbcg.outputs.verdict import VERDICT_WIDTH, _line
+
+    conf, rec = plan.configured, plan.recommended
+    if not plan.server.enabled:
+        head = f"decode graphs off: all {conf.steps:,} decode steps run eagerly"
+    elif conf.eager_steps:
+        head = (f"SGLang's decode list (max_bs {conf.max_bs}) runs {conf.eager_steps:,} of {conf.steps:,} decode steps eagerly "
+                f"(running batch up to {conf.largest_eager_batch})")
+    else:
+        head = f"SGLang's decode list (max_bs {conf.max_bs}) keeps all {conf.steps:,} decode steps in graphs (running batch up to {plan.traffic.max_batch})"
+    if rec is not None:
+        head += (f"; recommended max_bs {rec.max_bs}, {len(rec.batch_sizes)} sizes: {pct(rec.coverage)} in graphs, modelled decode "
+                 f"{rec.modelled_s:,.1f} s vs {conf.modelled_s:,.1f} s (assumed step times); --emit sglang carries it")
+    return _line("decode", head, VERDICT_WIDTH)
+
+
 def decode_renderable(plan: DecodePlan) -> Group:
     """The decode section: verdict line, then the table, knee, observed verdicts and the cost model's sources."""
     conf, rec = plan.configured, plan.recommended

@@ -163,6 +163,11 @@ def _tables(report: PlanView, after_verdict: Callable[[], None] = lambda: None) 
 
         for line in verdict_lines(rec.verdict, report.flags_command, report.memory):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
+        if report.decode is not None:
+            from cpbcg.outputs.decode import decode_verdict_lines
+
+            for line in decode_verdict_lines(report.decode):
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
         console.print("")
         console.file.flush()
     after_verdict()
