@@ -302,3 +302,15 @@ def test_sglang_decode_passes_are_scraped_and_exported():
 
     got = {(name, labels): value for name, labels, value in _server_samples(View(), 0.0) if name == "sglang_decode_passes"}  # type: ignore[arg-type]
     assert got == {("sglang_decode_passes", ("1", "decode_cuda_graph")): 90.0, ("sglang_decode_passes", ("1", "decode_none")): 10.0}
+
+
+def test_absurd_decode_sizes_are_refused_not_enumerated():
+    from cpbcg.engines.sglang.decode_plan import MAX_RECOMMENDED_BS, recommend_decode
+
+    result = runner.invoke(app, ["plan", "-t", MOONCAKE, "--server-args", "--cuda-graph-max-bs-decode 999999999"])
+    assert result.exit_code == 2 and "is above 1,048,576 requests" in result.stderr
+    guarantee = runner.invoke(app, ["plan", "--guarantee", "--max-requests", "8", "--max-running-requests", "2000000000", "--emit", "sglang"])
+    assert guarantee.exit_code == 2 and "--max-running-requests 2,000,000,000" in guarantee.stderr
+    server = decode_server(gpu_memory_mib=81559, tp_size=1)  # a log line's odd running batch, no request slots known
+    rec, _ = recommend_decode(DecodeSteps.from_samples([3, 999_999_999]), server, DecodeCost(5.0, 0.025), None)
+    assert rec is not None and rec.max_bs == MAX_RECOMMENDED_BS

@@ -45,6 +45,8 @@ COST_SOURCES = ("sglang #40346: TPOT 5.44 ms eager -> 2.64 ms in decode graphs (
                 "sglang #33900: eager decode 4x slower per token (small model)",
                 "vllm #54933: 5x")
 KNEE_QUANTILES = (0.5, 0.9, 0.99, 0.999, 1.0)
+MAX_RECOMMENDED_BS = 1 << 14
+"""Largest decode `max_bs` recommended when no request slots bound it (a log's odd line, decode not simulated)."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,7 @@ def recommend_decode(steps: DecodeSteps, server: DecodeServer, cost: DecodeCost,
         return None, ()
 
     def ladder(max_bs: int) -> list[int]:
+        max_bs = min(max_bs, request_slots or MAX_RECOMMENDED_BS, MAX_RECOMMENDED_BS)
         max_bs = -(-max_bs // server.alignment) * server.alignment  # a max_bs the capture filter keeps
         sizes = decode_cuda_graph_batch_sizes(max_bs)
         return decode_batch_sizes_to_capture(sizes, request_slots or max_bs, alignment=server.alignment)
@@ -291,10 +294,16 @@ def _given(server: Any, name: str) -> Any:
     return None if g is None else g.value
 
 
+MAX_DECODE_BS = 1 << 20
+"""Largest decode batch size cpbcg takes from a flag (requests; more than any request pool it models)."""
+
+
 def _int_of(flag: str, word: Any) -> int:
     text = str(word).strip()
     if not text.isascii() or not text.isdigit() or len(text) > 9:
         raise ValueError(f"{flag}: expected a positive batch size, got {text[:20]!r}")
+    if int(text) > MAX_DECODE_BS:
+        raise ValueError(f"{flag}: {text} is above {MAX_DECODE_BS:,} requests: no server holds such a decode batch")
     return int(text)
 
 
@@ -360,6 +369,8 @@ def guarantee_decode_list(deployment: Any) -> list[int] | None:
     slots = deployment.scheduler.max_running_requests
     if slots is None:
         return None
+    if slots > MAX_DECODE_BS:
+        raise ValueError(f"--max-running-requests {slots:,}: a decode list up to it would hold millions of graphs (at most {MAX_DECODE_BS:,})")
     server, _ = decode_server_of(deployment)
     top = -(-slots // server.alignment) * server.alignment
     return decode_batch_sizes_to_capture(decode_cuda_graph_batch_sizes(top), slots, alignment=server.alignment)

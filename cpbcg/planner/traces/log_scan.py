@@ -278,7 +278,7 @@ def decode_columns(blob: bytes, newlines: Int64Array | None = None, block: "_Blo
     sep = block.data[block.inside(at)]
     ok &= ((sep == ord(",")) | (sep == ord("."))) & block.literal_at(at + 1, _DECODE_RUNNING)
     running, end, read = block.uint_at(at + 1 + len(_DECODE_RUNNING))
-    ok &= read & block.literal_at(end, b",")
+    ok &= read & (running < 10**9) & block.literal_at(end, b",")  # at most 9 digits, as the per-line reader
     graph, _, read = _verdicts(block, np.minimum(end, line_end), line_end, sample)
     ok &= read
     return marks, np.where(ok, running, -1), graph
