@@ -82,14 +82,16 @@ def memory_oracle(oracle, monkeypatch):
     monkeypatch.setitem(sys.modules, "sglang.srt.arg_groups.cuda_graph_hook", hook)
     monkeypatch.setitem(sys.modules, "sglang.srt.arg_groups.model_overrides.qwen3_vl", vl)
 
+    gpu = {"mib": None}
+    ns: dict = {"resolving_view": _view, "resolved_view": _view, "copy": copy, "Any": object,
+                "get_device_memory_capacity": lambda device: gpu["mib"], "use_mla_backend": lambda a: False,
+                "Phase": SimpleNamespace(PREFILL="prefill", DECODE="decode"), "Backend": SimpleNamespace(BREAKABLE="b"),
+                "_DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS": 8192,
+                "declare_resolution": lambda args, rule, **kw: [setattr(args, k, v) for k, v in kw.items()]}
+    definitions(MEMORY, ["handle_gpu_memory_settings"], ns)
+
     def run(gpu_mib, tp, max_bs, bs, max_running, speculative):
-        ns: dict = {"resolving_view": _view, "resolved_view": _view, "copy": copy, "Any": object,
-                    "get_device_memory_capacity": lambda device: gpu_mib, "use_mla_backend": lambda a: False,
-                    "Phase": SimpleNamespace(PREFILL="prefill", DECODE="decode"), "Backend": SimpleNamespace(BREAKABLE="b"),
-                    "_DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS": 8192}
-        resolved: dict = {}
-        ns["declare_resolution"] = lambda args, rule, **kw: resolved.update(kw) or [setattr(args, k, v) for k, v in kw.items()]
-        definitions(MEMORY, ["handle_gpu_memory_settings"], ns)
+        gpu["mib"] = gpu_mib
         graphs = SimpleNamespace(decode=SimpleNamespace(max_bs=max_bs, bs=None if bs is None else list(bs)),
                                  prefill=SimpleNamespace(max_bs=8192, bs=[8192], backend="b"))
         args = SimpleNamespace(device="cuda", cuda_graph_config=graphs, chunked_prefill_size=8192, tp_size=tp, pp_size=1,
@@ -130,16 +132,19 @@ def test_decode_max_bs_hand_worked():
 def capture_oracle(sglang_wheel):  # noqa: F811 - the fixture
     """0.5.23's `get_batch_sizes_to_capture` with its `get_cuda_graph_batch_size_alignment`."""
 
+    state: dict = {}
+    ns: dict = {"get_exec": lambda: state["exec"], "get_parallel": lambda: state["parallel"], "is_hip": lambda: False,
+                "require_gathered_buffer": lambda: state["gathered"],
+                "get_flags": lambda: SimpleNamespace(capture=SimpleNamespace(enable_torch_compile=False)),
+                "DllmConfig": SimpleNamespace(from_server_args=lambda a: None), "Optional": object}
+    definitions(COMMON, ["ceil_div", "ceil_align", "get_cuda_graph_batch_size_alignment"], ns)
+    definitions(RUNNER, ["get_batch_sizes_to_capture"], ns)
+
     def run(bs, pool, tbo, gathered, attn_tp, attn_cp, width):
-        exec_ = SimpleNamespace(graph=SimpleNamespace(cuda_graph_config=SimpleNamespace(decode=SimpleNamespace(bs=list(bs))),
-                                                      torch_compile_max_bs=32),
-                                overlap=SimpleNamespace(enable_two_batch_overlap=tbo))
-        ns: dict = {"get_exec": lambda: exec_, "get_parallel": lambda: SimpleNamespace(attn_tp_size=attn_tp, attn_cp_size=attn_cp),
-                    "is_hip": lambda: False, "require_gathered_buffer": lambda: gathered,
-                    "get_flags": lambda: SimpleNamespace(capture=SimpleNamespace(enable_torch_compile=False)),
-                    "DllmConfig": SimpleNamespace(from_server_args=lambda a: None), "Optional": object}
-        definitions(COMMON, ["ceil_div", "ceil_align", "get_cuda_graph_batch_size_alignment"], ns)
-        definitions(RUNNER, ["get_batch_sizes_to_capture"], ns)
+        state["exec"] = SimpleNamespace(graph=SimpleNamespace(cuda_graph_config=SimpleNamespace(decode=SimpleNamespace(bs=list(bs))),
+                                                              torch_compile_max_bs=32),
+                                        overlap=SimpleNamespace(enable_two_batch_overlap=tbo))
+        state["parallel"], state["gathered"] = SimpleNamespace(attn_tp_size=attn_tp, attn_cp_size=attn_cp), gathered
         runner = SimpleNamespace(req_to_token_pool=SimpleNamespace(size=pool), server_args=None)
         try:
             return ns["get_batch_sizes_to_capture"](runner, width, gathered_buffer_required=gathered)[0]
@@ -172,10 +177,16 @@ def test_decode_capture_filter_hand_worked():
     assert decode_batch_size_alignment(attn_cp_size=4) == 4 and decode_batch_size_alignment(two_batch_overlap=True, attn_cp_size=2) == 2
 
 
+@pytest.fixture(scope="module")
+def pad_to_bucket(sglang_wheel):  # noqa: F811 - the fixture
+    """0.5.23's `BaseCudaGraphRunner._pad_to_bucket`."""
+    return definitions(RUNNER, ["BaseCudaGraphRunner._pad_to_bucket"], {"bisect": bisect})["_pad_to_bucket"]
+
+
 @FAST
 @given(captured=st.lists(st.integers(1, 600), min_size=1, max_size=30, unique=True), sizes=st.lists(st.integers(1, 700), min_size=1, max_size=50))
-def test_decode_replay_matches_the_wheel(sglang_wheel, captured, sizes):  # noqa: F811 - the fixture
-    ns = definitions(RUNNER, ["BaseCudaGraphRunner._pad_to_bucket"], {"bisect": bisect})
+def test_decode_replay_matches_the_wheel(pad_to_bucket, captured, sizes):
+    ns = {"_pad_to_bucket": pad_to_bucket}
     table = sorted(captured)
     max_bs = max(table)  # can_run_graph: bs <= max_bs, else eager; then _pad_to_bucket
     expected = [ns["_pad_to_bucket"](s, table) if s <= max_bs else 0 for s in sizes]
