@@ -125,7 +125,8 @@ class GateConfig(_Strict):
         from cpbcg.gates.gates import Gates  # imported here: only `replay-check` and `watch` gate
 
         return Gates(self.min_coverage, self.min_token_coverage, self.max_padding, {str(k): v for k, v in self.max_eager.items()},
-                     self.min_observed_coverage, self.min_decode_coverage, self.max_eager_decode_steps)
+                     self.min_observed_coverage, self.min_decode_coverage, self.max_eager_decode_steps,
+                     self.min_observed_decode_coverage)
 
     min_coverage: StrictFloat | None = _field("gates.min_coverage")
     min_token_coverage: StrictFloat | None = _field("gates.min_token_coverage")
@@ -136,6 +137,7 @@ class GateConfig(_Strict):
     min_observed_coverage: StrictFloat | None = _field("gates.min_observed_coverage")
     min_decode_coverage: StrictFloat | None = _field("gates.min_decode_coverage")
     max_eager_decode_steps: StrictInt | None = _field("gates.max_eager_decode_steps")
+    min_observed_decode_coverage: StrictFloat | None = _field("gates.min_observed_decode_coverage")
 
 
 class ServerConfig(_Strict):

@@ -187,6 +187,8 @@ SETTINGS: tuple[Setting, ...] = (
        "decode list as captured, on the simulated or logged running batch; 0..1).", "--min-decode-coverage", ge=0, le=1),
     _s("gates.max_eager_decode_steps", int, None, "Gate: most decode steps run eagerly (running batch above the largest captured "
        "decode size; a log's Decode batch lines count decode_log_interval steps each).", "--max-eager-decode-steps", ge=0, le=MAX_INT64),
+    _s("gates.min_observed_decode_coverage", float, None, "Gate (an SGLang server log whose Decode batch lines print the graph "
+       "verdict): least fraction of those lines the server ran in decode graphs (0..1).", "--min-observed-decode-coverage", ge=0, le=1),
 )
 """Every setting, in config order."""
 

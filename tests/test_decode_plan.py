@@ -314,3 +314,16 @@ def test_absurd_decode_sizes_are_refused_not_enumerated():
     server = decode_server(gpu_memory_mib=81559, tp_size=1)  # a log line's odd running batch, no request slots known
     rec, _ = recommend_decode(DecodeSteps.from_samples([3, 999_999_999]), server, DecodeCost(5.0, 0.025), None)
     assert rec is not None and rec.max_bs == MAX_RECOMMENDED_BS
+
+
+def test_replay_check_gates_the_observed_decode_share_of_a_log(tmp_path):
+    body = startup_lines(cp=1) + prefill_line(2048, 1)
+    body += "".join(f"[2026-11-02 10:00:01 TP0] Decode batch, #running-req: {n}, #token: 9120, token usage: 0.04, cuda graph: {g}, "
+                    "gen throughput (token/s): 1.0, #queue-req: 0\n" for n, g in [(30, True), (40, True), (300, False), (310, False)])
+    log = write_log(tmp_path / "server.log", body)
+    result = runner.invoke(app, ["replay-check", "-t", str(log), "--gpu", "H100", "--min-observed-decode-coverage", "0.9"],
+                           env={"CPBCG_WIDTH": "200"})
+    assert result.exit_code == 1 and "observed decode lines in graphs 50.00% is below the minimum 90.00%" in result.output, result.output
+    plain = write_log(tmp_path / "plain.log", startup_lines(cp=1) + prefill_line(2048, 1))
+    refused = runner.invoke(app, ["replay-check", "-t", str(plain), "--min-observed-decode-coverage", "0.9"])
+    assert refused.exit_code == 2 and "Decode batch lines print the graph verdict" in refused.output

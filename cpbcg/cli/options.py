@@ -317,6 +317,7 @@ class GateOptions(_SettingGroup):
     min_observed_coverage: Annotated[Any, SettingKey("gates.min_observed_coverage")] = None
     min_decode_coverage: Annotated[Any, SettingKey("gates.min_decode_coverage")] = None
     max_eager_decode_steps: Annotated[Any, SettingKey("gates.max_eager_decode_steps")] = None
+    min_observed_decode_coverage: Annotated[Any, SettingKey("gates.min_observed_decode_coverage")] = None
 
 
 def _typer_type(hint: Any) -> Any:

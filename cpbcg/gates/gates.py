@@ -11,6 +11,8 @@ A gate is a threshold on one number of an `Evaluation` (the same numbers `plan` 
 * `min_decode_coverage`: fraction of decode steps run in decode CUDA graphs (SGLang 0.5.23's
   decode list as captured, `cpbcg.engines.sglang.decode_plan`), `>=`;
 * `max_eager_decode_steps`: decode steps run eagerly (running batch above the captured max), `<=`;
+* `min_observed_decode_coverage` (an SGLang log whose `Decode batch` lines print the verdict):
+  fraction of those lines the server ran in decode graphs, `>=`;
 * `replay_verified` (only with `--replay N`): replays through freshly captured graphs whose
   output differed from eager, `<= 0`.
 
@@ -51,6 +53,8 @@ class Gates:
     """Least fraction of decode steps run in decode graphs."""
     max_eager_decode_steps: int | None = None
     """Most decode steps run eagerly."""
+    min_observed_decode_coverage: float | None = None
+    """Least fraction of a log's `Decode batch` lines (with a verdict) the server ran in decode graphs."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ def check_gates(ev: Evaluation, gates: Gates, observed: Any = None, decode: Any 
             raise ConfigError("min_observed_coverage: the trace is not an SGLang server log whose Prefill batch lines print "
                               "the graph verdict ('cuda graph: True|False', SGLang 2026-01 and later)")
         results.append(_at_least("min_observed_coverage", f"observed {observed.label} coverage", observed.coverage, gates.min_observed_coverage))
-    if gates.min_decode_coverage is not None or gates.max_eager_decode_steps is not None:
+    if gates.min_decode_coverage is not None or gates.max_eager_decode_steps is not None:  # the model's, on the traffic
         if decode is None:
             raise ConfigError("min_decode_coverage / max_eager_decode_steps: the trace has no decode steps (a request trace simulated "
                               "with decode, or an SGLang server log with Decode batch lines, has them)")
@@ -165,6 +169,13 @@ def check_gates(ev: Evaluation, gates: Gates, observed: Any = None, decode: Any 
         if gates.max_eager_decode_steps is not None:
             results.append(_at_most("max_eager_decode_steps", "eager decode steps", conf.eager_steps, gates.max_eager_decode_steps,
                                     "batches", detail))
+    if gates.min_observed_decode_coverage is not None:
+        seen = None if decode is None or decode.observed is None else decode.observed
+        if seen is None or not seen["with_verdict"]:
+            raise ConfigError("min_observed_decode_coverage: the trace is not an SGLang server log whose Decode batch lines print "
+                              "the graph verdict ('cuda graph: True|False')")
+        results.append(_at_least("min_observed_decode_coverage", "observed decode lines in graphs", seen["graph"] / seen["with_verdict"],
+                                 gates.min_observed_decode_coverage))
     return tuple(results)
 
 

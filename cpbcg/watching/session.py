@@ -529,7 +529,8 @@ class WatchSession:
     def _gate_window(self, server: _Server) -> None:
         assert server.resolved is not None and server.ring is not None
         stats = self._window(server, server.ring.last(self.options.window_forwards))
-        gates = replace(server.resolved.gates, min_decode_coverage=None, max_eager_decode_steps=None)  # decode: the whole run's (final)
+        gates = replace(server.resolved.gates, min_decode_coverage=None, max_eager_decode_steps=None,  # decode: the whole run's (final)
+                        min_observed_decode_coverage=None)
         if stats.observed is None:
             gates = replace(gates, min_observed_coverage=None)
         server.windows_gated += 1
