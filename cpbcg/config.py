@@ -73,6 +73,8 @@ class SchedulerConfig(_Strict):
     min_new_token_ratio_factor: StrictFloat = _field("scheduler.min_new_token_ratio_factor")
     new_token_ratio_decay_steps: StrictInt = _field("scheduler.new_token_ratio_decay_steps")
     clip_max_new_tokens: StrictInt = _field("scheduler.clip_max_new_tokens")
+    decode_graph_max_bs: StrictInt | None = _field("scheduler.decode_graph_max_bs")
+    eager_decode_factor: StrictFloat = _field("scheduler.eager_decode_factor")
 
     @field_validator("chunked_prefill_size", mode="before")
     @classmethod
@@ -125,7 +127,8 @@ class GateConfig(_Strict):
         from cpbcg.gates.gates import Gates  # imported here: only `replay-check` and `watch` gate
 
         return Gates(self.min_coverage, self.min_token_coverage, self.max_padding, {str(k): v for k, v in self.max_eager.items()},
-                     self.min_observed_coverage)
+                     self.min_observed_coverage, self.min_decode_coverage, self.max_eager_decode_steps,
+                     self.min_observed_decode_coverage)
 
     min_coverage: StrictFloat | None = _field("gates.min_coverage")
     min_token_coverage: StrictFloat | None = _field("gates.min_token_coverage")
@@ -134,6 +137,9 @@ class GateConfig(_Strict):
         Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity", "context_limit", "multimodal_input"], Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
     ] = Field(default_factory=dict, description="Most eager batches per reason.")
     min_observed_coverage: StrictFloat | None = _field("gates.min_observed_coverage")
+    min_decode_coverage: StrictFloat | None = _field("gates.min_decode_coverage")
+    max_eager_decode_steps: StrictInt | None = _field("gates.max_eager_decode_steps")
+    min_observed_decode_coverage: StrictFloat | None = _field("gates.min_observed_decode_coverage")
 
 
 class ServerConfig(_Strict):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Mapping, Sequence, TypedDict
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypedDict
 
 from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.plan_options import PlanOptions
 from cpbcg.outputs.console import OutputFormat
 from cpbcg.planner.optimise.guarantee import GuaranteeResult
-from cpbcg.api import guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
+from cpbcg.api import check_decode_flags, decode_guarantee, decode_plan, guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
 from cpbcg.commands.common import input_files, launch_resolver, load_model_rates, refuse_repeated, trace_paths
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
@@ -32,6 +32,9 @@ from cpbcg.planner.traces import ReadOptions
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.traces.text import display
 from cpbcg.planner.traffic import default_workers
+
+if TYPE_CHECKING:
+    from cpbcg.engines.sglang.decode_plan import DecodePlan
 
 
 def guarantee_request_count(deployment: Deployment, max_requests: int | None) -> int:
@@ -68,6 +71,8 @@ class PlanReport:
     """The command that writes the verdict's chosen list's SGLang flags (None without a verdict)."""
     memory: MemoryPreflight | None = None
     """The memory pre-flight of the verdict's chosen list (None without a verdict or with prefill graphs off)."""
+    decode: "DecodePlan | None" = None
+    """Decode graphs on the traffic's decode steps (`cpbcg.api.decode_plan`), None without decode steps."""
 
     @property
     def parts(self) -> tuple[PlanPart, ...]:
@@ -247,6 +252,9 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     for line in rec.notes if rec is not None else ():
         note(f"cpbcg: {line}" if line.startswith("warning:") else f"cpbcg: note: {line}")
     comparison = compare_recommendation(rec, deployment) if rec is not None and (request.compare or request.plot is not None) else None
+    decode = decode_plan(deployment, sources, parts, recommend=request.recommend)
+    for line in decode.notes if decode is not None else ():
+        note(f"cpbcg: note: decode graphs: {line}")
     header = {**report_header(deployment, source, paths[0] if len(paths) == 1 else None), **result.launch_header()}
     if len(paths) > 1:
         header["source"] = ", ".join(str(p) for p in paths)
@@ -256,7 +264,8 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         meta = {"source": header["source"], "bound": header["bound"], "cp_size": deployment.cp.cp_size,
                 "cp_strategy": deployment.cp.strategy.value, "max_padding_factor": deployment.max_padding_factor,
                 "cost_model": deployment.cost.to_dict()}
-        export = _export(exported, request.emit.value, deployment, meta, note)
+        decode_list = list(decode.recommended.batch_sizes) if decode is not None and decode.recommended is not None else None
+        export = _export(exported, request.emit.value, deployment, meta, note, decode_list)
     logs: tuple[LogObserved, ...] = ()
     if len(sources) == 1 and sources[0].log_summary is not None:
         logs = (LogObserved(display(first if first is not None else "-"), sources[0].log or LogSettings(), result.observed,
@@ -269,7 +278,7 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     verdict = rec.verdict if rec is not None else None
     command = None if verdict is None or verdict.deploy == "default" else flags_command(invocation, [str(p) for p in paths], verdict.deployed.num_buckets)
     memory = None if rec is None or verdict is None else memory_preflight(deployment, rec)
-    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources), command, memory)
+    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources), command, memory, decode)
 
 
 def memory_preflight(deployment: Deployment, rec: Recommendation) -> MemoryPreflight | None:
@@ -324,10 +333,11 @@ def flags_command(invocation: Sequence[str] | None, traces: Sequence[str | Path]
     return shlex.join(["cpbcg", "plan", *kept, "-k", str(num_buckets), "--emit", "sglang", "-o", FLAGS_FILE])
 
 
-def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
-    """`export_buckets`, with the note on the hardware SGLang's CP graphs need when server flags are
+def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None],
+            decode_bs: list[int] | None = None) -> str:
+    """`export_buckets` (with the recommended decode list `decode_bs`, when one is), with the note on the hardware SGLang's CP graphs need when server flags are
     exported, unless the resolved server is known to start with CP graphs (B200, non-MLA: nothing to warn of)."""
-    text = export_buckets(buckets, emit, deployment, metadata)
+    text = export_buckets(buckets, emit, deployment, metadata, decode_bs)
     if emit in ("sglang", "sglang-json") and deployment.server is not None:
         _refuse_what_sglang_refuses(text, emit, deployment.server)
     resolved_ok = deployment.server is not None and deployment.server.cp_graphs
@@ -380,6 +390,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
             if logs and all(one is not None for one in logs) else None
         said: list[str] = []
         deployment = load_plan_deployment(config, overrides, manifest_path, cost_given, said.append, log)
+        check_decode_flags(deployment)
         deployment, no_graph = _no_prefill_graph(deployment, request, config, overrides, manifest_path, cost_given, log, held)
         for line in said:
             held(line)
@@ -392,7 +403,11 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
             export = None
             if request.emit is not None:
                 limits = {"max_requests": result.limits.max_requests, "max_tokens": result.limits.max_tokens}
-                export = _export(result.buckets, request.emit.value, deployment, {"guarantee": limits}, held)
+                decode_bs = decode_guarantee(deployment) if request.guarantee else None
+                if decode_bs:
+                    held(f"cpbcg: note: decode graphs: {len(decode_bs)} sizes {decode_bs[0]}..{decode_bs[-1]} keep every running batch "
+                         f"up to --max-running-requests {deployment.scheduler.max_running_requests} in a decode graph (emitted)")
+                export = _export(result.buckets, request.emit.value, deployment, {"guarantee": limits}, held, decode_bs)
             return GuaranteeReport(deployment, result, export)
         resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
         report = plan_report(deployment, request, inputs, trace_format=trace_format, options=options, ignored_flags=ignored_flags,

@@ -9,7 +9,7 @@ from typing import Callable, Mapping
 from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.common import input_files, launch_resolver, load_model_rates
 from cpbcg.commands.replay_check_options import ReplayCheckOptions
-from cpbcg.api import check, load_config_and_deployment, server_check
+from cpbcg.api import check, check_decode_flags, load_config_and_deployment, server_check
 from cpbcg.errors import ConfigError, located
 from cpbcg.gates.gates import CheckReport, Gates, max_eager_overrides
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
@@ -78,6 +78,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     detected = None if trace_path is None else detect_input(trace_path, trace_format, options)  # detected once, its start-up output read once
     log = detected.log if detected is not None else None
     cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
+    check_decode_flags(deployment)
     for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ()), deployment.server):
         note(line)
     gates = cfg.gates.to_gates()

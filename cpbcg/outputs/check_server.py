@@ -10,6 +10,7 @@ from cpbcg.outputs.console import OutputFormat, assert_never, print_json, stdout
 if TYPE_CHECKING:
     from rich.console import Group
 
+    from cpbcg.engines.sglang.decode_plan import DecodeServer
     from cpbcg.planner.server import ResolvedServer
 
 
@@ -22,6 +23,10 @@ class VerdictView(Protocol):
     def captured(self) -> tuple[int, ...]: ...
     @property
     def capture_note(self) -> str | None: ...
+    @property
+    def decode(self) -> "DecodeServer | None": ...
+    @property
+    def decode_notes(self) -> tuple[str, ...]: ...
     def to_dict(self) -> dict[str, object]: ...
 
 
@@ -76,7 +81,14 @@ def render_verdict(verdict: VerdictView) -> "Group":
     cap = verdict.captured
     table.add_row("captured (CP, rounded)", f"{len(cap)} buckets {cap[0]}..{cap[-1]}" if cap else "none",
                   verdict.capture_note or ("as listed" if cap else "no CP graphs"))
+    d = verdict.decode
+    if d is not None:
+        table.add_row("decode graph list", f"{len(d.configured)} sizes {d.configured[0]}..{d.configured[-1]}", d.max_bs_rule)
+        dropped = f"; {list(d.dropped)} dropped (alignment {d.alignment}, request pool {d.request_pool})" if d.dropped else ""
+        table.add_row("decode captured", f"{len(d.captured)} sizes {d.captured[0]}..{d.captured[-1]}" if d.captured else "none",
+                      ("0.5.23 get_batch_sizes_to_capture" + dropped) if d.enabled else "decode graphs disabled")
     parts: list = [*lines, table]
+    parts += [Text(f"note: {n}") for n in verdict.decode_notes]
     parts += [Text(f"note: {n}") for n in r.notes]
     if r.not_modelled:
         parts.append(Text(f"not modelled (ignored): {', '.join(r.not_modelled)}"))
