@@ -186,7 +186,7 @@ def test_eager_decode_in_the_loop_lengthens_the_run():
 
 
 def test_decode_graphs_off_and_a_given_decode_list():
-    off = plan_json("-t", MOONCAKE, "--no-recommend", "--server-args", "--disable-cuda-graph")["decode"]
+    off = plan_json("-t", MOONCAKE, "--no-recommend", "--server-args", "--cuda-graph-backend-decode disabled")["decode"]
     assert off["server"]["enabled"] is False and off["configured"]["graph_steps"] == 0 and off["configured"]["eager_steps"] > 0
     given = plan_json("-t", MOONCAKE, "--no-recommend", "--server-args", "--cuda-graph-bs-decode 4 8 300")["decode"]
     assert given["server"]["captured"] == [4, 8, 300] and given["server"]["max_bs_rule"] == "max of --cuda-graph-bs-decode"

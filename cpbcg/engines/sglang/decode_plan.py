@@ -339,12 +339,23 @@ def decode_server_of(deployment: Any) -> tuple[DecodeServer, tuple[str, ...]]:
     enabled = not (_flag_on(_given(server, "disable_cuda_graph")) or _flag_on(_given(server, "disable_decode_cuda_graph"))
                    or (backend is not None and str(backend) == "disabled")
                    or (_given(server, "disaggregation_mode") == "prefill" and backend is None))  # apply_cuda_graph_disaggregation_roles
-    result = decode_server(gpu_memory_mib=gpu.memory_mib, tp_size=tp, attn_cp_size=attn_cp,
-                           max_running_requests=sched.max_running_requests, request_pool=sched.request_slots,
-                           max_bs=None if max_bs is None else _int_of("--cuda-graph-max-bs-decode", max_bs), bs=bs,
-                           speculative=_given(server, "speculative_algorithm") is not None,
-                           disable_padding=_flag_on(_given(server, "disable_cuda_graph_padding")),
-                           two_batch_overlap=_flag_on(_given(server, "enable_two_batch_overlap")), enabled=enabled)
+    given = dict(gpu_memory_mib=gpu.memory_mib, tp_size=tp, attn_cp_size=attn_cp,
+                 max_running_requests=sched.max_running_requests, request_pool=sched.request_slots,
+                 max_bs=None if max_bs is None else _int_of("--cuda-graph-max-bs-decode", max_bs), bs=bs,
+                 speculative=_given(server, "speculative_algorithm") is not None,
+                 disable_padding=_flag_on(_given(server, "disable_cuda_graph_padding")),
+                 two_batch_overlap=_flag_on(_given(server, "enable_two_batch_overlap")))
+    try:
+        result = decode_server(**given, enabled=enabled)
+    except ValueError as exc:
+        if bs is not None or max_bs is not None:
+            raise  # the operator's decode flags: refused as 0.5.23 refuses them
+        # 0.5.23's own default list, none of which survives the alignment (an attention CP size
+        # above the default max_bs): its decode capture asserts; planned as no decode graphs, said
+        off = decode_server(**given, enabled=False)
+        result = replace(off, max_bs_rule=f"none captured: {exc}")
+        notes.append(f"decode graphs: {exc}: 0.5.23's decode capture asserts (get_batch_sizes_to_capture) with its default list "
+                     f"at this attention CP size; give --cuda-graph-bs-decode in multiples of {off.alignment}, or decode runs eagerly")
     if _given(server, "speculative_algorithm") is not None and result.alignment > 1:
         notes.append("speculative decoding: the capture filter's width (tokens per request in a verify graph) is not modelled; "
                      "1 assumed, so sizes 0.5.23 drops for alignment may be shown as captured")
