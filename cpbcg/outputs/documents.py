@@ -153,8 +153,8 @@ def guarantee_document(deployment: Deployment, result: GuaranteeResult) -> dict[
 def check_document(report: CheckReport, simulation: dict[str, Any] | None = None) -> dict[str, Any]:
     """`replay-check --json`: the header, `simulation` (request traces: the scheduler summary, as
     in `plan --format json`) and evaluation keys of `plan --format json`, then `passed`, `gates`
-    (each with measured value, threshold and message), `replays` and, for an SGLang server log
-    that prints the graph verdict, `observed`."""
+    (each with measured value, threshold and message), `replays`, for an SGLang server log
+    that prints the graph verdict, `observed`, and with decode steps `decode` (as in `plan`)."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         **report.header,
@@ -168,6 +168,12 @@ def check_document(report: CheckReport, simulation: dict[str, Any] | None = None
         doc["launches"] = launch_plans_document(report.launches)
     if report.observed is not None:
         doc["observed"] = report.observed.to_dict()
+    default = report.default_evaluation
+    doc["against_default"] = None if default is None else {
+        "buckets": len(default.buckets), "coverage": default.coverage, "padding": default.padding_overhead,
+        "costs_more": list(report.against_default)}
+    if report.decode is not None:
+        doc["decode"] = report.decode.to_dict()
     return doc
 
 
@@ -183,7 +189,7 @@ def simulation_summary(source: BatchSource) -> dict[str, Any] | None:
         "trace_format": getattr(kind, "value", kind),
         "arrivals": "poisson" if s.synthetic_arrivals else "timestamps",
         "scheduler": dataclasses.asdict(sim.cfg),
-        **dataclasses.asdict(s),
+        **{k: v for k, v in dataclasses.asdict(s).items() if k != "decode_batches"},  # the plan's `decode` block has them
         "skipped_rows": 0 if source.read_notes is None else source.read_notes.skipped_rows,
         "first_skipped_line": None if source.read_notes is None else source.read_notes.first_skipped_line,
         "busy_fraction": s.busy_s / s.simulated_s if s.simulated_s else 0.0,
@@ -304,6 +310,6 @@ def observed_document(observed: Any, log: Any) -> dict[str, Any] | None:
     if log is not None and log.capture is not None:
         c = log.capture
         doc["capture"] = {"bucket_gb": {str(b): gb for b, gb in sorted(c.bucket_gb.items())}, "total_gb": c.total_gb,
-                          "capture_s": c.capture_s, "line": c.total_line or None,
+                          "capture_s": c.capture_s, "line": c.total_line or None, "backend": c.backend or None,
                           "source": f"measured on {c.date or 'an undated day'} by the log {log.path}"}
     return doc
