@@ -97,6 +97,9 @@ def test_write_cache_puts_the_compiled_loop_in_numbas_cache_beside_kernel_py():
 
     path = Path(kernel.write_cache())
     assert path == Path(kernel.__file__).parent / "__pycache__"
+    for _ in Simulation((), SchedulerSettings(), compiled=True):  # a simulation's arguments: the same types, no second compile
+        pass
+    assert len(kernel.run.signatures) == 1
     for name in ("run", "_advance", "_heap_pop", "_heap_push", "_held_at", "_join", "_kv_now"):  # numba names an index by function and line
         line = getattr(kernel, name).py_func.__code__.co_firstlineno
         assert list(path.glob(f"kernel.{name}-{line}.*.nbi")), name

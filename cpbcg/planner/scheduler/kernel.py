@@ -422,14 +422,14 @@ def write_cache() -> str:
     def ints(n: int) -> Ints:
         return np.zeros(n, dtype=np.int64)
 
-    cfg = ints(10)
+    cfg = ints(GRAPH_MAX_BS + 1)
     cfg[PAGE], cfg[OUT_LIMIT] = 1, 1
-    for limit in (CHUNK_BUDGET, REQUEST_LIMIT, SLOTS, POOL):
+    for limit in (CHUNK_BUDGET, REQUEST_LIMIT, SLOTS, POOL, GRAPH_MAX_BS):
         cfg[limit] = NO_LIMIT
     floats = np.zeros(NUM_FLOATS, dtype=np.float64)
-    status = run(cfg, np.ones(7, dtype=np.float64), ints(NUM_INTS), floats, ints(1), ints(2), ints(2), ints(2), ints(2),
+    status = run(cfg, np.ones(8, dtype=np.float64), ints(NUM_INTS), floats, ints(1), ints(2), ints(2), ints(2), ints(2),
                  np.zeros(0, dtype=np.float64), ints(0), ints(0), ints(0), 0, True, ints(1), ints(1), ints(1),
-                 np.zeros(1, dtype=bool))
+                 np.zeros(1, dtype=bool), ints(1))
     if status != DONE:
         raise RuntimeError(f"the empty warm-up run ended with status {status}, not DONE")
     dispatcher: Any = run  # numba's dispatcher (the function itself to mypy)
