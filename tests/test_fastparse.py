@@ -5,6 +5,7 @@ import json
 import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypothesis_sizes import examples
 
 import numpy as np
 
@@ -86,7 +87,7 @@ def test_requires_trailing_newline():
     assert parse_canonical(b"[1, 2]") is None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     rows=st.lists(
         st.tuples(
@@ -120,7 +121,7 @@ _CANONICAL_LINES = st.lists(st.integers(0, 10**6), min_size=1, max_size=6).flatm
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     lines=st.lists(_CANONICAL_LINES, min_size=1, max_size=12),
     edits=st.lists(st.tuples(st.integers(0, 10**4), st.sampled_from(list(b' ,0123456789[]{}":\nax-.'))), max_size=3),

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypothesis_sizes import examples
 
 from cpbcg.errors import ConfigError, TraceError
 from cpbcg.planner.model.layout import (
@@ -96,7 +97,7 @@ def _reference_rank_tokens(batch, cp):
 batches_strategy = st.lists(st.lists(st.integers(1, 5000), min_size=1, max_size=12), min_size=1, max_size=20)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(batches=batches_strategy, cp=st.integers(1, 8), strategy=st.sampled_from(list(CPStrategy)))
 def test_every_token_lands_on_exactly_one_rank(batches, cp, strategy):
     layout = CPLayout(cp, strategy)
@@ -107,7 +108,7 @@ def test_every_token_lands_on_exactly_one_rank(batches, cp, strategy):
         assert per_rank.tolist() == [_reference_rank_tokens(b, cp) for b in batches]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(batches=batches_strategy, cp=st.integers(2, 8), strategy=st.sampled_from(list(CPStrategy)))
 def test_rows_never_exceed_worst_case_bound(batches, cp, strategy):
     layout = CPLayout(cp, strategy)
@@ -116,7 +117,7 @@ def test_rows_never_exceed_worst_case_bound(batches, cp, strategy):
     assert np.all(local_rows(bs, layout) <= bound)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     cp=st.integers(2, 8),
     bases=st.lists(st.integers(1, 400), min_size=1, max_size=10),

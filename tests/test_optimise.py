@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypothesis_sizes import examples
 
 from cpbcg.config import CostConfig
 from cpbcg.errors import ConfigError, ModelError
@@ -126,7 +127,7 @@ def oracle_best(batches, counts, cp, cost, k_top, max_tokens, factor, objective,
 batch_lists = st.lists(st.lists(st.integers(1, 28), min_size=1, max_size=3), min_size=1, max_size=6)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     batches=batch_lists,
     counts=st.lists(st.integers(1, 5), min_size=6, max_size=6),
@@ -447,7 +448,7 @@ def test_histogram_matches_add_at_on_large_int64_sums():
     assert np.array_equal(transition_costs.histogram(index, values.astype(np.float64), 50), np.bincount(index, values.astype(np.float64), 50))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     batches=batch_lists,
     counts=st.lists(st.integers(1, 5), min_size=6, max_size=6),

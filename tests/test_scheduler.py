@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis_sizes import examples
 from hypothesis import strategies as st
 
 from cpbcg.config import SchedulerConfig
@@ -136,7 +137,7 @@ def test_poisson_arrivals_are_seeded():
     assert sum(b.num_batches for b in slow) == 200  # idle server: one request per forward
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     lengths=st.lists(st.integers(1, 3000), min_size=1, max_size=40),
     gaps=st.lists(st.floats(0, 0.2), min_size=40, max_size=40),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis_sizes import examples
 from hypothesis import strategies as st
 
 from cpbcg.config import SchedulerConfig
@@ -250,7 +251,7 @@ def test_config_refuses_bad_scheduler_values(overrides, message):
         SchedulerSettings(chunked_prefill_size=8, page_size=16)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     lengths=st.lists(st.integers(1, 3000), min_size=1, max_size=30),
     outputs=st.lists(st.integers(1, 300), min_size=30, max_size=30),
@@ -346,7 +347,7 @@ def _oracle_forwards(lengths: list[int], chunk: int, max_prefill: int, page: int
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     lengths=st.lists(st.integers(1, 20000), min_size=1, max_size=25),
     chunk=st.sampled_from([256, 1000, 4096, 8192]),

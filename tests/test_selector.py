@@ -2,6 +2,7 @@
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
+from hypothesis_sizes import examples
 
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import EAGER_REASONS, GRAPH, BucketTable, EagerReason, select_buckets, select_one
@@ -71,7 +72,7 @@ def instances(draw):
     return caps, n, rows, factor, draw(st.booleans())
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(instances())
 def test_vectorised_matches_plain_loop_and_stays_in_window(instance):
     caps, n, rows, factor, active = instance
@@ -83,7 +84,7 @@ def test_vectorised_matches_plain_loop_and_stays_in_window(instance):
         assert reason is not None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(instances(), st.integers(8, 450), st.integers(1, 450))
 def test_adding_a_bucket_never_lowers_coverage(instance, extra, extra_cap):
     caps, n, rows, factor, active = instance

@@ -31,6 +31,7 @@ from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis_sizes import examples
 from hypothesis import strategies as st
 
 from cpbcg.planner.hardware import GPUS, MLA_ARCHITECTURES, ModelSpec, uses_mla
@@ -347,7 +348,7 @@ def deployments(draw):
     return flags, model, gpu
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=examples(2000), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=deployments())
 def test_cpbcg_resolves_as_sglang_does(sglang_wheel, monkeypatch, case):
     flags, model, gpu = case

@@ -8,6 +8,7 @@ import numpy as np
 import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
+from hypothesis_sizes import examples
 from typer.testing import CliRunner
 
 from cpbcg import api
@@ -268,7 +269,7 @@ def test_request_lines_become_a_request_trace(tmp_path):
     assert "simulated" in result.stderr and orjson.loads(result.stdout)["cp_size"] == 1
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.data())
 def test_any_interleaving_of_printers_keeps_each_dp_ranks_forwards_once(tmp_path_factory, data):
     dp_ranks = data.draw(st.integers(1, 3))

@@ -4,6 +4,7 @@ grid's on every instance, its size follows the trace's distinct forwards, not th
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis_sizes import examples
 
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.evaluate import Demand
@@ -25,7 +26,7 @@ modes = st.sampled_from([(1, CPStrategy.zigzag), (2, CPStrategy.zigzag), (3, CPS
                          (2, CPStrategy.interleave), (4, CPStrategy.interleave)])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(mode=modes, spec=layouts, top=st.integers(1, 400), step=st.sampled_from([1, 2, 5, 16]),
        extras=st.lists(st.integers(1, 420), max_size=3))
 def test_lattice_walks_the_dense_grid(mode, spec, top, step, extras):
@@ -44,7 +45,7 @@ def test_lattice_walks_the_dense_grid(mode, spec, top, step, extras):
     assert lattice.largest() == (int(dense[-1]) if len(dense) else -1)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     batches=st.lists(st.lists(st.integers(1, 90), min_size=1, max_size=3), min_size=1, max_size=8),
     mode=modes, spec=layouts, cost=st.sampled_from(COSTS), k=st.integers(1, 5),
