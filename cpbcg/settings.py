@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from cpbcg.planner.choices import TRACE_FORMAT_NAMES, CaptureLayout, CPStrategy, EmitFormat, Fold, Objective, trace_format_name
+from cpbcg.planner.choices import TRACE_FORMAT_NAMES, CaptureLayout, CPStrategy, EmitFormat, Fold, Objective, emit_choices, emit_help, trace_format_name
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 __all__ = [
     "CAPTURE_DEFAULT_BUCKETS", "CPStrategy", "CaptureLayout", "EmitFormat", "Fold", "MAX_BUCKET_TOKENS", "MAX_INT32",
-    "MAX_INT64", "Objective", "SETTINGS", "SGLANG_VERSION", "Setting", "TRACE_FORMAT_NAMES", "parse_load_factors", "setting",
-    "trace_format_name",
+    "MAX_INT64", "Objective", "SETTINGS", "SGLANG_VERSION", "Setting", "TRACE_FORMAT_NAMES", "emit_choices", "emit_help",
+    "parse_load_factors", "setting", "trace_format_name",
 ]
 
 MAX_INT32 = 2**31 - 1
@@ -236,6 +236,10 @@ class Flag:
     """A `str -> value` function (`ValueError` with the reason for a bad text)."""
     show_default: bool = True
     """False: the help says the default itself (or there is none to show)."""
+    refused_under: tuple[str, ...] | None = None
+    """The command's modes that refuse the option when it is given (`cpbcg plan`: `--no-recommend`,
+    `--guarantee`); () = every mode takes it. A command with modes leaves no option at None (a test
+    checks), so a new option is classified where it is declared (`cpbcg.commands.plan_options.refused`)."""
 
 
 @dataclass(frozen=True)
