@@ -349,3 +349,16 @@ def test_disagreement_reasons_per_case_equal_a_per_forward_reading():
     reasons = {w for _, why in errors for w in why} | set(explained)
     short = "a request shorter than 2*cp_size (lengths not in the log)"
     assert "worst-case rows: the log has no extend lengths" in reasons and 0 < explained[short] < len(eager) and assumed_errors > 0
+
+
+def test_the_log_timestamp_pattern_is_written_once():
+    # every SGLang log pattern is built on `sglang_settings.TIMESTAMP` (8 copies in 4 files once);
+    # csv_table's anchored ISO time of a CSV column is the one other date-time pattern
+    from pathlib import Path
+
+    import cpbcg
+
+    literal = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"
+    found = {str(p.relative_to(Path(cpbcg.__file__).parent)): p.read_text().count(literal)
+             for p in Path(cpbcg.__file__).parent.rglob("*.py") if literal in p.read_text()}
+    assert found == {"planner/traces/sglang_settings.py": 1, "planner/traces/csv_table.py": 1}
