@@ -27,6 +27,7 @@ from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
 from cpbcg.planner.server import Given, Refusal, ResolvedServer, check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
 from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.planner.sglang_args import SERVER_ARGS
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler.settings import SchedulerSettings, largest_forward_tokens
@@ -474,12 +475,7 @@ def _show(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-SERVER_KEYS = {
-    "cp_size": "attn_cp_size", "tp_size": "tp_size", "cp_strategy": "cp_strategy", "scheduler.page_size": "page_size",
-    "scheduler.chunked_prefill_size": "chunked_prefill_size", "scheduler.max_prefill_tokens": "max_prefill_tokens",
-    "scheduler.prefill_max_requests": "prefill_max_requests", "scheduler.max_running_requests": "max_running_requests",
-    "scheduler.max_total_tokens": "max_total_tokens", "scheduler.enable_mixed_chunk": "enable_mixed_chunk",
-}
+SERVER_KEYS = {arg.key: arg.field for arg in SERVER_ARGS}
 """Config keys that are SGLang server arguments, and the 0.5.23 field each is."""
 
 

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from cpbcg.planner.choices import TRACE_FORMAT_NAMES, CaptureLayout, CPStrategy, EmitFormat, Fold, Objective, emit_choices, emit_help, trace_format_name
+from cpbcg.planner.sglang_args import BY_KEY as SERVER_ARG_BY_KEY
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 __all__ = [
@@ -66,6 +67,13 @@ class Setting:
     flag_kind: type | None = None
     """Type the command line reads when it differs from `kind` (`--time-scale` takes a text list
     of load factors; its config key is one number). Bounds are then checked by the reader."""
+
+    @property
+    def sglang_flag(self) -> str | None:
+        """The SGLang 0.5.23 launch flag this setting is (`--attn-cp-size` for `cp_size`), from its
+        one declaration as a server argument (`cpbcg.planner.sglang_args.SERVER_ARGS`); None: not one."""
+        arg = SERVER_ARG_BY_KEY.get(self.key)
+        return None if arg is None else arg.flag
 
     def field_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of the config's `pydantic.Field` (default, bounds, description)."""
@@ -259,5 +267,5 @@ class Argument:
 
 CONFIG_FLAG = Flag(("--config", "-c"), CONFIG_HELP, show_default=False)
 """`--config`, the one declaration every command that reads a deployment config puts on its field."""
-FORMAT_FLAG = Flag(("--format", "-f"), "table for people, json for machines.")
+FORMAT_FLAG = Flag(("--format", "-f"), "table for people, json for machines.", refused_under=())
 """`--format` (`cpbcg.outputs.console.OutputFormat`), the one declaration every command with a `--format` puts on its field."""

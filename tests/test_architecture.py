@@ -382,7 +382,7 @@ def test_the_cycle_check_sees_type_only_imports():
 
 
 PLANNER_WINGS = [
-    ("base", {"arrays", "choices", "words", "sglang_release", "hardware"}),
+    ("base", {"arrays", "choices", "words", "sglang_release", "sglang_args", "hardware"}),
     ("model", {"model"}),
     ("traces", {"traces"}),
     ("scheduler", {"scheduler"}),

@@ -9,7 +9,7 @@ option is one field here plus its consumer (the recommendation's: `RecommendSett
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -37,7 +37,7 @@ class PlanOptions:
     """Everything `cpbcg plan` takes besides the shared deployment, trace, scheduler and cost
     groups: the output, the recommendation's settings, guarantee mode, the exports and the jobs."""
 
-    output_format: Annotated[OutputFormat, replace(FORMAT_FLAG, refused_under=())] = OutputFormat.table
+    output_format: Annotated[OutputFormat, FORMAT_FLAG] = OutputFormat.table
     no_recommend: Annotated[bool, Flag(("--no-recommend",), "Only evaluate the configured list (no recommendation).", refused_under=())] = False
     max_buckets: Annotated[Optional[int], Flag(("--max-buckets", "-k"), "Buckets in the recommended list. [default: as many capturable buckets as the configured list]", ge=1, le=512, show_default=False, refused_under=("--no-recommend", "--guarantee"))] = None
     target_coverage: Annotated[Optional[float], Flag(("--target-coverage",), "Recommend the fewest buckets (up to --max-buckets) that replay at least this fraction of forwards in graphs, e.g. 0.99: capture time and graph memory grow with the count.  [0<x<=1]", parser=coverage_fraction, metavar="FRACTION", show_default=False, refused_under=("--no-recommend", "--guarantee"))] = None
