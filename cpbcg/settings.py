@@ -97,7 +97,14 @@ class Setting:
         return f"{self.help} [default: {shown}{note}]"
 
 
+SGLANG_FLAG = "<the SGLang flag>"
+"""A setting's `flag` that is the SGLang server argument's own (`--chunked-prefill-size`): taken from
+its one declaration (`cpbcg.planner.sglang_args.SERVER_ARGS`), not spelled again."""
+
+
 def _s(key: str, kind: type, default: Any, help: str, flag: str | None = None, **kw: Any) -> Setting:
+    if flag == SGLANG_FLAG:
+        flag = SERVER_ARG_BY_KEY[key].flag
     return Setting(key, kind, default, help, flag, **kw)
 
 
@@ -106,7 +113,7 @@ _COST_NOTE = "fitted to public measurements for Llama-3.1-70B on B200 at TP 4; -
 SETTINGS: tuple[Setting, ...] = (
     # deployment (SGLang's server arguments)
     _s("cp_size", int, 4, "CP ranks (SGLang --attn-cp-size).", "--cp-size", ge=1, le=1024),
-    _s("cp_strategy", CPStrategy, CPStrategy.zigzag, "CP split strategy (SGLang --cp-strategy).", "--cp-strategy"),
+    _s("cp_strategy", CPStrategy, CPStrategy.zigzag, "CP split strategy (SGLang --cp-strategy).", SGLANG_FLAG),
     _s("tp_size", int, None, "SGLang --tp-size; must equal cp_size.", ge=1, le=1024, default_text="cp_size"),
     _s("align_size", int, None, "Row alignment.", "--align-size", ge=1, le=MAX_BUCKET_TOKENS,
        default_text="2*cp_size for zigzag, cp_size for interleave"),
@@ -135,14 +142,14 @@ SETTINGS: tuple[Setting, ...] = (
        "--gpu", default_text="B200 (assumed: SM100, where 0.5.23 runs zigzag CP graphs)"),
     # the scheduler simulation (docs/scheduler.md)
     _s("scheduler.chunked_prefill_size", int, 8192, "Chunk budget per prefill forward in tokens; -1 disables chunking "
-       "(SGLang --chunked-prefill-size); at most the largest bucket, as the default list follows it.", "--chunked-prefill-size",
+       "(SGLang --chunked-prefill-size); at most the largest bucket, as the default list follows it.", SGLANG_FLAG,
        ge=-1, le=MAX_BUCKET_TOKENS, default_text="SGLang 0.5.23's for the GPU: 16384 on B200/GB200/B300/GB300, 8192 on H100/H200"),
     _s("scheduler.max_prefill_tokens", int, 16384, "Token budget of one prefill forward (SGLang --max-prefill-tokens).",
-       "--max-prefill-tokens", ge=1, le=MAX_BUCKET_TOKENS),
+       SGLANG_FLAG, ge=1, le=MAX_BUCKET_TOKENS),
     _s("scheduler.prefill_max_requests", int, None, "Most requests in one prefill forward (SGLang --prefill-max-requests).",
-       "--prefill-max-requests", ge=1, le=MAX_INT32, default_text="unlimited"),
+       SGLANG_FLAG, ge=1, le=MAX_INT32, default_text="unlimited"),
     _s("scheduler.max_running_requests", int, None, "Request slots: requests decoding plus those of the forward being formed "
-       "(with --no-decode it caps the requests of one forward).", "--max-running-requests", ge=1, le=MAX_INT32,
+       "(with --no-decode it caps the requests of one forward).", SGLANG_FLAG, ge=1, le=MAX_INT32,
        default_text="min(max_total_tokens // 2, 4096) with decode, unlimited without"),
     _s("scheduler.prefix_cache", str, "off", "Prefix cache over hash_ids (512-token blocks): off, unlimited, or a size in tokens (LRU).",
        "--prefix-cache"),
@@ -157,12 +164,12 @@ SETTINGS: tuple[Setting, ...] = (
     _s("scheduler.decode", bool, True, "Simulate decode (request slots, KV pool, decode steps between prefills); --no-decode "
        "keeps the prefill-only model.", "--decode", off_flag="--no-decode"),
     _s("scheduler.page_size", int, 1, "KV page size in tokens; charges are page-rounded and chunks cut to a page boundary "
-       "(SGLang --page-size; SGLang 0.5.23 raises it to what the attention backend takes).", "--page-size", ge=1, le=1 << 20,
+       "(SGLang --page-size; SGLang 0.5.23 raises it to what the attention backend takes).", SGLANG_FLAG, ge=1, le=1 << 20,
        default_text="SGLang 0.5.23's for the backend: 64 with trtllm_mha, else 1"),
     _s("scheduler.max_total_tokens", int, 1 << 20, "KV pool in tokens, with decode (SGLang --max-total-tokens); null in a "
-       "config = unbounded.", "--max-total-tokens", ge=1, le=2**62),
+       "config = unbounded.", SGLANG_FLAG, ge=1, le=2**62),
     _s("scheduler.enable_mixed_chunk", bool, False, "Run the decode tokens of running requests inside prefill forwards "
-       "(SGLang --enable-mixed-chunk).", "--enable-mixed-chunk", off_flag="--no-mixed-chunk"),
+       "(SGLang --enable-mixed-chunk).", SGLANG_FLAG, off_flag="--no-mixed-chunk"),
     _s("scheduler.default_output_tokens", int, 256, "Output length for requests whose trace has none (tokens).",
        "--default-output-tokens", ge=1, le=1 << 31),
     _s("scheduler.decode_fixed_ms", float, None, "Fixed time of one decode step (ms).", "--decode-fixed-ms", ge=0, le=1e6,

@@ -65,3 +65,22 @@ def test_a_server_argument_added_to_the_table_reaches_config_flags_and_declarati
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["max_total_tokens", "scheduler.max_total_tokens", "--max-total-tokens", "4096", "--max-total-tokens"]
+
+
+def test_the_assumed_settings_name_the_declared_options():
+    # a log comparison's "assumed: ... --OPTION sets it" names each setting's declared option
+    from cpbcg.planner.observed import ASSUMED_OPTIONS
+
+    assert ASSUMED_OPTIONS == {key: setting(key).flag for key in ASSUMED_OPTIONS}
+
+
+def test_a_server_argument_flag_is_spelled_once():
+    # `--chunked-prefill-size` is derived from its one declaration (sglang_args: the field's name)
+    # everywhere but 0.5.23's flag table (data) and planner/server.py (issue 39 restructures it)
+    from pathlib import Path
+
+    import cpbcg
+
+    root = Path(cpbcg.__file__).parent
+    spelled = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if '"--chunked-prefill-size"' in p.read_text())
+    assert spelled == ["engines/sglang/launch.py", "planner/server.py"]
