@@ -44,7 +44,7 @@ from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.window import (ForwardRing, LaunchSetup, RunTally, Window, WindowGain, WindowStats, rank_window, take, window_gain,
                                   window_stats)
 from cpbcg.watching.options import WatchOptions
-from cpbcg.watching.scrape import SglangMetrics, scrape
+from cpbcg.engines.sglang.metrics import SglangMetrics, scrape
 from cpbcg.engines.sglang.logs.lines import LogLines
 
 
