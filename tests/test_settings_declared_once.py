@@ -84,3 +84,20 @@ def test_a_server_argument_flag_is_spelled_once():
     root = Path(cpbcg.__file__).parent
     spelled = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if '"--chunked-prefill-size"' in p.read_text())
     assert spelled == ["engines/sglang/launch.py", "planner/server.py"]
+
+
+def test_a_scheduler_setting_is_everywhere_it_must_be_or_nowhere():
+    # a setting declared in settings.py but missing from one of the three places that still name
+    # it (the config model, the CLI group, the planner's SchedulerSettings) once made
+    # `cpbcg plan` die with a TypeError traceback: here it fails naming the file to edit
+    import dataclasses
+
+    from cpbcg.cli.options import SchedulerOptions
+    from cpbcg.config import SchedulerConfig
+    from cpbcg.planner.scheduler.settings import SchedulerSettings
+
+    declared = {s.key.partition(".")[2] for s in SETTINGS if s.key.startswith("scheduler.")}
+    with_flag = {s.key.partition(".")[2] for s in SETTINGS if s.key.startswith("scheduler.") and s.flag}
+    assert set(SchedulerConfig.model_fields) == declared, "cpbcg/config.py SchedulerConfig"
+    assert {f.name for f in dataclasses.fields(SchedulerSettings)} == declared, "cpbcg/planner/scheduler/settings.py SchedulerSettings"
+    assert {f.name for f in dataclasses.fields(SchedulerOptions)} == with_flag, "cpbcg/cli/options.py SchedulerOptions"
