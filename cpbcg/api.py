@@ -398,11 +398,16 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
           max_eager: list[str] | None = None, metrics_urls: Sequence[str] = (), serve_metrics: str | None = None,
           baseline_trace: str | Path | None = None, on_snapshot: Callable[[WatchSnapshot], None] | None = None,
           note: Callable[[str], None] = lambda text: None,
-          launch_notes: Callable[[LogSettings, Mapping[str, object], Sequence[AssumedSetting]], Sequence[str]] | None = None) -> WatchReport:
+          launch_notes: Callable[[LogSettings, Mapping[str, object], Sequence[AssumedSetting]], Sequence[str]] | None = None,
+          instances: Sequence[str] = (), from_end: bool = False, since: str | None = None) -> WatchReport:
     """`cpbcg watch`: follow running servers' logs (`-`: standard input) and judge their prefill
     graphs over the run and rolling windows (`cpbcg.watching.session`). Each server runs under the
     config, its log's start-up settings and `overrides` (the layers `plan` reads a log with), and
-    is gated by the config's `gates:`, `overrides` and `max_eager`. `baseline_trace`: the trace
+    is gated by the config's `gates:`, `overrides` and `max_eager`. `instances`: each log's replica
+    (the metrics' `instance` label; default `cpbcg.watching.options.default_instance()`);
+    `from_end` / `since`: judge only what is written after the start, or from a time on. Called from
+    the main thread, SIGTERM and SIGINT end the run with its report (`stopped_by` `terminated`,
+    `interrupted`); the previous handlers are restored after. `baseline_trace`: the trace
     the list was planned on (any format `plan` reads), for drift. `launch_notes(log, overrides,
     assumed)`: the lines `note` receives as each launch is resolved (what its log states and what
     is assumed; the CLI's are `cpbcg.outputs.notes.launch_notes`). Raises `ConfigError`, `TraceError`."""
@@ -435,4 +440,5 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
 
     return watch_logs(logs, resolve, options, metrics_urls=metrics_urls, serve_metrics=serve_metrics,
                       baseline=baseline if baseline_trace is not None else None, on_snapshot=on_snapshot, note=note,
-                      baseline_trace_is_stdin=baseline_trace is not None and is_stdin(baseline_trace))
+                      baseline_trace_is_stdin=baseline_trace is not None and is_stdin(baseline_trace), instances=instances,
+                      from_end=from_end, since=since)
