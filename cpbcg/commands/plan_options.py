@@ -9,6 +9,7 @@ option is one field here plus its consumer (the recommendation's: `RecommendSett
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -90,6 +91,7 @@ class PlanOptions:
         )
 
 
+@functools.cache
 def option_flag(name: str) -> Flag:
     """The `Flag` declared on `PlanOptions.<name>`."""
     import typing
