@@ -30,7 +30,7 @@ from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.costs.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeResult, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings
-from cpbcg.planner.plan import PlanResult, plan as _plan, plan_launches, plan_traffic
+from cpbcg.planner.plan import AgainstDefault, PlanResult, plan as _plan, plan_launches, plan_traffic
 from cpbcg.planner.traffic import TrafficJob, load_jobs, request_profile, simulated_loads, untimed_rates
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally, assumed_settings
 from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -332,8 +332,10 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
     if replay and source.is_bound:
         raise ConfigError(f"{describe_source(trace_path)}: an SGLang server log gives forward sizes, not extend lengths: nothing to replay through graphs")
     several = simulated_loads(source, rates) > 1
-    planned = (plan([source], deployment, None, table, on_chunk, rates=rates, progress=progress) if several
-               else _observed_plan(source, deployment, None, table if manifest is not None else None, on_chunk,
+    against = AgainstDefault(deployment)
+    tapped = against.tap(on_chunk)
+    planned = (plan([source], deployment, None, table, tapped, rates=rates, progress=progress) if several
+               else _observed_plan(source, deployment, None, table if manifest is not None else None, tapped,
                                    None if manifest is not None else resolve_launch))
     ev = planned.evaluation
     header = {**report_header(planned.deployment or deployment, source, trace_path), **planned.launch_header()}  # a log's last launch (`PlanResult.launch_header`)
@@ -347,7 +349,8 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
                                        deployment.max_padding_factor, replay)
         replays = _replay(sampled, deployment)
         results += (replay_gate(replays),)
-    return CheckReport(header, ev, results, replays, planned.observed, parts=parts, launches=planned.launches), source
+    return CheckReport(header, ev, results, replays, planned.observed, parts=parts, launches=planned.launches,
+                       default_evaluation=against.result(ev), against_default=against.flags(ev)), source
 
 
 def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRecord, ...]:

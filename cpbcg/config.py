@@ -198,7 +198,7 @@ class DeploymentConfig(_Strict):
         server = self._server
         model = server.model if server is not None and not server.model_assumed else None
         gpu = server.gpu if server is not None and not server.gpu_assumed else None
-        derived = forward_cost(model, gpu, self.cp_size)
+        derived = forward_cost(model, gpu, server.tp_size if server is not None else (self.tp_size or self.cp_size))
         given = self.cost.model_fields_set
         if cost_source is None:
             cost_source = derived.source if not given else "config"
