@@ -76,14 +76,14 @@ def test_the_assumed_settings_name_the_declared_options():
 
 def test_a_server_argument_flag_is_spelled_once():
     # `--chunked-prefill-size` is derived from its one declaration (sglang_args: the field's name)
-    # everywhere but 0.5.23's flag table (data) and planner/server.py (issue 39 restructures it)
+    # everywhere but 0.5.23's flag table (data)
     from pathlib import Path
 
     import cpbcg
 
     root = Path(cpbcg.__file__).parent
     spelled = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if '"--chunked-prefill-size"' in p.read_text())
-    assert spelled == ["engines/sglang/launch.py", "planner/server.py"]
+    assert spelled == ["engines/sglang/launch.py"]
 
 
 def test_a_scheduler_setting_is_everywhere_it_must_be_or_nowhere():
