@@ -89,7 +89,7 @@ def held_stderr() -> Iterator[None]:
         yield
         return
     held = _HeldStderr(sys.stderr)
-    sys.stderr = held  # type: ignore[assignment]
+    sys.stderr = held
     try:
         yield
     finally:

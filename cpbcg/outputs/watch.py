@@ -4,7 +4,7 @@ JSON lines; every `--format` has its arm in `live` and `write` (`assert_never`).
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from cpbcg.errors import ExitCode
 from cpbcg.outputs.console import OutputFormat, assert_never, echo, release_stderr, stdout_console
