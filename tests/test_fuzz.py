@@ -198,7 +198,7 @@ def test_generator_is_seeded_and_covers_every_surface():
     first, again = generate(400, 7), generate(400, 7)
     assert [c.argv for c in first] == [c.argv for c in again]
     assert {c.surface for c in first} == {"config", "config-path", "bucket-spec", "bucket-file", "manifest", "manifest-path", "option", "output",
-                                          "env", "trace", "reader", "command", "round4"}
+                                          "env", "trace", "reader", "command", "round4", "round5"}
     assert any(c.stdin for c in first) and sum(c.good for c in first) > 20
     assert sum(c.bad for c in first) > 300
 
