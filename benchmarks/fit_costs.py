@@ -67,7 +67,11 @@ def fit(data: dict[str, Any]) -> pub.CostParams:
     unit = dataclasses.replace(pub.FITTED, pool_fraction=1.0, graph_mib_per_layer=1.0)
     a = np.array([[pub.graph_pool_mib(specs[p["model"]], p["rows"], p["tp"], unit) / p["measured_mib"],
                    p["graphs"] * pub.per_graph_mib(specs[p["model"]], unit) / p["measured_mib"]] for p in mem])
-    (pool, per_graph), *_ = np.linalg.lstsq(a, np.ones(len(mem)), rcond=None)
+    if len(mem) >= 2:
+        (pool, per_graph), *_ = np.linalg.lstsq(a, np.ones(len(mem)), rcond=None)
+    else:  # one point left (leave-one-out): no per-graph term (nothing left to tell it from the pool), the pool fitted to it
+        per_graph = 0.0
+        pool = float(np.mean(1 / a[:, 0]))
     fwd = [p for p in data["forward"] if p["fit"]]
 
     def fwd_loss(x: np.ndarray) -> float:
@@ -95,19 +99,41 @@ def _forward_measured(p: dict[str, Any]) -> float:
     return float(p.get("speedup") or p.get("eager_ms") or p["graph_ms"])
 
 
-def errors(data: dict[str, Any], params: pub.CostParams) -> list[tuple[str, str, float, float, bool]]:
-    """(kind, source, estimate, measurement, fitted) for every point."""
-    specs, out = data["specs"], []
-    for p in data["capture"]:
-        out.append(("capture s", p["source"], pub.capture_seconds(specs[p["model"]], p["shapes"], params), p["measured_s"], p["fit"]))
-    for p in data["memory"]:
+def _estimate(specs: dict[str, Any], section: str, p: dict[str, Any], params: pub.CostParams) -> tuple[str, float, float]:
+    """(kind, estimate, measurement) of point `p` of `section` under `params`."""
+    if section == "capture":
+        return "capture s", pub.capture_seconds(specs[p["model"]], p["shapes"], params), p["measured_s"]
+    if section == "memory":
         spec = specs[p["model"]]
         est = pub.graph_pool_mib(spec, p["rows"], p["tp"], params) + p["graphs"] * pub.per_graph_mib(spec, params)
-        out.append(("graph MiB", p["source"], est, p["measured_mib"], p["fit"]))
-    for p in data["forward"]:
-        kind = "speedup x" if "speedup" in p else ("eager ms" if "eager_ms" in p else "graph ms")
-        out.append((kind, p["source"], _forward(specs, p, params), _forward_measured(p), p["fit"]))
+        return "graph MiB", est, p["measured_mib"]
+    kind = "speedup x" if "speedup" in p else ("eager ms" if "eager_ms" in p else "graph ms")
+    return kind, _forward(specs, p, params), _forward_measured(p)
+
+
+SECTIONS = ("capture", "memory", "forward")
+
+
+def errors(data: dict[str, Any], params: pub.CostParams) -> list[tuple[str, str, float, float, bool, float | None]]:
+    """(kind, source, estimate, measurement, fitted, leave-one-out ratio) for every point: the
+    leave-one-out ratio is the point's estimate over its measurement under the constants refitted
+    without it (None for a point that was not fitted: its ratio is already out of sample)."""
+    specs, out = data["specs"], []
+    for section in SECTIONS:
+        for i, p in enumerate(data[section]):
+            kind, est, meas = _estimate(specs, section, p, params)
+            loo = None
+            if p["fit"]:
+                held = {**data, section: [dict(q, fit=False) if j == i else q for j, q in enumerate(data[section])]}
+                _, loo_est, _ = _estimate(specs, section, p, fit(held))
+                loo = loo_est / meas
+            out.append((kind, p["source"], est, meas, p["fit"], loo))
     return out
+
+
+def worst(ratio: float) -> float:
+    """A ratio as the factor x/÷ that covers it (0.8 -> 1.25)."""
+    return max(ratio, 1 / ratio)
 
 
 OLD_S_PER_BUCKET, OLD_MIB_PER_TOKEN = 76.9 / 4, 0.49 * 1024 / 8192
@@ -116,7 +142,7 @@ OLD_S_PER_BUCKET, OLD_MIB_PER_TOKEN = 76.9 / 4, 0.49 * 1024 / 8192
 
 def before_after(data: dict[str, Any]) -> None:
     """The blog's setups, then the shipped presets with SGLang's default list at cp 4, chunk 8192."""
-    from cpbcg.server_inputs import model_spec
+    from cpbcg.engines.sglang.server_inputs import model_spec
     from cpbcg.planner.model.bucket_lists import sglang_default_buckets
     from cpbcg.planner.model.capacity import CaptureSpec, local_capacity, minimum_capture_tokens
     from cpbcg.planner.model.layout import CPLayout
@@ -161,10 +187,16 @@ def main() -> int:
         before_after(data)
         return 0
     params = fit(data)
-    print(f"{'what':<10} {'estimate':>9} {'measured':>9} {'ratio':>6}  fit  source")
-    for kind, source, est, meas, fitted in errors(data, params):
-        print(f"{kind:<10} {est:>9.4g} {meas:>9.4g} {est / meas:>6.2f}  {'yes' if fitted else 'no ':<3}  {source}")
+    print(f"{'what':<10} {'estimate':>9} {'measured':>9} {'ratio':>6} {'LOO':>6}  fit  source")
+    rows = errors(data, params)
+    for kind, source, est, meas, fitted, loo in rows:
+        print(f"{kind:<10} {est:>9.4g} {meas:>9.4g} {est / meas:>6.2f} {'' if loo is None else f'{loo:.2f}':>6}  "
+              f"{'yes' if fitted else 'no ':<3}  {source}")
     print("constants:", params)
+    for label, kinds, shipped in (("capture", ("capture s",), pub.CAPTURE_RANGE), ("memory", ("graph MiB",), pub.MEMORY_RANGE),
+                                  ("forward", ("speedup x", "eager ms", "graph ms"), pub.FORWARD_RANGE)):
+        loos = [worst(loo) for kind, _, _, _, fitted, loo in rows if kind in kinds and loo is not None]
+        print(f"{label}: worst leave-one-out error x/÷{max(loos, default=1.0):.2f}; printed range x/÷{shipped:g}")
     if params != pub.FITTED:
         print(f"cpbcg's FITTED differs: {pub.FITTED}")
         return 1 if args.check else 0

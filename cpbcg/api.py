@@ -30,7 +30,7 @@ from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.costs.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeResult, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings
-from cpbcg.planner.plan import PlanResult, plan as _plan, plan_launches, plan_traffic
+from cpbcg.planner.plan import AgainstDefault, PlanResult, plan as _plan, plan_launches, plan_traffic
 from cpbcg.planner.traffic import TrafficJob, load_jobs, request_profile, simulated_loads, untimed_rates
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally, assumed_settings
 from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -332,8 +332,10 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
     if replay and source.is_bound:
         raise ConfigError(f"{describe_source(trace_path)}: an SGLang server log gives forward sizes, not extend lengths: nothing to replay through graphs")
     several = simulated_loads(source, rates) > 1
-    planned = (plan([source], deployment, None, table, on_chunk, rates=rates, progress=progress) if several
-               else _observed_plan(source, deployment, None, table if manifest is not None else None, on_chunk,
+    against = AgainstDefault(deployment)
+    tapped = against.tap(on_chunk)
+    planned = (plan([source], deployment, None, table, tapped, rates=rates, progress=progress) if several
+               else _observed_plan(source, deployment, None, table if manifest is not None else None, tapped,
                                    None if manifest is not None else resolve_launch))
     ev = planned.evaluation
     header = {**report_header(planned.deployment or deployment, source, trace_path), **planned.launch_header()}  # a log's last launch (`PlanResult.launch_header`)
@@ -347,7 +349,8 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
                                        deployment.max_padding_factor, replay)
         replays = _replay(sampled, deployment)
         results += (replay_gate(replays),)
-    return CheckReport(header, ev, results, replays, planned.observed, parts=parts, launches=planned.launches), source
+    return CheckReport(header, ev, results, replays, planned.observed, parts=parts, launches=planned.launches,
+                       default_evaluation=against.result(ev), against_default=against.flags(ev)), source
 
 
 def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRecord, ...]:
@@ -398,11 +401,16 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
           max_eager: list[str] | None = None, metrics_urls: Sequence[str] = (), serve_metrics: str | None = None,
           baseline_trace: str | Path | None = None, on_snapshot: Callable[[WatchSnapshot], None] | None = None,
           note: Callable[[str], None] = lambda text: None,
-          launch_notes: Callable[[LogSettings, Mapping[str, object], Sequence[AssumedSetting]], Sequence[str]] | None = None) -> WatchReport:
+          launch_notes: Callable[[LogSettings, Mapping[str, object], Sequence[AssumedSetting]], Sequence[str]] | None = None,
+          instances: Sequence[str] = (), from_end: bool = False, since: str | None = None) -> WatchReport:
     """`cpbcg watch`: follow running servers' logs (`-`: standard input) and judge their prefill
     graphs over the run and rolling windows (`cpbcg.watching.session`). Each server runs under the
     config, its log's start-up settings and `overrides` (the layers `plan` reads a log with), and
-    is gated by the config's `gates:`, `overrides` and `max_eager`. `baseline_trace`: the trace
+    is gated by the config's `gates:`, `overrides` and `max_eager`. `instances`: each log's replica
+    (the metrics' `instance` label; default `cpbcg.watching.options.default_instance()`);
+    `from_end` / `since`: judge only what is written after the start, or from a time on. Called from
+    the main thread, SIGTERM and SIGINT end the run with its report (`stopped_by` `terminated`,
+    `interrupted`); the previous handlers are restored after. `baseline_trace`: the trace
     the list was planned on (any format `plan` reads), for drift. `launch_notes(log, overrides,
     assumed)`: the lines `note` receives as each launch is resolved (what its log states and what
     is assumed; the CLI's are `cpbcg.outputs.notes.launch_notes`). Raises `ConfigError`, `TraceError`."""
@@ -435,4 +443,5 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
 
     return watch_logs(logs, resolve, options, metrics_urls=metrics_urls, serve_metrics=serve_metrics,
                       baseline=baseline if baseline_trace is not None else None, on_snapshot=on_snapshot, note=note,
-                      baseline_trace_is_stdin=baseline_trace is not None and is_stdin(baseline_trace))
+                      baseline_trace_is_stdin=baseline_trace is not None and is_stdin(baseline_trace), instances=instances,
+                      from_end=from_end, since=since)

@@ -197,7 +197,7 @@ class DeploymentConfig(_Strict):
         server = self._server
         model = server.model if server is not None and not server.model_assumed else None
         gpu = server.gpu if server is not None and not server.gpu_assumed else None
-        derived = forward_cost(model, gpu, self.cp_size)
+        derived = forward_cost(model, gpu, server.tp_size if server is not None else (self.tp_size or self.cp_size))
         given = self.cost.model_fields_set
         if cost_source is None:
             cost_source = derived.source if not given else "config"
@@ -504,7 +504,7 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     (`server.log_given`) and the values its server printed (`server.log_printed`, which win),
     each sourced `log line N`. None when the values are not of the right types (validation then
     reports them)."""
-    from cpbcg import server_inputs
+    from cpbcg.engines.sglang import server_inputs
     from cpbcg.planner.model.layout import CPLayout
 
     section = cfg.server

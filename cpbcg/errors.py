@@ -47,9 +47,11 @@ _EXIT_MEANING = {
     ExitCode.CAPTURE_INCOMPLETE: "capture incomplete (`capture`): a bucket was skipped (memory estimate above free memory, out of "
                                  "memory, capture error, or another torchrun rank lost it); the manifest lists it under "
                                  "`skipped_buckets` and holds the rest; a verification failure (1) wins over 3",
-    ExitCode.ABORTED: "interrupted (Ctrl-C; `watch` instead ends its run there and exits by its gates)",
+    ExitCode.ABORTED: "interrupted (Ctrl-C; `watch` instead ends its run there, prints its final result line and the gates' "
+                      "verdict on what it read, and exits by its gates: 0 or 1)",
     ExitCode.TERMINATED: "terminated by SIGTERM (`kill`, a container stop): the process ends by the signal, which the shell "
-                         "reports as 128 + 15; nothing half-written (files are replaced atomically)",
+                         "reports as 128 + 15; nothing half-written (files are replaced atomically). `watch` instead ends its "
+                         "run there like Ctrl-C (`stopped_by: terminated`) and exits by its gates: 0 or 1",
 }
 
 

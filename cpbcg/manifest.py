@@ -184,6 +184,19 @@ class Manifest:
         return FittedCost(graph_fixed * scale, token * scale, None if eager_fixed is None else eager_fixed * scale,
                           proxy, target, "; ".join(notes))
 
+    def capture_s_per_layer(self) -> float | None:
+        """Seconds one bucket's capture took per proxy layer, the warm-ups left out (mean over the
+        buckets: `(capture_s - warmup_s) / model.num_layers`); None for a dry run (no graph was
+        captured) or a manifest without capture timings or proxy layer count. Capture is host-bound
+        (the kernels of every layer are recorded once per bucket), so the figure scales to another
+        model by its layer count (docs/costs.md)."""
+        if self.dry_run or not self.num_layers:
+            return None
+        times = [b.capture_s - (b.warmup_s or 0.0) for b in self.buckets if b.capture_s is not None]
+        if not times:
+            return None
+        return max(sum(times) / len(times), 0.0) / self.num_layers
+
     def fitted_cost_ms(self) -> tuple[float, float] | None:
         """`(graph_fixed_ms, token_ms)` of `fitted_cost()` (scaled to the real model), or None."""
         fit = self.fitted_cost()

@@ -166,9 +166,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("scheduler.new_token_ratio_decay_steps", int, 600, "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.", ge=1, le=MAX_INT32),
     _s("scheduler.clip_max_new_tokens", int, 4096, "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (tokens).", ge=1, le=MAX_INT32),
     # the cost model (docs/optimiser.md)
-    _s("cost.graph_fixed_ms", float, 70.06, "Cost model: fixed time of a graph replay (ms); a replay of bucket B costs "
+    _s("cost.graph_fixed_ms", float, 70.67, "Cost model: fixed time of a graph replay (ms); a replay of bucket B costs "
        "graph_fixed_ms + B*token_ms.", "--graph-fixed-ms", ge=0, le=1e6, default_note=_COST_NOTE),
-    _s("cost.eager_fixed_ms", float, 122.8, "Cost model: fixed time of an eager forward (ms); n tokens eagerly cost "
+    _s("cost.eager_fixed_ms", float, 122.7, "Cost model: fixed time of an eager forward (ms); n tokens eagerly cost "
        "eager_fixed_ms + n*token_ms.", "--eager-fixed-ms", ge=0, le=1e6, default_note=_COST_NOTE),
     _s("cost.token_ms", float, 0.02591, "Cost model: time per token (ms).", "--token-ms", ge=0, le=1e3, default_note=_COST_NOTE),
     # CI gates (`cpbcg replay-check`)

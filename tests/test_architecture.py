@@ -61,13 +61,20 @@ def all_imports(path: Path, *, type_checking: bool = True) -> set[str]:
             for m in _resolve(node, _package(path))}
 
 
+UNTIL_MOVED = {("cpbcg.planner.server", "cpbcg.engines.sglang.launch")}
+"""The one planner -> engine import left, (importer, imported): SGLang 0.5.23's start-up resolution
+(`planner/server.py`) reads the launch parser's flag table; issue 39 moves the resolution into
+`cpbcg/engines/sglang/startup/`, and this set empties (`test_the_pending_engine_imports_still_exist`
+fails once it is stale)."""
+
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 KNOWN = set(MODULES)
 GRAPH = {name: {m for m in top_level_imports(path) if m in MODULES and m != name} for name, path in MODULES.items()}
 """Imports made when a module is imported."""
-FULL_GRAPH = {name: {m for m in all_imports(path, type_checking=False) if m in MODULES and m != name} for name, path in MODULES.items()}
+FULL_GRAPH = {name: {m for m in all_imports(path, type_checking=False) if m in MODULES and m != name and (name, m) not in UNTIL_MOVED}
+              for name, path in MODULES.items()}
 """Imports made at run time at any level (function-level imports included)."""
-EVERY_IMPORT = {name: {m for m in all_imports(path) if m != name} for name, path in MODULES.items()}
+EVERY_IMPORT = {name: {m for m in all_imports(path) if m != name and (name, m) not in UNTIL_MOVED} for name, path in MODULES.items()}
 """Every import, `if TYPE_CHECKING:` included (names a type only, but is still a dependency)."""
 
 CLI_MAY_IMPORT = {"cpbcg", "cpbcg.api", "cpbcg.commands", "cpbcg.outputs", "cpbcg.errors", "cpbcg.atomic", "cpbcg.settings"}
@@ -137,6 +144,10 @@ def test_commands_go_through_the_api_only(name):
 def test_planner_imports_only_the_planner_and_errors(name):
     outside = {m for m in EVERY_IMPORT[name] if not (m.startswith("cpbcg.planner") or m == "cpbcg.errors")}
     assert not outside, f"{name} imports {sorted(outside)} (at some level): the planner reads no files and imports no YAML"
+
+
+def test_the_pending_engine_imports_still_exist():
+    assert all(name in MODULES and m in all_imports(MODULES[name]) for name, m in UNTIL_MOVED), "UNTIL_MOVED is stale: empty it"
 
 
 def test_no_planner_module_reads_an_input_file():
@@ -256,7 +267,7 @@ def test_the_edge_layers_point_down_type_only_imports_included():
     # the command's type (a type-only import is still a dependency, and here a cycle)
     graph = _package_graph(EVERY_IMPORT)
     below = ["cpbcg.watching", "cpbcg.gates", "cpbcg.graph_capture", "cpbcg.engines", "cpbcg.planner", "cpbcg.config", "cpbcg.manifest", "cpbcg.inputs",
-             "cpbcg.bucket_files", "cpbcg.server_inputs", "cpbcg.settings"]
+             "cpbcg.bucket_files", "cpbcg.settings"]
     for i, upper in enumerate(EDGE):
         for lower in EDGE[i + 1:] + below:
             assert upper not in graph.get(lower, set()), f"{lower} imports {upper} (type-only imports included)"
@@ -356,7 +367,7 @@ def test_the_cycle_check_sees_type_only_imports():
 
 
 PLANNER_WINGS = [
-    ("base", {"arrays", "choices", "words", "sglang_release", "sglang_flags", "hardware"}),
+    ("base", {"arrays", "choices", "words", "sglang_release", "hardware"}),
     ("model", {"model"}),
     ("traces", {"traces"}),
     ("scheduler", {"scheduler"}),

@@ -207,3 +207,21 @@ def test_manifest_document_is_the_one_writer(tmp_path):
     assert [layout["kind"] for layout in record["layouts"]] == ["capture", "many_short", "long_plus_short"]
     assert record["probes"][0]["refused"] is True and record["overflow_refused"] is True
     assert all(record[k] is None for k in ("graph_bytes", "standalone_graph_bytes", "allocator_bytes", "replay_ms", "raw_replay_ms"))
+
+
+def test_a_manifests_capture_timings_calibrate_the_capture_time_per_layer(tmp_path, assets):
+    """Capture is host-bound per layer: a manifest's mean capture (warm-ups left out) over its proxy's 2 layers,
+    scaled to the model's 80 (the assumed Llama-3.1-70B shape), replaces the per-bucket estimate, labelled."""
+    doc = orjson.loads((assets / "manifests" / "valid.json").read_bytes())
+    for record, (capture, warmup) in zip(doc["buckets"], ((0.50, 0.30), (0.40, 0.20), (0.30, 0.10), (0.26, 0.06))):
+        record.update(capture_s=capture, wall_s={"warmup_s": warmup})
+    path = tmp_path / "timed.json"
+    path.write_bytes(orjson.dumps(doc))
+    assert load_manifest(path).capture_s_per_layer() == pytest.approx(0.2 / 2)
+    trace = str(assets / "traces" / "good.jsonl")
+    result = CliRunner().invoke(app, ["plan", "--manifest", str(path), "-t", trace, "-f", "json"])
+    assert result.exit_code == 0, result.output
+    rec = orjson.loads(result.stdout)["recommendation"]["capture_estimate"]
+    assert rec["source"].startswith(f"calibrated from {path} (cpbcg capture of 4 buckets: 100.00 ms per layer per bucket, scaled to 80 layers")
+    assert "graph memory estimated" in rec["source"]
+    assert rec["capture_s"] == pytest.approx(0.1 * 80 * len(orjson.loads(result.stdout)["recommendation"]["buckets"]))  # no start-up term

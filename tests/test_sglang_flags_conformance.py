@@ -1,4 +1,4 @@
-"""The shipped `cpbcg.planner.sglang_flags.SGLANG_FLAGS` against the option strings of SGLang
+"""The shipped `cpbcg.engines.sglang.launch.SGLANG_FLAGS` against the option strings of SGLang
 0.5.23's own launch parser (`prepare_server_args`: `argparse.ArgumentParser` +
 `ServerArgs.add_cli_args`), built from the released wheel in a subprocess with stub modules for
 the runtime-only imports the machine lacks (zmq, triton, ...; msgspec, which its field declarations need, is in the
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from cpbcg.planner.sglang_flags import SGLANG_FLAGS
+from cpbcg.engines.sglang.launch import SGLANG_FLAGS
 from sglang_oracle import sglang_wheel  # noqa: F401 - fixture
 
 ENUMERATE = r'''

@@ -205,8 +205,8 @@ def test_recommendation_uses_the_measured_capture_cost(tmp_path):
     doc = orjson.loads(runner.invoke(app, ["plan", "-t", str(path), "-f", "json", "--validate-fraction", "0"]).stdout)
     capture = doc["recommendation"]["capture_estimate"]
     # the log's own total replaces the estimate, said with what it printed and where
-    assert capture["source"] == (f"measured on 2026-11-02 by the log {path} line 6 "
-                                 "(58 buckets in 31.5 s, 2.37 GB in all, as the log printed them)")
+    assert capture["source"] == (f"calibrated from {path}:6 (breakable graphs, 2026-11-02: 58 buckets in 31.5 s, 2.37 GB in all, "
+                                 "as the log printed them; every other count scaled from it)")
     assert capture["measured"] is True and capture["range_factor"] == 1.0
     k = doc["recommendation"]["num_buckets"]
     assert capture["capture_s"] == pytest.approx(31.5 / 58 * k)
@@ -349,3 +349,15 @@ def test_disagreement_reasons_per_case_equal_a_per_forward_reading():
     reasons = {w for _, why in errors for w in why} | set(explained)
     short = "a request shorter than 2*cp_size (lengths not in the log)"
     assert "worst-case rows: the log has no extend lengths" in reasons and 0 < explained[short] < len(eager) and assumed_errors > 0
+
+
+def test_the_verdict_of_a_logged_server_is_calibrated_from_its_capture_line(tmp_path):
+    path, _ = synthetic_bcg_log(tmp_path, forwards=80)
+    result = runner.invoke(app, ["plan", "-t", str(path), "--validate-fraction", "0"], env={"CPBCG_WIDTH": "400"})
+    assert result.exit_code == 0, result.output
+    screen = " ".join(result.stdout.split("\n\n")[0].split())
+    assert f"costs capture: calibrated from {path}:6;" in screen
+    # every count scaled from the 58 buckets in 31.5 s the log printed: the default list's figure follows it
+    doc = orjson.loads(runner.invoke(app, ["plan", "-t", str(path), "--validate-fraction", "0", "-f", "json"]).stdout)["verdict"]
+    assert doc["default"]["capture_seconds"] == pytest.approx(31.5 / 58 * doc["default"]["num_buckets"])
+    assert doc["capture_range_factor"] == 1.0

@@ -211,6 +211,11 @@ def test_disable_cuda_graph_with_piecewise_graphs_captured_keeps_prefill_graphs_
     assert log.prefill_graphs is True and log.prefill_graphs_origin == "capture lines, line 3"
     assert log.setting("buckets").value == buckets
     assert (log.capture.total_gb, log.capture.total_line) == (0.77, 5)
+    assert (log.capture.backend, log.capture.list_line) == ("piecewise", 3)
+    # the piecewise runner's capture is another backend's: the breakable graphs planned keep the estimate
+    doc, _ = plan_json("-t", str(write_log(tmp_path / "dcg.log", body)), *PINNED[:-1], "--validate-fraction", "0")
+    estimate = doc["recommendation"]["capture_estimate"]
+    assert estimate["measured"] is False and estimate["source"].startswith("estimate for ") and "calibrated" not in estimate["source"]
 
 
 def test_pd_decode_request_lines_are_no_prefill_demand(tmp_path):
@@ -254,7 +259,8 @@ def test_the_capture_estimate_is_the_logs_own_measured_total(tmp_path):
                        "--include", ",".join(map(str, default_buckets(8192))))
     estimate = doc["recommendation"]["capture_estimate"]
     assert estimate["graph_mib"] == pytest.approx(2.37 * 1024)
-    assert estimate["source"] == f"measured on 2026-11-02 by the log {path} line 6 (58 buckets in 31.5 s, 2.37 GB in all, as the log printed them)"
+    assert estimate["source"] == (f"calibrated from {path}:6 (breakable graphs, 2026-11-02: 58 buckets in 31.5 s, 2.37 GB in all, "
+                                  "as the log printed them; every other count scaled from it)")
 
 
 def test_the_line_parser_is_incremental_for_a_followed_log():
@@ -326,7 +332,7 @@ def test_the_main_table_models_each_launch_under_its_own_server_and_recommends_f
     assert [one["fitted"] for one in doc["launches"]] == [False, True]
     assert rec["configured_evaluation"]["batches"] == 3 and rec["configured_evaluation"]["buckets"] == default_buckets(4096)
     assert all(b % 2 == 0 for b in rec["buckets"]) and any(b % 4 for b in rec["buckets"])  # on launch 2's cp-2 grid, not cp 1's
-    assert "line 6 " not in rec["capture_estimate"]["source"] and "line 14 (50 buckets" in rec["capture_estimate"]["source"]  # launch 2's capture
+    assert ":6 " not in rec["capture_estimate"]["source"] and ":14 (breakable graphs, 2026-11-03: 50 buckets" in rec["capture_estimate"]["source"]  # launch 2's capture
     assert "the recommendation is for the server as it runs now, launch 2 (line 10), fitted on its 3 forwards only" in err
     # replay-check gates the same per-launch total
     result = runner.invoke(app, ["replay-check", "-t", str(path), "--min-coverage", "0.7", "--format", "json"])

@@ -39,9 +39,14 @@ LIMIT_S = 60.0
 runner = CliRunner()
 
 
+POD = "sglang-0"
+"""The replica every test runs as ($POD_NAME): the `instance` label."""
+
+
 @pytest.fixture(autouse=True)
 def wide(monkeypatch):
     monkeypatch.setenv("CPBCG_WIDTH", "200")
+    monkeypatch.setenv("POD_NAME", POD)
 
 
 def writer(path: Path, forwards: int, rate: float = 2000.0, *extra: str) -> subprocess.Popen:
@@ -215,7 +220,7 @@ def test_a_server_restarted_into_its_log_is_judged_per_launch_with_the_totals_pl
     assert f"{path}: 2 launches (restarts); forwards per launch 1,500, 1,500" in " ".join(report.notes)
     # the exporter's counters run on across the restart
     got = scraped[0]
-    s = (("dp_rank", "0"), ("server", str(path)))
+    s = (("dp_rank", "0"), ("instance", POD), ("server", str(path)))
     assert got[("cpbcg_prefill_forwards_total", s)] == 3000
     assert got[("cpbcg_prefill_model_graph_forwards_total", s)] == ev.graph_batches
     assert got[("cpbcg_prefill_graph_forwards_total", s)] == ob.graph_forwards
@@ -259,6 +264,25 @@ def test_a_rotated_log_is_followed_across_the_rotation(tmp_path):
     server = report.snapshot.servers[0]
     assert (server.forwards, server.rotations) == (1000, 1)
     assert (tmp_path / "server.log.1").read_text().count("Prefill batch") == 400
+
+
+def test_a_copytruncated_log_loses_no_forward_against_plan_on_what_was_written(tmp_path):
+    # logrotate's copytruncate halfway through a writer at 4,000 forwards/s: the lines written since the
+    # last read are read from the copy, so watch gives plan's numbers on everything written
+    path = tmp_path / "server.log"
+    proc = writer(path, 4000, 4000.0, "--seed", "11", "--copytruncate-at", "2000")
+    notes: list[str] = []
+    try:
+        report = api.watch([str(path)], None, OVERRIDES, options(max_forwards=4000, window_forwards=500), note=notes.append)
+    finally:
+        proc.wait(timeout=LIMIT_S)
+    written = tmp_path / "written.log"
+    written.write_bytes((tmp_path / "server.log.1").read_bytes() + path.read_bytes())
+    planned = plan_json(written)
+    server = report.snapshot.servers[0]
+    assert (server.forwards, server.evaluation.graph_batches, server.observed.graph_forwards) == (
+        planned["batches"], planned["graph_batches"], planned["observed"]["graph_forwards"]) and planned["batches"] == 4000
+    assert server.truncations == 1 and any("truncated in place" in n for n in notes)
 
 
 def test_standard_input_is_read_to_its_end(tmp_path):
@@ -431,6 +455,10 @@ def test_a_gzipped_log_is_refused_as_watch_follows_plain_text_only(tmp_path):
     (["--metrics-url", "ftp://x"], "--metrics-url 'ftp://x': expected http://HOST:PORT/metrics"),
     (["--baseline-trace", "missing.jsonl"], "--baseline-trace missing.jsonl: no such file"),
     (["--baseline-trace", "-"], "--baseline-trace -: standard input is for a followed log"),
+    (["--since", "yesterday"], "--since 'yesterday': expected YYYY-MM-DD HH:MM[:SS] in the log's own clock"),
+    (["--since", "2026-11-02 10:00", "--from-end"], "--from-end and --since: give one"),
+    (["--instance", "a", "--instance", "b"], "--instance: 2 given for 1 logs (one per log, in order)"),
+    (["--instance", " "], "--instance: a name of 1 to 200 printable characters"),
 ])
 def test_bad_options_are_one_line_and_exit_2(tmp_path, args, message):
     result = runner.invoke(app, ["watch", str(lines_log(tmp_path, [True])), "--duration", "5", *args])
@@ -505,20 +533,27 @@ def test_the_exporter_serves_the_documented_metrics_over_http(tmp_path, sglang_e
                        serve_metrics="127.0.0.1:0", on_snapshot=on_snapshot, note=notes.append)
     assert report.passed and report.snapshot.servers[0].metrics is not None
     got = scraped[0]
-    s = (("dp_rank", "0"), ("server", str(log)))
+    s = (("dp_rank", "0"), ("instance", POD), ("server", str(log)))
     assert got[("cpbcg_prefill_forwards_total", s)] == 5
     assert got[("cpbcg_prefill_verdict_forwards_total", s)] == 5
     assert got[("cpbcg_prefill_graph_forwards_total", s)] == 3
     assert got[("cpbcg_prefill_model_graph_forwards_total", s)] == 4  # 9000 is above the largest bucket, 400 the server ran eagerly
-    assert got[("cpbcg_prefill_eager_forwards_total", (("dp_rank", "0"), ("reason", "above_largest_bucket"), ("server", str(log))))] == 1
+    assert got[("cpbcg_prefill_eager_forwards_total", (("dp_rank", "0"), ("instance", POD), ("reason", "above_largest_bucket"), ("server", str(log))))] == 1
     assert got[("cpbcg_prefill_tokens_total", s)] == 10000
-    assert got[("cpbcg_window_observed_coverage_ratio", (("dp_rank", "all"), ("server", str(log)), ("window", "forwards")))] == 0.6
-    assert got[("cpbcg_window_model_coverage_ratio", (("dp_rank", "all"), ("server", str(log)), ("window", "forwards")))] == 0.8
-    assert got[("cpbcg_prefill_graphs_refused", (("server", str(log)),))] == 0
-    assert got[("cpbcg_sglang_prefill_passes_total", (("dp_rank", "0"), ("mode", "prefill_cuda_graph"), ("server", str(log))))] == 3
-    assert got[("cpbcg_sglang_graph_memory_gb", (("phase", "prefill"), ("server", str(log))))] == 2.5
-    assert got[("cpbcg_sglang_startup_graph_seconds", (("phase", "prefill"), ("server", str(log))))] == 31.5
-    assert got[("cpbcg_window_recommended_coverage_gain_ratio", (("server", str(log)),))] == pytest.approx(0.2)
+    assert got[("cpbcg_window_observed_coverage_ratio", (("dp_rank", "all"), ("instance", POD), ("server", str(log)), ("window", "forwards")))] == 0.6
+    assert got[("cpbcg_window_model_coverage_ratio", (("dp_rank", "all"), ("instance", POD), ("server", str(log)), ("window", "forwards")))] == 0.8
+    assert got[("cpbcg_prefill_graphs_refused", (("instance", POD), ("server", str(log))))] == 0
+    assert got[("cpbcg_sglang_prefill_passes_total", (("dp_rank", "0"), ("instance", POD), ("mode", "prefill_cuda_graph"), ("server", str(log))))] == 3
+    assert got[("cpbcg_sglang_graph_memory_gb", (("instance", POD), ("phase", "prefill"), ("server", str(log))))] == 2.5
+    # bytes (Prometheus' base unit): SGLang's "GB" is GiB (get_available_gpu_memory divides by 1 << 30); the GB name is deprecated
+    assert got[("cpbcg_sglang_graph_memory_bytes", (("instance", POD), ("phase", "prefill"), ("server", str(log))))] == 2.5 * 2**30
+    assert got[("cpbcg_log_lines_total", (("instance", POD), ("server", str(log))))] == log.read_bytes().count(b"\n") == 11
+    assert got[("cpbcg_log_read_bytes_total", (("instance", POD), ("server", str(log))))] == log.stat().st_size
+    assert got[("cpbcg_log_unread_bytes", (("instance", POD), ("server", str(log))))] == 0
+    assert 0 <= got[("cpbcg_log_last_line_age_seconds", (("instance", POD), ("server", str(log))))] < 30
+    assert 0 <= got[("cpbcg_sglang_scrape_age_seconds", (("instance", POD), ("server", str(log))))] < 30
+    assert got[("cpbcg_sglang_startup_graph_seconds", (("instance", POD), ("phase", "prefill"), ("server", str(log))))] == 31.5
+    assert got[("cpbcg_window_recommended_coverage_gain_ratio", (("instance", POD), ("server", str(log))))] == pytest.approx(0.2)
 
 
 def test_the_cli_exporter_is_scraped_while_it_runs(tmp_path):
@@ -634,6 +669,81 @@ def test_ctrl_c_ends_the_run_with_its_report(tmp_path):
     assert (proc.returncode, final["type"], final["stopped_by"], final["passed"]) == (0, "result", "interrupted", True)
 
 
+def test_sigterm_ends_a_gated_run_with_its_verdict_and_exits_with_it(tmp_path):
+    import signal
+
+    # half the forwards eager: --min-observed-coverage 0.9 fails on what was read; a pod's shutdown (SIGTERM) must say so
+    log = lines_log(tmp_path, [True, False] * 10)
+    proc = subprocess.Popen([sys.executable, "-m", "cpbcg", "watch", str(log), "--duration", "30", "--interval", "0.2", "--format", "json",
+                             "--min-observed-coverage", "0.9", *PINNED], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = orjson.loads(proc.stdout.readline())  # the first update: bounded by --duration 30
+        assert first["type"] == "snapshot" and first["forwards"] == 20
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=LIMIT_S)
+    finally:
+        proc.kill()
+    final = orjson.loads(out.splitlines()[-1])
+    assert (proc.returncode, final["type"], final["stopped_by"], final["passed"]) == (1, "result", "terminated", False)
+    assert final["forwards"] == 20 and final["servers"][0]["observed"]["graph_forwards"] == 10
+    assert "watch: stopped by terminated; FAILED 1 of 1 gate" in err.decode()
+    assert "min_observed_coverage: observed cuda graph coverage 50.00% is below the minimum 90.00%" in err.decode()
+
+
+class _SlowStub(_Stub):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        time.sleep(1.9)  # an endpoint answering in 1.9 s (within the scrape's 2 s timeout)
+        super().do_GET()
+
+
+def test_a_slow_metrics_endpoint_never_holds_up_the_reader(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowStub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    path = tmp_path / "server.log"
+    proc = writer(path, 3000, 1000.0, "--seed", "3")  # about 3 s of writing
+    lags: list[float] = []
+
+    def on_snapshot(snap):
+        lags.append(snap.servers[0].freshness.reader_lag_s)
+
+    try:
+        started = time.monotonic()
+        report = api.watch([str(path)], None, OVERRIDES, options(max_forwards=3000, interval_s=0.1),
+                           metrics_urls=[f"http://127.0.0.1:{server.server_address[1]}/metrics"], on_snapshot=on_snapshot)
+        took = time.monotonic() - started
+    finally:
+        proc.wait(timeout=LIMIT_S)
+        server.shutdown()
+        server.server_close()
+    # the scrapes (1.9 s each) run on their own thread: scraped in the loop, every update would find the reader 1.9 s behind
+    assert max(lags) < 2.0 and sorted(lags)[len(lags) // 2] < 1.0, lags
+    assert report.snapshot.forwards == 3000 and len(lags) > 10
+    assert took < 3.0 + 2.5 + 2.0, took  # the writer's 3 s, at most one final wait for a first scrape, slack
+    assert report.snapshot.servers[0].metrics is not None  # the slow endpoint was still read
+
+
+def test_a_scrape_failure_gate_fails_a_canary_on_an_unreachable_endpoint(tmp_path):
+    log = lines_log(tmp_path, [True] * 3)
+    args = ["watch", str(log), "--duration", "60", "--max-forwards", "3", "--metrics-url", "http://127.0.0.1:1/metrics", *PINNED]
+    result = runner.invoke(app, [*args, "--max-scrape-errors", "0"])
+    assert result.exit_code == 1, result.output
+    assert "max_scrape_errors: failed scrapes of http://127.0.0.1:1/metrics" in result.stderr
+    assert runner.invoke(app, args).exit_code == 0  # without the gate a failed scrape is a line, not a failure
+
+
+def test_every_metric_names_its_replica(tmp_path, monkeypatch):
+    monkeypatch.delenv("POD_NAME")
+    monkeypatch.setenv("HOSTNAME", "node-7")
+    a, b = lines_log(tmp_path, [True] * 2, "a.log"), lines_log(tmp_path, [False] * 2, "b.log")
+    report = api.watch([str(a), str(b)], None, OVERRIDES, options(max_forwards=4), instances=["sglang-3"])
+    assert [s.instance for s in report.snapshot.servers] == ["sglang-3", "sglang-3"]
+    assert api.watch([str(a)], None, OVERRIDES, options(max_forwards=2)).snapshot.servers[0].instance == "node-7"
+    result = runner.invoke(app, ["watch", str(a), str(b), "--instance", "x", "--instance", "y", "--instance", "z", *PINNED])
+    assert result.exit_code == 2 and "--instance: 3 given for 2 logs" in result.stderr
+
+
 def test_the_table_shows_the_run_and_the_windows(tmp_path):
     log = lines_log(tmp_path, [True, True, True, False], sizes=[100, 200, 9000, 300])
     result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "4", *PINNED])
@@ -680,11 +790,30 @@ def test_a_log_without_prefill_lines_is_warned_about_and_its_header_shows_the_as
     assert f"{path}: 0 forwards; 3 buckets up to 8,192" in result.output
 
 
-def test_the_command_runs_the_library_defaults():
-    # `cpbcg watch` with no window option runs what `WatchOptions()` runs (api.watch's callers):
-    # the command's declarations (commands/watch_options.py) carry the library's defaults
-    from cpbcg.commands.watch import window_options
+def test_the_command_runs_the_library_defaults_declared_once():
+    # `cpbcg watch`'s window, stop and gate options are the library's `WatchOptions` fields, declared
+    # once (their flags on the fields): the command spreads them; its own options restate none
+    import dataclasses
+
+    from cpbcg.cli.watch_cmd import watch
     from cpbcg.commands.watch_options import WatchCommandOptions
 
-    assert window_options(WatchCommandOptions(logs=["x.log"])) == WatchOptions()
-    assert window_options(WatchCommandOptions(logs=["x.log"], window_forwards=2000, interval_s=0.5)) == WatchOptions(window_forwards=2000, interval_s=0.5)
+    assert watch.option_groups["run"] is WatchOptions
+    own = {f.name for f in dataclasses.fields(WatchCommandOptions)}
+    assert own.isdisjoint(f.name for f in dataclasses.fields(WatchOptions))
+    seen: list[WatchOptions] = []
+
+    def fake_run(options, run_options, config, overrides, **kw):
+        seen.append(run_options)
+        raise SystemExit(0)
+
+    import cpbcg.commands.watch as use_case
+
+    original = use_case.run
+    use_case.run = fake_run
+    try:
+        runner.invoke(app, ["watch", "x.log"])
+        runner.invoke(app, ["watch", "x.log", "--window-forwards", "2000", "--interval", "0.5", "--max-scrape-errors", "0"])
+    finally:
+        use_case.run = original
+    assert seen == [WatchOptions(), WatchOptions(window_forwards=2000, interval_s=0.5, max_scrape_errors=0)]

@@ -1,6 +1,7 @@
 """A SYNTHETIC SGLang server writing its log at a rate (a subprocess of tests/test_watch.py).
 
     python tests/watch_writer.py PATH --forwards N --rate LINES_PER_S [--seed S] [--rotate-at K] [--eager-from K] [--restart-at K]
+                                [--copytruncate-at K]
 
 Writes the start-up output (`sglang_log_fixtures.startup_lines`: settings dump, 58 prefill
 buckets up to 8192) and then N `Prefill batch` lines in SGLang 0.5.23's wording, flushed in
@@ -8,6 +9,9 @@ bursts of 20 lines at about LINES_PER_S. Sizes and verdicts come from a seeded g
 verdict follows SGLang's rule (`sglang_graph_verdict`) until line `--eager-from`, after which
 every forward prints `cuda graph: False` (a server whose graphs went away). `--rotate-at K`:
 after K forwards the file is renamed to PATH.1 and a new PATH is started (logrotate's create mode).
+`--copytruncate-at K`: right after the burst that reaches K forwards (so the reader has not read
+it yet), the file is copied to PATH.1 and truncated in place (logrotate's copytruncate; the writer
+goes on at offset 0, as an O_APPEND writer would).
 `--restart-at K`: after K forwards the server restarts into the same file with other settings
 (a second launch: its start-up output with 50 buckets up to 4096 and a 4096-token chunk), and the
 verdicts follow that launch's list from then on.
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -53,13 +58,14 @@ def main() -> None:
     ap.add_argument("--rotate-at", type=int, default=None)
     ap.add_argument("--eager-from", type=int, default=None)
     ap.add_argument("--restart-at", type=int, default=None, help="a multiple of 20 (a burst)")
+    ap.add_argument("--copytruncate-at", type=int, default=None)
     a = ap.parse_args()
     path = Path(a.path)
     handle = open(path, "w")
     handle.write(SYNTHETIC_HEADER + startup_lines())
     handle.flush()
     lines = forwards(a.forwards, a.seed, a.eager_from, a.restart_at)
-    start, rotated = time.monotonic(), False
+    start, rotated, copied = time.monotonic(), False, False
     for i in range(0, len(lines), BURST):
         if a.rotate_at is not None and i >= a.rotate_at and not rotated:
             rotated = True
@@ -70,6 +76,11 @@ def main() -> None:
             handle.write(startup_lines(max_bs=RESTART_MAX_BS, chunk=RESTART_MAX_BS, date="2026-11-02"))
         handle.write("".join(lines[i:i + BURST]))
         handle.flush()
+        if a.copytruncate_at is not None and i + BURST >= a.copytruncate_at and not copied:  # right after a burst: lines in flight
+            copied = True
+            shutil.copyfile(path, path.with_name(path.name + ".1"))
+            handle.seek(0)
+            handle.truncate()
         wait = start + (i + BURST) / a.rate - time.monotonic()
         if wait > 0:
             time.sleep(min(wait, 1.0))

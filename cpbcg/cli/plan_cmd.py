@@ -39,11 +39,36 @@ def plan(*, options: PlanOptions, deployment: DeploymentOptions, trace: TraceOpt
     from cpbcg.outputs.plan import write
 
     overrides = {**deployment.overrides(), **scheduler.overrides(several_loads=True), **cost.overrides()}
-    with TraceProgress() as bar:
-        report = plan_command(deployment.config, overrides, options, trace.traces, manifest_path=cost.manifest, cost_given=cost.given,
-                              **trace.reader_options(), ignored_flags=request_only_flags(trace, scheduler),
-                              note=lambda text: typer.echo(text, err=True), progress=bar.requests, on_chunk=bar.forwards,
-                              load_factors=scheduler.load_factors(), untimed_rates="auto" if scheduler.rate is None else None)
-    code = write(report, options)
+    held: list[str] = []  # the notes: after the verdict's screen (the answer first), or as they are when the command fails
+
+    def flush() -> None:
+        for text in held:
+            typer.echo(text, err=True)
+        held.clear()
+
+    try:
+        with TraceProgress() as bar:
+            report = plan_command(deployment.config, overrides, options, trace.traces, manifest_path=cost.manifest, cost_given=cost.given,
+                                  **trace.reader_options(), ignored_flags=request_only_flags(trace, scheduler),
+                                  note=held.append, progress=bar.requests, on_chunk=bar.forwards,
+                                  load_factors=scheduler.load_factors(), untimed_rates="auto" if scheduler.rate is None else None,
+                                  invocation=_invocation())
+    except BaseException:
+        flush()
+        raise
+    try:
+        code = write(report, options, flush)
+    finally:
+        flush()
     if code:
         raise typer.Exit(code)
+
+
+def _invocation() -> list[str] | None:
+    """This process's arguments after `plan` (None when not run from a command line, e.g. a test runner)."""
+    import sys
+
+    args = sys.argv[1:]
+    if not sys.argv[0].endswith(("cpbcg", "__main__.py")) or "plan" not in args:
+        return None
+    return args[args.index("plan") + 1:]

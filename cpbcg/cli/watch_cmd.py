@@ -11,13 +11,14 @@ import typer
 
 from cpbcg.cli.app import app, error_boundary
 from cpbcg.cli.options import DeploymentOptions, GateOptions, SchedulerOptions, with_options
-from cpbcg.commands.watch_options import WatchCommandOptions
+from cpbcg.commands.watch_options import WatchCommandOptions, WatchOptions
 
 
 @app.command("watch")
 @error_boundary
-@with_options(options=WatchCommandOptions, deployment=DeploymentOptions, scheduler=SchedulerOptions, gates=GateOptions)
-def watch(*, options: WatchCommandOptions, deployment: DeploymentOptions, scheduler: SchedulerOptions, gates: GateOptions) -> None:
+@with_options(options=WatchCommandOptions, run=WatchOptions, deployment=DeploymentOptions, scheduler=SchedulerOptions, gates=GateOptions)
+def watch(*, options: WatchCommandOptions, run: WatchOptions, deployment: DeploymentOptions, scheduler: SchedulerOptions,
+          gates: GateOptions) -> None:
     """Follow running SGLang servers' logs and judge their prefill graphs live: observed and
     modelled coverage, eager forwards by reason, padding, forwards above the largest bucket, drift
     and what a refitted list would gain, over the run and rolling windows, per server and DP rank.
@@ -32,16 +33,18 @@ def watch(*, options: WatchCommandOptions, deployment: DeploymentOptions, schedu
     deployment for --duration seconds and fails it. `--format json` writes one JSON line per
     update and a final `result` line; `--serve-metrics` exports cpbcg_* metrics (docs/watch.md).
 
-    Exit codes: 0 all gates pass, 1 a gate failed or a server was refused, 2 bad input.
+    Every stop (--duration, --max-forwards, the end of standard input, Ctrl-C, SIGTERM) ends with the
+    final result and the gates' verdict on what was read. Exit codes: 0 all gates pass, 1 a gate
+    failed or a server was refused (after SIGINT and SIGTERM too), 2 bad input.
 
     Example: `cpbcg watch server.log --duration 600 --min-observed-coverage 0.9 --window-forwards 2000`
     """
-    from cpbcg.commands.watch import run
+    from cpbcg.commands import watch as use_case
     from cpbcg.outputs.watch import live, write
 
     overrides = {**deployment.overrides(), **scheduler.overrides(), **gates.overrides()}
     with live(options.output_format) as on_snapshot:
-        report = run(options, deployment.config, overrides, on_snapshot=on_snapshot, note=lambda text: typer.echo(text, err=True))
+        report = use_case.run(options, run, deployment.config, overrides, on_snapshot=on_snapshot, note=lambda text: typer.echo(text, err=True))
     code = write(report, options.output_format)
     if code:
         raise typer.Exit(code)

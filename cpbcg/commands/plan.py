@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypedDict
@@ -15,13 +16,15 @@ from cpbcg.commands.common import input_files, launch_resolver, load_model_rates
 from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
-from cpbcg.manifest import MANIFEST_KEYS, load_manifest
+from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
 from cpbcg.outputs.notes import HeldNotes, graphs_off_plan_notes, ignored_options_warning, launch_label, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.observed import LaunchModel, LogObserved, assumed_settings
 from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
-from cpbcg.planner.plan import PlanPart, PlanResult
+from cpbcg.planner.plan import AgainstDefault, PlanPart, PlanResult
+from cpbcg.engines.sglang.memory import MemoryPreflight
+from cpbcg.planner.optimise.recommend import Recommendation
 from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.traces import ReadOptions
 from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -59,6 +62,10 @@ class PlanReport:
     """Per SGLang server log planned: its settings and its own observed comparison (per launch, with a total)."""
     traces: int = 1
     """How many traces were planned together (the embedded default workload counts as one)."""
+    flags_command: str | None = None
+    """The command that writes the verdict's chosen list's SGLang flags (None without a verdict)."""
+    memory: MemoryPreflight | None = None
+    """The memory pre-flight of the verdict's chosen list (None without a verdict or with prefill graphs off)."""
 
     @property
     def parts(self) -> tuple[PlanPart, ...]:
@@ -100,12 +107,17 @@ def capture_settings(log: LogSettings | None) -> CaptureCost:
     `graph_mib_per_token`, `capture_source`), {} without capture lines. Graph memory is one
     shared pool that the largest bucket sizes: the log's own measured total (`mem usage` of the
     capture's end line) over the largest captured bucket, so the estimate for the captured list
-    is the measurement; without an end line, the largest bucket's `avail_mem` step."""
+    is the measurement; without an end line, the largest bucket's `avail_mem` step. A capture of
+    another backend than the breakable graphs planned (the piecewise runner, `tc_piecewise`) is
+    not used: {} (the estimate stays, and says so)."""
     cost = None if log is None else log.capture
     if log is None or cost is None or not cost.bucket_gb:
         return {}
+    if cost.backend not in ("breakable", ""):  # another backend's capture does not scale the breakable graphs planned
+        return {}
     largest = max(log.captured or cost.bucket_gb)
-    where = f"line {cost.total_line}" if cost.total_line else "capture progress lines"
+    line = cost.total_line or cost.list_line
+    where = f"{log.path}:{line}" if line else f"{log.path} (capture progress lines)"
     if cost.total_gb is not None:
         out: CaptureCost = {"graph_mib_per_token": cost.total_gb * 1024 / largest}
     else:
@@ -116,9 +128,28 @@ def capture_settings(log: LogSettings | None) -> CaptureCost:
     took = f"{count} buckets in {cost.capture_s:.1f} s, " if cost.capture_s is not None else ""
     memory = (f"{cost.total_gb:.2f} GB in all" if cost.total_gb is not None
               else f"{cost.bucket_gb[max(cost.bucket_gb)]:.2f} GB at {max(cost.bucket_gb)} tokens")
-    out["capture_source"] = (f"measured on {cost.date or 'an undated day'} by the log {log.path} {where} "
-                             f"({took}{memory}, as the log printed them)")
+    backend = f"{cost.backend} graphs" if cost.backend else "graphs of a backend the log does not name"
+    out["capture_source"] = (f"calibrated from {where} ({backend}, {cost.date or 'undated'}: {took}{memory}, as the log printed them; "
+                             "every other count scaled from it)")
     return out
+
+
+def manifest_capture_settings(manifest: Manifest, deployment: Deployment) -> CaptureCost:
+    """`RecommendSettings` fields from a capture manifest's timings (`Manifest.capture_s_per_layer`),
+    scaled per layer to the deployment's model; {} for a dry run or a manifest without them.
+    Graph memory stays estimated (the proxy's width is not the model's), and the label says so."""
+    per_layer = manifest.capture_s_per_layer()
+    if per_layer is None:
+        return {}
+    from cpbcg.planner.costs.published import assumptions
+
+    model, _, assumed = assumptions(deployment.model, deployment.gpu)
+    layers = model.num_hidden_layers
+    same = "" if manifest.num_hidden_layers in (None, layers) else f"; the manifest was made for {manifest.num_hidden_layers} layers"
+    return {"capture_s_per_bucket": per_layer * layers,
+            "capture_source": (f"calibrated from {manifest.path} (cpbcg capture of {len(manifest.buckets)} buckets: "
+                               f"{per_layer * 1e3:.2f} ms per layer per bucket, scaled to {layers} layers"
+                               f"{'; ' + assumed if assumed else ''}{same})")}
 
 
 def common_log_settings(logs: Sequence[LogSettings]) -> LogSettings | None:
@@ -153,7 +184,8 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
                 note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
                 on_chunk: Callable[[object], object] | None = None, log: LogSettings | None = None,
                 resolve_launch: Callable[[LogSettings], LaunchModel] | None = None,
-                load_factors: Sequence[float] | None = None, untimed_rates: str | None = None) -> PlanReport:
+                load_factors: Sequence[float] | None = None, untimed_rates: str | None = None,
+                invocation: Sequence[str] | None = None, manifest_path: str | Path | None = None) -> PlanReport:
     """`cpbcg plan` on its traces (paths as `trace_paths` gives them; none: the embedded default
     workload): evaluate the configured list, recommend one (`request`), compare and export.
     Notes for people (ignored options, the simulation, no recommendation) go to `note` as they
@@ -171,13 +203,20 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     settings = request.settings()
     if settings is not None and capture_settings(log):
         settings = replace(settings, **capture_settings(log))
+    elif settings is not None and manifest_path is not None:
+        settings = replace(settings, **manifest_capture_settings(load_manifest(manifest_path), deployment))
     workers = request.workers if request.workers is not None else default_workers()
     fit_traces = None if request.fit_traces is None else [str(p) for p in request.fit_traces]
     sources = [open_trace(p, deployment, trace_format=trace_format, options=options) for p in given] or [open_trace(None, deployment)]
-    result = plan(sources, deployment, settings, on_chunk=on_chunk, progress=progress,
+    against = AgainstDefault(deployment) if settings is None else None  # without a verdict the configured list is judged here
+    tapped = against.tap(on_chunk) if against is not None else on_chunk
+    result = plan(sources, deployment, settings, on_chunk=tapped, progress=progress,
                   load_factors=None if load_factors is None else list(load_factors), rates=untimed_rates,
                   workers=workers, scheduler=request.scheduler_address, fit_traces=fit_traces, resolve_launch=resolve_launch,
                   launch_capture=capture_settings)
+    if against is not None and against.flags(result.evaluation):
+        note(f"cpbcg: warning: on this traffic the configured list costs more than SGLang's default list for the chunk: "
+             f"{'; '.join(against.flags(result.evaluation))}")
     if result.deployment is not None:  # a log's last launch ran under other settings: the recommendation and export are for it
         deployment = result.deployment
     for line in launch_plan_notes(result.launches, display(first) if first is not None else "-"):
@@ -225,7 +264,62 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         for one in logs:
             for line in log_settings_notes(one.settings, {}):
                 note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}{launch_label(one.settings, one.summary)}:"))
-    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources))
+    verdict = rec.verdict if rec is not None else None
+    command = None if verdict is None or verdict.deploy == "default" else flags_command(invocation, [str(p) for p in paths], verdict.deployed.num_buckets)
+    memory = None if rec is None or verdict is None else memory_preflight(deployment, rec)
+    return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources), command, memory)
+
+
+def memory_preflight(deployment: Deployment, rec: Recommendation) -> MemoryPreflight | None:
+    """The verdict's chosen list under 0.5.23's start-up memory rule (`engines.sglang.memory`):
+    KV tokens against SGLang's default list and whether capture fits; None with prefill graphs off."""
+    from cpbcg.engines.sglang.memory import preflight
+    from cpbcg.planner.costs.published import assumptions
+
+    verdict = rec.verdict
+    server = deployment.server
+    if verdict is None or (server is not None and server.prefill_graph_backend.value == "disabled"):
+        return None
+    model, gpu, assumed = assumptions(deployment.model, deployment.gpu)
+    demand = rec.demand
+    requests = float((demand.num_requests * demand.counts).sum())
+    mean = float((demand.num_tokens * demand.counts).sum()) / requests if requests else 0.0
+    chosen = verdict.deployed
+    return preflight(model, gpu, tp_size=deployment.tp_size, pp_size=server.pp_size if server is not None else 1,
+                     mla=server.use_mla if server is not None else bool(model.kv_lora_rank),
+                     activation_tokens=deployment.scheduler.largest_forward_tokens,
+                     max_running_requests=deployment.scheduler.max_running_requests, buckets=chosen.num_buckets,
+                     default_buckets=verdict.default.num_buckets, graph_mib=chosen.graph_mib,
+                     eager_peak_mib=rec.capture_model.eager_peak_mib if rec.capture_model is not None else 0.0,
+                     mean_request_tokens=mean, assumed=assumed)
+
+
+FLAGS_FILE = "sglang-flags.txt"
+"""Where the verdict's command writes the chosen list's flags."""
+_DROPPED_WITH_VALUE = frozenset({"-k", "--max-buckets", "--emit", "-o", "--output", "-f", "--format", "--target-coverage", "--plot"})
+_DROPPED = frozenset({"--compare"})
+
+
+def flags_command(invocation: Sequence[str] | None, traces: Sequence[str | Path], num_buckets: int) -> str:
+    """`cpbcg plan ... -k K --emit sglang -o sglang-flags.txt`: this run's arguments (`invocation`,
+    after `plan`; None: the traces alone) without its output, count and target options, asking for
+    the list of `num_buckets` buckets (the optimiser's best of that count: the knee or the full list)."""
+    if invocation is None:
+        kept = [arg for t in traces for arg in ("-t", str(t))]
+    else:
+        kept, skip = [], False
+        for arg in invocation:
+            if skip:
+                skip = False
+                continue
+            name = arg.split("=", 1)[0]
+            if name in _DROPPED_WITH_VALUE:
+                skip = "=" not in arg
+                continue
+            if name in _DROPPED:
+                continue
+            kept.append(arg)
+    return shlex.join(["cpbcg", "plan", *kept, "-k", str(num_buckets), "--emit", "sglang", "-o", FLAGS_FILE])
 
 
 def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dict[str, object], note: Callable[[str], None]) -> str:
@@ -254,7 +348,7 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
                  options: ReadOptions | None = None, ignored_flags: list[str] | None = None,
                  note: Callable[[str], None] = lambda text: None, progress: Callable[[int], None] | None = None,
                  on_chunk: Callable[[object], object] | None = None, load_factors: Sequence[float] | None = None,
-                 untimed_rates: str | None = None) -> PlanReport | GuaranteeReport:
+                 untimed_rates: str | None = None, invocation: Sequence[str] | None = None) -> PlanReport | GuaranteeReport:
     """`cpbcg plan`: the options' combinations checked (`check_usage`), the traces (`trace_paths`: files, globs, directories; the `fit_traces` of
     `request` among them), the deployment (`load_plan_deployment`, under the settings a single
     SGLang server log states), then guarantee mode when `request` asks for it (requests per
@@ -263,7 +357,8 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
     None: the scheduler's `time_scale`); `untimed_rates`: `auto` simulates a request trace without
     timestamps at the rate picker's rates, None at the scheduler's `rate`. The lines `note` receives are
     held until the traces were read, so that a log's start-up lines say which launch they describe
-    when it holds several (`HeldNotes`)."""
+    when it holds several (`HeldNotes`). `invocation`: the command line after `plan` (the verdict's
+    flags command repeats it, `flags_command`; None: the traces alone)."""
     with HeldNotes(note) as held:
         given = [] if traces is None else [traces] if isinstance(traces, (str, Path)) else list(traces)
         check_usage(request, given, manifest_path, config, overrides)
@@ -294,7 +389,8 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
         resolve = launch_resolver(config, overrides) if manifest_path is None and any(one is not None for one in logs) else None
         report = plan_report(deployment, request, inputs, trace_format=trace_format, options=options, ignored_flags=ignored_flags,
                              note=held, progress=progress, on_chunk=on_chunk, log=log, resolve_launch=resolve,
-                             load_factors=load_factors, untimed_rates=untimed_rates)
+                             load_factors=load_factors, untimed_rates=untimed_rates, invocation=invocation,
+                             manifest_path=manifest_path)
         held.label_launches(report.source if report.traces == 1 else None)
         return report
 

@@ -1,5 +1,6 @@
 """`cpbcg watch`: its use case (`run`), reading `WatchCommandOptions` (declared once in
-`cpbcg.commands.watch_options`) and returning the typed `WatchReport` that `cpbcg.outputs.watch`
+`cpbcg.commands.watch_options`) and the library's `WatchOptions` (its window, stop and gate
+options, declared once there) and returning the typed `WatchReport` that `cpbcg.outputs.watch`
 renders (the live view or JSON lines as it runs, then the tables and the verdict)."""
 
 from __future__ import annotations
@@ -18,19 +19,12 @@ def watch_options(**fields: object) -> WatchOptions:
     return WatchOptions(**{k: v for k, v in fields.items() if v is not None})  # type: ignore[arg-type]
 
 
-def window_options(options: WatchCommandOptions) -> WatchOptions:
-    """The windows and stop conditions `options` ask for, as the library takes them."""
-    return watch_options(window_forwards=options.window_forwards, window_seconds=options.window_seconds,
-                         ring_forwards=options.ring_forwards, gate_step=options.gate_step, interval_s=options.interval_s,
-                         recommend_every_s=options.recommend_every_s, duration_s=options.duration_s, max_forwards=options.max_forwards)
-
-
-def run(options: WatchCommandOptions, config: str | None, overrides: Mapping[str, object], *,
+def run(options: WatchCommandOptions, run_options: WatchOptions, config: str | None, overrides: Mapping[str, object], *,
         on_snapshot: Callable[[WatchSnapshot], None] | None = None, note: Callable[[str], None] = lambda text: None) -> WatchReport:
     """Follow `options.logs` under the deployment of `config` and dotted `overrides` until a stop
-    condition (`cpbcg.api.watch`); `on_snapshot` receives each update, `note` each note. Raises
+    condition of `run_options` (`cpbcg.api.watch`); `on_snapshot` receives each update, `note` each note. Raises
     `ConfigError`, `TraceError`."""
-    return api.watch(options.logs, config, overrides, window_options(options), max_eager=options.max_eager,
+    return api.watch(options.logs, config, overrides, run_options, max_eager=options.max_eager,
                      metrics_urls=options.metrics_url or [], serve_metrics=options.serve_metrics,
                      baseline_trace=options.baseline_trace, on_snapshot=on_snapshot, note=note,
-                     launch_notes=launch_notes)
+                     launch_notes=launch_notes, instances=options.instance or (), from_end=options.from_end, since=options.since)

@@ -1,8 +1,8 @@
 """`cpbcg watch`'s own options, each declared once on `WatchCommandOptions` (its `Flag` or
 `Argument`: flags, help, bounds; the field's default); the command line is derived from it
 (`cpbcg.cli.options.with_options`) and the use case (`cpbcg.commands.watch`) reads it. Light on
-purpose: `cpbcg watch --help` reads it. The window and stop options are `WatchOptions`' fields
-(`cpbcg.watching.options`), by the same names, with its defaults."""
+purpose: `cpbcg watch --help` reads it. The window, stop and scrape-gate options are declared once,
+on the library's `WatchOptions` (`cpbcg.watching.options`), which the command spreads beside these."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from cpbcg.outputs.console import OutputFormat
 from cpbcg.settings import FORMAT_FLAG, Argument, Flag
 from cpbcg.watching.options import WatchOptions
 
-DEFAULTS = WatchOptions()
-"""The window and stop options' defaults: the library's (`WatchOptions`), their one owner."""
+__all__ = ["WatchCommandOptions", "WatchOptions"]
+"""`WatchOptions` is re-exported for the command line (which reaches the library through `cpbcg.commands`)."""
 
 
 @dataclass(frozen=True)
@@ -25,14 +25,9 @@ class WatchCommandOptions:
     logs: Annotated[list[str], Argument("SGLang server logs to follow like `tail -F` (rotation and truncation survive); `-` reads standard input (`kubectl logs -f POD | cpbcg watch -`). One server each.", metavar="LOG...")]
     metrics_url: Annotated[Optional[list[str]], Flag(("--metrics-url",), "The server's SGLang metrics endpoint (`--enable-metrics`; http://HOST:PORT/metrics), scraped every --interval: prefill passes by mode, graph memory and capture time beside the log. Repeatable: one per LOG, in order.", metavar="URL", show_default=False)] = None
     serve_metrics: Annotated[Optional[str], Flag(("--serve-metrics",), "Serve cpbcg_* Prometheus metrics over HTTP on HOST:PORT (port 0: any free port, printed on stderr); docs/watch.md lists them.", metavar="HOST:PORT", show_default=False)] = None
-    duration_s: Annotated[Optional[float], Flag(("--duration",), "Stop after SECONDS (a canary's watch). Without it and --max-forwards: Ctrl-C, or the end of standard input.", ge=0.0, le=1e7, metavar="SECONDS", show_default=False)] = None
-    max_forwards: Annotated[Optional[int], Flag(("--max-forwards",), "Stop after N prefill forwards (all logs together).", ge=1, le=2**62, metavar="N", show_default=False)] = None
-    window_forwards: Annotated[int, Flag(("--window-forwards",), "Forwards in the rolling forwards window (per server); the window gates check every full window.", ge=1, le=1_000_000, metavar="N")] = DEFAULTS.window_forwards
-    window_seconds: Annotated[float, Flag(("--window-seconds",), "Seconds in the rolling time window (at most --ring-forwards forwards).", ge=0.1, le=86_400.0, metavar="SECONDS")] = DEFAULTS.window_seconds
-    gate_step: Annotated[Optional[int], Flag(("--gate-step",), "Forwards between two gated windows (default: a quarter of --window-forwards).", ge=1, le=1_000_000, metavar="N", show_default=False)] = None
-    ring_forwards: Annotated[int, Flag(("--ring-forwards",), "Forwards kept per server for the windows (73 bytes each): bounds memory whatever the log's length.", ge=1, le=10_000_000, metavar="N")] = DEFAULTS.ring_forwards
-    interval_s: Annotated[float, Flag(("--interval",), "Seconds between two updates (live view, JSON lines, exporter, --metrics-url scrapes).", ge=0.05, le=3600.0, metavar="SECONDS")] = DEFAULTS.interval_s
-    recommend_every_s: Annotated[float, Flag(("--recommend-every",), "Seconds between two fits of the recommended list to the forwards window (0: only at the end).", ge=0.0, le=86_400.0, metavar="SECONDS")] = DEFAULTS.recommend_every_s
     baseline_trace: Annotated[Optional[Path], Flag(("--baseline-trace",), "The trace the list was planned on (any format plan reads): the windows report the drift of their size distribution from it.", metavar="TRACE", show_default=False)] = None
+    instance: Annotated[Optional[list[str]], Flag(("--instance",), "The replica this watch reports for: the `instance` label on every cpbcg_* metric and in the JSON, so the rules and the dashboard tell replicas apart. Default: $POD_NAME, else $HOSTNAME, else the host's name. Repeatable: one per LOG, in order (the last given for the rest).", metavar="NAME", show_default=False)] = None
+    from_end: Annotated[bool, Flag(("--from-end",), "Judge only the lines written after watch starts (a restarted sidecar): the log's start-up output is still read for the server's settings and restarts; its earlier forwards are not judged.")] = False
+    since: Annotated[Optional[str], Flag(("--since",), "Judge only the forwards from the first line stamped at or after TIME (YYYY-MM-DD HH:MM[:SS], the log's own clock); the start-up output before it is still read.", metavar="TIME", show_default=False)] = None
     max_eager: Annotated[Optional[list[str]], Flag(("--max-eager",), "Gate: at most N eager forwards for REASON (as replay-check), over the run and over every window. Repeatable.", metavar="REASON=N", show_default=False)] = None
     output_format: Annotated[OutputFormat, FORMAT_FLAG] = OutputFormat.table

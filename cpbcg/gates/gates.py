@@ -223,6 +223,10 @@ class CheckReport:
     launches: tuple[Any, ...] = ()
     """An SGLang log of several launches: each launch under the server it resolved to
     (`LaunchPlan`, `PlanResult.launches`; `evaluation` is their total); empty otherwise."""
+    default_evaluation: Evaluation | None = None
+    """SGLang 0.5.23's default list for the chunk on the same forwards (`plan.AgainstDefault`); None: not compared."""
+    against_default: tuple[str, ...] = ()
+    """Where the judged list costs more padding or modelled time than that default, with both numbers (empty: it does not)."""
 
     @property
     def passed(self) -> bool:

@@ -168,6 +168,10 @@ def check_document(report: CheckReport, simulation: dict[str, Any] | None = None
         doc["launches"] = launch_plans_document(report.launches)
     if report.observed is not None:
         doc["observed"] = report.observed.to_dict()
+    default = report.default_evaluation
+    doc["against_default"] = None if default is None else {
+        "buckets": len(default.buckets), "coverage": default.coverage, "padding": default.padding_overhead,
+        "costs_more": list(report.against_default)}
     return doc
 
 
@@ -304,6 +308,6 @@ def observed_document(observed: Any, log: Any) -> dict[str, Any] | None:
     if log is not None and log.capture is not None:
         c = log.capture
         doc["capture"] = {"bucket_gb": {str(b): gb for b, gb in sorted(c.bucket_gb.items())}, "total_gb": c.total_gb,
-                          "capture_s": c.capture_s, "line": c.total_line or None,
+                          "capture_s": c.capture_s, "line": c.total_line or None, "backend": c.backend or None,
                           "source": f"measured on {c.date or 'an undated day'} by the log {log.path}"}
     return doc

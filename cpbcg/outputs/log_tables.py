@@ -127,7 +127,8 @@ def _one_log(observed: "ObservedComparison | None", log: "LogSettings | None", p
         parts.append(Text("\n".join(lines)))
     if log is not None and log.capture is not None and log.capture.bucket_gb:
         c = log.capture
-        table = Table(title="Capture memory per bucket", title_justify="left")
+        backend = f" ({c.backend} graphs, as the log's capture lines name them)" if c.backend else " (the log does not name the graph backend)"
+        table = Table(title=f"Capture memory per bucket{backend}", title_justify="left")
         table.add_column("bucket (tokens)", justify="right")
         table.add_column("GiB", justify="right")
         shown = [(b, gb) for b, gb in sorted(c.bucket_gb.items(), reverse=True) if gb >= 0.005]

@@ -5,7 +5,7 @@ Every `--format` has its arm in `render`, which ends in `assert_never` (mypy che
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 from cpbcg.atomic import STDOUT, OutputGroup, write_atomic
 from cpbcg.errors import ExitCode
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from cpbcg.planner.optimise.compare import Comparison
     from cpbcg.planner.plan import PlanPart, PlanResult
     from cpbcg.planner.traces.sglang_settings import LogSettings
+    from cpbcg.engines.sglang.memory import MemoryPreflight
     from cpbcg.settings import EmitFormat
 
 
@@ -46,6 +47,10 @@ class PlanView(Protocol):
     def parts(self) -> tuple[PlanPart, ...]: ...
     @property
     def traces(self) -> int: ...
+    @property
+    def flags_command(self) -> str | None: ...
+    @property
+    def memory(self) -> MemoryPreflight | None: ...
 
 
 class GuaranteeView(Protocol):
@@ -72,11 +77,18 @@ class PlanOutputOptions(Protocol):
     def emit(self) -> EmitFormat | None: ...
 
 
-def write(report: PlanView | GuaranteeView, options: PlanOutputOptions) -> ExitCode:
-    """Everything `plan` writes for `report`; the exit code (`GATE_FAILED`: a guarantee that does not hold)."""
+def write(report: PlanView | GuaranteeView, options: PlanOutputOptions, notes: Callable[[], None] = lambda: None) -> ExitCode:
+    """Everything `plan` writes for `report`; the exit code (`GATE_FAILED`: a guarantee that does not hold).
+    `notes` writes the command's held notes (stderr): after the verdict's screen when the tables
+    are printed with a verdict (the answer first), else before anything else; called once."""
     from cpbcg.planner.optimise.guarantee import GuaranteeResult
 
     output = None if options.output is None or str(options.output) == STDOUT else options.output
+    verdict_first = (options.output_format is OutputFormat.table and not isinstance(report.result, GuaranteeResult)
+                     and report.result.recommendation is not None and report.result.recommendation.verdict is not None
+                     and (options.emit is None or output is not None))
+    if not verdict_first:
+        notes()
     if isinstance(report.result, GuaranteeResult):
         return _guarantee(report, options, output)
     assert not isinstance(report.result, GuaranteeResult)
@@ -95,16 +107,16 @@ def write(report: PlanView | GuaranteeView, options: PlanOutputOptions) -> ExitC
         stderr_console().print(f"wrote {output}", highlight=False)
     if options.emit is not None and output is None:
         return ExitCode.OK  # the export is the stdout document
-    render(report, options.output_format)
+    render(report, options.output_format, notes if verdict_first else lambda: None)
     return ExitCode.OK
 
 
-def render(report: PlanView, output_format: OutputFormat) -> None:
-    """The report on stdout in `output_format`."""
+def render(report: PlanView, output_format: OutputFormat, after_verdict: Callable[[], None] = lambda: None) -> None:
+    """The report on stdout in `output_format` (`after_verdict` runs after the tables' verdict screen)."""
     if output_format is OutputFormat.json:
         _json(report)
     elif output_format is OutputFormat.table:
-        _tables(report)
+        _tables(report, after_verdict)
     else:
         assert_never(output_format)
 
@@ -127,16 +139,28 @@ def _json(report: PlanView) -> None:
         doc["graphs_off"] = off
     if len(parts) > 1:
         doc["traffic"] = traffic_document(parts)
+    verdict = result.recommendation.verdict if result.recommendation is not None else None
+    if verdict is not None:  # no recommendation (--no-recommend, or none possible): no verdict
+        doc["verdict"] = {**verdict.to_dict(), "flags_command": report.flags_command,
+                          "memory": None if report.memory is None else report.memory.to_dict()}
     print_json(dumps(doc))
 
 
-def _tables(report: PlanView) -> None:
+def _tables(report: PlanView, after_verdict: Callable[[], None] = lambda: None) -> None:
     from cpbcg.outputs.log_tables import observed_renderable
     from cpbcg.outputs.recommend_tables import comparison_table, pareto_table, recommendation_renderable, traffic_table
     from cpbcg.outputs.tables import evaluation_tables, summed_header
 
     result, rec, comparison, parts = report.result, report.result.recommendation, report.comparison, report.parts
     console = stdout_console()
+    if rec is not None and rec.verdict is not None:
+        from cpbcg.outputs.verdict import verdict_lines
+
+        for line in verdict_lines(rec.verdict, report.flags_command, report.memory):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        console.print("")
+        console.file.flush()
+    after_verdict()
     console.print(evaluation_tables(result.evaluation, summed_header(report.header, parts)))
     if result.launches:
         from cpbcg.outputs.log_tables import launch_plans_table

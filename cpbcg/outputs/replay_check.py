@@ -124,6 +124,8 @@ def render(report: CheckReport, output_format: OutputFormat, stdout_taken: bool 
     from cpbcg.outputs.log_tables import observed_renderable
 
     parts: list = [evaluation_tables(report.evaluation, summed_header(report.header, report.parts)), overflow_text(report)]
+    if report.against_default:
+        parts.append(Text(against_default_line(report)))
     if report.launches:
         from cpbcg.outputs.log_tables import launch_plans_table
 
@@ -169,6 +171,13 @@ def _write(path: Path, data: bytes, outputs: "OutputGroup") -> None:
         echo(data.decode(), nl=False)
     else:
         outputs.write(path, data)
+
+
+def against_default_line(report: CheckReport) -> str:
+    """The warning when the judged list costs more than SGLang's default list on the same forwards, with both numbers."""
+    n = len(report.default_evaluation.buckets) if report.default_evaluation is not None else 0
+    return (f"warning: on this traffic the list costs more than SGLang's default list for the chunk ({n} buckets): "
+            f"{'; '.join(report.against_default)}")
 
 
 def verdict(report: CheckReport) -> str:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from cpbcg.planner.evaluate import Evaluation
     from cpbcg.planner.observed import ObservedComparison
-    from cpbcg.watching.session import WatchReport, WatchSnapshot
+    from cpbcg.watching.session import ServerView, WatchReport, WatchSnapshot
 
 
 def _pct(value: float | None) -> str:
@@ -39,6 +39,7 @@ def snapshot_view(snap: WatchSnapshot) -> RenderableType:
 
     parts: list[RenderableType] = [Text(f"cpbcg watch: {snap.forwards:,} prefill forwards in {snap.elapsed_s:.0f} s")]
     for server in snap.servers:
+        parts.append(Text(freshness_line(server), style="dim"))
         if server.refusal:
             parts.append(Text(f"{server.name}: REFUSED: {server.refusal}"))
             continue
@@ -76,8 +77,10 @@ def snapshot_view(snap: WatchSnapshot) -> RenderableType:
         if server.metrics is not None:
             m = server.metrics
             total = m.prefill_graph_passes + m.prefill_eager_passes
-            parts.append(Text(f"  SGLang metrics ({m.url}): {total:,.0f} prefill passes, {_pct(m.prefill_graph_passes / total if total else None)} "
-                              "in graphs; graph memory " + (", ".join(f"{p} {gb:.2f} GB" for p, gb in m.graph_memory_gb.items()) or "-")))
+            said = "" if server.observed is None else f" (the log read: {_pct(server.observed.coverage)})"
+            parts.append(Text(f"  SGLang metrics ({m.url}): {total:,.0f} prefill passes since the server started, "
+                              f"{_pct(m.prefill_graph_passes / total if total else None)} in graphs{said}; graph memory "
+                              + (", ".join(f"{p} {gb:.2f} GiB" for p, gb in m.graph_memory_gb.items()) or "-")))
         elif server.metrics_error:
             parts.append(Text(f"  SGLang metrics: {server.metrics_error}"))
     drift = any(w.drift is not None for server in snap.servers for per in server.windows.values() for w in per.values())
@@ -85,6 +88,17 @@ def snapshot_view(snap: WatchSnapshot) -> RenderableType:
                       "worst case; unexplained eager: the model replays, the server ran eagerly" + (
                           "; drift: total variation from --baseline-trace (0 same sizes, 1 none in common)" if drift else ""), style="dim"))
     return Group(*parts)
+
+
+def freshness_line(server: ServerView) -> str:
+    """`INSTANCE SERVER: 1,234 lines (5.2 MiB) read; last line 0 s ago; reader lag 0.0 s[; ...]`."""
+    f = server.freshness
+    age = max(0.0, server.snapshot_unix - f.last_line_unix)
+    events = [f"{n:,} {what}" for n, what in ((server.rotations, "rotations"), (server.truncations, "truncations")) if n]
+    scrape = "" if f.scrape_unix is None else f"; last good scrape {max(0.0, server.snapshot_unix - f.scrape_unix):.0f} s ago"
+    return (f"{server.instance} {server.name}: {f.lines_read:,} lines ({f.bytes_read / (1 << 20):.1f} MiB) read; last line {age:.0f} s ago; "
+            f"reader lag {f.reader_lag_s:.1f} s" + (f", {f.unread_bytes:,} bytes unread" if f.unread_bytes else "") + scrape
+            + ("; " + ", ".join(events) if events else ""))
 
 
 def gates_view(report: WatchReport) -> RenderableType:

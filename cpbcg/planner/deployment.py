@@ -55,6 +55,13 @@ class Deployment:
     whose page size, chunk and prefill graph list the scheduler and bucket list use; None for
     a deployment built by hand (no resolution said)."""
 
+    @property
+    def tp_size(self) -> int:
+        """The tensor-parallel size the cost models divide by: the resolved server's `tp_size`
+        (1 without CP unless given; with CP 0.5.23 requires `tp_size == attn_cp_size`), else `cp_size`
+        for a deployment built by hand."""
+        return self.server.tp_size if self.server is not None else self.cp.cp_size
+
     def table(self) -> BucketTable:
         """The configured buckets with capacities from the capture model (docs/model.md "Local capacity").
         Raises `ModelError` when no bucket is capturable or the capture layout is impossible."""

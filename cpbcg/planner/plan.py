@@ -232,7 +232,55 @@ def plan_traffic(
         chunk = rec.headroom.chunk_tokens if rec.headroom is not None else rec.optimal.max_tokens
         default_table = BucketTable.build(sglang_default_buckets(chunk), deployment.cp, deployment.capture)
         parts = tuple(_part(o, rec_table, deployment, default_table) for o in outcomes)
+        loads = len({p.label for p in parts}) < len(parts)  # the load named only where a trace runs at several
+        said = tuple(f"on {p.label}{f' at {p.load}' if loads else ''} the recommended list costs more than SGLang's default list "
+                     f"there: {'; '.join(p.flags)}" for p in parts if p.flags)
+        if said and rec.verdict is not None:  # a list fitted on one load, replayed at another, is judged there too
+            rec = replace(rec, verdict=replace(rec.verdict, warnings=rec.verdict.warnings + said))
     return PlanResult(result.evaluation, rec, result.recommendation_error, parts)
+
+
+class AgainstDefault:
+    """SGLang 0.5.23's default list for the chunk (`sglang_default_buckets`, as the runner captures
+    it) replayed beside a judged list on the same forwards: `tap` wraps a plan's `on_chunk`, so
+    the trace streams once; `flags` says where the judged list costs more padding or modelled time
+    (`cost.flags_against_default`, with both numbers). Forwards from another process (a Dask or
+    multi-process traffic plan) are not seen: `result` is then None."""
+
+    def __init__(self, deployment: Deployment):
+        self.deployment = deployment
+        try:
+            self.table: BucketTable | None = BucketTable.build(sglang_default_buckets(deployment.scheduler.largest_forward_tokens),
+                                                               deployment.cp, deployment.capture)
+        except ModelError:  # no default bucket is capturable here: nothing to compare with
+            self.table = None
+        self.evaluator = None if self.table is None else Evaluator(self.table, deployment.cp, deployment.max_padding_factor,
+                                                                    deployment.max_seq_len_tokens)
+
+    def tap(self, on_chunk: Callable[[BatchSet | ForwardSizes], object] | None) -> Callable[[BatchSet | ForwardSizes], object]:
+        """`on_chunk`, also replaying each chunk with the default list."""
+        def seen(chunk: BatchSet | ForwardSizes) -> object:
+            if self.evaluator is not None:
+                if isinstance(chunk, ForwardSizes):
+                    self.evaluator.add_demand(bound_demand(chunk, self.deployment.cp))
+                else:
+                    self.evaluator.add(chunk)
+            return on_chunk(chunk) if on_chunk is not None else None
+        return seen
+
+    def result(self, judged: Evaluation) -> Evaluation | None:
+        """The default list on the forwards `judged` saw (None when it saw others or none)."""
+        if self.evaluator is None:
+            return None
+        ev = self.evaluator.result()
+        return ev if ev.batches == judged.batches and ev.batches else None
+
+    def flags(self, judged: Evaluation) -> tuple[str, ...]:
+        """Where `judged`'s list costs more than the default on the same forwards (empty: it does not, or no comparison)."""
+        default = self.result(judged)
+        if default is None or list(default.buckets) == list(judged.buckets):
+            return ()
+        return flags_against_default(judged, default, self.deployment.cost)
 
 
 def _recommended(evaluation: Evaluation, split: DemandSplit, deployment: Deployment, settings: RecommendSettings,

@@ -53,7 +53,7 @@ from typing import Any
 
 from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec, uses_mla
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
-from cpbcg.planner.sglang_flags import SGLANG_FLAGS
+from cpbcg.engines.sglang.launch import SGLANG_FLAGS
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_ARCHITECTURE, SGLANG_VERSION
 
 __all__ = [
@@ -271,7 +271,7 @@ def _flag_name(word: str) -> str:
 
 
 def unrecognized_flag(flag: str) -> str | None:
-    """None when 0.5.23's launch parser takes `--flag` (`sglang_flags.SGLANG_FLAGS`, or a prefix
+    """None when 0.5.23's launch parser takes `--flag` (`cpbcg.engines.sglang.launch.SGLANG_FLAGS`, or a prefix
     of one: argparse's `allow_abbrev`), else the flag and the closest known one (difflib):
     `--attn-cp-sise (did you mean --attn-cp-size?)`."""
     if flag in _KNOWN_FLAGS or any(f.startswith(flag) for f in SGLANG_FLAGS):

@@ -1,50 +1,126 @@
 """cpbcg's own Prometheus metrics for `cpbcg watch --serve-metrics HOST:PORT` (prometheus_client).
 
 The names are stable (dashboards and alert rules depend on them: `deploy/grafana/`,
-`deploy/prometheus/`); docs/watch.md documents each. Labels: `server` (the log as given on the
-command line), `dp_rank` (the attention-DP rank; `all` for a server's windows), `reason` (the
-selector's eager reason), `window` (`forwards` or `time`), `mode` and `phase` (SGLang's own).
-Counters count from the start of the run; the window gauges are the last snapshot's.
+`deploy/prometheus/`); docs/watch.md documents each. Every family carries `instance` (the
+replica: `--instance`, by default the pod or host, `cpbcg.watching.options.default_instance`) and
+`server` (the log as given on the command line); some add `dp_rank` (the attention-DP rank; `all`
+for a server's windows), `reason` (the selector's eager reason), `window` (`forwards` or `time`),
+`mode` and `phase` (SGLang's own). Counters count from the start of the run; the window gauges are
+the last snapshot's; the ages (`*_age_seconds`) are taken when Prometheus scrapes.
+
+Each family is declared once in `FAMILIES` (name, help, its labels beyond `instance` and `server`);
+`COUNTERS` and `GAUGES` are derived from it.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterator
+import time
+from typing import Any, Iterator, Literal
 
-from cpbcg.watching.session import WatchSnapshot
+from cpbcg.watching.session import ServerView, WatchSnapshot
 
 PREFIX = "cpbcg_"
+BASE_LABELS = ("instance", "server")
+"""The labels of every family: the replica, then the log."""
+GIB = 1 << 30
+"""SGLang 0.5.23's "GB" is GiB: `get_available_gpu_memory` (`utils/common.py`) divides by `1 << 30`, and the
+graph memory is the drop of that number across the capture (`cuda_graph_setup.py`)."""
 
-COUNTERS = {
-    "prefill_forwards": "Distinct prefill forwards read from the server's log.",
-    "prefill_verdict_forwards": "Prefill forwards whose log line printed the graph verdict (cuda graph: True|False).",
-    "prefill_graph_forwards": "Prefill forwards the server ran in CUDA graphs (cuda graph: True).",
-    "prefill_model_graph_forwards": "Prefill forwards cpbcg's model of SGLang 0.5.23's selector replays in graphs (worst case).",
-    "prefill_tokens": "Extend tokens of the prefill forwards read.",
-    "prefill_graph_tokens": "Extend tokens of the forwards the server ran in graphs.",
-    "prefill_padded_tokens": "Padding tokens the model's graph replays add.",
-    "prefill_eager_forwards": "Prefill forwards the model runs eagerly, by the selector's reason.",
-    "log_rotations": "Times the followed log file was replaced (rotation).",
-    "log_truncations": "Times the followed log file was truncated in place.",
-    "sglang_scrape_errors": "Failed scrapes of the server's SGLang metrics endpoint.",
-    "sglang_prefill_passes": "SGLang's sglang:cuda_graph_passes_total for prefill, as last scraped, by mode.",
+Kind = Literal["counter", "gauge"]
+FAMILIES: dict[str, tuple[Kind, str, tuple[str, ...]]] = {
+    "prefill_forwards": ("counter", "Distinct prefill forwards read from the server's log.", ("dp_rank",)),
+    "prefill_verdict_forwards": ("counter", "Prefill forwards whose log line printed the graph verdict (cuda graph: True|False).", ("dp_rank",)),
+    "prefill_graph_forwards": ("counter", "Prefill forwards the server ran in CUDA graphs (cuda graph: True).", ("dp_rank",)),
+    "prefill_model_graph_forwards": ("counter", "Prefill forwards cpbcg's model of SGLang 0.5.23's selector replays in graphs (worst case).", ("dp_rank",)),
+    "prefill_tokens": ("counter", "Extend tokens of the prefill forwards read.", ("dp_rank",)),
+    "prefill_graph_tokens": ("counter", "Extend tokens of the forwards the server ran in graphs.", ("dp_rank",)),
+    "prefill_padded_tokens": ("counter", "Padding tokens the model's graph replays add.", ("dp_rank",)),
+    "prefill_eager_forwards": ("counter", "Prefill forwards the model runs eagerly, by the selector's reason.", ("dp_rank", "reason")),
+    "log_rotations": ("counter", "Times the followed log file was replaced (rotation).", ()),
+    "log_truncations": ("counter", "Times the followed log file was truncated in place (copytruncate, > log; regrown or not).", ()),
+    "log_lines": ("counter", "Lines read from the log.", ()),
+    "log_read_bytes": ("counter", "Bytes read from the log (the copy of a copytruncate included).", ()),
+    "sglang_scrape_errors": ("counter", "Failed scrapes of the server's SGLang metrics endpoint.", ()),
+    "sglang_prefill_passes": ("counter", "SGLang's sglang:cuda_graph_passes_total for prefill, as last scraped, by mode.", ("dp_rank", "mode")),
+    "log_last_line_age_seconds": ("gauge", "Seconds since the last line was read from the log (since the start before the first).", ()),
+    "log_reader_lag_seconds": ("gauge", "Seconds the reader has been behind the end of its log (0 while it keeps up), at the last update.", ()),
+    "log_unread_bytes": ("gauge", "Bytes of the log file not read yet, at the last update.", ()),
+    "sglang_scrape_age_seconds": ("gauge", "Seconds since the last successful scrape of --metrics-url (since the start before the first).", ()),
+    "window_forwards": ("gauge", "Forwards in the rolling window.", ("dp_rank", "window")),
+    "window_observed_coverage_ratio": ("gauge", "Fraction of the window's forwards (with a verdict) the server ran in graphs.", ("dp_rank", "window")),
+    "window_model_coverage_ratio": ("gauge", "Fraction of the window's forwards the model replays in graphs.", ("dp_rank", "window")),
+    "window_padding_ratio": ("gauge", "Padding overhead of the window's modelled replays (padded / real graph tokens).", ("dp_rank", "window")),
+    "window_above_largest_bucket_forwards": ("gauge", "Forwards of the window above the largest captured bucket.", ("dp_rank", "window")),
+    "window_unexplained_eager_forwards": ("gauge", "Forwards of the window the model replays but the server ran eagerly.", ("dp_rank", "window")),
+    "window_size_drift_ratio": ("gauge", "Total variation distance of the window's size distribution from the planned trace's (0..1).", ("window",)),
+    "window_recommended_coverage_gain_ratio": ("gauge", "Modelled coverage the list recommended for the forwards window would add.", ()),
+    "prefill_graphs_refused": ("gauge", "1 when the server's start-up output says its prefill graphs are off (resolved disabled, no capture line, 0 buckets).", ()),
+    "sglang_graph_memory_bytes": ("gauge", "SGLang's sglang:graph_memory_usage_gb, as last scraped, by phase, in bytes (its GB is GiB).", ("phase",)),
+    "sglang_graph_memory_gb": ("gauge", "DEPRECATED (removed in the next release): cpbcg_sglang_graph_memory_bytes in SGLang's GB (GiB).", ("phase",)),
+    "sglang_startup_graph_seconds": ("gauge", "SGLang's sglang:startup_cuda_graph_time_seconds, as last scraped, by phase.", ("phase",)),
 }
+"""Family name (without `cpbcg_`, and without `_total` for counters) -> kind, help, labels after `instance`, `server`."""
+DEPRECATED = {"sglang_graph_memory_gb": "sglang_graph_memory_bytes"}
+"""Families kept one release under their old name -> the name that replaces them."""
+COUNTERS = {name: text for name, (kind, text, _) in FAMILIES.items() if kind == "counter"}
 """Counter names (without `cpbcg_` and `_total`) -> help."""
-GAUGES = {
-    "window_forwards": "Forwards in the rolling window.",
-    "window_observed_coverage_ratio": "Fraction of the window's forwards (with a verdict) the server ran in graphs.",
-    "window_model_coverage_ratio": "Fraction of the window's forwards the model replays in graphs.",
-    "window_padding_ratio": "Padding overhead of the window's modelled replays (padded / real graph tokens).",
-    "window_above_largest_bucket_forwards": "Forwards of the window above the largest captured bucket.",
-    "window_unexplained_eager_forwards": "Forwards of the window the model replays but the server ran eagerly.",
-    "window_size_drift_ratio": "Total variation distance of the window's size distribution from the planned trace's (0..1).",
-    "window_recommended_coverage_gain_ratio": "Modelled coverage the list recommended for the forwards window would add.",
-    "prefill_graphs_refused": "1 when the server's start-up output says its prefill graphs are off (resolved disabled, no capture line, 0 buckets).",
-    "sglang_graph_memory_gb": "SGLang's sglang:graph_memory_usage_gb, as last scraped, by phase.",
-    "sglang_startup_graph_seconds": "SGLang's sglang:startup_cuda_graph_time_seconds, as last scraped, by phase.",
-}
+GAUGES = {name: text for name, (kind, text, _) in FAMILIES.items() if kind == "gauge"}
 """Gauge names (without `cpbcg_`) -> help."""
+
+
+def exported_names() -> set[str]:
+    """Every series name the exporter writes (counters with `_total`)."""
+    return {f"{PREFIX}{n}_total" for n in COUNTERS} | {PREFIX + n for n in GAUGES}
+
+
+def _server_samples(server: ServerView, now_unix: float) -> Iterator[tuple[str, tuple[str, ...], float]]:
+    """`(family, labels after instance and server, value)` for one server of a snapshot."""
+    for r in server.ranks:
+        dp = str(r.dp_rank)
+        for name, value in (("prefill_forwards", r.forwards), ("prefill_verdict_forwards", r.verdict_forwards),
+                            ("prefill_graph_forwards", r.graph_forwards), ("prefill_model_graph_forwards", r.model_graph_forwards),
+                            ("prefill_tokens", r.tokens), ("prefill_graph_tokens", r.graph_tokens),
+                            ("prefill_padded_tokens", r.padded_tokens)):
+            yield name, (dp,), value
+        for reason, count in r.eager.items():
+            yield "prefill_eager_forwards", (dp, reason), count
+    f = server.freshness
+    yield "log_rotations", (), server.rotations
+    yield "log_truncations", (), server.truncations
+    yield "log_lines", (), f.lines_read
+    yield "log_read_bytes", (), f.bytes_read
+    yield "log_last_line_age_seconds", (), max(0.0, now_unix - f.last_line_unix)
+    yield "log_reader_lag_seconds", (), f.reader_lag_s
+    yield "log_unread_bytes", (), f.unread_bytes
+    yield "sglang_scrape_errors", (), server.metrics_errors
+    if f.scrape_unix is not None:
+        yield "sglang_scrape_age_seconds", (), max(0.0, now_unix - f.scrape_unix)
+    yield "prefill_graphs_refused", (), 1.0 if server.refusal else 0.0
+    for kind, per in server.windows.items():
+        for key, w in per.items():
+            yield "window_forwards", (key, kind), w.forwards
+            if not w.forwards:
+                continue
+            if w.observed is not None:
+                yield "window_observed_coverage_ratio", (key, kind), w.observed.coverage
+                yield "window_unexplained_eager_forwards", (key, kind), w.observed.unexplained_eager
+            yield "window_model_coverage_ratio", (key, kind), w.evaluation.coverage
+            yield "window_padding_ratio", (key, kind), w.evaluation.padding_overhead
+            yield "window_above_largest_bucket_forwards", (key, kind), w.above_largest
+            if key == "all" and w.drift is not None:
+                yield "window_size_drift_ratio", (kind,), w.drift
+    if server.gain is not None and not isinstance(server.gain, str):
+        yield "window_recommended_coverage_gain_ratio", (), server.gain.gain
+    if server.metrics is not None:
+        for dp, modes in server.metrics.prefill_passes.items():
+            for mode, passes in modes.items():
+                yield "sglang_prefill_passes", (dp or "0", mode), passes
+        for phase, gb in server.metrics.graph_memory_gb.items():
+            yield "sglang_graph_memory_bytes", (phase,), gb * GIB
+            yield "sglang_graph_memory_gb", (phase,), gb
+        for phase, sec in server.metrics.capture_s.items():
+            yield "sglang_startup_graph_seconds", (phase,), sec
 
 
 class _Collector:
@@ -59,55 +135,14 @@ class _Collector:
 
         with self.lock:
             snap = self.snapshot
-        labels = {
-            "prefill_eager_forwards": ["server", "dp_rank", "reason"], "log_rotations": ["server"], "log_truncations": ["server"],
-            "sglang_scrape_errors": ["server"], "prefill_graphs_refused": ["server"], "window_size_drift_ratio": ["server", "window"],
-            "window_recommended_coverage_gain_ratio": ["server"], "sglang_prefill_passes": ["server", "dp_rank", "mode"],
-            "sglang_graph_memory_gb": ["server", "phase"], "sglang_startup_graph_seconds": ["server", "phase"],
-        }
         fam: dict[str, Any] = {}
-        for name, text in COUNTERS.items():
-            fam[name] = CounterMetricFamily(PREFIX + name, text, labels=labels.get(name, ["server", "dp_rank"]))
-        for name, text in GAUGES.items():
-            fam[name] = GaugeMetricFamily(PREFIX + name, text, labels=labels.get(name, ["server", "dp_rank", "window"]))
+        for name, (kind, text, labels) in FAMILIES.items():
+            cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            fam[name] = cls(PREFIX + name, text, labels=[*BASE_LABELS, *labels])
+        now_unix = time.time()
         for server in snap.servers if snap is not None else ():
-            s = server.name
-            for r in server.ranks:
-                dp = str(r.dp_rank)
-                for name, value in (("prefill_forwards", r.forwards), ("prefill_verdict_forwards", r.verdict_forwards),
-                                    ("prefill_graph_forwards", r.graph_forwards), ("prefill_model_graph_forwards", r.model_graph_forwards),
-                                    ("prefill_tokens", r.tokens), ("prefill_graph_tokens", r.graph_tokens),
-                                    ("prefill_padded_tokens", r.padded_tokens)):
-                    fam[name].add_metric([s, dp], value)
-                for reason, count in r.eager.items():
-                    fam["prefill_eager_forwards"].add_metric([s, dp, reason], count)
-            fam["log_rotations"].add_metric([s], server.rotations)
-            fam["log_truncations"].add_metric([s], server.truncations)
-            fam["sglang_scrape_errors"].add_metric([s], server.metrics_errors)
-            fam["prefill_graphs_refused"].add_metric([s], 1.0 if server.refusal else 0.0)
-            for kind, per in server.windows.items():
-                for key, w in per.items():
-                    fam["window_forwards"].add_metric([s, key, kind], w.forwards)
-                    if not w.forwards:
-                        continue
-                    if w.observed is not None:
-                        fam["window_observed_coverage_ratio"].add_metric([s, key, kind], w.observed.coverage)
-                        fam["window_unexplained_eager_forwards"].add_metric([s, key, kind], w.observed.unexplained_eager)
-                    fam["window_model_coverage_ratio"].add_metric([s, key, kind], w.evaluation.coverage)
-                    fam["window_padding_ratio"].add_metric([s, key, kind], w.evaluation.padding_overhead)
-                    fam["window_above_largest_bucket_forwards"].add_metric([s, key, kind], w.above_largest)
-                    if key == "all" and w.drift is not None:
-                        fam["window_size_drift_ratio"].add_metric([s, kind], w.drift)
-            if server.gain is not None and not isinstance(server.gain, str):
-                fam["window_recommended_coverage_gain_ratio"].add_metric([s], server.gain.gain)
-            if server.metrics is not None:
-                for dp, modes in server.metrics.prefill_passes.items():
-                    for mode, passes in modes.items():
-                        fam["sglang_prefill_passes"].add_metric([s, dp or "0", mode], passes)
-                for phase, gb in server.metrics.graph_memory_gb.items():
-                    fam["sglang_graph_memory_gb"].add_metric([s, phase], gb)
-                for phase, sec in server.metrics.capture_s.items():
-                    fam["sglang_startup_graph_seconds"].add_metric([s, phase], sec)
+            for name, labels, value in _server_samples(server, now_unix):
+                fam[name].add_metric([server.instance, server.name, *labels], value)
         yield from fam.values()
 
 

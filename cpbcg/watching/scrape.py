@@ -15,6 +15,8 @@ ranks exporting the same forwards) are not added: per DP rank the largest is kep
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 
 PASSES = "sglang:cuda_graph_passes_total"
@@ -88,3 +90,45 @@ def scrape(url: str, timeout_s: float = 2.0) -> SglangMetrics | str:
         return parse_metrics(body.decode("utf-8", "replace"), url)
     except ValueError as exc:
         return f"{url}: not a Prometheus text page ({exc})"
+
+
+class Scraper:
+    """`url` scraped every `interval_s` on a daemon thread of its own, so a slow or hung endpoint
+    never holds up the log's reader: `latest()` hands over the last result without waiting.
+    `errors` counts failed scrapes; `ok_unix` is the wall time of the last good one (None before)."""
+
+    def __init__(self, url: str, interval_s: float, timeout_s: float = 2.0):
+        self.url, self.interval_s, self.timeout_s = url, interval_s, timeout_s
+        self.metrics: SglangMetrics | None = None
+        self.error: str | None = None
+        self.errors = 0
+        self.ok_unix: float | None = None
+        self.started_unix = time.time()
+        self._done = threading.Event()
+        """Set after each scrape (the first result is waited for at the end of a short run)."""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"cpbcg-scrape {url[:60]}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            got = scrape(self.url, self.timeout_s)
+            with self._lock:
+                if isinstance(got, str):
+                    self.error, self.errors = got, self.errors + 1
+                else:
+                    self.metrics, self.error, self.ok_unix = got, None, time.time()
+            self._done.set()
+            self._stop.wait(self.interval_s)
+
+    def latest(self, wait_s: float = 0.0) -> tuple[SglangMetrics | None, str | None, int, float | None]:
+        """`(metrics, error, errors, ok_unix)` as last scraped; with `wait_s`, waits that long at most
+        for a first result when none came yet (the end of a run shorter than one scrape)."""
+        if wait_s > 0:
+            self._done.wait(wait_s)
+        with self._lock:
+            return self.metrics, self.error, self.errors, self.ok_unix
+
+    def close(self) -> None:
+        self._stop.set()

@@ -25,10 +25,19 @@ reported. A server whose start-up output says its prefill graphs are off (resolv
 prefill capture line, a capture line with 0 buckets) is refused: one line, the run fails, and the
 server is no longer followed once its log is read to the end (a restart already in the log is
 judged as the server running now).
+
+Stops. SIGTERM and SIGINT (in the main thread; the previous handlers are restored after) set a
+flag the loop reads at its next turn, so every stop ends the same way: the final snapshot, the
+gates on what was read, `stopped_by` (`terminated`, `interrupted`). Freshness: per server, the
+lines and bytes read, when the last line came, how long the reader has been behind the end of its
+log (`Freshness`). Each `--metrics-url` is scraped on a thread of its own (`scrape.Scraper`): an
+update takes its last result and never waits on an endpoint.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol, Sequence
@@ -44,15 +53,28 @@ from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.window import (ForwardRing, LaunchSetup, RunTally, Window, WindowGain, WindowStats, rank_window, take, window_gain,
                                   window_stats)
 from cpbcg.watching.options import WatchOptions
-from cpbcg.watching.scrape import SglangMetrics, scrape
-from cpbcg.watching.sglang_lines import LogLines
+from cpbcg.engines.sglang.logs.lines import LogLines
+from cpbcg.watching.scrape import Scraper, SglangMetrics
+
+
+FINAL_SCRAPE_WAIT_S = 2.5
+"""Most seconds the end of a run waits for a metrics endpoint's first answer (the scrape's own timeout is 2 s)."""
 
 
 class Follower(Protocol):
     name: str
     rotations: int
     truncations: int
+    lines_read: int
+    bytes_read: int
+    at_end: bool
+    """The last poll reached the end of what there was to read."""
+    notes: list[str]
+    """Events of the source (rotations, truncations), one line each, drained by the session."""
     eof: bool
+
+    @property
+    def unread_bytes(self) -> int: ...
 
     def poll(self) -> list[tuple[int, bytes]]: ...
 
@@ -122,6 +144,28 @@ class LaunchView:
 
 
 @dataclass(frozen=True)
+class Freshness:
+    """How current a server's numbers are (the exporter's `cpbcg_log_*` and scrape-age gauges)."""
+
+    lines_read: int
+    bytes_read: int
+    last_line_unix: float
+    """Wall time (Unix s) the last line was read; the run's start before the first."""
+    reader_lag_s: float
+    """Seconds since the reader was last at the end of its log (0 while it keeps up)."""
+    unread_bytes: int
+    """Bytes of the file beyond the read offset (0 for standard input)."""
+    scrape_unix: float | None = None
+    """Wall time (Unix s) of the last good scrape of --metrics-url; the run's start before the first; None without a URL."""
+
+    def to_dict(self, now_unix: float) -> dict[str, object]:
+        return {"lines_read": self.lines_read, "bytes_read": self.bytes_read,
+                "last_line_age_s": round(max(0.0, now_unix - self.last_line_unix), 3), "reader_lag_s": round(self.reader_lag_s, 3),
+                "unread_bytes": self.unread_bytes,
+                "scrape_age_s": None if self.scrape_unix is None else round(max(0.0, now_unix - self.scrape_unix), 3)}
+
+
+@dataclass(frozen=True)
 class ServerView:
     """One server (log) in a snapshot."""
 
@@ -151,6 +195,11 @@ class ServerView:
     """The launch being judged now (1-based; 0 before the first is resolved)."""
     launches: tuple[LaunchView, ...] = ()
     """Every launch with forwards in the run, in order (the current one last)."""
+    instance: str = ""
+    """The replica (`--instance`): the `instance` label of every metric."""
+    freshness: Freshness = Freshness(0, 0, 0.0, 0.0, 0)
+    snapshot_unix: float = 0.0
+    """Wall time (Unix s) of the snapshot."""
 
     @property
     def current(self) -> LaunchView | None:
@@ -159,7 +208,7 @@ class ServerView:
     def to_dict(self) -> dict[str, object]:
         current = self.current
         return {
-            "server": self.name, "forwards": self.forwards, "buckets": list(self.buckets), "launch": self.launch,
+            "server": self.name, "instance": self.instance, "forwards": self.forwards, "buckets": list(self.buckets), "launch": self.launch,
             "assumed": [] if current is None else [{"key": a.key, "value": a.value, "option": a.option} for a in current.assumed],
             "launches": [v.to_dict() for v in self.launches],
             "totals": None if self.evaluation is None else self.evaluation.to_dict(),
@@ -172,6 +221,7 @@ class ServerView:
             "sglang_metrics_errors": self.metrics_errors,
             "log": {"rotations": self.rotations, "truncations": self.truncations, "records": self.records,
                     "folded_copies": self.folded_copies, "unreadable": self.unreadable, "nonprefill": self.nonprefill},
+            "freshness": self.freshness.to_dict(self.snapshot_unix),
             "refusal": self.refusal,
         }
 
@@ -200,7 +250,7 @@ class WatchReport:
     refusals: tuple[str, ...]
     """One line per refused server: prefill graphs off, or no forward read where gates were set."""
     stopped_by: str
-    """`duration`, `max-forwards`, `end of input`, `interrupted` or `refused`."""
+    """`duration`, `max-forwards`, `end of input`, `interrupted` (SIGINT, Ctrl-C), `terminated` (SIGTERM) or `refused`."""
     unchecked: tuple[str, ...] = ()
     """Window gates not checked (no full window), one line each."""
     notes: tuple[str, ...] = ()
@@ -220,6 +270,11 @@ class WatchReport:
 class _Server:
     follower: Follower
     metrics_url: str | None
+    instance: str = ""
+    scraper: Scraper | None = None
+    last_line_unix: float = field(default_factory=time.time)
+    caught_up_at: float | None = None
+    """Clock time the reader was last at the end of its log (None: not yet)."""
     lines: LogLines = field(init=False)
     resolved: Resolved | None = None
     """The current launch's."""
@@ -292,14 +347,27 @@ class WatchSession:
     def __init__(self, followers: Sequence[Follower], resolve: Callable[[LogSettings], Resolved], options: WatchOptions = WatchOptions(),
                  *, metrics_urls: Sequence[str | None] = (), subscribers: Sequence[Callable[[WatchSnapshot], None]] = (),
                  baseline: Callable[[Resolved], FloatArray | None] | None = None, note: Callable[[str], None] = lambda text: None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, instances: Sequence[str] = ()):
         urls = list(metrics_urls) + [None] * (len(followers) - len(metrics_urls))
-        self.servers = [_Server(f, u) for f, u in zip(followers, urls)]
+        names = list(instances) + [instances[-1] if instances else ""] * (len(followers) - len(instances))
+        self.servers = [_Server(f, u, i) for f, u, i in zip(followers, urls, names)]
         self.resolve, self.options, self.subscribers = resolve, options, list(subscribers)
         self.baseline_of, self.note, self.clock = baseline, note, clock
         self._baselines: dict[int, FloatArray | None] = {}
         self.forwards = 0
         self.start = clock()
+        self._stop: str | None = None
+        """Set by a SIGTERM or SIGINT handler: the loop ends at its next turn, with the report."""
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self._stop = "terminated" if signum == signal.SIGTERM else "interrupted"
+
+    def _handle_signals(self) -> dict[int, object]:
+        """SIGTERM and SIGINT end the run with its report (a pod's shutdown, a job's timeout, Ctrl-C):
+        the handlers set a flag the loop reads, so no forward is half-tallied. Main thread only."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        return {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     # -- reading -------------------------------------------------------------------------------
     def run(self) -> WatchReport:
@@ -307,9 +375,16 @@ class WatchSession:
         stopped_by = "end of input"
         next_tick = self.start + o.interval_s
         next_fit = self.start + o.recommend_every_s if o.recommend_every_s > 0 else float("inf")
+        previous = self._handle_signals()
+        for server in self.servers:
+            if server.metrics_url is not None:
+                server.scraper = Scraper(server.metrics_url, o.interval_s)
         try:
             while True:
                 now = self.clock()
+                if self._stop is not None:
+                    stopped_by = self._stop
+                    break
                 if o.duration_s is not None and now - self.start >= o.duration_s:
                     stopped_by = "duration"
                     break
@@ -318,6 +393,11 @@ class WatchSession:
                     if not server.done:
                         polled = server.follower.poll()
                         server.caught_up = not polled
+                        self._drain_notes(server)
+                        if polled:
+                            server.last_line_unix = time.time()
+                        if server.follower.at_end:
+                            server.caught_up_at = now
                         for first, blob in polled:
                             busy = True
                             self._feed(server, first, blob, now)
@@ -342,12 +422,25 @@ class WatchSession:
                     time.sleep(o.poll_s)
         except KeyboardInterrupt:
             stopped_by = "interrupted"
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)  # type: ignore[arg-type]
         for server in self.servers:
             if not server.done:
                 for first, blob in server.follower.finish():
                     self._feed(server, first, blob, self.clock())
             server.follower.close()
-        return self._report(stopped_by)
+        try:
+            return self._report(stopped_by)
+        finally:
+            for server in self.servers:
+                if server.scraper is not None:
+                    server.scraper.close()
+
+    def _drain_notes(self, server: _Server) -> None:
+        notes = server.follower.notes
+        while notes:
+            self.note(notes.pop(0))
 
     def _limit_reached(self) -> bool:
         return self.options.max_forwards is not None and self.forwards >= self.options.max_forwards
@@ -437,17 +530,16 @@ class WatchSession:
                 r = server.resolved
                 server.gain = window_gain(server.ring.last(self.options.window_forwards), r.deployment, r.table)
 
-    def _scrape_all(self) -> None:
+    def _scrape_all(self, final: bool) -> None:
+        """The scrapers' last results (their threads scrape; nothing here waits on an endpoint, but at
+        the end of a run shorter than one scrape: `FINAL_SCRAPE_WAIT_S` at most for a first result)."""
         for server in self.servers:
-            if server.metrics_url is not None:
-                got = scrape(server.metrics_url)
-                if isinstance(got, str):
-                    server.metrics_error, server.metrics_errors = got, server.metrics_errors + 1
-                else:
-                    server.metrics, server.metrics_error = got, None
+            if server.scraper is not None:
+                wait = FINAL_SCRAPE_WAIT_S if final and server.scraper.ok_unix is None and not server.scraper.errors else 0.0
+                server.metrics, server.metrics_error, server.metrics_errors, _ = server.scraper.latest(wait)
 
     def _tick(self, now: float, final: bool) -> WatchSnapshot:
-        self._scrape_all()
+        self._scrape_all(final)
         snap = WatchSnapshot(now - self.start, self.forwards, tuple(self._view(s, now) for s in self.servers), final)
         for subscriber in self.subscribers:
             subscriber(snap)
@@ -477,7 +569,16 @@ class WatchSession:
                           server.gain, server.metrics, server.metrics_error, server.metrics_errors, server.follower.rotations,
                           server.follower.truncations, s.records, s.folded_copies, s.unreadable, s.nonprefill, server.refusal,
                           () if server.resolved is None else tuple(server.resolved.table.capture_num_tokens.tolist()), server.launch,
-                          self._launch_views(server))
+                          self._launch_views(server), server.instance, self._freshness(server, now), time.time())
+
+    def _freshness(self, server: _Server, now: float) -> Freshness:
+        f = server.follower
+        scrape_unix = None
+        if server.scraper is not None:
+            scrape_unix = server.scraper.ok_unix if server.scraper.ok_unix is not None else server.scraper.started_unix
+        behind = not server.done and (f.unread_bytes > 0 or not f.at_end)  # taken now: what a stalled loop left unread shows
+        lag = self.clock() - (server.caught_up_at if server.caught_up_at is not None else self.start) if behind else 0.0
+        return Freshness(f.lines_read, f.bytes_read, server.last_line_unix, max(0.0, lag), f.unread_bytes, scrape_unix)
 
     def _launch_views(self, server: _Server) -> tuple[LaunchView, ...]:
         if server.run is None:
@@ -521,6 +622,11 @@ class WatchSession:
             for g in check_gates(view.evaluation, server.resolved.gates, view.observed):
                 gates.append(replace(g, metric=f"{g.metric} of {server.follower.name}") if many else g)
             gates += list(server.worst.values())
+            if self.options.max_scrape_errors is not None and server.metrics_url is not None:
+                gates.append(GateResult("max_scrape_errors", f"failed scrapes of {server.metrics_url}", float(view.metrics_errors),
+                                        float(self.options.max_scrape_errors), "<=", "batches",
+                                        view.metrics_errors <= self.options.max_scrape_errors,
+                                        view.metrics_error or ""))
             if not server.windows_gated and server.resolved.gates != Gates():
                 unchecked.append(f"{server.follower.name}: {server.run.forwards if server.run else 0:,} forwards, fewer than one "
                                  f"{self.options.window_forwards:,}-forward window: the window gates were not checked")

@@ -4,7 +4,7 @@ Without a measurement the figures are estimates from published measurements of S
 breakable prefill graphs (`published.py`, docs/costs.md):
 
 * capture time `startup + K * per_shape`: a fixed start-up plus one shape's capture per bucket,
-  scaled by the model's layers and layer width;
+  scaled by the model's layers (host-bound: not by the layer's width);
 * graph memory `pool(rows of the largest bucket) + K * per_graph`: one shared pool that the
   largest bucket's CP-local rows size (rows per rank, not global tokens: doubling cp and the
   chunk leaves it unchanged), plus a small per-graph term. A list whose largest bucket serves a
@@ -112,10 +112,10 @@ def capture_model(model: ModelSpec | None, gpu: GPU | None, tp: int, chunk_token
     the source); `chunk_rows` are a full chunk's CP-local rows (the eager peak a full-chunk list removes)."""
     spec, _, assumed = pub.assumptions(model, gpu)
     per_shape = pub.capture_seconds_per_shape(spec)
-    source = (f"estimate for {pub.describe(spec)} at TP {tp} ({assumed + '; ' if assumed else ''}{per_shape:.2f} s per shape + "
-              f"{pub.FITTED.capture_startup_s:g} s start-up, pool {pub.FITTED.pool_fraction:.2f} x rows x "
-              f"{pub.activation_elems(spec, tp):,.0f} x {spec.dtype_bytes} B; fitted to SGLang blog 2026-08-15 prefill-build and "
-              "cg-memory, PR #31203; docs/costs.md)")
+    source = (f"estimate for {pub.describe(spec)} at TP {tp} ({assumed + '; ' if assumed else ''}{per_shape:.2f} s per shape "
+              f"({pub.FITTED.capture_ms_per_layer:g} ms x {spec.num_hidden_layers} layers) + {pub.FITTED.capture_startup_s:g} s start-up, "
+              f"pool {pub.FITTED.pool_fraction:.2f} x rows x {pub.activation_elems(spec, tp):,.0f} x {spec.dtype_bytes} B; fitted to "
+              "SGLang blog 2026-08-15 prefill-build and cg-memory, breakable graphs; docs/costs.md)")
     return CaptureModel(
         startup_s=pub.FITTED.capture_startup_s, s_per_graph=per_shape, mib_per_row=pub.graph_pool_mib(spec, 1, tp), mib_per_token=0.0,
         mib_per_graph=pub.per_graph_mib(spec), chunk_tokens=chunk_tokens, eager_peak_mib=pub.eager_peak_mib(spec, chunk_rows, tp),

@@ -39,11 +39,12 @@ from cpbcg.planner.costs.cost import CostModel, demand_cost_ms, flags_against_de
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.demand_log import DemandLog, DemandSplit
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.evaluate import Evaluation, evaluate_demand
+from cpbcg.planner.evaluate import LIST_INDEPENDENT_REASONS, Evaluation, evaluate_demand
 from cpbcg.planner.export import deploy_flags
 from cpbcg.planner.optimise.guarantee import headroom_required
 from cpbcg.planner.optimise.optimiser import Budget, OptimalLists, fewest_for_coverage, optimise
 from cpbcg.planner.model.selector import BucketTable
+from cpbcg.planner.optimise.verdict import ListFigures, Verdict, choose, list_figures
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.words import counted
 
@@ -233,6 +234,8 @@ class Recommendation:
     """The suggested knee (`KNEE_RULE`) among `trade_off`; None without one."""
     budget: Budget | None = None
     """The capture budgets the list was fitted within (None: none)."""
+    verdict: Verdict | None = None
+    """The answer against SGLang's default list on the same forwards (`verdict.Verdict`)."""
 
     @property
     def ceiling(self) -> float:
@@ -316,24 +319,98 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
     modelled = _cost(whole, buckets, deployment)
     configured_ms = demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor)
     trade_off = _trade_off(optimal, cm, deployment)
-    default = evaluate_demand(whole, BucketTable.build(sglang_default_buckets(chunk), deployment.cp, deployment.capture),
-                              deployment.cp, deployment.max_padding_factor)
+    default_table = BucketTable.build(sglang_default_buckets(chunk), deployment.cp, deployment.capture)
+    default = evaluate_demand(whole, default_table, deployment.cp, deployment.max_padding_factor)
     flags = flags_against_default(evaluation, default, deployment.cost)
     if flags:
         notes.append(f"warning: on the fitted forwards the list costs more than SGLang's default list for the chunk: {'; '.join(flags)}")
     if settings.target_coverage is not None:
         notes += _target_notes(settings.target_coverage, buckets, modelled, configured_ms, optimal, len(table.capture_num_tokens))
+    capture = _estimate(buckets, cm, deployment)
+    configured_capture = _estimate(table.capture_num_tokens.tolist(), cm, deployment)  # what SGLang captures, not what was given
+    configured_evaluation = evaluate_demand(whole, table, deployment.cp, deployment.max_padding_factor)
+    knee = _knee(trade_off, max_buckets)
+    budget = _budget(deployment, settings, chunk)
+    verdict = _verdict(whole, deployment, optimal, knee, cm, (evaluation, modelled, capture),
+                       (configured_evaluation, configured_ms, configured_capture), (default_table, default), budget, max_buckets,
+                       settings, validation, split.tail if validation is not None else None)
     return Recommendation(
         buckets=buckets, max_buckets=max_buckets, objective=settings.objective, evaluation=evaluation,
         modelled_ms=modelled, configured_modelled_ms=configured_ms,
         cost=deployment.cost, validation=validation, headroom=headroom,
-        capture=_estimate(buckets, cm, deployment), configured_capture=_estimate(sorted(set(deployment.buckets)), cm, deployment),
+        capture=capture, configured_capture=configured_capture,
         deploy=deploy_flags(buckets, deployment, chunk if chunk != deployment.scheduler.largest_forward_tokens else None),
         optimal=optimal, demand=whole, target_coverage=settings.target_coverage, headroom_note=headroom_note,
         floor_tokens=None if floor is None else floor[0], notes=tuple(notes),
-        configured_evaluation=evaluate_demand(whole, table, deployment.cp, deployment.max_padding_factor),
-        capture_model=cm, trade_off=trade_off, knee=_knee(trade_off, max_buckets), budget=_budget(deployment, settings, chunk),
+        configured_evaluation=configured_evaluation,
+        capture_model=cm, trade_off=trade_off, knee=knee, budget=budget, verdict=verdict,
     )
+
+
+_Figures = tuple[Evaluation, float, CaptureEstimate]
+"""A list's evaluation, modelled time (ms) and capture estimate."""
+
+
+def _verdict(whole: Demand, deployment: Deployment, optimal: OptimalLists, knee: "TradeOff | None", cm: CaptureModel,
+             full: _Figures, configured: _Figures, default: tuple[BucketTable, Evaluation], budget: Budget | None,
+             max_buckets: int, settings: RecommendSettings, validation: Validation | None, tail: Demand | None) -> Verdict:
+    """The verdict (`verdict.Verdict`) from the recommendation's results: SGLang's default list
+    for the chunk, the knee and the full list on the same forwards, which to deploy, the budgets."""
+    cost = deployment.cost
+    default_table, default_ev = default
+    default_buckets = default_table.capture_num_tokens.tolist()
+    default_fig = list_figures("default", default_ev, demand_cost_ms(whole, default_table, cost, deployment.max_padding_factor),
+                               _estimate(default_buckets, cm, deployment))
+    full_fig = list_figures("recommended", *full)
+    knee_fig = None
+    if knee is not None and knee.num_buckets < len(full[0].buckets):
+        knee_list = optimal.buckets[knee.max_buckets]
+        knee_table = BucketTable.build(knee_list, deployment.cp, deployment.capture)
+        knee_ev = evaluate_demand(whole, knee_table, deployment.cp, deployment.max_padding_factor)
+        knee_fig = list_figures("knee", knee_ev, knee.modelled_ms, _estimate(knee_list, cm, deployment))
+    configured_fig = None
+    if configured[0].buckets != default_buckets:
+        configured_fig = list_figures("configured", *configured)
+    deploy, reason = choose(knee_fig, full_fig, default_fig)
+    warnings = []
+    for fig in (configured_fig, full_fig):
+        if fig is None:
+            continue
+        said = flags_against_default(configured[0] if fig is configured_fig else full[0], default_ev, cost)
+        if said:
+            warnings.append(f"the {fig.name} list of {counted(fig.num_buckets, 'bucket')} costs more than SGLang's default list of "
+                            f"{default_fig.num_buckets} here: {'; '.join(said)}")
+    if settings.target_coverage is not None:
+        reached = validation.evaluation.coverage if validation is not None else full_fig.coverage
+        where = "out of sample (the held-back forwards)" if validation is not None else "on the trace"
+        theirs = default_fig.coverage if tail is None else evaluate_demand(tail, default_table, deployment.cp, deployment.max_padding_factor).coverage
+        if reached < settings.target_coverage:
+            warnings.append(f"the target of {settings.target_coverage:.2%} of forwards in graphs is missed {where}: "
+                            f"{reached:.2%} (SGLang's default list there: {theirs:.2%})")
+    beyond = {r: n for r in LIST_INDEPENDENT_REASONS if (n := default_ev.eager.get(r, 0))}
+    return Verdict(forwards=whole.num_forwards, ceiling=optimal.ceiling, beyond_ceiling=beyond, default=default_fig, full=full_fig, knee=knee_fig,
+                   configured=configured_fig, deploy=deploy, deploy_reason=reason,
+                   budgets=_budget_sentences(budget, default_fig, max_buckets), warnings=tuple(warnings),
+                   capture_source=cm.source, capture_range=cm.range_factor, cost_source=cost.source)
+
+
+def _budget_sentences(budget: Budget | None, default: ListFigures, max_buckets: int) -> tuple[str, ...]:
+    """Each budget given and whether it binds: the capture budget binds when fewer than the count
+    limit's buckets fit it, the memory budget when SGLang's default list does not fit it."""
+    if budget is None:
+        return ()
+    out = []
+    if budget.max_capture_s is not None:
+        fits = budget.max_buckets(max_buckets)
+        binds = fits < max_buckets
+        out.append(f"--max-capture-seconds {budget.max_capture_s:g} {'binds' if binds else 'does not bind'}: at most "
+                   f"{counted(fits, 'bucket')} fit it (the count limit is {max_buckets}; SGLang's default list of {default.num_buckets} takes "
+                   f"{default.capture_s:,.0f} s)")
+    if budget.max_graph_mib is not None:
+        binds = default.graph_mib > budget.max_graph_mib
+        out.append(f"--max-graph-memory {budget.max_graph_mib:g} MiB {'binds' if binds else 'does not bind'}: SGLang's default "
+                   f"list holds {default.graph_mib:,.0f} MiB")
+    return tuple(out)
 
 
 def _floor(deployment: Deployment, settings: RecommendSettings, chunk: int) -> tuple[int, int] | None:
@@ -428,13 +505,13 @@ def _size_notes(split: DemandSplit, settings: RecommendSettings) -> list[str]:
 
 
 def _capture_model(deployment: Deployment, settings: RecommendSettings, chunk: int) -> CaptureModel:
-    """The capture cost model: the published fit for the deployment's model at TP = cp_size, with
+    """The capture cost model: the published fit for the deployment's model at the server's TP, with
     what a log or manifest measured replacing its terms (`settings.capture_*`)."""
     try:
         chunk_rows = int(local_capacity([chunk], deployment.cp, deployment.capture)[0])
     except ModelError:  # a chunk no capture layout holds: its eager peak is not removed by any list
         chunk_rows = 0
-    estimate = capture_model(deployment.model, deployment.gpu, deployment.cp.cp_size, chunk, chunk_rows)
+    estimate = capture_model(deployment.model, deployment.gpu, deployment.tp_size, chunk, chunk_rows)
     return measured_capture_model(estimate, settings.capture_s_per_bucket, settings.graph_mib_per_token,
                                   settings.capture_source or "measured")
 

@@ -132,6 +132,11 @@ class CaptureCost:
     """Date of the log (`YYYY-MM-DD`), '' when no line is dated."""
     total_line: int = 0
     """Line of the end line (`mem usage`, the capture time), 0 without one."""
+    backend: str = ""
+    """The graph backend the capture lines name: `breakable` (`... begin. backend=breakable`), another
+    `backend=` value, `piecewise` (the piecewise runner's `Capture cuda graph num tokens`); '' when not printed."""
+    list_line: int = 0
+    """Line of the capture's list line (0: none)."""
 
 
 @dataclass(frozen=True)
@@ -368,6 +373,7 @@ class _Scan:
         self.ranks: dict[str, tuple[int, int]] = {}
         self.captured: list[int] = []
         self.captured_line = 0
+        self.capture_backend = ""
         self.steps: dict[int, float] = {}
         self.end: tuple[float, float, float, int] | None = None
         self.version: str | None = None
@@ -427,6 +433,8 @@ class _Scan:
             if all(re.fullmatch(rb"\d{1,12}", w) and int(w) >= 1 for w in words):
                 self.captured = sorted({int(w) for w in words})
                 self.captured_line = line_no
+                named = re.search(rb"backend=(\w+)", line)
+                self.capture_backend = named.group(1).decode() if named else ("piecewise" if b"cuda graph num tokens" in line else "")
             else:  # refused: never the source of the list or of the graph state
                 self.unreadable.append((line_no, f"a capture line listing num_tokens=[{_shown(m.group(1))}]: a bucket is a positive token "
                                                  "count, so the list is not read from it"))
@@ -543,7 +551,7 @@ class _Scan:
             if nxt is not None:
                 gb[b] = round(max(self.steps[b] - nxt, 0.0), 2)
         return CaptureCost(gb, self.end[1] if self.end else None, self.end[0] if self.end else None, self.date,
-                           self.end[3] if self.end else 0)
+                           self.end[3] if self.end else 0, self.capture_backend, self.captured_line)
 
     def _notes(self, cp: int | None, graphs: bool | None, graphs_origin: str) -> tuple[str, ...]:
         a, notes = self.args, []

@@ -1,0 +1,81 @@
+"""The verdict rendered: the first screen of `cpbcg plan` (`verdict_lines`), at most
+`MAX_VERDICT_LINES` lines at 120 columns, in numbers against SGLang's default list."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TYPE_CHECKING
+
+from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.planner.words import counted
+
+if TYPE_CHECKING:
+    from cpbcg.engines.sglang.memory import MemoryPreflight
+    from cpbcg.planner.optimise.verdict import ListFigures, Verdict
+
+MAX_VERDICT_LINES = 25
+"""The verdict fits one screen: at most this many lines at `VERDICT_WIDTH` columns."""
+VERDICT_WIDTH = 120
+_LABEL = 11
+_REASONS = {"not_cp_active": "not CP-active", "context_limit": "past the context limit", "multimodal_input": "multimodal"}
+
+
+def _span(f: ListFigures) -> str:
+    return f"{counted(f.num_buckets, 'bucket')} {f.buckets[0]}..{f.buckets[-1]}" if f.buckets else "no buckets"
+
+
+def _capture(f: ListFigures) -> str:
+    return f"capture {f.capture_s:,.0f} s and {f.graph_mib:,.0f} MiB per server start"
+
+
+def _line(label: str, text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width=width, initial_indent=f"  {label:<{_LABEL}}", subsequent_indent=" " * (_LABEL + 2),
+                         break_on_hyphens=False)
+
+
+def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | None = None, width: int = VERDICT_WIDTH) -> list[str]:
+    """The verdict as plain lines of at most `width` columns: the ceiling, SGLang's default, the
+    knee, the full recommendation (and the configured list when it is not the default), which to
+    deploy and the command that writes its flags, the budgets, warnings and where the figures come from."""
+    d = v.default
+    out = [f"Verdict on {v.forwards:,} prefill forwards, against SGLang {SGLANG_VERSION}'s default list for the chunk "
+           f"({_span(d)}) on the same traffic:"]
+    out = textwrap.wrap(out[0], width=width, subsequent_indent="  ")
+    beyond = ", ".join(f"{n:,} {_REASONS.get(r, r)}" for r, n in v.beyond_ceiling.items())
+    ceiling = f"{v.ceiling:.2%} of forwards can replay in graphs" + (f" (no list replays {beyond})" if beyond else "")
+    reach = (f"the default already reaches it ({d.coverage:.2%})" if v.default_at_ceiling
+             else f"the default replays {d.coverage:.2%}: {v.ceiling - d.coverage:.2%} of forwards below it")
+    out += _line("ceiling", f"{ceiling}; {reach}", width)
+    out += _line("default", f"{_span(d)}: padding {d.padding:.2%}, modelled prefill {d.modelled_s:,.1f} s, {_capture(d)}", width)
+    if v.configured is not None:
+        c = v.configured
+        out += _line("configured", f"{_span(c)}: {c.coverage:.2%} in graphs, padding {c.padding:.2%}, modelled prefill "
+                     f"{v.change(c):+.2%} vs the default ({c.modelled_s:,.1f} s), {_capture(c)}", width)
+    if v.knee is not None:
+        k = v.knee
+        out += _line("knee", f"{counted(k.num_buckets, 'bucket')}: {k.coverage:.2%} in graphs, padding {k.padding:.2%}, modelled prefill "
+                     f"{v.change(k):+.2%} vs the default ({k.modelled_s:,.1f} s); {_capture(k)}: saves "
+                     f"{d.capture_s - k.capture_s:,.0f} s and {d.graph_mib - k.graph_mib:,.0f} MiB against the default", width)
+    f = v.full
+    out += _line("full", f"{counted(f.num_buckets, 'bucket')}: {f.coverage:.2%} in graphs, padding {f.padding:.2%} (default {d.padding:.2%}), "
+                 f"modelled prefill {v.change(f):+.2%} vs the default ({f.modelled_s:,.1f} s); {_capture(f)}", width)
+    if v.decode is not None:  # issue 41's decode line
+        out += _line("decode", str(v.decode.get("said", v.decode)), width)
+    chosen = v.deployed
+    which = {"knee": "the knee", "recommended": "the full recommendation", "default": "SGLang's default list"}[v.deploy]
+    out += _line("deploy", f"{which} ({counted(chosen.num_buckets, 'bucket')}): {v.deploy_reason}", width)
+    if command is not None and v.deploy != "default":
+        out += _line("flags", command, width)
+    if memory is not None:
+        out += _line("memory", memory.said("knee" if v.deploy == "knee" else "list", v.deployed.num_buckets), width)
+    for said in v.budgets:
+        out += _line("budget", said, width)
+    how = (f"estimates within x/÷{v.capture_range:g} (docs/costs.md)" if v.capture_range > 1
+           else v.capture_source.split(" (")[0])  # `calibrated from FILE:LINE`
+    tail = _line("costs", f"capture: {how}; time: the cost model below", width)
+    full = [line for said in v.warnings for line in _line("warning", said, width)]
+    if len(out) + len(full) + len(tail) <= MAX_VERDICT_LINES:
+        return out + full + tail
+    # too long for one screen: each warning's first clause here, its numbers after the screen
+    short = [line for said in v.warnings for line in _line("warning", said.split(":")[0] + " (numbers below)", width)]
+    return out + short + tail + [""] + full
