@@ -749,9 +749,9 @@ LAUNCH_FLAGS = ["--tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy 
 
 def gen_round5(rng: random.Random) -> Case:
     """Issue 43's surfaces: budgets with every recommendation mode, launch files (empty, comments,
-    prefixes, decode flags), empty configs, watch's options and long lines, replay-check on a
+    prefixes, decode flags), empty configs, watch's options (old and new) and long lines, replay-check on a
     log whose flags capture no CP graph, a refused Dask port, bucket lists of any length."""
-    roll = rng.randrange(10)
+    roll = rng.randrange(11)
     pinned = ["--page-size", "1", "--chunked-prefill-size", "8192"]
     if roll == 0:
         mode = rng.choice([[], ["--target-coverage", rng.choice(["0.5", "0.99", "1"])], ["-k", str(rng.randint(1, 20))], ["--objective", "time"],
@@ -793,6 +793,14 @@ def gen_round5(rng: random.Random) -> Case:
         port = rng.choice([1, 9, 7, 13])  # nothing listens there on a test machine: refused at once, never Dask's 30 s wait
         return Case("round5", ["plan", "-t", MOONCAKE, "--time-scale", "1,2", "--scheduler", f"tcp://127.0.0.1:{port}", "--no-recommend"], True,
                     place="--scheduler", note=f"refused port {port}")
+    if roll == 8:  # watch's options of this round (issue 42): where to start, replicas, scrape-error gates
+        option = rng.choice([["--since", rng.choice(["2026-11-02 10:00", "2026-11-02T09:59:30", "yesterday", "2026-13-45 10:00", "", "1e400", "x" * 300])],
+                             ["--from-end"], ["--instance", rng.choice(["a", "", "a b", "\x1b[31mred", "z" * 500, "é"])],
+                             ["--max-scrape-errors", rng.choice(["0", "3", "-1", "1e9", "x"])], ["--from-end", "--since", "2026-11-02 10:00"]])
+        stdin = rng.random() < 0.2
+        argv = ["watch", "-" if stdin else "s.log", "--duration", "2", "--max-forwards", "2", *option]
+        return Case("round5", argv, False, {} if stdin else {"s.log": _sglang_log(1, None)}, stdin=_sglang_log(1, None) if stdin else None,
+                    note=" ".join(option)[:80])
     n = rng.choice([2_000, 20_000, 100_000])
     bad = rng.random() < 0.4
     values = [8 * (i + 1) for i in range(n)]
