@@ -30,7 +30,7 @@ from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.costs.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeResult, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings
-from cpbcg.planner.plan import AgainstDefault, PlanResult, plan as _plan, plan_launches, plan_traffic
+from cpbcg.planner.plan import AgainstDefault, PlanPart, PlanResult, plan as _plan, plan_launches, plan_traffic
 from cpbcg.planner.traffic import TrafficJob, load_jobs, request_profile, simulated_loads, untimed_rates
 from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally, assumed_settings
 from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -43,6 +43,7 @@ from cpbcg.manifest import MANIFEST_KEYS, Manifest
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 
 if TYPE_CHECKING:
+    from cpbcg.engines.sglang.decode_plan import DecodePlan, DecodeServer
     from cpbcg.gates.gates import CheckReport, Gates, ReplayRecord
     from cpbcg.graph_capture.records import CaptureResult
     from cpbcg.watching.options import WatchOptions
@@ -51,6 +52,11 @@ if TYPE_CHECKING:
 __all__ = [  # the library facade: only what this module defines (result types live with the code that makes them)
     "capture",
     "check",
+    "check_decode_flags",
+    "decode_graphs",
+    "decode_guarantee",
+    "decode_loads",
+    "decode_plan",
     "evaluate",
     "explain",
     "guarantee",
@@ -122,9 +128,20 @@ def load_deployment(config: str | None = None, **overrides: object) -> Deploymen
 
 def server_check(deployment: Deployment) -> ServerCheck:
     """SGLang 0.5.23's start-up checks and `supports_prefill_cp_bcg` on the flags the deployment
-    runs with (`Deployment.server_check`): the flags file given as
-    its bucket list, read here at the input edge, else the flags `plan --emit sglang` writes."""
-    return deployment.server_check(flags_file_words(deployment.bucket_spec))
+    runs with: the flags file given as its bucket list (`--buckets FLAGS`, read here at the input
+    edge), else the server the deployment was resolved to, else the CP flags `plan --emit sglang`
+    writes (`cpbcg.engines.sglang.startup`). Without CP (`cp_size` 1) there is nothing to check.
+    Raises `ValueError` for a flags file value 0.5.23 would not parse."""
+    from cpbcg.engines.sglang.startup import check_flag_words
+
+    if deployment.cp.cp_size == 1:  # without CP there is nothing to check
+        return ServerCheck([], [])
+    server, words = deployment.server, flags_file_words(deployment.bucket_spec)
+    if words is not None:
+        return check_flag_words(words, server.model if server else None, server.gpu if server else None)
+    if server is not None:
+        return ServerCheck.of(server)
+    return check_flag_words(deployment.cp.model.server_flags())
 
 
 def log_settings(path: str | Path | None, trace_format: str = "auto", options: ReadOptions | None = None) -> LogSettings | None:
@@ -324,7 +341,7 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
     `plan` takes them: `auto` the rate picker's, None the scheduler's `rate`), its parts in the
     report. A bound source (server log) is checked at its worst case (header `bound` True); it
     has no extend lengths to replay (`ConfigError`). A `TraceInput` is opened as detected."""
-    from cpbcg.gates.gates import CheckReport, check_gates, replay_gate, sample_graph_batches
+    from cpbcg.gates.gates import CheckReport, check_gates, replay_gate, sample_graph_batches, what_the_server_did
 
     trace_path = Path(str(trace)) if isinstance(trace, TraceInput) else trace
     table = manifest.table() if manifest is not None else deployment.table()
@@ -342,7 +359,8 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
     if manifest is not None:
         header["manifest"] = str(manifest.path)
     parts = tuple(planned.parts) if several else ()
-    results = check_gates(ev, gates, planned.observed)
+    decode = decode_plan(planned.deployment or deployment, [source], parts, recommend=False)
+    results = check_gates(ev, gates, planned.observed, decode) + what_the_server_did(gates, planned.observed)  # a log: what the server did too
     replays: tuple[ReplayRecord, ...] = ()
     if replay:
         sampled = sample_graph_batches(open_trace(trace, deployment, trace_format=trace_format, options=options).batches, table, deployment.cp,
@@ -350,7 +368,7 @@ def check(trace: TraceInput | str | Path | None, deployment: Deployment, gates: 
         replays = _replay(sampled, deployment)
         results += (replay_gate(replays),)
     return CheckReport(header, ev, results, replays, planned.observed, parts=parts, launches=planned.launches,
-                       default_evaluation=against.result(ev), against_default=against.flags(ev)), source
+                       default_evaluation=against.result(ev), against_default=against.flags(ev), decode=decode), source
 
 
 def _replay(batches: list[list[int]], deployment: Deployment) -> tuple[ReplayRecord, ...]:
@@ -445,3 +463,109 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
                       baseline=baseline if baseline_trace is not None else None, on_snapshot=on_snapshot, note=note,
                       baseline_trace_is_stdin=baseline_trace is not None and is_stdin(baseline_trace), instances=instances,
                       from_end=from_end, since=since)
+
+
+def decode_plan(deployment: Deployment, sources: Sequence[BatchSource], parts: Sequence["PlanPart"] = (),
+                recommend: bool = True) -> "DecodePlan | None":
+    """The decode graphs of the deployment's server (SGLang 0.5.23: `cpbcg.engines.sglang.decode`)
+    on the decode steps of the traffic planned: every decode step of the scheduler simulation of
+    each (trace, load) part (`PlanPart`s; else the sources' own simulations), or the `Decode batch`
+    lines of a server log (a 1-in-`decode_log_interval` sample, with their verdicts compared).
+    None when the traffic has no decode steps to judge (batch traces, decode not simulated, a log
+    without `Decode batch` lines). `recommend` False: the server's list only. Raises `ConfigError`
+    for decode flags 0.5.23 would refuse."""
+    from cpbcg.engines.sglang.decode_plan import cost_of, decode_server_of, log_decode_plan, plan_decode
+    from cpbcg.planner.decode_steps import DecodeSteps
+
+    try:
+        server, notes = decode_server_of(deployment)
+    except ValueError as exc:
+        raise ConfigError(f"decode graphs: {exc}") from None
+    cost = cost_of(deployment)
+    slots = deployment.scheduler.request_slots
+    labelled: list[tuple[str, DecodeSteps]] = []
+    for part in parts:
+        sim = part.source.simulation
+        if sim is not None and sim.summary().decode:
+            labelled.append((f"{part.label} {part.load}", sim.summary().decode_batches))
+    if not labelled:
+        for one in sources:
+            if one.simulation is not None and one.simulation.summary().decode:
+                labelled.append((str(one.spec.path) if one.spec is not None else "-", one.simulation.summary().decode_batches))
+    if labelled:
+        steps = DecodeSteps.merge(s for _, s in labelled)
+        plan = plan_decode(steps, "scheduler simulation: every decode step", server, cost, slots,
+                           parts=tuple(labelled) if len(labelled) > 1 else (), recommend=recommend)
+    else:
+        logs = [one for one in sources if one.log_summary is not None and one.log_summary.decode.lines]
+        if not logs:
+            return None
+        summary = logs[0].log_summary
+        assert summary is not None
+        plan = log_decode_plan(summary.decode, logs[0].log, server, cost, slots, recommend=recommend)
+        if len(logs) > 1:
+            notes = (*notes, f"decode steps from the first of {len(logs)} logs only ({logs[0].log.path if logs[0].log else '-'})")
+    return replace(plan, notes=(*plan.notes, *notes))
+
+
+def decode_graphs(deployment: Deployment) -> "tuple[DecodeServer | None, tuple[str, ...]]":
+    """The decode graphs the deployment's server captures (SGLang 0.5.23: the list, `max_bs` and
+    its rule, the capture filter's alignment and drops) and notes on what was assumed; (None,
+    (why,)) for decode flags 0.5.23 would refuse."""
+    from cpbcg.engines.sglang.decode_plan import decode_server_of
+
+    try:
+        return decode_server_of(deployment)
+    except ValueError as exc:
+        return None, (f"decode graphs: {exc}",)
+
+
+def decode_loads(trace: TraceInput | str | Path, deployment: Deployment, load_factors: Sequence[float],
+                 max_bs: Mapping[str, int]) -> list[dict[str, object]]:
+    """The decode fall-off with its feedback: a request trace simulated at each load factor with
+    each decode `max_bs` (`{"label": max_bs}`, e.g. SGLang's default list's and the recommended
+    one's) in the loop: a decode step whose running batch is above `max_bs` runs eagerly and takes
+    `EAGER_STEP_FACTOR` x the step time (an assumption: `cpbcg.engines.sglang.decode_plan`), which
+    lengthens every running request's stay. One row per (load, label): decode steps, eager steps
+    and their share, the largest running batch, decode seconds and the simulated span. Raises
+    `ConfigError` for a trace that is not a request trace, `TraceError` from the trace."""
+    from cpbcg.engines.sglang.decode_plan import EAGER_STEP_FACTOR
+
+    source = open_trace(trace, deployment)
+    if source.spec is None or source.simulation is None:
+        raise ConfigError(f"{describe_source(Path(str(trace)))}: decode loads need a request trace from a file (the scheduler simulation)")
+    rows: list[dict[str, object]] = []
+    for factor in load_factors:
+        for label, top in max_bs.items():
+            sched = replace(source.spec.scheduler, time_scale=float(factor), decode_graph_max_bs=int(top), eager_decode_factor=EAGER_STEP_FACTOR)
+            opened = replace(source.spec, scheduler=sched).open()
+            for _ in opened.batches:
+                pass
+            assert opened.simulation is not None
+            s = opened.simulation.summary()
+            steps = s.decode_batches
+            eager = int(steps.steps[steps.batch_sizes > top].sum())
+            rows.append({"load": float(factor), "list": label, "max_bs": int(top), "decode_steps": s.decode_steps, "eager_steps": eager,
+                         "eager_share": eager / s.decode_steps if s.decode_steps else 0.0, "max_running": s.max_running,
+                         "decode_s": s.decode_s + s.drain_s, "simulated_s": s.simulated_s + s.drain_s})
+    return rows
+
+
+def decode_guarantee(deployment: Deployment) -> list[int] | None:
+    """`plan --guarantee`'s decode list: every running batch up to `--max-running-requests` in a
+    decode graph (`cpbcg.engines.sglang.decode_plan.guarantee_decode_list`); None without
+    `--max-running-requests`. Raises `ConfigError` for decode flags 0.5.23 would refuse."""
+    from cpbcg.engines.sglang.decode_plan import guarantee_decode_list
+
+    try:
+        return guarantee_decode_list(deployment)
+    except ValueError as exc:
+        raise ConfigError(f"decode graphs: {exc}") from None
+
+
+def check_decode_flags(deployment: Deployment) -> None:
+    """Refuse, before any work, decode graph flags SGLang 0.5.23 would refuse (`--cuda-graph-bs-decode 0`,
+    a size that is not a number, a list nothing of which survives the capture filter): `ConfigError`."""
+    server, notes = decode_graphs(deployment)
+    if server is None:
+        raise ConfigError(f"--server-args: {notes[0]}")

@@ -25,7 +25,9 @@ from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets
 from cpbcg.planner.costs.cost import CostModel, forward_cost
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
-from cpbcg.planner.server import Given, Refusal, ResolvedServer, check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
+from cpbcg.engines.sglang.startup import check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
+from cpbcg.planner.hardware import gpu_from_device_name
+from cpbcg.planner.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
@@ -71,6 +73,8 @@ class SchedulerConfig(_Strict):
     min_new_token_ratio_factor: StrictFloat = _field("scheduler.min_new_token_ratio_factor")
     new_token_ratio_decay_steps: StrictInt = _field("scheduler.new_token_ratio_decay_steps")
     clip_max_new_tokens: StrictInt = _field("scheduler.clip_max_new_tokens")
+    decode_graph_max_bs: StrictInt | None = _field("scheduler.decode_graph_max_bs")
+    eager_decode_factor: StrictFloat = _field("scheduler.eager_decode_factor")
 
     @field_validator("chunked_prefill_size", mode="before")
     @classmethod
@@ -123,7 +127,8 @@ class GateConfig(_Strict):
         from cpbcg.gates.gates import Gates  # imported here: only `replay-check` and `watch` gate
 
         return Gates(self.min_coverage, self.min_token_coverage, self.max_padding, {str(k): v for k, v in self.max_eager.items()},
-                     self.min_observed_coverage)
+                     self.min_observed_coverage, self.min_decode_coverage, self.max_eager_decode_steps,
+                     self.min_observed_decode_coverage)
 
     min_coverage: StrictFloat | None = _field("gates.min_coverage")
     min_token_coverage: StrictFloat | None = _field("gates.min_token_coverage")
@@ -132,11 +137,14 @@ class GateConfig(_Strict):
         Literal["not_cp_active", "above_largest_bucket", "padding_limit", "local_capacity", "context_limit", "multimodal_input"], Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
     ] = Field(default_factory=dict, description="Most eager batches per reason.")
     min_observed_coverage: StrictFloat | None = _field("gates.min_observed_coverage")
+    min_decode_coverage: StrictFloat | None = _field("gates.min_decode_coverage")
+    max_eager_decode_steps: StrictInt | None = _field("gates.max_eager_decode_steps")
+    min_observed_decode_coverage: StrictFloat | None = _field("gates.min_observed_decode_coverage")
 
 
 class ServerConfig(_Strict):
     """The server 0.5.23 starts: its launch command, the model and the GPU (the inputs of the
-    start-up resolution, `cpbcg.planner.server`)."""
+    start-up resolution, `cpbcg.engines.sglang.startup`)."""
 
     args: Union[str, list[str], None] = _field("server.args")
     model_config_file: str | None = Field(setting("server.model_config").default, alias="model_config",
@@ -361,7 +369,7 @@ def _validated(merged: dict, stack: list[tuple[str, dict[str, Any]]], label: str
 
 def _check_tp(cfg: DeploymentConfig, origin: str) -> None:
     """A configured `tp_size` other than `cp_size` is refused: SGLang 0.5.23 then refuses to start
-    or captures no CP graph (`server.check_server_flags` states the rule)."""
+    or captures no CP graph (`cpbcg.engines.sglang.startup.check_server_flags` states the rule)."""
     if cfg.tp_size is None or cfg.tp_size == cfg.cp_size or cfg.cp_size == 1:
         return
     check = check_server_flags(attn_cp_size=cfg.cp_size, tp_size=cfg.tp_size, cp_strategy=cfg.cp_strategy.value,
@@ -534,6 +542,11 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         layout = CPLayout(int(shown.value) if shown is not None and not overridden else cfg.cp_size, cfg.cp_strategy)
         cp_flags = parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)")
         backend_stated = any(k.endswith("attention_backend") for k in from_log)  # the log's backend, not the emitted one
+        planned_gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else \
+            gpu_from_device_name(log.device_name[0]) if log is not None and log.device_name is not None else None
+        if planned_gpu is not None and not planned_gpu.is_sm100 and \
+                cp_flags.get("prefill_attention_backend", Given(None, "")).value == "trtllm_mha":
+            backend_stated = True  # 0.5.23 refuses trtllm_mha prefill with CP before SM100: the deployment's flags leave it to 0.5.23
         given.update({k: g for k, g in cp_flags.items() if not (backend_stated and k.endswith("attention_backend"))})
     stated = set(given) if args is not None or flags_file is not None else set()
     overrides: list[str] = []
@@ -560,10 +573,21 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
             else:
                 given[one] = Given(value, source)
     model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
+    if model is None and log is not None and log.architecture is not None:  # the class the server loaded: a fact over the assumption
+        arch, at = log.architecture
+        model = replace(ASSUMED_MODEL, architecture=arch, architectures=(arch,), model_type=None,
+                        source=f"{arch} as the server printed it (log line {at}); its shape assumed: {ASSUMED_MODEL.source}")
     gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
+    gpu_source = "" if gpu is None else f"given ({where('gpu')})"
+    if gpu is None and log is not None and log.device_name is not None:  # the GPU the server printed: a fact over the assumption
+        device, at = log.device_name
+        gpu = gpu_from_device_name(device)
+        gpu_source = f"{device} as the server printed it (log line {at})" if gpu is not None else ""
+        if gpu is None:
+            skipped += (f"log line {at}: the server ran on {device}, not in cpbcg's GPU catalogue: the assumed GPU planned (give --gpu)",)
     server = resolve_server(given, model, gpu, printed=log_printed(log.resolved) if log is not None else None,
                             model_source="" if model is None else model.source,
-                            gpu_source="" if gpu is None else f"given ({where('gpu')})")
+                            gpu_source=gpu_source)
     if unrecognized:
         refused = Refusal("parse_args", f"unrecognized arguments: {', '.join(unrecognized)}")
         server = replace(server, refusals=(refused, *server.refusals))
@@ -583,14 +607,24 @@ class UnrecognizedServerArguments(ConfigError):
 
 
 def _log_layout(log: LogSettings, stated: dict[str, Given]) -> dict[str, Given]:
-    """The CP size a launch shows without stating it (rank prefixes, a release before attention
-    CP: `LogSetting.inferred`) as `--attn-cp-size N --tp-size N`, sourced to the evidence."""
+    """The layout a launch shows without stating it, sourced to the evidence: the TP and PP sizes its
+    rank prefixes show (0.5.23 `run_scheduler_process` prints `TPn` when `tp_size > 1`, `PPn` when
+    `pp_size > 1`: `TP0..7` is `--tp-size 8` -- not read beside PP tags --, `PP0..3` `--pp-size 4`), and the CP size (rank
+    prefixes, a release before attention CP: `LogSetting.inferred`) as `--attn-cp-size N` (with
+    `--tp-size N` when the prefixes show no TP size)."""
+    out: dict[str, Given] = {}
+    for tag, key in (("TP", "tp_size"), ("PP", "pp_size")):  # the rank prefixes' TP0..N-1 / PP0..N-1: a fact over the default 1
+        seen = log.ranks.get(tag)
+        if tag == "TP" and "PP" in log.ranks:
+            continue  # a launcher may show TP ranks across pipeline stages (display_tp_rank): not read
+        if seen is not None and seen[0] >= 2 and key not in stated:
+            out[key] = Given(seen[0], f"log: rank prefixes {tag}0..{seen[0] - 1}, line {seen[1]}")
     shown = log.setting("cp_size")
     if shown is None or not shown.inferred or "attn_cp_size" in stated:
-        return {}
+        return out
     source = f"log: {shown.origin}"
-    out = {"attn_cp_size": Given(shown.value, source)}
-    if "tp_size" not in stated:
+    out["attn_cp_size"] = Given(shown.value, source)
+    if "tp_size" not in stated and "tp_size" not in out:
         out["tp_size"] = Given(shown.value, source)
     return out
 

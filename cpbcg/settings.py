@@ -113,7 +113,7 @@ SETTINGS: tuple[Setting, ...] = (
        ge=1, le=MAX_BUCKET_TOKENS),
     _s("max_seq_len_tokens", int, None, "Longest sequence a prefill graph replays (SGLang cuda-graph-config prefill.max_seq_len).",
        ge=1, le=MAX_INT32),
-    # the server 0.5.23 starts (its start-up resolution: cpbcg.planner.server)
+    # the server 0.5.23 starts (its start-up resolution: cpbcg.engines.sglang.startup)
     _s("server.args", str, None, "The server's launch command: the words of `python -m sglang.launch_server ...` as one "
        "argument, or @FILE (a file of them, shell syntax, \\-continued lines and # comments allowed). SGLang 0.5.23's "
        "start-up resolution turns it, the model and the GPU into the page size, chunk and prefill graph list planned.",
@@ -165,6 +165,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("scheduler.min_new_token_ratio_factor", float, 0.14, "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR.", ge=0, le=1),
     _s("scheduler.new_token_ratio_decay_steps", int, 600, "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.", ge=1, le=MAX_INT32),
     _s("scheduler.clip_max_new_tokens", int, 4096, "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (tokens).", ge=1, le=MAX_INT32),
+    _s("scheduler.decode_graph_max_bs", int, None, "Largest running batch a simulated decode step runs in a CUDA graph; a step "
+       "above it runs eagerly and takes eager_decode_factor x the step time (the decode fall-off feedback); null = every "
+       "step at the graph step time.", ge=1, le=MAX_INT32),
+    _s("scheduler.eager_decode_factor", float, 1.0, "Eager / graph decode step time above decode_graph_max_bs (assumed; "
+       "sglang #40346 measured 2.06).", ge=1, le=1e3),
     # the cost model (docs/optimiser.md)
     _s("cost.graph_fixed_ms", float, 70.67, "Cost model: fixed time of a graph replay (ms); a replay of bucket B costs "
        "graph_fixed_ms + B*token_ms.", "--graph-fixed-ms", ge=0, le=1e6, default_note=_COST_NOTE),
@@ -178,6 +183,12 @@ SETTINGS: tuple[Setting, ...] = (
     _s("gates.max_padding", float, None, "Gate: most padding overhead, padded / real graph tokens (0.05 = 5%).", "--max-padding", ge=0),
     _s("gates.min_observed_coverage", float, None, "Gate (an SGLang server log that prints the graph verdict): least fraction "
        "of forwards the server itself ran in graphs (0..1).", "--min-observed-coverage", ge=0, le=1),
+    _s("gates.min_decode_coverage", float, None, "Gate: least fraction of decode steps run in decode CUDA graphs (SGLang 0.5.23's "
+       "decode list as captured, on the simulated or logged running batch; 0..1).", "--min-decode-coverage", ge=0, le=1),
+    _s("gates.max_eager_decode_steps", int, None, "Gate: most decode steps run eagerly (running batch above the largest captured "
+       "decode size; a log's Decode batch lines count decode_log_interval steps each).", "--max-eager-decode-steps", ge=0, le=MAX_INT64),
+    _s("gates.min_observed_decode_coverage", float, None, "Gate (an SGLang server log whose Decode batch lines print the graph "
+       "verdict): least fraction of those lines the server ran in decode graphs (0..1).", "--min-observed-decode-coverage", ge=0, le=1),
 )
 """Every setting, in config order."""
 

@@ -1,6 +1,6 @@
 """A log gives the resolved server (issue 30 "Deliver", issue 29's one resolution step): each
 launch's settings dump or launch command and the values its server printed go through
-`cpbcg.planner.server.resolve_server` as a launch command does, per launch, every value sourced
+`cpbcg.engines.sglang.startup.resolve_server` as a launch command does, per launch, every value sourced
 `log line N`. Logs are SYNTHETIC, written from SGLang's format strings (tests/sglang_log_fixtures.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cpbcg import api
 from cpbcg.cli import app
-from cpbcg.planner.server import log_given, log_printed
+from cpbcg.engines.sglang.startup import log_given, log_printed
 from cpbcg.planner.traces.sglang_settings import read_log_settings
 from sglang_log_fixtures import prefill_line, resolved_line, startup_lines, write_log
 
@@ -123,3 +123,66 @@ def test_log_values_0_5_23_would_not_take_are_said_and_left_out():
                            "max_running_requests": (0, 9)})
     assert {k: (g.value, g.source) for k, g in printed.items()} == {"max_total_tokens": (1000, "log line 9"),
                                                                     "chunked_prefill_size": (-1, "log line 9")}
+
+
+def test_tp_and_pp_from_the_rank_prefixes_beat_the_default(tmp_path):
+    """A launch that does not state tp_size / pp_size but whose ranks print `TP0..7` / `PP0..3` (0.5.23
+    `run_scheduler_process` prints them only when the size is > 1) is resolved at tp 8 / pp 4, sourced to the prefixes."""
+    from cpbcg.config import load_config
+    from sglang_log_fixtures import prefill_line, write_log
+
+    from cpbcg.planner.traces.sglang_settings import read_log_settings
+
+    lines = "".join(f"[2026-11-02 09:59:10 TP{r}] Load weight end. type=LlamaForCausalLM, avail mem=60.00 GB, mem usage=15.00 GB.\n"
+                    for r in range(8))
+    log = write_log(tmp_path / "tp8.log", lines + prefill_line(2048, 1))
+    settings = read_log_settings(log)
+    server = load_config(None, {}, log=settings).server_resolution
+    assert server is not None and server.tp_size == 8
+    assert server.given["tp_size"].source == "log: rank prefixes TP0..7, line 2"  # line 1: the synthetic-log header
+    lines = "".join(f"[2026-11-02 09:59:10 PP{r}] Load weight end. type=LlamaForCausalLM, avail mem=60.00 GB, mem usage=15.00 GB.\n"
+                    for r in range(4))
+    log = write_log(tmp_path / "pp4.log", lines + prefill_line(2048, 1, prefix="[2026-11-02 10:00:01 PP0] "))
+    server = load_config(None, {}, log=read_log_settings(log)).server_resolution
+    assert server is not None and server.pp_size == 4 and server.prefill_graph_backend.value == "disabled"  # pp > 1: graphs off
+
+
+def test_the_model_class_the_server_printed_beats_the_assumed_model(tmp_path):
+    """`Load weight end. ... type=X` (0.5.23 `model_runner.py`) names the model class: the start-up rules that
+    read the architecture take it, its shape still assumed, and both said."""
+    from cpbcg.config import load_config
+    from cpbcg.planner.traces.sglang_settings import read_log_settings
+    from sglang_log_fixtures import prefill_line, startup_lines, write_log
+
+    body = startup_lines(cp=1).replace("type=LlamaForCausalLM", "type=Qwen2_5_VLForConditionalGeneration")
+    settings = read_log_settings(write_log(tmp_path / "vl.log", body + prefill_line(2048, 1)))
+    assert settings.architecture is not None and settings.architecture[0] == "Qwen2_5_VLForConditionalGeneration"
+    server = load_config(None, {}, log=settings).server_resolution
+    assert server is not None and server.model.architecture == "Qwen2_5_VLForConditionalGeneration" and not server.model_assumed
+    assert server.model_source.startswith(f"Qwen2_5_VLForConditionalGeneration as the server printed it (log line {settings.architecture[1]}); "
+                                          "its shape assumed")
+    # this synthetic dump states the prefill graph backend (breakable), which 0.5.23 keeps: the graph is as the log says
+    assert server.prefill_graph_backend.value == "breakable" and server.prefill_graph_backend.source.startswith("log line")
+
+
+def test_the_gpu_the_server_printed_beats_the_assumed_gpu(tmp_path):
+    """The MoE kernel-config line names the GPU as torch does (`device_name=NVIDIA_H100_80GB_HBM3`): the server
+    is resolved on an H100 (fa3, 8192-token chunks), sourced to the line; a GPU outside the catalogue is said."""
+    from cpbcg.config import load_config
+    from cpbcg.planner.hardware import gpu_from_device_name
+    from cpbcg.planner.traces.sglang_settings import read_log_settings
+    from sglang_log_fixtures import prefill_line, write_log
+
+    moe = ("[2026-11-02 09:59:12 TP0] Using default MoE kernel config. Performance might be sub-optimal! Config file not found at "
+           "/x/configs/triton_3_4_0/E=8,N=14336,device_name={}.json\n")
+    log = write_log(tmp_path / "h100.log", moe.format("NVIDIA_H100_80GB_HBM3") + prefill_line(2048, 1))
+    server = load_config(None, {}, log=read_log_settings(log)).server_resolution
+    assert server is not None and (server.gpu.name, server.gpu_assumed) == ("H100", False)
+    assert server.gpu_source == "NVIDIA_H100_80GB_HBM3 as the server printed it (log line 2)"
+    assert (server.chunked_prefill_size.value, server.attention_backend.value) == (8192, "fa3")
+    log = write_log(tmp_path / "4090.log", moe.format("NVIDIA_GeForce_RTX_4090") + prefill_line(2048, 1))
+    server = load_config(None, {}, log=read_log_settings(log)).server_resolution
+    assert server is not None and server.gpu_assumed
+    assert any("NVIDIA_GeForce_RTX_4090, not in cpbcg's GPU catalogue" in n for n in server.notes)
+    assert [getattr(gpu_from_device_name(d), "name", None) for d in ("NVIDIA_A100-SXM4-40GB", "NVIDIA_A100-SXM4-80GB", "AMD_Instinct_MI300X",
+            "NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition")] == ["A100-40GB", "A100", "MI300X", "RTX-PRO-6000"]

@@ -55,7 +55,22 @@ def test_the_same_log_with_graphs_on_still_gates(tmp_path):
     log = write_log(tmp_path / "on.log", launch(True))
     result = replay_check("-t", str(log), "--min-coverage", "0.5")
     assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines()[-1] == "replay-check: passed the 1 gate"
+    # the modelled coverage, the log's observed coverage and the model's agreement with the log (issue 39)
+    assert result.stderr.splitlines()[-1] == "replay-check: passed all 3 gates"
+
+
+def test_a_log_is_gated_on_what_the_server_did(tmp_path):
+    """A server that printed every forward eager while graphs were on (and the model replays them in
+    graphs) fails on its observed coverage and on the disagreement, whatever the model says."""
+    body = startup_lines(cp=1)
+    log = write_log(tmp_path / "eager.log", body + "".join(prefill_line(n, 1, graph=False) for n in SIZES))
+    report = tmp_path / "r.json"
+    result = replay_check("-t", str(log), "--min-coverage", "0.9", "--json", str(report))
+    assert result.exit_code == 1, result.output
+    gates = {g["name"]: g for g in orjson.loads(report.read_bytes())["gates"]}
+    assert gates["min_coverage"]["passed"] and gates["min_coverage"]["measured"] == 1.0  # the model: all in graphs
+    assert not gates["min_coverage.observed"]["passed"] and gates["min_coverage.observed"]["measured"] == 0.0
+    assert not gates["model_agrees_with_log"]["passed"] and gates["model_agrees_with_log"]["measured"] == 3
 
 
 def test_any_launch_with_forwards_that_ran_graphs_off_is_refused(tmp_path):

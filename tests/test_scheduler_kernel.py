@@ -31,6 +31,7 @@ SETTINGS = [
     {"chunked_prefill_size": 512, "max_prefill_tokens": 1024, "time_scale": 5.0},
     {"decode": False, "chunked_prefill_size": 1024, "page_size": 64, "max_total_tokens": None},
     {"max_total_tokens": None, "clip_max_new_tokens": 40, "init_new_token_ratio": 0.3},
+    {"decode_graph_max_bs": 3, "eager_decode_factor": 2.5},  # eager decode steps above 3 running (the fall-off feedback)
 ]
 
 
@@ -54,7 +55,10 @@ def forwards_and_summary(parts: list[RequestChunk], settings: SchedulerSettings,
     sim = Simulation(parts, settings, compiled=compiled)  # True: the kernel whatever the trace's length
     out = [(p.extend_seq_lens.tolist(), p.offsets.tolist(), p.counts.tolist(), p.max_seq_tokens.tolist(), p.multimodal.tolist())
            for p in sim]
-    return out, dataclasses.asdict(sim.summary())
+    summary = dataclasses.asdict(sim.summary())
+    decode = summary.pop("decode_batches")
+    summary["decode_batches"] = (decode["batch_sizes"].tolist(), decode["steps"].tolist())
+    return out, summary
 
 
 @pytest.mark.parametrize("index", range(len(SETTINGS)))
@@ -68,6 +72,10 @@ def test_kernel_gives_the_generators_forwards_and_summary(index, seed, monkeypat
     assert got[1] == expected[1]
     assert got[0] == expected[0]
     assert expected[1]["batches"] > 50  # more than one yield
+    sizes, steps = expected[1]["decode_batches"]
+    assert sum(steps) == expected[1]["decode_steps"]  # every decode-only step, at its running batch
+    assert (max(sizes) if sizes else 0) <= expected[1]["max_running"]
+    assert sum(b * n for b, n in zip(sizes, steps)) + expected[1]["mixed_decode_tokens"] == expected[1]["decoded_tokens"]
 
 
 def test_the_kernel_runs_where_it_applies(monkeypatch):

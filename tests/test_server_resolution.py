@@ -1,4 +1,4 @@
-"""The start-up resolution's own rules and inputs (`cpbcg.planner.server`, `cpbcg.planner.hardware`).
+"""The start-up resolution's own rules and inputs (`cpbcg.engines.sglang.startup`, `cpbcg.planner.hardware`).
 
 The rules are compared with 0.5.23's code in `test_server_resolution_conformance.py`; these
 tests pin the values a user sees and the parts that test cannot run from the wheel (the
@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from cpbcg.planner.hardware import gpu_by_name, model_spec_from_config, uses_mla
-from cpbcg.planner.server import ASSUMED_MODEL, Given, parse_launch_words, resolve_server, server_words
+from cpbcg.engines.sglang.startup import parse_launch_words, resolve_server, server_words
+from cpbcg.planner.server import ASSUMED_MODEL, Given
 
 CP4 = "--tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag"
 
@@ -37,7 +38,9 @@ def test_h100_defaults_to_fa3_at_page_1_and_8k_chunks_without_cp_graphs():
     r = resolve(CP4, gpu="H100")
     assert (r.page_size.value, r.chunked_prefill_size.value, r.prefill_attention_backend.value) == (1, 8192, "fa3")
     assert r.starts and not r.cp_graphs
-    assert r.findings() == [("capture no CP graph", "zigzag CP graphs need prefill attention backend trtllm_mha, the server runs fa3")]
+    assert r.findings() == [("capture no CP graph", "zigzag CP graphs need prefill attention backend trtllm_mha, the server runs fa3"),
+                            ("capture no prefill graph", "CP without CP graphs on H100")]  # disable_breakable_cudagraph_if_incompatible
+    assert r.prefill_graph_backend.value == "disabled"
     forced = resolve(CP4 + " --prefill-attention-backend trtllm_mha", gpu="H200")
     assert not forced.starts and forced.refusals[0].check == "handle_attention_backend_compatibility"
     assert "requires SM100" in forced.refusals[0].message
@@ -153,6 +156,8 @@ def test_check_server_exits_1_when_the_server_refuses_or_runs_without_cp_graphs(
     args.write_text(f"python -m sglang.launch_server \\\n  {CP4} \\\n  --attention-backend flashinfer  # no trtllm_mha\n")
     no_graphs = _check_server("--server-args", f"@{args}")
     assert no_graphs.exit_code == 1
+    assert ("starts, but 0.5.23 captures no prefill graph for this launch: CP without CP graphs on B200"
+            in " ".join(no_graphs.stdout.split()))
     assert ("CP prefill graphs: no (zigzag CP graphs need prefill attention backend trtllm_mha, the server runs flashinfer)"
             in " ".join(no_graphs.stdout.split()))
     mla = _check_server("--config", "deepseek-v3-cp4-mla")
@@ -213,9 +218,10 @@ def test_plan_says_the_resolution_in_its_header_and_json_and_plans_with_it(tmp_p
 
 
 def test_plan_warns_that_hopper_refuses_the_deployment_and_batches_takes_the_server_options(tmp_path):
+    # the deployment's CP flags on H100 leave trtllm_mha (refused with CP before SM100) to 0.5.23: fa3, no CP graph, no prefill graph
     result = _cli("plan", "--no-recommend", "--gpu", "H100")
-    assert "cpbcg: warning: SGLang 0.5.23 would refuse to start with these flags: Prefill context parallelism with the TRTLLM MHA" in (
-        result.stderr)
+    assert result.stderr.startswith("cpbcg: 0.5.23 captures no prefill graph for this launch: CP without CP graphs on H100\n")
+    assert "would refuse to start" not in result.stderr
     trace = tmp_path / "req.csv"
     trace.write_text("arrived_at,num_prefill_tokens\n0,6758\n0,9000\n0,3000\n")
     out = tmp_path / "lens.jsonl"
@@ -258,23 +264,29 @@ def test_the_hopper_hardware_note_is_said_only_when_the_server_would_not_capture
     b200 = _plan("--server-args", launch, "--gpu", "B200", "--emit", "sglang", "-o", str(tmp_path / "b.txt"))
     assert b200.exit_code == 0, b200.output
     assert "CP graphs: trtllm_mha prefill with CP needs Blackwell" not in b200.output
+    # on H200 the launch captures no prefill graph at all: nothing is written, and the answer says why and what would help
     h200 = _plan("--server-args", launch, "--gpu", "H200", "--emit", "sglang", "-o", str(tmp_path / "h.txt"))
-    assert h200.exit_code == 0, h200.output
-    assert "cpbcg: note: SGLang 0.5.23 CP graphs: trtllm_mha prefill with CP needs Blackwell" in h200.output
+    assert h200.exit_code == 2 and not (tmp_path / "h.txt").exists()
+    assert "CP without CP graphs on H200" in h200.output and "an SM100 GPU (B200, GB200, B300, GB300)" in h200.output
 
 
 def test_emit_refuses_to_write_flags_for_a_server_that_refuses_to_start(tmp_path):
     out = tmp_path / "h200.txt"
-    refused = _plan("--gpu", "H200", "--emit", "sglang", "-o", str(out))
+    launch = f"python -m sglang.launch_server {CP4} --prefill-attention-backend trtllm_mha"
+    refused = _plan("--gpu", "H200", "--server-args", launch, "--emit", "sglang", "-o", str(out))
     assert refused.exit_code == 2, refused.output
     last = refused.output.strip().splitlines()[-1]
     assert last.startswith("cpbcg: error: --emit sglang: nothing written: SGLang 0.5.23 would refuse to start on H200 with these flags "
                            "(give --gpu B200 (SM100), or drop --emit): handle_attention_backend_compatibility: Prefill context "
                            "parallelism with the TRTLLM MHA")
     assert not out.exists()
-    evaluated = _plan("--gpu", "H200", "--page-size", "1", "--chunked-prefill-size", "8192")  # no --emit: evaluated, with the warning
+    evaluated = _plan("--gpu", "H200", "--server-args", launch, "--page-size", "1")  # no --emit: evaluated, with the warning
     assert evaluated.exit_code == 0, evaluated.output
     assert "cpbcg: warning: SGLang 0.5.23 would refuse to start with these flags" in evaluated.output
+    # the deployment's own flags on H200: no trtllm_mha written; 0.5.23 then captures no prefill graph, and --emit says so
+    default = _plan("--gpu", "H200", "--emit", "sglang", "-o", str(out))
+    assert default.exit_code == 2 and not out.exists()
+    assert "nothing written: 0.5.23 captures no prefill graph for this launch: CP without CP graphs on H200" in default.output
 
 
 def test_an_option_over_a_launch_command_value_is_said(tmp_path):

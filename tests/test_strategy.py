@@ -103,7 +103,7 @@ def test_server_flags_and_capture_emulation_are_the_models():
     can emulate a mode are rules of the strategy model, nowhere else."""
     from cpbcg.planner.export import cp_flags
     from cpbcg.planner.model.layout import CPLayout
-    from cpbcg.planner.server import check_flag_words
+    from cpbcg.engines.sglang.startup import check_flag_words
 
     assert strategy_model(1).server_flags() == []
     assert cp_flags(CPLayout(1)) == []

@@ -514,7 +514,8 @@ def scrape(url: str) -> dict[tuple[str, tuple], float]:
 
 def test_the_sglang_page_is_read_by_its_0_5_23_names():
     m = parse_metrics(SGLANG_PAGE, "u")
-    assert m.prefill_passes == {"": {"prefill_cuda_graph": 3.0, "prefill_none": 1.0}}  # decode passes left out
+    assert m.prefill_passes == {"": {"prefill_cuda_graph": 3.0, "prefill_none": 1.0}}  # decode passes apart
+    assert m.decode_passes == {"": {"decode_cuda_graph": 90.0}}
     assert (m.graph_memory_gb, m.capture_s) == ({"prefill": 2.5, "decode": 0.75}, {"prefill": 31.5})
 
 

@@ -315,6 +315,9 @@ class GateOptions(_SettingGroup):
     min_token_coverage: Annotated[Any, SettingKey("gates.min_token_coverage")] = None
     max_padding: Annotated[Any, SettingKey("gates.max_padding")] = None
     min_observed_coverage: Annotated[Any, SettingKey("gates.min_observed_coverage")] = None
+    min_decode_coverage: Annotated[Any, SettingKey("gates.min_decode_coverage")] = None
+    max_eager_decode_steps: Annotated[Any, SettingKey("gates.max_eager_decode_steps")] = None
+    min_observed_decode_coverage: Annotated[Any, SettingKey("gates.min_observed_decode_coverage")] = None
 
 
 def _typer_type(hint: Any) -> Any:

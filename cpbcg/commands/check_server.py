@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
-from cpbcg.api import load_config_and_deployment
+from cpbcg.api import decode_graphs, load_config_and_deployment
 from cpbcg.errors import ModelError
 from cpbcg.planner.model.capacity import capture_buckets
 from cpbcg.planner.server import ResolvedServer
+
+if TYPE_CHECKING:
+    from cpbcg.engines.sglang.decode_plan import DecodeServer
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,9 @@ class ServerVerdict:
     size, below the smallest CP-active forward dropped; tokens). Empty without CP graphs."""
     capture_note: str | None
     """What the rounding changed (None: nothing)."""
+    decode: "DecodeServer | None" = None
+    """The decode graphs as 0.5.23 captures them (list, max_bs, capture filter), None when not resolved."""
+    decode_notes: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -29,7 +35,12 @@ class ServerVerdict:
         return 0 if self.server.cp_graphs else 1
 
     def to_dict(self) -> dict[str, object]:
-        return {**self.server.summary(), "captured": list(self.captured), "capture_note": self.capture_note}
+        d = self.decode
+        decode = None if d is None else {"configured": list(d.configured), "captured": list(d.captured), "max_bs": d.max_bs,
+                                         "max_bs_rule": d.max_bs_rule, "alignment": d.alignment, "dropped": list(d.dropped),
+                                         "request_pool": d.request_pool, "enabled": d.enabled}
+        return {**self.server.summary(), "captured": list(self.captured), "capture_note": self.capture_note,
+                "decode": decode, "decode_notes": list(self.decode_notes)}
 
 
 def check_server(config: str | None = None, overrides: Mapping[str, object] | None = None) -> ServerVerdict:
@@ -53,6 +64,7 @@ def check_server(config: str | None = None, overrides: Mapping[str, object] | No
             note = str(exc)
         else:
             captured, note = prepared.capture_num_tokens, prepared.note
-    return ServerVerdict(server, captured, note)
+    decode, decode_notes = decode_graphs(deployment)
+    return ServerVerdict(server, captured, note, decode, decode_notes)
 
 

@@ -9,7 +9,7 @@ from typing import Callable, Mapping
 from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.common import input_files, launch_resolver, load_model_rates
 from cpbcg.commands.replay_check_options import ReplayCheckOptions
-from cpbcg.api import check, load_config_and_deployment, server_check
+from cpbcg.api import check, check_decode_flags, load_config_and_deployment, server_check
 from cpbcg.errors import ConfigError, located
 from cpbcg.gates.gates import CheckReport, Gates, max_eager_overrides
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
@@ -78,6 +78,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     detected = None if trace_path is None else detect_input(trace_path, trace_format, options)  # detected once, its start-up output read once
     log = detected.log if detected is not None else None
     cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
+    check_decode_flags(deployment)
     for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ()), deployment.server):
         note(line)
     gates = cfg.gates.to_gates()
@@ -89,6 +90,12 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
                                       options.length_field if options else None)
     if warning is not None:
         note(warning)
+    answer = deployment.server.no_prefill_graph() if deployment.server is not None and log is None \
+        and not deployment.server.verdict_hinges_on_the_assumed_model else None
+    if answer is not None and not report_only:  # when there is nothing to gate, that is the answer
+        helps = deployment.server.what_would_help() if deployment.server is not None else []
+        raise ConfigError(f"replay-check: {answer}: the gates would test graphs the server never captures; what would help: "
+                          f"{'; or '.join(helps)}; or pass --report-only")
     found = server_check(deployment)
     if not found.ok and not report_only:
         what, reason = found.findings()[0]

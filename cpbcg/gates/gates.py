@@ -8,6 +8,11 @@ A gate is a threshold on one number of an `Evaluation` (the same numbers `plan` 
 * `max_eager.REASON`: eager forwards for one reason (`local_capacity`, ...), `<=`;
 * `min_observed_coverage` (an SGLang server log whose lines print the graph verdict): fraction
   of forwards the server itself ran in graphs (`cuda graph: True`), `>=`;
+* `min_decode_coverage`: fraction of decode steps run in decode CUDA graphs (SGLang 0.5.23's
+  decode list as captured, `cpbcg.engines.sglang.decode_plan`), `>=`;
+* `max_eager_decode_steps`: decode steps run eagerly (running batch above the captured max), `<=`;
+* `min_observed_decode_coverage` (an SGLang log whose `Decode batch` lines print the verdict):
+  fraction of those lines the server ran in decode graphs, `>=`;
 * `replay_verified` (only with `--replay N`): replays through freshly captured graphs whose
   output differed from eager, `<= 0`.
 
@@ -44,6 +49,12 @@ class Gates:
     """Most eager forwards per reason (`local_capacity`, ...)."""
     min_observed_coverage: float | None = None
     """Least fraction of forwards the server printed as run in graphs (an SGLang log)."""
+    min_decode_coverage: float | None = None
+    """Least fraction of decode steps run in decode graphs."""
+    max_eager_decode_steps: int | None = None
+    """Most decode steps run eagerly."""
+    min_observed_decode_coverage: float | None = None
+    """Least fraction of a log's `Decode batch` lines (with a verdict) the server ran in decode graphs."""
 
 
 @dataclass(frozen=True)
@@ -118,11 +129,13 @@ def _at_most(name: str, metric: str, measured: float, threshold: float, unit: Un
     return GateResult(name, metric, measured, threshold, "<=", unit, measured <= threshold, detail)
 
 
-def check_gates(ev: Evaluation, gates: Gates, observed: Any = None) -> tuple[GateResult, ...]:
+def check_gates(ev: Evaluation, gates: Gates, observed: Any = None, decode: Any = None) -> tuple[GateResult, ...]:
     """Every configured gate of `gates` checked against `ev`, in a fixed order
     (coverage, token coverage, padding, eager reasons in `EAGER_REASONS` order, then the
-    observed coverage of `observed`, a `cpbcg.planner.observed.ObservedComparison`).
-    Raises `ConfigError` for `min_observed_coverage` on a trace without printed verdicts."""
+    observed coverage of `observed`, a `cpbcg.planner.observed.ObservedComparison`, then the
+    decode gates on `decode`, a `cpbcg.engines.sglang.decode_plan.DecodePlan`).
+    Raises `ConfigError` for `min_observed_coverage` on a trace without printed verdicts and
+    for a decode gate on traffic without decode steps (`decode` None)."""
     results: list[GateResult] = []
     if gates.min_coverage is not None:
         results.append(_at_least("min_coverage", "batch coverage", ev.coverage, gates.min_coverage))
@@ -143,7 +156,48 @@ def check_gates(ev: Evaluation, gates: Gates, observed: Any = None) -> tuple[Gat
             raise ConfigError("min_observed_coverage: the trace is not an SGLang server log whose Prefill batch lines print "
                               "the graph verdict ('cuda graph: True|False', SGLang 2026-01 and later)")
         results.append(_at_least("min_observed_coverage", f"observed {observed.label} coverage", observed.coverage, gates.min_observed_coverage))
+    if gates.min_decode_coverage is not None or gates.max_eager_decode_steps is not None:  # the model's, on the traffic
+        if decode is None:
+            raise ConfigError("min_decode_coverage / max_eager_decode_steps: the trace has no decode steps (a request trace simulated "
+                              "with decode, or an SGLang server log with Decode batch lines, has them)")
+        conf = decode.configured
+        detail = (f"running batch up to {conf.largest_eager_batch} above the captured decode max_bs {conf.max_bs}"
+                  if conf.eager_steps else "")
+        if gates.min_decode_coverage is not None:
+            results.append(GateResult("min_decode_coverage", "decode steps in graphs", conf.coverage, gates.min_decode_coverage, ">=",
+                                      "fraction", conf.coverage >= gates.min_decode_coverage, detail))
+        if gates.max_eager_decode_steps is not None:
+            results.append(_at_most("max_eager_decode_steps", "eager decode steps", conf.eager_steps, gates.max_eager_decode_steps,
+                                    "batches", detail))
+    if gates.min_observed_decode_coverage is not None:
+        seen = None if decode is None or decode.observed is None else decode.observed
+        if seen is None or not seen["with_verdict"]:
+            raise ConfigError("min_observed_decode_coverage: the trace is not an SGLang server log whose Decode batch lines print "
+                              "the graph verdict ('cuda graph: True|False')")
+        results.append(_at_least("min_observed_decode_coverage", "observed decode lines in graphs", seen["graph"] / seen["with_verdict"],
+                                 gates.min_observed_decode_coverage))
     return tuple(results)
+
+
+def what_the_server_did(gates: Gates, observed: Any) -> tuple[GateResult, ...]:
+    """A log whose forwards print the server's verdict is gated on what the server did (issue 39): `min_coverage`
+    also holds the observed coverage (unless `min_observed_coverage` sets its own), and every forward on which
+    the model and the log disagree (`ObservedComparison.model_errors + unexplained_eager`) fails the gate
+    `model_agrees_with_log`, the first one named. Nothing without gates or without printed verdicts.
+    `replay-check`'s (a CI gate on a log), beside `check_gates`."""
+    if observed is None or not observed.forwards or gates == Gates():
+        return ()
+    out = []
+    if gates.min_coverage is not None and gates.min_observed_coverage is None:
+        out.append(_at_least("min_coverage.observed", f"observed {observed.label} coverage (the log's verdicts)", observed.coverage,
+                             gates.min_coverage))
+    disagreeing = observed.model_errors + observed.unexplained_eager
+    first = (observed.model_error_lines + observed.eager_lines)[:1]
+    detail = (f"first: log line {first[0].line_no}: the server ran {'a graph' if first[0].server_graph else 'eagerly'}, the model says "
+              f"{first[0].model}" if first else "")
+    out.append(_at_most("model_agrees_with_log", f"forwards where the model and the log's {observed.label} verdict disagree",
+                        disagreeing, 0, "batches", detail))
+    return tuple(out)
 
 
 def parse_max_eager(specs: Sequence[str]) -> dict[str, int]:
@@ -227,6 +281,8 @@ class CheckReport:
     """SGLang 0.5.23's default list for the chunk on the same forwards (`plan.AgainstDefault`); None: not compared."""
     against_default: tuple[str, ...] = ()
     """Where the judged list costs more padding or modelled time than that default, with both numbers (empty: it does not)."""
+    decode: Any = None
+    """Decode graphs on the traffic's decode steps (`DecodePlan`), None without decode steps."""
 
     @property
     def passed(self) -> bool:

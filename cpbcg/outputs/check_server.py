@@ -10,6 +10,7 @@ from cpbcg.outputs.console import OutputFormat, assert_never, print_json, stdout
 if TYPE_CHECKING:
     from rich.console import Group
 
+    from cpbcg.engines.sglang.decode_plan import DecodeServer
     from cpbcg.planner.server import ResolvedServer
 
 
@@ -22,6 +23,10 @@ class VerdictView(Protocol):
     def captured(self) -> tuple[int, ...]: ...
     @property
     def capture_note(self) -> str | None: ...
+    @property
+    def decode(self) -> "DecodeServer | None": ...
+    @property
+    def decode_notes(self) -> tuple[str, ...]: ...
     def to_dict(self) -> dict[str, object]: ...
 
 
@@ -51,13 +56,16 @@ def render_verdict(verdict: VerdictView) -> "Group":
     if r.refusals:
         first = r.refusals[0]
         lines.append(Text(f"refuses to start: {first.check}: {first.message}", style="bold red"))
+    elif r.no_prefill_graph() is not None:  # nothing to capture: that is the answer
+        lines.append(Text(f"starts, but {r.no_prefill_graph()}", style="bold red"))
+        lines += [Text(f"what would help: {one}") for one in r.what_would_help()]
     else:
         lines.append(Text("starts", style="bold green"))
     if r.cp_graphs:
         lines.append(Text(f"CP prefill graphs: yes ({r.cp_strategy}, prefill backend {r.prefill_attention_backend.value}, "
                           f"supports_prefill_cp_bcg)", style="bold green"))
     else:
-        why = "; ".join(why for what, why in r.findings() if what != "refuse to start") or "the server does not start"
+        why = "; ".join(why for what, why in r.findings() if what == "capture no CP graph") or "the server does not start"
         lines.append(Text(f"CP prefill graphs: no ({why})", style="bold red"))
     table = Table(title="Resolved server arguments (value: where it came from)", title_justify="left")
     table.add_column("argument")
@@ -73,7 +81,14 @@ def render_verdict(verdict: VerdictView) -> "Group":
     cap = verdict.captured
     table.add_row("captured (CP, rounded)", f"{len(cap)} buckets {cap[0]}..{cap[-1]}" if cap else "none",
                   verdict.capture_note or ("as listed" if cap else "no CP graphs"))
+    d = verdict.decode
+    if d is not None:
+        table.add_row("decode graph list", f"{len(d.configured)} sizes {d.configured[0]}..{d.configured[-1]}", d.max_bs_rule)
+        dropped = f"; {list(d.dropped)} dropped (alignment {d.alignment}, request pool {d.request_pool})" if d.dropped else ""
+        table.add_row("decode captured", f"{len(d.captured)} sizes {d.captured[0]}..{d.captured[-1]}" if d.captured else "none",
+                      ("0.5.23 get_batch_sizes_to_capture" + dropped) if d.enabled else "decode graphs disabled")
     parts: list = [*lines, table]
+    parts += [Text(f"note: {n}") for n in verdict.decode_notes]
     parts += [Text(f"note: {n}") for n in r.notes]
     if r.not_modelled:
         parts.append(Text(f"not modelled (ignored): {', '.join(r.not_modelled)}"))

@@ -153,8 +153,8 @@ def guarantee_document(deployment: Deployment, result: GuaranteeResult) -> dict[
 def check_document(report: CheckReport, simulation: dict[str, Any] | None = None) -> dict[str, Any]:
     """`replay-check --json`: the header, `simulation` (request traces: the scheduler summary, as
     in `plan --format json`) and evaluation keys of `plan --format json`, then `passed`, `gates`
-    (each with measured value, threshold and message), `replays` and, for an SGLang server log
-    that prints the graph verdict, `observed`."""
+    (each with measured value, threshold and message), `replays`, for an SGLang server log
+    that prints the graph verdict, `observed`, and with decode steps `decode` (as in `plan`)."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         **report.header,
@@ -172,6 +172,8 @@ def check_document(report: CheckReport, simulation: dict[str, Any] | None = None
     doc["against_default"] = None if default is None else {
         "buckets": len(default.buckets), "coverage": default.coverage, "padding": default.padding_overhead,
         "costs_more": list(report.against_default)}
+    if report.decode is not None:
+        doc["decode"] = report.decode.to_dict()
     return doc
 
 
@@ -187,7 +189,7 @@ def simulation_summary(source: BatchSource) -> dict[str, Any] | None:
         "trace_format": getattr(kind, "value", kind),
         "arrivals": "poisson" if s.synthetic_arrivals else "timestamps",
         "scheduler": dataclasses.asdict(sim.cfg),
-        **dataclasses.asdict(s),
+        **{k: v for k, v in dataclasses.asdict(s).items() if k != "decode_batches"},  # the plan's `decode` block has them
         "skipped_rows": 0 if source.read_notes is None else source.read_notes.skipped_rows,
         "first_skipped_line": None if source.read_notes is None else source.read_notes.first_skipped_line,
         "busy_fraction": s.busy_s / s.simulated_s if s.simulated_s else 0.0,

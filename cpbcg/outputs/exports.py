@@ -17,23 +17,27 @@ if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
 
 
-def export_buckets(buckets: list[int], fmt: EmitFormat | str, deployment: "Deployment", metadata: dict[str, object] | None = None) -> str:
+def export_buckets(buckets: list[int], fmt: EmitFormat | str, deployment: "Deployment", metadata: dict[str, object] | None = None,
+                   decode_bs: list[int] | None = None) -> str:
     """The text of `buckets` (ascending tokens) in `fmt`, ending with a newline.
 
     `sglang` and `sglang-json` are SGLang's server flags with the CP and scheduler settings of
     `deployment` too (`cpbcg.planner.export`: the list deploys under the conditions it was
     planned for); `yaml` / `json` are cpbcg's own bucket file `{capture_num_tokens: [...],
-    ...metadata}` (`metadata` JSON-ready), which `--buckets FILE` reads back. Raises
+    ...metadata}` (`metadata` JSON-ready), which `--buckets FILE` reads back. `decode_bs` (the
+    recommended decode list, requests): the server flags carry it too (`--cuda-graph-bs-decode ...
+    --cuda-graph-max-bs-decode MAX`, or the config's `decode` phase); the bucket files its
+    `decode_bs`. Raises
     `ConfigError` for an empty list."""
     if not buckets:
         raise ConfigError("nothing to export: the bucket list is empty")
     buckets = sorted(int(b) for b in buckets)
     fmt = EmitFormat(fmt)
     if fmt is EmitFormat.sglang:
-        return deploy_flags(buckets, deployment) + "\n"
+        return deploy_flags(buckets, deployment, decode_bs=decode_bs) + "\n"
     if fmt is EmitFormat.sglang_json:
-        return config_flags(buckets, deployment) + "\n"
-    document = {"capture_num_tokens": buckets, **(metadata or {})}
+        return config_flags(buckets, deployment, decode_bs) + "\n"
+    document = {"capture_num_tokens": buckets, **({"decode_bs": sorted(decode_bs)} if decode_bs else {}), **(metadata or {})}
     if fmt is EmitFormat.json:
         return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
     if fmt is EmitFormat.yaml:

@@ -14,6 +14,7 @@ from cpbcg.outputs.console import OutputFormat, assert_never, echo, print_json, 
 
 
 if TYPE_CHECKING:
+    from cpbcg.engines.sglang.decode_plan import DecodePlan
     from cpbcg.planner.optimise.guarantee import GuaranteeResult
     from cpbcg.planner.assembly.sources import BatchSource
     from cpbcg.planner.deployment import Deployment
@@ -51,6 +52,8 @@ class PlanView(Protocol):
     def flags_command(self) -> str | None: ...
     @property
     def memory(self) -> MemoryPreflight | None: ...
+    @property
+    def decode(self) -> DecodePlan | None: ...
 
 
 class GuaranteeView(Protocol):
@@ -143,6 +146,8 @@ def _json(report: PlanView) -> None:
     if verdict is not None:  # no recommendation (--no-recommend, or none possible): no verdict
         doc["verdict"] = {**verdict.to_dict(), "flags_command": report.flags_command,
                           "memory": None if report.memory is None else report.memory.to_dict()}
+    if report.decode is not None:
+        doc["decode"] = report.decode.to_dict()
     print_json(dumps(doc))
 
 
@@ -153,11 +158,20 @@ def _tables(report: PlanView, after_verdict: Callable[[], None] = lambda: None) 
 
     result, rec, comparison, parts = report.result, report.result.recommendation, report.comparison, report.parts
     console = stdout_console()
+    no_graph = report.header.get("no_prefill_graph")
+    if isinstance(no_graph, dict):  # when there is nothing to plan, that is said first (commands.plan._no_prefill_graph)
+        console.print(f"{no_graph['answer']}.\nWhat would help: {'; or '.join(no_graph['what_would_help'])}.\n"
+                      f"Planned instead: {no_graph['planned']}.", highlight=False)
     if rec is not None and rec.verdict is not None:
         from cpbcg.outputs.verdict import verdict_lines
 
         for line in verdict_lines(rec.verdict, report.flags_command, report.memory):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
+        if report.decode is not None:
+            from cpbcg.outputs.decode import decode_verdict_lines
+
+            for line in decode_verdict_lines(report.decode):
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
         console.print("")
         console.file.flush()
     after_verdict()
@@ -176,6 +190,10 @@ def _tables(report: PlanView, after_verdict: Callable[[], None] = lambda: None) 
     if rec is not None and comparison is not None:
         console.print(comparison_table(comparison, rec))
         console.print(pareto_table(comparison.points, rec.objective))
+    if report.decode is not None:
+        from cpbcg.outputs.decode import decode_renderable
+
+        console.print(decode_renderable(report.decode))
 
 
 def _guarantee(report: GuaranteeView, options: PlanOutputOptions, output: Optional[Path]) -> ExitCode:

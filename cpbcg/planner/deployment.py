@@ -16,7 +16,7 @@ from cpbcg.planner.costs.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler import SchedulerSettings
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.server import ResolvedServer, ServerCheck, check_flag_words
+from cpbcg.planner.server import ResolvedServer
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 
@@ -51,7 +51,7 @@ class Deployment:
     """The GPU the server resolution used (`--gpu`, `server.gpu`): scales the default cost model's
     per-token time; None = the assumed GPU (`hardware.ASSUMED_GPU`, said wherever used)."""
     server: ResolvedServer | None = None
-    """The server 0.5.23 starts for this deployment (`cpbcg.planner.server.resolve_server`),
+    """The server 0.5.23 starts for this deployment (`cpbcg.engines.sglang.startup.resolve_server`),
     whose page size, chunk and prefill graph list the scheduler and bucket list use; None for
     a deployment built by hand (no resolution said)."""
 
@@ -91,18 +91,3 @@ class Deployment:
             "sglang_version": SGLANG_VERSION,
             **({"server": self.server.summary()} if self.server is not None else {}),
         }
-
-    def server_check(self, flag_words: list[str] | None = None) -> ServerCheck:
-        """0.5.23's verdict on the server this deployment runs: the flags file given as its bucket
-        list (`--buckets FLAGS`, a file starting with `--`, its words `flag_words`), else the server
-        the deployment was resolved to (`server`), else the CP flags `plan --emit sglang` writes
-        for it. Without CP (`cp_size` 1) there is nothing to check. Raises `ValueError` for a
-        flags file value 0.5.23 would not parse."""
-        if self.cp.cp_size == 1:
-            return ServerCheck([], [])
-        server = self.server
-        if flag_words is not None:
-            return check_flag_words(flag_words, server.model if server else None, server.gpu if server else None)
-        if server is not None:
-            return ServerCheck.of(server)
-        return check_flag_words(self.cp.model.server_flags())

@@ -3,7 +3,7 @@
 * `sglang`: the server flags (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ...
   --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --tp-size N
   --cp-strategy S --prefill-attention-backend A` with CP (`StrategyModel.server_flags`: what SGLang 0.5.23 needs
-  to start and to capture CP graphs, `server.check_server_flags`), and the scheduler
+  to start and to capture CP graphs, `cpbcg.engines.sglang.startup.check_server_flags`), and the scheduler
   flags the plan assumed.
 * `sglang-json`: the same flags with the list as `--cuda-graph-config '{"prefill":{"bs":[...],"max_bs":MAX}}'`:
   the JSON single-quoted, as a shell reads a word (`shlex.quote`). A JSON list holds `[`, a glob
@@ -30,23 +30,32 @@ if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
 
 
-def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int | None = None) -> str:
+def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int | None = None, *, decode_bs: list[int] | None = None) -> str:
     """SGLang server flags capturing exactly `buckets` under the deployment's CP and scheduler
     settings (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ... --cuda-graph-max-bs-prefill MAX`,
     the CP flags, and the scheduler flags that shaped the planned forwards. SGLang takes an
     explicit list as given, so a bucket above `--chunked-prefill-size` deploys. `chunk_tokens`
     (the chunk the plan assumed, when it differs from the scheduler's) replaces
-    `--chunked-prefill-size`."""
+    `--chunked-prefill-size`. `decode_bs` (requests): the decode list too, `--cuda-graph-bs-decode
+    B1 ... --cuda-graph-max-bs-decode MAX`."""
     buckets = sorted(int(b) for b in buckets)
     parts = ["--cuda-graph-bs-prefill", *map(str, buckets), "--cuda-graph-max-bs-prefill", str(buckets[-1])]
+    if decode_bs:
+        decode = sorted(int(b) for b in decode_bs)
+        parts += ["--cuda-graph-bs-decode", *map(str, decode), "--cuda-graph-max-bs-decode", str(decode[-1])]
     return " ".join(parts + cp_flags(deployment.cp) + scheduler_flags(deployment, chunk_tokens))
 
 
-def config_flags(buckets: list[int], deployment: "Deployment") -> str:
+def config_flags(buckets: list[int], deployment: "Deployment", decode_bs: list[int] | None = None) -> str:
     """The `--emit sglang-json` line: `deploy_flags` with the list as `--cuda-graph-config
-    '{"prefill":{"bs":[...],"max_bs":MAX}}'` (compact JSON, single-quoted: module doc)."""
+    '{"prefill":{"bs":[...],"max_bs":MAX}}'` (compact JSON, single-quoted: module doc), with a
+    `decode` phase `{"bs": [...], "max_bs": MAX}` when `decode_bs` is given."""
     buckets = sorted(int(b) for b in buckets)
-    graph = orjson.dumps({"prefill": {"bs": buckets, "max_bs": buckets[-1]}}).decode()
+    phases: dict[str, object] = {"prefill": {"bs": buckets, "max_bs": buckets[-1]}}
+    if decode_bs:
+        decode = sorted(int(b) for b in decode_bs)
+        phases["decode"] = {"bs": decode, "max_bs": decode[-1]}
+    graph = orjson.dumps(phases).decode()
     return " ".join(["--cuda-graph-config", shlex.quote(graph)] + cp_flags(deployment.cp) + scheduler_flags(deployment))
 
 
@@ -81,7 +90,7 @@ FLAG_KEYS = {
 SERVER_SCHEDULER_KEYS = frozenset({k for k in FLAG_KEYS.values() if k.startswith("scheduler.")}
                                   | {"scheduler.enable_mixed_chunk", "scheduler.max_total_tokens"})
 """Scheduler settings that are SGLang server flags (`scheduler_flags` emits them; `--max-total-tokens`
-caps the default prefill graph list in 0.5.23's start-up resolution, `cpbcg.planner.server`): they
+caps the default prefill graph list in 0.5.23's start-up resolution, `cpbcg.engines.sglang.startup`): they
 shape the plan of any trace (the default list follows the chunk, the headroom, the flags), not only
 the simulation of a request trace."""
 

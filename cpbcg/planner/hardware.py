@@ -13,6 +13,8 @@ edge and handed here as a mapping (`model_spec_from_config`).
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +72,25 @@ GPUS: dict[str, GPU] = {g.name.upper(): g for g in (
     GPU("MI355X", "amd", (0, 0), 294_896, _AMD_SPEC),
 )}
 """The GPUs `--gpu` accepts, by upper-case name."""
+
+
+def gpu_from_device_name(device: str) -> GPU | None:
+    """The catalogue GPU a device name names as torch prints it (`torch.cuda.get_device_name`, `-` and
+    spaces as `_`: `NVIDIA_H100_80GB_HBM3`, `NVIDIA_A100-SXM4-40GB`, `NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition`,
+    `AMD_Instinct_MI300X`): the longest run of its words that is a catalogue name (`A100-40GB` before
+    `A100`); None when none is."""
+    words = [w for w in re.split(r"[_\s-]+", device.strip()) if w and w.upper() not in ("NVIDIA", "AMD")]
+    best: GPU | None = None
+    best_len = 0
+    for i in range(len(words)):
+        for j in range(i + 1, len(words) + 1):
+            found = GPUS.get("-".join(words[i:j]).upper())
+            if found is not None and j - i > best_len:
+                best, best_len = found, j - i
+        memory = next((w for w in words[i + 1:] if re.fullmatch(r"\d+GB", w.upper())), None)  # `A100 SXM4 40GB`: `A100-40GB`
+        if memory is not None and (found := GPUS.get(f"{words[i]}-{memory}".upper())) is not None and best_len < 2:
+            best, best_len = found, 2
+    return best
 
 
 def gpu_by_name(name: str) -> GPU:

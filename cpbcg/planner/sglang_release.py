@@ -2,7 +2,7 @@
 
 `SGLANG_VERSION` is the one place the release is named (help, report headers, JSON
 `sglang_version`, docs). The start-up rules themselves (page size, chunk, backends, refusals,
-CP graphs) are `cpbcg.planner.server`'s. `tests/test_sglang_deploy_conformance.py` evaluates 0.5.23's own code on
+CP graphs) are `cpbcg.engines.sglang.startup`'s. `tests/test_sglang_deploy_conformance.py` evaluates 0.5.23's own code on
 the flags `--emit sglang` writes.
 """
 

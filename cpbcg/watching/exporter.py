@@ -43,6 +43,11 @@ FAMILIES: dict[str, tuple[Kind, str, tuple[str, ...]]] = {
     "log_read_bytes": ("counter", "Bytes read from the log (the copy of a copytruncate included).", ()),
     "sglang_scrape_errors": ("counter", "Failed scrapes of the server's SGLang metrics endpoint.", ()),
     "sglang_prefill_passes": ("counter", "SGLang's sglang:cuda_graph_passes_total for prefill, as last scraped, by mode.", ("dp_rank", "mode")),
+    "sglang_decode_passes": ("counter", "SGLang's sglang:cuda_graph_passes_total for decode (every decode step), as last scraped, by "
+                             "mode: decode_none counts the steps that fell off the decode graphs.", ("dp_rank", "mode")),
+    "decode_batch_lines": ("counter", "The log's Decode batch lines (one per decode_log_interval decode steps) by verdict: graph, eager "
+                           "(cuda graph: False: the running batch fell off the decode graphs), none; the eager decode share is "
+                           "rate(verdict=eager) / rate(verdict!=none).", ("verdict",)),
     "log_last_line_age_seconds": ("gauge", "Seconds since the last line was read from the log (since the start before the first).", ()),
     "log_reader_lag_seconds": ("gauge", "Seconds the reader has been behind the end of its log (0 while it keeps up), at the last update.", ()),
     "log_unread_bytes": ("gauge", "Bytes of the log file not read yet, at the last update.", ()),
@@ -97,6 +102,8 @@ def _server_samples(server: ServerView, now_unix: float) -> Iterator[tuple[str, 
     if f.scrape_unix is not None:
         yield "sglang_scrape_age_seconds", (), max(0.0, now_unix - f.scrape_unix)
     yield "prefill_graphs_refused", (), 1.0 if server.refusal else 0.0
+    for verdict, lines in zip(("graph", "eager", "none"), server.decode_lines):
+        yield "decode_batch_lines", (verdict,), lines
     for kind, per in server.windows.items():
         for key, w in per.items():
             yield "window_forwards", (key, kind), w.forwards
@@ -116,6 +123,9 @@ def _server_samples(server: ServerView, now_unix: float) -> Iterator[tuple[str, 
         for dp, modes in server.metrics.prefill_passes.items():
             for mode, passes in modes.items():
                 yield "sglang_prefill_passes", (dp or "0", mode), passes
+        for dp, modes in server.metrics.decode_passes.items():
+            for mode, passes in modes.items():
+                yield "sglang_decode_passes", (dp or "0", mode), passes
         for phase, gb in server.metrics.graph_memory_gb.items():
             yield "sglang_graph_memory_bytes", (phase,), gb * GIB
             yield "sglang_graph_memory_gb", (phase,), gb

@@ -4,7 +4,9 @@ Names and labels as SGLang 0.5.23 exports them (`observability/metrics_collector
 
 * `sglang:cuda_graph_passes_total{mode}`: forward passes by graph use; `mode` `prefill_cuda_graph`
   or `prefill_none` for prefill forwards (`increment_prefill_cuda_graph_pass`, counted where the
-  `Prefill batch` line is printed), `decode_*` for decode;
+  `Prefill batch` line is printed), `decode_cuda_graph` or `decode_none` for every decode step
+  (`increment_decode_cuda_graph_pass`, `batch_result_processor.py`: exact, where the log's
+  `Decode batch` lines are a 1-in-`decode_log_interval` sample);
 * `sglang:graph_memory_usage_gb{phase}`: graph memory per phase (`prefill`, `decode`, ...);
 * `sglang:startup_cuda_graph_time_seconds{phase}`: capture time per phase.
 
@@ -23,6 +25,7 @@ PASSES = "sglang:cuda_graph_passes_total"
 MEMORY = "sglang:graph_memory_usage_gb"
 CAPTURE_TIME = "sglang:startup_cuda_graph_time_seconds"
 PREFILL_MODES = ("prefill_cuda_graph", "prefill_none")
+DECODE_MODES = ("decode_cuda_graph", "decode_none")
 MAX_BYTES = 16 << 20
 """Largest metrics page read (bytes)."""
 
@@ -38,6 +41,8 @@ class SglangMetrics:
     """`phase` -> graph memory (GB, as SGLang names it)."""
     capture_s: dict[str, float] = field(default_factory=dict)
     """`phase` -> capture time at start-up (s)."""
+    decode_passes: dict[str, dict[str, float]] = field(default_factory=dict)
+    """`dp_rank` -> `mode` (`decode_cuda_graph`, `decode_none`) -> decode steps (every one)."""
 
     @property
     def prefill_graph_passes(self) -> float:
@@ -49,7 +54,8 @@ class SglangMetrics:
 
     def to_dict(self) -> dict[str, object]:
         return {"url": self.url, "prefill_passes": self.prefill_passes, "prefill_graph_passes": self.prefill_graph_passes,
-                "prefill_eager_passes": self.prefill_eager_passes, "graph_memory_gb": self.graph_memory_gb, "capture_s": self.capture_s}
+                "prefill_eager_passes": self.prefill_eager_passes, "graph_memory_gb": self.graph_memory_gb, "capture_s": self.capture_s,
+                "decode_passes": self.decode_passes}
 
 
 def parse_metrics(text: str, url: str = "") -> SglangMetrics:
@@ -57,6 +63,7 @@ def parse_metrics(text: str, url: str = "") -> SglangMetrics:
     from prometheus_client.parser import text_string_to_metric_families
 
     passes: dict[str, dict[str, float]] = {}
+    decode: dict[str, dict[str, float]] = {}
     memory: dict[str, float] = {}
     capture: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
@@ -65,11 +72,14 @@ def parse_metrics(text: str, url: str = "") -> SglangMetrics:
             if sample.name == PASSES and labels.get("mode") in PREFILL_MODES:
                 modes = passes.setdefault(labels.get("dp_rank", ""), {})
                 modes[labels["mode"]] = max(modes.get(labels["mode"], 0.0), sample.value)
+            elif sample.name == PASSES and labels.get("mode") in DECODE_MODES:
+                modes = decode.setdefault(labels.get("dp_rank", ""), {})
+                modes[labels["mode"]] = max(modes.get(labels["mode"], 0.0), sample.value)
             elif sample.name == MEMORY and "phase" in labels:
                 memory[labels["phase"]] = max(memory.get(labels["phase"], 0.0), sample.value)
             elif sample.name == CAPTURE_TIME and "phase" in labels:
                 capture[labels["phase"]] = max(capture.get(labels["phase"], 0.0), sample.value)
-    return SglangMetrics(url, passes, memory, capture)
+    return SglangMetrics(url, passes, memory, capture, decode)
 
 
 def scrape(url: str, timeout_s: float = 2.0) -> SglangMetrics | str:

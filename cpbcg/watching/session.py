@@ -40,8 +40,9 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
+from cpbcg.errors import ConfigError
 from cpbcg.gates.gates import GateResult, Gates, check_gates
 from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.deployment import Deployment
@@ -200,6 +201,9 @@ class ServerView:
     freshness: Freshness = Freshness(0, 0, 0.0, 0.0, 0)
     snapshot_unix: float = 0.0
     """Wall time (Unix s) of the snapshot."""
+    decode_lines: tuple[int, int, int] = (0, 0, 0)
+    """The log's `Decode batch` lines so far that printed `graph: True`, `graph: False`, no verdict
+    (each one decode step in `decode_log_interval`: the decode fall-off signal)."""
 
     @property
     def current(self) -> LaunchView | None:
@@ -223,6 +227,7 @@ class ServerView:
                     "folded_copies": self.folded_copies, "unreadable": self.unreadable, "nonprefill": self.nonprefill},
             "freshness": self.freshness.to_dict(self.snapshot_unix),
             "refusal": self.refusal,
+            "decode_lines": dict(zip(("graph", "eager", "no_verdict"), self.decode_lines)),
         }
 
 
@@ -510,10 +515,22 @@ class WatchSession:
         assert latest is not None
         return window_stats(window, server.setup, self._baseline(latest), server.launch)
 
+    def _decode(self, server: _Server) -> Any:
+        """The run's decode judgement from the log's `Decode batch` lines (None without any; the
+        decode gates then refuse: `check_gates`)."""
+        from cpbcg.engines.sglang.decode_plan import watched_decode_plan
+
+        assert server.resolved is not None
+        try:
+            return watched_decode_plan(server.resolved.deployment, server.lines.summary.decode, server.lines.settings())
+        except ValueError as exc:
+            raise ConfigError(f"{server.follower.name}: decode graphs: {exc}") from None
+
     def _gate_window(self, server: _Server) -> None:
         assert server.resolved is not None and server.ring is not None
         stats = self._window(server, server.ring.last(self.options.window_forwards))
-        gates = server.resolved.gates
+        gates = replace(server.resolved.gates, min_decode_coverage=None, max_eager_decode_steps=None,  # decode: the whole run's (final)
+                        min_observed_decode_coverage=None)
         if stats.observed is None:
             gates = replace(gates, min_observed_coverage=None)
         server.windows_gated += 1
@@ -569,7 +586,7 @@ class WatchSession:
                           server.gain, server.metrics, server.metrics_error, server.metrics_errors, server.follower.rotations,
                           server.follower.truncations, s.records, s.folded_copies, s.unreadable, s.nonprefill, server.refusal,
                           () if server.resolved is None else tuple(server.resolved.table.capture_num_tokens.tolist()), server.launch,
-                          self._launch_views(server), server.instance, self._freshness(server, now), time.time())
+                          self._launch_views(server), server.instance, self._freshness(server, now), time.time(), s.decode.verdicts())
 
     def _freshness(self, server: _Server, now: float) -> Freshness:
         f = server.follower
@@ -619,7 +636,7 @@ class WatchSession:
         for server, view in zip(self.servers, snap.servers):
             if server.resolved is None or view.evaluation is None or server.refusal is not None or not view.forwards:
                 continue
-            for g in check_gates(view.evaluation, server.resolved.gates, view.observed):
+            for g in check_gates(view.evaluation, server.resolved.gates, view.observed, self._decode(server)):
                 gates.append(replace(g, metric=f"{g.metric} of {server.follower.name}") if many else g)
             gates += list(server.worst.values())
             if self.options.max_scrape_errors is not None and server.metrics_url is not None:

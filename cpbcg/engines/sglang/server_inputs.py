@@ -1,6 +1,6 @@
 """The start-up resolution's inputs at the input edge: a launch command (words or a file of
 them), a model's Hugging Face `config.json` and a GPU name, read and checked here, handed to
-the pure `cpbcg.planner.server.resolve_server`. Errors are one line (`ConfigError`, exit 2):
+the pure `cpbcg.engines.sglang.startup.resolve_server`. Errors are one line (`ConfigError`, exit 2):
 `FILE: KEY: ...`, `--server-args: --page-size: ...`, `--gpu: unknown GPU ...`."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 from cpbcg.errors import ConfigError
 from cpbcg.inputs import decode_text, load_json, path_exists, read_input_bytes
 from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name, model_spec_from_config
-from cpbcg.planner.server import Given, parse_launch_words, server_words
+from cpbcg.engines.sglang.startup import parse_launch_words, server_words
+from cpbcg.planner.server import Given
 
 PRESET_PACKAGE = "cpbcg.configs"
 

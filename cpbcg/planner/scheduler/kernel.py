@@ -38,7 +38,7 @@ NUM_INTS = 35
 NOW_S, BUSY_S, DECODE_S, BLOCKED_S, RATIO, WINDOW_END_S, WINDOW_DECODE_S, WINDOW_BLOCKED_S = range(8)
 NUM_FLOATS = 8
 # settings (int64)
-(PAGE, CLIP, CHUNK_BUDGET, MAX_PREFILL, REQUEST_LIMIT, SLOTS, POOL, DECODE_ON, MIXED_ON, OUT_LIMIT) = range(10)
+(PAGE, CLIP, CHUNK_BUDGET, MAX_PREFILL, REQUEST_LIMIT, SLOTS, POOL, DECODE_ON, MIXED_ON, OUT_LIMIT, GRAPH_MAX_BS) = range(11)
 NO_LIMIT = -1
 """An int setting that is None (no chunking, no request limit, no slots, no pool)."""
 
@@ -144,21 +144,22 @@ def _kv_now(s: Ints, residues: Ints, page: int, at_step: int) -> int:
 
 def run(cfg: Ints, fcfg: Floats, s: Ints, f: Floats, residues: Ints, f_keys: Ints, f_bases: Ints, f_res: Ints,
         above: Ints, times: Floats, inputs: Ints, outputs: Ints, images: Ints, n_times: int, exhausted: bool,
-        out_lens: Ints, out_sizes: Ints, out_seq: Ints, out_mm: NDArray[np.bool_]) -> int:  # noqa: C901 - one function on purpose (see module doc)
+        out_lens: Ints, out_sizes: Ints, out_seq: Ints, out_mm: NDArray[np.bool_], decode_hist: Ints) -> int:  # noqa: C901 - one function on purpose (see module doc)
     """Run the event loop until it needs more requests, a chunk of forwards is full, or the end.
 
     `cfg` int64 settings, `fcfg` float64 settings (prefill fixed s, tokens/s, decode step fixed
-    ms, ms/request, init/min ratio, ratio decay); `s`/`f` the int/float state; `residues`
+    ms, ms/request, init/min ratio, ratio decay, eager decode factor); `s`/`f` the int/float state; `residues`
     [page] int64; the finish heap (`f_keys`, `f_bases`, `f_res`) and `above` sized for the
     request slots; `times`/`inputs`/`outputs`/`images` the requests not yet admitted and those
     waiting (`s[HEAD]` first waiting, `s[NEXT]` next to arrive, `n_times` valid); the `out_*`
-    buffers receive forwards from `s[N_OUT]` / `s[N_OUT_LENS]` on. Returns a status above.
+    buffers receive forwards from `s[N_OUT]` / `s[N_OUT_LENS]` on; `decode_hist[bs]` counts the
+    decode-only steps run with `bs` requests decoding ([slots + 1]). Returns a status above.
     """
     page, clip, chunk_budget, max_prefill = cfg[PAGE], cfg[CLIP], cfg[CHUNK_BUDGET], cfg[MAX_PREFILL]
     request_limit, slots, pool, decode_on, mixed_on = cfg[REQUEST_LIMIT], cfg[SLOTS], cfg[POOL], cfg[DECODE_ON], cfg[MIXED_ON]
-    out_limit = cfg[OUT_LIMIT]
+    out_limit, graph_max_bs = cfg[OUT_LIMIT], cfg[GRAPH_MAX_BS]
     prefill_fixed_s, prefill_tokens_per_s, step_fixed_ms, step_ms_per_request = fcfg[0], fcfg[1], fcfg[2], fcfg[3]
-    init_ratio, min_ratio, ratio_decay = fcfg[4], fcfg[5], fcfg[6]
+    init_ratio, min_ratio, ratio_decay, eager_factor = fcfg[4], fcfg[5], fcfg[6], fcfg[7]
     cap_lens = out_lens.shape[0]
     while True:
         now_s = f[NOW_S]
@@ -352,6 +353,8 @@ def run(cfg: Ints, fcfg: Floats, s: Ints, f: Floats, residues: Ints, f_keys: Int
             step = s[STEP]
             waiting = s[HEAD] < i_next
             step_s = (step_fixed_ms + step_ms_per_request * num_running) / 1000.0
+            if graph_max_bs != NO_LIMIT and num_running > graph_max_bs:
+                step_s *= eager_factor
             steps = f_keys[0] - step
             if not waiting and not batch_full and not s[CHUNKED]:
                 if i_next < n_times:
@@ -370,6 +373,7 @@ def run(cfg: Ints, fcfg: Floats, s: Ints, f: Floats, residues: Ints, f_keys: Int
             if waiting or s[CHUNKED]:
                 f[BLOCKED_S] += run_s
             s[DECODE_STEPS] += steps
+            decode_hist[num_running] += steps
             s[DECODED_TOKENS] += steps * num_running
             ratio = f[RATIO] - steps * ratio_decay
             f[RATIO] = min_ratio if min_ratio > ratio else ratio

@@ -73,6 +73,13 @@ class SchedulerSettings:
     """SGLang `SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS`: decode steps from init to min ratio."""
     clip_max_new_tokens: int = CLIP_MAX_NEW_TOKENS
     """SGLang `SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION`: cap of the per-request output reservation."""
+    decode_graph_max_bs: int | None = None
+    """Largest running batch a decode step runs in a CUDA graph (the captured decode `max_bs`);
+    a step above it runs eagerly and takes `eager_decode_factor` x the step time, so eager decode
+    lengthens every running request's stay (the decode fall-off feedback). None: every decode
+    step takes the graph step time (the default; `cpbcg.api.decode_loads` sets it)."""
+    eager_decode_factor: float = 1.0
+    """Eager / graph decode step time above `decode_graph_max_bs` (an assumption: `cpbcg.engines.sglang.decode_plan`)."""
 
     def __post_init__(self) -> None:
         if self.chunked_prefill_size != -1 and self.chunked_prefill_size < self.page_size:

@@ -95,6 +95,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     chunk_budget, max_prefill, request_limit = st.chunk_tokens, st.max_prefill_tokens, st.prefill_max_requests
     slots, pool, decode_on, mixed_on = st.request_slots, st.kv_pool_tokens, st.decode, st.enable_mixed_chunk
     step_fixed_ms, step_ms_per_request = st.decode_step_fixed_ms, st.decode_step_ms_per_request
+    graph_max_bs, eager_factor = st.decode_graph_max_bs, st.eager_decode_factor
     init_ratio, min_ratio, ratio_decay = st.init_new_token_ratio, st.min_new_token_ratio, st.new_token_ratio_decay
     prefill_fixed_s, prefill_tokens_per_s = st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s
     # the running batch: decode steps run, requests, sums of the reserve and of the KV held
@@ -107,6 +108,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
     decode_steps = decoded_tokens = mixed_decode_tokens = max_running = peak_kv_tokens = 0
     kv_limited = slot_limited = kv_oversized = retraction_points = 0
     busy_s = decode_s = blocked_s = 0.0
+    decode_hist: dict[int, int] = {}  # decode-only steps per running batch size (sparse: the slots can be huge)
     forced_pending = batch_full = False
     window: tuple[float, float, float] | None = None
     ratio = init_ratio
@@ -154,6 +156,9 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
         tally.kv_oversized_requests, tally.retraction_points = kv_oversized, retraction_points
         tally.busy_s, tally.decode_s, tally.blocked_decode_s = busy_s, decode_s, blocked_s
         tally.forced_pending, tally.window = forced_pending, window
+        sizes = np.fromiter(decode_hist, dtype=np.int64, count=len(decode_hist))
+        tally.decode_hist = np.zeros(int(sizes.max()) + 1 if len(sizes) else 1, dtype=np.int64)
+        tally.decode_hist[sizes] = np.fromiter(decode_hist.values(), dtype=np.int64, count=len(decode_hist))
 
     waiting: deque[Item] = deque()
     out_lens: list[int] = []
@@ -383,6 +388,8 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
         if num_running:
             # --- _decode: decode steps up to the next event (a finish, or with the queue empty an arrival)
             step_s = (step_fixed_ms + step_ms_per_request * num_running) / 1000.0
+            if graph_max_bs is not None and num_running > graph_max_bs:
+                step_s *= eager_factor  # the running batch is above the decode graphs: an eager step
             steps = finish_heap[0][0] - step
             if not waiting and not batch_full and chunked is None:
                 if i_next == n_times and not exhausted:  # Arrivals.next_time_s
@@ -407,6 +414,7 @@ def _event_loop(sim: Simulation) -> Iterator[SeqBatchSet]:  # noqa: C901 - one f
             if waiting or chunked is not None:
                 blocked_s += run_s
             decode_steps += steps
+            decode_hist[num_running] = decode_hist.get(num_running, 0) + steps
             decoded_tokens += steps * num_running
             ratio -= steps * ratio_decay
             if min_ratio > ratio:
@@ -504,10 +512,11 @@ def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
     cfg = np.array([st.page_size, st.clip_max_new_tokens, none if st.chunk_tokens is None else st.chunk_tokens,
                     st.max_prefill_tokens, none if st.prefill_max_requests is None else st.prefill_max_requests,
                     none if slots is None else slots, none if st.kv_pool_tokens is None else st.kv_pool_tokens,
-                    int(st.decode), int(st.enable_mixed_chunk), BATCHES_PER_CHUNK], dtype=np.int64)
+                    int(st.decode), int(st.enable_mixed_chunk), BATCHES_PER_CHUNK,
+                    none if st.decode_graph_max_bs is None else st.decode_graph_max_bs], dtype=np.int64)
     fcfg = np.array([st.prefill_fixed_ms / 1000.0, st.prefill_tokens_per_s, st.decode_step_fixed_ms,
                      st.decode_step_ms_per_request, st.init_new_token_ratio, st.min_new_token_ratio,
-                     st.new_token_ratio_decay], dtype=np.float64)
+                     st.new_token_ratio_decay, st.eager_decode_factor], dtype=np.float64)
     s = np.zeros(k.NUM_INTS, dtype=np.int64)
     f = np.zeros(k.NUM_FLOATS, dtype=np.float64)
     heap_size = (slots or 0) + 2
@@ -517,6 +526,8 @@ def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
     out_sizes = np.zeros(BATCHES_PER_CHUNK, dtype=np.int64)
     out_seq = np.zeros(BATCHES_PER_CHUNK, dtype=np.int64)
     out_mm = np.zeros(BATCHES_PER_CHUNK, dtype=bool)
+    decode_hist = np.zeros((slots or 0) + 1, dtype=np.int64)
+    sim.tally.decode_hist = decode_hist  # filled in place
     times = np.zeros(0, dtype=np.float64)
     inputs, outputs, images = (np.zeros(0, dtype=np.int64) for _ in range(3))
     exhausted = False
@@ -530,7 +541,7 @@ def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
     f[k.RATIO] = st.init_new_token_ratio
     while True:
         status = k.run(cfg, fcfg, s, f, residues, f_keys, f_bases, f_res, above, times, inputs, outputs, images,
-                       len(times), exhausted, out_lens, out_sizes, out_seq, out_mm)
+                       len(times), exhausted, out_lens, out_sizes, out_seq, out_mm, decode_hist)
         if status == k.NEED_REQUESTS:
             got = arrivals.next_chunk_arrays()
             head = int(s[k.HEAD])

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from cpbcg.planner.decode_steps import DecodeSteps
+
 if TYPE_CHECKING:
     from cpbcg.planner.scheduler.arrivals import Arrivals
     from cpbcg.planner.scheduler.settings import SchedulerSettings
@@ -67,6 +71,8 @@ class SimulationSummary:
     retraction_points: int = 0
     """Decode runs whose KV outgrew the pool: SGLang 0.5.23 retracts (requeues) requests there;
     cpbcg keeps them running, so the forwards after the first one are approximate."""
+    decode_batches: DecodeSteps = DecodeSteps()
+    """Decode-only steps per running batch size (every step; what decode CUDA graphs serve)."""
 
 
 def backlog_fraction(s: SimulationSummary) -> float:
@@ -88,6 +94,7 @@ class Tally:
         self.busy_s = self.decode_s = self.blocked_decode_s = 0.0
         self.forced_pending = False
         self.window: tuple[float, float, float] | None = None  # (end s, decode s, blocked s)
+        self.decode_hist = np.zeros(1, dtype=np.int64)  # decode-only steps per running batch size
 
     def close_window(self, now_s: float) -> None:
         """A prefill forward ended at `now_s`: the summary's time window reaches this far."""
@@ -123,4 +130,5 @@ class Tally:
             slot_limited_forwards=self.slot_limited_forwards,
             kv_oversized_requests=self.kv_oversized_requests,
             retraction_points=self.retraction_points,
+            decode_batches=DecodeSteps.from_histogram(self.decode_hist),
         )

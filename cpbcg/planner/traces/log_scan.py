@@ -186,13 +186,14 @@ class PrefillColumns:
 
 
 def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "re.Match[bytes] | None"],
-                    newlines: Int64Array | None = None) -> PrefillColumns:
+                    newlines: Int64Array | None = None, block: "_Block | None" = None) -> PrefillColumns:
     """Every `Prefill batch` mark of `blob` (whole lines, the first numbered `first`), the
     common-shape records read in bulk (module doc). `choose_prefix(before)` is the caller's
     rule for the rank prefix of a record given the bytes of its line before the mark: a match
     whose group 2 is the tag text, or None (no prefix). `newlines`: the [L] offsets of the
-    block's newlines when the caller has them. Never raises on odd content."""
-    block = _Block(blob)
+    block's newlines when the caller has them; `block`: the blob's `scan_block`, shared with
+    `decode_columns` (what one found, the other reuses). Never raises on odd content."""
+    block = _Block(blob) if block is None else block
     data = block.data[:block.size]
     sample = byte_sample(blob)
     marks = block.occurrences(RECORD_MARK, RECORD_MARK.index(min(RECORD_MARK, key=lambda c: int(sample[c]))))
@@ -245,6 +246,44 @@ def prefill_columns(blob: bytes, first: int, choose_prefix: Callable[[bytes], "r
                           np.where(ok, cached, zero), np.where(ok, running, zero), graph, label, np.maximum(key, 0), tags)
 
 
+DECODE_MARK = b"Decode batch"
+_DECODE_RUNNING = b" #running-req: "
+
+
+def scan_block(blob: bytes) -> "_Block":
+    """The bulk view of `blob` that `prefill_columns` and `decode_columns` can share (each
+    literal's occurrences found once)."""
+    return _Block(blob)
+
+
+def decode_columns(blob: bytes, newlines: Int64Array | None = None, block: "_Block | None" = None
+                   ) -> tuple[Int64Array, Int64Array, npt.NDArray[np.int8]]:
+    """Every `Decode batch` mark of `blob` (whole lines) read in bulk when its line is in the
+    common shape `Decode batch[,.] #running-req: N, ... [LABEL graph: True|False] ...`:
+    `(marks, running, graph)` ([D] int64 offsets, [D] int64 `#running-req` (-1: not in the common
+    shape, the caller reads that line itself), [D] int8 verdict 1/0, -1 when the line prints none).
+    The verdict is the first ` graph: ` after the number within the line (`_verdicts`). `block`:
+    the blob's `scan_block` when shared. Never raises."""
+    block = _Block(blob) if block is None else block
+    sample = byte_sample(blob)
+    marks = block.occurrences(DECODE_MARK, DECODE_MARK.index(min(DECODE_MARK, key=lambda c: int(sample[c]))))
+    if not len(marks):
+        return marks, marks.copy(), np.zeros(0, dtype=np.int8)
+    if newlines is None:
+        newlines = newline_offsets(blob)
+    li = np.searchsorted(newlines, marks)
+    line_end = np.concatenate([newlines, [len(blob)]])[li]
+    at = marks + len(DECODE_MARK)
+    ok = ~block.near_end(marks, line_end)
+    sep = block.data[block.inside(at)]
+    ok &= ((sep == ord(",")) | (sep == ord("."))) & block.literal_at(at + 1, _DECODE_RUNNING)
+    running, end, read = block.uint_at(at + 1 + len(_DECODE_RUNNING))
+    ok &= read & (running < 10**9) & block.literal_at(end, b",")  # at most 9 digits, as the per-line reader
+    graph, _, read = _verdicts(block, np.minimum(end, line_end), line_end, sample)
+    ok &= read
+    return marks, np.where(ok, running, -1), graph
+
+
 class _Block:
     """A block's bytes seen as 8-byte words and 16-byte rows starting at every offset: one gather
     per record and field, no index matrix, no copy of the block. Every read offset is clipped
@@ -270,6 +309,7 @@ class _Block:
         self._items: dict[int, np.ndarray] = {}
         self._pairs: npt.NDArray[np.uint16] | None = None
         self._pair_counts: Int64Array = np.zeros(0, dtype=np.int64)
+        self._found: dict[tuple[bytes, int], Int64Array] = {}
 
     def near_end(self, marks: Int64Array, line_end: Int64Array) -> BoolArray:
         """[M] bool: records whose reads could be clipped at the block's end."""
@@ -310,7 +350,14 @@ class _Block:
     def occurrences(self, literal: bytes, anchor: int) -> Int64Array:
         """[K] ascending start offsets of every occurrence of `literal` (overlapping ones included),
         each found from its byte `literal[anchor]`, `SLICE_BYTES` of the block at a time (small
-        temporaries, no regex)."""
+        temporaries, no regex); each literal searched once per block."""
+        known = self._found.get((literal, anchor))
+        if known is not None:
+            return known
+        self._found[(literal, anchor)] = out = self._occurrences(literal, anchor)
+        return out
+
+    def _occurrences(self, literal: bytes, anchor: int) -> Int64Array:
         found = []
         for lo in range(0, self.size, SLICE_BYTES):
             at = np.flatnonzero(self.data[lo:min(lo + SLICE_BYTES, self.size)] == literal[anchor]) + (lo - anchor)

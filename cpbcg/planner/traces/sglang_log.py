@@ -55,9 +55,10 @@ import numpy as np
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.arrays import Int64Array
 from cpbcg.planner.model.batches import MAX_TOKENS
-from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefill_columns
+from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefill_columns, scan_block
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
+from cpbcg.planner.traces.sglang_decode_lines import DecodeLines
 from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, LaunchScan, LogSettings, settings_lines
 from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, newline_offsets, open_binary, read_errors
 
@@ -178,6 +179,8 @@ class LogSummary:
     """Distinct forwards kept per launch (1-based)."""
     labels: set[str] = field(default_factory=set)
     """Every verdict label printed (`cuda graph`, `npu graph`)."""
+    decode: DecodeLines = field(default_factory=DecodeLines)
+    """The `Decode batch` lines (a 1-in-`decode_log_interval` sample of decode steps)."""
 
     def skipped_note(self, path: str) -> str | None:
         """One line on what was skipped, or None when nothing was."""
@@ -281,6 +284,7 @@ class LogParser:
         line, which may begin a new launch (a new chunk, folding state reset)."""
         out: list[ObservedForwards] = []
         if not self.bulk:
+            self.summary.decode.feed(blob, bulk=False)
             rows: list[Row] = []
             launch = self.scan.current
             for event in self.feed(first, blob):
@@ -295,7 +299,9 @@ class LogParser:
             return out
         if newlines is None:
             newlines = newline_offsets(blob)
-        cols = prefill_columns(blob, first, _last_prefix, newlines)
+        block = scan_block(blob)
+        self.summary.decode.feed(blob, newlines, block)
+        cols = prefill_columns(blob, first, _last_prefix, newlines, block)
         parts: list[Int64Array] = []  # [N, 7] kept rows of the launch being read
         launch, done = self.scan.current, 0
         for start, line in settings_lines(blob):
