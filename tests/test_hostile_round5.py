@@ -126,7 +126,7 @@ def test_watch_refuses_a_metrics_url_without_a_host_at_the_option(tmp_path, url,
 # ---------------------------------------------------------------- 3. FILE:LINE on replay-check's refusal
 
 @pytest.mark.parametrize("edit, reason", [
-    (("'backend': 'breakable'", "'backend': 'disabled'"), "the prefill CUDA graph backend is disabled: --cuda-graph-config"),
+    (("'backend': 'breakable'", "'backend': 'disabled'"), "--cuda-graph-config"),
     (("'enable_prefill_cp': True", "'enable_prefill_cp': False"), "--enable-prefill-cp is not set"),
 ])
 def test_replay_check_refusing_a_logs_flags_names_the_log_and_its_line(tmp_path, edit, reason):
