@@ -298,8 +298,10 @@ def load_config(
     `layers` (a manifest) and the command line win over them.
     """
     label, text = ("defaults", "") if source is None else _read_source(source)
-    data = load_yaml(text, label) if text else {}
+    data = load_yaml(text, label) if text else None
     if data is None:
+        if source is not None:  # an empty file, blank lines or only comments: no config, as an empty option is none
+            raise ConfigError(f"{label}:1: empty config (no settings: blank, or only comments); give settings, or leave --config out")
         data = {}
     if not isinstance(data, dict):
         hint = (" (a bucket list: pass it with --buckets)" if isinstance(data, list)
