@@ -25,6 +25,7 @@ from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets
 from cpbcg.planner.costs.cost import CostModel, forward_cost
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
+from cpbcg.planner.export import cp_flags as deployment_cp_flags
 from cpbcg.engines.sglang.startup import check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
 from cpbcg.planner.hardware import gpu_from_device_name
 from cpbcg.planner.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
@@ -298,8 +299,10 @@ def load_config(
     `layers` (a manifest) and the command line win over them.
     """
     label, text = ("defaults", "") if source is None else _read_source(source)
-    data = load_yaml(text, label) if text else {}
+    data = load_yaml(text, label) if text else None
     if data is None:
+        if source is not None:  # an empty file, blank lines or only comments: no config, as an empty option is none
+            raise ConfigError(f"{label}:1: empty config (no settings: blank, or only comments); give settings, or leave --config out")
         data = {}
     if not isinstance(data, dict):
         hint = (" (a bucket list: pass it with --buckets)" if isinstance(data, list)
@@ -522,6 +525,11 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     log_states_cp = "attn_cp_size" in from_log
     if log is not None:
         from_log.update(_log_layout(log, from_log))
+    model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
+    if model is None and log is not None and log.architecture is not None:  # the class the server loaded: a fact over the assumption
+        arch, at = log.architecture
+        model = replace(ASSUMED_MODEL, architecture=arch, architectures=(arch,), model_type=None,
+                        source=f"{arch} as the server printed it (log line {at}); its shape assumed: {ASSUMED_MODEL.source}")
     unrecognized: list[str] = []  # launch words the user gave that 0.5.23's parser rejects (a log's dump is what ran: not checked)
     if args is not None:
         given.update(server_inputs.launch_flags(args, where("args"), unrecognized))
@@ -534,7 +542,8 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         shown = from_log.get("attn_cp_size")  # a size the log shows without stating it: its flags, unless an option overrides it
         overridden = _lookup(merged, "cp_size") is not None and _origin(("cp_size",), stack) != label
         layout = CPLayout(int(shown.value) if shown is not None and not overridden else cfg.cp_size, cfg.cp_strategy)
-        cp_flags = parse_launch_words(layout.model.server_flags(), "the deployment's CP flags (plan --emit sglang)")
+        cp_flags = parse_launch_words(deployment_cp_flags(layout, None if model is None else model.architecture),
+                                     "the deployment's CP flags (plan --emit sglang)")
         backend_stated = any(k.endswith("attention_backend") for k in from_log)  # the log's backend, not the emitted one
         planned_gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else \
             gpu_from_device_name(log.device_name[0]) if log is not None and log.device_name is not None else None
@@ -566,11 +575,6 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
                 given[one] = Given(value, f"option (overrides launch command {old.value})")
             else:
                 given[one] = Given(value, source)
-    model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
-    if model is None and log is not None and log.architecture is not None:  # the class the server loaded: a fact over the assumption
-        arch, at = log.architecture
-        model = replace(ASSUMED_MODEL, architecture=arch, architectures=(arch,), model_type=None,
-                        source=f"{arch} as the server printed it (log line {at}); its shape assumed: {ASSUMED_MODEL.source}")
     gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
     gpu_source = "" if gpu is None else f"given ({where('gpu')})"
     if gpu is None and log is not None and log.device_name is not None:  # the GPU the server printed: a fact over the assumption

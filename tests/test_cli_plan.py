@@ -283,15 +283,20 @@ def test_presets_as_json_lists_each_preset_and_why_it_has_no_cp_graphs():
     doc = orjson.loads(invoke("presets", "--format", "json").stdout)
     by_name = {row["name"]: row for row in doc}
     # 0.5.23's gpt-oss allow-list (model_hook.py) reads the decode backend before any default: the deployment's
-    # CP flags name only --prefill-attention-backend, so the decode backend is None and 0.5.23 refuses (the wheel agrees:
-    # test_server_resolution_conformance.py); --emit sglang writes nothing for it (issue 39)
-    gpt_oss = by_name["gpt-oss-120b-cp4"]
-    assert (gpt_oss["cp_graphs"], gpt_oss["gpu"], gpt_oss["chunked_prefill_size"]) == (False, "B200", 16384)
-    assert gpt_oss["why_not"] == ["GptOssForCausalLM requires one of ['triton', 'trtllm_mha', 'fa3', 'fa4', 'ascend', 'intel_amx', "
-                                  "'intel_xpu', 'aiter'] attention backend, but got the following backends\n- Prefill: trtllm_mha\n"
-                                  "- Decode: None\n"]
+    # CP flags name --decode-attention-backend too for it (planner/export.py BOTH_BACKENDS_CHECKED), so it starts
+    assert by_name["gpt-oss-120b-cp4"] == {"name": "gpt-oss-120b-cp4", "cp_size": 4, "cp_strategy": "zigzag", "chunked_prefill_size": 16384,
+                                           "buckets": "sglang-default:16384", "gpu": "B200", "cp_graphs": True, "why_not": []}
     assert by_name["deepseek-v3-cp4-mla"]["cp_graphs"] is False
     assert by_name["deepseek-v3-cp4-mla"]["why_not"] == ["trtllm_mha backend can only be used with non-MLA models."]
+
+
+def test_gpt_oss_cp_flags_name_the_decode_backend_so_0523_starts(tmp_path):
+    # without --decode-attention-backend, 0.5.23 refuses gpt-oss (decode backend None): --emit would write nothing
+    out = tmp_path / "flags.txt"
+    done = invoke("plan", "-c", "cpbcg/configs/gpt-oss-120b-cp4.yaml", "-k", "8", "--emit", "sglang", "-o", str(out))
+    words = out.read_text().split()
+    assert words[words.index("--prefill-attention-backend") + 1] == words[words.index("--decode-attention-backend") + 1] == "trtllm_mha"
+    assert done.exit_code == 0
 
 
 GOOD = "tests/assets/traces/good.jsonl"

@@ -44,7 +44,7 @@ def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int
     if decode_bs:
         decode = sorted(int(b) for b in decode_bs)
         parts += ["--cuda-graph-bs-decode", *map(str, decode), "--cuda-graph-max-bs-decode", str(decode[-1])]
-    return " ".join(parts + cp_flags(deployment.cp) + scheduler_flags(deployment, chunk_tokens))
+    return " ".join(parts + cp_flags(deployment.cp, _architecture(deployment)) + scheduler_flags(deployment, chunk_tokens))
 
 
 def config_flags(buckets: list[int], deployment: "Deployment", decode_bs: list[int] | None = None) -> str:
@@ -57,12 +57,27 @@ def config_flags(buckets: list[int], deployment: "Deployment", decode_bs: list[i
         decode = sorted(int(b) for b in decode_bs)
         phases["decode"] = {"bs": decode, "max_bs": decode[-1]}
     graph = orjson.dumps(phases).decode()
-    return " ".join(["--cuda-graph-config", shlex.quote(graph)] + cp_flags(deployment.cp) + scheduler_flags(deployment))
+    return " ".join(["--cuda-graph-config", shlex.quote(graph)] + cp_flags(deployment.cp, _architecture(deployment)) + scheduler_flags(deployment))
 
 
-def cp_flags(cp: CPLayout) -> list[str]:
-    """The CP server flags of `cp`'s mode (`StrategyModel.server_flags`: none without CP)."""
-    return cp.model.server_flags()
+BOTH_BACKENDS_CHECKED = ("GptOssForCausalLM",)
+"""Architectures whose prefill AND decode attention backends 0.5.23 checks against an allow-list
+(`model_hook.py::handle_model_specific_adjustments`) while its default backend is chosen only when no
+backend is given (`_gpt_oss_overrides`): `--prefill-attention-backend` alone leaves decode unset and
+the server refuses to start, so the CP flags name the decode backend too."""
+
+
+def cp_flags(cp: CPLayout, architecture: str | None = None) -> list[str]:
+    """The CP server flags of `cp`'s mode (`StrategyModel.server_flags`: none without CP), with
+    `--decode-attention-backend` the same as the prefill one for `BOTH_BACKENDS_CHECKED` models."""
+    flags = cp.model.server_flags()
+    if architecture in BOTH_BACKENDS_CHECKED and "--prefill-attention-backend" in flags:
+        flags = [*flags, "--decode-attention-backend", flags[flags.index("--prefill-attention-backend") + 1]]
+    return flags
+
+
+def _architecture(deployment: "Deployment") -> str | None:
+    return None if deployment.server is None else deployment.server.model.architecture
 
 
 def scheduler_flags(deployment: "Deployment", chunk_tokens: int | None = None) -> list[str]:

@@ -37,6 +37,8 @@ import select
 from dataclasses import dataclass
 from typing import BinaryIO
 
+import numpy as np
+
 from cpbcg.errors import TraceError
 from cpbcg.planner.traces.sglang_settings import TIMESTAMP
 from cpbcg.planner.traces.stdin import stdin_buffer
@@ -81,6 +83,14 @@ class _Lines:
             self._check_text(strip_escapes(block), final)
         if len(self.carry) > MAX_LINE_BYTES:
             raise long_line(self.name, self.line_no + blob.count(b"\n"))
+        if len(blob) > MAX_LINE_BYTES:  # a whole line over the bound inside one read: refused as plan refuses it
+            ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
+            lengths = np.diff(ends, prepend=-1) - 1
+            if len(blob) - 1 - (ends[-1] if len(ends) else -1) > MAX_LINE_BYTES:  # a final unterminated line (`final`)
+                lengths = np.append(lengths, MAX_LINE_BYTES + 1)
+            over = np.flatnonzero(lengths > MAX_LINE_BYTES)
+            if len(over):
+                raise long_line(self.name, self.line_no + int(over[0]))
         if not blob:
             return []
         first = self.line_no
