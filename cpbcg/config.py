@@ -30,6 +30,7 @@ from cpbcg.engines.sglang.startup import check_server_flags, log_given, log_prin
 from cpbcg.planner.hardware import gpu_from_device_name
 from cpbcg.planner.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
 from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.planner.sglang_args import SERVER_ARGS
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler.settings import SchedulerSettings, largest_forward_tokens
@@ -298,8 +299,10 @@ def load_config(
     `layers` (a manifest) and the command line win over them.
     """
     label, text = ("defaults", "") if source is None else _read_source(source)
-    data = load_yaml(text, label) if text else {}
+    data = load_yaml(text, label) if text else None
     if data is None:
+        if source is not None:  # an empty file, blank lines or only comments: no config, as an empty option is none
+            raise ConfigError(f"{label}:1: empty config (no settings: blank, or only comments); give settings, or leave --config out")
         data = {}
     if not isinstance(data, dict):
         hint = (" (a bucket list: pass it with --buckets)" if isinstance(data, list)
@@ -483,12 +486,7 @@ def _show(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-SERVER_KEYS = {
-    "cp_size": "attn_cp_size", "tp_size": "tp_size", "cp_strategy": "cp_strategy", "scheduler.page_size": "page_size",
-    "scheduler.chunked_prefill_size": "chunked_prefill_size", "scheduler.max_prefill_tokens": "max_prefill_tokens",
-    "scheduler.prefill_max_requests": "prefill_max_requests", "scheduler.max_running_requests": "max_running_requests",
-    "scheduler.max_total_tokens": "max_total_tokens", "scheduler.enable_mixed_chunk": "enable_mixed_chunk",
-}
+SERVER_KEYS = {arg.key: arg.field for arg in SERVER_ARGS}
 """Config keys that are SGLang server arguments, and the 0.5.23 field each is."""
 
 

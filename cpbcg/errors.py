@@ -43,7 +43,7 @@ _EXIT_MEANING = {
     ExitCode.GATE_FAILED: "a gate failed (`replay-check`, `watch`), a server's prefill graphs are off (`watch`), a guarantee failed (`plan --check-guarantee`), or a captured bucket "
                           "failed verification (`capture`)",
     ExitCode.BAD_INPUT: "bad input or usage: one plain line `cpbcg: error: FILE:LINE: KEY: ...` of at most 300 characters, "
-                        "no traceback, nothing half-written",
+                        "printed before any note (notes wait until the input is known good), no traceback, nothing half-written",
     ExitCode.CAPTURE_INCOMPLETE: "capture incomplete (`capture`): a bucket was skipped (memory estimate above free memory, out of "
                                  "memory, capture error, or another torchrun rank lost it); the manifest lists it under "
                                  "`skipped_buckets` and holds the rest; a verification failure (1) wins over 3",

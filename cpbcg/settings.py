@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from cpbcg.planner.choices import TRACE_FORMAT_NAMES, CaptureLayout, CPStrategy, EmitFormat, Fold, Objective, trace_format_name
+from cpbcg.planner.choices import TRACE_FORMAT_NAMES, CaptureLayout, CPStrategy, EmitFormat, Fold, Objective, emit_choices, emit_help, trace_format_name
+from cpbcg.planner.sglang_args import BY_KEY as SERVER_ARG_BY_KEY
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 __all__ = [
     "CAPTURE_DEFAULT_BUCKETS", "CPStrategy", "CaptureLayout", "EmitFormat", "Fold", "MAX_BUCKET_TOKENS", "MAX_INT32",
-    "MAX_INT64", "Objective", "SETTINGS", "SGLANG_VERSION", "Setting", "TRACE_FORMAT_NAMES", "parse_load_factors", "setting",
-    "trace_format_name",
+    "MAX_INT64", "Objective", "SETTINGS", "SGLANG_VERSION", "Setting", "TRACE_FORMAT_NAMES", "emit_choices", "emit_help",
+    "parse_load_factors", "setting", "trace_format_name",
 ]
 
 MAX_INT32 = 2**31 - 1
@@ -67,6 +68,13 @@ class Setting:
     """Type the command line reads when it differs from `kind` (`--time-scale` takes a text list
     of load factors; its config key is one number). Bounds are then checked by the reader."""
 
+    @property
+    def sglang_flag(self) -> str | None:
+        """The SGLang 0.5.23 launch flag this setting is (`--attn-cp-size` for `cp_size`), from its
+        one declaration as a server argument (`cpbcg.planner.sglang_args.SERVER_ARGS`); None: not one."""
+        arg = SERVER_ARG_BY_KEY.get(self.key)
+        return None if arg is None else arg.flag
+
     def field_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of the config's `pydantic.Field` (default, bounds, description)."""
         bounds = {name: value for name, value in (("ge", self.ge), ("gt", self.gt), ("le", self.le)) if value is not None}
@@ -89,7 +97,14 @@ class Setting:
         return f"{self.help} [default: {shown}{note}]"
 
 
+SGLANG_FLAG = "<the SGLang flag>"
+"""A setting's `flag` that is the SGLang server argument's own (`--chunked-prefill-size`): taken from
+its one declaration (`cpbcg.planner.sglang_args.SERVER_ARGS`), not spelled again."""
+
+
 def _s(key: str, kind: type, default: Any, help: str, flag: str | None = None, **kw: Any) -> Setting:
+    if flag == SGLANG_FLAG:
+        flag = SERVER_ARG_BY_KEY[key].flag
     return Setting(key, kind, default, help, flag, **kw)
 
 
@@ -98,7 +113,7 @@ _COST_NOTE = "fitted to public measurements for Llama-3.1-70B on B200 at TP 4; -
 SETTINGS: tuple[Setting, ...] = (
     # deployment (SGLang's server arguments)
     _s("cp_size", int, 4, "CP ranks (SGLang --attn-cp-size).", "--cp-size", ge=1, le=1024),
-    _s("cp_strategy", CPStrategy, CPStrategy.zigzag, "CP split strategy (SGLang --cp-strategy).", "--cp-strategy"),
+    _s("cp_strategy", CPStrategy, CPStrategy.zigzag, "CP split strategy (SGLang --cp-strategy).", SGLANG_FLAG),
     _s("tp_size", int, None, "SGLang --tp-size; must equal cp_size.", ge=1, le=1024, default_text="cp_size"),
     _s("align_size", int, None, "Row alignment.", "--align-size", ge=1, le=MAX_BUCKET_TOKENS,
        default_text="2*cp_size for zigzag, cp_size for interleave"),
@@ -127,14 +142,14 @@ SETTINGS: tuple[Setting, ...] = (
        "--gpu", default_text="B200 (assumed: SM100, where 0.5.23 runs zigzag CP graphs)"),
     # the scheduler simulation (docs/scheduler.md)
     _s("scheduler.chunked_prefill_size", int, 8192, "Chunk budget per prefill forward in tokens; -1 disables chunking "
-       "(SGLang --chunked-prefill-size); at most the largest bucket, as the default list follows it.", "--chunked-prefill-size",
+       "(SGLang --chunked-prefill-size); at most the largest bucket, as the default list follows it.", SGLANG_FLAG,
        ge=-1, le=MAX_BUCKET_TOKENS, default_text="SGLang 0.5.23's for the GPU: 16384 on B200/GB200/B300/GB300, 8192 on H100/H200"),
     _s("scheduler.max_prefill_tokens", int, 16384, "Token budget of one prefill forward (SGLang --max-prefill-tokens).",
-       "--max-prefill-tokens", ge=1, le=MAX_BUCKET_TOKENS),
+       SGLANG_FLAG, ge=1, le=MAX_BUCKET_TOKENS),
     _s("scheduler.prefill_max_requests", int, None, "Most requests in one prefill forward (SGLang --prefill-max-requests).",
-       "--prefill-max-requests", ge=1, le=MAX_INT32, default_text="unlimited"),
+       SGLANG_FLAG, ge=1, le=MAX_INT32, default_text="unlimited"),
     _s("scheduler.max_running_requests", int, None, "Request slots: requests decoding plus those of the forward being formed "
-       "(with --no-decode it caps the requests of one forward).", "--max-running-requests", ge=1, le=MAX_INT32,
+       "(with --no-decode it caps the requests of one forward).", SGLANG_FLAG, ge=1, le=MAX_INT32,
        default_text="min(max_total_tokens // 2, 4096) with decode, unlimited without"),
     _s("scheduler.prefix_cache", str, "off", "Prefix cache over hash_ids (512-token blocks): off, unlimited, or a size in tokens (LRU).",
        "--prefix-cache"),
@@ -149,12 +164,12 @@ SETTINGS: tuple[Setting, ...] = (
     _s("scheduler.decode", bool, True, "Simulate decode (request slots, KV pool, decode steps between prefills); --no-decode "
        "keeps the prefill-only model.", "--decode", off_flag="--no-decode"),
     _s("scheduler.page_size", int, 1, "KV page size in tokens; charges are page-rounded and chunks cut to a page boundary "
-       "(SGLang --page-size; SGLang 0.5.23 raises it to what the attention backend takes).", "--page-size", ge=1, le=1 << 20,
+       "(SGLang --page-size; SGLang 0.5.23 raises it to what the attention backend takes).", SGLANG_FLAG, ge=1, le=1 << 20,
        default_text="SGLang 0.5.23's for the backend: 64 with trtllm_mha, else 1"),
     _s("scheduler.max_total_tokens", int, 1 << 20, "KV pool in tokens, with decode (SGLang --max-total-tokens); null in a "
-       "config = unbounded.", "--max-total-tokens", ge=1, le=2**62),
+       "config = unbounded.", SGLANG_FLAG, ge=1, le=2**62),
     _s("scheduler.enable_mixed_chunk", bool, False, "Run the decode tokens of running requests inside prefill forwards "
-       "(SGLang --enable-mixed-chunk).", "--enable-mixed-chunk", off_flag="--no-mixed-chunk"),
+       "(SGLang --enable-mixed-chunk).", SGLANG_FLAG, off_flag="--no-mixed-chunk"),
     _s("scheduler.default_output_tokens", int, 256, "Output length for requests whose trace has none (tokens).",
        "--default-output-tokens", ge=1, le=1 << 31),
     _s("scheduler.decode_fixed_ms", float, None, "Fixed time of one decode step (ms).", "--decode-fixed-ms", ge=0, le=1e6,
@@ -247,6 +262,10 @@ class Flag:
     """A `str -> value` function (`ValueError` with the reason for a bad text)."""
     show_default: bool = True
     """False: the help says the default itself (or there is none to show)."""
+    refused_under: tuple[str, ...] | None = None
+    """The command's modes that refuse the option when it is given (`cpbcg plan`: `--no-recommend`,
+    `--guarantee`); () = every mode takes it. A command with modes leaves no option at None (a test
+    checks), so a new option is classified where it is declared (`cpbcg.commands.plan_options.refused`)."""
 
 
 @dataclass(frozen=True)
@@ -266,5 +285,5 @@ class Argument:
 
 CONFIG_FLAG = Flag(("--config", "-c"), CONFIG_HELP, show_default=False)
 """`--config`, the one declaration every command that reads a deployment config puts on its field."""
-FORMAT_FLAG = Flag(("--format", "-f"), "table for people, json for machines.")
+FORMAT_FLAG = Flag(("--format", "-f"), "table for people, json for machines.", refused_under=())
 """`--format` (`cpbcg.outputs.console.OutputFormat`), the one declaration every command with a `--format` puts on its field."""

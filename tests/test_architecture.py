@@ -187,6 +187,21 @@ def test_importing_the_planner_loads_no_heavy_dependency():
     assert out.stdout.strip() == "[]"
 
 
+def test_the_planner_loads_neither_yaml_nor_numba_until_the_compiled_loop_is_needed():
+    # numba (which imports PyYAML) is the request simulation's compiled loop, imported by
+    # `simulation` only when a request trace runs it; every other planner module imports neither
+    code = (
+        "import sys, importlib, pkgutil, cpbcg.planner\n"
+        "names = sorted(m.name for m in pkgutil.walk_packages(cpbcg.planner.__path__, 'cpbcg.planner.'))\n"
+        "for name in names:\n"
+        "    if name != 'cpbcg.planner.scheduler.kernel': importlib.import_module(name)\n"
+        "print(len(names), sorted(m for m in ('numba', 'yaml', 'cpbcg.planner.scheduler.kernel') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    count, loaded = out.stdout.strip().split(" ", 1)
+    assert int(count) > 50 and loaded == "[]"
+
+
 def test_help_loads_neither_numpy_nor_the_planner():
     code = (
         "import sys; from cpbcg.cli import main\n"
@@ -366,7 +381,7 @@ def test_the_cycle_check_sees_type_only_imports():
 
 
 PLANNER_WINGS = [
-    ("base", {"arrays", "choices", "words", "sglang_release", "hardware", "decode_steps"}),
+    ("base", {"arrays", "choices", "words", "sglang_release", "sglang_args", "hardware", "decode_steps"}),
     ("model", {"model"}),
     ("traces", {"traces"}),
     ("scheduler", {"scheduler"}),

@@ -386,3 +386,46 @@ def test_the_short_trace_warning_counts_weighted_forwards(tmp_path, count, warni
         assert "fewer than 1,000" not in result.stderr
     else:
         assert warning in result.stderr
+
+
+def test_every_plan_option_says_which_modes_refuse_it():
+    # the --no-recommend and guarantee refusals are derived from each field's declaration: a new
+    # option without `refused_under` would be silently accepted in a mode that ignores it
+    from dataclasses import fields
+
+    from cpbcg.commands.plan_options import PlanOptions, option_flag
+
+    unclassified = [f.name for f in fields(PlanOptions) if option_flag(f.name).refused_under is None]
+    assert unclassified == []
+    assert {f.name for f in fields(PlanOptions) if "--no-recommend" in (option_flag(f.name).refused_under or ())} == {
+        "max_buckets", "target_coverage", "include", "compare", "plot", "max_capture_s", "max_graph_mib"}
+
+
+@pytest.mark.parametrize("mode", ["--no-recommend", "--guarantee"])
+def test_every_option_a_mode_refuses_is_refused_on_the_command_line(mode):
+    # each option declared as refused under the mode really is (its own flag named in the error)
+    from dataclasses import fields
+
+    from cpbcg.commands.plan_options import PlanOptions, option_flag
+
+    values = {"max_buckets": "3", "target_coverage": "0.5", "objective": "time", "include": "4096", "validate_fraction": "0.5",
+              "plot": "p.png", "min_bucket": "8", "max_capture_s": "10", "max_graph_mib": "100", "fit_traces": "t.jsonl"}
+    refused = [f.name for f in fields(PlanOptions) if mode in (option_flag(f.name).refused_under or ())]
+    assert refused
+    for name in refused:
+        flag = option_flag(name)
+        words = [flag.flags[0]] + ([values[name]] if name in values else [])
+        result = runner.invoke(app, ["plan", mode, *(["--max-requests", "8"] if mode == "--guarantee" else []), *words])
+        assert result.exit_code == 2, (name, result.output)
+        named = "--trace" if name == "fit_traces" else flag.flags[0]
+        assert named in result.stderr.splitlines()[0], (name, result.stderr)
+
+
+def test_emit_help_and_usage_name_every_format():
+    from cpbcg.planner.choices import EmitFormat
+
+    help_text = " ".join(runner.invoke(app, ["plan", "--help"]).output.split())
+    usage = runner.invoke(app, ["plan", "-o", "x.txt"]).stderr
+    for fmt in EmitFormat:
+        assert fmt.value in help_text and fmt.value in usage.rpartition("--emit ")[2].strip().split("|")
+    assert "sglang (server flags with the CP and scheduler flags), sglang-json (--cuda-graph-config), yaml|json (bucket file for --buckets)" in help_text

@@ -729,10 +729,94 @@ def gen_round4(rng: random.Random) -> Case:
     return Case("round4", [], True, note="bare cpbcg")
 
 
+def _sglang_log(cp: int, edit: tuple[str, str] | None, forwards: int = 2) -> bytes:
+    """A synthetic 0.5.23 log (tests/sglang_log_fixtures.py) at `cp` (tp = cp), its dump edited."""
+    from sglang_log_fixtures import SYNTHETIC_HEADER, prefill_line, startup_lines
+
+    body = startup_lines(tp=cp, cp=cp, capture=edit is None)
+    if edit is not None:
+        body = body.replace(*edit)
+    return (SYNTHETIC_HEADER + body + "".join(prefill_line(100 + 97 * i, 1, graph=edit is None) for i in range(forwards))).encode()
+
+
+LAUNCH_PREFIXES = ["", "python -m sglang.launch_server ", "python3 -m sglang.launch_server ", "CUDA_VISIBLE_DEVICES=0,1,2,3 python -m sglang.launch_server ",
+                   "sglang serve ", "/usr/bin/env python -m sglang.launch_server ", "torchrun --nproc-per-node 4 -m sglang.launch_server "]
+LAUNCH_FLAGS = ["--tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag", "--page-size 64", "--chunked-prefill-size 8192",
+                "--cuda-graph-max-bs-decode 256", "--cuda-graph-bs-decode 1 2 4 8", "--cuda-graph-bs-decode 0", "--cuda-graph-max-bs-decode -1",
+                "--cuda-graph-bs-decode x", "--disable-decode-cuda-graph", "--cuda-graph-bs-prefill 1024 2048", "--model-path m",
+                "--cuda-graph-max-bs-prefill 99999999999", "--bogus-flag 3", "\\\n  --page-size 16", "# a comment\n", "'--page-size' '32'"]
+
+
+def gen_round5(rng: random.Random) -> Case:
+    """Issue 43's surfaces: budgets with every recommendation mode, launch files (empty, comments,
+    prefixes, decode flags), empty configs, watch's options (old and new) and long lines, replay-check on a
+    log whose flags capture no CP graph, a refused Dask port, bucket lists of any length."""
+    roll = rng.randrange(11)
+    pinned = ["--page-size", "1", "--chunked-prefill-size", "8192"]
+    if roll == 0:
+        mode = rng.choice([[], ["--target-coverage", rng.choice(["0.5", "0.99", "1"])], ["-k", str(rng.randint(1, 20))], ["--objective", "time"],
+                           ["--time-scale", "1,2"], ["--guarantee"], ["--guarantee", "-k", "3"], ["--objective", "time", "--target-coverage", "0.9"]])
+        budget = rng.sample([["--max-graph-memory", rng.choice(["0.001", "1", "40", "64", "1e5", "0", "-1", "nan"])],
+                             ["--max-capture-seconds", rng.choice(["0.01", "2", "12", "1e4", "0", "-5", "inf"])]], rng.randint(1, 2))
+        traces = rng.choice([["-t", GOOD_TRACE], ["-t", MOONCAKE], ["-t", GOOD_TRACE, "-t", MOONCAKE]])
+        argv = ["plan", *traces, *mode, *[w for b in budget for w in b], *pinned]
+        return Case("round5", argv, False, note=" ".join(argv[3:]))
+    if roll == 1:
+        body = rng.choice(["", "\n", "\n  \n\t\n", "# only a comment\n", "#!/bin/sh\n# launch\n\n", "\\\n"])
+        given = rng.choice(["@l.sh", "l.sh"])
+        command = rng.choice([["plan", "-t", GOOD_TRACE], ["check-server"], ["replay-check", "--report-only", "-t", GOOD_TRACE]])
+        return Case("round5", [*command, "--server-args", given], True, {"l.sh": body.encode()}, place="l.sh", note=f"launch file {body!r}")
+    if roll == 2:
+        words = rng.choice(LAUNCH_PREFIXES) + " ".join(rng.sample(LAUNCH_FLAGS, rng.randint(1, 4)))
+        command = rng.choice([["check-server"], ["plan", "-t", GOOD_TRACE, "--no-recommend"]])
+        return Case("round5", [*command, "--server-args", "@l.sh"], False, {"l.sh": words.encode()}, note=words[:80])
+    if roll == 3:
+        body = rng.choice(["", "\n", "# nothing\n", "---\n", "...\n", "~\n", "null\n"])
+        return Case("round5", ["plan", "-c", "c.yaml", "-t", GOOD_TRACE], True, {"c.yaml": body.encode()}, place="c.yaml", note=f"config {body!r}")
+    if roll == 4:
+        url = rng.choice(["http://", "https://", "http://:30000/metrics", "http://h:99999/metrics", "http://h:x/metrics", "http:///metrics",
+                          "ftp://h:1/m", "h:30000", "http://[::1/metrics"])
+        return Case("round5", ["watch", "s.log", "--duration", "5", "--metrics-url", url], True, {"s.log": _sglang_log(1, None)},
+                    place="--metrics-url", note=url)
+    if roll == 5:
+        long = b"x" * ((1 << 20) + rng.choice([1, 10, 5000])) + rng.choice([b"\n", b"\r\n"])
+        head = _sglang_log(1, None, 0)
+        argv = rng.choice([["watch", "s.log", "--duration", "5"], ["plan", "-t", "s.log"], ["replay-check", "--report-only", "-t", "s.log"]])
+        return Case("round5", argv, True, {"s.log": head + long + _sglang_log(1, None, 2).split(b"\n", 1)[0] + b"\n"}, place="s.log:",
+                    note=f"{argv[0]} long line")
+    if roll == 6:
+        edit = rng.choice([("'backend': 'breakable'", "'backend': 'disabled'"), ("'enable_prefill_cp': True", "'enable_prefill_cp': False"),
+                           ("'cp_strategy': 'zigzag'", "'cp_strategy': 'ring'")])
+        return Case("round5", ["replay-check", "-t", "s.log", "--min-coverage", "0.5"], True, {"s.log": _sglang_log(4, edit)}, place="s.log:",
+                    note=f"replay-check {edit[1]}")
+    if roll == 7:
+        port = rng.choice([1, 9, 7, 13])  # nothing listens there on a test machine: refused at once, never Dask's 30 s wait
+        return Case("round5", ["plan", "-t", MOONCAKE, "--time-scale", "1,2", "--scheduler", f"tcp://127.0.0.1:{port}", "--no-recommend"], True,
+                    place="--scheduler", note=f"refused port {port}")
+    if roll == 8:  # watch's options of this round (issue 42): where to start, replicas, scrape-error gates
+        option = rng.choice([["--since", rng.choice(["2026-11-02 10:00", "2026-11-02T09:59:30", "yesterday", "2026-13-45 10:00", "", "1e400", "x" * 300])],
+                             ["--from-end"], ["--instance", rng.choice(["a", "", "a b", "\x1b[31mred", "z" * 500, "é"])],
+                             ["--max-scrape-errors", rng.choice(["0", "3", "-1", "1e9", "x"])], ["--from-end", "--since", "2026-11-02 10:00"]])
+        stdin = rng.random() < 0.2
+        argv = ["watch", "-" if stdin else "s.log", "--duration", "2", "--max-forwards", "2", *option]
+        return Case("round5", argv, False, {} if stdin else {"s.log": _sglang_log(1, None)}, stdin=_sglang_log(1, None) if stdin else None,
+                    note=" ".join(option)[:80])
+    n = rng.choice([2_000, 20_000, 100_000])
+    bad = rng.random() < 0.4
+    values = [8 * (i + 1) for i in range(n)]
+    at = rng.randrange(n)
+    if bad:
+        values[at] = rng.choice([0, -8, 9_999_999_999])
+    name, text = rng.choice([("b.yaml", "".join(f"- {v}\n" for v in values)), ("b.json", json.dumps(values)), ("b.yml", json.dumps(values)),
+                             ("flags.txt", "--cuda-graph-bs-prefill " + " ".join(map(str, values)) + "\n")])
+    return Case("round5", ["plan", "-t", GOOD_TRACE, "-b", name, "-k", "4", *pinned], bad, {name: text.encode()}, good=not bad,
+                place=name if bad else None, note=f"{n} buckets in {name}" + (f", bad at {at}" if bad else ""))
+
+
 GENERATORS: list[tuple[Callable[[random.Random], Case], int]] = [
     (gen_config, 20), (gen_config_path, 3), (gen_bucket_spec, 10), (gen_bucket_file, 6), (gen_manifest, 10),
     (gen_manifest_path, 2), (gen_option, 20), (gen_output, 7), (gen_outputs_together, 1), (gen_output_is_input, 1), (gen_env, 8), (gen_trace, 13),
-    (gen_reader, 14), (gen_command, 6), (gen_round4, 16),
+    (gen_reader, 14), (gen_command, 6), (gen_round4, 16), (gen_round5, 16),
 ]
 
 

@@ -362,3 +362,18 @@ def test_the_verdict_of_a_logged_server_is_calibrated_from_its_capture_line(tmp_
     doc = orjson.loads(runner.invoke(app, ["plan", "-t", str(path), "--validate-fraction", "0", "-f", "json"]).stdout)["verdict"]
     assert doc["default"]["capture_seconds"] == pytest.approx(31.5 / 58 * doc["default"]["num_buckets"])
     assert doc["capture_range_factor"] == 1.0
+
+
+def test_the_log_timestamp_pattern_is_written_once():
+    # every SGLang log pattern is built on `sglang_settings.TIMESTAMP` (8 copies in 4 files once,
+    # then a ninth in watch's --since cut)
+    import re
+    from pathlib import Path
+
+    import cpbcg
+
+    date_time = re.compile(r"\\d\{4\}-\\d\\d-\\d\\d\)?\[ T\]")  # a date then a time, in a pattern's source
+    found = {str(p.relative_to(Path(cpbcg.__file__).parent)): len(date_time.findall(p.read_text()))
+             for p in Path(cpbcg.__file__).parent.rglob("*.py") if date_time.search(p.read_text())}
+    # besides: the anchored ISO time of a CSV column, and watch's --since text (minutes or seconds)
+    assert found == {"planner/traces/sglang_settings.py": 1, "planner/traces/csv_table.py": 1, "watching/follow.py": 1}

@@ -26,7 +26,7 @@ from cpbcg.cli import app
 from cpbcg.planner.traces.sglang_log import LogReader
 from cpbcg.planner.window import ForwardRing, concat, forwards_of, size_histogram, take, total_variation
 from cpbcg.watching.follow import FileFollower, StreamFollower
-from cpbcg.watching.scrape import parse_metrics
+from cpbcg.engines.sglang.metrics import parse_metrics
 from sglang_log_fixtures import default_buckets, prefill_line, startup_lines, write_log
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,6 +15,7 @@ from typer._click.exceptions import NoArgsIsHelpError  # typer vendors click; no
 
 from cpbcg.cli.app import app, report_error, sanitize_environment
 from cpbcg.errors import ExitCode
+from cpbcg.outputs.console import held_stderr, release_stderr
 
 # The commands' modules (cpbcg/cli/<name>_cmd.py) are imported only when a command runs or its
 # help is shown: `cpbcg.cli.app.COMMANDS` names them.
@@ -30,7 +31,14 @@ def _exit_broken_pipe() -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point. Usage errors (unknown option, value out of range) are one
-    line plus a hint, exit 2, instead of a boxed panel; everything else is the app's own."""
+    line plus a hint, exit 2, instead of a boxed panel; everything else is the app's own. What
+    goes to stderr is held until the input is known good (`held_stderr`: the environment's
+    warnings too), so that a refusal's error line is the first line."""
+    with held_stderr():
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> None:
     sanitize_environment()
     # pydantic scans every installed package's entry points for plugins when the first config
     # model is built, a cost paid on every run; the CLI uses none. An explicit setting is kept.
@@ -47,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         print("cpbcg: aborted", file=sys.stderr)
         sys.exit(ExitCode.ABORTED)
     except NoArgsIsHelpError as exc:  # bare `cpbcg`: the help, readable, as click prints it (stderr, exit 2)
+        release_stderr()
         print(exc.format_message(), file=sys.stderr)
         report_error("no command given: name one (e.g. `cpbcg plan`); the commands are listed above")
         sys.exit(ExitCode.BAD_INPUT)

@@ -18,7 +18,7 @@ from typer._click.utils import make_default_short_help
 
 from cpbcg import __version__
 from cpbcg.cli.coerce import quick_coercion
-from cpbcg.outputs.console import MAX_WIDTH
+from cpbcg.outputs.console import MAX_WIDTH, drop_stderr, held_stderr
 from cpbcg.errors import MAX_MESSAGE_CHARS, CpbcgError, ExitCode, exit_code_line, one_line
 from cpbcg.settings import SGLANG_VERSION
 
@@ -200,26 +200,33 @@ def error_boundary(command: F) -> F:
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except CpbcgError as exc:
-            report_error(exc)
-            raise typer.Exit(exc.exit_code) from None
-        except BrokenPipeError:  # the reader of stdout went away: `cpbcg.cli.main` exits 141, silently
-            raise
-        except OSError as exc:
-            where = f"{exc.filename}: " if exc.filename else ""
-            report_error(f"{where}{exc.strerror or exc}")
-            raise typer.Exit(ExitCode.BAD_INPUT) from None
-        except (EOFError, zlib.error) as exc:  # a truncated or corrupt compressed input
-            report_error(f"truncated or corrupt compressed input: {exc}")
-            raise typer.Exit(ExitCode.BAD_INPUT) from None
+        with held_stderr():  # one refusal path: notes wait until the input is known good
+            return _refusing(command, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
 
+def _refusing(command: Callable, *args: object, **kwargs: object) -> object:
+    """Run `command`; a refusal is its one error line, printed first (held notes dropped)."""
+    try:
+        return command(*args, **kwargs)
+    except CpbcgError as exc:
+        report_error(exc)
+        raise typer.Exit(exc.exit_code) from None
+    except BrokenPipeError:  # the reader of stdout went away: `cpbcg.cli.main` exits 141, silently
+        raise
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        report_error(f"{where}{exc.strerror or exc}")
+        raise typer.Exit(ExitCode.BAD_INPUT) from None
+    except (EOFError, zlib.error) as exc:  # a truncated or corrupt compressed input
+        report_error(f"truncated or corrupt compressed input: {exc}")
+        raise typer.Exit(ExitCode.BAD_INPUT) from None
+
 def report_error(message: object) -> None:
     """Print `cpbcg: error: MESSAGE` to stderr: the one place every error line is made. Always
-    plain text (no colour, whatever FORCE_COLOR says), one line, at most `MAX_MESSAGE_CHARS`."""
+    plain text (no colour, whatever FORCE_COLOR says), one line, at most `MAX_MESSAGE_CHARS`;
+    the first line on stderr (notes held by `error_boundary` are dropped)."""
+    drop_stderr()
     sys.stderr.write(one_line(f"cpbcg: error: {message}", MAX_MESSAGE_CHARS) + "\n")
     sys.stderr.flush()

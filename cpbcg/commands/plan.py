@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypedDict
 
 from cpbcg.atomic import STDOUT, check_outputs
-from cpbcg.commands.plan_options import PlanOptions
+from cpbcg.commands.plan_options import PlanOptions, refused
 from cpbcg.outputs.console import OutputFormat
 from cpbcg.planner.optimise.guarantee import GuaranteeResult
 from cpbcg.api import check_decode_flags, decode_guarantee, decode_plan, guarantee, load_config_and_deployment, observe_log, open_trace, plan, server_check, with_manifest_cost
@@ -31,6 +31,7 @@ from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.traces import ReadOptions
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.traces.text import display
+from cpbcg.settings import emit_choices
 from cpbcg.planner.traffic import default_workers
 
 if TYPE_CHECKING:
@@ -484,15 +485,11 @@ def check_usage(request: PlanOptions, traces: Sequence[str | Path], manifest_pat
     outputs checked writable and apart from every input (`check_outputs` on `input_files`: the
     traces, fit traces, manifest, config and the files the settings name)."""
     if request.output is not None and str(request.output) != STDOUT and request.emit is None:
-        raise ConfigError("-o/--output writes the --emit export; add --emit sglang|sglang-json|yaml|json")
+        raise ConfigError(f"-o/--output writes the --emit export; add --emit {emit_choices()}")
     if request.emit is not None and (request.output is None or str(request.output) == STDOUT) and request.output_format is OutputFormat.json:
         raise ConfigError("--emit with --format json needs -o FILE (both would go to stdout)")
-    if not request.recommend:
-        for given, flag in ((request.max_buckets, "--max-buckets"), (request.target_coverage, "--target-coverage"),
-                            (request.include, "--include"), (request.plot, "--plot"), (request.compare or None, "--compare"),
-                            (request.max_capture_s, "--max-capture-seconds"), (request.max_graph_mib, "--max-graph-memory")):
-            if given is not None:
-                raise ConfigError(f"{flag} shapes the recommendation; drop --no-recommend")
+    if not request.recommend and (shaping := refused(request, "--no-recommend")):
+        raise ConfigError(f"{shaping[0][1].flags[0]} shapes the recommendation; drop --no-recommend")
     if request.plot is not None and request.plot.suffix.lower() != ".png":
         raise ConfigError(f"--plot {request.plot}: the plot is a PNG; give a file name ending in .png")
     output = None if request.output is None or str(request.output) == STDOUT else request.output
@@ -504,23 +501,10 @@ def _refuse_trace_options(request: PlanOptions, traces_given: bool, load_factors
     """`ConfigError` naming the options guarantee mode would ignore: it is trace-free (every
     forward within `--max-requests` and `--max-tokens`), so a trace, the recommendation's fit and
     validation settings, the comparison and the plot have nothing to act on."""
-    default = PlanOptions()
-    ignored = [flag for flag, used in (
-        ("--trace", traces_given or bool(request.fit_traces)),
-        ("-k/--max-buckets", request.max_buckets is not None),
-        ("--target-coverage", request.target_coverage is not None),
-        ("--max-capture-seconds", request.max_capture_s is not None),
-        ("--max-graph-memory", request.max_graph_mib is not None),
-        ("--objective", request.objective != default.objective),
-        ("--include", request.include is not None),
-        ("--no-headroom", request.headroom != default.headroom),
-        ("--allow-gaps", request.allow_gaps != default.allow_gaps),
-        ("--validate-fraction", request.validate_fraction != default.validate_fraction),
-        ("--compare", request.compare),
-        ("--plot", request.plot is not None),
-        ("--min-bucket", request.min_bucket is not None),
-        ("--time-scale", load_factors_given),
-    ) if used]
+    # the fit traces are traces: named with them as --trace
+    ignored = ["--trace"] if traces_given or request.fit_traces else []
+    ignored += ["/".join(flag.flags[::-1]) for name, flag in refused(request, "--guarantee") if name != "fit_traces"]
+    ignored += ["--time-scale"] if load_factors_given else []
     if ignored:
         mode = "--guarantee" if request.guarantee else "--check-guarantee"
         raise ConfigError(f"{mode} is trace-free (every forward of up to --max-requests requests and --max-tokens tokens) "

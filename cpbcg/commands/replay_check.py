@@ -99,8 +99,9 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     found = server_check(deployment)
     if not found.ok and not report_only:
         what, reason = found.findings()[0]
-        raise ConfigError(f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
-                          "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
+        message = (f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
+                   "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
+        raise ConfigError(message if log is None else located(log.path, _flags_line(log), message))
     for finding in resolution_notes(deployment.server, log) + server_check_notes(found):
         note(finding)
     if trace_path is None and not embedded_sample and not report_only:
@@ -142,6 +143,13 @@ def _report_only_gates(gates: Gates, overrides: Mapping[str, object], replay: in
         names = [f.name for f in fields(gates) if getattr(gates, f.name) not in (None, {})]
         note(f"cpbcg: note: replay-check: --report-only: the config's gates ({', '.join(names)}) were not checked")
     return Gates()
+
+
+def _flags_line(log: LogSettings) -> int | None:
+    """The line of a log that states the flags a refusal is about: the one that turned prefill
+    graphs off, else the settings dump or launch command (None when the log states neither)."""
+    line = log.prefill_graphs_at()[1] if log.prefill_graphs is False else None
+    return line or log.args_line or None
 
 
 def _graphs_off_refusal(launch: LogSettings, forwards: int, *, several: bool) -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from cpbcg.atomic import write_atomic
 from cpbcg.errors import ExitCode
-from cpbcg.outputs.console import echo, progress_bar, stderr_console, stderr_is_terminal, stdout_console
+from cpbcg.outputs.console import echo, progress_bar, release_stderr, stderr_console, stderr_is_terminal, stdout_console
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -89,6 +89,7 @@ class CaptureProgress:
         self._stack.close()
 
     def start(self, buckets: int) -> None:
+        release_stderr()  # the input was good: a long run starts, its notes show as it goes
         self.total = 2 * buckets
         self._bar = self._stack.enter_context(progress_bar("capture", total=self.total, enabled=self.enabled))
 

@@ -4,10 +4,10 @@ JSON lines; every `--format` has its arm in `live` and `write` (`assert_never`).
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from cpbcg.errors import ExitCode
-from cpbcg.outputs.console import OutputFormat, assert_never, echo, stdout_console
+from cpbcg.outputs.console import OutputFormat, assert_never, echo, release_stderr, stdout_console
 
 
 
@@ -154,25 +154,32 @@ def report_json_line(report: WatchReport) -> str:
 
 
 @contextmanager
-def live(output_format: OutputFormat) -> Iterator[Optional[Callable[[WatchSnapshot], None]]]:
+def live(output_format: OutputFormat) -> Iterator[Callable[[WatchSnapshot], None]]:
     """While a watch runs, what shows each update (the use case's `on_snapshot`): one JSON line on
-    stdout per update (`json`), a live view on a terminal (`table`; None, no live view, elsewhere)."""
+    stdout per update (`json`), a live view on a terminal (`table`; nothing more elsewhere). The
+    first update means the logs were opened and read: the notes held until then show
+    (`release_stderr`, the one refusal path) and later ones as they come."""
     if output_format is OutputFormat.json:
         def emit(snap: WatchSnapshot) -> None:
+            release_stderr()
             line = snapshot_json_line(snap)
             if line is not None:
                 echo(line, nl=False)
 
         yield emit
     elif output_format is OutputFormat.table:
-        console = stdout_console()
+        console = stdout_console(answer=False)
         if console.is_terminal:
             from rich.live import Live
 
             with Live(console=console, auto_refresh=False, transient=True) as view:
-                yield lambda snap: view.update(snapshot_view(snap), refresh=True)
+                def show(snap: WatchSnapshot) -> None:
+                    release_stderr()
+                    view.update(snapshot_view(snap), refresh=True)
+
+                yield show
         else:
-            yield None
+            yield lambda snap: release_stderr()
     else:
         assert_never(output_format)
 

@@ -28,6 +28,37 @@ class EmitFormat(str, Enum):
     yaml = "yaml"
     json = "json"
 
+    @property
+    def description(self) -> str:
+        """What the format writes, for `--emit`'s help (`emit_help`)."""
+        return _EMIT_DESCRIPTIONS[self]
+
+
+_EMIT_DESCRIPTIONS = {EmitFormat.sglang: "server flags with the CP and scheduler flags", EmitFormat.sglang_json: "--cuda-graph-config",
+                      EmitFormat.yaml: "bucket file for --buckets", EmitFormat.json: "bucket file for --buckets"}
+"""Each `--emit` format's description (a format without one fails at import: `emit_help`)."""
+
+
+def emit_choices() -> str:
+    """Every `--emit` format, as a usage message names them: `sglang|sglang-json|yaml|json`."""
+    return "|".join(f.value for f in EmitFormat)
+
+
+def emit_help() -> str:
+    """`--emit`'s list of formats, each with what it writes (neighbours writing the same thing
+    joined: `yaml|json (bucket file for --buckets)`), from `EmitFormat` itself."""
+    groups: list[tuple[list[str], str]] = []
+    for fmt in EmitFormat:
+        if groups and groups[-1][1] == fmt.description:
+            groups[-1][0].append(fmt.value)
+        else:
+            groups.append(([fmt.value], fmt.description))
+    return ", ".join(f"{'|'.join(names)} ({what})" for names, what in groups)
+
+
+if set(_EMIT_DESCRIPTIONS) != set(EmitFormat):
+    raise ImportError(f"EmitFormat {sorted(set(EmitFormat) - set(_EMIT_DESCRIPTIONS))} without a description in _EMIT_DESCRIPTIONS")
+
 
 class Objective(str, Enum):
     """What the optimiser minimises: `coverage` (most forwards in graphs, then least modelled

@@ -25,6 +25,7 @@ import orjson
 
 from cpbcg.planner.model.bucket_spec import flag_words
 from cpbcg.planner.model.layout import CPLayout
+from cpbcg.planner.sglang_args import SERVER_ARGS
 
 if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
@@ -80,30 +81,28 @@ def _architecture(deployment: "Deployment") -> str | None:
 
 
 def scheduler_flags(deployment: "Deployment", chunk_tokens: int | None = None) -> list[str]:
-    """`--chunked-prefill-size`, `--max-prefill-tokens`, `--page-size` (the resolved one: the
-    server must run the page size the plan cut chunks at) and, when set, `--prefill-max-requests`,
-    `--max-running-requests` and `--enable-mixed-chunk`: the settings the scheduler simulation
-    formed forwards with."""
+    """The written scheduler server arguments (`sglang_args.SERVER_ARGS`, in its order):
+    `--chunked-prefill-size`, `--max-prefill-tokens`, `--page-size` (the resolved one: the server
+    must run the page size the plan cut chunks at) and, when set, `--prefill-max-requests`,
+    `--max-running-requests` and `--enable-mixed-chunk` (with decode only: without decode no
+    decode tokens ride in a prefill): the settings the scheduler simulation formed forwards with."""
     sched = deployment.scheduler
-    chunk = sched.chunked_prefill_size if chunk_tokens is None else chunk_tokens
-    out = ["--chunked-prefill-size", str(chunk), "--max-prefill-tokens", str(sched.max_prefill_tokens)]
-    for flag, value in (("--prefill-max-requests", sched.prefill_max_requests), ("--max-running-requests", sched.max_running_requests)):
-        if value is not None:
-            out += [flag, str(value)]
-    out += ["--page-size", str(sched.page_size)]
-    if sched.decode and sched.enable_mixed_chunk:
-        out += ["--enable-mixed-chunk"]
+    out: list[str] = []
+    for arg in SERVER_ARGS:
+        if not arg.written or not arg.key.startswith("scheduler."):
+            continue
+        name = arg.key.partition(".")[2]
+        value = chunk_tokens if name == "chunked_prefill_size" and chunk_tokens is not None else getattr(sched, name)
+        if arg.switch:
+            out += [arg.flag] if value and sched.decode else []
+        elif value is not None:
+            out += [arg.flag, str(value)]
     return out
 
 
-FLAG_KEYS = {
-    "--attn-cp-size": "cp_size", "--cp-strategy": "cp_strategy", "--chunked-prefill-size": "scheduler.chunked_prefill_size",
-    "--max-prefill-tokens": "scheduler.max_prefill_tokens", "--prefill-max-requests": "scheduler.prefill_max_requests",
-    "--max-running-requests": "scheduler.max_running_requests", "--page-size": "scheduler.page_size",
-}
+FLAG_KEYS = {arg.flag: arg.key for arg in SERVER_ARGS if arg.written and not arg.switch}
 """SGLang flags of an export that state a deployment setting, and the config key each sets."""
-SERVER_SCHEDULER_KEYS = frozenset({k for k in FLAG_KEYS.values() if k.startswith("scheduler.")}
-                                  | {"scheduler.enable_mixed_chunk", "scheduler.max_total_tokens"})
+SERVER_SCHEDULER_KEYS = frozenset(arg.key for arg in SERVER_ARGS if arg.key.startswith("scheduler."))
 """Scheduler settings that are SGLang server flags (`scheduler_flags` emits them; `--max-total-tokens`
 caps the default prefill graph list in 0.5.23's start-up resolution, `cpbcg.engines.sglang.startup`): they
 shape the plan of any trace (the default list follows the chunk, the headroom, the flags), not only

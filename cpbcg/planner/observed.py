@@ -41,6 +41,7 @@ from cpbcg.planner.traces.sglang_log import LogSummary
 from cpbcg.planner.traces.sglang_settings import LogSettings
 from cpbcg.planner.server import ResolvedServer
 from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.sglang_args import BY_KEY as SERVER_ARG
 
 PADDING_CAP_DATE = "2026-07-16"
 """SGLang PR #31487 (merged 2026-07-16): prefill graphs fall back to eager above 2x padding.
@@ -70,9 +71,10 @@ class AssumedSetting:
         return f"{self.key} {shown} (assumed: not in the log; {self.option} sets it)"
 
 
-ASSUMED_OPTIONS = {"cp_size": "--cp-size", "buckets": "--buckets", "scheduler.chunked_prefill_size": "--chunked-prefill-size",
-                   "scheduler.page_size": "--page-size"}
-"""The settings whose source a log's comparison names when the log does not state them, and the option that sets each."""
+ASSUMED_OPTIONS = {"cp_size": "--cp-size", "buckets": "--buckets",
+                   **{key: SERVER_ARG[key].flag for key in ("scheduler.chunked_prefill_size", "scheduler.page_size")}}
+"""The settings whose source a log's comparison names when the log does not state them, and the option
+that sets each (the scheduler's are their SGLang flags: `cpbcg.settings` declares them `SGLANG_FLAG`)."""
 
 
 def assumed_settings(log: LogSettings | None, deployment: Deployment, overrides: Mapping[str, object] | None = None,

@@ -287,12 +287,31 @@ def _check_address(scheduler: str) -> None:
         scheme, location = parse_address(scheduler)
         if scheme not in backends:
             raise ValueError(f"unknown protocol {scheme!r} (one of {', '.join(sorted(backends))})")
-        if scheme != "inproc":
-            _, port = parse_host_port(location)
-            if not 1 <= int(port) <= 65535:
-                raise ValueError(f"port {port} is outside 1..65535")
+        host, port = ("", 0) if scheme == "inproc" else parse_host_port(location)
+        if scheme != "inproc" and not 1 <= int(port) <= 65535:
+            raise ValueError(f"port {port} is outside 1..65535")
     except ValueError as exc:
         raise ConfigError(f"--scheduler {scheduler!r}: not a Dask scheduler address (tcp://host:port): {exc}") from None
+    if scheme in ("tcp", "tls"):
+        _probe(scheduler, host, int(port))
+
+
+PROBE_S = 5.0
+"""Longest wait of the connection probe (`_probe`) before Dask's own connect."""
+
+
+def _probe(scheduler: str, host: str, port: int) -> None:
+    """`ConfigError` at once when nothing listens at a TCP scheduler address: a refused connection
+    is an answer, not a timeout, and Dask's client would retry it for its whole connect timeout
+    (30 s by default). Any other failure (no route, a slow network) is left to Dask's own wait."""
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=PROBE_S).close()
+    except ConnectionRefusedError:
+        raise ConfigError(f"--scheduler {scheduler}: connection refused: no Dask scheduler listens at {host}:{port}") from None
+    except OSError:
+        return
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 prefill graphs over rolling windows, export Prometheus metrics, gate a canary (docs/watch.md).
 
 Layers: `follow` (files like `tail -F`, standard input), `cpbcg.engines.sglang.logs.lines` (the one adapter onto the
-SGLang log reader), `scrape` (SGLang's Prometheus endpoint), `exporter` (cpbcg's own metrics),
+SGLang log reader), `cpbcg.engines.sglang.metrics` (SGLang's Prometheus endpoint), `exporter` (cpbcg's own metrics),
 `session` (the loop, windows and gates); the rules themselves are the planner's
 (`cpbcg.planner.window`, `evaluate`, `observed`) and `cpbcg.gates.gates`'.
 """

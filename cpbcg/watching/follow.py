@@ -37,7 +37,10 @@ import select
 from dataclasses import dataclass
 from typing import BinaryIO
 
+import numpy as np
+
 from cpbcg.errors import TraceError
+from cpbcg.planner.traces.sglang_settings import TIMESTAMP
 from cpbcg.planner.traces.stdin import stdin_buffer
 from cpbcg.planner.traces.text import MAX_LINE_BYTES, binary_error, long_line, looks_binary
 
@@ -52,7 +55,8 @@ TAIL_BYTES = 64
 ANSI_ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 """CSI sequences (colours, cursor), OSC sequences (titles, links) and two-byte escapes; never a newline."""
 _PREFILL = re.compile(rb"^[^\n]*Prefill batch[^\n]*$", re.MULTILINE)
-_STAMP = re.compile(rb"(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)")
+_STAMP = re.compile(TIMESTAMP)
+"""A log line's timestamp (the log readers' one pattern): its date is bytes 0-10, its time 11-19."""
 
 
 def strip_escapes(data: bytes) -> bytes:
@@ -79,6 +83,14 @@ class _Lines:
             self._check_text(strip_escapes(block), final)
         if len(self.carry) > MAX_LINE_BYTES:
             raise long_line(self.name, self.line_no + blob.count(b"\n"))
+        if len(blob) > MAX_LINE_BYTES:  # a whole line over the bound inside one read: refused as plan refuses it
+            ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
+            lengths = np.diff(ends, prepend=-1) - 1
+            if len(blob) - 1 - (ends[-1] if len(ends) else -1) > MAX_LINE_BYTES:  # a final unterminated line (`final`)
+                lengths = np.append(lengths, MAX_LINE_BYTES + 1)
+            over = np.flatnonzero(lengths > MAX_LINE_BYTES)
+            if len(over):
+                raise long_line(self.name, self.line_no + int(over[0]))
         if not blob:
             return []
         first = self.line_no
@@ -127,7 +139,7 @@ class StartAt:
                 cut = len(blob) if nl < 0 else nl + 1
         if self.since is not None:
             for m in _STAMP.finditer(blob):
-                if m.group(1) + b" " + m.group(2) >= self.since:
+                if m.group()[:10] + b" " + m.group()[11:19] >= self.since:
                     cut = max(cut, blob.rfind(b"\n", 0, m.start()) + 1)
                     self.since = None
                     break

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import time
 from typing import Callable, Sequence
+from urllib.parse import urlsplit
 
 from cpbcg.errors import ConfigError, TraceError
 from cpbcg.planner.arrays import FloatArray
@@ -71,6 +72,13 @@ def watch_logs(logs: Sequence[str], resolve: Callable[[LogSettings], Resolved], 
     for url in metrics_urls:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"--metrics-url {url[:80]!r}: expected http://HOST:PORT/metrics")
+        try:
+            parts = urlsplit(url)
+            host, _ = parts.hostname, parts.port  # .port raises ValueError for a port out of range or not a number
+        except ValueError as exc:
+            raise ConfigError(f"--metrics-url {url[:80]!r}: {exc}: expected http://HOST:PORT/metrics") from None
+        if not host:  # `http://`, `http://:30000/metrics`: every scrape would fail
+            raise ConfigError(f"--metrics-url {url[:80]!r}: no host: expected http://HOST:PORT/metrics")
     if baseline_trace_is_stdin:
         raise ConfigError("--baseline-trace -: standard input is for a followed log; give the planned trace as a file")
     if len(instances) > len(logs):

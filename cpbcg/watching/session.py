@@ -55,7 +55,7 @@ from cpbcg.planner.window import (ForwardRing, LaunchSetup, RunTally, Window, Wi
                                   window_stats)
 from cpbcg.watching.options import WatchOptions
 from cpbcg.engines.sglang.logs.lines import LogLines
-from cpbcg.watching.scrape import Scraper, SglangMetrics
+from cpbcg.engines.sglang.metrics import Scraper, SglangMetrics
 
 
 FINAL_SCRAPE_WAIT_S = 2.5

@@ -22,7 +22,8 @@ def launch_words(value: str | list[str], origin: str) -> tuple[list[str], str]:
     """The words of a launch command and where they came from: `@FILE` or the path of an
     existing file (read, shell syntax), else the text itself (split as a shell would), or a
     list of words (a config's `server.args: [...]`). `origin` names where the value was given
-    (`--server-args`, `cfg.yaml:3: server.args`). Raises `ConfigError`."""
+    (`--server-args`, `cfg.yaml:3: server.args`). Raises `ConfigError`, also for no words (an
+    empty value, or a file of blank lines or only comments: no launch command, not the default server)."""
     if isinstance(value, list):
         return [str(w) for w in value], origin
     text = value.strip()
@@ -38,9 +39,12 @@ def launch_words(value: str | list[str], origin: str) -> tuple[list[str], str]:
             text = decode_text(read_input_bytes(path, what="the launch command"), label)
         origin = label
     try:
-        return server_words(text), origin
+        words = server_words(text)
     except ValueError as exc:
         raise ConfigError(f"{origin}: {exc}") from None
+    if not words:  # a file of blank lines or only comments is no launch command, as `--server-args ""` is none
+        raise ConfigError(f"{origin}: empty launch command (no words: blank, or only comments)")
+    return words, origin
 
 
 def launch_flags(value: str | list[str], origin: str, unrecognized: list[str] | None = None) -> dict[str, Given]:

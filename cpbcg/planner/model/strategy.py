@@ -45,6 +45,7 @@ from cpbcg.errors import ModelError
 from cpbcg.planner.arrays import BoolArray, Int32Array, Int64Array
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
 from cpbcg.planner.model.batches import BatchSet
+from cpbcg.planner.sglang_args import BY_KEY as ARG
 from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS
 from cpbcg.planner.words import counted
 
@@ -350,7 +351,7 @@ class StrategyModel:
         `attn_cp_size == tp_size` and the strategy's backend, `CP_GRAPH_BACKENDS`); none without CP."""
         assert self.strategy is not None  # every CP mode names its strategy; NoCP overrides this
         size = str(self.cp_size)
-        return ["--enable-prefill-cp", "--attn-cp-size", size, "--tp-size", size, "--cp-strategy", self.strategy.value,
+        return ["--enable-prefill-cp", ARG["cp_size"].flag, size, ARG["tp_size"].flag, size, ARG["cp_strategy"].flag, self.strategy.value,
                 "--prefill-attention-backend", CP_GRAPH_BACKENDS[self.strategy.value]]
 
 

@@ -260,13 +260,16 @@ def fewest_for_coverage(
     Exact: the DP's layer k holds the most coverage any list of k buckets reaches, so the first
     layer that reaches the target is the answer; the layers stop there. When no list of at most
     `max_buckets` reaches it, the best one is returned with `reached=False`.
-    Raises `ConfigError` unless `0 < target_coverage <= 1`, else as `optimise`."""
+    Raises `ConfigError` unless `0 < target_coverage <= 1`, when no list of any size is feasible
+    (e.g. `budget` below the largest bucket the required forwards need), else as `optimise`."""
     if not 0 < target_coverage <= 1:
         raise ConfigError(f"target_coverage: must be in (0, 1], got {target_coverage!r}")
     need = int(np.ceil(target_coverage * int(demand.counts.sum()) - 1e-9))
     lists = _optimise(demand, cp, cost, max_buckets, max_tokens, spec, max_padding_factor, bucket_multiple,
                       pinned, "coverage", max_bucket_tokens, required, allow_gaps, need, budget)
     reached = [k for k in sorted(lists.buckets) if lists.graph_forwards[k] >= need]
+    if not lists.buckets:  # no feasible list at all (e.g. a budget below the largest needed bucket)
+        lists.best(max_buckets)  # raises its ConfigError
     k = reached[0] if reached else max(lists.buckets)
     best = lists.buckets[k]
     return FewestBuckets(best, len(best), lists.coverage(k), target_coverage, bool(reached), lists)

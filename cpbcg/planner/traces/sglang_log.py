@@ -59,7 +59,7 @@ from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefil
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.planner.traces.sglang_decode_lines import DecodeLines
-from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, LaunchScan, LogSettings, settings_lines
+from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, TIMESTAMP, LaunchScan, LogSettings, settings_lines
 from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, newline_offsets, open_binary, read_errors
 
 __all__ = ["DETECT_BYTES", "MARK", "LogEvent", "LogParser", "LogReader", "LogSummary", "Record", "parse_log_lines", "parse_records"]
@@ -68,15 +68,15 @@ COPY_CHECK_FORWARDS = 4096
 MIN_BULK_RUN = 64
 """Fewest consecutive common-shape records of one printer read in bulk (`LogParser._take_columns`)."""
 
-_PREFIX = re.compile(rb"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)?((?:\s*[A-Z][A-Z_]*\d+)*)\s*\]")
+_PREFIX = re.compile(rb"\[(" + TIMESTAMP + rb")?((?:\s*[A-Z][A-Z_]*\d+)*)\s*\]")
 _HEAD = re.compile(rb"Prefill batch(?: \[\d+\])?(?:\(mixed #running-req: (\d{1,12})\))?")
 _SEQ = re.compile(rb"#new-seq: (\d{1,12}),")
 _TOKEN = re.compile(rb"#new-token: (\d{1,12}),")
 _CACHED = re.compile(rb"#cached-token: (\d{1,12})\b")
 _REPLAY = re.compile(rb"#replay-token: (\d{1,12}),")
 _VERDICT = re.compile(rb"\b(cuda|npu|cpu|musa|xpu) graph: (True|False)\b")
-_LOGGISH = re.compile(rb"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|server_args|sglang|\bTP\d+\]")
-_SERVERISH = re.compile(rb"server_args|(?i:sglang)|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z][A-Z_]*\d+)+\]")
+_LOGGISH = re.compile(TIMESTAMP + rb"|server_args|sglang|\bTP\d+\]")
+_SERVERISH = re.compile(rb"server_args|(?i:sglang)|\[" + TIMESTAMP + rb"(?: [A-Z][A-Z_]*\d+)+\]")
 """Standard input whose head shows an SGLang server (it cannot be searched ahead): read as a log."""
 
 

@@ -32,13 +32,14 @@ import numpy as np
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
+from cpbcg.planner.traces.sglang_settings import TIMESTAMP
 from cpbcg.planner.traces.records import LAST_SECOND as MAX_SECONDS, MAX_REQUEST_TOKENS, RequestChunk, RequestItem, known_lines
 from cpbcg.planner.traces.text import TracePath, display, iter_blob_chunks
 
 CHUNK_REQUESTS = 65536
 _STATS = re.compile(rb"ReqTimeStats\(rid=([^,\s]+)[^)]*?input_len=(\d{1,12}), cached_input_len=(\d{1,12}), output_len=(\d{1,12})[^\n]*")
 _FINISH = re.compile(rb"Finish: obj=[^\n]*")
-_WHEN = re.compile(rb"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)")
+_WHEN = re.compile(rb"(" + TIMESTAMP + rb")")
 _ENTRY = re.compile(rb"entry_time=(\d+(?:\.\d+)?)")
 _MS = re.compile(rb"(queue|forward)_duration=(\d+(?:\.\d+)?)ms")
 _META = {key: re.compile(rb"'" + key.encode() + rb"': (\d+(?:\.\d+)?)") for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency")}

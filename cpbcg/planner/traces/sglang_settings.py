@@ -55,7 +55,11 @@ three weeks, so 0.5.8 is the first that can hold it (0.5.7 is counted as before 
 CP_FIRST_DATE = "2026-01-16"
 """Logs dated before SGLang PR #17213 (attention CP) was opened ran a release without it."""
 
-_DATE = re.compile(rb"(\d{4}-\d\d-\d\d)[ T]\d\d:\d\d:\d\d")
+TIMESTAMP = rb"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"
+"""SGLang's log-line timestamp, as its logging prints it (`2026-11-02 10:00:01`; ISO `T` and a
+fraction after `.` or `,` taken too), no group; its first 10 bytes are the date. The one spelling of
+it: every pattern of the log readers (`sglang_log`, `sglang_requests`) is built on it."""
+_DATE = re.compile(TIMESTAMP)
 _VERSION = re.compile(rb"\bsglang(?:[ _-]?version)?\s*(?:==|[:=]|\s)\s*v?(\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)", re.IGNORECASE)
 _ARGS = re.compile(rb"server_args\s*=\s*(ServerArgs\(|\{)")
 _LAUNCH = re.compile(rb"(?:sglang\.launch_server|launch_server\.py|\bsglang serve)\b(.*)")
@@ -77,12 +81,12 @@ _DEVICE_NAME = re.compile(rb"device_name=([A-Za-z][A-Za-z0-9_-]{1,80})")
 _MODEL_CLASS = re.compile(rb"Load weight end\.[^\n]*?\btype=([A-Za-z_][A-Za-z0-9_]{0,80})\b")
 """0.5.23 `model_runner.py`: `Load weight end. elapsed=..., type=LlamaForCausalLM, avail mem=...`: the model class loaded."""
 _PP_GRAPHS_OFF = b"Disabling breakable prefill CUDA graph by default for pipeline"
-_RANK_PREFIX = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z][A-Z_]*\d+)+)\s*\]")
+_RANK_PREFIX = re.compile(rb"\[" + TIMESTAMP + rb"((?: [A-Z][A-Z_]*\d+)+)\s*\]")
 RANK_TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
 """One rank tag of a log line's prefix (`TP0`, `DP1`, `PP0`): its name and number; the one reading of
 rank tags, for the settings scan and the forward reader (`sglang_log`)."""
-_ANY_PREFIX = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?((?: [A-Z][A-Z_]*\d+)*)\s*\]")
-_SCHEDULER_LINE = re.compile(rb"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s*(?:Load weight|Capture|max_total_num_tokens=)")
+_ANY_PREFIX = re.compile(rb"\[" + TIMESTAMP + rb"((?: [A-Z][A-Z_]*\d+)*)\s*\]")
+_SCHEDULER_LINE = re.compile(rb"\[" + TIMESTAMP + rb"\]\s*(?:Load weight|Capture|max_total_num_tokens=)")
 """A scheduler's start-up line under a dated prefix without rank tags (`tp_size` 1, no CP, no PP in 0.5.23)."""
 INTERESTING = re.compile(
     rb"Prefill batch|server_args\s*=|launch_server|sglang serve|max_total_num_tokens=|Automatically turn off|Captur|Load weight|Disabling breakable|"
@@ -406,7 +410,7 @@ class _Scan:
 
     def line(self, line: bytes, line_no: int, dump: re.Match[bytes] | None = None, flags: re.Match[bytes] | None = None) -> None:
         if not self.date and (m := _DATE.search(line)):
-            self.date = m.group(1).decode()
+            self.date = m.group()[:10].decode()
         if self.version is None and (m := _VERSION.search(line)):
             self.version, self.version_line = m.group(1).decode(), line_no
         if self.architecture is None and (m := _MODEL_CLASS.search(line)):

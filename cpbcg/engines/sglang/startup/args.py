@@ -12,6 +12,7 @@ from typing import Any
 
 from cpbcg.planner.server import Given
 from cpbcg.engines.sglang.launch import SGLANG_FLAGS
+from cpbcg.planner.sglang_args import BY_KEY as SERVER_ARG
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 
 SGLANG = SGLANG_VERSION
@@ -215,7 +216,7 @@ def _int(flag: str, raw: str, least: int) -> int:
         value = int(text)
     except ValueError:
         raise ValueError(f"{flag}: expected an integer, got {raw[:40]!r}") from None
-    if value < least or (flag == "--chunked-prefill-size" and value == 0) or value > 2**62:
+    if value < least or (flag == SERVER_ARG["scheduler.chunked_prefill_size"].flag and value == 0) or value > 2**62:
         raise ValueError(f"{flag}: {value} is out of range (least {least})")
     return value
 
