@@ -282,7 +282,7 @@ def test_plan_text_has_a_decode_section_and_says_where_the_list_tips_over():
 
 def test_sglang_decode_passes_are_scraped_and_exported():
     from cpbcg.watching.exporter import _server_samples
-    from cpbcg.watching.scrape import parse_metrics
+    from cpbcg.engines.sglang.metrics import parse_metrics
 
     page = ('# TYPE sglang:cuda_graph_passes_total counter\n'
             'sglang:cuda_graph_passes_total{tp_rank="0",dp_rank="1",mode="decode_cuda_graph"} 90.0\n'
