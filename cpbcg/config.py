@@ -529,7 +529,7 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     if model is None and log is not None and log.architecture is not None:  # the class the server loaded: a fact over the assumption
         arch, at = log.architecture
         model = replace(ASSUMED_MODEL, architecture=arch, architectures=(arch,), model_type=None,
-                        source=f"{arch} as the server printed it (log line {at}); its shape assumed: {ASSUMED_MODEL.source}")
+                        source=f"{arch} as the server printed it (log line {at}); its shape {ASSUMED_MODEL.source}")
     unrecognized: list[str] = []  # launch words the user gave that 0.5.23's parser rejects (a log's dump is what ran: not checked)
     if args is not None:
         given.update(server_inputs.launch_flags(args, where("args"), unrecognized))

@@ -325,7 +325,11 @@ def refusal_of(settings: LogSettings, forwards_began: bool = True) -> str | None
     """Why a launch's prefill graphs are off by its start-up output, or None: resolved disabled,
     a capture line with 0 buckets, or a settings dump with no prefill capture line before the first
     `Prefill batch` (a log without start-up output is not judged; nor a missing capture line while
-    `forwards_began` is False: a server still starting)."""
+    `forwards_began` is False: a server still starting). A launch whose `Prefill batch` lines say
+    they ran in a graph (`LogSettings.graph_forward`) ran prefill graphs, whatever its start-up
+    output implies: never refused (`LogSettings.prefill_graphs`, the verdicts win)."""
+    if settings.graph_forward is not None:
+        return None
     where = f"{settings.path}:{settings.args_line}" if settings.args_line else settings.path
     if settings.prefill_graphs is False:
         keys = ("disable_cuda_graph", "disable_prefill_cuda_graph", "disable_piecewise_cuda_graph", "enable_piecewise_cuda_graph",

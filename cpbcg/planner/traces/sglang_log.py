@@ -59,7 +59,7 @@ from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefil
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.planner.traces.sglang_decode_lines import DecodeLines
-from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, TIMESTAMP, LaunchScan, LogSettings, settings_lines
+from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, TIMESTAMP, VERDICT as _VERDICT, LaunchScan, LogSettings, settings_lines
 from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, newline_offsets, open_binary, read_errors
 
 __all__ = ["DETECT_BYTES", "MARK", "LogEvent", "LogParser", "LogReader", "LogSummary", "Record", "parse_log_lines", "parse_records"]
@@ -74,7 +74,6 @@ _SEQ = re.compile(rb"#new-seq: (\d{1,12}),")
 _TOKEN = re.compile(rb"#new-token: (\d{1,12}),")
 _CACHED = re.compile(rb"#cached-token: (\d{1,12})\b")
 _REPLAY = re.compile(rb"#replay-token: (\d{1,12}),")
-_VERDICT = re.compile(rb"\b(cuda|npu|cpu|musa|xpu) graph: (True|False)\b")
 _LOGGISH = re.compile(TIMESTAMP + rb"|server_args|sglang|\bTP\d+\]")
 _SERVERISH = re.compile(rb"server_args|(?i:sglang)|\[" + TIMESTAMP + rb"(?: [A-Z][A-Z_]*\d+)+\]")
 """Standard input whose head shows an SGLang server (it cannot be searched ahead): read as a log."""
@@ -405,19 +404,22 @@ class LogParser:
         if not good.any():
             return _NO_ROWS
         labelled = label[good & (label > 0)]
+        in_graph = good & (cols.graph[at] == 1)
         self._count_kept(int(good.sum()), [VERDICT_LABELS[c] for c in np.unique(labelled).tolist()],
-                         VERDICT_LABELS[int(labelled[-1])] if len(labelled) else "")
+                         VERDICT_LABELS[int(labelled[-1])] if len(labelled) else "",
+                         int(line_no[np.argmax(in_graph)]) if in_graph.any() else 0, VERDICT_LABELS[int(label[np.argmax(in_graph)])])
         return np.stack([n[good], k[good], cols.cached_token[at][good], running[good], line_no[good],
                          np.full(int(good.sum()), dp, dtype=np.int64), cols.graph[at][good].astype(np.int64)], axis=1)
 
-    def _count_kept(self, count: int, labels: Iterable[str], last_label: str) -> None:
+    def _count_kept(self, count: int, labels: Iterable[str], last_label: str, graph_line: int = 0, graph_label: str = "") -> None:
         """Bookkeeping of `count` distinct forwards kept in the current launch, the verdict labels
-        they printed and the last one ('' none): one rule for `_take` and `_take_block`."""
+        they printed and the last one ('' none), the first of them whose verdict says it ran in a
+        graph (`graph_line`, 0 none; `graph_label` its label): one rule for `_take` and `_take_block`."""
         s = self.summary
         s.forwards += count
         launch = self.scan.current
         s.launch_forwards[launch] = s.launch_forwards.get(launch, 0) + count
-        self.scan.forward(count)
+        self.scan.forward(count, graph_line, graph_label)
         if last_label:
             s.graph_label = last_label
         s.labels.update(labels)
@@ -458,7 +460,7 @@ class LogParser:
             s.unreadable += 1
             s.first_unreadable_line = s.first_unreadable_line or line_no
             return None
-        self._count_kept(1, (rec.graph_label,) if rec.graph_label else (), rec.graph_label)
+        self._count_kept(1, (rec.graph_label,) if rec.graph_label else (), rec.graph_label, line_no if rec.graph == 1 else 0, rec.graph_label)
         return n, k, max(rec.cached_token - rec.replay_token, 0), rec.running_req, line_no, rec.dp_rank, rec.graph
 
 

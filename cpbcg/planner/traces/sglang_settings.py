@@ -201,6 +201,9 @@ class LogSettings:
     """The model class the server loaded (`Load weight end. ... type=X`) and its line; None when not printed."""
     device_name: tuple[str, int] | None = None
     """The GPU as torch names it (`NVIDIA_H100_80GB_HBM3`, `_DEVICE_NAME`) and its line; None when not printed."""
+    graph_forward: tuple[str, int] | None = None
+    """The launch's first `Prefill batch` line whose verdict says the forward ran in a graph (`cuda graph: True`):
+    (its label, line); None when none was read. A fact that wins over anything inferred about `prefill_graphs`."""
 
     def overrides(self) -> dict[str, Any]:
         """Dotted config keys -> values, for `load_config` (a layer under the command line)."""
@@ -282,21 +285,25 @@ def settings_lines(blob: bytes) -> list[tuple[int, bytes]]:
     return out
 
 
+VERDICT = re.compile(rb"\b(cuda|npu|cpu|musa|xpu) graph: (True|False)\b")
+"""A `Prefill batch` line's verdict: whether its forward ran in a graph (`cuda graph: True`), as the server printed it."""
+
+
 FOLLOWING_PREFIX_LINES = 4096
 """Lines after a log's first `Prefill batch` whose rank prefixes the settings scan reads (the other
 ranks' copies of the first forwards: `ATTN_CP0..N-1` shows the CP size a launch does not state)."""
 
 
 def _first_forward_prefix(scan: "LaunchScan", first: int, blob: bytes, stop: int) -> None:
-    """The rank prefix of the first `Prefill batch` line (at `stop` in `blob`), as its reader sees it."""
+    """The rank prefix and verdict of the first `Prefill batch` line (at `stop` in `blob`), as its reader sees them."""
     if stop < 0:
         return
-    start = blob.rfind(b"\n", 0, stop) + 1
-    prefixes = list(_ANY_PREFIX.finditer(blob, start, stop))
-    if not prefixes:
-        return
+    start, end = blob.rfind(b"\n", 0, stop) + 1, blob.find(b"\n", stop)
     line_no = first + blob.count(b"\n", 0, start)
-    scan.prefix(prefixes[-1].group(1), line_no)
+    _graph_verdict(scan, blob[stop:end if end >= 0 else len(blob)], line_no)
+    prefixes = list(_ANY_PREFIX.finditer(blob, start, stop))
+    if prefixes:
+        scan.prefix(prefixes[-1].group(1), line_no)
     # The other ranks' copies of the first forwards follow: their prefixes show the CP size (ATTN_CP0..N-1),
     # as the whole log's reader sees them. Read on through the Prefill batch lines of this launch in
     # this blob, up to its next settings line (a later launch may differ).
@@ -314,6 +321,13 @@ def _first_forward_prefix(scan: "LaunchScan", first: int, blob: bytes, stop: int
         prefixes = list(_ANY_PREFIX.finditer(line, 0, cut))
         if prefixes:
             scan.prefix(prefixes[-1].group(1), line_no)
+        _graph_verdict(scan, line[cut:], line_no)
+
+
+def _graph_verdict(scan: "LaunchScan", body: bytes, line_no: int) -> None:
+    """A `Prefill batch` line's verdict (`body`, the line from `Prefill batch` on), read as its reader reads it."""
+    if (m := VERDICT.search(body)) is not None and m.group(2) == b"True":
+        scan.graph_verdict(line_no, m.group(1).decode() + " graph")
 
 
 class LaunchScan:
@@ -362,9 +376,17 @@ class LaunchScan:
         """A rank prefix's tags (`PP1 ATTN_CP2 TP2`) seen on line `line_no` of the current launch."""
         self._scans[-1].prefix(tags, line_no)
 
-    def forward(self, count: int = 1) -> None:
-        """The current launch ran `count` forwards (later dumps begin a new launch)."""
+    def forward(self, count: int = 1, graph_line: int = 0, graph_label: str = "") -> None:
+        """The current launch ran `count` forwards (later dumps begin a new launch); `graph_line`
+        (0: none) the first of them whose verdict (`graph_label: True`) says it ran in a graph."""
         self._scans[-1].forwards += count
+        self.graph_verdict(graph_line, graph_label)
+
+    def graph_verdict(self, line_no: int, label: str) -> None:
+        """A `Prefill batch` line of the current launch (line `line_no`, 0: none) says `label: True`."""
+        scan = self._scans[-1]
+        if line_no and scan.graph_forward is None:
+            scan.graph_forward = (label or "cuda graph", line_no)
 
     def launches(self) -> list[LogSettings]:
         return [replace(s.result(), path=self.path) for s in self._scans]
@@ -398,6 +420,7 @@ class _Scan:
         self.plain_prefix_line = 0
         self.architecture: tuple[str, int] | None = None
         self.device_name: tuple[str, int] | None = None
+        self.graph_forward: tuple[str, int] | None = None
 
     def prefix(self, tags: bytes, line_no: int) -> None:
         if not tags.strip():
@@ -507,7 +530,7 @@ class _Scan:
             tuple(settings), dict(a), self.args_line, tuple(self.captured), self._cost(), self.version, self.date,
             graphs, bool(a.get("enable_lora") or a.get("lora_paths")), self._notes(cp, graphs, graphs_origin), "",
             self.launch, self.first_line, dict(self.flags), dict(self.resolved), dict(self.ranks), graphs_origin, self.version_line,
-            self.dump_line, self.captured_line, tuple(self.unreadable), self.architecture, self.device_name,
+            self.dump_line, self.captured_line, tuple(self.unreadable), self.architecture, self.device_name, self.graph_forward,
         )
 
     def _cp_shown(self) -> LogSetting | None:
@@ -535,11 +558,20 @@ class _Scan:
         return None
 
     def _prefill_graphs(self) -> tuple[bool | None, str]:
-        """Whether prefill graphs were on and where that was read (capture lines win: measured)."""
-        a, at = self.args, f"line {self.args_line}"
-        where = "launch flags" if self.from_flags else "server_args"
+        """Whether prefill graphs were on and where that was read. What the server printed it did
+        wins over what its settings imply: capture lines (measured), then a `Prefill batch` line
+        whose verdict says it ran in a graph (0.5.23 prints `cuda graph: True` only for a forward
+        replayed from a captured graph); else the start-up settings (`_settings_graphs`)."""
         if self.captured or self.steps:
             return True, f"capture lines, line {self.captured_line or self.steps_line}"
+        if self.graph_forward is not None:
+            return True, f"the Prefill batch lines' verdicts ({self.graph_forward[0]}: True), line {self.graph_forward[1]}"
+        return self._settings_graphs()
+
+    def _settings_graphs(self) -> tuple[bool | None, str]:
+        """Whether the start-up settings turn prefill graphs on or off, and where that was read."""
+        a, at = self.args, f"line {self.args_line}"
+        where = "launch flags" if self.from_flags else "server_args"
         if "prefill_graphs" in self.resolved:
             return False, f"resolved by the server (pipeline parallelism), line {self.resolved['prefill_graphs'][1]}"
         backend = _prefill_phase(a).get("backend") or a.get("cuda_graph_backend_prefill")
@@ -558,7 +590,8 @@ class _Scan:
         if a.get("disable_cuda_graph") is True:  # 0.5.23 `cuda_graph_hook`: turns both phases off
             return False, f"{where}.disable_cuda_graph, {at}"
         if self.dump_line and "tp_size" in a and not any(k in a for k in _PREFILL_GRAPH_KEYS):
-            return False, f"server_args has no prefill-graph setting (a release before prefill CUDA graphs), line {self.dump_line}"
+            return False, (f"server_args has none of the prefill-graph settings 0.5.23 prints (a release before prefill CUDA graphs, "
+                           f"or a dump cut short), line {self.dump_line}")
         return None, ""
 
     def _cost(self) -> CaptureCost | None:
@@ -580,6 +613,11 @@ class _Scan:
             if not a.get("enable_prefill_cp", True) or pp != 1 or tp != cp:
                 notes.append(f"attn_cp_size {cp} with tp_size {tp}, pp_size {pp}, enable_prefill_cp {a.get('enable_prefill_cp')}: "
                              "SGLang 0.5.23 captures no CP prefill graph here (supports_prefill_cp_bcg)")
+        if self.graph_forward is not None and not (self.captured or self.steps):
+            said, origin = self._settings_graphs()
+            if said is False:
+                notes.append(f"the settings say prefill graphs were off ({origin}), but the Prefill batch line {self.graph_forward[1]} says "
+                             f"`{self.graph_forward[0]}: True`: the forwards' verdicts win, prefill graphs taken as on")
         if graphs is False and _prefill_bs(a)[0]:
             notes.append(f"prefill graphs were off ({graphs_origin}): the listed {_prefill_bs(a)[1]} was not deployed")
         said = unreadable_note(self.path, self.unreadable)
