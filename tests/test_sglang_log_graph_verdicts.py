@@ -73,7 +73,7 @@ def test_plan_replay_check_and_watch_agree_the_server_ran_graphs(tmp_path):
     assert "ran its 40 prefill forwards eagerly" not in plan.stderr
     gate = runner.invoke(app, ["replay-check", "-t", str(path), "--min-coverage", "0.9", *PINNED])
     assert gate.exit_code == 0, gate.output
-    watch = runner.invoke(app, ["watch", str(path), "--duration", "60", "--format", "json", *PINNED])
+    watch = runner.invoke(app, ["watch", str(path), "--max-forwards", str(len(SIZES)), "--duration", "60", "--format", "json", *PINNED])
     assert watch.exit_code == 0, watch.output
     final = orjson.loads(watch.stdout.splitlines()[-1])
     assert final["refusals"] == [] and final["servers"][0]["forwards"] == len(SIZES)
@@ -88,7 +88,7 @@ def test_watch_refuses_a_cut_dump_whose_forwards_ran_eagerly(tmp_path):
 def test_watch_takes_a_server_without_a_capture_line_whose_forwards_ran_in_graphs(tmp_path):
     dump = BARE_DUMP.replace("}\n", ", 'cuda_graph_config': None, 'disable_cuda_graph': False}\n")
     path = bare_log(tmp_path, True, "nocap.log", dump)
-    watch = runner.invoke(app, ["watch", str(path), "--duration", "60", "--format", "json", *PINNED])
+    watch = runner.invoke(app, ["watch", str(path), "--max-forwards", str(len(SIZES)), "--duration", "60", "--format", "json", *PINNED])
     assert watch.exit_code == 0, watch.output
     assert orjson.loads(watch.stdout.splitlines()[-1])["refusals"] == []
 
