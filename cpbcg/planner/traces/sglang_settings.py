@@ -614,8 +614,8 @@ class _Scan:
                 notes.append(f"attn_cp_size {cp} with tp_size {tp}, pp_size {pp}, enable_prefill_cp {a.get('enable_prefill_cp')}: "
                              "SGLang 0.5.23 captures no CP prefill graph here (supports_prefill_cp_bcg)")
         if self.graph_forward is not None and not (self.captured or self.steps):
-            said, origin = self._settings_graphs()
-            if said is False:
+            stated, origin = self._settings_graphs()
+            if stated is False:
                 notes.append(f"the settings say prefill graphs were off ({origin}), but the Prefill batch line {self.graph_forward[1]} says "
                              f"`{self.graph_forward[0]}: True`: the forwards' verdicts win, prefill graphs taken as on")
         if graphs is False and _prefill_bs(a)[0]:
