@@ -207,3 +207,16 @@ def test_a_default_within_the_tolerance_is_not_said_to_reach_the_ceiling_exactly
     screen = " ".join(" ".join(first_screen(invoke(*args).stdout)).split())
     assert "the default is within 0.05% of it (99.99%: 1 forward fewer in graphs)" in screen
     assert "already reaches" not in screen
+
+
+def test_emit_without_k_says_it_wrote_the_full_list_and_how_to_write_the_knee(tmp_path):
+    out = tmp_path / "flags.txt"
+    result = runner.invoke(app, ["plan", "--emit", "sglang", "-o", str(out)], env={"CPBCG_WIDTH": "120"})
+    assert result.exit_code == 0, result.output
+    words = out.read_text().split()
+    full = words[words.index("--cuda-graph-bs-prefill") + 1:words.index("--cuda-graph-max-bs-prefill")]
+    said = [line for line in result.stderr.splitlines() if "--emit sglang wrote" in line]
+    assert said == [f"cpbcg: note: --emit sglang wrote the full recommendation ({len(full)} buckets); the verdict deploys the knee "
+                    f"(15 buckets): cpbcg plan -k 15 --emit sglang -o sglang-flags.txt"]
+    knee = runner.invoke(app, ["plan", "-k", "15", "--emit", "sglang", "-o", str(out)], env={"CPBCG_WIDTH": "120"})
+    assert "--emit sglang wrote" not in knee.stderr
