@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
+from cpbcg.planner.optimise.verdict import CEILING_TOLERANCE
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.words import counted
 
@@ -43,8 +44,13 @@ def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | Non
     out = textwrap.wrap(out[0], width=width, subsequent_indent="  ")
     beyond = ", ".join(f"{n:,} {_REASONS.get(r, r)}" for r, n in v.beyond_ceiling.items())
     ceiling = f"{v.ceiling:.2%} of forwards can replay in graphs" + (f" (no list replays {beyond})" if beyond else "")
-    reach = (f"the default already reaches it ({d.coverage:.2%})" if v.default_at_ceiling
-             else f"the default replays {d.coverage:.2%}: {v.ceiling - d.coverage:.2%} of forwards below it")
+    below = v.default_below_ceiling
+    if v.default_at_ceiling and not below:
+        reach = f"the default already reaches it ({d.coverage:.2%})"
+    elif v.default_at_ceiling:
+        reach = f"the default is within {CEILING_TOLERANCE:.2%} of it ({d.coverage:.2%}: {counted(below, 'forward')} fewer in graphs)"
+    else:
+        reach = f"the default replays {d.coverage:.2%}: {v.ceiling - d.coverage:.2%} of forwards below it ({counted(below, 'forward')})"
     out += _line("ceiling", f"{ceiling}; {reach}", width)
     out += _line("default", f"{_span(d)}: padding {d.padding:.2%}, modelled prefill {d.modelled_s:,.1f} s, {_capture(d)}", width)
     if v.configured is not None:
