@@ -220,3 +220,13 @@ def test_emit_without_k_says_it_wrote_the_full_list_and_how_to_write_the_knee(tm
                     f"(15 buckets): cpbcg plan -k 15 --emit sglang -o sglang-flags.txt"]
     knee = runner.invoke(app, ["plan", "-k", "15", "--emit", "sglang", "-o", str(out)], env={"CPBCG_WIDTH": "120"})
     assert "--emit sglang wrote" not in knee.stderr
+
+
+def test_on_a_log_the_first_screen_says_what_the_server_did_and_that_layouts_are_worst_case(tmp_path):
+    from sglang_log_fixtures import prefill_line, startup_lines, write_log
+
+    body = startup_lines() + "".join(prefill_line(n, 1, graph=(i % 10 != 0)) for i, n in enumerate(range(100, 3100, 30)))
+    log = write_log(tmp_path / "server.log", body)
+    screen = " ".join(" ".join(first_screen(invoke("-t", str(log)).stdout)).split())
+    assert screen.startswith("Verdict on 100 prefill forwards at their worst-case layouts (a server log gives forward sizes, not request lengths)")
+    assert "server the log's cuda graph verdicts: 90.00% of 100 forwards ran in graphs (the model of its list: " in screen
