@@ -300,3 +300,19 @@ def test_held_notes_come_before_the_answer():
     first_out = next(i for i, (name, _) in enumerate(tee.events) if name == "out")
     notes = [i for i, (name, text) in enumerate(tee.events) if name == "err" and text.startswith("cpbcg: ")]
     assert notes and max(notes) < first_out
+
+
+def test_a_launch_command_of_another_engine_is_refused():
+    # `vllm serve m --tp 4` was read as SGLang flags (--tp is --tp-size by prefix) and said "starts"
+    result = CliRunner().invoke(app, ["check-server", "--server-args", "vllm serve m --tp 4"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == ("cpbcg: error: --server-args: 'vllm serve m': not an SGLang 0.5.23 launch command "
+                                             "(python -m sglang.launch_server ..., sglang serve ..., or the flags alone)")
+    ok = CliRunner().invoke(app, ["check-server", "--server-args", "CUDA_VISIBLE_DEVICES=0 python -m sglang.launch_server --model-path m"])
+    assert ok.exit_code != 2 and "starts" in ok.stdout  # read as SGLang (exit 1: no CP graph without attention CP)
+
+
+def test_check_server_without_cp_says_why_there_is_no_cp_graph_not_that_it_does_not_start():
+    result = CliRunner().invoke(app, ["check-server", "--server-args", "python -m sglang.launch_server --model-path m", "--gpu", "H200"],
+                                env={"CPBCG_WIDTH": "200"})
+    assert "CP prefill graphs: no (no attention CP: attn_cp_size 1)" in result.stdout and "does not start" not in result.stdout

@@ -194,3 +194,39 @@ def test_without_a_recommendation_a_configured_list_worse_than_the_default_is_st
     assert ("cpbcg: warning: on this traffic the configured list costs more than SGLang's default list for the chunk: padding 42.66% "
             "against SGLang's default 3.22%; modelled prefill time 6,244.35 s against SGLang's default 4,910.43 s (+27.16%)") in result.stderr
     assert "costs more" not in runner.invoke(app, ["plan", "--no-recommend"]).stderr  # the default itself: nothing to say
+
+
+def test_a_default_within_the_tolerance_is_not_said_to_reach_the_ceiling_exactly():
+    # Azure at 4x on H100 without CP: one forward (a padding-limit miss) below the 100.00% ceiling
+    azure = MOONCAKE.parents[1] / "azure-llm-2023" / "AzureLLMInferenceTrace_conv.csv"
+    if not azure.exists():
+        pytest.skip("the shared traces are not here")
+    args = ("-t", str(azure), "--gpu", "H100", "--cp-size", "1", "--time-scale", "4")
+    v = verdict_json(*args)
+    assert v["default_reaches_ceiling"] is True and v["default_forwards_below_ceiling"] == 1 and v["ceiling_tolerance"] == 0.0005
+    screen = " ".join(" ".join(first_screen(invoke(*args).stdout)).split())
+    assert "the default is within 0.05% of it (99.99%: 1 forward fewer in graphs)" in screen
+    assert "already reaches" not in screen
+
+
+def test_emit_without_k_says_it_wrote_the_full_list_and_how_to_write_the_knee(tmp_path):
+    out = tmp_path / "flags.txt"
+    result = runner.invoke(app, ["plan", "--emit", "sglang", "-o", str(out)], env={"CPBCG_WIDTH": "120"})
+    assert result.exit_code == 0, result.output
+    words = out.read_text().split()
+    full = words[words.index("--cuda-graph-bs-prefill") + 1:words.index("--cuda-graph-max-bs-prefill")]
+    said = [line for line in result.stderr.splitlines() if "--emit sglang wrote" in line]
+    assert said == [f"cpbcg: note: --emit sglang wrote the full recommendation ({len(full)} buckets); the verdict deploys the knee "
+                    f"(15 buckets): cpbcg plan -k 15 --emit sglang -o sglang-flags.txt"]
+    knee = runner.invoke(app, ["plan", "-k", "15", "--emit", "sglang", "-o", str(out)], env={"CPBCG_WIDTH": "120"})
+    assert "--emit sglang wrote" not in knee.stderr
+
+
+def test_on_a_log_the_first_screen_says_what_the_server_did_and_that_layouts_are_worst_case(tmp_path):
+    from sglang_log_fixtures import prefill_line, startup_lines, write_log
+
+    body = startup_lines() + "".join(prefill_line(n, 1, graph=(i % 10 != 0)) for i, n in enumerate(range(100, 3100, 30)))
+    log = write_log(tmp_path / "server.log", body)
+    screen = " ".join(" ".join(first_screen(invoke("-t", str(log)).stdout)).split())
+    assert screen.startswith("Verdict on 100 prefill forwards at their worst-case layouts (a server log gives forward sizes, not request lengths)")
+    assert "server the log's cuda graph verdicts: 90.00% of 100 forwards ran in graphs (the model of its list: " in screen

@@ -818,3 +818,11 @@ def test_the_command_runs_the_library_defaults_declared_once():
     finally:
         use_case.run = original
     assert seen == [WatchOptions(), WatchOptions(window_forwards=2000, interval_s=0.5, max_scrape_errors=0)]
+
+
+def test_a_log_that_never_appears_is_refused_first_without_the_notes(tmp_path):
+    # the notes held until a log is read (assumed settings, no start-up output) are dropped: the error is the first line
+    missing = tmp_path / "nowhere.log"
+    result = runner.invoke(app, ["watch", str(missing), "--duration", "1"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"cpbcg: error: {missing}: no such file (waited 1 s)"]

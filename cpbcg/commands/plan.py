@@ -267,6 +267,13 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
                 "cost_model": deployment.cost.to_dict()}
         decode_list = list(decode.recommended.batch_sizes) if decode is not None and decode.recommended is not None else None
         export = _export(exported, request.emit.value, deployment, meta, note, decode_list)
+        chosen = rec.verdict if rec is not None else None
+        if chosen is not None and request.max_buckets is None and request.target_coverage is None and chosen.deploy != "full" \
+                and len(exported) != chosen.deployed.num_buckets:
+            what = "SGLang's default list" if chosen.deploy == "default" else f"the knee ({chosen.deployed.num_buckets} buckets)"
+            note(f"cpbcg: note: --emit {request.emit.value} wrote the full recommendation ({len(exported)} buckets); the verdict "
+                 f"deploys {what}" + ("" if chosen.deploy == "default" else
+                                      f": {flags_command(invocation, [str(p) for p in paths], chosen.deployed.num_buckets)}"))
     logs: tuple[LogObserved, ...] = ()
     if len(sources) == 1 and sources[0].log_summary is not None:
         logs = (LogObserved(display(first if first is not None else "-"), sources[0].log or LogSettings(), result.observed,

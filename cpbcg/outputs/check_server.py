@@ -65,7 +65,8 @@ def render_verdict(verdict: VerdictView) -> "Group":
         lines.append(Text(f"CP prefill graphs: yes ({r.cp_strategy}, prefill backend {r.prefill_attention_backend.value}, "
                           f"supports_prefill_cp_bcg)", style="bold green"))
     else:
-        why = "; ".join(why for what, why in r.findings() if what == "capture no CP graph") or "the server does not start"
+        why = "; ".join(why for what, why in r.findings() if what == "capture no CP graph") or \
+            ("the server does not start" if r.refusals else f"no attention CP: attn_cp_size {r.attn_cp_size}")
         lines.append(Text(f"CP prefill graphs: no ({why})", style="bold red"))
     table = Table(title="Resolved server arguments (value: where it came from)", title_justify="left")
     table.add_column("argument")

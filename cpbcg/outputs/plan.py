@@ -165,7 +165,8 @@ def _tables(report: PlanView, after_verdict: Callable[[], None] = lambda: None) 
     if rec is not None and rec.verdict is not None:
         from cpbcg.outputs.verdict import verdict_lines
 
-        for line in verdict_lines(rec.verdict, report.flags_command, report.memory):
+        for line in verdict_lines(rec.verdict, report.flags_command, report.memory, observed=result.observed,
+                                  bound=report.header.get("bound") is True):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
         if report.decode is not None:
             from cpbcg.outputs.decode import decode_verdict_lines

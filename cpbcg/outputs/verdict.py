@@ -6,11 +6,13 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
+from cpbcg.planner.optimise.verdict import CEILING_TOLERANCE
 from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:
     from cpbcg.engines.sglang.memory import MemoryPreflight
+    from cpbcg.planner.observed import ObservedComparison
     from cpbcg.planner.optimise.verdict import ListFigures, Verdict
 
 MAX_VERDICT_LINES = 25
@@ -33,19 +35,31 @@ def _line(label: str, text: str, width: int) -> list[str]:
                          break_on_hyphens=False)
 
 
-def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | None = None, width: int = VERDICT_WIDTH) -> list[str]:
+def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | None = None, width: int = VERDICT_WIDTH, *,
+                  observed: ObservedComparison | None = None, bound: bool = False) -> list[str]:
     """The verdict as plain lines of at most `width` columns: the ceiling, SGLang's default, the
     knee, the full recommendation (and the configured list when it is not the default), which to
-    deploy and the command that writes its flags, the budgets, warnings and where the figures come from."""
+    deploy and the command that writes its flags, the budgets, warnings and where the figures come from.
+    `observed`: a server log's printed verdicts, said second (what the server did beside what is
+    modelled); `bound`: the forwards are sizes judged at their worst-case layouts (a log)."""
     d = v.default
-    out = [f"Verdict on {v.forwards:,} prefill forwards, against SGLang {SGLANG_VERSION}'s default list for the chunk "
+    at = " at their worst-case layouts (a server log gives forward sizes, not request lengths)" if bound else ""
+    out = [f"Verdict on {v.forwards:,} prefill forwards{at}, against SGLang {SGLANG_VERSION}'s default list for the chunk "
            f"({_span(d)}) on the same traffic:"]
     out = textwrap.wrap(out[0], width=width, subsequent_indent="  ")
     beyond = ", ".join(f"{n:,} {_REASONS.get(r, r)}" for r, n in v.beyond_ceiling.items())
     ceiling = f"{v.ceiling:.2%} of forwards can replay in graphs" + (f" (no list replays {beyond})" if beyond else "")
-    reach = (f"the default already reaches it ({d.coverage:.2%})" if v.default_at_ceiling
-             else f"the default replays {d.coverage:.2%}: {v.ceiling - d.coverage:.2%} of forwards below it")
+    below = v.default_below_ceiling
+    if v.default_at_ceiling and not below:
+        reach = f"the default already reaches it ({d.coverage:.2%})"
+    elif v.default_at_ceiling:
+        reach = f"the default is within {CEILING_TOLERANCE:.2%} of it ({d.coverage:.2%}: {counted(below, 'forward')} fewer in graphs)"
+    else:
+        reach = f"the default replays {d.coverage:.2%}: {v.ceiling - d.coverage:.2%} of forwards below it ({counted(below, 'forward')})"
     out += _line("ceiling", f"{ceiling}; {reach}", width)
+    if observed is not None and observed.forwards:
+        out += _line("server", f"the log's {observed.label} verdicts: {observed.coverage:.2%} of {observed.forwards:,} forwards ran in "
+                     f"graphs (the model of its list: {observed.model_coverage:.2%}; the observed table below compares them)", width)
     out += _line("default", f"{_span(d)}: padding {d.padding:.2%}, modelled prefill {d.modelled_s:,.1f} s, {_capture(d)}", width)
     if v.configured is not None:
         c = v.configured

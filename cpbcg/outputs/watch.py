@@ -153,15 +153,22 @@ def report_json_line(report: WatchReport) -> str:
     return orjson.dumps(report.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode() + "\n"
 
 
+def _release_once_read(snap: WatchSnapshot) -> None:
+    """Show the held notes once a log has been read (a log that never appears ends in its error,
+    which must come first: the notes are dropped then)."""
+    if any(server.freshness.bytes_read for server in snap.servers):
+        release_stderr()
+
+
 @contextmanager
 def live(output_format: OutputFormat) -> Iterator[Callable[[WatchSnapshot], None]]:
     """While a watch runs, what shows each update (the use case's `on_snapshot`): one JSON line on
     stdout per update (`json`), a live view on a terminal (`table`; nothing more elsewhere). The
-    first update means the logs were opened and read: the notes held until then show
-    (`release_stderr`, the one refusal path) and later ones as they come."""
+    first update after a log was read shows the notes held until then (`release_stderr`, the one
+    refusal path) and later ones as they come."""
     if output_format is OutputFormat.json:
         def emit(snap: WatchSnapshot) -> None:
-            release_stderr()
+            _release_once_read(snap)
             line = snapshot_json_line(snap)
             if line is not None:
                 echo(line, nl=False)
@@ -174,12 +181,12 @@ def live(output_format: OutputFormat) -> Iterator[Callable[[WatchSnapshot], None
 
             with Live(console=console, auto_refresh=False, transient=True) as view:
                 def show(snap: WatchSnapshot) -> None:
-                    release_stderr()
+                    _release_once_read(snap)
                     view.update(snapshot_view(snap), refresh=True)
 
                 yield show
         else:
-            yield lambda snap: release_stderr()
+            yield _release_once_read
     else:
         assert_never(output_format)
 

@@ -100,6 +100,12 @@ class Verdict:
         return self.default.coverage >= self.ceiling - CEILING_TOLERANCE
 
     @property
+    def default_below_ceiling(self) -> int:
+        """Forwards the ceiling replays in graphs and SGLang's default list does not (0 at the ceiling;
+        a few where it is `default_at_ceiling` within `CEILING_TOLERANCE`)."""
+        return max(0, round((self.ceiling - self.default.coverage) * self.forwards))
+
+    @property
     def deployed(self) -> ListFigures:
         """The list `deploy` names."""
         if self.deploy == "default":
@@ -119,7 +125,8 @@ class Verdict:
                     "graph_mib_saved_vs_default": self.default.graph_mib - f.graph_mib}
 
         return {"forwards": self.forwards, "ceiling": self.ceiling, "beyond_ceiling": dict(self.beyond_ceiling),
-                "default_reaches_ceiling": self.default_at_ceiling,
+                "default_reaches_ceiling": self.default_at_ceiling, "ceiling_tolerance": CEILING_TOLERANCE,
+                "default_forwards_below_ceiling": self.default_below_ceiling,
                 "default": one(self.default), "knee": one(self.knee), "recommended": one(self.full), "configured": one(self.configured),
                 "deploy": self.deploy, "deploy_num_buckets": self.deployed.num_buckets, "deploy_reason": self.deploy_reason,
                 "budgets": list(self.budgets), "warnings": list(self.warnings), "capture_source": self.capture_source,

@@ -101,7 +101,8 @@ def parse_launch_words(words: Sequence[str], source: str = "launch command",
                        unrecognized: list[str] | None = None) -> dict[str, Given]:
     """Server arguments from the words of `python -m sglang.launch_server ...` (or `sglang serve`,
     or the flags alone): `--name value`, `--name=value`, `--flag` (true), `--name v1 v2 ...`
-    (lists). Leading words before the first `--flag` (the program) are skipped; the last of a
+    (lists). Leading words before the first `--flag` (the program) are skipped, and must name
+    SGLang's launcher (`sglang.launch_server`, `launch_server.py`, `sglang serve`: a `vllm serve` command raises); the last of a
     repeated flag wins, as argparse does; an unambiguous prefix names its option and an alias its
     field (`--tp 4` is `--tp-size 4`: `resolve_option`, `option_dest`), an ambiguous one raises. Values of the arguments the resolution reads are
     checked; others are kept as text. Raises `ValueError` ("--page-size: expected ...") for a
@@ -111,6 +112,10 @@ def parse_launch_words(words: Sequence[str], source: str = "launch command",
     i = 0
     while i < len(words) and not words[i].startswith("--"):
         i += 1
+    program = [w for w in words[:i] if "=" not in w]  # leading VAR=value environment words aside
+    if program and not any("sglang" in w or "launch_server" in w for w in program):
+        raise ValueError(f"{' '.join(program)[:60]!r}: not an SGLang {SGLANG} launch command (python -m sglang.launch_server ..., "
+                         f"sglang serve ..., or the flags alone)")
     while i < len(words):
         word = words[i]
         if not word.startswith("--") or word == "--":
