@@ -23,8 +23,9 @@ from cpbcg.planner.model.bucket_spec import NOT_A_SPEC, buckets_of_document, buc
 if TYPE_CHECKING:
     pass
 
-BUCKET_FILE_SUFFIXES = (".yaml", ".yml", ".json")
-"""Suffixes that make a spec a file even before it exists (so a missing one says "no such file")."""
+BUCKET_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".txt", ".sh", ".flags")
+"""Suffixes that make a spec a file even before it exists (so a missing one says "no such file"):
+bucket lists (YAML, JSON) and flags files (`--emit sglang` output, a launch script)."""
 
 
 def resolve_bucket_spec(spec: str | list[int]) -> list[int]:

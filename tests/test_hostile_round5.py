@@ -316,3 +316,10 @@ def test_check_server_without_cp_says_why_there_is_no_cp_graph_not_that_it_does_
     result = CliRunner().invoke(app, ["check-server", "--server-args", "python -m sglang.launch_server --model-path m", "--gpu", "H200"],
                                 env={"CPBCG_WIDTH": "200"})
     assert "CP prefill graphs: no (no attention CP: attn_cp_size 1)" in result.stdout and "does not start" not in result.stdout
+
+
+@pytest.mark.parametrize("name", ["nosuch.txt", "nosuch.sh", "nosuch.flags"])
+def test_a_missing_flags_file_given_as_buckets_says_no_such_file(name):
+    result = invoke("plan", "--buckets", name)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == f"cpbcg: error: command line: buckets: {name}: no such file"
