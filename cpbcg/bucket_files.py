@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 
 from cpbcg.errors import ConfigError
 from cpbcg.inputs import load_json, load_yaml, path_exists, read_input_bytes, yaml_key_lines
 from cpbcg.planner.model.bucket_spec import NOT_A_SPEC, buckets_of_document, buckets_of_flags, flag_words, parse_bucket_spec
-
-if TYPE_CHECKING:
-    pass
 
 BUCKET_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".txt", ".sh", ".flags")
 """Suffixes that make a spec a file even before it exists (so a missing one says "no such file"):

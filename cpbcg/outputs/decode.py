@@ -29,7 +29,7 @@ def _sizes(sizes: tuple[int, ...]) -> str:
 def decode_verdict_lines(plan: DecodePlan) -> list[str]:
     """The decode phase as the verdict's `decode` entry, wrapped as the verdict's lines are
     (`outputs.verdict`); the detail: `decode_renderable`."""
-    from cpbcg.outputs.verdict import VERDICT_WIDTH, _line
+    from cpbcg.outputs.verdict import VERDICT_WIDTH, labelled_line
 
     conf, rec = plan.configured, plan.recommended
     if not plan.server.enabled:
@@ -42,7 +42,7 @@ def decode_verdict_lines(plan: DecodePlan) -> list[str]:
     if rec is not None:
         head += (f"; recommended max_bs {rec.max_bs}, {len(rec.batch_sizes)} sizes: {pct(rec.coverage)} in graphs, modelled decode "
                  f"{rec.modelled_s:,.1f} s vs {conf.modelled_s:,.1f} s (assumed step times); --emit sglang carries it")
-    return _line("decode", head, VERDICT_WIDTH)
+    return labelled_line("decode", head, VERDICT_WIDTH)
 
 
 def decode_renderable(plan: DecodePlan) -> Group:

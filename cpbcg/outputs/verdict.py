@@ -30,7 +30,8 @@ def _capture(f: ListFigures) -> str:
     return f"capture {f.capture_s:,.0f} s and {f.graph_mib:,.0f} MiB per server start"
 
 
-def _line(label: str, text: str, width: int) -> list[str]:
+def labelled_line(label: str, text: str, width: int) -> list[str]:
+    """`text` wrapped to `width` columns under a left-hand `label` column (the verdict's layout)."""
     return textwrap.wrap(text, width=width, initial_indent=f"  {label:<{_LABEL}}", subsequent_indent=" " * (_LABEL + 2),
                          break_on_hyphens=False)
 
@@ -56,40 +57,40 @@ def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | Non
         reach = f"the default is within {CEILING_TOLERANCE:.2%} of it ({d.coverage:.2%}: {counted(below, 'forward')} fewer in graphs)"
     else:
         reach = f"the default replays {d.coverage:.2%}: {v.ceiling - d.coverage:.2%} of forwards below it ({counted(below, 'forward')})"
-    out += _line("ceiling", f"{ceiling}; {reach}", width)
+    out += labelled_line("ceiling", f"{ceiling}; {reach}", width)
     if observed is not None and observed.forwards:
-        out += _line("server", f"the log's {observed.label} verdicts: {observed.coverage:.2%} of {observed.forwards:,} forwards ran in "
+        out += labelled_line("server", f"the log's {observed.label} verdicts: {observed.coverage:.2%} of {observed.forwards:,} forwards ran in "
                      f"graphs (the model of its list: {observed.model_coverage:.2%}; the observed table below compares them)", width)
-    out += _line("default", f"{_span(d)}: padding {d.padding:.2%}, modelled prefill {d.modelled_s:,.1f} s, {_capture(d)}", width)
+    out += labelled_line("default", f"{_span(d)}: padding {d.padding:.2%}, modelled prefill {d.modelled_s:,.1f} s, {_capture(d)}", width)
     if v.configured is not None:
         c = v.configured
-        out += _line("configured", f"{_span(c)}: {c.coverage:.2%} in graphs, padding {c.padding:.2%}, modelled prefill "
+        out += labelled_line("configured", f"{_span(c)}: {c.coverage:.2%} in graphs, padding {c.padding:.2%}, modelled prefill "
                      f"{v.change(c):+.2%} vs the default ({c.modelled_s:,.1f} s), {_capture(c)}", width)
     if v.knee is not None:
         k = v.knee
-        out += _line("knee", f"{counted(k.num_buckets, 'bucket')}: {k.coverage:.2%} in graphs, padding {k.padding:.2%}, modelled prefill "
+        out += labelled_line("knee", f"{counted(k.num_buckets, 'bucket')}: {k.coverage:.2%} in graphs, padding {k.padding:.2%}, modelled prefill "
                      f"{v.change(k):+.2%} vs the default ({k.modelled_s:,.1f} s); {_capture(k)}: saves "
                      f"{d.capture_s - k.capture_s:,.0f} s and {d.graph_mib - k.graph_mib:,.0f} MiB against the default", width)
     f = v.full
-    out += _line("full", f"{counted(f.num_buckets, 'bucket')}: {f.coverage:.2%} in graphs, padding {f.padding:.2%} (default {d.padding:.2%}), "
+    out += labelled_line("full", f"{counted(f.num_buckets, 'bucket')}: {f.coverage:.2%} in graphs, padding {f.padding:.2%} (default {d.padding:.2%}), "
                  f"modelled prefill {v.change(f):+.2%} vs the default ({f.modelled_s:,.1f} s); {_capture(f)}", width)
     if v.decode is not None:  # issue 41's decode line
-        out += _line("decode", str(v.decode.get("said", v.decode)), width)
+        out += labelled_line("decode", str(v.decode.get("said", v.decode)), width)
     chosen = v.deployed
     which = {"knee": "the knee", "recommended": "the full recommendation", "default": "SGLang's default list"}[v.deploy]
-    out += _line("deploy", f"{which} ({counted(chosen.num_buckets, 'bucket')}): {v.deploy_reason}", width)
+    out += labelled_line("deploy", f"{which} ({counted(chosen.num_buckets, 'bucket')}): {v.deploy_reason}", width)
     if command is not None and v.deploy != "default":
-        out += _line("flags", command, width)
+        out += labelled_line("flags", command, width)
     if memory is not None:
-        out += _line("memory", memory.said("knee" if v.deploy == "knee" else "list", v.deployed.num_buckets), width)
+        out += labelled_line("memory", memory.said("knee" if v.deploy == "knee" else "list", v.deployed.num_buckets), width)
     for said in v.budgets:
-        out += _line("budget", said, width)
+        out += labelled_line("budget", said, width)
     how = (f"estimates within x/÷{v.capture_range:g} (docs/costs.md)" if v.capture_range > 1
            else v.capture_source.split(" (")[0])  # `calibrated from FILE:LINE`
-    tail = _line("costs", f"capture: {how}; time: the cost model below", width)
-    full = [line for said in v.warnings for line in _line("warning", said, width)]
+    tail = labelled_line("costs", f"capture: {how}; time: the cost model below", width)
+    full = [line for said in v.warnings for line in labelled_line("warning", said, width)]
     if len(out) + len(full) + len(tail) <= MAX_VERDICT_LINES:
         return out + full + tail
     # too long for one screen: each warning's first clause here, its numbers after the screen
-    short = [line for said in v.warnings for line in _line("warning", said.split(":")[0] + " (numbers below)", width)]
+    short = [line for said in v.warnings for line in labelled_line("warning", said.split(":")[0] + " (numbers below)", width)]
     return out + short + tail + [""] + full

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cpbcg.engines.sglang.decode import default_decode_max_bs
 from cpbcg.planner.hardware import GPU, ModelSpec
 
 __all__ = ["MemoryPreflight", "decode_max_bs", "kv_bytes_per_token", "preflight", "reserved_mem_mib"]
@@ -35,18 +36,9 @@ MLA_PREFILL_RESERVE_MIB = 1.5 * 1024
 
 def decode_max_bs(gpu_mem_mib: int, tp_size: int, max_running_requests: int | None = None) -> int:
     """0.5.23 `handle_gpu_memory_settings`'s default decode graph `max_bs` for a GPU of
-    `gpu_mem_mib` MiB at `tp_size`, capped by `max_running_requests` when given."""
-    gib = gpu_mem_mib / 1024
-    if gib < 20:
-        bs = 8
-    elif gib < 35:
-        bs = 48 if tp_size < 4 else 160
-    elif gib < 60:
-        bs = 32 if tp_size < 4 else 160
-    elif gib < 160:
-        bs = 256 if tp_size < 4 else 512
-    else:
-        bs = 512
+    `gpu_mem_mib` MiB at `tp_size` (`decode.default_decode_max_bs`, the one restatement), capped by
+    `max_running_requests` when given."""
+    bs = default_decode_max_bs(gpu_mem_mib, tp_size)
     return min(bs, max_running_requests) if max_running_requests is not None else bs
 
 
