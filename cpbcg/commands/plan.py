@@ -259,6 +259,8 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     header = {**report_header(deployment, source, paths[0] if len(paths) == 1 else None), **result.launch_header()}
     if len(paths) > 1:
         header["source"] = ", ".join(str(p) for p in paths)
+    verdict = rec.verdict if rec is not None else None
+    command = None if verdict is None or verdict.deploy == "default" else flags_command(invocation, [str(p) for p in paths], verdict.deployed.num_buckets)
     export = None
     if request.emit is not None:
         exported = rec.buckets if rec is not None else result.evaluation.buckets
@@ -267,13 +269,11 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
                 "cost_model": deployment.cost.to_dict()}
         decode_list = list(decode.recommended.batch_sizes) if decode is not None and decode.recommended is not None else None
         export = _export(exported, request.emit.value, deployment, meta, note, decode_list)
-        chosen = rec.verdict if rec is not None else None
-        if chosen is not None and request.max_buckets is None and request.target_coverage is None and chosen.deploy != "full" \
-                and len(exported) != chosen.deployed.num_buckets:
-            what = "SGLang's default list" if chosen.deploy == "default" else f"the knee ({chosen.deployed.num_buckets} buckets)"
+        if verdict is not None and request.max_buckets is None and request.target_coverage is None and verdict.deploy != "full" \
+                and len(exported) != verdict.deployed.num_buckets:
+            what = "SGLang's default list" if command is None else f"the knee ({verdict.deployed.num_buckets} buckets): {command}"
             note(f"cpbcg: note: --emit {request.emit.value} wrote the full recommendation ({len(exported)} buckets); the verdict "
-                 f"deploys {what}" + ("" if chosen.deploy == "default" else
-                                      f": {flags_command(invocation, [str(p) for p in paths], chosen.deployed.num_buckets)}"))
+                 f"deploys {what}")
     logs: tuple[LogObserved, ...] = ()
     if len(sources) == 1 and sources[0].log_summary is not None:
         logs = (LogObserved(display(first if first is not None else "-"), sources[0].log or LogSettings(), result.observed,
@@ -283,8 +283,6 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         for one in logs:
             for line in log_settings_notes(one.settings, {}):
                 note(line.replace("cpbcg: from the log:", f"cpbcg: from {one.path}{launch_label(one.settings, one.summary)}:"))
-    verdict = rec.verdict if rec is not None else None
-    command = None if verdict is None or verdict.deploy == "default" else flags_command(invocation, [str(p) for p in paths], verdict.deployed.num_buckets)
     memory = None if rec is None or verdict is None else memory_preflight(deployment, rec)
     return PlanReport(deployment, header, result, comparison, source, export, log, logs, len(sources), command, memory, decode)
 
