@@ -652,44 +652,38 @@ def test_a_log_without_start_up_output_says_whose_settings_it_assumed(tmp_path):
     assert server["observed"]["launches"][0]["assumed"] == server["launches"][0]["assumed"] == server["assumed"]
 
 
-def test_ctrl_c_ends_the_run_with_its_report(tmp_path):
-    import signal
-
-    log = lines_log(tmp_path, [True] * 20)
+def _stopped_by(signal_number: int, log: Path, min_observed_coverage: str) -> tuple[int, dict, str]:
+    """A `watch --format json` run on `log` stopped by `signal_number` after its first update: its exit
+    code, its final JSON line and its stderr."""
     proc = subprocess.Popen([sys.executable, "-m", "cpbcg", "watch", str(log), "--duration", "30", "--interval", "0.2", "--format", "json",
-                             "--min-observed-coverage", "0.5", *PINNED], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "--min-observed-coverage", min_observed_coverage, *PINNED], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None
         first = orjson.loads(proc.stdout.readline())  # the first update: bounded by --duration 30
         assert first["type"] == "snapshot" and first["forwards"] == 20
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal_number)
         out, err = proc.communicate(timeout=LIMIT_S)
     finally:
         proc.kill()
-    final = orjson.loads(out.splitlines()[-1])
-    assert (proc.returncode, final["type"], final["stopped_by"], final["passed"]) == (0, "result", "interrupted", True)
+    return proc.returncode, orjson.loads(out.splitlines()[-1]), err.decode()
+
+
+def test_ctrl_c_ends_the_run_with_its_report(tmp_path):
+    import signal
+
+    code, final, _ = _stopped_by(signal.SIGINT, lines_log(tmp_path, [True] * 20), "0.5")
+    assert (code, final["type"], final["stopped_by"], final["passed"]) == (0, "result", "interrupted", True)
 
 
 def test_sigterm_ends_a_gated_run_with_its_verdict_and_exits_with_it(tmp_path):
     import signal
 
     # half the forwards eager: --min-observed-coverage 0.9 fails on what was read; a pod's shutdown (SIGTERM) must say so
-    log = lines_log(tmp_path, [True, False] * 10)
-    proc = subprocess.Popen([sys.executable, "-m", "cpbcg", "watch", str(log), "--duration", "30", "--interval", "0.2", "--format", "json",
-                             "--min-observed-coverage", "0.9", *PINNED], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None
-        first = orjson.loads(proc.stdout.readline())  # the first update: bounded by --duration 30
-        assert first["type"] == "snapshot" and first["forwards"] == 20
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=LIMIT_S)
-    finally:
-        proc.kill()
-    final = orjson.loads(out.splitlines()[-1])
-    assert (proc.returncode, final["type"], final["stopped_by"], final["passed"]) == (1, "result", "terminated", False)
+    code, final, err = _stopped_by(signal.SIGTERM, lines_log(tmp_path, [True, False] * 10), "0.9")
+    assert (code, final["type"], final["stopped_by"], final["passed"]) == (1, "result", "terminated", False)
     assert final["forwards"] == 20 and final["servers"][0]["observed"]["graph_forwards"] == 10
-    assert "watch: stopped by terminated; FAILED 1 of 1 gate" in err.decode()
-    assert "min_observed_coverage: observed cuda graph coverage 50.00% is below the minimum 90.00%" in err.decode()
+    assert "watch: stopped by terminated; FAILED 1 of 1 gate" in err
+    assert "min_observed_coverage: observed cuda graph coverage 50.00% is below the minimum 90.00%" in err
 
 
 class _SlowStub(_Stub):
