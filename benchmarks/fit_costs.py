@@ -3,19 +3,25 @@
     python benchmarks/fit_costs.py            # the fit, every point's error, the constants
     python benchmarks/fit_costs.py --check    # exit 1 when cpbcg's FITTED differs from the refit
     python benchmarks/fit_costs.py --presets  # before/after: the blog's setups and the shipped presets
+    python benchmarks/fit_costs.py --held-out [--before DIR]  # every point the fit did not see: its
+        # estimate before (the cpbcg checkout DIR, default /work/wt/base40) and after, and the measurement
 
 Data: benchmarks/cost_points.yaml (every point, its source and whether it is fitted). Formulas:
 cpbcg/planner/costs/published.py (the one copy; this script only chooses their constants).
 Fits are least squares on log(estimate / measurement): capture time (one constant, the start-up
-taken from its own point), graph memory (two constants, linear), forward time (three constants,
-a grid search refined around its best point).
+taken from its own point), graph memory (two constants, linear, on the breakable points; the
+tc_piecewise share of the MoE caches from its own points), forward time (three constants, a grid
+search refined around its best point). Points with `fit: false` are held out: never fitted.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +29,8 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# CPBCG_ROOT: the checkout whose formulas to use (--held-out runs this script again on the "before" checkout)
+sys.path.insert(0, os.environ.get("CPBCG_ROOT") or str(Path(__file__).resolve().parents[1]))
 
 from cpbcg.planner.hardware import gpu_by_name, model_spec_from_config  # noqa: E402
 from cpbcg.planner.costs import published as pub  # noqa: E402
@@ -63,7 +70,7 @@ def fit(data: dict[str, Any]) -> pub.CostParams:
         return sum(math.log(pub.capture_seconds(specs[p["model"]], p["shapes"], params) / p["measured_s"]) ** 2 for p in cap)
 
     (c_layer,) = _minimise(cap_loss, [0.1], [100.0], steps=41)
-    mem = [p for p in data["memory"] if p["fit"]]
+    mem = [p for p in data["memory"] if p["fit"] and p.get("backend", "breakable") == "breakable"]
     unit = dataclasses.replace(pub.FITTED, pool_fraction=1.0, graph_mib_per_layer=1.0)
     a = np.array([[pub.graph_pool_mib(specs[p["model"]], p["rows"], p["tp"], unit) / p["measured_mib"],
                    p["graphs"] * pub.per_graph_mib(specs[p["model"]], unit) / p["measured_mib"]] for p in mem])
@@ -72,6 +79,12 @@ def fit(data: dict[str, Any]) -> pub.CostParams:
     else:  # one point left (leave-one-out): no per-graph term (nothing left to tell it from the pool), the pool fitted to it
         per_graph = 0.0
         pool = float(np.mean(1 / a[:, 0]))
+    pooled = dataclasses.replace(pub.FITTED, pool_fraction=_r(pool), graph_mib_per_layer=_r(per_graph), tc_piecewise_cache_fraction=1.0)
+    shares = [(p["measured_mib"] - pub.graph_pool_mib(specs[p["model"]], p["rows"], p["tp"], pooled)
+               - p["graphs"] * pub.per_graph_mib(specs[p["model"]], pooled))
+              / pub.moe_cache_mib(specs[p["model"]], p["rows_sum"], p["tp"], "tc_piecewise", pooled)
+              for p in data["memory"] if p["fit"] and p.get("backend") == "tc_piecewise"]
+    tc_share = float(np.exp(np.mean(np.log(shares)))) if shares else pub.FITTED.tc_piecewise_cache_fraction
     fwd = [p for p in data["forward"] if p["fit"]]
 
     def fwd_loss(x: np.ndarray) -> float:
@@ -80,7 +93,7 @@ def fit(data: dict[str, Any]) -> pub.CostParams:
         return sum(math.log(_forward(specs, p, params) / _forward_measured(p)) ** 2 for p in fwd)
 
     g, e, eff = _minimise(fwd_loss, [0.01, 0.01, 0.05], [5.0, 10.0, 0.7])
-    return pub.CostParams(round(startup, 5), _r(c_layer), _r(pool), _r(per_graph), _r(g), _r(e), _r(eff))
+    return pub.CostParams(round(startup, 5), _r(c_layer), _r(pool), _r(per_graph), _r(g), _r(e), _r(eff), float(f"{tc_share:.2g}"))
 
 
 def _r(x: float) -> float:
@@ -104,14 +117,42 @@ def _estimate(specs: dict[str, Any], section: str, p: dict[str, Any], params: pu
     if section == "capture":
         return "capture s", pub.capture_seconds(specs[p["model"]], p["shapes"], params), p["measured_s"]
     if section == "memory":
-        spec = specs[p["model"]]
-        est = pub.graph_pool_mib(spec, p["rows"], p["tp"], params) + p["graphs"] * pub.per_graph_mib(spec, params)
-        return "graph MiB", est, p["measured_mib"]
+        return "graph MiB", memory_mib(specs[p["model"]], p, params), p["measured_mib"]
     kind = "speedup x" if "speedup" in p else ("eager ms" if "eager_ms" in p else "graph ms")
     return kind, _forward(specs, p, params), _forward_measured(p)
 
 
 SECTIONS = ("capture", "memory", "forward")
+
+
+def memory_mib(spec: Any, p: dict[str, Any], params: Any = None) -> float:
+    """Graph MiB of memory point `p` under this checkout's formulas (an older checkout has no MoE
+    cache term: its pool and per-graph term are the whole estimate)."""
+    params = params or pub.FITTED
+    if hasattr(pub, "graph_memory_mib"):
+        return pub.graph_memory_mib(spec, p["rows"], p["rows_sum"], p["graphs"], p["tp"], p.get("backend", "breakable"), params)
+    return pub.graph_pool_mib(spec, p["rows"], p["tp"], params) + p["graphs"] * pub.per_graph_mib(spec, params)
+
+
+def held_out_estimates(data: dict[str, Any]) -> dict[str, list[float]]:
+    """Every point's estimate under this checkout's shipped constants, per section (what
+    `--held-out` reads from the "before" checkout)."""
+    return {section: [_estimate(data["specs"], section, p, pub.FITTED)[1] for p in data[section]] for section in SECTIONS}
+
+
+def held_out(data: dict[str, Any], before_root: Path) -> list[tuple[str, str, str, float | None, float, float]]:
+    """(section, backend, source, estimate before, estimate after, measured) of every held-out
+    point (`fit: false`); `before` runs this script on the checkout `before_root` (None where it
+    could not run)."""
+    before: dict[str, list[float]] | None = None
+    if (before_root / "cpbcg").is_dir():
+        run = subprocess.run([sys.executable, __file__, "--estimates-json"], capture_output=True, text=True,
+                             env={**os.environ, "CPBCG_ROOT": str(before_root), "PYTHONPATH": str(before_root)})
+        before = json.loads(run.stdout) if run.returncode == 0 else None
+    after = held_out_estimates(data)
+    return [(section, p.get("backend", "breakable"), p["source"], before[section][i] if before else None, after[section][i],
+             _estimate(data["specs"], section, p, pub.FITTED)[2])
+            for section in SECTIONS for i, p in enumerate(data[section]) if not p["fit"]]
 
 
 def errors(data: dict[str, Any], params: pub.CostParams) -> list[tuple[str, str, float, float, bool, float | None]]:
@@ -181,8 +222,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when cpbcg's FITTED constants differ from the refit")
     parser.add_argument("--presets", action="store_true", help="print the before/after estimates of the blog's setups and the presets")
+    parser.add_argument("--held-out", action="store_true", help="print every held-out point's estimate before and after, and its measurement")
+    parser.add_argument("--before", type=Path, default=Path("/work/wt/base40"), help="the cpbcg checkout that gives 'before' (--held-out)")
+    parser.add_argument("--estimates-json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     data = load()
+    if args.estimates_json:
+        print(json.dumps(held_out_estimates(data)))
+        return 0
+    if args.held_out:
+        print(f"{'what':<10} {'backend':<12} {'before':>9} {'after':>9} {'measured':>9} {'ratio before -> after':>22}  source")
+        for section, backend, source, before, after, measured in held_out(data, args.before):
+            kind = {"capture": "capture s", "memory": "graph MiB"}.get(section, "forward")
+            was = "" if before is None else f"{before:>9.4g}"
+            change = f"{'?' if before is None else f'{before / measured:.2f}'} -> {after / measured:.2f}"
+            print(f"{kind:<10} {backend:<12} {was:>9} {after:>9.4g} {measured:>9.4g} {change:>22}  {source}")
+        return 0
     if args.presets:
         before_after(data)
         return 0

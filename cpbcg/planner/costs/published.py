@@ -10,11 +10,13 @@ result):
   (`capture_seconds`): capturing a breakable graph records every layer's kernels once per shape;
   recording is host-bound (the kernels are recorded, not run at size), so the per-shape time
   follows the layer count, not the layer's width, the token count or the GPU;
-* graph memory (MiB): the shared pool sized by the largest bucket's CP-local rows,
-  `POOL_FRACTION * rows * activation_elems * dtype_bytes`, plus `GRAPH_MIB_PER_LAYER * L` per
-  graph (`graph_pool_mib`, `per_graph_mib`); `activation_elems` is `hidden + intermediate/tp`
-  (dense) or `hidden + top_k * (3 * moe_intermediate/tp + hidden)` (MoE: the fused-MoE
-  intermediate caches of the routed tokens, 0.5.23 `fused_moe`'s `intermediate_cache1..3`);
+* graph memory (MiB, `graph_memory_mib`): the shared pool sized by the largest bucket's CP-local
+  rows, `POOL_FRACTION * rows * activation_elems * dtype_bytes` (`activation_elems`: `hidden +
+  intermediate/tp` dense, `hidden` MoE), plus, for MoE, the fused-MoE intermediate caches of
+  EVERY graph's rows, `sum(rows) * top_k * (3 * moe_intermediate/tp + hidden) * dtype_bytes`
+  (0.5.23 `fused_moe`'s `intermediate_cache1..3`, held per captured shape: the MoE points grow
+  with the sum of the list, not its largest; times `BACKEND_MOE_CACHE_FRACTION` of the backend),
+  plus `GRAPH_MIB_PER_LAYER * L` per graph (`graph_pool_mib`, `moe_cache_mib`, `per_graph_mib`);
   TP is the server's `tp_size` (with CP, 0.5.23 requires `tp_size == attn_cp_size`);
 * forward time (ms): a graph replay of B tokens `L * GRAPH_FIXED_MS_PER_LAYER + B * t`, an eager
   forward of n tokens `L * EAGER_FIXED_MS_PER_LAYER + n * t`, with `t` the matmul time per token
@@ -34,8 +36,8 @@ from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec
 
 __all__ = [
     "CAPTURE_RANGE", "FORWARD_RANGE", "MEMORY_RANGE", "PEAK_BF16_TFLOPS", "CostParams", "FITTED",
-    "activation_elems", "active_params", "assumptions", "capture_seconds", "forward_terms", "graph_pool_mib", "per_graph_mib",
-    "peak_tflops",
+    "BACKEND_MOE_CACHE_FRACTION", "activation_elems", "active_params", "assumptions", "capture_seconds", "forward_terms",
+    "graph_memory_mib", "graph_pool_mib", "moe_cache_elems", "moe_cache_mib", "per_graph_mib", "peak_tflops",
 ]
 
 MIB = 1 << 20
@@ -66,6 +68,9 @@ class CostParams:
     """Fixed time of an eager forward per layer (ms): kernel launches the graph avoids."""
     matmul_efficiency: float
     """Fraction of the GPU's dense BF16 peak a prefill forward's matmuls reach."""
+    tc_piecewise_cache_fraction: float = 1.0
+    """The share of the per-graph fused-MoE caches a `tc_piecewise` (torch.compile) graph holds
+    against a breakable one (fitted to SGLang PR #31203's two one-bucket captures)."""
 
 
 FITTED = CostParams(
@@ -76,6 +81,7 @@ FITTED = CostParams(
     graph_fixed_ms_per_layer=0.88341,
     eager_fixed_ms_per_layer=1.5333,
     matmul_efficiency=0.58705,
+    tc_piecewise_cache_fraction=0.43,
 )
 """`benchmarks/fit_costs.py` output on `benchmarks/cost_points.yaml` (a test refits and compares)."""
 
@@ -126,16 +132,47 @@ def active_params(model: ModelSpec) -> float:
 
 
 def activation_elems(model: ModelSpec, tp: int) -> float:
-    """Activation elements per row of the widest step of a layer: the residual stream plus the
-    dense MLP's TP shard (`intermediate / tp`), or, for MoE, the fused-MoE intermediate caches of
-    the `top_k` routed copies of each row (0.5.23 `fused_moe_triton`: `intermediate_cache1`
-    `2 * moe_intermediate / tp`, `intermediate_cache2` `moe_intermediate / tp`,
-    `intermediate_cache3` `hidden`, each per routed copy)."""
+    """Activation elements per row of the widest step of a layer that the shared pool holds: the
+    residual stream plus the dense MLP's TP shard (`intermediate / tp`); for MoE the residual
+    stream only (its routed caches are held per graph: `moe_cache_elems`)."""
     h, tp = model.hidden_size, max(tp, 1)
     if model.num_experts:
-        width = model.moe_intermediate_size or model.intermediate_size or 4 * h
-        return float(h + (model.num_experts_per_tok or 1) * (3 * width / tp + h))
+        return float(h)
     return float(h + (model.intermediate_size or 4 * h) / tp)
+
+
+def moe_cache_elems(model: ModelSpec, tp: int) -> float:
+    """Fused-MoE intermediate cache elements per row (0 for a dense model): the `top_k` routed
+    copies of each row, each `2 * moe_intermediate / tp` (`intermediate_cache1`), `moe_intermediate
+    / tp` (`intermediate_cache2`) and `hidden` (`intermediate_cache3`) wide (0.5.23
+    `fused_moe_triton`)."""
+    if not model.num_experts:
+        return 0.0
+    h, tp = model.hidden_size, max(tp, 1)
+    width = model.moe_intermediate_size or model.intermediate_size or 4 * h
+    return float((model.num_experts_per_tok or 1) * (3 * width / tp + h))
+
+
+BACKEND_MOE_CACHE_FRACTION = {"breakable": 1.0, "full": 1.0}
+"""The share of the fused-MoE caches of each graph's rows a graph of each backend holds (1.0:
+all of them, measured on breakable graphs: GLM-5.2's 42 shapes, Kimi-K2.7 PR #31391, both held
+out of the fit); `tc_piecewise` reads `CostParams.tc_piecewise_cache_fraction`. `full` is
+assumed to hold what breakable does (no published point)."""
+
+
+def moe_cache_mib(model: ModelSpec, rows_sum: float, tp: int, backend: str = "breakable", params: CostParams = FITTED) -> float:
+    """The fused-MoE caches (MiB) a list holds: `rows_sum` (the CP-local rows of every graph,
+    summed) x `moe_cache_elems` x dtype bytes x the backend's share (0 for a dense model)."""
+    share = params.tc_piecewise_cache_fraction if backend == "tc_piecewise" else BACKEND_MOE_CACHE_FRACTION.get(backend, 1.0)
+    return share * rows_sum * moe_cache_elems(model, tp) * model.dtype_bytes / MIB
+
+
+def graph_memory_mib(model: ModelSpec, largest_rows: int, rows_sum: float, graphs: int, tp: int, backend: str = "breakable",
+                     params: CostParams = FITTED) -> float:
+    """Resident graph memory (MiB) of `graphs` graphs whose largest holds `largest_rows` CP-local
+    rows and whose rows sum to `rows_sum`: the pool, the MoE caches and the per-graph term."""
+    return (graph_pool_mib(model, largest_rows, tp, params) + moe_cache_mib(model, rows_sum, tp, backend, params)
+            + graphs * per_graph_mib(model, params))
 
 
 def capture_seconds(model: ModelSpec, num_shapes: int, params: CostParams = FITTED) -> float:
@@ -156,8 +193,9 @@ def graph_pool_mib(model: ModelSpec, rows: int, tp: int, params: CostParams = FI
 
 def eager_peak_mib(model: ModelSpec, rows: int, tp: int, params: CostParams = FITTED) -> float:
     """The activation peak (MiB) of an eager forward of `rows` CP-local rows: the same buffers
-    the pool holds for a graph of that many rows (an assumption: no published figure splits it)."""
-    return graph_pool_mib(model, rows, tp, params)
+    the pool and one graph's MoE caches hold for a graph of that many rows (an assumption: no
+    published figure splits it)."""
+    return graph_pool_mib(model, rows, tp, params) + moe_cache_mib(model, rows, tp, "breakable", params)
 
 
 def per_graph_mib(model: ModelSpec, params: CostParams = FITTED) -> float:

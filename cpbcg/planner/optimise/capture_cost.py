@@ -5,9 +5,10 @@ breakable prefill graphs (`published.py`, docs/costs.md):
 
 * capture time `startup + K * per_shape`: a fixed start-up plus one shape's capture per bucket,
   scaled by the model's layers (host-bound: not by the layer's width);
-* graph memory `pool(rows of the largest bucket) + K * per_graph`: one shared pool that the
-  largest bucket's CP-local rows size (rows per rank, not global tokens: doubling cp and the
-  chunk leaves it unchanged), plus a small per-graph term. A list whose largest bucket serves a
+* graph memory `pool(rows of the largest bucket) + moe_caches(rows of every bucket) + K * per_graph`:
+  one shared pool that the largest bucket's CP-local rows size (rows per rank, not global tokens:
+  doubling cp and the chunk leaves it unchanged), for MoE the fused-MoE caches each graph holds
+  for its own rows (summed over the list), plus a small per-graph term. A list whose largest bucket serves a
   full chunk also removes the eager activation peak of that chunk (`eager_peak_removed_mib`),
   so the net cost (`net_mib`) can fall below zero.
 
@@ -80,14 +81,21 @@ class CaptureModel:
     source: str
     range_factor: float = 1.0
     measured: bool = False
+    mib_per_graph_row: float = 0.0
+    """MiB each graph holds per CP-local row of its own (MoE: its fused-MoE caches; 0 dense)."""
 
     def capture_s(self, k: int | np.ndarray) -> float | np.ndarray:
         """Capture seconds of `k` buckets (int or array)."""
         return self.startup_s + k * self.s_per_graph
 
-    def graph_mib(self, k: int | np.ndarray, largest_tokens: int | np.ndarray, largest_rows: int | np.ndarray) -> float | np.ndarray:
-        """Graph MiB of `k` buckets whose largest has `largest_tokens` tokens and `largest_rows` CP-local rows."""
-        return self.mib_per_row * largest_rows + self.mib_per_token * largest_tokens + k * self.mib_per_graph
+    def graph_mib(self, k: int | np.ndarray, largest_tokens: int | np.ndarray, largest_rows: int | np.ndarray,
+                  rows_sum: float | np.ndarray | None = None) -> float | np.ndarray:
+        """Graph MiB of `k` buckets whose largest has `largest_tokens` tokens and `largest_rows`
+        CP-local rows, and whose rows sum to `rows_sum` (None: `k * largest_rows`, the most they
+        can sum to, which is what the budgets bound)."""
+        rows_all = k * largest_rows if rows_sum is None else rows_sum
+        return (self.mib_per_row * largest_rows + self.mib_per_token * largest_tokens + k * self.mib_per_graph
+                + self.mib_per_graph_row * rows_all)
 
     def within(self, k: int, sizes: np.ndarray, rows: np.ndarray, max_capture_s: float | None, max_graph_mib: float | None) -> np.ndarray:
         """[len(sizes)] bool: whether a list of `k` buckets whose largest is `sizes[i]` (CP-local
@@ -103,7 +111,8 @@ class CaptureModel:
         """The figures of `buckets` (tokens) whose largest holds `largest_rows` CP-local rows."""
         k, top = len(buckets), max(buckets, default=0)
         removed = self.eager_peak_mib if k and top >= self.chunk_tokens else 0.0
-        return CaptureEstimate(float(self.capture_s(k)) if k else 0.0, float(self.graph_mib(k, top, largest_rows)) if k else 0.0,
+        rows_sum = largest_rows * sum(buckets) / top if top else 0.0  # each bucket's rows in proportion to its tokens
+        return CaptureEstimate(float(self.capture_s(k)) if k else 0.0, float(self.graph_mib(k, top, largest_rows, rows_sum)) if k else 0.0,
                                self.source, removed, self.range_factor, self.measured)
 
 
@@ -114,11 +123,12 @@ def capture_model(model: ModelSpec | None, gpu: GPU | None, tp: int, chunk_token
     per_shape = pub.capture_seconds_per_shape(spec)
     source = (f"estimate for {pub.describe(spec)} at TP {tp} ({assumed + '; ' if assumed else ''}{per_shape:.2f} s per shape "
               f"({pub.FITTED.capture_ms_per_layer:g} ms x {spec.num_hidden_layers} layers) + {pub.FITTED.capture_startup_s:g} s start-up, "
-              f"pool {pub.FITTED.pool_fraction:.2f} x rows x {pub.activation_elems(spec, tp):,.0f} x {spec.dtype_bytes} B; fitted to "
-              "SGLang blog 2026-08-15 prefill-build and cg-memory, breakable graphs; docs/costs.md)")
+              f"pool {pub.FITTED.pool_fraction:.2f} x rows x {pub.activation_elems(spec, tp):,.0f} x {spec.dtype_bytes} B"
+              + (f" + MoE caches of every graph's rows x {pub.moe_cache_elems(spec, tp):,.0f} x {spec.dtype_bytes} B" if spec.num_experts else "")
+              + "; fitted to SGLang blog 2026-08-15 prefill-build and cg-memory, breakable graphs; docs/costs.md)")
     return CaptureModel(
         startup_s=pub.FITTED.capture_startup_s, s_per_graph=per_shape, mib_per_row=pub.graph_pool_mib(spec, 1, tp), mib_per_token=0.0,
-        mib_per_graph=pub.per_graph_mib(spec), chunk_tokens=chunk_tokens, eager_peak_mib=pub.eager_peak_mib(spec, chunk_rows, tp),
+        mib_per_graph=pub.per_graph_mib(spec), mib_per_graph_row=pub.moe_cache_mib(spec, 1, tp), chunk_tokens=chunk_tokens, eager_peak_mib=pub.eager_peak_mib(spec, chunk_rows, tp),
         source=source, range_factor=max(pub.CAPTURE_RANGE, pub.MEMORY_RANGE),
     )
 
@@ -138,6 +148,7 @@ def measured_capture_model(estimate: CaptureModel, s_per_bucket: float | None, m
         mib_per_row=estimate.mib_per_row if mib_per_token is None else 0.0,
         mib_per_token=0.0 if mib_per_token is None else mib_per_token,
         mib_per_graph=estimate.mib_per_graph if mib_per_token is None else 0.0,
+        mib_per_graph_row=estimate.mib_per_graph_row if mib_per_token is None else 0.0,
         chunk_tokens=estimate.chunk_tokens, eager_peak_mib=estimate.eager_peak_mib, source=label,
         range_factor=estimate.range_factor if kept else 1.0, measured=not kept,
     )
