@@ -295,3 +295,27 @@ def test_the_deployment_model_reaches_the_capture_estimate():
     assert given.capture.range_factor == pub.CAPTURE_RANGE == 1.6 and not given.capture.measured
     per_shape = pub.capture_seconds_per_shape(model_spec_named("gpt-oss-120b"))
     assert given.capture.capture_s == pytest.approx(pub.FITTED.capture_startup_s + len(given.buckets) * per_shape)
+
+
+def test_fp8_buffers_attention_dp_and_the_dsa_indexer_enter_graph_memory():
+    data = _fit_module().load()
+    kimi, glm, llama = data["specs"]["Kimi-K2"], data["specs"]["GLM-5.2"], data["specs"]["Llama-3.3-70B"]
+    # FP8 activation quantisation holds a one-byte copy of the GEMM inputs: the dense pool per row grows
+    # by (h + I/tp) bytes; a weight-only method (compressed-tensors int4) holds none
+    fp8 = replace(llama, quant_method="fp8")
+    assert pub.pool_bytes_per_row(fp8, 4) - pub.pool_bytes_per_row(llama, 4) == 8192 + 28672 / 4
+    assert pub.pool_bytes_per_row(replace(llama, quant_method="compressed-tensors"), 4) == pub.pool_bytes_per_row(llama, 4)
+    # the MoE caches gain the FP8 copy of intermediate_cache2 (top_k x I/tp bytes per row)
+    assert pub.moe_cache_bytes_per_row(replace(kimi, quant_method="fp8"), 8) - pub.moe_cache_bytes_per_row(kimi, 8) == 8 * 2048 / 8
+    # attention DP gathers every DP rank's rows for the MLP and MoE: dp times the caches, not the residual stream
+    assert pub.moe_cache_bytes_per_row(kimi, 8, dp=4) == 4 * pub.moe_cache_bytes_per_row(kimi, 8)
+    assert pub.pool_bytes_per_row(llama, 4, dp=2) - pub.pool_bytes_per_row(llama, 4) == 28672 / 4 * 2
+    # the DSA indexer's top-k indices (int32, index_topk per row) are in the pool: GLM-5's 2048
+    assert pub.pool_bytes_per_row(glm, 4) - pub.pool_bytes_per_row(replace(glm, index_topk=None), 4) == 2048 * 4
+    # the config.json's quantization_config is read
+    cfg = {**data["models"]["Kimi-K2"], "quantization_config": {"quant_method": "FP8", "weight_block_size": [128, 128]}}
+    assert model_spec_from_config(cfg, "kimi").quant_method == "fp8"
+    assert model_spec_from_config(data["models"]["Kimi-K2"], "kimi").quant_method is None
+    # and reach the plan's estimate: attention DP 2 (MoE) doubles the per-graph caches term
+    one, two = capture_model(kimi, None, 8, 8192, 8192), capture_model(kimi, None, 8, 8192, 8192, dp=2)
+    assert two.mib_per_graph_row == pytest.approx(2 * one.mib_per_graph_row) and "attention DP 2" in two.source

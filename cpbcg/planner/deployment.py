@@ -62,6 +62,16 @@ class Deployment:
         for a deployment built by hand."""
         return self.server.tp_size if self.server is not None else self.cp.cp_size
 
+    @property
+    def attn_dp_size(self) -> int:
+        """Attention DP size: the resolved server's `dp_size` when `--enable-dp-attention` is given
+        (0.5.23 runs attention per DP rank and gathers the rows of every DP rank for the MLP and
+        MoE, so their buffers hold `dp_size` times the rank's rows), else 1."""
+        if self.server is None:
+            return 1
+        given = self.server.given.get("enable_dp_attention")
+        return max(self.server.dp_size, 1) if given is not None and bool(given.value) else 1
+
     def table(self) -> BucketTable:
         """The configured buckets with capacities from the capture model (docs/model.md "Local capacity").
         Raises `ModelError` when no bucket is capturable or the capture layout is impossible."""

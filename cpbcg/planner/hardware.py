@@ -144,6 +144,8 @@ class ModelSpec:
     """`use_mla` of the text config (DeepSeek-VL2 only; default true)."""
     model_type: str | None = None
     """The language model's `model_type` (the `text_config`'s for multimodal models)."""
+    quant_method: str | None = None
+    """`quantization_config.quant_method` (`fp8`, `compressed-tensors`, `mxfp4`, ...); None: unquantised."""
 
 
 def _int(config: Mapping[str, Any], key: str, source: str) -> int | None:
@@ -200,7 +202,17 @@ def model_spec_from_config(config: Mapping[str, Any], source: str) -> ModelSpec:
         index_kpool=_int(shape, "index_kpool", source) or 1,
         use_mla_flag=shape.get("use_mla", True) is not False,
         model_type=str(shape["model_type"]) if isinstance(shape.get("model_type"), str) else None,
+        quant_method=_quant_method(config),
     )
+
+
+def _quant_method(config: Mapping[str, Any]) -> str | None:
+    """`quantization_config.quant_method` of a config.json (top level or `text_config`), lower-case; None when absent."""
+    for where in (config, config.get("text_config")):
+        quant = where.get("quantization_config") if isinstance(where, Mapping) else None
+        if isinstance(quant, Mapping) and isinstance(quant.get("quant_method"), str):
+            return str(quant["quant_method"]).lower()
+    return None
 
 
 MLA_ARCHITECTURES = frozenset({

@@ -37,7 +37,8 @@ from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec
 __all__ = [
     "CAPTURE_RANGE", "FORWARD_RANGE", "MEMORY_RANGE", "PEAK_BF16_TFLOPS", "CostParams", "FITTED",
     "BACKEND_MOE_CACHE_FRACTION", "activation_elems", "active_params", "assumptions", "capture_seconds", "forward_terms",
-    "graph_memory_mib", "graph_pool_mib", "moe_cache_elems", "moe_cache_mib", "per_graph_mib", "peak_tflops",
+    "graph_memory_mib", "graph_pool_mib", "moe_cache_bytes_per_row", "moe_cache_elems", "moe_cache_mib", "per_graph_mib", "peak_tflops",
+    "pool_bytes_per_row", "quant_bytes",
 ]
 
 MIB = 1 << 20
@@ -153,6 +154,42 @@ def moe_cache_elems(model: ModelSpec, tp: int) -> float:
     return float((model.num_experts_per_tok or 1) * (3 * width / tp + h))
 
 
+FP8_ACTIVATION_METHODS = frozenset({"fp8", "w8a8_fp8", "fbgemm_fp8", "modelopt", "modelopt_fp8"})
+"""`quant_method`s whose GEMMs quantise their activations to FP8 (one byte per element, a copy
+beside the bf16 activation: 0.5.23 `fp8_utils`' per-token quantisation); weight-only methods
+(`compressed-tensors` int4, `awq`, `gptq`, `mxfp4`) quantise no activation and hold none."""
+
+DSA_INDEX_BYTES = 4
+"""Bytes per selected key of a DSA indexer's top-k (int32 indices, `index_topk` per row)."""
+
+
+def quant_bytes(model: ModelSpec) -> int:
+    """Bytes per element of the quantised activation copies a model's GEMMs hold (1 for FP8
+    activation quantisation, 0 otherwise)."""
+    return 1 if model.quant_method in FP8_ACTIVATION_METHODS else 0
+
+
+def pool_bytes_per_row(model: ModelSpec, tp: int, dp: int = 1) -> float:
+    """Bytes per CP-local row of the largest bucket that the shared pool holds: the residual
+    stream (`hidden`), the dense MLP's TP shard on the rows attention DP gathers (`dp *
+    intermediate / tp`), FP8 models' one-byte activation copies of both, and a DSA indexer's
+    top-k indices (`index_topk * 4`; GLM-5, DeepSeek-V3.2)."""
+    h, d, q = model.hidden_size, model.dtype_bytes, quant_bytes(model)
+    mlp = 0.0 if model.num_experts else max(dp, 1) * (model.intermediate_size or 4 * h) / max(tp, 1)
+    return h * (d + q) + mlp * (d + q) + (model.index_topk or 0) * DSA_INDEX_BYTES
+
+
+def moe_cache_bytes_per_row(model: ModelSpec, tp: int, dp: int = 1) -> float:
+    """Bytes of fused-MoE caches per CP-local row of one graph (0 dense): `moe_cache_elems` at the
+    model's dtype plus, for FP8, the one-byte copy of `intermediate_cache2` (the down projection's
+    input), on the rows attention DP gathers (`dp` times the rank's)."""
+    if not model.num_experts:
+        return 0.0
+    width = model.moe_intermediate_size or model.intermediate_size or 4 * model.hidden_size
+    fp8_copy = (model.num_experts_per_tok or 1) * width / max(tp, 1) * quant_bytes(model)
+    return max(dp, 1) * (moe_cache_elems(model, tp) * model.dtype_bytes + fp8_copy)
+
+
 BACKEND_MOE_CACHE_FRACTION = {"breakable": 1.0, "full": 1.0}
 """The share of the fused-MoE caches of each graph's rows a graph of each backend holds (1.0:
 all of them, measured on breakable graphs: GLM-5.2's 42 shapes, Kimi-K2.7 PR #31391, both held
@@ -160,18 +197,20 @@ out of the fit); `tc_piecewise` reads `CostParams.tc_piecewise_cache_fraction`. 
 assumed to hold what breakable does (no published point)."""
 
 
-def moe_cache_mib(model: ModelSpec, rows_sum: float, tp: int, backend: str = "breakable", params: CostParams = FITTED) -> float:
+def moe_cache_mib(model: ModelSpec, rows_sum: float, tp: int, backend: str = "breakable", params: CostParams = FITTED,
+                  dp: int = 1) -> float:
     """The fused-MoE caches (MiB) a list holds: `rows_sum` (the CP-local rows of every graph,
-    summed) x `moe_cache_elems` x dtype bytes x the backend's share (0 for a dense model)."""
+    summed) x `moe_cache_bytes_per_row` x the backend's share (0 for a dense model)."""
     share = params.tc_piecewise_cache_fraction if backend == "tc_piecewise" else BACKEND_MOE_CACHE_FRACTION.get(backend, 1.0)
-    return share * rows_sum * moe_cache_elems(model, tp) * model.dtype_bytes / MIB
+    return share * rows_sum * moe_cache_bytes_per_row(model, tp, dp) / MIB
 
 
 def graph_memory_mib(model: ModelSpec, largest_rows: int, rows_sum: float, graphs: int, tp: int, backend: str = "breakable",
-                     params: CostParams = FITTED) -> float:
+                     params: CostParams = FITTED, dp: int = 1) -> float:
     """Resident graph memory (MiB) of `graphs` graphs whose largest holds `largest_rows` CP-local
-    rows and whose rows sum to `rows_sum`: the pool, the MoE caches and the per-graph term."""
-    return (graph_pool_mib(model, largest_rows, tp, params) + moe_cache_mib(model, rows_sum, tp, backend, params)
+    rows and whose rows sum to `rows_sum`, at TP `tp` and attention DP `dp`: the pool, the MoE
+    caches and the per-graph term."""
+    return (graph_pool_mib(model, largest_rows, tp, params, dp) + moe_cache_mib(model, rows_sum, tp, backend, params, dp)
             + graphs * per_graph_mib(model, params))
 
 
@@ -186,16 +225,16 @@ def capture_seconds_per_shape(model: ModelSpec, params: CostParams = FITTED) -> 
     return capture_seconds(model, 1, params) - params.capture_startup_s
 
 
-def graph_pool_mib(model: ModelSpec, rows: int, tp: int, params: CostParams = FITTED) -> float:
-    """The shared graph pool (MiB) a largest bucket of `rows` CP-local rows sizes."""
-    return params.pool_fraction * rows * activation_elems(model, tp) * model.dtype_bytes / MIB
+def graph_pool_mib(model: ModelSpec, rows: int, tp: int, params: CostParams = FITTED, dp: int = 1) -> float:
+    """The shared graph pool (MiB) a largest bucket of `rows` CP-local rows sizes (`pool_bytes_per_row`)."""
+    return params.pool_fraction * rows * pool_bytes_per_row(model, tp, dp) / MIB
 
 
-def eager_peak_mib(model: ModelSpec, rows: int, tp: int, params: CostParams = FITTED) -> float:
+def eager_peak_mib(model: ModelSpec, rows: int, tp: int, params: CostParams = FITTED, dp: int = 1) -> float:
     """The activation peak (MiB) of an eager forward of `rows` CP-local rows: the same buffers
     the pool and one graph's MoE caches hold for a graph of that many rows (an assumption: no
     published figure splits it)."""
-    return graph_pool_mib(model, rows, tp, params) + moe_cache_mib(model, rows, tp, "breakable", params)
+    return graph_pool_mib(model, rows, tp, params, dp) + moe_cache_mib(model, rows, tp, "breakable", params, dp)
 
 
 def per_graph_mib(model: ModelSpec, params: CostParams = FITTED) -> float:

@@ -116,19 +116,21 @@ class CaptureModel:
                                self.source, removed, self.range_factor, self.measured)
 
 
-def capture_model(model: ModelSpec | None, gpu: GPU | None, tp: int, chunk_tokens: int, chunk_rows: int) -> CaptureModel:
-    """The published fit scaled to `model` at TP `tp` (None: `hardware.ASSUMED_MODEL`, said in
-    the source); `chunk_rows` are a full chunk's CP-local rows (the eager peak a full-chunk list removes)."""
+def capture_model(model: ModelSpec | None, gpu: GPU | None, tp: int, chunk_tokens: int, chunk_rows: int, dp: int = 1) -> CaptureModel:
+    """The published fit scaled to `model` at TP `tp` and attention DP `dp` (None: `hardware.ASSUMED_MODEL`,
+    said in the source); `chunk_rows` are a full chunk's CP-local rows (the eager peak a full-chunk list removes)."""
     spec, _, assumed = pub.assumptions(model, gpu)
     per_shape = pub.capture_seconds_per_shape(spec)
-    source = (f"estimate for {pub.describe(spec)} at TP {tp} ({assumed + '; ' if assumed else ''}{per_shape:.2f} s per shape "
+    at = f"TP {tp}" + (f", attention DP {dp}" if dp > 1 else "") + (f", {spec.quant_method}" if spec.quant_method else "")
+    source = (f"estimate for {pub.describe(spec)} at {at} ({assumed + '; ' if assumed else ''}{per_shape:.2f} s per shape "
               f"({pub.FITTED.capture_ms_per_layer:g} ms x {spec.num_hidden_layers} layers) + {pub.FITTED.capture_startup_s:g} s start-up, "
-              f"pool {pub.FITTED.pool_fraction:.2f} x rows x {pub.activation_elems(spec, tp):,.0f} x {spec.dtype_bytes} B"
-              + (f" + MoE caches of every graph's rows x {pub.moe_cache_elems(spec, tp):,.0f} x {spec.dtype_bytes} B" if spec.num_experts else "")
+              f"pool {pub.FITTED.pool_fraction:.2f} x rows x {pub.pool_bytes_per_row(spec, tp, dp):,.0f} B"
+              + (f" + MoE caches of every graph's rows x {pub.moe_cache_bytes_per_row(spec, tp, dp):,.0f} B" if spec.num_experts else "")
               + "; fitted to SGLang blog 2026-08-15 prefill-build and cg-memory, breakable graphs; docs/costs.md)")
     return CaptureModel(
-        startup_s=pub.FITTED.capture_startup_s, s_per_graph=per_shape, mib_per_row=pub.graph_pool_mib(spec, 1, tp), mib_per_token=0.0,
-        mib_per_graph=pub.per_graph_mib(spec), mib_per_graph_row=pub.moe_cache_mib(spec, 1, tp), chunk_tokens=chunk_tokens, eager_peak_mib=pub.eager_peak_mib(spec, chunk_rows, tp),
+        startup_s=pub.FITTED.capture_startup_s, s_per_graph=per_shape, mib_per_row=pub.graph_pool_mib(spec, 1, tp, dp=dp), mib_per_token=0.0,
+        mib_per_graph=pub.per_graph_mib(spec), mib_per_graph_row=pub.moe_cache_mib(spec, 1, tp, dp=dp), chunk_tokens=chunk_tokens,
+        eager_peak_mib=pub.eager_peak_mib(spec, chunk_rows, tp, dp=dp),
         source=source, range_factor=max(pub.CAPTURE_RANGE, pub.MEMORY_RANGE),
     )
 

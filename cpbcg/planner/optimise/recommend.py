@@ -511,7 +511,7 @@ def _capture_model(deployment: Deployment, settings: RecommendSettings, chunk: i
         chunk_rows = int(local_capacity([chunk], deployment.cp, deployment.capture)[0])
     except ModelError:  # a chunk no capture layout holds: its eager peak is not removed by any list
         chunk_rows = 0
-    estimate = capture_model(deployment.model, deployment.gpu, deployment.tp_size, chunk, chunk_rows)
+    estimate = capture_model(deployment.model, deployment.gpu, deployment.tp_size, chunk, chunk_rows, deployment.attn_dp_size)
     return measured_capture_model(estimate, settings.capture_s_per_bucket, settings.graph_mib_per_token,
                                   settings.capture_source or "measured")
 
