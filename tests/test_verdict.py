@@ -122,7 +122,7 @@ def test_tp_is_the_servers_without_cp():
     dep = cpbcg.load_deployment(cp_size=1, tp_size=4, server={"model_config": "llama-3.1-70b", "gpu": "B200"})
     assert dep.tp_size == 4 and "at TP 4" in dep.cost.source
     rec = cpbcg.plan([synthetic_batches(300)], dep, settings).recommendation
-    assert "at TP 4" in rec.capture.source and "x 15,360 x 2 B" in rec.capture.source  # 8192 + 28672 / 4
+    assert "at TP 4" in rec.capture.source and "x 30,720 B" in rec.capture.source  # (8192 + 28672 / 4) x 2 B
 
 
 @needs_mooncake
@@ -230,3 +230,29 @@ def test_on_a_log_the_first_screen_says_what_the_server_did_and_that_layouts_are
     screen = " ".join(" ".join(first_screen(invoke("-t", str(log)).stdout)).split())
     assert screen.startswith("Verdict on 100 prefill forwards at their worst-case layouts (a server log gives forward sizes, not request lengths)")
     assert "server the log's cuda graph verdicts: 90.00% of 100 forwards ran in graphs (the model of its list: " in screen
+
+
+@needs_mooncake
+def test_the_knees_price_against_the_default_is_a_warning_with_both_numbers():
+    v = verdict_json("-t", str(MOONCAKE))
+    assert ("the knee list of 17 buckets costs more than SGLang's default list of 73 here: padding 2.59% against SGLang's default "
+            "0.83%; modelled prefill time 4,655.63 s against SGLang's default 4,589.39 s (+1.44%)") in v["warnings"]
+    screen = first_screen(invoke("-t", str(MOONCAKE)).stdout)
+    assert len(screen) <= MAX_VERDICT_LINES and "warning the knee list of 17 buckets" in " ".join(" ".join(screen).split())
+    # a knee no worse than the default (the embedded default's: padding 2.96% against 3.22%, -0.18%) is not warned about
+    assert not any("knee" in w for w in verdict_json()["warnings"])
+
+
+def test_a_logs_measured_memory_scales_an_moe_estimate_for_every_list(tmp_path):
+    """A breakable capture's memory calibrates the whole MoE estimate: the caches follow each list's
+    rows, so the knee holds less than the measured default (a dense model's pool would not move)."""
+    from sglang_log_fixtures import prefill_line, startup_lines, write_log
+
+    body = startup_lines() + "".join(prefill_line(n, 1) for n in range(100, 8100, 40))
+    log = write_log(tmp_path / "server.log", body)
+    v = verdict_json("-t", str(log), "--model-config", "gpt-oss-120b")
+    assert v["capture_source"].startswith(f"calibrated from {log}:")
+    assert v["default"]["graph_mib"] == pytest.approx(2.37 * 1024, abs=0.01)  # the log's end line, all 58 buckets
+    assert 0 < v["knee"]["graph_mib"] < v["default"]["graph_mib"] and v["knee"]["graph_mib_saved_vs_default"] > 100
+    dense = verdict_json("-t", str(log))
+    assert dense["knee"]["graph_mib"] == pytest.approx(dense["default"]["graph_mib"])  # one pool the largest bucket sizes

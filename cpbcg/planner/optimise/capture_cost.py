@@ -135,22 +135,27 @@ def capture_model(model: ModelSpec | None, gpu: GPU | None, tp: int, chunk_token
     )
 
 
-def measured_capture_model(estimate: CaptureModel, s_per_bucket: float | None, mib_per_token: float | None, source: str) -> CaptureModel:
+def measured_capture_model(estimate: CaptureModel, s_per_bucket: float | None, mib_per_token: float | None, source: str,
+                           mib_scale: float | None = None) -> CaptureModel:
     """`estimate` with what a log or manifest measured on this deployment replacing its terms:
     `s_per_bucket` (the measured total over the buckets captured), `mib_per_token` (the largest
-    bucket's pool over its tokens). A figure not measured stays estimated (and the label says so)."""
-    if s_per_bucket is None and mib_per_token is None:
+    bucket's pool over its tokens) or `mib_scale` (the measured graph memory over the estimate of
+    the list captured, which scales every memory term: for MoE, whose caches follow every graph's
+    rows, not only the largest's). A figure not measured stays estimated (and the label says so)."""
+    memory = mib_per_token is not None or mib_scale is not None
+    if s_per_bucket is None and not memory:
         return estimate
-    kept = [] if s_per_bucket is not None and mib_per_token is not None else [
-        "capture time" if s_per_bucket is None else "graph memory"]
+    kept = [] if s_per_bucket is not None and memory else ["capture time" if s_per_bucket is None else "graph memory"]
     label = source + (f"; {kept[0]} estimated ({estimate.source})" if kept else "")
+    scale = 1.0 if mib_scale is None else mib_scale
+    by_token = mib_per_token is not None and mib_scale is None
     return CaptureModel(
         startup_s=estimate.startup_s if s_per_bucket is None else 0.0,
         s_per_graph=estimate.s_per_graph if s_per_bucket is None else s_per_bucket,
-        mib_per_row=estimate.mib_per_row if mib_per_token is None else 0.0,
-        mib_per_token=0.0 if mib_per_token is None else mib_per_token,
-        mib_per_graph=estimate.mib_per_graph if mib_per_token is None else 0.0,
-        mib_per_graph_row=estimate.mib_per_graph_row if mib_per_token is None else 0.0,
+        mib_per_row=0.0 if by_token else estimate.mib_per_row * scale,
+        mib_per_token=mib_per_token if by_token and mib_per_token is not None else 0.0,
+        mib_per_graph=0.0 if by_token else estimate.mib_per_graph * scale,
+        mib_per_graph_row=0.0 if by_token else estimate.mib_per_graph_row * scale,
         chunk_tokens=estimate.chunk_tokens, eager_peak_mib=estimate.eager_peak_mib, source=label,
         range_factor=estimate.range_factor if kept else 1.0, measured=not kept,
     )

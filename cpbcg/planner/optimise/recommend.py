@@ -362,7 +362,7 @@ def _verdict(whole: Demand, deployment: Deployment, optimal: OptimalLists, knee:
     default_fig = list_figures("default", default_ev, demand_cost_ms(whole, default_table, cost, deployment.max_padding_factor),
                                _estimate(default_buckets, cm, deployment))
     full_fig = list_figures("recommended", *full)
-    knee_fig = None
+    knee_fig, knee_ev = None, None
     if knee is not None and knee.num_buckets < len(full[0].buckets):
         knee_list = optimal.buckets[knee.max_buckets]
         knee_table = BucketTable.build(knee_list, deployment.cp, deployment.capture)
@@ -373,10 +373,11 @@ def _verdict(whole: Demand, deployment: Deployment, optimal: OptimalLists, knee:
         configured_fig = list_figures("configured", *configured)
     deploy, reason = choose(knee_fig, full_fig, default_fig)
     warnings = []
-    for fig in (configured_fig, full_fig):
-        if fig is None:
+    judged = ((configured_fig, configured[0]), (knee_fig, knee_ev), (full_fig, full[0]))  # the knee too: its saving has a price
+    for fig, ev in judged:
+        if fig is None or ev is None:
             continue
-        said = flags_against_default(configured[0] if fig is configured_fig else full[0], default_ev, cost)
+        said = flags_against_default(ev, default_ev, cost)
         if said:
             warnings.append(f"the {fig.name} list of {counted(fig.num_buckets, 'bucket')} costs more than SGLang's default list of "
                             f"{default_fig.num_buckets} here: {'; '.join(said)}")
@@ -512,8 +513,19 @@ def _capture_model(deployment: Deployment, settings: RecommendSettings, chunk: i
     except ModelError:  # a chunk no capture layout holds: its eager peak is not removed by any list
         chunk_rows = 0
     estimate = capture_model(deployment.model, deployment.gpu, deployment.tp_size, chunk, chunk_rows, deployment.attn_dp_size)
+    scale = None
+    if settings.graph_mib_per_token is not None and estimate.mib_per_graph_row > 0:
+        # MoE: the measured memory (the largest captured bucket's tokens x the log's MiB per token) scales the
+        # estimate of the list it measured, so the caches of every graph keep following the list's rows
+        try:
+            captured = deployment.table().capture_num_tokens.tolist()
+        except ModelError:
+            captured = []
+        est = _estimate(captured, estimate, deployment).graph_mib if captured else 0.0
+        if est > 0:
+            scale = settings.graph_mib_per_token * max(captured) / est
     return measured_capture_model(estimate, settings.capture_s_per_bucket, settings.graph_mib_per_token,
-                                  settings.capture_source or "measured")
+                                  settings.capture_source or "measured", scale)
 
 
 def _budget(deployment: Deployment, settings: RecommendSettings, chunk: int) -> Budget | None:
