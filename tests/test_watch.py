@@ -820,3 +820,22 @@ def test_a_log_that_never_appears_is_refused_first_without_the_notes(tmp_path):
     result = runner.invoke(app, ["watch", str(missing), "--duration", "1"])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"cpbcg: error: {missing}: no such file (waited 1 s)"]
+
+
+def test_watch_says_when_the_servers_list_costs_more_than_sglangs_default_on_the_window(tmp_path):
+    """The plan verdict's comparison, on the watched window: a server capturing only SGLang's list up to 2048
+    leaves the 2049..8192 forwards eager where the default for the 8192 chunk replays them."""
+    sizes = [300 + 97 * i for i in range(60)]  # 300..6023 tokens
+    short = lines_log(tmp_path, [n <= 2048 for n in sizes], "short.log", sizes=sizes, max_bs=2048)
+    gain = api.watch([str(short)], None, OVERRIDES, options(max_forwards=60)).snapshot.servers[0].gain
+    assert not isinstance(gain, str) and gain is not None and len(gain.against_default) == 1
+    said = gain.against_default[0]
+    assert said.startswith("the configured list of 42 buckets costs more than SGLang's default list of 58 here: ")
+    assert "against SGLang's default" in said and gain.to_dict()["against_default"] == [said]
+    result = runner.invoke(app, ["watch", str(short), "--duration", "60", "--max-forwards", "60", *PINNED])
+    assert result.exit_code == 0, result.output
+    assert "warning: on the forwards window, the configured list of 42 buckets costs more" in " ".join(result.stdout.split())
+    # a server on SGLang's default list: nothing to say
+    default = lines_log(tmp_path, [True] * 60, "default.log", sizes=sizes)
+    gain = api.watch([str(default)], None, OVERRIDES, options(max_forwards=60)).snapshot.servers[0].gain
+    assert not isinstance(gain, str) and gain is not None and gain.against_default == ()

@@ -74,6 +74,8 @@ def snapshot_view(snap: WatchSnapshot) -> RenderableType:
         elif gain is not None:
             parts.append(Text(f"  refit on the forwards window: {len(gain.buckets)} buckets would replay {_pct(gain.coverage)} "
                               f"(now {_pct(gain.current_coverage)}, {100.0 * gain.gain:+.2f} points; modelled)"))
+            for said in gain.against_default:
+                parts.append(Text(f"  warning: on the forwards window, {said}", style="yellow"))
         if server.metrics is not None:
             m = server.metrics
             total = m.prefill_graph_passes + m.prefill_eager_passes

@@ -329,6 +329,10 @@ class WindowGain:
     """The deployment's list's modelled coverage of the same forwards."""
     modelled_ms_saved: float
     """Modelled prefill time the recommended list saves on the window (ms; the cost model's)."""
+    against_default: tuple[str, ...] = ()
+    """Where the deployment's list costs more padding or modelled time than SGLang's default list
+    on the window's forwards, with both numbers (the plan verdict's warning; empty when it does not
+    or when it is the default)."""
 
     @property
     def gain(self) -> float:
@@ -337,7 +341,7 @@ class WindowGain:
 
     def to_dict(self) -> dict[str, object]:
         return {"buckets": self.buckets, "coverage": self.coverage, "current_coverage": self.current_coverage,
-                "coverage_gain": self.gain, "modelled_ms_saved": self.modelled_ms_saved}
+                "coverage_gain": self.gain, "modelled_ms_saved": self.modelled_ms_saved, "against_default": list(self.against_default)}
 
 
 def window_gain(window: Window, deployment: Deployment, table: BucketTable,
@@ -354,4 +358,6 @@ def window_gain(window: Window, deployment: Deployment, table: BucketTable,
     rec = result.recommendation
     if rec is None:
         return result.recommendation_error or "no recommendation"
-    return WindowGain(list(rec.buckets), rec.evaluation.coverage, result.evaluation.coverage, rec.configured_modelled_ms - rec.modelled_ms)
+    said = tuple(w for w in rec.verdict.warnings if w.startswith("the configured list")) if rec.verdict is not None else ()
+    return WindowGain(list(rec.buckets), rec.evaluation.coverage, result.evaluation.coverage, rec.configured_modelled_ms - rec.modelled_ms,
+                      said)
