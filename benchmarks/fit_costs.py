@@ -197,7 +197,7 @@ def before_after(data: dict[str, Any]) -> None:
                   f"{pub.capture_seconds(specs[p['model']], p['shapes']):.1f} ({p['measured_s']})")
     for p in data["memory"]:
         spec = specs[p["model"]]
-        after = pub.graph_pool_mib(spec, p["rows"], p["tp"]) + p["graphs"] * pub.per_graph_mib(spec)
+        after = memory_mib(spec, p)
         print(f"{p['model'] + ' TP' + str(p['tp']) + ', largest ' + str(p['rows']):<38} {'':>30} {p['rows'] * OLD_MIB_PER_TOKEN:>8.0f} -> "
               f"{after:.0f} ({p['measured_mib']})")
     for p in data["forward"]:
