@@ -256,3 +256,17 @@ def test_a_logs_measured_memory_scales_an_moe_estimate_for_every_list(tmp_path):
     assert 0 < v["knee"]["graph_mib"] < v["default"]["graph_mib"] and v["knee"]["graph_mib_saved_vs_default"] > 100
     dense = verdict_json("-t", str(log))
     assert dense["knee"]["graph_mib"] == pytest.approx(dense["default"]["graph_mib"])  # one pool the largest bucket sizes
+
+
+@needs_mooncake
+@pytest.mark.parametrize("args", [(), ("--max-graph-memory", "60"), ("--buckets", "512,1024,2048,4096,8192,16384"),
+                                  ("--target-coverage", "0.9999", "--max-capture-seconds", "20")])
+def test_the_first_screen_holds_the_answer_with_warnings_budgets_and_the_decode_line(args):
+    """At most 25 lines at 120 columns, the decode line counted; each warning once (a single trace's
+    recommended list is not warned about twice)."""
+    screen = first_screen(invoke("-t", str(MOONCAKE), *args).stdout)
+    assert len(screen) <= MAX_VERDICT_LINES and all(len(line) <= VERDICT_WIDTH for line in screen), "\n".join(screen)
+    text = " ".join(" ".join(screen).split())
+    assert text.startswith("Verdict on 11,413 prefill forwards") and " deploy " in text and " decode " in text
+    warnings = verdict_json("-t", str(MOONCAKE), *args)["warnings"]
+    assert len(warnings) == len(set(w.split(": ", 1)[1] for w in warnings)), warnings

@@ -165,14 +165,14 @@ def _tables(report: PlanView, after_verdict: Callable[[], None] = lambda: None) 
     if rec is not None and rec.verdict is not None:
         from cpbcg.outputs.verdict import verdict_lines
 
-        for line in verdict_lines(rec.verdict, report.flags_command, report.memory, observed=result.observed,
-                                  bound=report.header.get("bound") is True):
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        decode: list[str] = []
         if report.decode is not None:
             from cpbcg.outputs.decode import decode_verdict_lines
 
-            for line in decode_verdict_lines(report.decode):
-                console.print(line, highlight=False, markup=False, soft_wrap=True)
+            decode = decode_verdict_lines(report.decode)
+        for line in verdict_lines(rec.verdict, report.flags_command, report.memory, observed=result.observed,
+                                  bound=report.header.get("bound") is True, after=decode):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
         console.print("")
         console.file.flush()
     after_verdict()

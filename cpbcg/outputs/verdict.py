@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import textwrap
 from typing import TYPE_CHECKING
 
@@ -37,12 +39,13 @@ def labelled_line(label: str, text: str, width: int) -> list[str]:
 
 
 def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | None = None, width: int = VERDICT_WIDTH, *,
-                  observed: ObservedComparison | None = None, bound: bool = False) -> list[str]:
+                  observed: ObservedComparison | None = None, bound: bool = False, after: Sequence[str] = ()) -> list[str]:
     """The verdict as plain lines of at most `width` columns: the ceiling, SGLang's default, the
     knee, the full recommendation (and the configured list when it is not the default), which to
     deploy and the command that writes its flags, the budgets, warnings and where the figures come from.
     `observed`: a server log's printed verdicts, said second (what the server did beside what is
-    modelled); `bound`: the forwards are sizes judged at their worst-case layouts (a log)."""
+    modelled); `bound`: the forwards are sizes judged at their worst-case layouts (a log); `after`:
+    lines said right after where the figures come from (the decode line), counted in the one screen."""
     d = v.default
     at = " at their worst-case layouts (a server log gives forward sizes, not request lengths)" if bound else ""
     out = [f"Verdict on {v.forwards:,} prefill forwards{at}, against SGLang {SGLANG_VERSION}'s default list for the chunk "
@@ -89,8 +92,8 @@ def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | Non
            else v.capture_source.split(" (")[0])  # `calibrated from FILE:LINE`
     tail = labelled_line("costs", f"capture: {how}; time: the cost model below", width)
     full = [line for said in v.warnings for line in labelled_line("warning", said, width)]
-    if len(out) + len(full) + len(tail) <= MAX_VERDICT_LINES:
-        return out + full + tail
+    if len(out) + len(full) + len(tail) + len(after) <= MAX_VERDICT_LINES:
+        return out + full + tail + list(after)
     # too long for one screen: each warning's first clause here, its numbers after the screen
     short = [line for said in v.warnings for line in labelled_line("warning", said.split(":")[0] + " (numbers below)", width)]
-    return out + short + tail + [""] + full
+    return out + short + tail + list(after) + [""] + full

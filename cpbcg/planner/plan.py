@@ -235,7 +235,8 @@ def plan_traffic(
         loads = len({p.label for p in parts}) < len(parts)  # the load named only where a trace runs at several
         said = tuple(f"on {p.label}{f' at {p.load}' if loads else ''} the recommended list costs more than SGLang's default list "
                      f"there: {'; '.join(p.flags)}" for p in parts if p.flags)
-        if said and rec.verdict is not None:  # a list fitted on one load, replayed at another, is judged there too
+        if said and len(parts) > 1 and rec.verdict is not None:  # a list fitted on one load, replayed at another, is judged there
+            # too (one part: the verdict's own warning on the recommended list already says it)
             rec = replace(rec, verdict=replace(rec.verdict, warnings=rec.verdict.warnings + said))
     return PlanResult(result.evaluation, rec, result.recommendation_error, parts)
 

@@ -373,7 +373,8 @@ def _verdict(whole: Demand, deployment: Deployment, optimal: OptimalLists, knee:
         configured_fig = list_figures("configured", *configured)
     deploy, reason = choose(knee_fig, full_fig, default_fig)
     warnings = []
-    judged = ((configured_fig, configured[0]), (knee_fig, knee_ev), (full_fig, full[0]))  # the knee too: its saving has a price
+    # the knee too, when it is the list to deploy: its saving has a price
+    judged = ((configured_fig, configured[0]), (knee_fig if deploy == "knee" else None, knee_ev), (full_fig, full[0]))
     for fig, ev in judged:
         if fig is None or ev is None:
             continue
