@@ -155,6 +155,17 @@ def held_out(data: dict[str, Any], before_root: Path) -> list[tuple[str, str, st
             for section in SECTIONS for i, p in enumerate(data[section]) if not p["fit"]]
 
 
+def backend_ratios(data: dict[str, Any]) -> list[tuple[str, str, str, float | None, float]]:
+    """(quantity, backend, source, modelled ratio, measured ratio) of every `backends` point: the
+    capture time and graph memory of another backend over breakable's on one dense model (the MoE
+    caches share does not apply; the pool and per-graph terms are the same for every backend)."""
+    out: list[tuple[str, str, str, float | None, float]] = []
+    for p in data.get("backends", []):
+        out.append(("capture", p["backend"], p["source"], getattr(pub, "BACKEND_CAPTURE_RATIO", {}).get(p["backend"]), p["capture_ratio"]))
+        out.append(("memory", p["backend"], p["source"], 1.0, p["memory_ratio"]))
+    return out
+
+
 def errors(data: dict[str, Any], params: pub.CostParams) -> list[tuple[str, str, float, float, bool, float | None]]:
     """(kind, source, estimate, measurement, fitted, leave-one-out ratio) for every point: the
     leave-one-out ratio is the point's estimate over its measurement under the constants refitted
@@ -237,6 +248,11 @@ def main() -> int:
             was = "" if before is None else f"{before:>9.4g}"
             change = f"{'?' if before is None else f'{before / measured:.2f}'} -> {after / measured:.2f}"
             print(f"{kind:<10} {backend:<12} {was:>9} {after:>9.4g} {measured:>9.4g} {change:>22}  {source}")
+        print("\nbackend against breakable (same model and buckets): modelled ratio, measured ratio, error")
+        for quantity, backend, source, modelled, measured in backend_ratios(data):
+            error = "not modelled" if modelled is None else f"{modelled / measured:.2f}"
+            shown = "-" if modelled is None else f"{modelled:.2f}"
+            print(f"{quantity:<10} {backend:<12} {shown:>9} {measured:>9.3f} {error:>14}  {source}")
         return 0
     if args.presets:
         before_after(data)

@@ -36,7 +36,7 @@ from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec
 
 __all__ = [
     "CAPTURE_RANGE", "FORWARD_RANGE", "MEMORY_RANGE", "PEAK_BF16_TFLOPS", "CostParams", "FITTED",
-    "BACKEND_MOE_CACHE_FRACTION", "activation_elems", "active_params", "assumptions", "capture_seconds", "forward_terms",
+    "BACKEND_CAPTURE_RATIO", "BACKEND_MOE_CACHE_FRACTION", "activation_elems", "active_params", "assumptions", "capture_seconds", "forward_terms",
     "graph_memory_mib", "graph_pool_mib", "moe_cache_bytes_per_row", "moe_cache_elems", "moe_cache_mib", "per_graph_mib", "peak_tflops",
     "pool_bytes_per_row", "quant_bytes",
 ]
@@ -153,6 +153,11 @@ def moe_cache_elems(model: ModelSpec, tp: int) -> float:
     width = model.moe_intermediate_size or model.intermediate_size or 4 * h
     return float((model.num_experts_per_tok or 1) * (3 * width / tp + h))
 
+
+BACKEND_CAPTURE_RATIO = {"breakable": 1.0, "full": 1.0}
+"""Capture time of a prefill graph backend over breakable's (`capture_seconds` is breakable's):
+`full` records the same kernels as one graph (sglang-omni PR #1379: 2.160 s against 2.085 s, a
+held-out check); `tc_piecewise` compiles each shape (5-14x, PR #1379, #30889) and is not modelled."""
 
 FP8_ACTIVATION_METHODS = frozenset({"fp8", "w8a8_fp8", "fbgemm_fp8", "modelopt", "modelopt_fp8"})
 """`quant_method`s whose GEMMs quantise their activations to FP8 (one byte per element, a copy
