@@ -323,3 +323,14 @@ def test_fp8_buffers_attention_dp_and_the_dsa_indexer_enter_graph_memory():
     # and reach the plan's estimate: attention DP 2 (MoE) doubles the per-graph caches term
     one, two = capture_model(kimi, None, 8, 8192, 8192), capture_model(kimi, None, 8, 8192, 8192, dp=2)
     assert two.mib_per_graph_row == pytest.approx(2 * one.mib_per_graph_row) and "attention DP 2" in two.source
+
+
+def test_gpt_oss_keeps_its_routed_activations_in_the_pool():
+    """0.5.23 runs gpt-oss's experts with triton_kernel / flashinfer_mxfp4 (model_overrides/gpt_oss.py), not
+    the fused-MoE caches each graph holds: no per-graph term, the routed activations in the pool."""
+    gpt, kimi = model_spec_named("gpt-oss-120b"), _fit_module().load()["specs"]["Kimi-K2"]
+    assert not pub.moe_caches_per_graph(gpt) and pub.moe_caches_per_graph(kimi)
+    assert pub.moe_cache_bytes_per_row(gpt, 2) == 0.0
+    assert pub.pool_bytes_per_row(gpt, 2) == 2880 * 2 + 4 * (3 * 2880 / 2 + 2880) * 2
+    one = pub.graph_memory_mib(gpt, 16384, 16384, 1, 2)
+    assert pub.graph_memory_mib(gpt, 16384, 296032, 74, 2) == pytest.approx(one + 73 * pub.per_graph_mib(gpt))

@@ -245,15 +245,25 @@ def test_the_knees_price_against_the_default_is_a_warning_with_both_numbers():
 
 def test_a_logs_measured_memory_scales_an_moe_estimate_for_every_list(tmp_path):
     """A breakable capture's memory calibrates the whole MoE estimate: the caches follow each list's
-    rows, so the knee holds less than the measured default (a dense model's pool would not move)."""
+    rows, so every list's figure moves with its own rows (a dense model's pool, with its largest only)."""
     from sglang_log_fixtures import prefill_line, startup_lines, write_log
 
     body = startup_lines() + "".join(prefill_line(n, 1) for n in range(100, 8100, 40))
     log = write_log(tmp_path / "server.log", body)
-    v = verdict_json("-t", str(log), "--model-config", "gpt-oss-120b")
+    v = verdict_json("-t", str(log), "--model-config", "deepseek-v3")
     assert v["capture_source"].startswith(f"calibrated from {log}:")
     assert v["default"]["graph_mib"] == pytest.approx(2.37 * 1024, abs=0.01)  # the log's end line, all 58 buckets
-    assert 0 < v["knee"]["graph_mib"] < v["default"]["graph_mib"] and v["knee"]["graph_mib_saved_vs_default"] > 100
+    # every other list: the measurement times its estimate over the default's (cp 1, TP 1: rows are tokens)
+    from cpbcg.engines.sglang.server_inputs import model_spec
+
+    spec = model_spec("deepseek-v3", "--model-config")
+
+    def estimate(b: list[int]) -> float:
+        return pub.graph_memory_mib(spec, max(b), sum(b), len(b), 1)
+
+    for name in ("knee", "recommended"):
+        want = v["default"]["graph_mib"] * estimate(v[name]["buckets"]) / estimate(v["default"]["buckets"])
+        assert v[name]["graph_mib"] == pytest.approx(want, rel=1e-6) and abs(v[name]["graph_mib"] - v["default"]["graph_mib"]) > 100
     dense = verdict_json("-t", str(log))
     assert dense["knee"]["graph_mib"] == pytest.approx(dense["default"]["graph_mib"])  # one pool the largest bucket sizes
 

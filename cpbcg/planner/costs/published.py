@@ -11,13 +11,15 @@ result):
   recording is host-bound (the kernels are recorded, not run at size), so the per-shape time
   follows the layer count, not the layer's width, the token count or the GPU;
 * graph memory (MiB, `graph_memory_mib`): the shared pool sized by the largest bucket's CP-local
-  rows, `POOL_FRACTION * rows * activation_elems * dtype_bytes` (`activation_elems`: `hidden +
-  intermediate/tp` dense, `hidden` MoE), plus, for MoE, the fused-MoE intermediate caches of
-  EVERY graph's rows, `sum(rows) * top_k * (3 * moe_intermediate/tp + hidden) * dtype_bytes`
-  (0.5.23 `fused_moe`'s `intermediate_cache1..3`, held per captured shape: the MoE points grow
-  with the sum of the list, not its largest; times `BACKEND_MOE_CACHE_FRACTION` of the backend),
+  rows, `POOL_FRACTION * rows * pool_bytes_per_row` (the residual stream, a dense MLP's TP shard,
+  FP8 activation copies, a DSA indexer's top-k indices), plus, for MoE, the fused-MoE
+  intermediate caches of EVERY graph's rows, `sum(rows) * moe_cache_bytes_per_row` (0.5.23
+  `fused_moe`'s `intermediate_cache1..3`, held per captured shape: the MoE points grow with the
+  sum of the list, not its largest; times `BACKEND_MOE_CACHE_FRACTION` of the backend; gpt-oss's
+  experts run elsewhere and its routed activations stay in the pool: `POOLED_MOE_ARCHITECTURES`),
   plus `GRAPH_MIB_PER_LAYER * L` per graph (`graph_pool_mib`, `moe_cache_mib`, `per_graph_mib`);
-  TP is the server's `tp_size` (with CP, 0.5.23 requires `tp_size == attn_cp_size`);
+  TP is the server's `tp_size` (with CP, 0.5.23 requires `tp_size == attn_cp_size`) and attention
+  DP gathers `dp` ranks' rows for the MLP and MoE;
 * forward time (ms): a graph replay of B tokens `L * GRAPH_FIXED_MS_PER_LAYER + B * t`, an eager
   forward of n tokens `L * EAGER_FIXED_MS_PER_LAYER + n * t`, with `t` the matmul time per token
   `2 * active_params / tp / (peak * MATMUL_EFFICIENCY)` (`forward_terms`).
@@ -36,8 +38,8 @@ from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec
 
 __all__ = [
     "CAPTURE_RANGE", "FORWARD_RANGE", "MEMORY_RANGE", "PEAK_BF16_TFLOPS", "CostParams", "FITTED",
-    "BACKEND_CAPTURE_RATIO", "BACKEND_MOE_CACHE_FRACTION", "activation_elems", "active_params", "assumptions", "capture_seconds", "forward_terms",
-    "graph_memory_mib", "graph_pool_mib", "moe_cache_bytes_per_row", "moe_cache_elems", "moe_cache_mib", "per_graph_mib", "peak_tflops",
+    "BACKEND_CAPTURE_RATIO", "BACKEND_MOE_CACHE_FRACTION", "active_params", "assumptions", "capture_seconds", "forward_terms",
+    "graph_memory_mib", "graph_pool_mib", "moe_cache_bytes_per_row", "moe_caches_per_graph", "moe_cache_elems", "moe_cache_mib", "per_graph_mib", "peak_tflops",
     "pool_bytes_per_row", "quant_bytes",
 ]
 
@@ -60,7 +62,7 @@ class CostParams:
     capture_ms_per_layer: float
     """Capture time per shape, per layer (ms; host-bound: not scaled by the layer's width)."""
     pool_fraction: float
-    """Graph pool bytes over `rows * activation_elems * dtype_bytes` of the largest bucket."""
+    """Graph pool bytes over `rows * pool_bytes_per_row` of the largest bucket."""
     graph_mib_per_layer: float
     """Memory one captured graph holds besides the shared pool, per layer (MiB)."""
     graph_fixed_ms_per_layer: float
@@ -132,16 +134,6 @@ def active_params(model: ModelSpec) -> float:
     return float(model.num_hidden_layers * (q_o + kv + mlp))
 
 
-def activation_elems(model: ModelSpec, tp: int) -> float:
-    """Activation elements per row of the widest step of a layer that the shared pool holds: the
-    residual stream plus the dense MLP's TP shard (`intermediate / tp`); for MoE the residual
-    stream only (its routed caches are held per graph: `moe_cache_elems`)."""
-    h, tp = model.hidden_size, max(tp, 1)
-    if model.num_experts:
-        return float(h)
-    return float(h + (model.intermediate_size or 4 * h) / tp)
-
-
 def moe_cache_elems(model: ModelSpec, tp: int) -> float:
     """Fused-MoE intermediate cache elements per row (0 for a dense model): the `top_k` routed
     copies of each row, each `2 * moe_intermediate / tp` (`intermediate_cache1`), `moe_intermediate
@@ -174,22 +166,41 @@ def quant_bytes(model: ModelSpec) -> int:
     return 1 if model.quant_method in FP8_ACTIVATION_METHODS else 0
 
 
+POOLED_MOE_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
+"""MoE models whose experts 0.5.23 runs outside the fused-MoE Triton path (`model_overrides/gpt_oss.py`:
+`triton_kernel`, or `flashinfer_mxfp4` on SM100 for MXFP4 weights), whose buffers are not held per
+captured shape: their routed activations are counted once, in the shared pool (issue 40 found
+gpt-oss-120b's graph memory at TP2 below even the pooled estimate)."""
+
+
+def moe_caches_per_graph(model: ModelSpec) -> bool:
+    """Whether each captured graph of `model` holds its own fused-MoE caches (an MoE model outside
+    `POOLED_MOE_ARCHITECTURES`)."""
+    return bool(model.num_experts) and not POOLED_MOE_ARCHITECTURES.intersection(model.architectures or (model.architecture,))
+
+
 def pool_bytes_per_row(model: ModelSpec, tp: int, dp: int = 1) -> float:
     """Bytes per CP-local row of the largest bucket that the shared pool holds: the residual
     stream (`hidden`), the dense MLP's TP shard on the rows attention DP gathers (`dp *
     intermediate / tp`), FP8 models' one-byte activation copies of both, and a DSA indexer's
-    top-k indices (`index_topk * 4`; GLM-5, DeepSeek-V3.2)."""
+    top-k indices (`index_topk * 4`; GLM-5, DeepSeek-V3.2); for an MoE model in
+    `POOLED_MOE_ARCHITECTURES`, its routed activations (`moe_cache_elems`) too."""
     h, d, q = model.hidden_size, model.dtype_bytes, quant_bytes(model)
     mlp = 0.0 if model.num_experts else max(dp, 1) * (model.intermediate_size or 4 * h) / max(tp, 1)
-    return h * (d + q) + mlp * (d + q) + (model.index_topk or 0) * DSA_INDEX_BYTES
+    pooled_moe = 0.0 if not model.num_experts or moe_caches_per_graph(model) else _moe_cache_bytes(model, tp, dp)
+    return h * (d + q) + mlp * (d + q) + (model.index_topk or 0) * DSA_INDEX_BYTES + pooled_moe
 
 
 def moe_cache_bytes_per_row(model: ModelSpec, tp: int, dp: int = 1) -> float:
-    """Bytes of fused-MoE caches per CP-local row of one graph (0 dense): `moe_cache_elems` at the
+    """Bytes of fused-MoE caches per CP-local row of one graph (0 dense, and 0 for
+    `POOLED_MOE_ARCHITECTURES`, whose routed activations the pool holds): `moe_cache_elems` at the
     model's dtype plus, for FP8, the one-byte copy of `intermediate_cache2` (the down projection's
     input), on the rows attention DP gathers (`dp` times the rank's)."""
-    if not model.num_experts:
-        return 0.0
+    return _moe_cache_bytes(model, tp, dp) if moe_caches_per_graph(model) else 0.0
+
+
+def _moe_cache_bytes(model: ModelSpec, tp: int, dp: int) -> float:
+    """The routed activations' bytes per row (`moe_cache_bytes_per_row`, wherever they are held)."""
     width = model.moe_intermediate_size or model.intermediate_size or 4 * model.hidden_size
     fp8_copy = (model.num_experts_per_tok or 1) * width / max(tp, 1) * quant_bytes(model)
     return max(dp, 1) * (moe_cache_elems(model, tp) * model.dtype_bytes + fp8_copy)
