@@ -334,3 +334,19 @@ def test_gpt_oss_keeps_its_routed_activations_in_the_pool():
     assert pub.pool_bytes_per_row(gpt, 2) == 2880 * 2 + 4 * (3 * 2880 / 2 + 2880) * 2
     one = pub.graph_memory_mib(gpt, 16384, 16384, 1, 2)
     assert pub.graph_memory_mib(gpt, 16384, 296032, 74, 2) == pytest.approx(one + 73 * pub.per_graph_mib(gpt))
+
+
+def test_an_moe_memory_budget_counts_the_per_graph_caches_at_the_largest_rows():
+    """The DP knows each list's count and largest bucket only: an MoE list's caches (every graph's rows)
+    are bounded by K x the largest's rows, so a list the budget admits keeps within it."""
+    kimi = _fit_module().load()["specs"]["Kimi-K2"]
+    cm = capture_model(kimi, None, 8, 8192, 8192)
+    lst = [2048, 4096, 8192]
+    exact = cm.estimate(lst, 8192).graph_mib
+    bound = float(cm.graph_mib(3, 8192, 8192))
+    assert bound == pytest.approx(exact + cm.mib_per_graph_row * (3 * 8192 - sum(lst)))
+    assert not cm.within(3, np.array([8192]), np.array([8192]), None, exact)[0]  # conservative: left out
+    assert cm.within(3, np.array([8192]), np.array([8192]), None, bound)[0] and exact <= bound
+    # a dense model has no such term: the budget is exact
+    dense = capture_model(None, None, 4, 8192, 2048)
+    assert dense.mib_per_graph_row == 0.0 and dense.estimate(lst, 2048).graph_mib == pytest.approx(float(dense.graph_mib(3, 8192, 2048)))
