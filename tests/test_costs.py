@@ -350,3 +350,16 @@ def test_an_moe_memory_budget_counts_the_per_graph_caches_at_the_largest_rows():
     # a dense model has no such term: the budget is exact
     dense = capture_model(None, None, 4, 8192, 2048)
     assert dense.mib_per_graph_row == 0.0 and dense.estimate(lst, 2048).graph_mib == pytest.approx(float(dense.graph_mib(3, 8192, 2048)))
+
+
+def test_attention_dp_reaches_the_capture_estimate_through_the_server_resolution():
+    """`--dp 2 --enable-dp-attention`: 0.5.23 resolves attn_dp_size 2 (handle_data_parallelism), and the MoE
+    caches hold both DP ranks' rows."""
+    launch = "python -m sglang.launch_server --model-path m --tp 4 --dp 2 --enable-dp-attention --attention-backend fa3"
+    result = runner.invoke(app, ["plan", "--gpu", "H200", "--model-config", "deepseek-v3", "--server-args", launch, "-f", "json"])
+    assert result.exit_code == 0, result.output
+    source = orjson.loads(result.stdout)["recommendation"]["capture_estimate"]["source"]
+    assert "at TP 4, attention DP 2 (" in source
+    without = runner.invoke(app, ["plan", "--gpu", "H200", "--model-config", "deepseek-v3", "--server-args", launch.replace(
+        " --dp 2 --enable-dp-attention", ""), "-f", "json"])
+    assert "attention DP" not in orjson.loads(without.stdout)["recommendation"]["capture_estimate"]["source"]

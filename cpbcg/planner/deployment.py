@@ -36,6 +36,8 @@ class ResolvedLaunch(Protocol):
     @property
     def tp_size(self) -> int: ...
     @property
+    def attn_dp_size(self) -> int: ...
+    @property
     def gpu_assumed(self) -> bool: ...
     @property
     def chunked_prefill_size(self) -> SourcedValue: ...
@@ -89,13 +91,10 @@ class Deployment:
 
     @property
     def attn_dp_size(self) -> int:
-        """Attention DP size: the resolved server's `dp_size` when `--enable-dp-attention` is given
-        (0.5.23 runs attention per DP rank and gathers the rows of every DP rank for the MLP and
-        MoE, so their buffers hold `dp_size` times the rank's rows), else 1."""
-        if self.server is None:
-            return 1
-        given = self.server.given.get("enable_dp_attention")
-        return max(self.server.dp_size, 1) if given is not None and bool(given.value) else 1
+        """Attention DP size the cost models multiply the MLP and MoE rows by: the resolved
+        server's (`ResolvedLaunch.attn_dp_size`; SGLang 0.5.23: `dp_size` under
+        `--enable-dp-attention`), else 1 for a deployment built by hand."""
+        return self.server.attn_dp_size if self.server is not None else 1
 
     def table(self) -> BucketTable:
         """The configured buckets with capacities from the capture model (docs/model.md "Local capacity").

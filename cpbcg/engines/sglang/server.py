@@ -110,6 +110,9 @@ class ResolvedServer:
     """No GPU was given: `gpu` is `hardware.ASSUMED_GPU` (the cost models say so)."""
     graph_off: str = ""
     """Why 0.5.23 captures no prefill graph, in short (`CP without CP graphs on H200`); empty when it captures one."""
+    attn_dp_size: int = 1
+    """Attention DP size as resolved (`--attn-dp-size`, or `--dp-size` under `--enable-dp-attention`:
+    0.5.23 `handle_data_parallelism`): attention runs per DP rank, the MLP and MoE on every DP rank's rows."""
 
     @property
     def starts(self) -> bool:

@@ -100,7 +100,7 @@ def resolve_server(
         tp_size=r.tp, attn_cp_size=r.cp, pp_size=r.pp, dp_size=r.dp, ep_size=r.ep, enable_prefill_cp=r.enable_cp, cp_strategy=r.strategy,
         prefill_graph_backend=r.graph_backend, prefill_graph_max_bs=r.max_bs, prefill_graph_bs=r.bs,
         refusals=tuple(r.refusals), no_cp_graph=tuple(r.no_cp_graph), not_modelled=not_modelled, notes=tuple(r.notes),
-        given=dict(given), model_assumed=model_assumed, gpu_assumed=gpu_assumed, graph_off=r.graph_off,
+        given=dict(given), model_assumed=model_assumed, gpu_assumed=gpu_assumed, graph_off=r.graph_off, attn_dp_size=r.attn_dp,
     )
 
 
