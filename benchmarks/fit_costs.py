@@ -248,6 +248,11 @@ def main() -> int:
             was = "" if before is None else f"{before:>9.4g}"
             change = f"{'?' if before is None else f'{before / measured:.2f}'} -> {after / measured:.2f}"
             print(f"{kind:<10} {backend:<12} {was:>9} {after:>9.4g} {measured:>9.4g} {change:>22}  {source}")
+        print("\nfitted points, each left out of the fit in turn (its out-of-sample error): estimate / measured")
+        for kind, source, est, meas, fitted, loo in errors(data, pub.FITTED):
+            if fitted and loo is not None:
+                print(f"{kind:<10} {'breakable' if 'tc_piecewise' not in source else 'tc_piecewise':<12} in fit {est / meas:>5.2f}  "
+                      f"left out {loo:>5.2f}  {source}")
         print("\nbackend against breakable (same model and buckets): modelled ratio, measured ratio, error")
         for quantity, backend, source, modelled, measured in backend_ratios(data):
             error = "not modelled" if modelled is None else f"{modelled / measured:.2f}"
