@@ -4,7 +4,7 @@ Run: `python benchmarks/compare_outputs.py BEFORE_TREE AFTER_TREE [--out DIR] [-
 
 Each tree is a checkout of this repository (e.g. `git worktree add --detach ../base <commit>`).
 Every case below runs `python -m cpbcg ...` once with each tree first on `PYTHONPATH`, in text and
-in JSON, on two shared request traces (`../shared/traces`), the test fixture SGLang log and a
+in JSON (plan, replay-check, batches, check-server, watch, presets, layout), on two shared request traces (`../shared/traces`), the test fixture SGLang log and a
 synthetic 0.5.23 log (`make_sglang_log.py`, 2,000 prefill and 2,000 decode lines, seed 0). stdout,
 stderr and the exit code are compared byte for byte; the only rewrites are the tree's own path,
 which a message may name, and watch's wall-clock readings (`TIMING`). Prints one line per case
@@ -32,6 +32,8 @@ LAUNCH = ("python -m sglang.launch_server --model-path m --tp-size 4 --attn-cp-s
 
 TIMING = re.compile(rb'"(elapsed_s|last_line_age_s|reader_lag_s|scrape_age_s|seconds)":-?[0-9.e+-]+')
 """Wall-clock readings in watch's JSON (run time, line age, reader lag): masked, the rest compared as is."""
+TEXT_TIMING = re.compile(rb"( in | last line | reader lag )[0-9.]+ s\b")
+"""The same readings in watch's text (`2,000 prefill forwards in 1 s`, `last line 0 s ago`, `reader lag 0.0 s`)."""
 
 
 def cases(logs: Path) -> dict[str, tuple[list[str], Path | None]]:
@@ -53,6 +55,10 @@ def cases(logs: Path) -> dict[str, tuple[list[str], Path | None]]:
         out[f"check-server-h200-{fmt}"] = (["check-server", "--server-args", LAUNCH, "--gpu", "H200", "-f", fmt], None)
         out[f"watch-fixture-log-{fmt}"] = (["watch", "-", "-f", fmt], fixture_log)
         out[f"watch-synthetic-log-{fmt}"] = (["watch", "-", "-f", fmt], synthetic_log)
+        out[f"presets-{fmt}"] = (["presets", "-f", fmt], None)
+        out[f"layout-{fmt}"] = (["layout", "--cp-size", "4", "1534", "161", "353", "-f", fmt], None)
+        out[f"plan-guarantee-{fmt}"] = (["plan", "--guarantee", "--max-requests", "4", "-f", fmt], None)
+        out[f"plan-compare-vidur-{fmt}"] = (["plan", "--trace", str(VIDUR), "--compare", "-f", fmt], None)
     return out
 
 
@@ -65,7 +71,8 @@ def run(tree: Path, args: list[str], stdin: Path | None, env: dict[str, str]) ->
         written = Path(args[args.index("-o") + 1])
         text += b"\n--- " + written.name.encode() + b"\n" + (written.read_bytes() if written.exists() else b"(not written)")
         written.unlink(missing_ok=True)
-    return TIMING.sub(rb'"\1":<T>', text.replace(str(tree).encode(), b"<TREE>"))
+    masked = TIMING.sub(rb'"\1":<T>', text.replace(str(tree).encode(), b"<TREE>"))
+    return TEXT_TIMING.sub(rb"\1<T> s", masked) if args[0] == "watch" else masked
 
 
 def main() -> int:

@@ -384,7 +384,7 @@ def test_the_cycle_check_sees_type_only_imports():
 
 
 PLANNER_WINGS = [
-    ("base", {"arrays", "choices", "words", "hardware", "decode_steps"}),
+    ("base", {"arrays", "choices", "words", "document", "hardware", "decode_steps"}),
     ("model", {"model"}),
     ("traces", {"traces"}),
     ("scheduler", {"scheduler"}),

@@ -27,11 +27,12 @@ off is modelled eager throughout.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from cpbcg.planner.document import document
 from cpbcg.planner.bound import bound_demand
 from cpbcg.planner.model.layout import CPLayout, CPStrategy
 from cpbcg.planner.arrays import Int64Array
@@ -209,9 +210,9 @@ class ObservedComparison:
         return {
             "label": self.label, "forwards": self.forwards, "graph_forwards": self.graph_forwards, "coverage": self.coverage,
             "token_coverage": self.token_coverage, "model_coverage": self.model_coverage, "agreeing": self.agreeing,
-            "without_verdict": self.without_verdict, "ranks": [asdict(r) for r in self.ranks],
-            "model_errors": self.model_errors, "assumption_errors": self.assumption_errors, "model_error_lines": [asdict(d) for d in self.model_error_lines],
-            "unexplained_eager": self.unexplained_eager, "eager_lines": [asdict(d) for d in self.eager_lines],
+            "without_verdict": self.without_verdict, "ranks": [document(r) for r in self.ranks],
+            "model_errors": self.model_errors, "assumption_errors": self.assumption_errors, "model_error_lines": [document(d) for d in self.model_error_lines],
+            "unexplained_eager": self.unexplained_eager, "eager_lines": [document(d) for d in self.eager_lines],
             "eager_explanations": dict(self.eager_explanations), "notes": list(self.notes),
             **({"launches": [launch.to_dict() for launch in self.launches]} if self.launches else {}),
         }
@@ -233,7 +234,7 @@ class LaunchObserved:
 
     def to_dict(self) -> dict[str, object]:
         return {"launch": self.launch, "first_line": self.first_line, **settings_document(self.settings),
-                "assumed": [asdict(a) for a in self.assumed],
+                "assumed": [document(a) for a in self.assumed],
                 **({"server": self.server.summary()} if self.server is not None else {}), **self.comparison.to_dict()}
 
 
