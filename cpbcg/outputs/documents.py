@@ -1,9 +1,12 @@
-"""Every JSON document of cpbcg's results, built in one place (`--format json`, `--json`,
-`--emit` metadata, the capture manifest).
+"""Every command's JSON document, assembled in one place (`--format json`, `--json`, `--emit`
+metadata, the capture manifest).
 
-Each function takes typed results and returns a JSON-ready dict; `dumps` writes it. Field names
-are the results' own; evaluations are embedded with `Evaluation.to_dict()` everywhere (plan top
-level, recommendation, validation, comparisons, replay-check).
+Each function assembles a command's document from typed results and returns a JSON-ready dict;
+`dumps` writes it. A result's own JSON is its `to_dict()` (`Evaluation`, `Recommendation`,
+`Comparison`, `BucketResult`, ...), and a result's fields become JSON through
+`cpbcg.planner.document.document` only: field names are the results' own, evaluations are
+embedded with `Evaluation.to_dict()` everywhere (plan top level, recommendation, validation,
+comparisons, replay-check).
 """
 
 from __future__ import annotations
@@ -14,15 +17,14 @@ import orjson
 
 from cpbcg.planner.document import document
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.optimise.compare import Comparison
-from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation
+from cpbcg.planner.optimise.recommend import Recommendation
 from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.assembly.sources import BatchSource
 from cpbcg.engines.sglang.server import deployment_header
 
 if TYPE_CHECKING:  # typed records of the capture package and the API (not imported at run time)
     from cpbcg.planner.optimise.guarantee import GuaranteeResult
-    from cpbcg.graph_capture.records import BucketResult, CaptureResult
+    from cpbcg.graph_capture.records import CaptureResult
     from cpbcg.gates.gates import CheckReport
     from cpbcg.planner.deployment import Deployment
 
@@ -45,7 +47,7 @@ def plan_document(header: dict[str, Any], evaluation: Evaluation, recommendation
         doc["simulation"] = simulation
     doc.update(evaluation.to_dict())
     if recommendation is not None:
-        doc["recommendation"] = recommendation_document(recommendation)
+        doc["recommendation"] = recommendation.to_dict()
     elif recommendation_error is not None:
         doc["recommendation"] = None
         doc["recommendation_error"] = recommendation_error
@@ -81,45 +83,6 @@ def graphs_off_document(source: Any) -> list[dict[str, Any]]:
             for s, n in source.graphs_off_launches]
 
 
-def recommendation_document(rec: Recommendation) -> dict[str, Any]:
-    """The recommendation: list, evaluation (same fields as the top level), validation, deploy flags."""
-    validation = None
-    if rec.validation is not None:
-        v = rec.validation
-        validation = {
-            "fit_fraction": v.fit_fraction, "buckets": v.buckets, "in_sample": v.in_sample.to_dict(),
-            "evaluation": v.evaluation.to_dict(), "warning": v.warning(),
-            "by_part": {name: ev.to_dict() for name, ev in v.by_part.items()},
-        }
-    return {
-        "buckets": rec.buckets,
-        "num_buckets": len(rec.buckets),
-        "max_buckets": rec.max_buckets,
-        "objective": rec.objective,
-        "target_coverage": rec.target_coverage,
-        "evaluation": rec.evaluation.to_dict(),
-        "modelled_ms": rec.modelled_ms,
-        "configured_modelled_ms": rec.configured_modelled_ms,
-        "cost_model": rec.cost.to_dict(),
-        "headroom": None if rec.headroom is None else document(rec.headroom),
-        "headroom_note": rec.headroom_note,
-        "validation": validation,
-        "capture_estimate": document(rec.capture, extra={"net_mib": rec.capture.net_mib}),
-        "configured_capture_estimate": document(rec.configured_capture, extra={"net_mib": rec.configured_capture.net_mib}),
-        "configured_evaluation": None if rec.configured_evaluation is None else rec.configured_evaluation.to_dict(),
-        "coverage_ceiling": rec.ceiling,
-        "trade_off": [document(t) for t in rec.trade_off],
-        "knee": None if rec.knee is None else document(rec.knee, extra={"rule": KNEE_RULE}),
-        "budget": None if rec.budget is None else {"max_capture_s": rec.budget.max_capture_s, "max_graph_mib": rec.budget.max_graph_mib},
-        "deploy": rec.deploy,
-        "exact": rec.optimal.bucket_multiple == 1,
-        "bucket_multiple": rec.optimal.bucket_multiple,
-        "num_candidates": rec.optimal.num_candidates,
-        "floor_tokens": rec.floor_tokens,
-        "notes": list(rec.notes),
-    }
-
-
 def traffic_document(parts: Any) -> list[dict[str, Any]]:
     """`plan --format json` with several traces or loads: each (trace, load) job with the
     configured list's and the recommended list's evaluation (`PlanPart`)."""
@@ -128,16 +91,6 @@ def traffic_document(parts: Any) -> list[dict[str, Any]]:
         "configured": p.evaluation.to_dict(), "recommended": None if p.recommended is None else p.recommended.to_dict(),
         "sglang_default": None if p.default is None else p.default.to_dict(), "flags": list(p.flags),
     } for p in parts]
-
-
-def comparison_document(comparison: Comparison) -> dict[str, Any]:
-    """The `comparison` section of the plan JSON (`--compare`)."""
-    return {
-        "lists": [{"name": r.name, "modelled_ms": r.modelled_ms, "optimal_same_size_ms": r.optimal_same_size_ms,
-                   "capture_s": r.capture_s, "graph_mib": r.graph_mib, **r.evaluation.to_dict()}
-                  for r in comparison.reports],
-        "pareto": [document(p) for p in comparison.points],
-    }
 
 
 def guarantee_document(deployment: Deployment, result: GuaranteeResult) -> dict[str, Any]:
@@ -256,7 +209,7 @@ def manifest_document(result: "CaptureResult") -> dict[str, Any]:
         "seed": s.seed,
         "tolerance": {"dtype": tol.dtype, "atol": tol.atol, "rtol": tol.rtol, "noise_factor": tol.noise_factor, "rule": tol.rule},
         "attention_kernels": dict(result.attention_kernels),
-        "buckets": [_bucket_record(b) for b in result.buckets],
+        "buckets": [b.to_dict() for b in result.buckets],
         "skipped_buckets": [document(k) for k in result.skipped],
         "wall_s": _run_wall(result),
     }
@@ -270,25 +223,6 @@ def _run_wall(result: "CaptureResult") -> dict[str, Any] | None:
     walls = [b.wall for b in result.buckets if b.wall is not None]
     return document(result.wall, extra={"warmup_s": sum(w.warmup_s for w in walls), "timing_s": sum(w.timing_s for w in walls),
                                         "layouts": sum(w.layouts for w in walls)})
-
-
-def _bucket_record(b: "BucketResult") -> dict[str, Any]:
-    timing = {"replay_ms": None, "eager_ms": None, "raw_replay_ms": None} if b.timing is None else document(b.timing)
-    layouts = [{"kind": c.kind, "extend_seq_lens": list(c.extend_seq_lens), "num_tokens": c.num_tokens,
-                "num_requests": len(c.extend_seq_lens), "local_rows": c.local_rows, "max_abs_err": c.max_abs_err,
-                "tolerance": c.tolerance, "noise_floor": c.noise_floor, "graph_matches_eager": c.graph_matches_eager,
-                "verified": c.verified} for c in b.layouts]
-    probes = [{"extend_seq_lens": list(p.extend_seq_lens), "num_tokens": sum(p.extend_seq_lens), "local_rows": p.local_rows,
-               "refused": p.refused, "message": p.message} for p in b.probes]
-    return {
-        **document(b.capture), **timing, "verified": b.verified, "graph_matches_eager": b.graph_matches_eager,
-        "max_abs_err": b.max_abs_err, "layouts_checked": len(b.layouts),
-        "overflow_refused": all(p.refused for p in b.probes) if b.probes else None,
-        "layouts": layouts, "probes": probes,
-        "wall_s": None if b.wall is None else document(b.wall, extra={"other_s": b.wall.other_s}),
-    }
-
-
 
 
 def observed_document(observed: Any, log: Any) -> dict[str, Any] | None:
