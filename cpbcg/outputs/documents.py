@@ -232,11 +232,10 @@ def observed_document(observed: Any, log: Any) -> dict[str, Any] | None:
     line, the resolved values, the printed SGLang version) and the measured capture cost), or None."""
     if observed is None and (log is None or log.capture is None):
         return None
-    from cpbcg.engines.sglang.observed import settings_document
 
     doc: dict[str, Any] = observed.to_dict() if observed is not None else {}
     if log is not None:
-        doc["log"] = {"path": log.path, **settings_document(log)}
+        doc["log"] = {"path": log.path, **log.to_dict()}
     if log is not None and log.capture is not None:
         c = log.capture
         doc["capture"] = {"bucket_gb": {str(b): gb for b, gb in sorted(c.bucket_gb.items())}, "total_gb": c.total_gb,

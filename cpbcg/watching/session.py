@@ -49,7 +49,7 @@ from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.engines.sglang.observed import AssumedSetting, ObservedComparison, settings_document
+from cpbcg.engines.sglang.observed import AssumedSetting, ObservedComparison
 from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.assembly.window import (ForwardRing, LaunchSetup, RunTally, Window, WindowGain, WindowStats, rank_window, take, window_gain,
@@ -141,7 +141,7 @@ class LaunchView:
 
     def to_dict(self) -> dict[str, object]:
         return {"launch": self.launch, "first_line": self.first_line, "forwards": self.forwards, "buckets": list(self.buckets),
-                "totals": self.evaluation.to_dict(), **settings_document(self.settings),
+                "totals": self.evaluation.to_dict(), **self.settings.to_dict(),
                 "assumed": [document(a) for a in self.assumed]}
 
 

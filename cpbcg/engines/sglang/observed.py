@@ -233,7 +233,7 @@ class LaunchObserved:
     """The launch's server as 0.5.23 resolves it (`LaunchModel.server`)."""
 
     def to_dict(self) -> dict[str, object]:
-        return {"launch": self.launch, "first_line": self.first_line, **settings_document(self.settings),
+        return {"launch": self.launch, "first_line": self.first_line, **self.settings.to_dict(),
                 "assumed": [document(a) for a in self.assumed],
                 **({"server": self.server.summary()} if self.server is not None else {}), **self.comparison.to_dict()}
 
@@ -251,29 +251,13 @@ class LogObserved:
 
     def to_dict(self) -> dict[str, object]:
         """The JSON of one log: its path, version, settings (each with its source line) and comparison."""
-        doc: dict[str, object] = {"path": self.path, **settings_document(self.settings)}
+        doc: dict[str, object] = {"path": self.path, **self.settings.to_dict()}
         if self.summary is not None:
             doc["forwards"] = self.summary.forwards
             doc["launch_count"] = self.summary.launches
         if self.observed is not None:
             doc["observed"] = self.observed.to_dict()
         return doc
-
-
-def settings_document(log: LogSettings) -> dict[str, object]:
-    """A launch's settings for JSON: each with its value, source and line; the values the server
-    resolved and the launch flags (each with its line); the version; the prefill-graph state."""
-    return {
-        "sglang_version": log.version, "version_line": log.version_line or None,
-        "settings": [{"key": s.key, "value": s.value, "source": s.origin, "line": s.line or None, "inferred": s.inferred}
-                     for s in log.settings],
-        "resolved": {k: {"value": v, "line": at} for k, (v, at) in log.resolved.items()},
-        "launch_flags": {k: {"value": v, "line": at} for k, (v, at) in log.flags.items()},
-        "prefill_graphs": log.prefill_graphs, "prefill_graphs_source": log.prefill_graphs_origin or None,
-        "rank_prefixes": {k: {"ranks": n, "line": at} for k, (n, at) in log.ranks.items()},
-        "notes": list(log.notes),
-        **({"unreadable": [{"line": line, "what": what} for line, what in log.unreadable]} if log.unreadable else {}),
-    }
 
 
 class _LaunchTally:

@@ -255,6 +255,21 @@ class LogSettings:
         stated = _int(self.server_args.get("pp_size"))
         return stated if stated is not None and stated >= 1 else self.ranks.get("PP", (1, 0))[0]
 
+    def to_dict(self) -> dict[str, object]:
+        """A launch's settings for JSON: each with its value, source and line; the values the server
+        resolved and the launch flags (each with its line); the version; the prefill-graph state."""
+        return {
+            "sglang_version": self.version, "version_line": self.version_line or None,
+            "settings": [{"key": s.key, "value": s.value, "source": s.origin, "line": s.line or None, "inferred": s.inferred}
+                         for s in self.settings],
+            "resolved": {k: {"value": v, "line": at} for k, (v, at) in self.resolved.items()},
+            "launch_flags": {k: {"value": v, "line": at} for k, (v, at) in self.flags.items()},
+            "prefill_graphs": self.prefill_graphs, "prefill_graphs_source": self.prefill_graphs_origin or None,
+            "rank_prefixes": {k: {"ranks": n, "line": at} for k, (n, at) in self.ranks.items()},
+            "notes": list(self.notes),
+            **({"unreadable": [{"line": line, "what": what} for line, what in self.unreadable]} if self.unreadable else {}),
+        }
+
 
 def read_log_settings(path: TracePath | str) -> LogSettings:
     """Settings of the launch that runs a log's first forward (module doc), reading its start-up
