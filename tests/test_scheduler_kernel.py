@@ -100,6 +100,13 @@ def test_write_cache_puts_the_compiled_loop_in_numbas_cache_beside_kernel_py():
     for _ in Simulation((), SchedulerSettings(), compiled=True):  # a simulation's arguments: the same types, no second compile
         pass
     assert len(kernel.run.signatures) == 1
+    parts = chunks(3, 400, True)
+    for part in parts:  # a CSV's columns come read-only (zero-copy): still the signature the install compiled
+        for column in (part.input_tokens, part.arrival_s, part.output_tokens, part.num_images):
+            if column is not None:
+                column.setflags(write=False)
+    assert sum(1 for _ in Simulation(parts, SchedulerSettings(), compiled=True)) > 0
+    assert len(kernel.run.signatures) == 1, kernel.run.signatures
     for name in ("run", "_advance", "_heap_pop", "_heap_push", "_held_at", "_join", "_kv_now"):  # numba names an index by function and line
         line = getattr(kernel, name).py_func.__code__.co_firstlineno
         assert list(path.glob(f"kernel.{name}-{line}.*.nbi")), name
