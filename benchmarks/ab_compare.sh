@@ -17,8 +17,8 @@ NEW=${2:-$(cd "$(dirname "$0")/.." && pwd)}
 N=${N:-5}
 T=${TRACE:-/tmp/cpbcg-bench/batches-1000000.jsonl}
 L=${LOG:-/tmp/cpbcg-bench-log/sglang-500000-500000.log}
-ALL_NAMES=(help planhelp norec rec log)
-ALL_ARGS=("--help" "plan --help" "plan --trace $T -f json --no-recommend" "plan --trace $T -f json" "plan -t $L -f json --no-recommend")
+ALL_NAMES=(help planhelp default norec rec log)
+ALL_ARGS=("--help" "plan --help" "plan -f json" "plan --trace $T -f json --no-recommend" "plan --trace $T -f json" "plan -t $L -f json --no-recommend")
 NAMES=(); ARGS=()
 for i in "${!ALL_NAMES[@]}"; do  # ONLY="norec rec": a subset of the commands
   if [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" ${ALL_NAMES[$i]} "* ]]; then NAMES+=("${ALL_NAMES[$i]}"); ARGS+=("${ALL_ARGS[$i]}"); fi
