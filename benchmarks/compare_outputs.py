@@ -55,6 +55,9 @@ def cases(logs: Path) -> dict[str, tuple[list[str], Path | None]]:
         out[f"check-server-h200-{fmt}"] = (["check-server", "--server-args", LAUNCH, "--gpu", "H200", "-f", fmt], None)
         out[f"watch-fixture-log-{fmt}"] = (["watch", "-", "-f", fmt], fixture_log)
         out[f"watch-synthetic-log-{fmt}"] = (["watch", "-", "-f", fmt], synthetic_log)
+        out[f"replay-check-gates-vidur-{fmt}"] = (["replay-check", "--trace", str(VIDUR), "--min-coverage", "0.5", "--max-padding", "0.01",
+                                                    "-f", fmt], None)
+        out[f"watch-gates-synthetic-log-{fmt}"] = (["watch", "-", "--min-observed-coverage", "0.99", "-f", fmt], synthetic_log)
         out[f"presets-{fmt}"] = (["presets", "-f", fmt], None)
         out[f"layout-{fmt}"] = (["layout", "--cp-size", "4", "1534", "161", "353", "-f", fmt], None)
         out[f"plan-guarantee-{fmt}"] = (["plan", "--guarantee", "--max-requests", "4", "-f", fmt], None)

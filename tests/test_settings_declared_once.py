@@ -132,7 +132,7 @@ def test_the_assumed_settings_name_the_declared_options():
 
 
 def test_a_server_argument_flag_is_spelled_once():
-    # `--chunked-prefill-size` is derived from its one declaration (sglang_args: the field's name)
+    # `--chunked-prefill-size` is derived from its one declaration (settings.py's sglang_field: the field's name)
     # everywhere but 0.5.23's flag table (data)
     from pathlib import Path
 
