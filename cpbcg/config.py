@@ -26,7 +26,7 @@ from cpbcg.planner.costs.cost import CostModel, forward_cost
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
 from cpbcg.planner.export import cp_flags as deployment_cp_flags
-from cpbcg.engines.sglang.startup import check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
+from cpbcg.engines.sglang.startup import check_server_flags, launch_notes, log_given, log_printed, parse_launch_words, resolve_server
 from cpbcg.planner.hardware import gpu_from_device_name
 from cpbcg.planner.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
 from cpbcg.planner.traces.sglang_settings import LogSettings
@@ -575,6 +575,8 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
                 given[one] = Given(value, f"option (overrides launch command {old.value})")
             else:
                 given[one] = Given(value, source)
+    unsaid = launch_notes(given, where("args") if args is not None else f"flags file {cfg.buckets}") \
+        if args is not None or flags_file is not None else ()  # what the launch command lacks, said
     gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
     gpu_source = "" if gpu is None else f"given ({where('gpu')})"
     if gpu is None and log is not None and log.device_name is not None:  # the GPU the server printed: a fact over the assumption
@@ -591,7 +593,8 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         server = replace(server, refusals=(refused, *server.refusals))
         raise UnrecognizedServerArguments(f"{where('args') if args is not None else cfg.buckets}: SGLang {SGLANG_VERSION} "
                                           f"{refused.message}", server)
-    return replace(server, notes=server.notes + skipped, overrides=tuple(overrides)) if skipped or overrides else server
+    return replace(server, notes=server.notes + skipped, overrides=tuple(overrides), input_notes=unsaid) if skipped or overrides or unsaid \
+        else server
 
 
 class UnrecognizedServerArguments(ConfigError):

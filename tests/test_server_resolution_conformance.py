@@ -75,6 +75,12 @@ BACKENDS = [None, "trtllm_mha", "fa3", "fa4", "flashinfer", "triton", "flashmla"
 GPT_OSS = _model("GptOssForCausalLM", kv=8, model_type="gpt_oss")
 QWEN4_EXP = _model("Qwen4ExpForConditionalGeneration", kv=4, model_type="qwen4_exp")
 MODELS += [GPT_OSS, QWEN4_EXP]
+KIMI_LINEAR = _model("KimiLinearForCausalLM", kv=32, model_type="kimi_linear", kv_lora_rank=512, kda_attention=True)
+GLM5_NEXT_KDA = _model("Glm5NextForConditionalGeneration", kv=64, model_type="glm5_next", kv_lora_rank=512, kda_attention=True)
+MODELS += [KIMI_LINEAR, GLM5_NEXT_KDA]
+"""KDA linear attention: off by default in 0.5.23 (`uses_kda_attention`), GLM-5 Next validated."""
+DEEPSEEK_V4 = _model("DeepseekV4ForCausalLM", kv=1, model_type="deepseek_v4")
+"""Drawn only in the targeted cases: its overrides (dsv4 backend, page 256, CP layout) are NOT_MODELLED."""
 
 
 def _platform(gpu) -> SimpleNamespace:
@@ -145,7 +151,7 @@ def oracle() -> dict:
         "get_spec": lambda: SimpleNamespace(speculative_algorithm=None),
         "mambaish_config": lambda model: SimpleNamespace(linear_num_key_heads=None, linear_attn_config={"num_heads": 64}),
         "disable_full_prefill_cudagraph_if_incompatible": lambda a: None,
-        "apply_cuda_graph_disaggregation_roles": lambda a: None, "apply_deepep_adjustments": lambda a: None,
+        "apply_deepep_adjustments": lambda a: None, "num_dp_ranks_of": lambda a: a.dp_size, "os": SimpleNamespace(environ={}),
         "xpu_has_xmx_support": lambda: False, "_check_xpu_dcp": lambda a, m: None,
         "IntEnum": enum.IntEnum, "dataclass": dataclasses.dataclass, "field": dataclasses.field,
     }
@@ -155,7 +161,9 @@ def oracle() -> dict:
     definitions("sglang/srt/arg_groups/model_overrides/gpt_oss.py", ["_gpt_oss_overrides"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/llama4.py", ["_llama4_overrides"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/deepseek_v2.py", ["_dsa_dcp_overrides", "_deepseek_family_overrides"], ns)
-    definitions("sglang/srt/configs/model_config.py", ["_hf_arch", "_hf_attr", "is_deepseek_dsa", "get_dsa_index_kpool"], ns)
+    definitions("sglang/srt/configs/model_config.py", ["_hf_arch", "_hf_attr", "is_deepseek_dsa", "get_dsa_index_kpool",
+                                                      "uses_kda_attention", "is_deepseek_v4"], ns)
+    definitions("sglang/srt/arg_groups/pd_disaggregation_hook.py", ["handle_pd_disaggregation"], ns)
     _gpt_oss_backend_check(ns)
     definitions("sglang/srt/arg_groups/overrides.py", [
         "_attention_backend_default", "_mla_backend_page_constraints", "_mla_kv_cache_dtype_checks", "_cutedsl_prefill_backend_fill",
@@ -164,7 +172,7 @@ def oracle() -> dict:
     definitions("sglang/srt/arg_groups/cuda_graph_hook.py", [
         "parse_cuda_graph_config", "apply_cuda_graph_compatibility", "generate_prefill_cuda_graph_batch_sizes",
         "generate_decode_cuda_graph_batch_sizes", "disable_prefill_cuda_graph_for_deepseek_trtllm_mla",
-        "apply_prefill_cp_cuda_graph_default", "disable_breakable_cudagraph_if_incompatible"], ns)
+        "apply_prefill_cp_cuda_graph_default", "disable_breakable_cudagraph_if_incompatible", "apply_cuda_graph_disaggregation_roles"], ns)
     definitions("sglang/srt/configs/model_config.py", [
         "MIMO_V2_MULTIMODAL_ARCHS", "multimodal_model_archs", "multimodal_breakable_cuda_graph_supported_model_archs",
         "is_multimodal_model", "is_multimodal_breakable_cuda_graph_supported", "is_encoder_decoder_model"], ns)
@@ -198,7 +206,8 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     platform = _platform(gpu)
     mla = uses_mla(model)
     hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type, quantization_config=None,
-                         index_topk=model.index_topk, index_kpool=model.index_kpool)
+                         index_topk=model.index_topk, index_kpool=model.index_kpool,
+                         linear_attn_config={"kda_layers": [1, 2]} if model.kda_attention else None)
     CTX.platform, CTX.mla, CTX.gpu = platform, mla, gpu
     ns = oracle()
     archs = list(model.architectures)
@@ -229,7 +238,9 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
         enable_dsa_cache_layer_split=False, enable_waterfill=False, disaggregation_transfer_backend="mooncake",
         speculative_draft_model_path=None, enable_mixed_chunk=False, moe_dense_tp_size=None, enable_hisparse=False,
         enable_hierarchical_cache=False, dsa_prefill_backend=None, dsa_decode_backend=None, dcp_replicate_q_proj=None,
-        dcp_comm_backend=None, fp8_gemm_runner_backend="auto")
+        dcp_comm_backend=None, fp8_gemm_runner_backend="auto", disaggregation_decode_allocation_policy="early",
+        disaggregation_decode_host_receive_threshold=1.0, enable_pd_role_switch=False, disaggregation_decode_retraction_backup="host_pool",
+        disaggregation_decode_enable_radix_cache=False, disaggregation_decode_extra_slots=0)
     for key, value in flags.items():
         setattr(args, key, list(value) if key == "cuda_graph_bs_prefill" else value)
     hook_module = types.ModuleType("sglang.srt.arg_groups.cuda_graph_hook")
@@ -243,9 +254,7 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     base = types.ModuleType("sglang.srt.layers.cp.base")
     base.init_cp_strategy = lambda **k: None
     model_config = types.ModuleType("sglang.srt.configs.model_config")
-    model_config.is_deepseek_v4 = lambda config: False  # the DeepSeek-V4 and KDA rules are NOT_MODELLED: no such model drawn
-    model_config.uses_kda_attention = lambda config: False
-    for name in ("is_deepseek_dsa", "get_dsa_index_kpool"):
+    for name in ("is_deepseek_dsa", "get_dsa_index_kpool", "uses_kda_attention", "is_deepseek_v4"):
         setattr(model_config, name, ns[name])
     model_config.unwrap_modelopt_quantization_config = lambda config: config
     dsa_utils = types.ModuleType("sglang.srt.layers.attention.dsa.utils")
@@ -258,8 +267,13 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     run_pass = _run_pass
 
     ns["handle_deprecated_dp_attention"](args)
+    try:
+        ns["handle_pd_disaggregation"](args)
+    except (AssertionError, ValueError) as exc:
+        return {"refused": str(exc)}
     ns["parse_cuda_graph_config"](args)
     ns["apply_cuda_graph_compatibility"](args)
+    ns["apply_cuda_graph_disaggregation_roles"](args)  # handle_cuda_graph_config's order
     try:
         ns["handle_gpu_memory_settings"](args)
         if model.architecture in FAMILY:  # handle_model_specific_adjustments: the override registry
@@ -339,6 +353,8 @@ def deployments(draw):
         "moe_dp_size": _optional([1, 2]), "enable_mixed_chunk": _optional([True]),
         "enable_multimodal": _optional([True, False]), "language_model_only": _optional([True]), "dcp_size": _optional([1, 2]),
         "enable_two_batch_overlap": _optional([True]), "moe_a2a_backend": _optional(["none", "deepep", "mooncake", "flashinfer"]),
+        "disaggregation_mode": st.sampled_from([None, None, None, "null", "prefill", "decode"]),
+        "disaggregation_transfer_backend": _optional(["mooncake", "nixl", "fake"]),
     }
     choices |= {"dp_size": _optional([1, 2]), "attn_dp_size": _optional([1, 2])}
     for key, strategy in choices.items():
@@ -465,6 +481,17 @@ CP4 = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy"
     ({"attention_backend": "hpc_ops"}, _model("MllamaForConditionalGeneration"), "H100",
      {"refused": "Cross attention is not supported in the hpc_ops attention backend."}),
     ({**CP4, "moe_dp_size": 2}, MODELS[0], "B200", {"refused": "attn_cp_size != moe_dp_size is only supported when moe_dp_size == 1"}),
+    ({}, KIMI_LINEAR, "B200", {"prefill_graph_backend": "disabled"}),  # uses_kda_attention: KDA hybrid linear attention
+    ({"cuda_graph_backend_prefill": "breakable"}, KIMI_LINEAR, "B200", {"prefill_graph_backend": "breakable"}),  # given: locked
+    ({}, GLM5_NEXT_KDA, "B200", {"prefill_graph_backend": "breakable"}),  # GLM-5 Next is validated with KDA
+    ({}, DEEPSEEK_V4, "B200", {"prefill_graph_backend": "disabled"}),  # is_deepseek_v4 without CP graphs
+    ({**CP4, "prefill_attention_backend": "trtllm_mha"}, DEEPSEEK_V4, "B200", {"prefill_graph_backend": "breakable", "cp_graphs": True}),
+    ({"disaggregation_mode": "decode"}, MODELS[0], "B200", {"prefill_graph_backend": "disabled"}),  # apply_cuda_graph_disaggregation_roles
+    ({**CP4, "disaggregation_mode": "decode"}, MODELS[0], "B200", {"prefill_graph_backend": "disabled", "cp_graphs": True}),
+    ({"disaggregation_mode": "decode", "cuda_graph_backend_prefill": "breakable"}, MODELS[0], "H100", {"prefill_graph_backend": "breakable"}),
+    ({"disaggregation_mode": "prefill"}, MODELS[0], "H100", {"prefill_graph_backend": "breakable"}),
+    ({"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "fake"}, MODELS[0], "H100",
+     {"refused": "Prefill server does not support 'fake' as the transfer backend"}),  # handle_pd_disaggregation
 ])
 def test_gpt_oss_torch_native_attention_dp_and_cp_tp_sharing_resolve_as_sglang_does(sglang_wheel, monkeypatch, flags, model, gpu, expected):
     want = sglang_resolve(flags, model, GPUS[gpu], monkeypatch)

@@ -199,7 +199,7 @@ def resolution_notes(server: "ResolvedServer | None", log: "LogSettings | None" 
     if server is None:
         return []
     said = {note for s in (log.settings if log is not None else ()) if (note := _server_change(server, s.key, s.value)) is not None}
-    return [f"cpbcg: note: {o}" for o in server.overrides] + \
+    return [f"cpbcg: note: {o}" for o in (*server.overrides, *server.input_notes)] + \
         [f"cpbcg: note: SGLang {SGLANG_VERSION} starts with {note}; planned with that" for note in server.notes if note not in said]
 
 
