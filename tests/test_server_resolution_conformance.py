@@ -201,25 +201,41 @@ def _gpt_oss_backend_check(ns: dict) -> None:
         exec(compile(ast.fix_missing_locations(ast.Module(body=[body], type_ignores=[])), "model_hook.py", "exec"), ns)  # noqa: S102
 
 
-def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
-    """0.5.23's resolution of `flags` (ServerArgs field names), from the wheel under stubs."""
+def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch, real: dict | None = None) -> dict:
+    """0.5.23's resolution of `flags` (ServerArgs field names), from the wheel under stubs. `real`: what
+    0.5.23's own `ModelConfig` (transformers' config loading) made of the model's config.json, keyed by
+    `model_config_key(flags)` (tests/test_model_config_conformance.py); without it the model config is
+    restated from `model` here."""
     platform = _platform(gpu)
-    mla = uses_mla(model)
-    hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type, quantization_config=None,
-                         index_topk=model.index_topk, index_kpool=model.index_kpool,
-                         linear_attn_config={"kda_layers": [1, 2]} if model.kda_attention else None)
-    CTX.platform, CTX.mla, CTX.gpu = platform, mla, gpu
     ns = oracle()
-    archs = list(model.architectures)
-    # ModelConfig.__init__'s enable_multimodal default (the part of ModelConfig restated here, not run)
-    enabled = flags.get("enable_multimodal", archs[0] not in MM_OFF_BY_DEFAULT)
-    multimodal = bool(enabled) and not flags.get("language_model_only") and ns["is_multimodal_model"](archs)
-    CTX.model_config = SimpleNamespace(
-        attention_arch="MLA" if mla else "MHA", hf_config=hf, hf_text_config=hf, is_multimodal=multimodal,
-        is_encoder_decoder=ns["is_encoder_decoder_model"](archs),
-        is_multimodal_breakable_cuda_graph_supported=bool(enabled) and ns["is_multimodal_breakable_cuda_graph_supported"](archs),
-        context_len=model.context_length, has_asymmetric_kv=False, has_attention_sinks=False,
-        get_num_kv_heads=lambda tp: max(1, model.num_key_value_heads // tp))
+    if real is not None:
+        facts = real[model_config_key(flags)]
+        mla = facts["attention_arch"] == "MLA"
+        hf, text = _hf_namespace(facts["hf"]), _hf_namespace(facts["hf_text"])
+        archs = list(facts["hf"]["architectures"])
+        CTX.model_config = SimpleNamespace(
+            attention_arch=facts["attention_arch"], hf_config=hf, hf_text_config=text, is_multimodal=facts["is_multimodal"],
+            is_encoder_decoder=facts["is_encoder_decoder"],
+            is_multimodal_breakable_cuda_graph_supported=facts["is_multimodal_breakable_cuda_graph_supported"],
+            context_len=facts["context_len"], has_asymmetric_kv=facts["has_asymmetric_kv"], has_attention_sinks=facts["has_attention_sinks"],
+            get_num_kv_heads=lambda tp: facts["num_kv_heads"][str(tp)])
+    else:
+        mla = uses_mla(model)
+        hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type, quantization_config=None,
+                             index_topk=model.index_topk, index_kpool=model.index_kpool,
+                             linear_attn_config={"kda_layers": [1, 2]} if model.kda_attention else None)
+        archs = list(model.architectures)
+        # ModelConfig.__init__'s enable_multimodal default (the part of ModelConfig restated here, not run)
+        enabled = flags.get("enable_multimodal", archs[0] not in MM_OFF_BY_DEFAULT)
+        multimodal = bool(enabled) and not flags.get("language_model_only") and ns["is_multimodal_model"](archs)
+        CTX.model_config = SimpleNamespace(
+            attention_arch="MLA" if mla else "MHA", hf_config=hf, hf_text_config=hf, is_multimodal=multimodal,
+            is_encoder_decoder=ns["is_encoder_decoder_model"](archs),
+            is_multimodal_breakable_cuda_graph_supported=bool(enabled) and ns["is_multimodal_breakable_cuda_graph_supported"](archs),
+            context_len=model.context_length, has_asymmetric_kv=False, has_attention_sinks=False,
+            get_num_kv_heads=lambda tp: max(1, model.num_key_value_heads // tp))
+    CTX.platform, CTX.mla, CTX.gpu = platform, mla, gpu
+    arch = archs[0]
     args = SimpleNamespace(
         model_path="m", device="cuda" if platform.is_cuda else "hip", tp_size=1, pp_size=1, dp_size=1, ep_size=1, attn_cp_size=1,
         attn_dp_size=1, moe_dp_size=1, enable_prefill_cp=False, cp_strategy=None, attention_backend=None,
@@ -276,13 +292,13 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     ns["apply_cuda_graph_disaggregation_roles"](args)  # handle_cuda_graph_config's order
     try:
         ns["handle_gpu_memory_settings"](args)
-        if model.architecture in FAMILY:  # handle_model_specific_adjustments: the override registry
+        if arch in FAMILY:  # handle_model_specific_adjustments: the override registry
             for key, value in ns["_deepseek_family_overrides"](args, hf).items():
                 setattr(args, key, value)
-        if model.architecture == "Llama4ForConditionalGeneration":
+        if arch == "Llama4ForConditionalGeneration":
             args.attention_backend = ns["_llama4_overrides"](args, hf).get("attention_backend", args.attention_backend)
             ns["_llama4_backend_check"](args)
-        if model.architecture == "GptOssForCausalLM":  # handle_model_specific_adjustments: the override registry, then the assert
+        if arch == "GptOssForCausalLM":  # handle_model_specific_adjustments: the override registry, then the assert
             args.attention_backend = ns["_gpt_oss_overrides"](args, hf).get("attention_backend", args.attention_backend)
             ns["_gpt_oss_backend_check"](args)
         ns["handle_attention_backend_compatibility"](args)
@@ -308,6 +324,20 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
         "prefill_graph_backend": args.cuda_graph_config.prefill.backend, "max_bs": args.cuda_graph_config.prefill.max_bs,
         "bs": tuple(args.cuda_graph_config.prefill.bs), "cp_graphs": bool(ns["supports_prefill_cp_bcg"](args)),
     }
+
+
+def model_config_key(flags: dict) -> str:
+    """Which of a model's `ModelConfig`s a launch builds: `--enable-multimodal` (unset, true, false) and
+    `--language-model-only`, the `ModelConfig.from_server_args` arguments the resolution's facts depend on."""
+    return f"{flags.get('enable_multimodal')}/{bool(flags.get('language_model_only'))}"
+
+
+def _hf_namespace(attrs: dict) -> SimpleNamespace:
+    """A Hugging Face config's attributes the resolution reads, as the config object (its text config under `text_config`)."""
+    out = SimpleNamespace(**{k: v for k, v in attrs.items() if k != "text_config"})
+    if attrs.get("text_config") is not None:
+        out.text_config = _hf_namespace(attrs["text_config"])
+    return out
 
 
 def cpbcg_resolve(flags: dict, model: ModelSpec, gpu) -> dict:

@@ -49,7 +49,7 @@ NOT_MODELLED = (
     "DeepSeek-V4's defaults and CP checks (apply_deepseek_v4_defaults, validate_deepseek_v4_cp: its flashmla "
     "backends and request limit); its prefill-graph disable is restated",
     "multimodal detection from a config's text_config / vision_config alone (the architecture list decides)",
-    "CP-TP group sharing's speculative, disaggregation and linear-attention head checks",
+    "CP-TP group sharing's speculative checks beyond PD and its linear-attention head divisibility",
 )
 """Parts of 0.5.23's start-up resolution `STEPS` do not restate."""
 
