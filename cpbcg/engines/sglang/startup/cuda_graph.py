@@ -7,8 +7,8 @@ from typing import Any
 
 from cpbcg.engines.sglang.startup.model import MULTIMODAL_BREAKABLE_GRAPH_ARCHITECTURES, is_multimodal
 from cpbcg.engines.sglang.startup.state import DEFAULT, Resolution
-from cpbcg.planner.server import Value
-from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_ARCHITECTURE
+from cpbcg.engines.sglang.server import Value
+from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_ARCHITECTURE
 
 DEEPSEEK_V4_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
 """0.5.23 `configs/model_config.py::is_deepseek_v4` (it tests `architectures[0]`)."""
