@@ -27,7 +27,7 @@ from cpbcg.planner.deployment import Deployment
 from cpbcg.engines.sglang.export import FLAG_KEYS, sglang_flag_settings
 from cpbcg.engines.sglang.export import cp_flags as deployment_cp_flags
 from cpbcg.engines.sglang.startup import check_server_flags, launch_notes, log_given, log_printed, parse_launch_words, resolve_server
-from cpbcg.planner.hardware import gpu_from_device_name
+from cpbcg.planner.hardware import gpu_from_device_name, gpus_holding
 from cpbcg.engines.sglang.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
 from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.engines.sglang.args import SERVER_ARGS
@@ -523,6 +523,12 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     flags_file = flags_file_words(cfg.buckets) if isinstance(cfg.buckets, str) and args is None else None
     from_log, skipped = log_given(log.sglang_flags()) if log is not None else ({}, ())
     log_states_cp = "attn_cp_size" in from_log
+    if log is not None and log.attention_backend is not None and not any(k.endswith("attention_backend") for k in from_log):
+        backend, at = log.attention_backend  # the backend the server printed it ran: a fact over 0.5.23's default for the GPU
+        from_log["attention_backend"] = Given(backend, f"log line {at}: the server printed it chose {backend}")
+    shown_chunk = log.setting("scheduler.chunked_prefill_size") if log is not None else None
+    if shown_chunk is not None and shown_chunk.inferred and "chunked_prefill_size" not in from_log:  # the chunk its forwards show
+        from_log["chunked_prefill_size"] = Given(shown_chunk.value, f"log line {shown_chunk.line}: {shown_chunk.origin}")
     if log is not None:
         from_log.update(_log_layout(log, from_log))
     model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
@@ -585,6 +591,14 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         gpu_source = f"{device} as the server printed it (log line {at})" if gpu is not None else ""
         if gpu is None:
             skipped += (f"log line {at}: the server ran on {device}, not in cpbcg's GPU catalogue: the assumed GPU planned (give --gpu)",)
+    elif gpu is None and log is not None and log.memory_seen is not None:  # the memory it printed: a floor on the GPU's
+        gib, at = log.memory_seen
+        holding = gpus_holding(gib)
+        if holding:
+            gpu = holding[0]
+            also = f"; {', '.join(g.name for g in holding[1:])} hold as much: give --gpu" if len(holding) > 1 else ""
+            gpu_source = (f"inferred from {log.path}:{at} (the server shows {gib:g} GiB of GPU memory: the smallest catalogue GPU "
+                          f"that holds it{also})")
     server = resolve_server(given, model, gpu, printed=log_printed(log.resolved) if log is not None else None,
                             model_source="" if model is None else model.source,
                             gpu_source=gpu_source)

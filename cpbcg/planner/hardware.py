@@ -93,6 +93,14 @@ def gpu_from_device_name(device: str) -> GPU | None:
     return best
 
 
+def gpus_holding(gib: float, vendor: str = "nvidia") -> list[GPU]:
+    """The catalogue GPUs of `vendor` with the least memory that is at least `gib` GiB (a server's printed free
+    memory is a floor on its GPU's), least memory first (catalogue order among equals): several when they hold about
+    the same (within 0.5%: H100, H800, A100 80GB); empty when none holds it."""
+    fits = sorted((g for g in GPUS.values() if g.vendor == vendor and g.memory_mib >= gib * 1024), key=lambda g: g.memory_mib)
+    return [g for g in fits if g.memory_mib <= fits[0].memory_mib * 1.005]
+
+
 def gpu_by_name(name: str) -> GPU:
     """The catalogue entry for `name` (case-insensitive). Raises `ValueError` naming the
     known GPUs when there is none."""
