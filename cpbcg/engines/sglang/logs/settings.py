@@ -96,6 +96,8 @@ mem usage=15.00 GB`; capture lines): GiB (`get_available_gpu_memory` divides by 
 .../E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json`)."""
 _MODEL_CLASS = re.compile(rb"Load weight end\.[^\n]*?\btype=([A-Za-z_][A-Za-z0-9_]{0,80})\b")
 """0.5.23 `model_runner.py`: `Load weight end. elapsed=..., type=LlamaForCausalLM, avail mem=...`: the model class loaded."""
+_STARTUP = re.compile(rb"Load weight (?:begin|end)|Capture (?:cuda graph|[a-z ]*prefill [A-Za-z ]*graph) (?:num tokens|begin)")
+"""Lines a server prints only while it starts (loading weights, capturing graphs): after a launch's forwards, a new launch."""
 _PP_GRAPHS_OFF = b"Disabling breakable prefill CUDA graph by default for pipeline"
 _RANK_PREFIX = re.compile(rb"\[" + TIMESTAMP + rb"((?: [A-Z][A-Z_]*\d+)+)\s*\]")
 RANK_TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
@@ -401,6 +403,8 @@ class LaunchScan:
         dump = _ARGS.search(line)
         flags = None if dump else _LAUNCH.search(line)
         new = (dump is not None and (scan.dump_line or scan.forwards)) or (flags is not None and (scan.args_line or scan.forwards))
+        if not new and scan.forwards and _STARTUP.search(line):  # a server loads and captures before it serves: a restart's,
+            new = True  # even printed before its settings dump (which then joins the launch it begins)
         if new:
             scan = _Scan(len(self._scans) + 1, line_no, self.path)
             self._scans.append(scan)
