@@ -91,7 +91,8 @@ Use fa3 backend by default.`; the model overrides: `Use trtllm_mla as attention 
 attention backend for DeepSeek with DSA.`)."""
 _AVAIL_MEM = re.compile(rb"\bavail mem=(\d{1,4}(?:\.\d+)?) ?GB(?:[.,] mem usage=(\d{1,4}(?:\.\d+)?) ?GB)?")
 """SGLang's free-memory readings (`Load weight begin. avail mem=78.50 GB`; `Load weight end. ..., avail mem=60.00 GB,
-mem usage=15.00 GB`; capture lines): GiB (`get_available_gpu_memory` divides by 1 << 30)."""
+mem usage=15.00 GB`): GiB (`get_available_gpu_memory` divides by 1 << 30). Only the weight-loading lines are read: the
+later ones (memory pool, capture) come after the KV pool took most of the memory."""
 """The GPU as torch names it, in the MoE kernel-config lines (`fused_moe_triton_config.py`: `Config file not found at
 .../E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json`)."""
 _MODEL_CLASS = re.compile(rb"Load weight end\.[^\n]*?\btype=([A-Za-z_][A-Za-z0-9_]{0,80})\b")
@@ -494,7 +495,7 @@ class _Scan:
             self.device_name = (m.group(1).decode(), line_no)
         if self.attention_backend is None and (m := _BACKEND_PRINTED.search(line)):
             self.attention_backend = (m.group(1).decode(), line_no)
-        for m in _AVAIL_MEM.finditer(line):
+        for m in _AVAIL_MEM.finditer(line) if b"Load weight" in line else ():  # later readings are after the KV pool took its share
             gib = float(m.group(1)) + (float(m.group(2)) if m.group(2) else 0.0)
             if self.memory_seen is None or gib > self.memory_seen[0]:
                 self.memory_seen = (round(gib, 2), line_no)
