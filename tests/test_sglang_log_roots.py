@@ -50,3 +50,31 @@ def test_a_file_of_server_lines_without_a_prefill_line_says_so(tmp_path):
     assert run.returncode == 2
     assert run.stderr.decode().strip().splitlines()[0] == (f'cpbcg: error: {path}:1: no readable "Prefill batch" lines: not an SGLang '
                                                             "server log, or logged below INFO")
+
+
+def _restart_without_forwards(tmp_path):
+    """Launch 1 at cp 1 (4 forwards), then a restart at cp 2 (chunk 4096, 50 buckets) that has served no forward yet."""
+    first = startup_lines(cp=1) + "".join(prefill_line(n, 1) for n in (2000, 3000, 4000, 5000))
+    second = startup_lines(cp=2, tp=2, chunk=4096, max_bs=4096, date="2026-11-03")
+    return write_log(tmp_path / "restart.log", first + second)
+
+
+def test_a_restart_that_has_served_no_forward_is_the_server_planned(tmp_path):
+    import orjson
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    path = _restart_without_forwards(tmp_path)
+    reader = LogReader(path)
+    assert [(c.launch, len(c.num_tokens)) for c in reader] == [(1, 4), (2, 0)]  # the restart: one empty chunk
+    result = CliRunner().invoke(app, ["plan", "-t", str(path), "--gpu", "B200", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)
+    assert (doc["cp_size"], doc["server"]["attn_cp_size"], doc["server"]["chunked_prefill_size"]["value"]) == (2, 2, 4096)  # was cp 1
+    assert ("launch 2 (line 11), which has served no forward yet: fitted on launch 1's 4 forwards, their worst cases taken under its "
+            "CP layout (cp 2)") in result.stderr
+    emit = tmp_path / "flags.txt"
+    written = CliRunner().invoke(app, ["plan", "-t", str(path), "--gpu", "B200", "--emit", "sglang", "-o", str(emit)])
+    assert written.exit_code == 0, written.output
+    assert "--attn-cp-size 2" in emit.read_text() and "--chunked-prefill-size 4096" in emit.read_text()

@@ -476,7 +476,8 @@ def parse_log_lines(lines: Iterable[bytes], parser: LogParser | None = None, fir
 
 
 class LogReader:
-    """Iterate for `ObservedForwards` chunks (in log order, one launch each); `summary` is
+    """Iterate for `ObservedForwards` chunks (in log order, one launch each; a restart that has served no forward yet,
+    after the last launch that has, gets one empty chunk); `summary` is
     complete afterwards, `launches()` gives every launch's settings. Raises `TraceError`
     (`FILE:1: ...`) when the log has no readable `Prefill batch` record at all."""
 
@@ -510,6 +511,9 @@ class LogReader:
             why = ("an SGLang server log that has served no prefill yet, or logged below INFO" if shown and not s.records
                    else "not an SGLang server log, or logged below INFO")
             raise TraceError(located(display(self.path), 1, f'no readable "Prefill batch" lines{what}: {why}'))
+        served = max(s.launch_forwards, default=1)
+        for launch in range(served + 1, len(self.launches()) + 1):  # restarts that have served no forward yet: the server now
+            yield _chunk(_NO_ROWS, launch)  # an empty chunk each, so a plan knows the launch that runs now
 
 
 _NO_ROWS: Int64Array = np.zeros((0, 7), dtype=np.int64)
