@@ -622,13 +622,14 @@ class UnrecognizedServerArguments(ConfigError):
 
 
 def _log_layout(log: LogSettings, stated: dict[str, Given]) -> dict[str, Given]:
-    """The layout a launch shows without stating it, sourced to the evidence: the TP and PP sizes its
+    """The layout a launch shows without stating it, sourced to the evidence: the TP, PP and DP sizes its
     rank prefixes show (0.5.23 `run_scheduler_process` prints `TPn` when `tp_size > 1`, `PPn` when
-    `pp_size > 1`: `TP0..7` is `--tp-size 8` -- not read beside PP tags --, `PP0..3` `--pp-size 4`), and the CP size (rank
+    `pp_size > 1`, `DPn` for a data-parallel scheduler: `DP0..3` is `--dp-size 4`; `TP0..7` is `--tp-size 8` -- not read beside PP tags --, `PP0..3` `--pp-size 4`), and the CP size (rank
     prefixes, a release before attention CP: `LogSetting.inferred`) as `--attn-cp-size N` (with
     `--tp-size N` when the prefixes show no TP size)."""
     out: dict[str, Given] = {}
-    for tag, key in (("TP", "tp_size"), ("PP", "pp_size")):  # the rank prefixes' TP0..N-1 / PP0..N-1: a fact over the default 1
+    for tag, key in (("TP", "tp_size"), ("PP", "pp_size"), ("DP", "dp_size")):  # the rank prefixes' TP0..N-1 / PP0..N-1 / DP0..N-1:
+        # a fact over the default 1 (0.5.23 prints `DPn` for each data-parallel scheduler)
         seen = log.ranks.get(tag)
         if tag == "TP" and "PP" in log.ranks:
             continue  # a launcher may show TP ranks across pipeline stages (display_tp_rank): not read

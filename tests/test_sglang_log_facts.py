@@ -85,3 +85,15 @@ def test_the_attention_backend_the_log_prints_decides_the_page_size(tmp_path):
     assert server["page_size"]["value"] == 1  # a page-1 fa3 server is not re-planned at page 64
     plain = orjson.loads(_plan("-t", str(_log(tmp_path, OLD + LOADED.replace("62.10", "160.10"), name="b200.log")), "-f", "json").stdout)
     assert (plain["server"]["attention_backend"]["value"], plain["server"]["page_size"]["value"]) == ("trtllm_mha", 64)
+
+
+def test_dp_ranks_the_prefixes_show_are_the_dp_size(tmp_path):
+    from cpbcg import api
+
+    body = "".join(prefill_line(n, 1, prefix=f"[2026-11-02 10:00:00 DP{d} TP{t}] ") for n in (100, 200) for d in range(2) for t in range(4))
+    path = tmp_path / "dp.log"
+    path.write_text(SYNTHETIC_HEADER + body)
+    _, dep = api.load_config_and_deployment(None, {}, log=read_log_settings(path))
+    server = dep.server
+    assert (server.tp_size, server.dp_size) == (4, 2)  # was tp 4, dp 1 beside DP0..1
+    assert server.given["dp_size"].source == "log: rank prefixes DP0..1, line 2"
