@@ -80,7 +80,8 @@ GLM5_NEXT_KDA = _model("Glm5NextForConditionalGeneration", kv=64, model_type="gl
 MODELS += [KIMI_LINEAR, GLM5_NEXT_KDA]
 """KDA linear attention: off by default in 0.5.23 (`uses_kda_attention`), GLM-5 Next validated."""
 DEEPSEEK_V4 = _model("DeepseekV4ForCausalLM", kv=1, model_type="deepseek_v4")
-"""Drawn only in the targeted cases: its overrides (dsv4 backend, page 256, CP layout) are NOT_MODELLED."""
+"""`_deepseek_v4_overrides` runs from the wheel (dsv4 backend, page 256); `apply_deepseek_v4_defaults` and its CP checks do not."""
+MODELS += [DEEPSEEK_V4]
 
 
 def _platform(gpu) -> SimpleNamespace:
@@ -145,7 +146,7 @@ def oracle() -> dict:
         "envs": SimpleNamespace(SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR=_Env(0.0),
                                 SGLANG_AITER_KV_CACHE_LAYOUT=_Env(""), SGLANG_SYMM_MEM_PREALLOC_GB_SIZE=_Env(None),
                                 SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION=_Env(False), SGLANG_RUST_SERVER=_Env(False), SGLANG_DISAGG_STAGING_BUFFER=_Env(False),
-                                SGLANG_USE_AITER=_Env(False), SGLANG_DEEPEP_BF16_DISPATCH=_Env(False)),
+                                SGLANG_USE_AITER=_Env(False), SGLANG_DEEPEP_BF16_DISPATCH=_Env(False), SGLANG_DSV4_FP4_DEQUANT=_Env(False)),
         "parse_connector_type": lambda path: "local", "ConnectorType": SimpleNamespace(INSTANCE="instance"),
         "validate_prefill_cp_platform": lambda a: None,
         "get_spec": lambda: SimpleNamespace(speculative_algorithm=None),
@@ -160,6 +161,8 @@ def oracle() -> dict:
                                                                  "context_parallel_attn_dp_size"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/gpt_oss.py", ["_gpt_oss_overrides"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/llama4.py", ["_llama4_overrides"], ns)
+    ns["is_flashinfer_available"] = lambda: True
+    definitions("sglang/srt/arg_groups/model_overrides/deepseek_v4.py", ["_deepseek_v4_overrides"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/deepseek_v2.py", ["_dsa_dcp_overrides", "_deepseek_family_overrides"], ns)
     definitions("sglang/srt/configs/model_config.py", ["_hf_arch", "_hf_attr", "is_deepseek_dsa", "get_dsa_index_kpool",
                                                       "uses_kda_attention", "is_deepseek_v4"], ns)
@@ -218,7 +221,7 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch, real: dict |
             is_encoder_decoder=facts["is_encoder_decoder"],
             is_multimodal_breakable_cuda_graph_supported=facts["is_multimodal_breakable_cuda_graph_supported"],
             context_len=facts["context_len"], has_asymmetric_kv=facts["has_asymmetric_kv"], has_attention_sinks=facts["has_attention_sinks"],
-            get_num_kv_heads=lambda tp: facts["num_kv_heads"][str(tp)])
+            nvfp4_moe_meta=None, is_fp4_experts=False, get_num_kv_heads=lambda tp: facts["num_kv_heads"][str(tp)])
     else:
         mla = uses_mla(model)
         hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type, quantization_config=None,
@@ -232,8 +235,8 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch, real: dict |
             attention_arch="MLA" if mla else "MHA", hf_config=hf, hf_text_config=hf, is_multimodal=multimodal,
             is_encoder_decoder=ns["is_encoder_decoder_model"](archs),
             is_multimodal_breakable_cuda_graph_supported=bool(enabled) and ns["is_multimodal_breakable_cuda_graph_supported"](archs),
-            context_len=model.context_length, has_asymmetric_kv=False, has_attention_sinks=False,
-            get_num_kv_heads=lambda tp: max(1, model.num_key_value_heads // tp))
+            context_len=model.context_length, has_asymmetric_kv=False, has_attention_sinks=False, nvfp4_moe_meta=None,
+            is_fp4_experts=False, get_num_kv_heads=lambda tp: max(1, model.num_key_value_heads // tp))
     CTX.platform, CTX.mla, CTX.gpu = platform, mla, gpu
     arch = archs[0]
     args = SimpleNamespace(
@@ -254,7 +257,7 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch, real: dict |
         enable_dsa_cache_layer_split=False, enable_waterfill=False, disaggregation_transfer_backend="mooncake",
         speculative_draft_model_path=None, enable_mixed_chunk=False, moe_dense_tp_size=None, enable_hisparse=False,
         enable_hierarchical_cache=False, dsa_prefill_backend=None, dsa_decode_backend=None, dcp_replicate_q_proj=None,
-        dcp_comm_backend=None, fp8_gemm_runner_backend="auto", disaggregation_decode_allocation_policy="early",
+        dcp_comm_backend=None, fp8_gemm_runner_backend="auto", swa_full_tokens_ratio=None, disaggregation_decode_allocation_policy="early",
         disaggregation_decode_host_receive_threshold=1.0, enable_pd_role_switch=False, disaggregation_decode_retraction_backup="host_pool",
         disaggregation_decode_enable_radix_cache=False, disaggregation_decode_extra_slots=0)
     for key, value in flags.items():
@@ -294,6 +297,9 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch, real: dict |
         ns["handle_gpu_memory_settings"](args)
         if arch in FAMILY:  # handle_model_specific_adjustments: the override registry
             for key, value in ns["_deepseek_family_overrides"](args, hf).items():
+                setattr(args, key, value)
+        if arch == "DeepseekV4ForCausalLM":  # the override registry: declared values win over the flags
+            for key, value in ns["_deepseek_v4_overrides"](args, hf).items():
                 setattr(args, key, value)
         if arch == "Llama4ForConditionalGeneration":
             args.attention_backend = ns["_llama4_overrides"](args, hf).get("attention_backend", args.attention_backend)

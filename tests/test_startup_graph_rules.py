@@ -49,6 +49,10 @@ def test_deepseek_v4_captures_a_prefill_graph_only_on_its_cp_graph_path():
     v4 = replace(ASSUMED_MODEL, architecture="DeepseekV4ForCausalLM", architectures=("DeepseekV4ForCausalLM",), model_type="deepseek_v4")
     plain = resolve("--tp-size 4", model=v4)
     assert plain.prefill_graph_backend.value == "disabled" and plain.graph_off.startswith("DeepSeek-V4")
+    assert (plain.attention_backend.value, plain.page_size.value) == ("dsv4", 256)  # _deepseek_v4_overrides
+    given = resolve("--tp-size 4 --attention-backend fa3 --page-size 64", model=v4)
+    assert (given.attention_backend.value, given.page_size.value) == ("dsv4", 256)  # a model override wins, said
+    assert "attention_backend fa3 -> dsv4: DeepseekV4ForCausalLM (0.5.23 _deepseek_v4_overrides)" in given.notes
     assert any("apply_deepseek_v4_defaults" in n for n in plain.notes)  # its own defaults: not modelled, said
     cp = resolve("--tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag --prefill-attention-backend trtllm_mha", model=v4)
     assert (cp.prefill_graph_backend.value, cp.cp_graphs) == ("breakable", True)

@@ -10,8 +10,8 @@ each naming the 0.5.23 function:
    outside the allow-list capture no prefill graph; then `apply_cuda_graph_disaggregation_roles`: none
    on a PD decode server)
 4. `memory.handle_gpu_memory_settings`
-5. `model.deepseek_family_overrides`, `model.gpt_oss_overrides`, `model.llama4_overrides` (the model
-   override registry), `model.gpt_oss_attention_backends` and `model.llama4_attention_backend`
+5. `model.deepseek_family_overrides`, `model.gpt_oss_overrides`, `model.llama4_overrides`, `model.deepseek_v4_overrides` (the
+   model override registry), `model.gpt_oss_attention_backends` and `model.llama4_attention_backend`
    (`handle_model_specific_adjustments`)
 6. `attention.handle_attention_backend_compatibility` (and its post-process passes; torch_native and
    flex_attention turn CUDA graphs off)

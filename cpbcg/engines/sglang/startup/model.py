@@ -188,6 +188,21 @@ def llama4_overrides(r: Resolution) -> None:
     r.backend = Value(chosen, "model", f"{r.arch0} on {r.gpu.name} (0.5.23 _llama4_overrides)")
 
 
+def deepseek_v4_overrides(r: Resolution) -> None:
+    """`model_overrides/deepseek_v4.py::_deepseek_v4_overrides` (registered for DeepseekV4ForCausalLM): the base
+    attention backend is dsv4 and the page size 256, whatever was given (a model override is a declared value:
+    it wins over the flag); a given `--prefill-attention-backend` still decides prefill. Its MoE-runner, SWA-ratio
+    and NPU choices, and `apply_deepseek_v4_defaults`' request cap and checks, are NOT_MODELLED."""
+    if r.arch0 != "DeepseekV4ForCausalLM" or not (r.p["cuda"] or r.p["hip"]):
+        return
+    rule = "DeepseekV4ForCausalLM (0.5.23 _deepseek_v4_overrides)"
+    if r.backend.value not in (None, "dsv4"):
+        r.notes.append(f"attention_backend {r.backend.value} -> dsv4: {rule}")
+    if r.page.value not in (None, 256):
+        r.notes.append(f"page_size {r.page.value} -> 256: {rule}")
+    r.backend, r.page = Value("dsv4", "model", rule), Value(256, "model", rule)
+
+
 def llama4_attention_backend(r: Resolution) -> None:
     """`model_hook.py::handle_model_specific_adjustments` (Llama 4): the base attention backend must be in
     `LLAMA4_ATTENTION_BACKENDS`."""

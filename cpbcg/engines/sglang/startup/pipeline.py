@@ -22,6 +22,7 @@ STEPS: tuple[Step, ...] = (
     model.deepseek_family_overrides,
     model.gpt_oss_overrides,
     model.llama4_overrides,
+    model.deepseek_v4_overrides,
     model.gpt_oss_attention_backends,
     model.llama4_attention_backend,
     attention.handle_attention_backend_compatibility,
@@ -47,7 +48,7 @@ NOT_MODELLED = (
     "backend and the graph roles",
     "the DeepSeek family's DSA decode-CP backends (--dcp-size > 1) and its HIP page size",
     "DeepSeek-V4's defaults and CP checks (apply_deepseek_v4_defaults, validate_deepseek_v4_cp: its flashmla "
-    "backends and request limit); its prefill-graph disable is restated",
+    "backends and request limit); its dsv4 backend, page 256 and prefill-graph disable are restated",
     "multimodal detection from a config's text_config / vision_config alone (the architecture list decides)",
     "CP-TP group sharing's speculative checks beyond PD and its linear-attention head divisibility",
 )
