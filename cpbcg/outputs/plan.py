@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Protocol
 from cpbcg.atomic import STDOUT, OutputGroup, write_atomic
 from cpbcg.errors import ExitCode
 from cpbcg.outputs.console import OutputFormat, assert_never, echo, print_json, stderr_console, stdout_console
-from cpbcg.settings import SGLANG_VERSION
+from cpbcg.engines.sglang.release import SGLANG_VERSION
 
 
 
