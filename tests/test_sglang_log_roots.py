@@ -6,6 +6,8 @@ only lines an SGLang server prints is read as a log whether or not its first `Pr
 import subprocess
 import sys
 
+import pytest
+
 from cpbcg.engines.sglang.logs.log import LogReader
 from sglang_log_fixtures import default_buckets, prefill_line, startup_lines, write_log
 
@@ -78,3 +80,14 @@ def test_a_restart_that_has_served_no_forward_is_the_server_planned(tmp_path):
     written = CliRunner().invoke(app, ["plan", "-t", str(path), "--gpu", "B200", "--emit", "sglang", "-o", str(emit)])
     assert written.exit_code == 0, written.output
     assert "--attn-cp-size 2" in emit.read_text() and "--chunked-prefill-size 4096" in emit.read_text()
+
+
+@pytest.mark.parametrize("tags", [("DP0 TP0", "DP1 TP0"), ("DP0 ATTN_CP0 TP0", "DP1 ATTN_CP0 TP0"), ("DP0 PP0 TP0", "DP1 PP0 TP0")])
+@pytest.mark.parametrize("bulk", [True, False])
+def test_two_dp_ranks_printing_the_same_line_are_two_forwards(tmp_path, tags, bulk):
+    """Attention-DP ranks run different forwards: identical lines from DP0 and DP1 are never folded as copies
+    (each reader path; the prefix order 0.5.23's run_scheduler_process prints: DP, PP, ATTN_CP, TP)."""
+    body = "".join(prefill_line(n, 1, prefix=f"[2026-11-02 10:00:00 {t}] ") for n in (512, 1024, 2048) * 400 for t in tags)
+    reader = LogReader(write_log(tmp_path / "dp.log", startup_lines(dp=2, tp=2) + body), bulk=bulk)
+    list(reader)
+    assert (reader.summary.forwards, reader.summary.folded_copies, reader.summary.dp_ranks) == (2400, 0, (0, 1))
