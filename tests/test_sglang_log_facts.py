@@ -97,3 +97,13 @@ def test_dp_ranks_the_prefixes_show_are_the_dp_size(tmp_path):
     server = dep.server
     assert (server.tp_size, server.dp_size) == (4, 2)  # was tp 4, dp 1 beside DP0..1
     assert server.given["dp_size"].source == "log: rank prefixes DP0..1, line 2"
+
+
+def test_a_gpu_the_log_names_beats_the_memory_inference(tmp_path):
+    named = OLD + "[2025-03-02 09:59:02 TP0] Running on NVIDIA H200 (141 GB)\n" + LOADED
+    path = _log(tmp_path, named)
+    assert read_log_settings(path).device_name == ("NVIDIA H200", 3)
+    server = orjson.loads(_plan("-t", str(path), "-f", "json").stdout)["server"]
+    assert (server["gpu"], server["gpu_source"]) == ("H200", "NVIDIA H200 as the server printed it (log line 3)")
+    driver = _log(tmp_path, OLD + "[2025-03-02 09:59:02 TP0] NVIDIA driver version 580.65\n" + LOADED, name="driver.log")
+    assert read_log_settings(driver).device_name is None  # names no catalogue GPU: the memory decides (H100)

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
 from cpbcg.engines.sglang.args import SERVER_ARGS
+from cpbcg.planner.hardware import gpu_from_device_name
 from cpbcg.planner.traces.log_scan import lines_with
 from cpbcg.planner.traces.text import TracePath, display, is_stdin, iter_blob_chunks
 
@@ -86,6 +87,9 @@ MAX_UNREADABLE_SHOWN = 5
 """Unreadable start-up lines named one by one in the note (the rest are counted)."""
 _TURN_OFF = re.compile(rb"Automatically turn off --([a-z][a-z-]*)")
 _DEVICE_NAME = re.compile(rb"device_name=([A-Za-z][A-Za-z0-9_-]{1,80})")
+_GPU_NAMED = re.compile(rb"\b((?:NVIDIA|AMD)[ _][A-Za-z0-9][A-Za-z0-9_ -]{1,60})")
+"""A GPU named in a line as the driver names it (`NVIDIA H100 80GB HBM3`, `AMD Instinct MI300X`): read when its words name a
+catalogue GPU (`hardware.gpu_from_device_name`), so `NVIDIA driver` or `NVIDIA_VISIBLE_DEVICES` name none."""
 _BACKEND_PRINTED = re.compile(rb"\bUse ([a-z][a-z0-9_]{1,30}) (?:backend by default|as (?:the |default )?attention backend|attention backend)\b")
 """The attention backend a server printed it chose (0.5.23 `_attention_backend_default`: `Attention backend not specified.
 Use fa3 backend by default.`; the model overrides: `Use trtllm_mla as attention backend on sm100 for ...`, `Use dsa
@@ -110,11 +114,12 @@ _SCHEDULER_LINE = re.compile(rb"\[" + TIMESTAMP + rb"\]\s*(?:Load weight|Capture
 """A scheduler's start-up line under a dated prefix without rank tags (`tp_size` 1, no CP, no PP in 0.5.23)."""
 INTERESTING = re.compile(
     rb"Prefill batch|server_args\s*=|launch_server|sglang serve|max_total_num_tokens=|Automatically turn off|Captur|Load weight|Disabling breakable|"
-    rb"device_name=| backend by default|attention backend|"
+    rb"device_name=| backend by default|attention backend|NVIDIA[ _]|AMD[ _]Instinct|"
     + _VERSION.pattern.replace(rb"\bsglang", rb"\b(?i:sglang)"))
 """The one line prefilter of the log reader: a line without any of these carries nothing it reads."""
 INTERESTING_LITERALS = (b"server_args", b"launch_server", b"max_total_num_tokens=", b"Automatically turn off", b"Captur",
-                        b"Load weight", b"Disabling breakable", b"device_name=", b" backend by default", b"attention backend")
+                        b"Load weight", b"Disabling breakable", b"device_name=", b" backend by default", b"attention backend",
+                        b"NVIDIA ", b"NVIDIA_", b"AMD Instinct", b"AMD_Instinct")
 INTERESTING_FOLDED = (b"sglang",)
 """Literals one of which every match of `INTERESTING` but `Prefill batch` holds: `INTERESTING_LITERALS`
 as written, `INTERESTING_FOLDED` in any letter case (`sglang serve` and the version): where
@@ -518,6 +523,8 @@ class _Scan:
             self.architecture = (m.group(1).decode(), line_no)
         if self.device_name is None and (m := _DEVICE_NAME.search(line)):
             self.device_name = (m.group(1).decode(), line_no)
+        elif self.device_name is None and (m := _GPU_NAMED.search(line)) and gpu_from_device_name(m.group(1).decode()) is not None:
+            self.device_name = (m.group(1).decode().strip(), line_no)
         if self.attention_backend is None and (m := _BACKEND_PRINTED.search(line)):
             self.attention_backend = (m.group(1).decode(), line_no)
         for m in _AVAIL_MEM.finditer(line) if b"Load weight" in line else ():  # later readings are after the KV pool took its share
