@@ -102,7 +102,7 @@ class _Env:
         return False
 
 
-CTX = SimpleNamespace(platform=None, model_config=None, mla=False, gpu=None)
+CTX = SimpleNamespace(platform=None, model_config=None, mla=False, gpu=None, spec=None)
 """What the stubs of the cached oracle namespace read: the case being resolved."""
 
 
@@ -149,7 +149,7 @@ def oracle() -> dict:
                                 SGLANG_USE_AITER=_Env(False), SGLANG_DEEPEP_BF16_DISPATCH=_Env(False), SGLANG_DSV4_FP4_DEQUANT=_Env(False)),
         "parse_connector_type": lambda path: "local", "ConnectorType": SimpleNamespace(INSTANCE="instance"),
         "validate_prefill_cp_platform": lambda a: None,
-        "get_spec": lambda: SimpleNamespace(speculative_algorithm=None),
+        "get_spec": lambda: SimpleNamespace(speculative_algorithm=CTX.spec),
         "mambaish_config": lambda model: SimpleNamespace(linear_num_key_heads=None, linear_attn_config={"num_heads": 64}),
         "disable_full_prefill_cudagraph_if_incompatible": lambda a: None,
         "apply_deepep_adjustments": lambda a: None, "num_dp_ranks_of": lambda a: a.dp_size, "os": SimpleNamespace(environ={}),
@@ -237,7 +237,7 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch, real: dict |
             is_multimodal_breakable_cuda_graph_supported=bool(enabled) and ns["is_multimodal_breakable_cuda_graph_supported"](archs),
             context_len=model.context_length, has_asymmetric_kv=False, has_attention_sinks=False, nvfp4_moe_meta=None,
             is_fp4_experts=False, get_num_kv_heads=lambda tp: max(1, model.num_key_value_heads // tp))
-    CTX.platform, CTX.mla, CTX.gpu = platform, mla, gpu
+    CTX.platform, CTX.mla, CTX.gpu, CTX.spec = platform, mla, gpu, flags.get("speculative_algorithm")
     arch = archs[0]
     args = SimpleNamespace(
         model_path="m", device="cuda" if platform.is_cuda else "hip", tp_size=1, pp_size=1, dp_size=1, ep_size=1, attn_cp_size=1,
@@ -276,12 +276,15 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch, real: dict |
     for name in ("is_deepseek_dsa", "get_dsa_index_kpool", "uses_kda_attention", "is_deepseek_v4"):
         setattr(model_config, name, ns[name])
     model_config.unwrap_modelopt_quantization_config = lambda config: config
+    spec_info = types.ModuleType("sglang.srt.speculative.spec_info")
+    spec_info.SpeculativeAlgorithm = SimpleNamespace(DFLASH=SimpleNamespace(name="DFLASH"))
     dsa_utils = types.ModuleType("sglang.srt.layers.attention.dsa.utils")
     dsa_utils.aiter_can_use_preshuffle_paged_mqa = lambda: True
     for name in ("sglang", "sglang.srt", "sglang.srt.arg_groups", "sglang.srt.arg_groups.model_overrides", "sglang.srt.layers",
-                 "sglang.srt.layers.cp", "sglang.srt.configs", "sglang.srt.layers.attention", "sglang.srt.layers.attention.dsa"):
+                 "sglang.srt.layers.cp", "sglang.srt.configs", "sglang.srt.layers.attention", "sglang.srt.layers.attention.dsa",
+                 "sglang.srt.speculative"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    for module in (hook_module, qwen, bcg, base, model_config, dsa_utils):
+    for module in (hook_module, qwen, bcg, base, model_config, dsa_utils, spec_info):
         monkeypatch.setitem(sys.modules, module.__name__, module)
     run_pass = _run_pass
 
@@ -526,6 +529,10 @@ CP4 = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy"
     ({**CP4, "disaggregation_mode": "decode"}, MODELS[0], "B200", {"prefill_graph_backend": "disabled", "cp_graphs": True}),
     ({"disaggregation_mode": "decode", "cuda_graph_backend_prefill": "breakable"}, MODELS[0], "H100", {"prefill_graph_backend": "breakable"}),
     ({"disaggregation_mode": "prefill"}, MODELS[0], "H100", {"prefill_graph_backend": "breakable"}),
+    ({"attention_backend": "hpc_ops", "speculative_algorithm": "EAGLE"}, MODELS[0], "H100",
+     {"refused": "hpc_ops backend does not support speculative decoding for now."}),  # create_hpc_ops_backend
+    ({"attention_backend": "flex_attention", "speculative_algorithm": "EAGLE"}, MODELS[0], "H100",
+     {"refused": "Speculative decoding is currently not supported with Flex Attention backend"}),
     ({"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "fake"}, MODELS[0], "H100",
      {"refused": "Prefill server does not support 'fake' as the transfer backend"}),  # handle_pd_disaggregation
 ])
