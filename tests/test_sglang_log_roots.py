@@ -91,3 +91,11 @@ def test_two_dp_ranks_printing_the_same_line_are_two_forwards(tmp_path, tags, bu
     reader = LogReader(write_log(tmp_path / "dp.log", startup_lines(dp=2, tp=2) + body), bulk=bulk)
     list(reader)
     assert (reader.summary.forwards, reader.summary.folded_copies, reader.summary.dp_ranks) == (2400, 0, (0, 1))
+
+
+def test_a_recapture_without_a_restart_stays_in_its_launch(tmp_path):
+    """Graphs captured again while the server runs (no settings dump follows, a forward does): one launch."""
+    body = startup_lines(cp=1) + prefill_line(100, 1) + startup_lines(cp=1).split("\n", 1)[1] + prefill_line(200, 1)
+    reader = LogReader(write_log(tmp_path / "recapture.log", body))
+    assert [(c.launch, c.num_tokens.tolist()) for c in reader] == [(1, [100, 200])]
+    assert len(reader.launches()) == 1 and reader.launches()[0].captured == tuple(default_buckets(8192))

@@ -103,7 +103,8 @@ later ones (memory pool, capture) come after the KV pool took most of the memory
 _MODEL_CLASS = re.compile(rb"Load weight end\.[^\n]*?\btype=([A-Za-z_][A-Za-z0-9_]{0,80})\b")
 """0.5.23 `model_runner.py`: `Load weight end. elapsed=..., type=LlamaForCausalLM, avail mem=...`: the model class loaded."""
 _STARTUP = re.compile(rb"Load weight (?:begin|end)|Capture (?:cuda graph|[a-z ]*prefill [A-Za-z ]*graph) (?:num tokens|begin)")
-"""Lines a server prints only while it starts (loading weights, capturing graphs): after a launch's forwards, a new launch."""
+"""Lines a server prints only while it starts (loading weights, capturing graphs): after a launch's forwards they are
+held until a settings dump (a restart: they begin it) or a forward (they were the running server's) follows."""
 _PP_GRAPHS_OFF = b"Disabling breakable prefill CUDA graph by default for pipeline"
 _RANK_PREFIX = re.compile(rb"\[" + TIMESTAMP + rb"((?: [A-Z][A-Z_]*\d+)+)\s*\]")
 RANK_TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
@@ -406,6 +407,9 @@ class LaunchScan:
     def __init__(self, path: str = ""):
         self.path = path
         self._scans = [_Scan(1, 1, path)]
+        self._pending: list[tuple[bytes, int]] = []
+        """Start-up lines (weights, graph capture) read after the current launch's forwards: a restart's when a settings
+        dump or launch command follows them (they begin that launch), the current launch's when a forward does."""
 
     @property
     def current(self) -> int:
@@ -434,11 +438,15 @@ class LaunchScan:
         dump = _ARGS.search(line)
         flags = None if dump else _LAUNCH.search(line)
         new = (dump is not None and (scan.dump_line or scan.forwards)) or (flags is not None and (scan.args_line or scan.forwards))
-        if not new and scan.forwards and _STARTUP.search(line):  # a server loads and captures before it serves: a restart's,
-            new = True  # even printed before its settings dump (which then joins the launch it begins)
+        if not new and dump is None and flags is None and scan.forwards and (self._pending or _STARTUP.search(line)):
+            self._pending.append((line, line_no))  # a restart's (with what follows), if its settings follow; else this launch's
+            return False
         if new:
-            scan = _Scan(len(self._scans) + 1, line_no, self.path)
+            pending, self._pending = self._pending, []
+            scan = _Scan(len(self._scans) + 1, pending[0][1] if pending else line_no, self.path)
             self._scans.append(scan)
+            for early, at in pending:  # printed before the dump by the restarted server: its own
+                scan.line(early, at)
         scan.line(line, line_no, dump, flags)
         return bool(new)
 
@@ -449,6 +457,9 @@ class LaunchScan:
     def forward(self, count: int = 1, graph_line: int = 0, graph_label: str = "") -> None:
         """The current launch ran `count` forwards (later dumps begin a new launch); `graph_line`
         (0: none) the first of them whose verdict (`graph_label: True`) says it ran in a graph."""
+        pending, self._pending = self._pending, []
+        for line, line_no in pending:  # start-up lines a forward follows: no restart, the current launch's
+            self._scans[-1].line(line, line_no)
         self._scans[-1].forwards += count
         self.graph_verdict(graph_line, graph_label)
 
