@@ -7,7 +7,8 @@ import pytest
 
 from cpbcg.errors import ConfigError
 from cpbcg.bucket_files import resolve_bucket_spec
-from cpbcg.planner.model.bucket_spec import parse_bucket_spec, parse_positive_int, sglang_default_buckets
+from cpbcg.planner.model.bucket_spec import parse_bucket_spec, parse_positive_int
+from cpbcg.engines.sglang.capture_lists import LISTS, sglang_default_buckets
 
 
 @pytest.mark.parametrize("max_bs, count", [(2048, 42), (4096, 50), (8192, 58), (16384, 74)])
@@ -199,8 +200,8 @@ def test_the_planner_reads_no_bucket_file(tmp_path):
     path.write_text("[2048, 4096]\n")
     assert resolve_bucket_spec(str(path)) == [2048, 4096]
     with pytest.raises(ConfigError, match="cannot read '.*': not a list like 2048,2304, a file"):
-        parse_bucket_spec(str(path))  # the planner parses what the input edge read; it opens nothing
-    assert parse_bucket_spec("2304,2048") == [2048, 2304] and parse_bucket_spec("pow2:64")[-1] == 64
+        parse_bucket_spec(str(path), lists=LISTS)  # the planner parses what the input edge read; it opens nothing
+    assert parse_bucket_spec("2304,2048", lists=LISTS) == [2048, 2304] and parse_bucket_spec("pow2:64", lists=LISTS)[-1] == 64
 
 
 def test_a_repeated_bucket_is_noted_from_a_list_and_from_a_file(tmp_path):

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from cpbcg.cli import app
 from cpbcg.errors import ModelError
-from cpbcg.planner.model.bucket_lists import sglang_default_buckets
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, capture_pieces, local_capacity
 from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy
 from cpbcg.planner.model.selector import BucketTable
