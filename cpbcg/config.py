@@ -31,7 +31,7 @@ from cpbcg.planner.hardware import gpu_from_device_name
 from cpbcg.engines.sglang.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
 from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.engines.sglang.args import SERVER_ARGS
-from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, SGLANG_VERSION
+from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, RELEASE, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler.settings import SchedulerSettings, largest_forward_tokens
 
@@ -244,7 +244,7 @@ class DeploymentConfig(_Strict):
 
     @property
     def capture_spec(self) -> CaptureSpec:
-        return CaptureSpec(self.capture_layout, self.max_context_size_tokens, self.max_capture_requests)
+        return CaptureSpec(self.capture_layout, self.max_context_size_tokens, self.max_capture_requests, RELEASE)
 
 
 COST_KEYS = ("graph_fixed_ms", "eager_fixed_ms", "token_ms")
