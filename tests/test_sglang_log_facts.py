@@ -36,8 +36,7 @@ def test_a_release_before_breakable_prefill_graphs_is_planned_with_them_off_said
     path = _log(tmp_path, OLD + LOADED)
     log = read_log_settings(path)
     assert log.prefill_graphs is False
-    assert log.prefill_graphs_origin == ("SGLang 0.4.3 predates breakable prefill CUDA graphs (first taken to be in 0.5.12: "
-                                         "SGLang PR #23906), line 2")
+    assert log.prefill_graphs_origin == "SGLang 0.4.3 predates breakable prefill CUDA graphs by default (first in 0.5.15), line 2"
     out = _plan("-t", str(path)).stdout
     assert out.startswith("The server ran without prefill CUDA graphs (SGLang 0.4.3 predates breakable prefill CUDA graphs")
     doc = orjson.loads(_plan("-t", str(path), "-f", "json").stdout)
@@ -107,3 +106,15 @@ def test_a_gpu_the_log_names_beats_the_memory_inference(tmp_path):
     assert (server["gpu"], server["gpu_source"]) == ("H200", "NVIDIA H200 as the server printed it (log line 3)")
     driver = _log(tmp_path, OLD + "[2025-03-02 09:59:02 TP0] NVIDIA driver version 580.65\n" + LOADED, name="driver.log")
     assert read_log_settings(driver).device_name is None  # names no catalogue GPU: the memory decides (H100)
+
+
+def test_the_release_boundaries_are_the_wheels_own(tmp_path):
+    """0.5.14 defaults prefill to tc_piecewise, 0.5.15 is the first whose prefill graphs are breakable by
+    default on CUDA; 0.5.8 has no attn_cp_size, 0.5.9 has it (read from the released wheels on PyPI)."""
+    def settings(version):
+        head = OLD.replace("0.4.3", version).replace("2025-03-02", "2026-11-02")
+        return read_log_settings(_log(tmp_path, head, date="2026-11-02", name=f"v{version}.log"))
+    assert settings("0.5.14").prefill_graphs is False
+    assert settings("0.5.15").prefill_graphs is None
+    assert settings("0.5.8").setting("cp_size").value == 1
+    assert "predates attention CP" not in settings("0.5.9").setting("cp_size").origin

@@ -50,21 +50,24 @@ from cpbcg.planner.traces.text import TracePath, display, is_stdin, iter_blob_ch
 MARK = b"Prefill batch"
 DETECT_BYTES = 256 << 20
 """Format detection and the settings scan look this far (bytes, decompressed) for the first `Prefill batch` line."""
-CP_FIRST_VERSION = (0, 5, 8)
-"""The first release taken to have attention CP (`attn_cp_size`, `ATTN_CP` rank prefixes): SGLang PR
-#17213 added them, opened 2026-01-16; 0.5.6 was December 2025's release and releases came about every
-three weeks, so 0.5.8 is the first that can hold it (0.5.7 is counted as before it, a guess at the boundary)."""
+CP_FIRST_VERSION = (0, 5, 9)
+"""The first release with attention CP (`attn_cp_size`, `ATTN_CP` rank prefixes; SGLang PR #17213): read
+from the released wheels on PyPI, 0.5.8's `server_args.py` has no `attn_cp_size` and 0.5.9's (files dated
+2026-02-23) has it."""
 CP_FIRST_DATE = "2026-01-16"
 """Logs dated before SGLang PR #17213 (attention CP) was opened ran a release without it."""
 BREAKABLE_PREFILL_FIRST_DATE = "2026-05-04"
-"""Breakable prefill CUDA graphs came with SGLang PR #23906 (sgl-project/sglang, "[Refactor] Cuda Graph
-Runner/Backend Refactor": the per-phase graph backends, prefill `breakable` / `tc_piecewise` / `disabled`),
-opened 2026-04-28 and in review on 2026-05-04; a log dated before that ran a release without them (its prefill
-ran eagerly, or in torch.compile piecewise graphs that print their own capture lines)."""
-BREAKABLE_PREFILL_FIRST_VERSION = (0, 5, 12)
-"""The first release taken to have breakable prefill graphs: the first after PR #23906 (v0.5.13 was
-current on 2026-06-17, bumped from v0.5.12, so 0.5.12 is the earliest that can hold a May merge; a guess at
-the boundary, as `CP_FIRST_VERSION` is)."""
+"""A log dated before this ran a release without breakable prefill CUDA graphs by default (its prefill ran
+eagerly, or in torch.compile piecewise graphs that print their own capture lines): the per-phase graph
+backends came with SGLang PR #23906 (sgl-project/sglang, "[Refactor] Cuda Graph Runner/Backend Refactor",
+opened 2026-04-28, in review on 2026-05-04), and the first release that makes breakable the default is later
+still (`BREAKABLE_PREFILL_FIRST_VERSION`); a date cut-off errs towards "graphs on"."""
+BREAKABLE_PREFILL_FIRST_VERSION = (0, 5, 15)
+"""The first release whose prefill CUDA graphs are breakable by default on CUDA, read from the released wheels
+on PyPI: 0.5.11-0.5.13 carry breakable graphs only behind `--enable-breakable-cuda-graph` (default False, prefill
+in torch.compile piecewise graphs); 0.5.14 has the per-phase backends with prefill defaulting to
+`tc_piecewise` (`cuda_graph_config.py`); 0.5.15 (files dated 2026-07-10) is the first whose
+`default_prefill_backend()` returns `breakable` on CUDA."""
 
 TIMESTAMP = rb"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"
 """SGLang's log-line timestamp, as its logging prints it (`2026-11-02 10:00:01`; ISO `T` and a
@@ -711,8 +714,7 @@ class _Scan:
         version = None if self.version is None else tuple(int(p) for p in re.findall(r"\d+", self.version)[:3])
         first = ".".join(map(str, BREAKABLE_PREFILL_FIRST_VERSION))
         if version is not None and version < BREAKABLE_PREFILL_FIRST_VERSION:
-            return False, (f"SGLang {self.version} predates breakable prefill CUDA graphs (first taken to be in {first}: SGLang PR "
-                           f"#23906), line {self.version_line}")
+            return False, (f"SGLang {self.version} predates breakable prefill CUDA graphs by default (first in {first}), line {self.version_line}")
         if version is None and self.date and self.date < BREAKABLE_PREFILL_FIRST_DATE:
             return False, (f"the log is dated {self.date}, before breakable prefill CUDA graphs (SGLang PR #23906, "
                            f"{BREAKABLE_PREFILL_FIRST_DATE}), line {self.first_line}")
