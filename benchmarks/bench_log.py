@@ -31,7 +31,7 @@ from make_sglang_log import write_log  # noqa: E402
 
 READER = """
 import json, sys, time
-from cpbcg.planner.traces.sglang_log import LogReader
+from cpbcg.engines.sglang.logs.log import LogReader
 wall, cpu = time.perf_counter(), time.process_time()
 reader = LogReader(sys.argv[1], bulk=sys.argv[2] == "bulk")
 forwards = sum(len(c.num_tokens) for c in reader)

@@ -54,7 +54,7 @@ def child(name: str) -> None:
     from cpbcg.planner.evaluate import Demand
     from cpbcg.planner.model.layout import BatchSet, CPLayout
     from cpbcg.planner.optimise.optimiser import optimise
-    from cpbcg.planner.assembly.embedded import synthetic_batches
+    from cpbcg.assembly.embedded import synthetic_batches
 
     source, max_tokens, k, cost_name, options = WORKLOADS[name]
     if "anchors" in name:

@@ -120,7 +120,7 @@ def main() -> None:
         if not path.exists():
             write(path, *data)
         if name == "sglang-log":
-            code = f"from cpbcg.planner.traces import open_trace; print(sum(f.num_forwards for f in open_trace({str(path)!r}).items))"
+            code = f"from cpbcg.assembly.registry import open_trace; print(sum(f.num_forwards for f in open_trace({str(path)!r}).items))"
             command = [sys.executable, "-c", code]
         else:
             command = [sys.executable, "-m", "cpbcg", "plan", "--trace", str(path), "--format", "json", "--cp-size", "4"]

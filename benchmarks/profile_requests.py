@@ -20,7 +20,8 @@ import pstats
 import time
 
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation, simulation
-from cpbcg.planner.traces import ReadOptions, open_trace
+from cpbcg.planner.traces import ReadOptions
+from cpbcg.assembly.registry import open_trace
 
 
 def timed(fn):

@@ -17,12 +17,12 @@ _EXPORTS = {
     "load_deployment": "cpbcg.api", "open_trace": "cpbcg.api", "evaluate": "cpbcg.api", "plan": "cpbcg.api",
     "recommend": "cpbcg.api", "guarantee": "cpbcg.api", "check": "cpbcg.api", "capture": "cpbcg.api",
     "GuaranteeResult": "cpbcg.planner.optimise.guarantee", "CaptureSettings": "cpbcg.graph_capture.records", "load_manifest": "cpbcg.manifest",
-    "Deployment": "cpbcg.planner.deployment", "Evaluation": "cpbcg.planner.evaluate", "PlanResult": "cpbcg.planner.plan",
+    "Deployment": "cpbcg.planner.deployment", "Evaluation": "cpbcg.planner.evaluate", "PlanResult": "cpbcg.assembly.plan",
     "Recommendation": "cpbcg.planner.optimise.recommend", "RecommendSettings": "cpbcg.planner.optimise.recommend",
     "Validation": "cpbcg.planner.optimise.recommend", "CheckReport": "cpbcg.gates.gates", "Gates": "cpbcg.gates.gates",
     "CPLayout": "cpbcg.planner.model.layout", "CaptureSpec": "cpbcg.planner.model.strategy", "CostModel": "cpbcg.planner.costs.cost",
     "CpbcgError": "cpbcg.errors", "TraceError": "cpbcg.errors", "ConfigError": "cpbcg.errors", "ModelError": "cpbcg.errors",
-    "ReadOptions": "cpbcg.planner.traces.base", "BatchSource": "cpbcg.planner.assembly.sources", "PlanPart": "cpbcg.planner.plan",
+    "ReadOptions": "cpbcg.planner.traces.base", "BatchSource": "cpbcg.assembly.sources", "PlanPart": "cpbcg.assembly.plan",
     "watch": "cpbcg.api", "WatchOptions": "cpbcg.watching.options", "WatchReport": "cpbcg.watching.session",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]

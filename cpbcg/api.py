@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence
 
+from cpbcg.engines.sglang.server import resolved_server
 from cpbcg.bucket_files import flags_file_words
 from cpbcg.config import SERVER_KEYS, DeploymentConfig, load_config
 from cpbcg.errors import CaptureError, ConfigError
@@ -30,15 +31,16 @@ from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.costs.cost import with_measured
 from cpbcg.planner.optimise.guarantee import GuaranteeResult, Limits, check_guarantee, guarantee_buckets
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings
-from cpbcg.planner.plan import AgainstDefault, PlanPart, PlanResult, plan as _plan, plan_launches, plan_traffic
-from cpbcg.planner.traffic import TrafficJob, load_jobs, request_profile, simulated_loads, untimed_rates
-from cpbcg.planner.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally, assumed_settings
-from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.assembly.plan import AgainstDefault, PlanPart, PlanResult, plan as _plan, plan_launches, plan_traffic
+from cpbcg.assembly.traffic import TrafficJob, load_jobs, request_profile, simulated_loads, untimed_rates
+from cpbcg.engines.sglang.observed import AssumedSetting, LaunchModel, LogObserved, ObservedTally, assumed_settings
+from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.planner.traces.text import is_stdin
-from cpbcg.planner.server import ServerCheck
+from cpbcg.engines.sglang.server import ServerCheck
+from cpbcg.engines.sglang.export import mode_flags
 from cpbcg.planner.traces import ForwardSizes, ReadOptions
-from cpbcg.planner.traces.sglang_log import LogReader
-from cpbcg.planner.assembly.sources import BatchSource, TraceInput, describe_source, detect_input, open_source, report_header
+from cpbcg.engines.sglang.logs.log import LogReader
+from cpbcg.assembly.sources import BatchSource, TraceInput, describe_source, detect_input, open_source, report_header
 from cpbcg.manifest import MANIFEST_KEYS, Manifest
 from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS
 
@@ -136,12 +138,12 @@ def server_check(deployment: Deployment) -> ServerCheck:
 
     if deployment.cp.cp_size == 1:  # without CP there is nothing to check
         return ServerCheck([], [])
-    server, words = deployment.server, flags_file_words(deployment.bucket_spec)
+    server, words = resolved_server(deployment), flags_file_words(deployment.bucket_spec)
     if words is not None:
         return check_flag_words(words, server.model if server else None, server.gpu if server else None)
     if server is not None:
         return ServerCheck.of(server)
-    return check_flag_words(deployment.cp.model.server_flags())
+    return check_flag_words(mode_flags(deployment.cp))
 
 
 def log_settings(path: str | Path | None, trace_format: str = "auto", options: ReadOptions | None = None) -> LogSettings | None:
@@ -262,7 +264,7 @@ def plan(trace: BatchSource | Sequence[BatchSource] | Iterable[BatchSet], deploy
     case; on an SGLang log whose lines print the graph verdict, `.observed` compares the server's
     verdicts with the model's, launch by launch (each under its own settings with `resolve_launch`,
     `launch_resolver`), and the main evaluation models each launch under its own server too
-    (`planner.plan.plan_launches`: the recommendation is for the last launch, with the capture
+    (`assembly.plan.plan_launches`: the recommendation is for the last launch, with the capture
     cost `launch_capture` reads from its settings). Raises `TraceError`, `ConfigError` (bad settings, `fit_traces` naming no trace given)."""
     sources = [trace] if isinstance(trace, BatchSource) else _sources_of(trace)
     if sources is None:  # plain chunks: one pass, in place
@@ -434,7 +436,7 @@ def watch(logs: Sequence[str], config: str | None, overrides: Mapping[str, objec
     is assumed; the CLI's are `cpbcg.outputs.notes.launch_notes`). Raises `ConfigError`, `TraceError`."""
     from cpbcg.gates.gates import max_eager_overrides
     from cpbcg.planner.arrays import FloatArray
-    from cpbcg.planner.window import size_histogram
+    from cpbcg.assembly.window import size_histogram
     from cpbcg.watching.run import watch_logs
     from cpbcg.watching.session import Resolved
 

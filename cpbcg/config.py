@@ -24,14 +24,14 @@ from cpbcg.planner.choices import CaptureLayout, CPStrategy
 from cpbcg.planner.model.capacity import CaptureSpec, capture_buckets
 from cpbcg.planner.costs.cost import CostModel, forward_cost
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.export import FLAG_KEYS, sglang_flag_settings
-from cpbcg.planner.export import cp_flags as deployment_cp_flags
+from cpbcg.engines.sglang.export import FLAG_KEYS, sglang_flag_settings
+from cpbcg.engines.sglang.export import cp_flags as deployment_cp_flags
 from cpbcg.engines.sglang.startup import check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
 from cpbcg.planner.hardware import gpu_from_device_name
-from cpbcg.planner.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
-from cpbcg.planner.traces.sglang_settings import LogSettings
-from cpbcg.planner.sglang_args import SERVER_ARGS
-from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, SGLANG_VERSION
+from cpbcg.engines.sglang.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
+from cpbcg.engines.sglang.logs.settings import LogSettings
+from cpbcg.engines.sglang.args import SERVER_ARGS
+from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler.settings import SchedulerSettings, largest_forward_tokens
 

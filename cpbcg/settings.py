@@ -17,8 +17,8 @@ from enum import Enum
 from typing import Any
 
 from cpbcg.planner.choices import TRACE_FORMAT_NAMES, CaptureLayout, CPStrategy, EmitFormat, Fold, Objective, emit_choices, emit_help, trace_format_name
-from cpbcg.planner.sglang_args import BY_KEY as SERVER_ARG_BY_KEY
-from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.engines.sglang.args import BY_KEY as SERVER_ARG_BY_KEY
+from cpbcg.engines.sglang.release import SGLANG_VERSION
 
 __all__ = [
     "CAPTURE_DEFAULT_BUCKETS", "CPStrategy", "CaptureLayout", "EmitFormat", "Fold", "MAX_BUCKET_TOKENS", "MAX_INT32",
@@ -71,7 +71,7 @@ class Setting:
     @property
     def sglang_flag(self) -> str | None:
         """The SGLang 0.5.23 launch flag this setting is (`--attn-cp-size` for `cp_size`), from its
-        one declaration as a server argument (`cpbcg.planner.sglang_args.SERVER_ARGS`); None: not one."""
+        one declaration as a server argument (`cpbcg.engines.sglang.args.SERVER_ARGS`); None: not one."""
         arg = SERVER_ARG_BY_KEY.get(self.key)
         return None if arg is None else arg.flag
 
@@ -99,7 +99,7 @@ class Setting:
 
 SGLANG_FLAG = "<the SGLang flag>"
 """A setting's `flag` that is the SGLang server argument's own (`--chunked-prefill-size`): taken from
-its one declaration (`cpbcg.planner.sglang_args.SERVER_ARGS`), not spelled again."""
+its one declaration (`cpbcg.engines.sglang.args.SERVER_ARGS`), not spelled again."""
 
 
 def _s(key: str, kind: type, default: Any, help: str, flag: str | None = None, **kw: Any) -> Setting:

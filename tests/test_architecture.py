@@ -163,7 +163,8 @@ def test_no_planner_module_reads_an_input_file():
 
 def test_layers_point_down_between_packages():
     # cli -> api -> (check, capture, config, manifest, documents, notes) -> planner; never back up
-    order = ["cpbcg.cli", "cpbcg.commands", "cpbcg.outputs", "cpbcg.api", "cpbcg.watching", "cpbcg.gates", "cpbcg.graph_capture", "cpbcg.engines", "cpbcg.planner"]
+    order = ["cpbcg.cli", "cpbcg.commands", "cpbcg.outputs", "cpbcg.api", "cpbcg.watching", "cpbcg.gates", "cpbcg.graph_capture", "cpbcg.assembly",
+             "cpbcg.engines", "cpbcg.planner"]
     graph = _package_graph(FULL_GRAPH)
     for i, upper in enumerate(order):
         for lower in order[i + 1:]:
@@ -180,7 +181,7 @@ def test_no_command_module_imports_another(name):
 
 def test_importing_the_planner_loads_no_heavy_dependency():
     code = (
-        "import sys, cpbcg.planner, cpbcg.planner.plan, cpbcg.planner.optimise.recommend, cpbcg.planner.optimise.optimiser; "
+        "import sys, cpbcg.planner, cpbcg.assembly.plan, cpbcg.planner.optimise.recommend, cpbcg.planner.optimise.optimiser; "
         "print(sorted(m for m in ('pydantic', 'yaml', 'typer', 'rich', 'torch', 'matplotlib') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -224,7 +225,7 @@ def test_every_public_name_is_what_the_readme_documents_even_after_its_neighbour
     # `cpbcg.check` once became the `cpbcg.check` gates package as soon as anything imported it
     # (`TypeError: 'module' object is not callable`); no public name may share a subpackage's name
     code = (
-        "import types, cpbcg, cpbcg.api, cpbcg.gates.gates, cpbcg.watching.session, cpbcg.graph_capture, cpbcg.planner.plan\n"
+        "import types, cpbcg, cpbcg.api, cpbcg.gates.gates, cpbcg.watching.session, cpbcg.graph_capture, cpbcg.assembly.plan\n"
         "print(sorted(n for n in cpbcg.__all__ if n != '__version__' and isinstance(getattr(cpbcg, n), types.ModuleType)), "
         "callable(cpbcg.check), callable(cpbcg.watch), cpbcg.check.__module__)"
     )
@@ -280,7 +281,7 @@ def test_the_edge_layers_point_down_type_only_imports_included():
     # an output renders a command's report through a Protocol of what it reads, never by naming
     # the command's type (a type-only import is still a dependency, and here a cycle)
     graph = _package_graph(EVERY_IMPORT)
-    below = ["cpbcg.watching", "cpbcg.gates", "cpbcg.graph_capture", "cpbcg.engines", "cpbcg.planner", "cpbcg.config", "cpbcg.manifest", "cpbcg.inputs",
+    below = ["cpbcg.watching", "cpbcg.gates", "cpbcg.graph_capture", "cpbcg.assembly", "cpbcg.engines", "cpbcg.planner", "cpbcg.config", "cpbcg.manifest", "cpbcg.inputs",
              "cpbcg.bucket_files", "cpbcg.settings"]
     for i, upper in enumerate(EDGE):
         for lower in EDGE[i + 1:] + below:
@@ -381,24 +382,21 @@ def test_the_cycle_check_sees_type_only_imports():
 
 
 PLANNER_WINGS = [
-    ("base", {"arrays", "choices", "words", "sglang_release", "sglang_args", "hardware", "decode_steps"}),
+    ("base", {"arrays", "choices", "words", "hardware", "decode_steps"}),
     ("model", {"model"}),
     ("traces", {"traces"}),
     ("scheduler", {"scheduler"}),
-    ("evaluate", {"evaluate", "demand_log", "sampling", "background"}),
+    ("evaluate", {"evaluate", "demand_log", "sampling", "background", "bound"}),
     ("costs", {"costs"}),
-    ("server", {"server"}),
     ("deployment", {"deployment"}),
-    ("export", {"export"}),
-    ("assembly", {"assembly", "observed"}),
     ("optimise", {"optimise"}),
-    ("plan", {"plan", "traffic", "window"}),
 ]
 """The planner's wings, bottom first (docs/architecture.md "The planner's wings"): a wing imports
 only the wings below it (at any level, type-only imports included). The CP model is the bottom;
 the trace readers build on its `BatchSet`; the scheduler turns the readers' requests into
-forwards; the assembly (`planner/assembly/`) joins readers and scheduler into the forwards a plan
-reads, above both; the optimiser, and the plan, traffic and watch windows on top."""
+forwards; evaluation (with the bound of forwards known by size) and the cost models; the
+deployment; the optimiser on top. What joins readers, scheduler and an engine into a plan is
+above the engines (`cpbcg.assembly`)."""
 WING_OF = {f"cpbcg.planner.{part}": rank for rank, (_, parts) in enumerate(PLANNER_WINGS) for part in parts}
 
 

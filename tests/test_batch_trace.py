@@ -131,7 +131,7 @@ def test_extra_integer_keys_stay_on_the_fast_path(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("fmt", ["auto", "batches", "mooncake", "azure", "sglang-log"])
 def test_dev_zero_is_refused_before_it_is_read(fmt):
-    from cpbcg.planner.traces import open_trace
+    from cpbcg.assembly.registry import open_trace
 
     with pytest.raises(TraceError, match=r"^/dev/zero: a pipe, FIFO or device, not a trace file"):
         list(open_trace("/dev/zero", fmt).items)
@@ -139,7 +139,7 @@ def test_dev_zero_is_refused_before_it_is_read(fmt):
 
 @pytest.mark.parametrize("fmt", ["auto", "batches", "mooncake", "azure", "sglang-log"])
 def test_a_line_longer_than_1_mib_is_refused(fmt, tmp_path):
-    from cpbcg.planner.traces import open_trace
+    from cpbcg.assembly.registry import open_trace
 
     path = tmp_path / "long.txt"
     path.write_bytes(b"[" + b"1," * (1 << 19) + b"1]\n")  # one line of 1 MiB + 3 bytes
@@ -149,7 +149,7 @@ def test_a_line_longer_than_1_mib_is_refused(fmt, tmp_path):
 
 @pytest.mark.parametrize("fmt", ["vllm", "parquet"])
 def test_dev_zero_is_refused_where_a_file_is_read_whole(fmt):
-    from cpbcg.planner.traces import open_trace
+    from cpbcg.assembly.registry import open_trace
 
     with pytest.raises(TraceError, match=r"^/dev/zero: a pipe, FIFO or device, not a trace file"):
         list(open_trace("/dev/zero", fmt).items)

@@ -283,7 +283,7 @@ def test_presets_as_json_lists_each_preset_and_why_it_has_no_cp_graphs():
     doc = orjson.loads(invoke("presets", "--format", "json").stdout)
     by_name = {row["name"]: row for row in doc}
     # 0.5.23's gpt-oss allow-list (model_hook.py) reads the decode backend before any default: the deployment's
-    # CP flags name --decode-attention-backend too for it (planner/export.py BOTH_BACKENDS_CHECKED), so it starts
+    # CP flags name --decode-attention-backend too for it (cpbcg/engines/sglang/export.py BOTH_BACKENDS_CHECKED), so it starts
     assert by_name["gpt-oss-120b-cp4"] == {"name": "gpt-oss-120b-cp4", "cp_size": 4, "cp_strategy": "zigzag", "chunked_prefill_size": 16384,
                                            "buckets": "sglang-default:16384", "gpu": "B200", "cp_graphs": True, "why_not": []}
     assert by_name["deepseek-v3-cp4-mla"]["cp_graphs"] is False

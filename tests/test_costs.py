@@ -237,7 +237,7 @@ def test_target_coverage_says_its_ceiling_and_its_time(tmp_path):
 
 
 def test_the_deployment_model_reaches_the_capture_estimate():
-    from cpbcg.planner.assembly.embedded import synthetic_batches
+    from cpbcg.assembly.embedded import synthetic_batches
 
     settings = cpbcg.RecommendSettings(max_buckets=12, validate_fraction=0)
     batches = synthetic_batches(600)

@@ -12,7 +12,8 @@ import pytest
 
 import cpbcg.planner.traces.csv_table as csv_table
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces import ReadOptions, open_trace
+from cpbcg.planner.traces import ReadOptions
+from cpbcg.assembly.registry import open_trace
 
 pytest.importorskip("pyarrow")
 

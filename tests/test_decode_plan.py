@@ -13,7 +13,7 @@ from cpbcg.engines.sglang.decode_plan import DecodeCost, decode_server, evaluate
 from cpbcg.planner.decode_steps import DecodeSteps
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
 from cpbcg.planner.traces.records import RequestChunk
-from cpbcg.planner.traces.sglang_decode_lines import DecodeLines
+from cpbcg.engines.sglang.logs.decode_lines import DecodeLines
 from sglang_log_fixtures import prefill_line, startup_lines, write_log
 
 runner = CliRunner()

@@ -36,7 +36,7 @@ import cpbcg.planner.traces.stdin as stdin
 from cpbcg.cli import app
 from cpbcg.errors import TraceError
 from cpbcg.planner.model.layout import BatchSet
-from cpbcg.planner.traces import open_trace
+from cpbcg.assembly.registry import open_trace
 from test_fuzz import run_case
 from test_fuzz_generators import GOOD_TRACE, Case
 

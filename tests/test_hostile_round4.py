@@ -7,7 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cpbcg.cli import app
-from cpbcg.planner.traces import ReadOptions, open_trace
+from cpbcg.planner.traces import ReadOptions
+from cpbcg.assembly.registry import open_trace
 
 runner = CliRunner()
 PINNED = ("--page-size", "1", "--chunked-prefill-size", "8192")
@@ -79,7 +80,7 @@ def test_auto_rates_come_from_every_request_not_the_first_read_chunk(tmp_path, m
     e.g. a final newline or not, changed the plan)."""
     import cpbcg
     from cpbcg.planner.traces import csv_table
-    from cpbcg.planner.traffic import default_rates
+    from cpbcg.assembly.traffic import default_rates
 
     mean = _untimed_trace(tmp_path / "u.csv")
     monkeypatch.setattr(csv_table, "REQUEST_CHUNK_BYTES", 256)  # many small chunks

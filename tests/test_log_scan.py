@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces import sglang_log
+from cpbcg.engines.sglang.logs import log as sglang_log
 from cpbcg.planner.traces import log_scan
 from cpbcg.planner.traces.log_scan import lines_with, prefill_columns
-from cpbcg.planner.traces.sglang_log import LogReader
+from cpbcg.engines.sglang.logs.log import LogReader
 from cpbcg.planner.traces.text import iter_blob_chunks
 from sglang_log_fixtures import prefill_line, resolved_line, startup_lines, write_log
 

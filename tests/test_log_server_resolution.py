@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from cpbcg import api
 from cpbcg.cli import app
 from cpbcg.engines.sglang.startup import log_given, log_printed
-from cpbcg.planner.traces.sglang_settings import read_log_settings
+from cpbcg.engines.sglang.logs.settings import read_log_settings
 from sglang_log_fixtures import prefill_line, resolved_line, startup_lines, write_log
 
 runner = CliRunner()
@@ -131,7 +131,7 @@ def test_tp_and_pp_from_the_rank_prefixes_beat_the_default(tmp_path):
     from cpbcg.config import load_config
     from sglang_log_fixtures import prefill_line, write_log
 
-    from cpbcg.planner.traces.sglang_settings import read_log_settings
+    from cpbcg.engines.sglang.logs.settings import read_log_settings
 
     lines = "".join(f"[2026-11-02 09:59:10 TP{r}] Load weight end. type=LlamaForCausalLM, avail mem=60.00 GB, mem usage=15.00 GB.\n"
                     for r in range(8))
@@ -151,7 +151,7 @@ def test_the_model_class_the_server_printed_beats_the_assumed_model(tmp_path):
     """`Load weight end. ... type=X` (0.5.23 `model_runner.py`) names the model class: the start-up rules that
     read the architecture take it, its shape still assumed, and both said."""
     from cpbcg.config import load_config
-    from cpbcg.planner.traces.sglang_settings import read_log_settings
+    from cpbcg.engines.sglang.logs.settings import read_log_settings
     from sglang_log_fixtures import prefill_line, startup_lines, write_log
 
     body = startup_lines(cp=1).replace("type=LlamaForCausalLM", "type=Qwen2_5_VLForConditionalGeneration")
@@ -170,7 +170,7 @@ def test_the_gpu_the_server_printed_beats_the_assumed_gpu(tmp_path):
     is resolved on an H100 (fa3, 8192-token chunks), sourced to the line; a GPU outside the catalogue is said."""
     from cpbcg.config import load_config
     from cpbcg.planner.hardware import gpu_from_device_name
-    from cpbcg.planner.traces.sglang_settings import read_log_settings
+    from cpbcg.engines.sglang.logs.settings import read_log_settings
     from sglang_log_fixtures import prefill_line, write_log
 
     moe = ("[2026-11-02 09:59:12 TP0] Using default MoE kernel config. Performance might be sub-optimal! Config file not found at "

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from cpbcg.cli import app
 from cpbcg.planner.hardware import GPUS
 from cpbcg.engines.sglang.startup import parse_launch_words, resolve_emitted, resolve_server, server_words
-from cpbcg.planner.server import Given
+from cpbcg.engines.sglang.server import Given
 
 runner = CliRunner()
 CP4 = "python -m sglang.launch_server --model-path m --tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag"

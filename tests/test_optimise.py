@@ -22,7 +22,7 @@ from cpbcg.planner.optimise.guarantee import headroom_required
 from cpbcg.planner.optimise.capture_cost import CaptureModel
 from cpbcg.planner.optimise.optimiser import Budget, candidate_grid, fewest_for_coverage, optimise
 from cpbcg.planner.model.selector import BucketTable, select_buckets
-from cpbcg.planner.assembly.embedded import synthetic_batches
+from cpbcg.assembly.embedded import synthetic_batches
 
 COSTS = [
     CostModel(0.5, 4.0, 0.025),  # defaults: heavy padding costs more than eager

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from cpbcg.cli import app
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces import ReadOptions, open_trace
+from cpbcg.planner.traces import ReadOptions
+from cpbcg.assembly.registry import open_trace
 
 ASSETS = Path(__file__).parent / "assets" / "requests"
 

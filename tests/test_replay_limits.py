@@ -8,7 +8,7 @@ import numpy as np
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.replay_limits import SeqBatchSet, max_seq_tokens
-from cpbcg.planner.plan import plan
+from cpbcg.assembly.plan import plan
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
 from cpbcg.planner.traces.records import RequestChunk
 
@@ -49,7 +49,7 @@ def test_the_simulation_hands_over_each_chunks_position():
 def test_images_keep_interleave_forwards_out_of_graphs(tmp_path):
     # Azure 2025: NumImages per request. Under interleave 0.5.23 replays no forward holding
     # images (InterleaveCPBCGInput.allows_replay); zigzag replays it.
-    from cpbcg.planner.assembly.sources import open_source
+    from cpbcg.assembly.sources import open_source
 
     trace = tmp_path / "azure-2025.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens,NumImages\n"

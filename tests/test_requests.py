@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces import ReadOptions, TraceFormat, detect_format, read_requests
+from cpbcg.planner.traces import ReadOptions, TraceFormat
+from cpbcg.assembly.registry import detect_format, read_requests
 
 ASSETS = Path(__file__).parent / "assets" / "requests"
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"

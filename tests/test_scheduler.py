@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from cpbcg.config import SchedulerConfig
 from cpbcg.planner.traces import RequestChunk
 from cpbcg.planner.scheduler import PrefixCache, SchedulerSettings, Simulation
-from cpbcg.planner.assembly.sources import open_source
+from cpbcg.assembly.sources import open_source
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 # Zero fixed cost and 1,000 tokens/s: a forward of n tokens takes n ms, easy to work by hand.

@@ -279,7 +279,7 @@ def test_the_scheduler_package_loads_neither_the_config_nor_pydantic():
     import subprocess
     import sys
 
-    code = "import sys, cpbcg.planner.scheduler, cpbcg.planner.assembly.embedded, cpbcg.planner.assembly.sources; " \
+    code = "import sys, cpbcg.planner.scheduler, cpbcg.assembly.embedded, cpbcg.assembly.sources; " \
         "print(sorted(m for m in ('cpbcg.config', 'pydantic', 'typer', 'rich', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -302,7 +302,7 @@ def test_note_states_where_output_lengths_came_from():
     from cpbcg.outputs.documents import simulation_summary
     from cpbcg.outputs.notes import simulation_note
     from cpbcg.planner.traces import TraceFormat
-    from cpbcg.planner.assembly.sources import BatchSource
+    from cpbcg.assembly.sources import BatchSource
 
     chunks = [
         RequestChunk(np.array([10, 10]), np.array([0.0, 0.0]), None, np.array([3, 4])),

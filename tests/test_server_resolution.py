@@ -10,7 +10,7 @@ import pytest
 
 from cpbcg.planner.hardware import gpu_by_name, model_spec_from_config, uses_mla
 from cpbcg.engines.sglang.startup import parse_launch_words, resolve_server, server_words
-from cpbcg.planner.server import ASSUMED_MODEL, Given
+from cpbcg.engines.sglang.server import ASSUMED_MODEL, Given
 
 CP4 = "--tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag"
 

@@ -1,4 +1,4 @@
-"""Each SGLang server argument declared once (`cpbcg.planner.sglang_args.SERVER_ARGS`): the config's
+"""Each SGLang server argument declared once (`cpbcg.engines.sglang.args.SERVER_ARGS`): the config's
 server keys, the deploy flags, the flags an export is read back by, the declarations and the log
 reader all read that table."""
 
@@ -8,9 +8,9 @@ import sys
 from cpbcg.api import load_deployment
 from cpbcg.config import SERVER_KEYS
 from cpbcg.engines.sglang.launch import SGLANG_FLAGS
-from cpbcg.planner.export import FLAG_KEYS, SERVER_SCHEDULER_KEYS, deploy_flags, scheduler_flags, sglang_flag_settings
-from cpbcg.planner.sglang_args import SERVER_ARGS
-from cpbcg.planner.traces import sglang_settings
+from cpbcg.engines.sglang.export import FLAG_KEYS, SERVER_SCHEDULER_KEYS, deploy_flags, scheduler_flags, sglang_flag_settings
+from cpbcg.engines.sglang.args import SERVER_ARGS
+from cpbcg.engines.sglang.logs import settings as sglang_settings
 from cpbcg.settings import SETTINGS, setting
 
 
@@ -52,11 +52,11 @@ def test_a_server_argument_added_to_the_table_reaches_config_flags_and_declarati
     # a fixture: `max_total_tokens` made a written flag in the table alone (before anything reads
     # it) reaches the config's server keys, the deploy flags, the read-back map and the declaration
     code = (
-        "import dataclasses, cpbcg.planner.sglang_args as a\n"
+        "import dataclasses, cpbcg.engines.sglang.args as a\n"
         "a.SERVER_ARGS = tuple(dataclasses.replace(x, written=True) if x.field == 'max_total_tokens' else x for x in a.SERVER_ARGS)\n"
         "a.BY_KEY.update({x.key: x for x in a.SERVER_ARGS})\n"
         "from cpbcg.config import SERVER_KEYS\n"
-        "from cpbcg.planner.export import FLAG_KEYS, scheduler_flags\n"
+        "from cpbcg.engines.sglang.export import FLAG_KEYS, scheduler_flags\n"
         "from cpbcg.api import load_deployment\n"
         "from cpbcg.settings import setting\n"
         "d = load_deployment(None, **{'scheduler.max_total_tokens': 4096})\n"
@@ -69,7 +69,7 @@ def test_a_server_argument_added_to_the_table_reaches_config_flags_and_declarati
 
 def test_the_assumed_settings_name_the_declared_options():
     # a log comparison's "assumed: ... --OPTION sets it" names each setting's declared option
-    from cpbcg.planner.observed import ASSUMED_OPTIONS
+    from cpbcg.engines.sglang.observed import ASSUMED_OPTIONS
 
     assert ASSUMED_OPTIONS == {key: setting(key).flag for key in ASSUMED_OPTIONS}
 

@@ -19,10 +19,10 @@ from types import SimpleNamespace
 import pytest
 
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.export import deploy_flags
+from cpbcg.engines.sglang.export import deploy_flags
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.engines.sglang.startup import check_flag_words
-from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.engines.sglang.release import SGLANG_VERSION
 from sglang_oracle import SGLANG_WHEEL_VERSION, definitions, prefill_cp_bcg, sglang_wheel  # noqa: F401 - fixture
 
 

@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 from cpbcg import api
 from cpbcg.cli import app
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces import TraceFormat, detect_format
-from cpbcg.planner.traces.sglang_log import LogReader, parse_records
-from cpbcg.planner.traces.sglang_settings import parse_args_dump, parse_launch_flags, read_log_settings
+from cpbcg.planner.traces import TraceFormat
+from cpbcg.assembly.registry import detect_format
+from cpbcg.engines.sglang.logs.log import LogReader, parse_records
+from cpbcg.engines.sglang.logs.settings import parse_args_dump, parse_launch_flags, read_log_settings
 from sglang_log_fixtures import default_buckets, prefill_line, sglang_graph_verdict, startup_lines, write_log
 
 runner = CliRunner()
@@ -258,7 +259,7 @@ def test_request_lines_become_a_request_trace(tmp_path):
               "'prompt_tokens': 100, 'completion_tokens': 5, 'cached_tokens': 0, 'e2e_latency': 2.5}}\n")
     path = write_log(tmp_path / "req.log", body)
     assert detect_format(path) is TraceFormat.sglang_requests
-    from cpbcg.planner.traces import read_requests
+    from cpbcg.assembly.registry import read_requests
 
     chunk = list(read_requests(path))[0]
     # sorted by arrival: a (entry 0.5), b (1.5), c (10:00:09 - 2.5 s = 10:00:06.5)
@@ -304,10 +305,10 @@ def test_disagreement_reasons_per_case_equal_a_per_forward_reading():
     lines equal a reading forward by forward (CP 4 and the list assumed: every case occurs)."""
     from cpbcg.planner.model.layout import CPLayout
     from cpbcg.planner.model.selector import BucketTable
-    from cpbcg.planner.observed import KEPT_EXAMPLES, AssumedSetting, ObservedTally
-    from cpbcg.planner.assembly.bound import bound_demand
+    from cpbcg.engines.sglang.observed import KEPT_EXAMPLES, AssumedSetting, ObservedTally
+    from cpbcg.planner.bound import bound_demand
     from cpbcg.planner.traces.records import ObservedForwards
-    from cpbcg.planner.traces.sglang_settings import LogSettings
+    from cpbcg.engines.sglang.logs.settings import LogSettings
 
     rng = np.random.default_rng(7)
     cp = CPLayout(4)
@@ -365,7 +366,7 @@ def test_the_verdict_of_a_logged_server_is_calibrated_from_its_capture_line(tmp_
 
 
 def test_the_log_timestamp_pattern_is_written_once():
-    # every SGLang log pattern is built on `sglang_settings.TIMESTAMP` (8 copies in 4 files once,
+    # every SGLang log pattern is built on `engines/sglang/logs/settings.py`'s `TIMESTAMP` (8 copies in 4 files once,
     # then a ninth in watch's --since cut)
     import re
     from pathlib import Path
@@ -376,4 +377,4 @@ def test_the_log_timestamp_pattern_is_written_once():
     found = {str(p.relative_to(Path(cpbcg.__file__).parent)): len(date_time.findall(p.read_text()))
              for p in Path(cpbcg.__file__).parent.rglob("*.py") if date_time.search(p.read_text())}
     # besides: the anchored ISO time of a CSV column, and watch's --since text (minutes or seconds)
-    assert found == {"planner/traces/sglang_settings.py": 1, "planner/traces/csv_table.py": 1, "watching/follow.py": 1}
+    assert found == {"engines/sglang/logs/settings.py": 1, "planner/traces/csv_table.py": 1, "watching/follow.py": 1}

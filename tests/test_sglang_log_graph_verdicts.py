@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cpbcg.cli import app
-from cpbcg.planner.traces.sglang_log import LogReader
-from cpbcg.planner.traces.sglang_settings import read_log_settings
+from cpbcg.engines.sglang.logs.log import LogReader
+from cpbcg.engines.sglang.logs.settings import read_log_settings
 from sglang_log_fixtures import prefill_line, write_log
 
 runner = CliRunner()

@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from cpbcg import api
 from cpbcg.cli import app
-from cpbcg.planner.traces import TraceFormat, detect_format
-from cpbcg.planner.traces.sglang_log import LogReader
-from cpbcg.planner.traces.sglang_settings import read_log_settings
+from cpbcg.planner.traces import TraceFormat
+from cpbcg.assembly.registry import detect_format
+from cpbcg.engines.sglang.logs.log import LogReader
+from cpbcg.engines.sglang.logs.settings import read_log_settings
 from sglang_log_fixtures import (
     default_buckets, old_dump, piecewise_capture, prefill_line, resolved_line, sglang_graph_verdict, startup_lines, write_log,
 )
@@ -224,7 +225,7 @@ def test_pd_decode_request_lines_are_no_prefill_demand(tmp_path):
              "type={kind}): queue_duration=1.00ms, forward_duration=900.00ms, entry_time=179300000{i}.500\n")
     body = "".join(stats.format(rid=f"r{i}", kind="decode" if i % 2 else "unified", i=i) for i in range(4))
     path = write_log(tmp_path / "pd.log", body)
-    from cpbcg.planner.traces import read_requests
+    from cpbcg.assembly.registry import read_requests
 
     assert [c.input_tokens.tolist() for c in read_requests(path)] == [[3000, 3000]]
     result = runner.invoke(app, ["plan", "-t", str(path), *PINNED])
@@ -265,7 +266,7 @@ def test_the_capture_estimate_is_the_logs_own_measured_total(tmp_path):
 
 
 def test_the_line_parser_is_incremental_for_a_followed_log():
-    from cpbcg.planner.traces.sglang_log import LogParser, parse_log_lines
+    from cpbcg.engines.sglang.logs.log import LogParser, parse_log_lines
 
     parser = LogParser()
     first = list(parse_log_lines([startup_lines(cp=1).splitlines()[0].encode(), prefill_line(100, 1).encode()], parser))

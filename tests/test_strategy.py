@@ -100,21 +100,21 @@ def test_planner_exports_load():
 
 def test_server_flags_and_capture_emulation_are_the_models():
     """The CP server flags (`plan --emit sglang`, `Deployment.server_check`) and whether capture
-    can emulate a mode are rules of the strategy model, nowhere else."""
-    from cpbcg.planner.export import cp_flags
+    can emulate a mode are each written once: the flags by the engine's export (`mode_flags`), emulation by the strategy model."""
+    from cpbcg.engines.sglang.export import cp_flags, mode_flags
     from cpbcg.planner.model.layout import CPLayout
     from cpbcg.engines.sglang.startup import check_flag_words
 
-    assert strategy_model(1).server_flags() == []
+    assert mode_flags(CPLayout(1)) == []
     assert cp_flags(CPLayout(1)) == []
-    assert strategy_model(4, CPStrategy.zigzag).server_flags() == [
+    assert mode_flags(CPLayout(4, CPStrategy.zigzag)) == [
         "--enable-prefill-cp", "--attn-cp-size", "4", "--tp-size", "4", "--cp-strategy", "zigzag",
         "--prefill-attention-backend", "trtllm_mha"]
     assert cp_flags(CPLayout(8, CPStrategy.interleave)) == [
         "--enable-prefill-cp", "--attn-cp-size", "8", "--tp-size", "8", "--cp-strategy", "interleave",
         "--prefill-attention-backend", "dsa"]
     for strategy in CPStrategy:
-        assert check_flag_words(strategy_model(2, strategy).server_flags()).refuses_start == []
+        assert check_flag_words(mode_flags(CPLayout(2, strategy))).refuses_start == []
     assert [strategy_model(cp, s).capture_emulated for cp, s in ((1, CPStrategy.zigzag), (4, CPStrategy.zigzag), (4, CPStrategy.interleave))] == [False, True, False]
 
 

@@ -1,5 +1,5 @@
 """A trace is detected once and opened once per use (issue 28): `plan` and `replay-check` detect
-its format at the input edge (`cpbcg.planner.assembly.sources.detect_input`) and pass the
+its format at the input edge (`cpbcg.assembly.sources.detect_input`) and pass the
 detected `TraceInput` along; a server log's start-up output is read once. Counted by wrapping
 the detector (`registry.sniff`, which every detection calls) and `open` on the trace's path."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cpbcg.cli import main
-from cpbcg.planner.traces import registry
+from cpbcg.assembly import registry
 from sglang_log_fixtures import prefill_line, startup_lines, write_log
 
 

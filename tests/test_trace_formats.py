@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.assembly.sources import open_source
-from cpbcg.planner.traces import FORMATS, ForwardSizes, ReadOptions, TraceFormat, TraceKind, detect_format, open_trace, read_requests
+from cpbcg.assembly.sources import open_source
+from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind
+from cpbcg.assembly.registry import FORMATS, detect_format, open_trace, read_requests
 
 REQUESTS = pytest.importorskip("pathlib").Path(__file__).parent / "assets" / "requests"
 TRACES = REQUESTS.parent / "traces"
@@ -205,7 +206,7 @@ def test_readers_load_neither_the_config_nor_pyarrow_unless_reading_parquet():
 
     code = (
         "import sys\n"
-        "from cpbcg.planner.traces import open_trace\n"
+        "from cpbcg.assembly.registry import open_trace\n"
         f"for name in ['mooncake.jsonl', 'azure.csv', 'burstgpt.csv', 'vllm-bench.json', 'aibrix.jsonl', '../traces/good.jsonl', '../traces/sglang-server.log']:\n"
         f"    list(open_trace({str(REQUESTS)!r} + '/' + name).items)\n"
         "print(sorted(m for m in ('cpbcg.config', 'pydantic', 'pyarrow', 'typer', 'rich', 'torch') if m in sys.modules))\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces import FORMATS, open_trace
+from cpbcg.assembly.registry import FORMATS, open_trace
 
 ASSETS = Path(__file__).parent / "assets"
 SEEDS = sorted(p for d in ("requests", "traces") for p in (ASSETS / d).iterdir() if p.is_file())
@@ -80,7 +80,7 @@ def test_leading_blank_lines_longer_than_the_detection_head(tmp_path, blank):
 
 
 def test_only_blank_lines_say_so(tmp_path, monkeypatch):
-    from cpbcg.planner.traces import registry
+    from cpbcg.assembly import registry
 
     path = tmp_path / "blank.jsonl"
     path.write_bytes(b"\n \n" * (1 << 20))
@@ -93,7 +93,7 @@ def test_only_blank_lines_say_so(tmp_path, monkeypatch):
 
 def test_a_blank_line_longer_than_any_line_is_refused_while_detecting(tmp_path):
     # detection stops at the limit instead of holding an endless line of spaces in memory
-    from cpbcg.planner.traces.registry import sniff
+    from cpbcg.assembly.registry import sniff
 
     path = tmp_path / "spaces.jsonl"
     path.write_bytes(b"\n" + b" " * (3 << 20) + b"\n[5]\n")

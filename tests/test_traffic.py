@@ -17,11 +17,11 @@ from cpbcg.cli import app
 from cpbcg.config import load_config
 from cpbcg.errors import ConfigError
 from cpbcg.planner.scheduler.simulation import KERNEL_MIN_REQUESTS
-from cpbcg.planner.traffic import MIN_REQUEST_BYTES
+from cpbcg.assembly.traffic import MIN_REQUEST_BYTES
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.traffic import UTILISATIONS, default_rates
+from cpbcg.assembly.traffic import UTILISATIONS, default_rates
 from cpbcg.settings import parse_load_factors
 from cpbcg.planner.scheduler import SchedulerSettings
 
@@ -117,7 +117,7 @@ def test_an_unreachable_scheduler_is_a_usage_error_after_dasks_own_connect_timeo
     pytest.importorskip("distributed")
     import dask.config
 
-    import cpbcg.planner.traffic as traffic
+    import cpbcg.assembly.traffic as traffic
 
     monkeypatch.setattr(traffic, "_probe", lambda *args: None)
 
@@ -251,7 +251,7 @@ def test_a_load_that_falls_short_of_the_rate_pickers_model_is_said_to(tmp_path):
     # the simulation's busy time; below REACHED_SHARE of the target the note says what held it
     from cpbcg.commands.batches import BatchesLoad
     from cpbcg.outputs.notes import rate_notes
-    from cpbcg.planner.traffic import REACHED_SHARE, LoadReached, load_reached, prefill_s_per_request
+    from cpbcg.assembly.traffic import REACHED_SHARE, LoadReached, load_reached, prefill_s_per_request
 
     assert REACHED_SHARE == 0.9
     assert LoadReached(0.5, 0.449).short and not LoadReached(0.5, 0.451).short

@@ -116,7 +116,7 @@ def test_flags_command_repeats_the_run_without_its_output_options():
 
 def test_tp_is_the_servers_without_cp():
     """Llama-3.3-70B-shaped at TP 4 without CP: the MLP shard is split by 4 (the blog's 0.135 GB at 8192), not by cp_size 1."""
-    from cpbcg.planner.assembly.embedded import synthetic_batches
+    from cpbcg.assembly.embedded import synthetic_batches
 
     settings = cpbcg.RecommendSettings(max_buckets=8, validate_fraction=0)
     dep = cpbcg.load_deployment(cp_size=1, tp_size=4, server={"model_config": "llama-3.1-70b", "gpu": "B200"})
@@ -172,7 +172,7 @@ def test_the_memory_floor_and_mla_reserve():
 
 def test_the_configured_lists_estimate_counts_only_what_sglang_captures():
     """At cp 8 SGLang's 74-bucket default list loses 5 buckets below min_capture_tokens 16: 69 are captured and estimated."""
-    from cpbcg.planner.assembly.embedded import synthetic_batches
+    from cpbcg.assembly.embedded import synthetic_batches
 
     dep = cpbcg.load_deployment(cp_size=8)
     assert (len(dep.buckets), len(dep.table().capture_num_tokens)) == (74, 69)

@@ -23,8 +23,8 @@ from cpbcg import api
 from cpbcg.commands.watch import watch_options
 from cpbcg.watching.options import WatchOptions
 from cpbcg.cli import app
-from cpbcg.planner.traces.sglang_log import LogReader
-from cpbcg.planner.window import ForwardRing, concat, forwards_of, size_histogram, take, total_variation
+from cpbcg.engines.sglang.logs.log import LogReader
+from cpbcg.assembly.window import ForwardRing, concat, forwards_of, size_histogram, take, total_variation
 from cpbcg.watching.follow import FileFollower, StreamFollower
 from cpbcg.engines.sglang.metrics import parse_metrics
 from sglang_log_fixtures import default_buckets, prefill_line, startup_lines, write_log
@@ -643,7 +643,7 @@ def test_a_log_without_start_up_output_says_whose_settings_it_assumed(tmp_path):
     assert result.exit_code == 0, result.output
     assert "no start-up output (settings dump, capture line) before the first Prefill batch" in result.stderr
     assert "cpbcg: note: " + str(log) + ": 1 unreadable Prefill batch line skipped (first: line 3)" in result.stderr
-    # what the log does not state is said to be assumed, with the option that sets it (the reader's rule: cpbcg.planner.observed.assumed_settings)
+    # what the log does not state is said to be assumed, with the option that sets it (the reader's rule: cpbcg.engines.sglang.observed.assumed_settings)
     assert "cpbcg: assumed: buckets sglang-default:8192 (assumed: not in the log; --buckets sets it)" in result.stderr
     assert "assumed for launch 1: buckets sglang-default:8192 (assumed: not in the log; --buckets sets it)" in result.stdout
     out = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "1", "--format", "json", *PINNED])

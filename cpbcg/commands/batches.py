@@ -16,9 +16,9 @@ from cpbcg.planner.choices import Fold
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.traces import ReadOptions
-from cpbcg.planner.assembly.sources import BatchSource, open_source
+from cpbcg.assembly.sources import BatchSource, open_source
 from cpbcg.planner.traces.writer import batch_trace_lines, fold_batches
-from cpbcg.planner.traffic import simulated_loads
+from cpbcg.assembly.traffic import simulated_loads
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Mapping
 from cpbcg.api import decode_graphs, load_config_and_deployment
 from cpbcg.errors import ModelError
 from cpbcg.planner.model.capacity import capture_buckets
-from cpbcg.planner.server import ResolvedServer
+from cpbcg.engines.sglang.server import ResolvedServer
 
 if TYPE_CHECKING:
     from cpbcg.engines.sglang.decode_plan import DecodeServer

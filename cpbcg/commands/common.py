@@ -8,6 +8,7 @@ import glob
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
+from cpbcg.engines.sglang.server import resolved_server
 from cpbcg.api import load_config_and_deployment
 from cpbcg.config import load_config
 from cpbcg.errors import TraceError
@@ -15,8 +16,8 @@ from cpbcg.bucket_files import is_bucket_file
 from cpbcg.inputs import file_identity, path_exists
 from cpbcg.settings import setting
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.observed import LaunchModel, assumed_settings
-from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.engines.sglang.observed import LaunchModel, assumed_settings
+from cpbcg.engines.sglang.logs.settings import LogSettings
 
 if TYPE_CHECKING:
     from cpbcg.manifest import Manifest
@@ -123,5 +124,5 @@ def launch_resolver(config: str | None, overrides: Mapping[str, object] | None =
             cache[key] = load_config_and_deployment(config, overrides, manifest=manifest, log=log)[1]
         dep = cache[key]
         table = manifest.table() if manifest is not None else dep.table()
-        return LaunchModel(table, dep.cp, dep.max_padding_factor, assumed_settings(log, dep, overrides, fixed), dep.server, dep)
+        return LaunchModel(table, dep.cp, dep.max_padding_factor, assumed_settings(log, dep, overrides, fixed), resolved_server(dep), dep)
     return resolve

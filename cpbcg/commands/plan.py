@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypedDict
 
+from cpbcg.engines.sglang.server import resolved_server
 from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.plan_options import PlanOptions, refused
 from cpbcg.outputs.console import OutputFormat
@@ -18,21 +19,21 @@ from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
 from cpbcg.outputs.notes import HeldNotes, graphs_off_plan_notes, ignored_options_warning, launch_label, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
-from cpbcg.planner.assembly.sources import BatchSource, TraceInput, detect_input, report_header
+from cpbcg.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
 from cpbcg.engines.sglang.startup import resolve_emitted
-from cpbcg.planner.server import ResolvedServer
-from cpbcg.planner.observed import LaunchModel, LogObserved, assumed_settings
+from cpbcg.engines.sglang.server import ResolvedServer
+from cpbcg.engines.sglang.observed import LaunchModel, LogObserved, assumed_settings
 from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
-from cpbcg.planner.plan import AgainstDefault, PlanPart, PlanResult
+from cpbcg.assembly.plan import AgainstDefault, PlanPart, PlanResult
 from cpbcg.engines.sglang.memory import MemoryPreflight
 from cpbcg.planner.optimise.recommend import Recommendation
-from cpbcg.planner.sglang_release import HARDWARE_NOTE, SGLANG_VERSION
+from cpbcg.engines.sglang.release import HARDWARE_NOTE, SGLANG_VERSION
 from cpbcg.planner.traces import ReadOptions
-from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.planner.traces.text import display
 from cpbcg.settings import emit_choices
-from cpbcg.planner.traffic import default_workers
+from cpbcg.assembly.traffic import default_workers
 
 if TYPE_CHECKING:
     from cpbcg.engines.sglang.decode_plan import DecodePlan
@@ -90,7 +91,7 @@ def load_plan_deployment(config: str | None, overrides: Mapping[str, object], ma
     if manifest_path is not None:
         manifest = load_manifest(manifest_path)
     _, deployment = load_config_and_deployment(config, overrides, cost_source="command line" if cost_given else None, log=log)
-    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ()), deployment.server):
+    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, MANIFEST_KEYS if manifest else ()), resolved_server(deployment)):
         note(line)
     if manifest is not None:
         fit = manifest.fitted_cost()
@@ -206,7 +207,7 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
     warning = ignored_options_warning(ignored_flags or [], first, detected, options.length_field if options else None)
     if warning is not None:
         note(warning)
-    for finding in resolution_notes(deployment.server, log) + server_check_notes(server_check(deployment)):
+    for finding in resolution_notes(resolved_server(deployment), log) + server_check_notes(server_check(deployment)):
         note(finding)
     settings = request.settings()
     if settings is not None and capture_settings(log):
@@ -294,7 +295,7 @@ def memory_preflight(deployment: Deployment, rec: Recommendation) -> MemoryPrefl
     from cpbcg.planner.costs.published import assumptions
 
     verdict = rec.verdict
-    server = deployment.server
+    server = resolved_server(deployment)
     if verdict is None or (server is not None and server.prefill_graph_backend.value == "disabled"):
         return None
     model, gpu, assumed = assumptions(deployment.model, deployment.gpu)
@@ -344,9 +345,10 @@ def _export(buckets: list[int], emit: str, deployment: Deployment, metadata: dic
     """`export_buckets` (with the recommended decode list `decode_bs`, when one is), with the note on the hardware SGLang's CP graphs need when server flags are
     exported, unless the resolved server is known to start with CP graphs (B200, non-MLA: nothing to warn of)."""
     text = export_buckets(buckets, emit, deployment, metadata, decode_bs)
-    if emit in ("sglang", "sglang-json") and deployment.server is not None:
-        _refuse_what_sglang_refuses(text, emit, deployment.server)
-    resolved_ok = deployment.server is not None and deployment.server.cp_graphs
+    server = resolved_server(deployment)
+    if emit in ("sglang", "sglang-json") and server is not None:
+        _refuse_what_sglang_refuses(text, emit, server)
+    resolved_ok = server is not None and server.cp_graphs
     if emit in ("sglang", "sglang-json") and deployment.cp.cp_size > 1 and not resolved_ok:
         note(f"cpbcg: note: SGLang {SGLANG_VERSION} CP graphs: {HARDWARE_NOTE[deployment.cp.strategy.value]}")
     return text
@@ -436,7 +438,7 @@ def _no_prefill_graph(deployment: Deployment, request: PlanOptions, config: str 
     as the first note and what would help. CP without CP graphs (`disable_breakable_cudagraph_if_incompatible`):
     the same traffic is planned at cp 1, where 0.5.23 keeps breakable graphs (the returned deployment,
     and the JSON block returned); any other cause, or `--emit`: `ConfigError` (exit 2, nothing written)."""
-    server = deployment.server
+    server = resolved_server(deployment)
     answer = server.no_prefill_graph() if server is not None and log is None else None
     if server is None or answer is None or server.verdict_hinges_on_the_assumed_model:
         return deployment, None
@@ -475,7 +477,7 @@ def _refuse_what_sglang_refuses(text: str, emit: str, server: ResolvedServer) ->
 def _refuse_emit_for_a_refused_server(emit: str | None, deployment: Deployment) -> None:
     """Deploy flags (`--emit sglang|sglang-json`) are never written for a server 0.5.23 refuses
     to start (`ResolvedServer.refusals`). Raises `ConfigError` naming the refusal and what starts."""
-    server = deployment.server
+    server = resolved_server(deployment)
     if emit not in ("sglang", "sglang-json") or server is None or server.starts:
         return
     refusal = server.refusals[0]

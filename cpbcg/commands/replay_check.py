@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Callable, Mapping
 
+from cpbcg.engines.sglang.server import resolved_server
 from cpbcg.atomic import STDOUT, check_outputs
 from cpbcg.commands.common import input_files, launch_resolver, load_model_rates
 from cpbcg.commands.replay_check_options import ReplayCheckOptions
@@ -14,11 +15,11 @@ from cpbcg.errors import ConfigError, located
 from cpbcg.gates.gates import CheckReport, Gates, max_eager_overrides
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
 from cpbcg.outputs.notes import GATES_HINT, HeldNotes, ignored_options_warning, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
-from cpbcg.planner.assembly.sources import BatchSource, detect_input
-from cpbcg.planner.observed import assumed_settings
-from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.assembly.sources import BatchSource, detect_input
+from cpbcg.engines.sglang.observed import assumed_settings
+from cpbcg.engines.sglang.release import SGLANG_VERSION
 from cpbcg.planner.traces import ReadOptions
-from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.settings import setting
 
 
@@ -79,7 +80,8 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     log = detected.log if detected is not None else None
     cfg, deployment = load_config_and_deployment(config, overrides, manifest=manifest, log=log)
     check_decode_flags(deployment)
-    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ()), deployment.server):
+    server = resolved_server(deployment)
+    for line in log_settings_notes(log, overrides, assumed_settings(log, deployment, overrides, (*MANIFEST_KEYS, "buckets") if manifest else ()), server):
         note(line)
     gates = cfg.gates.to_gates()
     if report_only:
@@ -90,10 +92,10 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
                                       options.length_field if options else None)
     if warning is not None:
         note(warning)
-    answer = deployment.server.no_prefill_graph() if deployment.server is not None and log is None \
-        and not deployment.server.verdict_hinges_on_the_assumed_model else None
+    answer = server.no_prefill_graph() if server is not None and log is None \
+        and not server.verdict_hinges_on_the_assumed_model else None
     if answer is not None and not report_only:  # when there is nothing to gate, that is the answer
-        helps = deployment.server.what_would_help() if deployment.server is not None else []
+        helps = server.what_would_help() if server is not None else []
         raise ConfigError(f"replay-check: {answer}: the gates would test graphs the server never captures; what would help: "
                           f"{'; or '.join(helps)}; or pass --report-only")
     found = server_check(deployment)
@@ -102,7 +104,7 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         message = (f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
                    "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
         raise ConfigError(message if log is None else located(log.path, _flags_line(log), message))
-    for finding in resolution_notes(deployment.server, log) + server_check_notes(found):
+    for finding in resolution_notes(server, log) + server_check_notes(found):
         note(finding)
     if trace_path is None and not embedded_sample and not report_only:
         raise ConfigError("replay-check: no --trace given: the gates would run on the embedded synthetic workload, not on your "

@@ -132,7 +132,7 @@ def _at_most(name: str, metric: str, measured: float, threshold: float, unit: Un
 def check_gates(ev: Evaluation, gates: Gates, observed: Any = None, decode: Any = None) -> tuple[GateResult, ...]:
     """Every configured gate of `gates` checked against `ev`, in a fixed order
     (coverage, token coverage, padding, eager reasons in `EAGER_REASONS` order, then the
-    observed coverage of `observed`, a `cpbcg.planner.observed.ObservedComparison`, then the
+    observed coverage of `observed`, a `cpbcg.engines.sglang.observed.ObservedComparison`, then the
     decode gates on `decode`, a `cpbcg.engines.sglang.decode_plan.DecodePlan`).
     Raises `ConfigError` for `min_observed_coverage` on a trace without printed verdicts and
     for a decode gate on traffic without decode steps (`decode` None)."""

@@ -16,7 +16,7 @@ from cpbcg.planner.model.capacity import CaptureSpec, capture_pieces
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.sampling import sample_graph_batches
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.assembly.sources import open_batches
+from cpbcg.assembly.sources import open_batches
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Group
 
     from cpbcg.engines.sglang.decode_plan import DecodeServer
-    from cpbcg.planner.server import ResolvedServer
+    from cpbcg.engines.sglang.server import ResolvedServer
 
 
 class VerdictView(Protocol):

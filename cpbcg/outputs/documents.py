@@ -17,7 +17,8 @@ from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.optimise.compare import Comparison
 from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation
 from cpbcg.planner.scheduler import backlog_fraction
-from cpbcg.planner.assembly.sources import BatchSource
+from cpbcg.assembly.sources import BatchSource
+from cpbcg.engines.sglang.server import deployment_header
 
 if TYPE_CHECKING:  # typed records of the capture package and the API (not imported at run time)
     from cpbcg.planner.optimise.guarantee import GuaranteeResult
@@ -146,7 +147,7 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
 
 def guarantee_document(deployment: Deployment, result: GuaranteeResult) -> dict[str, Any]:
     """`plan --guarantee|--check-guarantee --format json`: the header, limits, list and proof."""
-    return {**deployment.header("guarantee (no trace)"), **as_dict(result.limits), "max_tokens_source": result.max_tokens_source,
+    return {**deployment_header(deployment, "guarantee (no trace)"), **as_dict(result.limits), "max_tokens_source": result.max_tokens_source,
             "buckets": result.buckets, **as_dict(result.check)}
 
 
@@ -302,7 +303,7 @@ def observed_document(observed: Any, log: Any) -> dict[str, Any] | None:
     line, the resolved values, the printed SGLang version) and the measured capture cost), or None."""
     if observed is None and (log is None or log.capture is None):
         return None
-    from cpbcg.planner.observed import settings_document
+    from cpbcg.engines.sglang.observed import settings_document
 
     doc: dict[str, Any] = observed.to_dict() if observed is not None else {}
     if log is not None:

@@ -11,7 +11,7 @@ import orjson
 from cpbcg.errors import ConfigError
 from cpbcg.outputs.console import assert_never
 from cpbcg.planner.choices import EmitFormat
-from cpbcg.planner.export import config_flags, deploy_flags
+from cpbcg.engines.sglang.export import config_flags, deploy_flags
 
 if TYPE_CHECKING:
     from cpbcg.planner.deployment import Deployment
@@ -22,7 +22,7 @@ def export_buckets(buckets: list[int], fmt: EmitFormat | str, deployment: "Deplo
     """The text of `buckets` (ascending tokens) in `fmt`, ending with a newline.
 
     `sglang` and `sglang-json` are SGLang's server flags with the CP and scheduler settings of
-    `deployment` too (`cpbcg.planner.export`: the list deploys under the conditions it was
+    `deployment` too (`cpbcg.engines.sglang.export`: the list deploys under the conditions it was
     planned for); `yaml` / `json` are cpbcg's own bucket file `{capture_num_tokens: [...],
     ...metadata}` (`metadata` JSON-ready), which `--buckets FILE` reads back. `decode_bs` (the
     recommended decode list, requests): the server flags carry it too (`--cuda-graph-bs-decode ...

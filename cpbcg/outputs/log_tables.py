@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:
     from rich.console import Group
 
-    from cpbcg.planner.observed import LogObserved, ObservedComparison
-    from cpbcg.planner.plan import LaunchPlan
-    from cpbcg.planner.traces.sglang_settings import LogSettings
+    from cpbcg.engines.sglang.observed import LogObserved, ObservedComparison
+    from cpbcg.assembly.plan import LaunchPlan
+    from cpbcg.engines.sglang.logs.settings import LogSettings
 
 
 def observed_renderable(observed: "ObservedComparison | None", log: "LogSettings | None",
@@ -76,7 +76,7 @@ def _one_log(observed: "ObservedComparison | None", log: "LogSettings | None", p
     from rich.table import Table
     from rich.text import Text
 
-    from cpbcg.planner.sglang_release import SGLANG_VERSION
+    from cpbcg.engines.sglang.release import SGLANG_VERSION
     from cpbcg.planner.words import counted
 
     parts: list = []

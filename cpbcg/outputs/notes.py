@@ -12,24 +12,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
-from cpbcg.planner.traces import TraceFormat, detect_format
-from cpbcg.planner.traces.registry import BY_NAME
+from cpbcg.planner.traces import TraceFormat
+from cpbcg.assembly.registry import detect_format
+from cpbcg.assembly.registry import BY_NAME
 from cpbcg.planner.traces.text import display
 from cpbcg.planner.scheduler import backlog_fraction
-from cpbcg.planner.traffic import UTILISATIONS, load_reached
-from cpbcg.planner.server import ResolvedServer, ServerCheck
-from cpbcg.planner.sglang_release import SGLANG_VERSION
-from cpbcg.planner.traces.sglang_settings import unreadable_note
-from cpbcg.planner.export import SERVER_SCHEDULER_KEYS
+from cpbcg.assembly.traffic import UTILISATIONS, load_reached
+from cpbcg.engines.sglang.server import ResolvedServer, ServerCheck
+from cpbcg.engines.sglang.release import SGLANG_VERSION
+from cpbcg.engines.sglang.logs.settings import unreadable_note
+from cpbcg.engines.sglang.export import SERVER_SCHEDULER_KEYS
 from cpbcg.settings import setting
-from cpbcg.planner.assembly.sources import BatchSource
+from cpbcg.assembly.sources import BatchSource
 from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:
-    from cpbcg.planner.observed import AssumedSetting
-    from cpbcg.planner.plan import LaunchPlan
-    from cpbcg.planner.traces.sglang_settings import LogSettings
-    from cpbcg.planner.traces.sglang_log import LogSummary
+    from cpbcg.engines.sglang.observed import AssumedSetting
+    from cpbcg.assembly.plan import LaunchPlan
+    from cpbcg.engines.sglang.logs.settings import LogSettings
+    from cpbcg.engines.sglang.logs.log import LogSummary
 
 BATCHES, SGLANG_LOG = "batches", "sglang-log"
 """Formats that are batch streams already (the scheduler options do not apply)."""
@@ -362,7 +363,7 @@ def rate_notes(parts: Sequence[SimulatedLoad], picked: bool = True) -> list[str]
 
 
 def launch_plan_notes(launches: "Sequence[LaunchPlan]", path: str) -> list[str]:
-    """What the main table of a log of several launches is (`planner.plan.plan_launches`): each
+    """What the main table of a log of several launches is (`assembly.plan.plan_launches`): each
     launch's forwards under the server it resolved to, totalled, and the recommendation for the
     last launch's server fitted on that launch's forwards. Empty for one launch."""
     if len(launches) < 2:

@@ -16,12 +16,12 @@ from cpbcg.outputs.console import OutputFormat, assert_never, echo, print_json, 
 if TYPE_CHECKING:
     from cpbcg.engines.sglang.decode_plan import DecodePlan
     from cpbcg.planner.optimise.guarantee import GuaranteeResult
-    from cpbcg.planner.assembly.sources import BatchSource
+    from cpbcg.assembly.sources import BatchSource
     from cpbcg.planner.deployment import Deployment
-    from cpbcg.planner.observed import LogObserved
+    from cpbcg.engines.sglang.observed import LogObserved
     from cpbcg.planner.optimise.compare import Comparison
-    from cpbcg.planner.plan import PlanPart, PlanResult
-    from cpbcg.planner.traces.sglang_settings import LogSettings
+    from cpbcg.assembly.plan import PlanPart, PlanResult
+    from cpbcg.engines.sglang.logs.settings import LogSettings
     from cpbcg.engines.sglang.memory import MemoryPreflight
     from cpbcg.settings import EmitFormat
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from cpbcg.gates.gates import CheckReport, ReplayRecord
     from cpbcg.atomic import OutputGroup
-    from cpbcg.planner.assembly.sources import BatchSource
+    from cpbcg.assembly.sources import BatchSource
 
 NO_GATES_NOTE = f"no gate checked (--report-only); to gate, {GATES_HINT}"
 """Printed under the empty gate table as a plain line (a caption would be cut in narrow terminals)."""

@@ -7,12 +7,12 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from cpbcg.planner.optimise.verdict import CEILING_TOLERANCE
-from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.engines.sglang.release import SGLANG_VERSION
 from cpbcg.planner.words import counted
 
 if TYPE_CHECKING:
     from cpbcg.engines.sglang.memory import MemoryPreflight
-    from cpbcg.planner.observed import ObservedComparison
+    from cpbcg.engines.sglang.observed import ObservedComparison
     from cpbcg.planner.optimise.verdict import ListFigures, Verdict
 
 MAX_VERDICT_LINES = 25

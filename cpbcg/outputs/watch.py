@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from cpbcg.planner.evaluate import Evaluation
-    from cpbcg.planner.observed import ObservedComparison
+    from cpbcg.engines.sglang.observed import ObservedComparison
     from cpbcg.watching.session import ServerView, WatchReport, WatchSnapshot
 
 

@@ -21,7 +21,7 @@ class CaptureLayout(str, Enum):
 
 
 class EmitFormat(str, Enum):
-    """Export formats of `--emit` (`cpbcg.planner.export`)."""
+    """Export formats of `--emit` (`cpbcg.engines.sglang.export`)."""
 
     sglang = "sglang"
     sglang_json = "sglang-json"
@@ -82,7 +82,7 @@ TRACE_FORMAT_ALIASES = {"vllm": "vllm-bench"}
 
 class TraceFormat(str, Enum):
     """What a trace holds (`--trace-format`); `auto` detects it from the first line. The names
-    of `cpbcg.planner.traces.registry.FORMATS` in detection order, kept here so the CLI needs no
+    of `cpbcg.assembly.registry.FORMATS` in detection order, kept here so the CLI needs no
     numpy; the registry refuses to load if they differ. Aliases (`TRACE_FORMAT_ALIASES`) are
     accepted: `TraceFormat("vllm") is TraceFormat.vllm_bench`."""
 

@@ -8,7 +8,7 @@ builds one directly: `Deployment(cp=CPLayout(4), buckets=tuple(sglang_default_bu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Protocol
 
 from cpbcg.planner.hardware import GPU, ModelSpec
 from cpbcg.planner.model.capacity import CaptureSpec
@@ -16,8 +16,33 @@ from cpbcg.planner.costs.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler import SchedulerSettings
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.server import ResolvedServer
-from cpbcg.planner.sglang_release import SGLANG_VERSION
+
+
+class SourcedValue(Protocol):
+    """A resolved setting as the core reads it: the value, where it came from, the rule that decided it."""
+
+    @property
+    def value(self) -> Any: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def rule(self) -> str: ...
+
+
+class ResolvedLaunch(Protocol):
+    """What the core reads of the server an engine resolved for a deployment (SGLang 0.5.23's
+    `cpbcg.engines.sglang.server.ResolvedServer`): the seam's "resolve a launch" result."""
+
+    @property
+    def tp_size(self) -> int: ...
+    @property
+    def gpu_assumed(self) -> bool: ...
+    @property
+    def chunked_prefill_size(self) -> SourcedValue: ...
+    @property
+    def max_prefill_tokens(self) -> SourcedValue: ...
+    @property
+    def prefill_graph_backend(self) -> SourcedValue: ...
 
 
 @dataclass(frozen=True)
@@ -50,8 +75,8 @@ class Deployment:
     gpu: GPU | None = None
     """The GPU the server resolution used (`--gpu`, `server.gpu`): scales the default cost model's
     per-token time; None = the assumed GPU (`hardware.ASSUMED_GPU`, said wherever used)."""
-    server: ResolvedServer | None = None
-    """The server 0.5.23 starts for this deployment (`cpbcg.engines.sglang.startup.resolve_server`),
+    server: ResolvedLaunch | None = None
+    """The server the engine starts for this deployment (SGLang 0.5.23: `cpbcg.engines.sglang.startup.resolve_server`),
     whose page size, chunk and prefill graph list the scheduler and bucket list use; None for
     a deployment built by hand (no resolution said)."""
 
@@ -79,15 +104,15 @@ class Deployment:
         gpu = "; the GPU is assumed (give --gpu)" if self.server.gpu_assumed and value.rule else ""  # a rule decided it from the GPU
         return f"the chunk, {key}: {value.rule or value.source}{gpu}"
 
-    def header(self, source: str) -> dict[str, Any]:
-        """Settings that qualify every report (the JSON header's first keys)."""
-        return {
-            "source": source,
-            "cp_size": self.cp.cp_size,
-            "cp_strategy": self.cp.strategy.value,
-            "align_size": self.cp.align_rows,
-            "max_padding_factor": self.max_padding_factor,
-            "capture_layout": self.capture.layout.value,
-            "sglang_version": SGLANG_VERSION,
-            **({"server": self.server.summary()} if self.server is not None else {}),
-        }
+
+@dataclass(frozen=True)
+class EngineRules:
+    """What the optimiser needs of the engine a plan is for (the seam, docs/architecture.md):
+    the release its notes name and the flags that deploy a list. SGLang 0.5.23's is
+    `cpbcg.engines.sglang.export.RULES`."""
+
+    release: str
+    """The engine and release, as notes say it (`SGLang 0.5.23`)."""
+    deploy_flags: Callable[[list[int], Deployment, int | None], str]
+    """`(buckets, deployment, chunk_tokens) -> flags`: the server flags capturing exactly `buckets`
+    under the deployment's settings, `chunk_tokens` replacing the chunk when not None."""

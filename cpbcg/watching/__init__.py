@@ -4,5 +4,5 @@ prefill graphs over rolling windows, export Prometheus metrics, gate a canary (d
 Layers: `follow` (files like `tail -F`, standard input), `cpbcg.engines.sglang.logs.lines` (the one adapter onto the
 SGLang log reader), `cpbcg.engines.sglang.metrics` (SGLang's Prometheus endpoint), `exporter` (cpbcg's own metrics),
 `session` (the loop, windows and gates); the rules themselves are the planner's
-(`cpbcg.planner.window`, `evaluate`, `observed`) and `cpbcg.gates.gates`'.
+(`cpbcg.assembly.window`, `evaluate`, `observed`) and `cpbcg.gates.gates`'.
 """

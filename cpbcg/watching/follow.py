@@ -40,7 +40,7 @@ from typing import BinaryIO
 import numpy as np
 
 from cpbcg.errors import TraceError
-from cpbcg.planner.traces.sglang_settings import TIMESTAMP
+from cpbcg.engines.sglang.logs.settings import TIMESTAMP
 from cpbcg.planner.traces.stdin import stdin_buffer
 from cpbcg.planner.traces.text import MAX_LINE_BYTES, binary_error, long_line, looks_binary
 

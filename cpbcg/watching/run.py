@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from cpbcg.errors import ConfigError, TraceError
 from cpbcg.planner.arrays import FloatArray
-from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.planner.traces.text import gzip_magic, is_stdin
 from cpbcg.watching.follow import FileFollower, StartAt, StreamFollower, parse_since
 from cpbcg.watching.options import WatchOptions, default_instance

@@ -48,10 +48,10 @@ from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.observed import AssumedSetting, ObservedComparison, settings_document
+from cpbcg.engines.sglang.observed import AssumedSetting, ObservedComparison, settings_document
 from cpbcg.planner.traces.records import ObservedForwards
-from cpbcg.planner.traces.sglang_settings import LogSettings
-from cpbcg.planner.window import (ForwardRing, LaunchSetup, RunTally, Window, WindowGain, WindowStats, rank_window, take, window_gain,
+from cpbcg.engines.sglang.logs.settings import LogSettings
+from cpbcg.assembly.window import (ForwardRing, LaunchSetup, RunTally, Window, WindowGain, WindowStats, rank_window, take, window_gain,
                                   window_stats)
 from cpbcg.watching.options import WatchOptions
 from cpbcg.engines.sglang.logs.lines import LogLines
@@ -93,7 +93,7 @@ class Resolved:
     table: BucketTable
     notes: tuple[str, ...] = ()
     assumed: tuple[AssumedSetting, ...] = ()
-    """Settings the log (this launch) does not state, at the value they are planned at (`cpbcg.planner.observed.assumed_settings`)."""
+    """Settings the log (this launch) does not state, at the value they are planned at (`cpbcg.engines.sglang.observed.assumed_settings`)."""
 
 
 @dataclass(frozen=True)

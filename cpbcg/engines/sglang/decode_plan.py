@@ -392,7 +392,7 @@ def log_decode_plan(lines: Any, settings: Any, server: DecodeServer, cost: Decod
     """`plan_decode` of a server log's `Decode batch` lines (`sglang_decode_lines.DecodeLines`):
     a 1-in-`decode_log_interval` sample (the interval the launch's settings `settings` state, else
     0.5.23's default 40, said in a note), their printed verdicts compared with the model's."""
-    from cpbcg.planner.traces.sglang_decode_lines import DECODE_LOG_INTERVAL
+    from cpbcg.engines.sglang.logs.decode_lines import DECODE_LOG_INTERVAL
 
     interval, notes = DECODE_LOG_INTERVAL, []
     stated = None if settings is None else settings.sglang_flags().get("decode_log_interval")

@@ -13,7 +13,7 @@ from cpbcg.errors import ConfigError
 from cpbcg.inputs import decode_text, load_json, path_exists, read_input_bytes
 from cpbcg.planner.hardware import GPU, ModelSpec, gpu_by_name, model_spec_from_config
 from cpbcg.engines.sglang.startup import parse_launch_words, server_words
-from cpbcg.planner.server import Given
+from cpbcg.engines.sglang.server import Given
 
 PRESET_PACKAGE = "cpbcg.configs"
 

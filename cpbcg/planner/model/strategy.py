@@ -45,8 +45,6 @@ from cpbcg.errors import ModelError
 from cpbcg.planner.arrays import BoolArray, Int32Array, Int64Array
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
 from cpbcg.planner.model.batches import BatchSet
-from cpbcg.planner.sglang_args import BY_KEY as ARG
-from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS
 from cpbcg.planner.words import counted
 
 
@@ -343,18 +341,6 @@ class StrategyModel:
     """Whether `cpbcg capture` can emulate this mode's CP forward (its rank split lives in
     `cpbcg.graph_capture.zigzag`: zigzag only)."""
 
-    # --- deployment -----------------------------------------------------------------------------
-    def server_flags(self) -> list[str]:
-        """The SGLang 0.5.23 server flags that run this mode with CP graphs: `--enable-prefill-cp
-        --attn-cp-size N --tp-size N --cp-strategy S --prefill-attention-backend A` (0.5.23 refuses
-        to start unless TP is a multiple of the CP size, and captures CP graphs only with
-        `attn_cp_size == tp_size` and the strategy's backend, `CP_GRAPH_BACKENDS`); none without CP."""
-        assert self.strategy is not None  # every CP mode names its strategy; NoCP overrides this
-        size = str(self.cp_size)
-        return ["--enable-prefill-cp", ARG["cp_size"].flag, size, ARG["tp_size"].flag, size, ARG["cp_strategy"].flag, self.strategy.value,
-                "--prefill-attention-backend", CP_GRAPH_BACKENDS[self.strategy.value]]
-
-
 class NoCP(StrategyModel):
     """`cp_size == 1`: every forward is eligible for the plain prefill graphs; rows = tokens."""
 
@@ -397,9 +383,6 @@ class NoCP(StrategyModel):
 
     def _pieces_rows(self, full: Int64Array, rest: Int64Array, ctx: int) -> Int64Array:
         return np.asarray(full * ctx + rest, dtype=np.int64)
-
-    def server_flags(self) -> list[str]:
-        return []
 
     min_capture_rule = "1"
 

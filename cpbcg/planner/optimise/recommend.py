@@ -38,14 +38,12 @@ from cpbcg.planner.model.layout import BatchSet, local_rows
 from cpbcg.planner.costs.cost import CostModel, demand_cost_ms, flags_against_default
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.demand_log import DemandLog, DemandSplit
-from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.deployment import Deployment, EngineRules
 from cpbcg.planner.evaluate import LIST_INDEPENDENT_REASONS, Evaluation, evaluate_demand
-from cpbcg.planner.export import deploy_flags
 from cpbcg.planner.optimise.guarantee import headroom_required
 from cpbcg.planner.optimise.optimiser import Budget, OptimalLists, fewest_for_coverage, optimise
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.optimise.verdict import ListFigures, Verdict, choose, list_figures
-from cpbcg.planner.sglang_release import SGLANG_VERSION
 from cpbcg.planner.words import counted
 
 MAX_DEFAULT_BUCKETS = 512
@@ -264,11 +262,12 @@ class TradeOff:
 
 
 def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: RecommendSettings = RecommendSettings(),
-              held_back: Mapping[str, Demand] | None = None) -> Recommendation:
+              held_back: Mapping[str, Demand] | None = None, *, engine: EngineRules) -> Recommendation:
     """The recommendation for the forwards in `log` (see the module doc): a `DemandLog` of one
     trace, or a `DemandSplit` already cut (several traces and load factors merged). `held_back`
     names further held-back parts (e.g. each load factor's tail) the validation list is also
-    replayed on (`Validation.by_part`).
+    replayed on (`Validation.by_part`). `engine`: the release the notes name and the flags that
+    deploy the list (`cpbcg.engines.sglang.export.RULES` for SGLang 0.5.23).
 
     Raises `ConfigError` for settings that exclude each other or an empty trace, `ModelError`
     when no list can be built under the capture model."""
@@ -287,8 +286,8 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
         notes.append(f"the chunk of {chunk:,} tokens is above the largest bucket a list may hold ({MAX_BUCKET_TOKENS:,}): "
                      f"the list is planned for forwards up to {MAX_BUCKET_TOKENS:,} tokens; larger ones run eagerly")
         chunk = MAX_BUCKET_TOKENS
-    notes += _include_notes(deployment, settings)
-    notes += _grid_notes(deployment, settings)
+    notes += _include_notes(deployment, settings, engine.release)
+    notes += _grid_notes(deployment, settings, engine.release)
     notes += _graphs_off_notes(deployment)
     requests = settings.max_requests or max(split.max_requests, 1)
     if settings.bucket_multiple > chunk:
@@ -339,7 +338,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
         modelled_ms=modelled, configured_modelled_ms=configured_ms,
         cost=deployment.cost, validation=validation, headroom=headroom,
         capture=capture, configured_capture=configured_capture,
-        deploy=deploy_flags(buckets, deployment, chunk if chunk != deployment.scheduler.largest_forward_tokens else None),
+        deploy=engine.deploy_flags(buckets, deployment, chunk if chunk != deployment.scheduler.largest_forward_tokens else None),
         optimal=optimal, demand=whole, target_coverage=settings.target_coverage, headroom_note=headroom_note,
         floor_tokens=None if floor is None else floor[0], notes=tuple(notes),
         configured_evaluation=configured_evaluation,
@@ -448,7 +447,7 @@ def _floor_note(floor: tuple[int, int], buckets: list[int], demand: Demand) -> s
             f"{seen}: the floor costs {below} of the {counted(len(buckets), 'bucket')}")
 
 
-def _include_notes(deployment: Deployment, settings: RecommendSettings) -> list[str]:
+def _include_notes(deployment: Deployment, settings: RecommendSettings, release: str) -> list[str]:
     """What the runner makes of the `include` buckets: each rounded up as SGLang 0.5.23 captures
     it (`StrategyModel.round_buckets`), said; the list pins the rounded sizes."""
     rounded = deployment.cp.model.round_buckets(list(settings.include)).tolist() if settings.include else []
@@ -456,11 +455,11 @@ def _include_notes(deployment: Deployment, settings: RecommendSettings) -> list[
     if not changed:
         return []
     multiple = deployment.cp.model.bucket_multiple_tokens
-    return [f"include: SGLang {SGLANG_VERSION} captures a bucket rounded up to a multiple of {multiple}: "
+    return [f"include: {release} captures a bucket rounded up to a multiple of {multiple}: "
             f"{', '.join(f'{a} -> {b}' for a, b in changed)}; the list pins the rounded size{'s' if len(changed) > 1 else ''}"]
 
 
-def _grid_notes(deployment: Deployment, settings: RecommendSettings) -> list[str]:
+def _grid_notes(deployment: Deployment, settings: RecommendSettings, release: str) -> list[str]:
     """The grid `--bucket-multiple M` really searches (`grid.candidate_grid`): multiples of M,
     each rounded up as SGLang 0.5.23 captures it (`StrategyModel.round_buckets`), so a size is a
     multiple of M only when M is a multiple of the capture alignment; plus the chunk, pins and the
@@ -475,7 +474,7 @@ def _grid_notes(deployment: Deployment, settings: RecommendSettings) -> list[str
     first = int(deployment.cp.model.round_buckets([step])[0])
     both = step * align // math.gcd(step, align)
     return [f"grid: the list is optimal only among multiples of {step} tokens rounded up to a multiple of {align} "
-            f"(SGLang {SGLANG_VERSION} captures every bucket rounded up to a multiple of attn_cp_size {align}: {step} -> {first}), "
+            f"({release} captures every bucket rounded up to a multiple of attn_cp_size {align}: {step} -> {first}), "
             f"so its sizes need not be multiples of {step} ({extras}); --bucket-multiple {both} keeps them multiples of both, "
             "--bucket-multiple 1 searches every size"]
 

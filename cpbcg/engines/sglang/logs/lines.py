@@ -1,7 +1,7 @@
 """The one adapter between `cpbcg watch` and the SGLang log reader: new whole lines in, forwards out.
 
 A followed log arrives a few lines at a time. `LogLines.feed` hands each blob of whole lines to
-the parser `plan` reads a log with (`cpbcg.planner.traces.sglang_log.LogParser`, its `feed`:
+the parser `plan` reads a log with (`cpbcg.engines.sglang.logs.log.LogParser`, its `feed`:
 the same line prefilter, launches and folding of PP-stage / attention-CP copies kept across
 blobs; `LogParser.chunks`): `ObservedForwards` chunks, one per launch the blob touches (a
 chunk never spans a restart: `ObservedForwards.launch`). Each launch's settings are the
@@ -14,8 +14,8 @@ the reader.
 from __future__ import annotations
 
 from cpbcg.planner.traces.records import ObservedForwards
-from cpbcg.planner.traces.sglang_log import LogParser, LogSummary
-from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.engines.sglang.logs.log import LogParser, LogSummary
+from cpbcg.engines.sglang.logs.settings import LogSettings
 
 
 class LogLines:

@@ -24,7 +24,7 @@ each naming the 0.5.23 function:
 
 From what the user gives -- server arguments by name (`args.parse_launch_words`: a launch command's
 words as 0.5.23's argparse takes them; `args.log_given`: a log), the model and the GPU --
-`resolve_server` returns the engine-neutral `cpbcg.planner.server.ResolvedServer`.
+`resolve_server` returns the engine-neutral `cpbcg.engines.sglang.server.ResolvedServer`.
 `tests/test_server_resolution_conformance.py` runs 0.5.23's functions from the wheel on random launches
 and compares; what is not restated is `NOT_MODELLED`, said per launch (`ResolvedServer.not_modelled`).
 """

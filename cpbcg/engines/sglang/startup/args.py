@@ -10,10 +10,10 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cpbcg.planner.server import Given
+from cpbcg.engines.sglang.server import Given
 from cpbcg.engines.sglang.launch import SGLANG_FLAGS
-from cpbcg.planner.sglang_args import BY_KEY as SERVER_ARG
-from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.engines.sglang.args import BY_KEY as SERVER_ARG
+from cpbcg.engines.sglang.release import SGLANG_VERSION
 
 SGLANG = SGLANG_VERSION
 

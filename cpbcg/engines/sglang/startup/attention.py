@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cpbcg.engines.sglang.startup.state import DEFAULT, Resolution, platform
 from cpbcg.planner.hardware import GPU, ModelSpec
-from cpbcg.planner.server import Value
+from cpbcg.engines.sglang.server import Value
 
 
 def default_attention_backend(model: ModelSpec, mla: bool, gpu: GPU, tp_size: int) -> str:

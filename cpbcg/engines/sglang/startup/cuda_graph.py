@@ -7,8 +7,8 @@ from typing import Any
 
 from cpbcg.engines.sglang.startup.model import MULTIMODAL_BREAKABLE_GRAPH_ARCHITECTURES, is_multimodal
 from cpbcg.engines.sglang.startup.state import DEFAULT, Resolution
-from cpbcg.planner.server import Value
-from cpbcg.planner.sglang_release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_ARCHITECTURE
+from cpbcg.engines.sglang.server import Value
+from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_ARCHITECTURE
 
 
 def handle_cuda_graph_config(r: Resolution) -> None:

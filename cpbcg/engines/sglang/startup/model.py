@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from cpbcg.engines.sglang.startup.state import Resolution
 from cpbcg.planner.hardware import ModelSpec
-from cpbcg.planner.server import Given, Value
+from cpbcg.engines.sglang.server import Given, Value
 
 _MM_NO_CHUNK = frozenset({"Grok1VForCausalLM", "Grok1AForCausalLM", "LlavaLlamaForCausalLM", "MllamaForConditionalGeneration",
                           "MossVLForConditionalGeneration", "CLIPModel"})

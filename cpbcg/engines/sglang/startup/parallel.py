@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cpbcg.engines.sglang.startup.state import DEFAULT, Resolution
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
-from cpbcg.planner.server import Value
+from cpbcg.engines.sglang.server import Value
 
 
 def handle_deprecated_dp_attention(r: Resolution) -> None:

@@ -10,7 +10,7 @@ from cpbcg.engines.sglang.startup import attention, cuda_graph, memory, model, p
 from cpbcg.engines.sglang.startup.args import AFFECTS_UNMODELLED, MODELLED_FLAGS, parse_launch_words, server_words
 from cpbcg.engines.sglang.startup.state import DEFAULT, Resolution
 from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec
-from cpbcg.planner.server import Given, ResolvedServer, ServerCheck, Value
+from cpbcg.engines.sglang.server import Given, ResolvedServer, ServerCheck, Value
 
 Step = Callable[[Resolution], None]
 

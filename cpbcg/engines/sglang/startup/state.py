@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cpbcg.planner.hardware import GPU, ModelSpec, uses_mla
-from cpbcg.planner.server import Given, Refusal, Value
-from cpbcg.planner.sglang_release import SGLANG_VERSION
+from cpbcg.engines.sglang.server import Given, Refusal, Value
+from cpbcg.engines.sglang.release import SGLANG_VERSION
 
 DEFAULT = f"{SGLANG_VERSION} default"
 """The source of a value 0.5.23 takes when none is given."""

@@ -21,14 +21,16 @@ from cpbcg.errors import TraceError
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
-from cpbcg.planner.assembly.embedded import synthetic_batches
+from cpbcg.assembly.embedded import synthetic_batches
 from cpbcg.planner.traces.records import ReadNotes, RequestChunk
-from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind, open_trace
+from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind
+from cpbcg.assembly.registry import open_trace
 from cpbcg.planner.traces.base import TraceFormatInfo
-from cpbcg.planner.traces.registry import detect, format_info
-from cpbcg.planner.traces.sglang_log import LogReader, LogSummary
-from cpbcg.planner.traces.sglang_settings import LogSettings, read_log_settings
+from cpbcg.assembly.registry import detect, format_info
+from cpbcg.engines.sglang.logs.log import LogReader, LogSummary
+from cpbcg.engines.sglang.logs.settings import LogSettings, read_log_settings
 from cpbcg.planner.traces.text import TracePath, display, is_stdin, trace_path
+from cpbcg.engines.sglang.server import deployment_header
 
 EMBEDDED_DEFAULT = "embedded default (seeded synthetic chat workload, 20,000 forwards)"
 
@@ -211,4 +213,4 @@ def report_header(deployment: Deployment, trace: BatchSource | str | Path | None
     and every number is a worst-case bound."""
     bound = isinstance(trace, BatchSource) and trace.is_bound
     source = path if isinstance(trace, BatchSource) else trace
-    return {**deployment.header(describe_source(source, bound=bound)), "bound": bound}
+    return {**deployment_header(deployment, describe_source(source, bound=bound)), "bound": bound}

@@ -21,17 +21,18 @@ from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.bucket_lists import sglang_default_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.observed import LaunchModel, ObservedComparison
-from cpbcg.planner.assembly.bound import bound_demand
+from cpbcg.engines.sglang.export import RULES
+from cpbcg.engines.sglang.observed import LaunchModel, ObservedComparison
+from cpbcg.planner.bound import bound_demand
 from cpbcg.planner.demand_log import DemandLog
 from cpbcg.planner.evaluate import Evaluator
 from cpbcg.planner.traces.records import ObservedForwards
-from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.planner.costs.cost import flags_against_default
 from cpbcg.planner.optimise.recommend import Recommendation, RecommendSettings, recommend
 from cpbcg.planner.traces.records import ForwardSizes
-from cpbcg.planner.assembly.sources import BatchSource
-from cpbcg.planner.traffic import JobOutcome, TrafficJob, map_jobs, preload, run_job, tally
+from cpbcg.assembly.sources import BatchSource
+from cpbcg.assembly.traffic import JobOutcome, TrafficJob, map_jobs, preload, run_job, tally
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class PlanResult:
     parts: tuple[PlanPart, ...] = ()
     """Each (trace, load) job, in order; empty for a single stream planned in place."""
     observed: ObservedComparison | None = None
-    """An SGLang log's observed vs modelled graph use (`cpbcg.planner.observed.ObservedComparison`), else None."""
+    """An SGLang log's observed vs modelled graph use (`cpbcg.engines.sglang.observed.ObservedComparison`), else None."""
     launches: tuple["LaunchPlan", ...] = ()
     """An SGLang log of several launches: each launch's forwards under its own resolved server
     (`plan_launches`; `evaluation` is their total); empty for one launch or any other trace."""
@@ -286,7 +287,7 @@ class AgainstDefault:
 def _recommended(evaluation: Evaluation, split: DemandSplit, deployment: Deployment, settings: RecommendSettings,
                  tails: Mapping[str, Demand], parts: tuple[PlanPart, ...]) -> PlanResult:
     try:
-        return PlanResult(evaluation, recommend(split, deployment, settings, tails), None, parts)
+        return PlanResult(evaluation, recommend(split, deployment, settings, tails, engine=RULES), None, parts)
     except ModelError as exc:  # the evaluation stands; say why there is no list to recommend
         return PlanResult(evaluation, None, f"no recommendation: {exc}", parts)
 

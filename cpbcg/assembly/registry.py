@@ -26,8 +26,8 @@ import cpbcg.planner.traces.burstgpt as burstgpt
 import cpbcg.planner.traces.generic as generic
 import cpbcg.planner.traces.mooncake as mooncake
 import cpbcg.planner.traces.parquet as parquet
-import cpbcg.planner.traces.sglang_log as sglang_log
-import cpbcg.planner.traces.sglang_requests as sglang_requests
+import cpbcg.engines.sglang.logs.log as sglang_log
+import cpbcg.engines.sglang.logs.requests as sglang_requests
 import cpbcg.planner.traces.splitwise as splitwise
 import cpbcg.planner.traces.vidur as vidur
 import cpbcg.planner.traces.vllm_bench as vllm_bench

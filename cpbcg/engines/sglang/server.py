@@ -1,19 +1,20 @@
-"""The server an engine starts, as the planner reads it: a launch's resolved settings
-(`ResolvedServer`: page size, chunk, prefill token budget, attention backends, the prefill
-CUDA-graph backend and list, start-up refusals, CP graphs), each value with its source and rule,
-and the verdict on it (`ServerCheck`). Engine-neutral result types: SGLang 0.5.23's start-up
-resolution that produces them is `cpbcg.engines.sglang.startup` (`resolve_server`)."""
+"""The server SGLang 0.5.23 starts: a launch's resolved settings (`ResolvedServer`: page size,
+chunk, prefill token budget, attention backends, the prefill CUDA-graph backend and list,
+start-up refusals, CP graphs), each value with its source and rule, and the verdict on it
+(`ServerCheck`). The start-up resolution that produces them is `cpbcg.engines.sglang.startup`
+(`resolve_server`); the core reads a `ResolvedServer` through `cpbcg.planner.deployment.ResolvedLaunch`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec
-from cpbcg.planner.sglang_release import INTERLEAVE_CP_GRAPH_ARCHITECTURE, SGLANG_VERSION
+from cpbcg.engines.sglang.release import INTERLEAVE_CP_GRAPH_ARCHITECTURE, SGLANG_VERSION
 
-__all__ = ["ASSUMED_GPU", "ASSUMED_MODEL", "Given", "Refusal", "ResolvedServer", "ServerCheck", "Value"]
+__all__ = ["ASSUMED_GPU", "ASSUMED_MODEL", "Given", "Refusal", "ResolvedServer", "ServerCheck", "Value", "deployment_header", "resolved_server"]
 
 SGLANG = SGLANG_VERSION
 
@@ -208,7 +209,7 @@ class ResolvedServer:
 @dataclass(frozen=True)
 class ServerCheck:
     """What 0.5.23 does with a set of server flags (empty lists: starts, CP graphs on): the
-    verdict of the start-up resolution (`cpbcg.planner.server.ResolvedServer.findings`)."""
+    verdict of the start-up resolution (`cpbcg.engines.sglang.server.ResolvedServer.findings`)."""
 
     refuses_start: list[str]
     """Start-up checks that fail: the server exits with these messages."""
@@ -229,3 +230,26 @@ class ServerCheck:
         """The verdict of a resolved server."""
         found = server.findings()
         return cls([m for w, m in found if w == "refuse to start"], [m for w, m in found if w != "refuse to start"])
+
+
+def resolved_server(deployment: Deployment) -> ResolvedServer | None:
+    """The deployment's server as 0.5.23 resolves it (`cpbcg.config` gives every deployment it
+    builds the `ResolvedServer` of `startup.resolve_server`; the core types it as `ResolvedLaunch`);
+    None for a deployment built by hand."""
+    return cast("ResolvedServer | None", deployment.server)
+
+
+def deployment_header(deployment: Deployment, source: str) -> dict[str, Any]:
+    """Settings that qualify every report (the JSON header's first keys): the CP layout, the
+    padding factor, the capture layout, the release and the resolved server."""
+    server = resolved_server(deployment)
+    return {
+        "source": source,
+        "cp_size": deployment.cp.cp_size,
+        "cp_strategy": deployment.cp.strategy.value,
+        "align_size": deployment.cp.align_rows,
+        "max_padding_factor": deployment.max_padding_factor,
+        "capture_layout": deployment.capture.layout.value,
+        "sglang_version": SGLANG_VERSION,
+        **({"server": server.summary()} if server is not None else {}),
+    }

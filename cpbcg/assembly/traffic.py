@@ -35,16 +35,17 @@ from cpbcg.planner.background import JOBS_ENV
 from cpbcg.planner.demand_log import DemandLog, DemandSplit
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, Evaluator
-from cpbcg.planner.assembly.bound import bound_demand
+from cpbcg.planner.bound import bound_demand
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.planner.scheduler import SchedulerSettings
 from cpbcg.planner.scheduler.simulation import KERNEL_MIN_REQUESTS, load_compiled_loop
-from cpbcg.planner.traces import ForwardSizes, TraceKind, open_trace
+from cpbcg.planner.traces import ForwardSizes, TraceKind
+from cpbcg.assembly.registry import open_trace
 from cpbcg.planner.traces.csv_table import COLUMNAR_MIN_BYTES
-from cpbcg.planner.traces.registry import detect, format_info
+from cpbcg.assembly.registry import detect, format_info
 from cpbcg.planner.traces.records import RequestChunk
-from cpbcg.planner.assembly.sources import BatchSource, TraceSpec
+from cpbcg.assembly.sources import BatchSource, TraceSpec
 
 T = TypeVar("T")
 R = TypeVar("R")

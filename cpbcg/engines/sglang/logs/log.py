@@ -58,8 +58,8 @@ from cpbcg.planner.model.batches import MAX_TOKENS
 from cpbcg.planner.traces.log_scan import VERDICT_LABELS, PrefillColumns, prefill_columns, scan_block
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
 from cpbcg.planner.traces.records import ObservedForwards
-from cpbcg.planner.traces.sglang_decode_lines import DecodeLines
-from cpbcg.planner.traces.sglang_settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, TIMESTAMP, VERDICT as _VERDICT, LaunchScan, LogSettings, settings_lines
+from cpbcg.engines.sglang.logs.decode_lines import DecodeLines
+from cpbcg.engines.sglang.logs.settings import DETECT_BYTES, INTERESTING, MARK, RANK_TAG, TIMESTAMP, VERDICT as _VERDICT, LaunchScan, LogSettings, settings_lines
 from cpbcg.planner.traces.text import TracePath, check_blob_lines, display, is_stdin, iter_blob_chunks, newline_offsets, open_binary, read_errors
 
 __all__ = ["DETECT_BYTES", "MARK", "LogEvent", "LogParser", "LogReader", "LogSummary", "Record", "parse_log_lines", "parse_records"]

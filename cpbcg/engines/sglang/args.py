@@ -4,7 +4,7 @@ One row per setting: its cpbcg config key (`cpbcg.settings.SETTINGS` declares it
 unit, default and command-line option), the 0.5.23 `ServerArgs` field it is (the launch flag is
 the field's, `--` and dashes: 0.5.23 `ServerArgs.add_cli_args`), and whether the deploy flags
 write it. Read by the config (`cpbcg.config.SERVER_KEYS`: which config keys go to the start-up
-resolution), the deploy flags (`cpbcg.planner.export`: the scheduler flags, the flags an export
+resolution), the deploy flags (`cpbcg.engines.sglang.export`: the scheduler flags, the flags an export
 is read back by, the scheduler settings that shape any plan) and the declarations
 (`cpbcg.settings.Setting.sglang_flag`). Light (no numpy): `cpbcg --help` reads it.
 """

@@ -32,7 +32,7 @@ import numpy as np
 
 from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.base import ReadOptions, Sniff, TraceFormatInfo, TraceKind
-from cpbcg.planner.traces.sglang_settings import TIMESTAMP
+from cpbcg.engines.sglang.logs.settings import TIMESTAMP
 from cpbcg.planner.traces.records import LAST_SECOND as MAX_SECONDS, MAX_REQUEST_TOKENS, RequestChunk, RequestItem, known_lines
 from cpbcg.planner.traces.text import TracePath, display, iter_blob_chunks
 

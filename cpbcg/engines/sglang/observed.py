@@ -32,16 +32,16 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from cpbcg.planner.assembly.bound import bound_demand
+from cpbcg.planner.bound import bound_demand
 from cpbcg.planner.model.layout import CPLayout, CPStrategy
 from cpbcg.planner.arrays import Int64Array
 from cpbcg.planner.model.selector import EAGER_REASONS, BucketTable, EagerReason
 from cpbcg.planner.traces.records import ForwardSizes, ObservedForwards
-from cpbcg.planner.traces.sglang_log import LogSummary
-from cpbcg.planner.traces.sglang_settings import LogSettings
-from cpbcg.planner.server import ResolvedServer
+from cpbcg.engines.sglang.logs.log import LogSummary
+from cpbcg.engines.sglang.logs.settings import LogSettings
+from cpbcg.engines.sglang.server import ResolvedServer
 from cpbcg.planner.deployment import Deployment
-from cpbcg.planner.sglang_args import BY_KEY as SERVER_ARG
+from cpbcg.engines.sglang.args import BY_KEY as SERVER_ARG
 
 PADDING_CAP_DATE = "2026-07-16"
 """SGLang PR #31487 (merged 2026-07-16): prefill graphs fall back to eager above 2x padding.

@@ -26,13 +26,13 @@ from cpbcg.errors import ModelError
 from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import MAX_EXAMPLES, Evaluation, Evaluator
-from cpbcg.planner.assembly.bound import bound_demand
+from cpbcg.planner.bound import bound_demand
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.planner.observed import AssumedSetting, LaunchModel, ObservedComparison, ObservedTally
+from cpbcg.engines.sglang.observed import AssumedSetting, LaunchModel, ObservedComparison, ObservedTally
 from cpbcg.planner.optimise.recommend import RecommendSettings
-from cpbcg.planner.plan import plan
+from cpbcg.assembly.plan import plan
 from cpbcg.planner.traces.records import ObservedForwards
-from cpbcg.planner.traces.sglang_settings import LogSettings
+from cpbcg.engines.sglang.logs.settings import LogSettings
 
 _COLUMNS = ("num_tokens", "num_requests", "counts", "cached_tokens", "decode_requests", "line_no", "dp_rank", "launch")
 

@@ -2,7 +2,7 @@
 
 * `sglang`: the server flags (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ...
   --cuda-graph-max-bs-prefill MAX`, plus `--enable-prefill-cp --attn-cp-size N --tp-size N
-  --cp-strategy S --prefill-attention-backend A` with CP (`StrategyModel.server_flags`: what SGLang 0.5.23 needs
+  --cp-strategy S --prefill-attention-backend A` with CP (`mode_flags`: what SGLang 0.5.23 needs
   to start and to capture CP graphs, `cpbcg.engines.sglang.startup.check_server_flags`), and the scheduler
   flags the plan assumed.
 * `sglang-json`: the same flags with the list as `--cuda-graph-config '{"prefill":{"bs":[...],"max_bs":MAX}}'`:
@@ -19,19 +19,19 @@ them back (`cpbcg.outputs.exports.export_buckets`): the planner imports no YAML.
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
 import orjson
 
 from cpbcg.planner.model.bucket_spec import flag_words
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.sglang_args import SERVER_ARGS
+from cpbcg.engines.sglang.args import BY_KEY as ARG
+from cpbcg.engines.sglang.args import SERVER_ARGS
+from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, SGLANG_VERSION
+from cpbcg.engines.sglang.server import resolved_server
+from cpbcg.planner.deployment import Deployment, EngineRules
 
-if TYPE_CHECKING:
-    from cpbcg.planner.deployment import Deployment
 
-
-def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int | None = None, *, decode_bs: list[int] | None = None) -> str:
+def deploy_flags(buckets: list[int], deployment: Deployment, chunk_tokens: int | None = None, *, decode_bs: list[int] | None = None) -> str:
     """SGLang server flags capturing exactly `buckets` under the deployment's CP and scheduler
     settings (docs/model.md "SGLang's default list"): `--cuda-graph-bs-prefill B1 B2 ... --cuda-graph-max-bs-prefill MAX`,
     the CP flags, and the scheduler flags that shaped the planned forwards. SGLang takes an
@@ -47,7 +47,7 @@ def deploy_flags(buckets: list[int], deployment: "Deployment", chunk_tokens: int
     return " ".join(parts + cp_flags(deployment.cp, _architecture(deployment)) + scheduler_flags(deployment, chunk_tokens))
 
 
-def config_flags(buckets: list[int], deployment: "Deployment", decode_bs: list[int] | None = None) -> str:
+def config_flags(buckets: list[int], deployment: Deployment, decode_bs: list[int] | None = None) -> str:
     """The `--emit sglang-json` line: `deploy_flags` with the list as `--cuda-graph-config
     '{"prefill":{"bs":[...],"max_bs":MAX}}'` (compact JSON, single-quoted: module doc), with a
     `decode` phase `{"bs": [...], "max_bs": MAX}` when `decode_bs` is given."""
@@ -67,20 +67,33 @@ backend is given (`_gpt_oss_overrides`): `--prefill-attention-backend` alone lea
 the server refuses to start, so the CP flags name the decode backend too."""
 
 
+def mode_flags(cp: CPLayout) -> list[str]:
+    """The SGLang 0.5.23 server flags that run `cp`'s mode with CP graphs: `--enable-prefill-cp
+    --attn-cp-size N --tp-size N --cp-strategy S --prefill-attention-backend A` (0.5.23 refuses
+    to start unless TP is a multiple of the CP size, and captures CP graphs only with
+    `attn_cp_size == tp_size` and the strategy's backend, `CP_GRAPH_BACKENDS`); none without CP."""
+    if cp.cp_size == 1:
+        return []
+    size = str(cp.cp_size)
+    return ["--enable-prefill-cp", ARG["cp_size"].flag, size, ARG["tp_size"].flag, size, ARG["cp_strategy"].flag, cp.strategy.value,
+            "--prefill-attention-backend", CP_GRAPH_BACKENDS[cp.strategy.value]]
+
+
 def cp_flags(cp: CPLayout, architecture: str | None = None) -> list[str]:
-    """The CP server flags of `cp`'s mode (`StrategyModel.server_flags`: none without CP), with
+    """The CP server flags of `cp`'s mode (`mode_flags`: none without CP), with
     `--decode-attention-backend` the same as the prefill one for `BOTH_BACKENDS_CHECKED` models."""
-    flags = cp.model.server_flags()
+    flags = mode_flags(cp)
     if architecture in BOTH_BACKENDS_CHECKED and "--prefill-attention-backend" in flags:
         flags = [*flags, "--decode-attention-backend", flags[flags.index("--prefill-attention-backend") + 1]]
     return flags
 
 
-def _architecture(deployment: "Deployment") -> str | None:
-    return None if deployment.server is None else deployment.server.model.architecture
+def _architecture(deployment: Deployment) -> str | None:
+    server = resolved_server(deployment)
+    return None if server is None else server.model.architecture
 
 
-def scheduler_flags(deployment: "Deployment", chunk_tokens: int | None = None) -> list[str]:
+def scheduler_flags(deployment: Deployment, chunk_tokens: int | None = None) -> list[str]:
     """The written scheduler server arguments (`sglang_args.SERVER_ARGS`, in its order):
     `--chunked-prefill-size`, `--max-prefill-tokens`, `--page-size` (the resolved one: the server
     must run the page size the plan cut chunks at) and, when set, `--prefill-max-requests`,
@@ -114,3 +127,8 @@ def sglang_flag_settings(text: str) -> dict[str, str]:
     Raises `ConfigError` for a line no shell can split."""
     words = flag_words(text)
     return {FLAG_KEYS[w]: words[i + 1] for i, w in enumerate(words[:-1]) if w in FLAG_KEYS}
+
+
+RULES = EngineRules(f"SGLang {SGLANG_VERSION}", deploy_flags)
+"""SGLang 0.5.23's part in a recommendation (`cpbcg.planner.optimise.recommend.recommend`): the
+release its notes name and the deploy flags."""
