@@ -23,7 +23,9 @@ TRACE = "tests/assets/traces/good.jsonl"
 VALID = "tests/assets/manifests/valid.json"
 NO_HEADROOM = "tests/assets/manifests/valid-no-headroom.json"
 ROOT = Path(__file__).resolve().parent.parent
-NO_GATES_NOTE = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
+GATES_HINT = "set gates: in the config or --min-coverage, --max-eager, ..."
+NO_GATES = f"no gates configured: {GATES_HINT}"
+NO_GATES_NOTE = f"no gate checked (--report-only); to gate, {GATES_HINT}"
 
 
 @pytest.fixture(autouse=True)
@@ -119,7 +121,7 @@ def test_shipped_gate_preset_fails_the_default_list_on_packed_batches():
 def test_no_gates_is_refused_unless_report_only():
     result = check("--buckets", "128,2048")
     assert result.exit_code == 2
-    assert result.stderr == f"cpbcg: error: replay-check: {NO_GATES_NOTE}; or pass --report-only to report without gates\n"
+    assert result.stderr == f"cpbcg: error: replay-check: {NO_GATES}; or pass --report-only to report without gates\n"
     assert check("--buckets", "128,2048", "--replay", "0", "--config", "ci-gates-cp4").exit_code in (0, 1)  # a gate: runs
     result = check("--buckets", "128,2048", "--report-only")
     assert result.exit_code == 0 and result.stderr.strip() == "cpbcg: note: replay-check: no gate checked (--report-only): nothing to fail on"

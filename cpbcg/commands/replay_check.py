@@ -14,7 +14,7 @@ from cpbcg.api import check, check_decode_flags, load_config_and_deployment, ser
 from cpbcg.errors import ConfigError, located
 from cpbcg.gates.gates import CheckReport, Gates, max_eager_overrides
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
-from cpbcg.outputs.notes import HeldNotes, ignored_options_warning, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.outputs.notes import GATES_HINT, HeldNotes, ignored_options_warning, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.assembly.sources import BatchSource, detect_input
 from cpbcg.engines.sglang.observed import assumed_settings
 from cpbcg.engines.sglang.release import SGLANG_VERSION
@@ -23,7 +23,7 @@ from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.settings import setting
 
 
-NO_GATES = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
+NO_GATES = f"no gates configured: {GATES_HINT}"
 """What `replay-check` says when no gate is configured."""
 
 

@@ -37,6 +37,9 @@ BATCHES, SGLANG_LOG = "batches", "sglang-log"
 FORMAT_LABELS = {name: fmt.label for name, fmt in BY_NAME.items()}
 """How each trace format is named in the note (the registry's labels)."""
 
+GATES_HINT = "set gates: in the config or --min-coverage, --max-eager, ..."
+"""How to configure a replay-check gate (the refusal without gates and the report-only line both say it)."""
+
 BOUND_NOTE = (
     "cpbcg: note: the trace is an SGLang server log: it gives each forward's size and request count, "
     "not its extend lengths, so every forward is taken at the most rows any such forward can need: "

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from cpbcg.atomic import STDOUT
 from cpbcg.errors import ExitCode
+from cpbcg.outputs.notes import GATES_HINT
 from cpbcg.outputs.console import OutputFormat, assert_never, echo, print_json, stderr_console, stdout_console
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from cpbcg.atomic import OutputGroup
     from cpbcg.assembly.sources import BatchSource
 
-NO_GATES_NOTE = "no gates configured: set gates: in the config or --min-coverage, --max-eager, ..."
+NO_GATES_NOTE = f"no gate checked (--report-only); to gate, {GATES_HINT}"
 """Printed under the empty gate table as a plain line (a caption would be cut in narrow terminals)."""
 
 
