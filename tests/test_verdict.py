@@ -230,3 +230,15 @@ def test_on_a_log_the_first_screen_says_what_the_server_did_and_that_layouts_are
     screen = " ".join(" ".join(first_screen(invoke("-t", str(log)).stdout)).split())
     assert screen.startswith("Verdict on 100 prefill forwards at their worst-case layouts (a server log gives forward sizes, not request lengths)")
     assert "server the log's cuda graph verdicts: 90.00% of 100 forwards ran in graphs (the model of its list: " in screen
+
+
+def test_on_a_log_whose_every_forward_ran_eagerly_the_first_screen_leads_with_it(tmp_path):
+    from sglang_log_fixtures import prefill_line, write_log
+
+    log = write_log(tmp_path / "eager.log", "".join(prefill_line(8192, 1, graph=False) for _ in range(5)))
+    lines = first_screen(invoke("-t", str(log)).stdout)
+    screen = " ".join(" ".join(lines).split())
+    assert lines[2].startswith("  server     0.00% of 5 forwards ran in graphs (the log's cuda graph verdicts; the model of its list: 100.00%)")
+    assert "prefill graphs appear off" in screen and "--disable-cuda-graph" in screen
+    assert screen.index("server 0.00%") < screen.index("ceiling 100.00%")
+    assert "deploy once prefill graphs are on, the full recommendation" in screen

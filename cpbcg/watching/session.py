@@ -634,6 +634,13 @@ class WatchSession:
             if server.refusal is None and (server.run is None or not server.run.forwards):
                 self._nothing_read(server)
         snap = self._tick(self.clock(), final=True)
+        for server, view in zip(self.servers, snap.servers):  # no start-up output needed: the forwards' verdicts win
+            if server.refusal is None and view.observed is not None and view.observed.graphs_appear_off:
+                o = view.observed
+                server.refusal = (f"{server.follower.name}: {o.coverage:.2%} of {o.forwards:,} forwards ran in graphs "
+                                  f"({o.label}: False on every Prefill batch line; the model of its list replays "
+                                  f"{o.model_coverage:.2%}): prefill graphs appear off (check --disable-cuda-graph, "
+                                  "--cuda-graph-backend-prefill, --cuda-graph-config and the prefill capture line)")
         gates: list[GateResult] = []
         unchecked: list[str] = []
         many = len(self.servers) > 1
