@@ -276,7 +276,20 @@ def read_notes(source: BatchSource, flags: list[str], trace: Path | str | None) 
     """The stderr lines of a source once read: its `source_note` (if any), then the
     `unused_request_option_notes` of the request-trace options given (`flags`)."""
     text = source_note(source)
-    return ([] if text is None else [text]) + unused_request_option_notes(flags, source, trace)
+    return ([] if text is None else [text]) + above_chunk_notes(source, trace) + unused_request_option_notes(flags, source, trace)
+
+
+def above_chunk_notes(source: BatchSource, trace: Path | str | None) -> list[str]:
+    """One `cpbcg: warning:` line when a batch trace holds forwards above `chunked_prefill_size`
+    (`BatchSource.above_chunk`): a server with that chunk never formed them."""
+    over = source.above_chunk
+    if over is None or not over.forwards:
+        return []
+    name = "the trace" if trace is None else display(trace)
+    return [f"cpbcg: warning: {name}: {over.forwards:,} of {over.total:,} forwards ({over.forwards / max(over.total, 1):.2%}) exceed "
+            f"chunked_prefill_size {over.chunked_prefill_size:,} (largest {over.largest:,} tokens): a batch trace states forwards "
+            "as the server formed them, and a server with that chunk never forms one above it, so the trace contradicts the "
+            "chunk (set --chunked-prefill-size to the server's, or plan the request trace, which the simulation chunks)"]
 
 
 def unused_request_option_notes(flags: list[str], source: BatchSource, trace: Path | str | None) -> list[str]:
