@@ -656,7 +656,7 @@ def test_a_log_without_start_up_output_says_whose_settings_it_assumed(tmp_path):
     result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "1", *PINNED])
     assert result.exit_code == 0, result.output
     assert "no start-up output (settings dump, capture line) before the first Prefill batch" in result.stderr
-    assert "cpbcg: note: " + str(log) + ": 1 unreadable Prefill batch line skipped (first: line 3)" in result.stderr
+    assert "cpbcg: note: " + str(log) + ": 1 unreadable Prefill batch line skipped (first: line 3: #new-token: missing or not an integer" in result.stderr
     # what the log does not state is said to be assumed, with the option that sets it (the reader's rule: cpbcg.engines.sglang.observed.assumed_settings)
     assert "cpbcg: assumed: buckets sglang-default:8192 (assumed: not in the log; --buckets sets it)" in result.stderr
     assert "assumed for launch 1: buckets sglang-default:8192 (assumed: not in the log; --buckets sets it)" in result.stdout

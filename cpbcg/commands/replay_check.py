@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -113,6 +113,8 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     resolve = launch_resolver(config, overrides, manifest) if log is not None else None
     report, source = check(detected, deployment, gates, manifest=manifest, replay=replay, trace_format=trace_format,
                            options=options, progress=progress, on_chunk=on_chunk, rates=rates, resolve_launch=resolve)
+    if source.log_summary is not None:  # what the log reader skipped, in the JSON and JUnit reports (a gate judged what was kept)
+        report = replace(report, header={**report.header, **source.log_summary.skipped_document()})
     off = source.graphs_off_launches
     if off and not report_only:
         raise ConfigError(_graphs_off_refusal(*off[0], several=source.log_summary is not None and source.log_summary.launches > 1))

@@ -120,6 +120,8 @@ def ignored_options_note(trace_kind: TraceFormat | str | None, flags: list[str],
     default); a request trace uses them all."""
     kind = _value(trace_kind)
     flags = [f for f in flags if f not in _server_flags()]  # they shape every plan: the warning would be false
+    if kind == SGLANG_LOG:  # --strict refuses a log's unreadable Prefill batch lines too
+        flags = [f for f in flags if f != "--strict"]
     if kind not in (None, BATCHES, SGLANG_LOG) or not flags:
         return None
     what = "the embedded default workload is already a batch stream"
