@@ -593,6 +593,8 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         server = replace(server, refusals=(refused, *server.refusals))
         raise UnrecognizedServerArguments(f"{where('args') if args is not None else cfg.buckets}: SGLang {SGLANG_VERSION} "
                                           f"{refused.message}", server)
+    if args is not None:
+        server = replace(server, launch_origin=where("args"))
     return replace(server, notes=server.notes + skipped, overrides=tuple(overrides)) if skipped or overrides else server
 
 

@@ -96,12 +96,13 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         and not server.verdict_hinges_on_the_assumed_model else None
     if answer is not None and not report_only:  # when there is nothing to gate, that is the answer
         helps = server.what_would_help() if server is not None else []
-        raise ConfigError(f"replay-check: {answer}: the gates would test graphs the server never captures; what would help: "
+        raise ConfigError(f"{server.launch_origin or 'replay-check'}: {answer}: the gates would test graphs the server never captures; what would help: "
                           f"{'; or '.join(helps)}; or pass --report-only")
     found = server_check(deployment)
     if not found.ok and not report_only:
         what, reason = found.findings()[0]
-        message = (f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
+        origin = server.launch_origin if server is not None and server.launch_origin else "replay-check"
+        message = (f"{origin}: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
                    "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
         raise ConfigError(message if log is None else located(log.path, _flags_line(log), message))
     for finding in resolution_notes(server, log) + server_check_notes(found):

@@ -110,6 +110,8 @@ class ResolvedServer:
     """No GPU was given: `gpu` is `hardware.ASSUMED_GPU` (the cost models say so)."""
     graph_off: str = ""
     """Why 0.5.23 captures no prefill graph, in short (`CP without CP graphs on H200`); empty when it captures one."""
+    launch_origin: str = ""
+    """Where the launch command was given, as an error names it (`c.yaml:2: server.args`, `--server-args`); empty when none was."""
 
     @property
     def starts(self) -> bool:
