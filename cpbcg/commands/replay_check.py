@@ -96,8 +96,8 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         and not server.verdict_hinges_on_the_assumed_model else None
     if answer is not None and not report_only:  # when there is nothing to gate, that is the answer
         helps = server.what_would_help() if server is not None else []
-        raise ConfigError(f"{(server.launch_origin if server is not None else '') or 'replay-check'}: {answer}: the gates would test graphs the server never captures; what would help: "
-                          f"{'; or '.join(helps)}; or pass --report-only")
+        raise ConfigError(f"{(server.launch_origin if server is not None else '') or 'replay-check'}: {answer}: nothing to gate (or --report-only); what would help: "
+                          f"{'; or '.join(helps)}")
     found = server_check(deployment)
     if not found.ok and not report_only:
         what, reason = found.findings()[0]
