@@ -408,3 +408,18 @@ def test_the_log_timestamp_pattern_is_written_once():
              for p in Path(cpbcg.__file__).parent.rglob("*.py") if date_time.search(p.read_text())}
     # besides: the anchored ISO time of a CSV column, and watch's --since text (minutes or seconds)
     assert found == {"engines/sglang/logs/settings.py": 1, "planner/traces/csv_table.py": 1, "watching/follow.py": 1}
+
+
+def test_a_capture_end_line_not_used_as_the_prefill_cost_is_said_with_why(tmp_path):
+    decode = ("Capturing batches (bs=1 avail_mem=37.08 GB): 100%|##########| 52/52 [00:05<00:00,  9.85it/s]\n"
+              "[2025-11-30 11:18:01] Capture cuda graph end. Time elapsed: 5.92 s. mem usage=1.44 GB. avail mem=37.06 GB.\n")
+    path = write_log(tmp_path / "decode.log", decode + prefill_line(148, 1))
+    result = runner.invoke(app, ["plan", "-t", str(path), "--no-recommend"])
+    assert result.exit_code == 0, result.output
+    assert (f"cpbcg: note: {path}:3: the capture end line (1.44 GB, 5.92 s) is not used as the prefill capture cost: `Capture cuda "
+            "graph end` names no prefill or piecewise graph: the decode graphs' capture (the one runner older releases have), not the "
+            "prefill list's") in result.stderr
+    # beside a prefill capture that was used: nothing said
+    log = read_log_settings(write_log(tmp_path / "both.log", startup_lines() + decode + prefill_line(148, 1)))
+    assert log.capture is not None and log.capture.total_gb is not None
+    assert not [n for n in log.notes if "capture end line" in n]
