@@ -190,3 +190,21 @@ def test_forwards_above_the_chunk_of_a_batch_trace_are_warned_about_with_their_c
     # within the chunk: nothing said
     result = CliRunner().invoke(app, ["plan", "-t", str(trace), "--chunked-prefill-size", "-1", "--no-recommend"])
     assert result.exit_code == 0 and "exceed chunked_prefill_size" not in result.stderr
+
+
+def test_a_chunk_above_the_largest_bucket_of_a_request_trace_is_warned_about(tmp_path):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    trace = tmp_path / "requests.jsonl"
+    trace.write_text("".join(f'{{"timestamp": {i}, "input_length": 1000, "output_length": 1}}\n' for i in range(3)))
+    # chunk 100: 0.5.23's list for it ends at 96 (no off-grid 100), so each 100-token chunk runs eagerly
+    result = CliRunner().invoke(app, ["plan", "-t", str(trace), "--chunked-prefill-size", "100", "--cp-size", "1", "--no-recommend"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "above the largest bucket" in line]
+    assert said == ["cpbcg: warning: 27 forwards (81.82%) are above the largest bucket, 96, which is below chunked_prefill_size 100: "
+                    "every full chunk runs eagerly (SGLang 0.5.23's prefill list keeps its grid up to the chunk and appends no "
+                    "off-grid size); a chunk on the grid, or a list that holds 100 (the recommendation), keeps them in graphs"]
+    result = CliRunner().invoke(app, ["plan", "-t", str(trace), "--chunked-prefill-size", "96", "--cp-size", "1", "--no-recommend"])
+    assert result.exit_code == 0 and "above the largest bucket" not in result.stderr

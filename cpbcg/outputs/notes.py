@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from cpbcg.assembly.plan import LaunchPlan
     from cpbcg.engines.sglang.logs.settings import LogSettings
     from cpbcg.engines.sglang.logs.log import LogSummary
+    from cpbcg.planner.evaluate import Evaluation
 
 BATCHES, SGLANG_LOG = "batches", "sglang-log"
 """Formats that are batch streams already (the scheduler options do not apply)."""
@@ -279,6 +280,20 @@ def read_notes(source: BatchSource, flags: list[str], trace: Path | str | None) 
     `unused_request_option_notes` of the request-trace options given (`flags`)."""
     text = source_note(source)
     return ([] if text is None else [text]) + above_chunk_notes(source, trace) + unused_request_option_notes(flags, source, trace)
+
+
+def chunk_above_list_notes(evaluation: Evaluation, chunked_prefill_size: int, source: BatchSource) -> list[str]:
+    """One `cpbcg: warning:` line when a request trace's forwards fell above the largest bucket
+    because the list ends below `chunked_prefill_size`: every full chunk then runs eagerly (0.5.23's
+    `generate_prefill_cuda_graph_batch_sizes` keeps its grid `<= max_bs` and appends no off-grid
+    `max_bs`: chunk 100 -> last bucket 96)."""
+    above = evaluation.eager.get("above_largest_bucket", 0)
+    if source.simulation is None or not above or not evaluation.buckets or not 0 < evaluation.buckets[-1] < chunked_prefill_size:
+        return []
+    return [f"cpbcg: warning: {above:,} forwards ({above / max(evaluation.batches, 1):.2%}) are above the largest bucket, "
+            f"{evaluation.buckets[-1]:,}, which is below chunked_prefill_size {chunked_prefill_size:,}: every full chunk runs eagerly (SGLang "
+            f"{SGLANG_VERSION}'s prefill list keeps its grid up to the chunk and appends no off-grid size); a chunk on the grid, or a "
+            f"list that holds {chunked_prefill_size:,} (the recommendation), keeps them in graphs"]
 
 
 def above_chunk_notes(source: BatchSource, trace: Path | str | None) -> list[str]:
