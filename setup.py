@@ -45,6 +45,8 @@ class BuildPyWithKernelCache(build_py):
         super().run()
         editable = getattr(self, "editable_mode", False)
         source = Path(__file__).resolve().parent / KERNEL if editable else Path(self.build_lib) / KERNEL
+        for stale in source.parent.glob("__pycache__/kernel.*.nb[ic]"):  # an earlier build's kernel.py (a reused build/)
+            stale.unlink()
         try:
             written = _load_kernel(source).write_cache()
         except Exception as exc:  # noqa: BLE001 - an install never fails for an optional cache

@@ -146,6 +146,10 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/cpbcg-bench-requests"))
     parser.add_argument("--without", default="", help="comma-separated modules the timed processes cannot import "
                         "(pyarrow: what a plain install gets; numba,pyarrow: a plain install before issue 34)")
+    parser.add_argument("--python", type=Path, help="the interpreter the timed processes use, e.g. a fresh venv's "
+                        "bin/python after `pip install .`; they run in --workdir without PYTHONPATH (the installed cpbcg)")
+    parser.add_argument("--first-run", action="store_true", help="time the request trace's first run before any "
+                        "warm-up, as the first plan after an install meets it (numba's cache as the install left it)")
     parser.add_argument("--cold", action="store_true", help="also time request-trace runs with numba's cache emptied "
                         "(each run compiles the scheduler loop, as a first run did before the install wrote the cache)")
     args = parser.parse_args()
@@ -155,6 +159,11 @@ def main() -> None:
         CHILD_ENV = without(args.without.split(","), args.workdir)
         print(f"timed processes cannot import: {args.without}", flush=True)
     cpbcg = [sys.executable, "-m", "cpbcg"]
+    if args.python is not None:  # the installed cpbcg of that interpreter: not this checkout
+        CHILD_ENV = {k: v for k, v in (CHILD_ENV or os.environ).items() if k != "PYTHONPATH"}
+        cpbcg = [str(args.python), "-m", "cpbcg"]
+        os.chdir(args.workdir)
+        print(f"timed processes: {args.python} (installed cpbcg, no PYTHONPATH)", flush=True)
     requests, batches = args.workdir / f"requests-{args.requests}.csv", args.workdir / f"batches-{args.requests}.jsonl"
     if not requests.exists():
         write_requests(requests, args.requests, 0)
@@ -166,10 +175,16 @@ def main() -> None:
         if not path.exists():
             write_requests(path, args.file_requests, 100 + i)
         files.append(path)
+    first = None
+    if args.first_run:  # before anything below warms numba's cache or the bytecode
+        first, _ = run_once([*cpbcg, "plan", "-t", str(requests), "-f", "json"])
     print(f"cpbcg plan --format json, {args.runs} fresh processes each (min median max):", flush=True)
     batch_s = show(f"batch trace, {args.requests:,} lines", timed([*cpbcg, "plan", "-t", str(batches), "-f", "json"], args.runs)[0])
     request_s = show(f"request trace, {args.requests:,} requests", timed([*cpbcg, "plan", "-t", str(requests), "-f", "json"], args.runs)[0])
     print(f"request / batch (median wall): {request_s / batch_s:.2f}x", flush=True)
+    if first is not None:
+        first_s = show("request trace, first run (no warm-up)", [first])
+        print(f"first request run / batch (median wall): {first_s / batch_s:.2f}x", flush=True)
     if args.cold:
         cold_s = show("request trace, numba cache emptied (cold)", cold([*cpbcg, "plan", "-t", str(requests), "-f", "json"], args.runs, args.workdir))
         print(f"cold request / batch (median wall): {cold_s / batch_s:.2f}x", flush=True)

@@ -524,33 +524,16 @@ def decode_graphs(deployment: Deployment) -> "tuple[DecodeServer | None, tuple[s
 
 def decode_loads(trace: TraceInput | str | Path, deployment: Deployment, load_factors: Sequence[float],
                  max_bs: Mapping[str, int]) -> list[dict[str, object]]:
-    """The decode fall-off with its feedback: a request trace simulated at each load factor with
-    each decode `max_bs` (`{"label": max_bs}`, e.g. SGLang's default list's and the recommended
-    one's) in the loop: a decode step whose running batch is above `max_bs` runs eagerly and takes
-    `EAGER_STEP_FACTOR` x the step time (an assumption: `cpbcg.engines.sglang.decode_plan`), which
-    lengthens every running request's stay. One row per (load, label): decode steps, eager steps
-    and their share, the largest running batch, decode seconds and the simulated span. Raises
-    `ConfigError` for a trace that is not a request trace, `TraceError` from the trace."""
-    from cpbcg.engines.sglang.decode_plan import EAGER_STEP_FACTOR
+    """The decode fall-off with its feedback (`cpbcg.engines.sglang.decode_plan.decode_loads`): a
+    request trace simulated at each load factor with each decode `max_bs` (`{"label": max_bs}`) in
+    the loop, one row per (load, label). Raises `ConfigError` for a trace that is not a request
+    trace, `TraceError` from the trace."""
+    from cpbcg.engines.sglang.decode_plan import decode_loads as loads
 
     source = open_trace(trace, deployment)
     if source.spec is None or source.simulation is None:
         raise ConfigError(f"{describe_source(Path(str(trace)))}: decode loads need a request trace from a file (the scheduler simulation)")
-    rows: list[dict[str, object]] = []
-    for factor in load_factors:
-        for label, top in max_bs.items():
-            sched = replace(source.spec.scheduler, time_scale=float(factor), decode_graph_max_bs=int(top), eager_decode_factor=EAGER_STEP_FACTOR)
-            opened = replace(source.spec, scheduler=sched).open()
-            for _ in opened.batches:
-                pass
-            assert opened.simulation is not None
-            s = opened.simulation.summary()
-            steps = s.decode_batches
-            eager = int(steps.steps[steps.batch_sizes > top].sum())
-            rows.append({"load": float(factor), "list": label, "max_bs": int(top), "decode_steps": s.decode_steps, "eager_steps": eager,
-                         "eager_share": eager / s.decode_steps if s.decode_steps else 0.0, "max_running": s.max_running,
-                         "decode_s": s.decode_s + s.drain_s, "simulated_s": s.simulated_s + s.drain_s})
-    return rows
+    return loads(source.spec.scheduler, load_factors, max_bs, source.spec.simulated)
 
 
 def decode_guarantee(deployment: Deployment) -> list[int] | None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Sequence, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
-from cpbcg.settings import MAX_INT32, MAX_INT64, setting
+from cpbcg.settings import MAX_INT32, MAX_INT64, SETTINGS, setting
 from cpbcg.errors import ConfigError, CpbcgError
 from cpbcg.bucket_files import flags_file_words, is_bucket_file, resolve_bucket_spec
 from cpbcg.inputs import decode_text, load_yaml, path_exists, read_input_bytes, yaml_key_lines
@@ -51,41 +51,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
-class SchedulerConfig(_Strict):
-    """How the server forms prefill batches from requests (docs/scheduler.md; `cpbcg batches`)."""
+class _SchedulerConfigRules(_Strict):
+    """The rules of the scheduler's config beyond each field's own bounds; `SchedulerConfig` is this
+    with one field per `scheduler.*` setting (`_scheduler_config`)."""
 
-    chunked_prefill_size: StrictInt = _field("scheduler.chunked_prefill_size")
-    max_prefill_tokens: StrictInt = _field("scheduler.max_prefill_tokens")
-    prefill_max_requests: StrictInt | None = _field("scheduler.prefill_max_requests")
-    max_running_requests: StrictInt | None = _field("scheduler.max_running_requests")
-    prefix_cache: Union[Literal["off", "unlimited"], int] = _field("scheduler.prefix_cache")
-    prefill_fixed_ms: StrictFloat = _field("scheduler.prefill_fixed_ms")
-    prefill_tokens_per_s: StrictFloat = _field("scheduler.prefill_tokens_per_s")
-    rate: StrictFloat = _field("scheduler.rate")
-    time_scale: StrictFloat = _field("scheduler.time_scale")
-    seed: StrictInt = _field("scheduler.seed")
-    decode: bool = _field("scheduler.decode", strict=True)
-    page_size: StrictInt = _field("scheduler.page_size")
-    max_total_tokens: StrictInt | None = _field("scheduler.max_total_tokens")
-    enable_mixed_chunk: bool = _field("scheduler.enable_mixed_chunk", strict=True)
-    default_output_tokens: StrictInt = _field("scheduler.default_output_tokens")
-    decode_fixed_ms: StrictFloat | None = _field("scheduler.decode_fixed_ms")
-    decode_ms_per_request: StrictFloat | None = _field("scheduler.decode_ms_per_request")
-    init_new_token_ratio: StrictFloat = _field("scheduler.init_new_token_ratio")
-    min_new_token_ratio_factor: StrictFloat = _field("scheduler.min_new_token_ratio_factor")
-    new_token_ratio_decay_steps: StrictInt = _field("scheduler.new_token_ratio_decay_steps")
-    clip_max_new_tokens: StrictInt = _field("scheduler.clip_max_new_tokens")
-    decode_graph_max_bs: StrictInt | None = _field("scheduler.decode_graph_max_bs")
-    eager_decode_factor: StrictFloat = _field("scheduler.eager_decode_factor")
+    if TYPE_CHECKING:  # the fields are made from the declarations at import: read them as Any
+        def __getattr__(self, name: str) -> Any: ...
 
-    @field_validator("chunked_prefill_size", mode="before")
+    @field_validator("chunked_prefill_size", mode="before", check_fields=False)
     @classmethod
     def _chunk(cls, value: object) -> object:
         if type(value) is int and (value == 0 or value < -1):
             raise ValueError("must be a positive token count or -1 (no chunking)")
         return value
 
-    @field_validator("prefix_cache", mode="before")
+    @field_validator("prefix_cache", mode="before", check_fields=False)
     @classmethod
     def _cache(cls, value: object) -> object:
         if isinstance(value, str) and value.strip().isascii() and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 20:
@@ -94,7 +74,7 @@ class SchedulerConfig(_Strict):
             raise ValueError("must be off, unlimited, or a positive size in tokens")
         return value
 
-    @field_validator("page_size")
+    @field_validator("page_size", check_fields=False)
     @classmethod
     def _page_fits_the_chunk(cls, value: int, info: ValidationInfo) -> int:
         chunk = info.data.get("chunked_prefill_size", -1)
@@ -105,6 +85,37 @@ class SchedulerConfig(_Strict):
     def to_settings(self) -> SchedulerSettings:
         """The plain frozen `SchedulerSettings` the planner takes (same field names)."""
         return SchedulerSettings(**self.model_dump())
+
+
+_CONFIG_TYPES: dict[type, Any] = {int: StrictInt, float: StrictFloat, bool: bool, str: str}
+"""A setting's `kind` -> its config field's type (strict: YAML's `1` is no float, `"1"` no int)."""
+_SPECIAL_TYPES: dict[str, Any] = {"scheduler.prefix_cache": Union[Literal["off", "unlimited"], int]}
+"""Config fields whose type is not their `kind`'s (`prefix_cache`: off, unlimited or a size)."""
+
+
+def _scheduler_config() -> type[_SchedulerConfigRules]:
+    """`SchedulerConfig`: one field per `scheduler.*` setting of `cpbcg.settings.SETTINGS`, in
+    declaration order (type from its kind, Optional when its default is None; default, bounds and
+    description from the declaration; bools strict), with `_SchedulerConfigRules`' rules."""
+    from pydantic import create_model
+
+    fields: dict[str, Any] = {}
+    for spec in SETTINGS:
+        if spec.key.startswith("scheduler."):
+            kind = _SPECIAL_TYPES.get(spec.key, _CONFIG_TYPES[spec.kind])
+            fields[spec.key.partition(".")[2]] = (Optional[kind] if spec.default is None else kind,
+                                                  _field(spec.key, **({"strict": True} if spec.kind is bool else {})))
+    model: type[_SchedulerConfigRules] = create_model("SchedulerConfig", __base__=_SchedulerConfigRules, __module__=__name__, **fields)
+    model.__doc__ = "How the server forms prefill batches from requests (docs/scheduler.md; `cpbcg batches`)."
+    return model
+
+
+if TYPE_CHECKING:
+    SchedulerConfig = _SchedulerConfigRules
+else:
+    SchedulerConfig = _scheduler_config()
+"""How the server forms prefill batches from requests (docs/scheduler.md; `cpbcg batches`): the
+`scheduler:` section, made from the declarations (`_scheduler_config`)."""
 
 
 class CostConfig(_Strict):

@@ -10,3 +10,8 @@ FULL = os.environ.get("CI", "").strip().lower() in ("true", "1")
 def examples(full: int) -> int:
     """`full` in CI, else a quarter of it (at least 20, never more than `full`)."""
     return full if FULL else min(full, max(20, full // 4))
+
+
+def seeds(full: int) -> range:
+    """Seeds of a parametrized random-case test: all `full` in CI, else a quarter (at least one)."""
+    return range(full if FULL else max(1, full // 4))

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis_sizes import examples
 
 from cpbcg.engines.sglang.decode import (
     decode_batch_size_alignment,
@@ -31,7 +32,7 @@ HOOK = "sglang/srt/arg_groups/cuda_graph_hook.py"
 MEMORY = "sglang/srt/arg_groups/memory_hook.py"
 RUNNER = "sglang/srt/model_executor/runner/base_cuda_graph_runner.py"
 COMMON = "sglang/srt/utils/common.py"
-FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _view(args):

@@ -6,7 +6,7 @@ never a hang (per-case `TIMEOUT_S`), an exit-2 error must be ONE line of at most
 characters starting `cpbcg: error:`, the first line on stderr (plain text, naming the file it
 blames where the case knows it), and an input of a known-bad kind must never be accepted (it must exit 2).
 
-Fast by default (`DEFAULT_CASES` cases, a few seconds). Long mode:
+Fast by default (`DEFAULT_CASES` cases in CI, a quarter locally: `hypothesis_sizes.examples`). Long mode:
 `CPBCG_FUZZ_CASES=10000 pytest tests/test_fuzz.py` (`CPBCG_FUZZ_SEED` picks another seed;
 `CPBCG_FUZZ_REPORT=path` writes every failing case as JSON lines).
 
@@ -37,9 +37,10 @@ import pytest
 
 import cpbcg.planner.traces.stdin as stdin_module
 from cpbcg.cli import main
+from hypothesis_sizes import examples
 from test_fuzz_generators import ASSETS, DIR, FIFO, GOOD_TRACE, MOONCAKE, VALID_MANIFEST, Case, generate  # noqa: F401 (re-exported)
 
-DEFAULT_CASES = 200
+DEFAULT_CASES = examples(200)
 TIMEOUT_S = 10
 MAX_LINE = 300
 

@@ -19,6 +19,7 @@ from cpbcg.planner.traces import log_scan
 from cpbcg.planner.traces.log_scan import lines_with, prefill_columns
 from cpbcg.engines.sglang.logs.log import LogReader
 from cpbcg.planner.traces.text import iter_blob_chunks
+from hypothesis_sizes import seeds
 from sglang_log_fixtures import prefill_line, resolved_line, startup_lines, write_log
 
 FIELDS = ("num_tokens", "num_requests", "cached_tokens", "decode_requests", "line_no", "dp_rank", "graph")
@@ -117,7 +118,7 @@ def random_log(seed: int, lines: int = 3000) -> str:
     return "".join(body)
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", seeds(12))
 def test_bulk_read_equals_the_per_line_reader(tmp_path, blocks, seed):
     path = write_log(tmp_path / "s.log", random_log(seed))
     bulk, plain = read(path, True), read(path, False)
@@ -202,7 +203,7 @@ def multi_launch_log(seed: int) -> str:
     return "".join(line for lines in parts for line in lines)
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", seeds(8))
 def test_bulk_read_of_launches_equals_the_per_line_reader(tmp_path, blocks, seed):
     """Launch splits, settings lines in log order, folding within a launch, per-launch counts and
     one chunk per launch: the bulk reader gives what the per-line parser gives."""
@@ -269,7 +270,7 @@ def crlf(text: str) -> str:
     return text.replace("\n", "\r\n")
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", seeds(4))
 def test_crlf_logs_read_in_bulk_equal_the_per_line_reader(tmp_path, blocks, seed):
     """A log with CRLF line ends (a carriage return before each newline, read by the per-line
     parser as a space) is read in bulk, with the same forwards, counts, located lines and

@@ -23,15 +23,16 @@ def test_plan_does_not_import_torch():
 
 IMPORT_ALL = """
 import importlib, pkgutil, sys
-import cpbcg.api, cpbcg.cli, cpbcg.planner
-for module in pkgutil.walk_packages(cpbcg.planner.__path__, "cpbcg.planner."):
-    importlib.import_module(module.name)
+import cpbcg.api, cpbcg.cli, cpbcg.planner, cpbcg.engines, cpbcg.assembly
+for package in (cpbcg.planner, cpbcg.engines, cpbcg.assembly):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        importlib.import_module(module.name)
 print(sorted(name for name in sys.modules if name.split(".")[0] == "torch"))
 """
 
 
 def test_no_planner_module_imports_torch():
-    """Every module of `cpbcg.planner` (and the API and CLI) imports without torch: torch lives
+    """Every module of `cpbcg.planner`, the engines and the assembly (and the API and CLI) imports without torch: torch lives
     in `cpbcg.graph_capture` alone (CI also runs the suite where torch is not installed)."""
     out = subprocess.run([sys.executable, "-c", IMPORT_ALL], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -192,7 +192,7 @@ def test_headroom_that_cannot_fit_is_dropped_with_a_note(tmp_path, assets):
 
 def test_no_recommendation_keeps_the_evaluation_and_never_exports_in_its_place(monkeypatch, assets):
     from cpbcg.errors import ModelError
-    from cpbcg.planner import plan as plan_module
+    from cpbcg.assembly import plan as plan_module
 
     def refuse(*args, **kwargs):
         raise ModelError("no CP-active forward fits any bucket up to 8192 tokens; nothing to optimise")

@@ -100,6 +100,49 @@ def test_write_cache_puts_the_compiled_loop_in_numbas_cache_beside_kernel_py():
     for _ in Simulation((), SchedulerSettings(), compiled=True):  # a simulation's arguments: the same types, no second compile
         pass
     assert len(kernel.run.signatures) == 1
+    parts = chunks(3, 400, True)
+    for part in parts:  # a CSV's columns come read-only (zero-copy): still the signature the install compiled
+        for column in (part.input_tokens, part.arrival_s, part.output_tokens, part.num_images):
+            if column is not None:
+                column.setflags(write=False)
+    assert sum(1 for _ in Simulation(parts, SchedulerSettings(), compiled=True)) > 0
+    assert len(kernel.run.signatures) == 1, kernel.run.signatures
     for name in ("run", "_advance", "_heap_pop", "_heap_push", "_held_at", "_join", "_kv_now"):  # numba names an index by function and line
         line = getattr(kernel, name).py_func.__code__.co_firstlineno
         assert list(path.glob(f"kernel.{name}-{line}.*.nbi")), name
+
+
+
+LOAD_AND_WARM = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("kernel", sys.argv[1])
+kernel = importlib.util.module_from_spec(spec)
+sys.modules["kernel"] = kernel
+spec.loader.exec_module(kernel)
+print(type(kernel.run._cache._impl.locator).__name__)
+kernel.write_cache()
+"""
+
+
+def test_a_cache_written_at_build_loads_after_an_install_that_changes_the_files_mtime(tmp_path):
+    """A wheel's install gives kernel.py a new mtime: the cache written at build (setup.py) must
+    still load (numba before 0.68 stamped caches by mtime; `_stamp_cache_by_content`)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    built = Path(kernel.write_cache())  # the cache beside kernel.py, as setup.py writes it (compiled once if absent)
+    installed = tmp_path / "site"
+    (installed / "__pycache__").mkdir(parents=True)
+    shutil.copy(Path(kernel.__file__), installed / "kernel.py")  # shutil.copy: a new mtime, as an install gives
+    for cached in list(built.glob("kernel.*.nbi")) + list(built.glob("kernel.*.nbc")):
+        shutil.copy(cached, installed / "__pycache__" / cached.name)
+    os.utime(installed / "kernel.py", (1e9, 1e9))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    out = subprocess.run([sys.executable, "-c", LOAD_AND_WARM, str(installed / "kernel.py")], capture_output=True, text=True,
+                         env=dict(env, NUMBA_DEBUG_CACHE="1"), timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "ContentStampedLocator"
+    assert "data loaded" in out.stdout and "data saved" not in out.stdout, out.stdout[-2000:]

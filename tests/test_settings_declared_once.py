@@ -1,6 +1,7 @@
-"""Each SGLang server argument declared once (`cpbcg.engines.sglang.args.SERVER_ARGS`): the config's
-server keys, the deploy flags, the flags an export is read back by, the declarations and the log
-reader all read that table."""
+"""Each setting declared once (`cpbcg.settings.SETTINGS`), an SGLang server argument with its
+`ServerArgs` field (`cpbcg.engines.sglang.args.SERVER_ARGS` is that column): the config's server
+keys, the deploy flags, the flags an export is read back by and the log reader all read it; a new
+scheduler setting is its declaration and the planner's field."""
 
 import subprocess
 import sys
@@ -48,13 +49,12 @@ def test_every_written_argument_is_emitted_and_read_back():
                     "scheduler.prefill_max_requests": "8", "scheduler.max_running_requests": "64", "scheduler.page_size": "64"}
 
 
-def test_a_server_argument_added_to_the_table_reaches_config_flags_and_declarations():
-    # a fixture: `max_total_tokens` made a written flag in the table alone (before anything reads
-    # it) reaches the config's server keys, the deploy flags, the read-back map and the declaration
+def test_a_server_argument_declared_deployed_reaches_config_flags_and_read_back():
+    # a fixture: `max_total_tokens` declared deployed in its one declaration alone (before anything
+    # reads it) reaches the config's server keys, the deploy flags and the read-back map
     code = (
-        "import dataclasses, cpbcg.engines.sglang.args as a\n"
-        "a.SERVER_ARGS = tuple(dataclasses.replace(x, written=True) if x.field == 'max_total_tokens' else x for x in a.SERVER_ARGS)\n"
-        "a.BY_KEY.update({x.key: x for x in a.SERVER_ARGS})\n"
+        "import dataclasses, cpbcg.settings as s\n"
+        "s.SETTINGS = tuple(dataclasses.replace(x, deployed=True) if x.key == 'scheduler.max_total_tokens' else x for x in s.SETTINGS)\n"
         "from cpbcg.config import SERVER_KEYS\n"
         "from cpbcg.engines.sglang.export import FLAG_KEYS, scheduler_flags\n"
         "from cpbcg.api import load_deployment\n"
@@ -67,6 +67,63 @@ def test_a_server_argument_added_to_the_table_reaches_config_flags_and_declarati
     assert out.stdout.split() == ["max_total_tokens", "scheduler.max_total_tokens", "--max-total-tokens", "4096", "--max-total-tokens"]
 
 
+NEW_SCHEDULER_SETTING = """
+import dataclasses, pathlib, sys
+import cpbcg.settings as s
+import cpbcg.planner.scheduler.settings as planner_settings
+
+# the two places a new scheduler setting is written: its declaration and the planner's field
+new = s._s("scheduler.max_queued_requests", int, None, "Most requests waiting (SGLang --max-queued-requests).", s.SGLANG_FLAG,
+           ge=1, le=s.MAX_INT32, unit="requests", sglang_field="max_queued_requests")
+s.SETTINGS = (*s.SETTINGS, new)
+s._BY_KEY[new.key] = new
+planner_settings.SchedulerSettings = dataclasses.make_dataclass(
+    "SchedulerSettings", [("max_queued_requests", "int | None", dataclasses.field(default=None))],
+    bases=(planner_settings.SchedulerSettings,), frozen=True)
+
+from cpbcg.api import load_deployment
+from cpbcg.cli import main
+from cpbcg.config import SERVER_KEYS, SchedulerConfig
+from cpbcg.engines.sglang.export import sglang_flag_settings
+from cpbcg.engines.sglang.logs.settings import read_log_settings
+
+out, log = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+print("config", load_deployment(None, **{"scheduler.max_queued_requests": 5}).scheduler.max_queued_requests,
+      SchedulerConfig.model_fields["max_queued_requests"].metadata, SERVER_KEYS["scheduler.max_queued_requests"])
+print("read-back", sglang_flag_settings("--max-queued-requests 9"))
+log.write_text("[2025-06-01 12:00:00] server_args=ServerArgs(model_path='m', chunked_prefill_size=8192, max_queued_requests=11)\\n")
+print("log", read_log_settings(log).overrides())
+try:
+    main(["plan", "--max-queued-requests", "7", "--emit", "sglang", "-o", str(out)])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print("flags", out.read_text().split("--max-queued-requests")[1].split()[0])
+"""
+
+
+def test_a_new_scheduler_setting_in_two_places_reaches_the_cli_config_flags_and_log_reader(tmp_path):
+    # a fixture adds `scheduler.max_queued_requests` (an SGLang 0.5.23 server argument) by its
+    # declaration and the planner's field only: the command-line option, the config key (with its
+    # bounds), the emitted flags, the flags' read-back and the log reader follow
+    done = subprocess.run([sys.executable, "-c", NEW_SCHEDULER_SETTING, str(tmp_path / "flags.txt"), str(tmp_path / "server.log")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.split(" ", 1)[0] in ("config", "read-back", "log", "flags"))
+    assert lines["config"] == "5 [Ge(ge=1), Le(le=2147483647)] max_queued_requests"
+    assert lines["read-back"] == "{'scheduler.max_queued_requests': '9'}"
+    assert lines["log"] == "{'cp_size': 1, 'scheduler.chunked_prefill_size': 8192, 'scheduler.max_queued_requests': 11}"
+    assert lines["flags"] == "7"
+
+
+def test_every_setting_states_its_unit():
+    from cpbcg.settings import UNITS
+
+    assert all(s.unit in UNITS for s in SETTINGS)
+    assert {s.key: s.unit for s in SETTINGS if s.key in ("scheduler.chunked_prefill_size", "scheduler.rate", "cost.token_ms", "gates.min_coverage")} == {
+        "scheduler.chunked_prefill_size": "tokens", "scheduler.rate": "requests/s", "cost.token_ms": "milliseconds/token",
+        "gates.min_coverage": "fraction"}
+
+
 def test_the_assumed_settings_name_the_declared_options():
     # a log comparison's "assumed: ... --OPTION sets it" names each setting's declared option
     from cpbcg.engines.sglang.observed import ASSUMED_OPTIONS
@@ -75,7 +132,7 @@ def test_the_assumed_settings_name_the_declared_options():
 
 
 def test_a_server_argument_flag_is_spelled_once():
-    # `--chunked-prefill-size` is derived from its one declaration (sglang_args: the field's name)
+    # `--chunked-prefill-size` is derived from its one declaration (settings.py's sglang_field: the field's name)
     # everywhere but 0.5.23's flag table (data)
     from pathlib import Path
 

@@ -125,3 +125,12 @@ def test_bucket_note_names_the_dropped_buckets_not_a_count():
     assert one.note is not None and one.note.endswith(": dropped bucket 4 (below min_capture_tokens 8)")
     three = PreparedBuckets((2, 4, 6, 8), (8,), (), (2, 4, 6), 2, 8)
     assert three.note is not None and three.note.endswith(": dropped 3 buckets: 2, 4, 6 (below min_capture_tokens 8)")
+
+
+def test_the_core_names_the_release_the_engine_models():
+    # the CP model's capture note names the release (`strategy.SGLANG_RELEASE`) without importing
+    # the engine (the core imports nothing of it): the two spellings must not drift apart
+    from cpbcg.engines.sglang.release import SGLANG_VERSION
+    from cpbcg.planner.model.strategy import SGLANG_RELEASE
+
+    assert SGLANG_RELEASE == SGLANG_VERSION

@@ -13,14 +13,15 @@ sizes only (`ForwardSizes`, a bound): they are in `BatchSource.forwards`, not in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from cpbcg.errors import TraceError
+from cpbcg.errors import ConfigError, TraceError
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.scheduler import SchedulerSettings, Simulation
+from cpbcg.planner.scheduler.summary import SimulationSummary
 from cpbcg.assembly.embedded import synthetic_batches
 from cpbcg.planner.traces.records import ReadNotes, RequestChunk
 from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind
@@ -89,6 +90,17 @@ class TraceSpec:
             simulation = Simulation(iter(self.requests), self.scheduler, progress)
             return BatchSource(iter(simulation), TraceFormat(self.trace_format), simulation, spec=self, read_notes=self.notes)
         return open_source(self.path, self.trace_format, self.scheduler, options=self.options, progress=progress)
+
+    def simulated(self, scheduler: SchedulerSettings) -> SimulationSummary:
+        """The request trace simulated whole under `scheduler` instead of this spec's settings: the
+        simulation's summary. Raises `ConfigError` for a trace that is not a request trace (no
+        simulation), `TraceError` from the trace."""
+        opened = replace(self, scheduler=scheduler).open()
+        for _ in opened.batches:
+            pass
+        if opened.simulation is None:
+            raise ConfigError(f"{describe_source(self.path)}: a simulation needs a request trace")
+        return opened.simulation.summary()
 
 
 @dataclass

@@ -15,6 +15,7 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError  # typer vendors click; no public alias
 
 from cpbcg.cli.app import app, report_error, sanitize_environment
+from cpbcg.cli.process import tune_process
 from cpbcg.errors import ExitCode
 from cpbcg.outputs.console import held_stderr, release_stderr
 
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     line plus a hint, exit 2, instead of a boxed panel; everything else is the app's own. What
     goes to stderr is held until the input is known good (`held_stderr`: the environment's
     warnings too), so that a refusal's error line is the first line."""
+    tune_process()  # before any command imports numpy
     with held_stderr():
         _main(argv)
 

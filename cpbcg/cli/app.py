@@ -20,7 +20,7 @@ from cpbcg import __version__
 from cpbcg.cli.coerce import quick_coercion
 from cpbcg.outputs.console import MAX_WIDTH, drop_stderr, held_stderr
 from cpbcg.errors import MAX_MESSAGE_CHARS, CpbcgError, ExitCode, exit_code_line, one_line
-from cpbcg.settings import SGLANG_VERSION
+from cpbcg.engines.sglang.release import SGLANG_VERSION
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "batches": ("cpbcg.cli.batches_cmd", "Turn a request trace into the prefill forwards the server would run (the scheduler "

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Callable, Optional, TypeVar
 import typer
 
 from cpbcg.atomic import input_path
-from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS, CONFIG_FLAG, TRACE_FORMAT_NAMES, Argument, Flag, setting, trace_format_name
+from cpbcg.settings import CAPTURE_DEFAULT_BUCKETS, CONFIG_FLAG, SETTINGS, TRACE_FORMAT_NAMES, Argument, Flag, setting, trace_format_name
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -249,27 +249,14 @@ class TraceOptions:
                 "--model": self.model, "--log-type": self.log_type, "--strict": self.strict or None}
 
 
-@dataclass(frozen=True)
-class SchedulerOptions(_SettingGroup):
-    """The scheduler simulation that turns a request trace into forwards (docs/scheduler.md)."""
+class _SchedulerGroup(_SettingGroup):
+    """What the scheduler's option group does beyond its fields; `SchedulerOptions` is this with
+    one field per `scheduler.*` setting that has a flag (`_scheduler_options`)."""
 
-    chunked_prefill_size: Annotated[Any, SettingKey("scheduler.chunked_prefill_size")] = None
-    max_prefill_tokens: Annotated[Any, SettingKey("scheduler.max_prefill_tokens")] = None
-    prefill_max_requests: Annotated[Any, SettingKey("scheduler.prefill_max_requests")] = None
-    max_running_requests: Annotated[Any, SettingKey("scheduler.max_running_requests")] = None
-    prefix_cache: Annotated[Any, SettingKey("scheduler.prefix_cache")] = None
-    prefill_fixed_ms: Annotated[Any, SettingKey("scheduler.prefill_fixed_ms")] = None
-    prefill_tokens_per_s: Annotated[Any, SettingKey("scheduler.prefill_tokens_per_s")] = None
-    rate: Annotated[Any, SettingKey("scheduler.rate")] = None
-    time_scale: Annotated[Any, SettingKey("scheduler.time_scale")] = None
-    seed: Annotated[Any, SettingKey("scheduler.seed")] = None
-    decode: Annotated[Any, SettingKey("scheduler.decode")] = None
-    page_size: Annotated[Any, SettingKey("scheduler.page_size")] = None
-    max_total_tokens: Annotated[Any, SettingKey("scheduler.max_total_tokens")] = None
-    enable_mixed_chunk: Annotated[Any, SettingKey("scheduler.enable_mixed_chunk")] = None
-    default_output_tokens: Annotated[Any, SettingKey("scheduler.default_output_tokens")] = None
-    decode_fixed_ms: Annotated[Any, SettingKey("scheduler.decode_fixed_ms")] = None
-    decode_ms_per_request: Annotated[Any, SettingKey("scheduler.decode_ms_per_request")] = None
+    if typing.TYPE_CHECKING:  # the fields are made from the declarations at import
+        time_scale: Any
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def overrides(self, several_loads: bool = False) -> dict[str, Any]:
         """Dotted `scheduler.*` config keys. A `--time-scale` list sets no key: `plan` takes it as
@@ -290,6 +277,26 @@ class SchedulerOptions(_SettingGroup):
         from cpbcg.settings import parse_load_factors
 
         return parse_load_factors(str(self.time_scale))
+
+
+def _scheduler_options() -> type[_SchedulerGroup]:
+    """`SchedulerOptions`: a frozen dataclass with one field per `scheduler.*` setting of
+    `cpbcg.settings.SETTINGS` that has a flag, in declaration order, each
+    `Annotated[Any, SettingKey(key)] = None` (the option derived from the declaration by `option`)."""
+    fields = [(spec.key.partition(".")[2], Annotated[Any, SettingKey(spec.key)], dataclasses.field(default=None))
+              for spec in SETTINGS if spec.key.startswith("scheduler.") and spec.flag is not None]
+    cls = dataclasses.make_dataclass("SchedulerOptions", fields, bases=(_SchedulerGroup,), frozen=True)
+    cls.__module__ = __name__
+    cls.__doc__ = "The scheduler simulation that turns a request trace into forwards (docs/scheduler.md)."
+    return cls
+
+
+if typing.TYPE_CHECKING:
+    SchedulerOptions = _SchedulerGroup
+else:
+    SchedulerOptions = _scheduler_options()
+"""The scheduler simulation that turns a request trace into forwards (docs/scheduler.md): made
+from the declarations (`_scheduler_options`)."""
 
 
 @dataclass(frozen=True)

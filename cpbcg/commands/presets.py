@@ -3,8 +3,9 @@ deployment preset, which `cpbcg.outputs.presets` renders (a table, or JSON)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from cpbcg.planner.document import document
 from cpbcg.config import load_config, preset_names
 
 
@@ -33,7 +34,7 @@ class PresetRow:
 
     def to_dict(self) -> dict[str, object]:
         """The JSON object of `cpbcg presets --format json` (every field, `why_not` a list)."""
-        return {**asdict(self), "why_not": list(self.why_not)}
+        return document(self)
 
 
 def presets() -> list[PresetRow]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 
+from cpbcg.planner.document import document
 from cpbcg.errors import ConfigError
 from cpbcg.planner.model.bucket_spec import parse_positive_int
 from cpbcg.planner import sampling
@@ -98,10 +99,8 @@ class GateResult:
         return f"{text} ({self.detail})" if self.detail and not self.passed else text
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name, "metric": self.metric, "measured": self.measured, "threshold": self.threshold,
-            "comparison": self.comparison, "unit": self.unit, "passed": self.passed, "message": self.message(),
-        }
+        """Every field but `detail`, then the `message` it is said in."""
+        return document(self, omit=("detail",), extra={"message": self.message()})
 
 
 def count_of(n: int, noun: str, plural: str | None = None) -> str:

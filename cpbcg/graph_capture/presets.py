@@ -7,10 +7,11 @@ from a seed. This module does not import torch, so presets can be listed and val
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
+from cpbcg.planner.document import document
 from cpbcg.errors import ConfigError, located
 from cpbcg.inputs import load_yaml, path_exists, read_input_bytes, yaml_key_lines
 
@@ -76,7 +77,7 @@ class ModelDims:
         return self.num_key_value_heads * self.head_dim
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return document(self)
 
 
 def model_preset_names() -> list[str]:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from cpbcg.graph_capture.presets import ModelDims
 from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.document import document
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.model.layout import CPLayout
 
@@ -214,6 +215,24 @@ class BucketResult:
     @property
     def graph_matches_eager(self) -> bool:
         return all(c.graph_matches_eager for c in self.layouts)
+
+    def to_dict(self) -> dict[str, object]:
+        """The manifest's record of this bucket (`cpbcg.outputs.documents.manifest_document`): capture
+        measurements, timings, verification, each layout and probe, the wall time."""
+        timing = {"replay_ms": None, "eager_ms": None, "raw_replay_ms": None} if self.timing is None else document(self.timing)
+        layouts = [{"kind": c.kind, "extend_seq_lens": list(c.extend_seq_lens), "num_tokens": c.num_tokens,
+                    "num_requests": len(c.extend_seq_lens), "local_rows": c.local_rows, "max_abs_err": c.max_abs_err,
+                    "tolerance": c.tolerance, "noise_floor": c.noise_floor, "graph_matches_eager": c.graph_matches_eager,
+                    "verified": c.verified} for c in self.layouts]
+        probes = [{"extend_seq_lens": list(p.extend_seq_lens), "num_tokens": sum(p.extend_seq_lens), "local_rows": p.local_rows,
+                   "refused": p.refused, "message": p.message} for p in self.probes]
+        return {
+            **document(self.capture), **timing, "verified": self.verified, "graph_matches_eager": self.graph_matches_eager,
+            "max_abs_err": self.max_abs_err, "layouts_checked": len(self.layouts),
+            "overflow_refused": all(p.refused for p in self.probes) if self.probes else None,
+            "layouts": layouts, "probes": probes,
+            "wall_s": None if self.wall is None else document(self.wall, extra={"other_s": self.wall.other_s}),
+        }
 
 
 @dataclass(frozen=True)

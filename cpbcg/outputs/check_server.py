@@ -48,7 +48,7 @@ def render_verdict(verdict: VerdictView) -> "Group":
     from rich.table import Table
     from rich.text import Text
 
-    from cpbcg.settings import SGLANG_VERSION
+    from cpbcg.engines.sglang.release import SGLANG_VERSION
 
     r = verdict.server
     lines = [Text(f"SGLang {SGLANG_VERSION} on {r.gpu.name} ({r.gpu_source}); model {r.model.architecture} "

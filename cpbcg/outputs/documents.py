@@ -1,28 +1,30 @@
-"""Every JSON document of cpbcg's results, built in one place (`--format json`, `--json`,
-`--emit` metadata, the capture manifest).
+"""Every command's JSON document, assembled in one place (`--format json`, `--json`, `--emit`
+metadata, the capture manifest).
 
-Each function takes typed results and returns a JSON-ready dict; `dumps` writes it. Field names
-are the results' own; evaluations are embedded with `Evaluation.to_dict()` everywhere (plan top
-level, recommendation, validation, comparisons, replay-check).
+Each function assembles a command's document from typed results and returns a JSON-ready dict;
+`dumps` writes it. A result's own JSON is its `to_dict()` (`Evaluation`, `Recommendation`,
+`Comparison`, `BucketResult`, ...), and a result's fields become JSON through
+`cpbcg.planner.document.document` only: field names are the results' own, evaluations are
+embedded with `Evaluation.to_dict()` everywhere (plan top level, recommendation, validation,
+comparisons, replay-check).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from cpbcg.planner.document import document
 from cpbcg.planner.evaluate import Evaluation
-from cpbcg.planner.optimise.compare import Comparison
-from cpbcg.planner.optimise.recommend import KNEE_RULE, Recommendation
+from cpbcg.planner.optimise.recommend import Recommendation
 from cpbcg.planner.scheduler import backlog_fraction
 from cpbcg.assembly.sources import BatchSource
 from cpbcg.engines.sglang.server import deployment_header
 
 if TYPE_CHECKING:  # typed records of the capture package and the API (not imported at run time)
     from cpbcg.planner.optimise.guarantee import GuaranteeResult
-    from cpbcg.graph_capture.records import BucketResult, CaptureResult
+    from cpbcg.graph_capture.records import CaptureResult
     from cpbcg.gates.gates import CheckReport
     from cpbcg.planner.deployment import Deployment
 
@@ -45,7 +47,7 @@ def plan_document(header: dict[str, Any], evaluation: Evaluation, recommendation
         doc["simulation"] = simulation
     doc.update(evaluation.to_dict())
     if recommendation is not None:
-        doc["recommendation"] = recommendation_document(recommendation)
+        doc["recommendation"] = recommendation.to_dict()
     elif recommendation_error is not None:
         doc["recommendation"] = None
         doc["recommendation_error"] = recommendation_error
@@ -81,45 +83,6 @@ def graphs_off_document(source: Any) -> list[dict[str, Any]]:
             for s, n in source.graphs_off_launches]
 
 
-def recommendation_document(rec: Recommendation) -> dict[str, Any]:
-    """The recommendation: list, evaluation (same fields as the top level), validation, deploy flags."""
-    validation = None
-    if rec.validation is not None:
-        v = rec.validation
-        validation = {
-            "fit_fraction": v.fit_fraction, "buckets": v.buckets, "in_sample": v.in_sample.to_dict(),
-            "evaluation": v.evaluation.to_dict(), "warning": v.warning(),
-            "by_part": {name: ev.to_dict() for name, ev in v.by_part.items()},
-        }
-    return {
-        "buckets": rec.buckets,
-        "num_buckets": len(rec.buckets),
-        "max_buckets": rec.max_buckets,
-        "objective": rec.objective,
-        "target_coverage": rec.target_coverage,
-        "evaluation": rec.evaluation.to_dict(),
-        "modelled_ms": rec.modelled_ms,
-        "configured_modelled_ms": rec.configured_modelled_ms,
-        "cost_model": rec.cost.to_dict(),
-        "headroom": None if rec.headroom is None else dataclasses.asdict(rec.headroom),
-        "headroom_note": rec.headroom_note,
-        "validation": validation,
-        "capture_estimate": {**dataclasses.asdict(rec.capture), "net_mib": rec.capture.net_mib},
-        "configured_capture_estimate": {**dataclasses.asdict(rec.configured_capture), "net_mib": rec.configured_capture.net_mib},
-        "configured_evaluation": None if rec.configured_evaluation is None else rec.configured_evaluation.to_dict(),
-        "coverage_ceiling": rec.ceiling,
-        "trade_off": [dataclasses.asdict(t) for t in rec.trade_off],
-        "knee": None if rec.knee is None else {**dataclasses.asdict(rec.knee), "rule": KNEE_RULE},
-        "budget": None if rec.budget is None else {"max_capture_s": rec.budget.max_capture_s, "max_graph_mib": rec.budget.max_graph_mib},
-        "deploy": rec.deploy,
-        "exact": rec.optimal.bucket_multiple == 1,
-        "bucket_multiple": rec.optimal.bucket_multiple,
-        "num_candidates": rec.optimal.num_candidates,
-        "floor_tokens": rec.floor_tokens,
-        "notes": list(rec.notes),
-    }
-
-
 def traffic_document(parts: Any) -> list[dict[str, Any]]:
     """`plan --format json` with several traces or loads: each (trace, load) job with the
     configured list's and the recommended list's evaluation (`PlanPart`)."""
@@ -130,25 +93,10 @@ def traffic_document(parts: Any) -> list[dict[str, Any]]:
     } for p in parts]
 
 
-def as_dict(result: Any) -> dict[str, Any]:
-    """A frozen dataclass result as a JSON-ready dict (`dataclasses.asdict`)."""
-    return dataclasses.asdict(result)
-
-
-def comparison_document(comparison: Comparison) -> dict[str, Any]:
-    """The `comparison` section of the plan JSON (`--compare`)."""
-    return {
-        "lists": [{"name": r.name, "modelled_ms": r.modelled_ms, "optimal_same_size_ms": r.optimal_same_size_ms,
-                   "capture_s": r.capture_s, "graph_mib": r.graph_mib, **r.evaluation.to_dict()}
-                  for r in comparison.reports],
-        "pareto": [vars(p) for p in comparison.points],
-    }
-
-
 def guarantee_document(deployment: Deployment, result: GuaranteeResult) -> dict[str, Any]:
     """`plan --guarantee|--check-guarantee --format json`: the header, limits, list and proof."""
-    return {**deployment_header(deployment, "guarantee (no trace)"), **as_dict(result.limits), "max_tokens_source": result.max_tokens_source,
-            "buckets": result.buckets, **as_dict(result.check)}
+    return {**deployment_header(deployment, "guarantee (no trace)"), **document(result.limits), "max_tokens_source": result.max_tokens_source,
+            "buckets": result.buckets, **document(result.check)}
 
 
 def check_document(report: CheckReport, simulation: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -163,7 +111,7 @@ def check_document(report: CheckReport, simulation: dict[str, Any] | None = None
         **report.evaluation.to_dict(),
         "passed": report.passed,
         "gates": [g.to_dict() for g in report.gates],
-        "replays": [dataclasses.asdict(r) for r in report.replays],
+        "replays": [document(r) for r in report.replays],
     }
     if report.launches:
         doc["launches"] = launch_plans_document(report.launches)
@@ -189,8 +137,8 @@ def simulation_summary(source: BatchSource) -> dict[str, Any] | None:
     return {
         "trace_format": getattr(kind, "value", kind),
         "arrivals": "poisson" if s.synthetic_arrivals else "timestamps",
-        "scheduler": dataclasses.asdict(sim.cfg),
-        **{k: v for k, v in dataclasses.asdict(s).items() if k != "decode_batches"},  # the plan's `decode` block has them
+        "scheduler": document(sim.cfg),
+        **document(s, omit=("decode_batches",)),  # the plan's `decode` block has them
         "skipped_rows": 0 if source.read_notes is None else source.read_notes.skipped_rows,
         "first_skipped_line": None if source.read_notes is None else source.read_notes.first_skipped_line,
         "busy_fraction": s.busy_s / s.simulated_s if s.simulated_s else 0.0,
@@ -257,12 +205,12 @@ def manifest_document(result: "CaptureResult") -> dict[str, Any]:
         "cp_size": s.cp_layout.cp_size, "cp_strategy": s.cp_layout.strategy.value, "align_size": s.cp_layout.align_rows,
         "capture_layout": s.capture_spec.layout.value, "max_context_size_tokens": s.capture_spec.max_context_size_tokens,
         "max_capture_requests": s.capture_spec.max_capture_requests, "max_padding_factor": s.max_padding_factor,
-        "model": {**dataclasses.asdict(dims), "preset": s.preset, "dtype": result.dtype, "num_layers": s.num_layers},
+        "model": document(dims, extra={"preset": s.preset, "dtype": result.dtype, "num_layers": s.num_layers}),
         "seed": s.seed,
         "tolerance": {"dtype": tol.dtype, "atol": tol.atol, "rtol": tol.rtol, "noise_factor": tol.noise_factor, "rule": tol.rule},
         "attention_kernels": dict(result.attention_kernels),
-        "buckets": [_bucket_record(b) for b in result.buckets],
-        "skipped_buckets": [dataclasses.asdict(k) for k in result.skipped],
+        "buckets": [b.to_dict() for b in result.buckets],
+        "skipped_buckets": [document(k) for k in result.skipped],
         "wall_s": _run_wall(result),
     }
 
@@ -273,27 +221,8 @@ def _run_wall(result: "CaptureResult") -> dict[str, Any] | None:
     if result.wall is None:
         return None
     walls = [b.wall for b in result.buckets if b.wall is not None]
-    return {**dataclasses.asdict(result.wall), "warmup_s": sum(w.warmup_s for w in walls),
-            "timing_s": sum(w.timing_s for w in walls), "layouts": sum(w.layouts for w in walls)}
-
-
-def _bucket_record(b: "BucketResult") -> dict[str, Any]:
-    timing = {"replay_ms": None, "eager_ms": None, "raw_replay_ms": None} if b.timing is None else dataclasses.asdict(b.timing)
-    layouts = [{"kind": c.kind, "extend_seq_lens": list(c.extend_seq_lens), "num_tokens": c.num_tokens,
-                "num_requests": len(c.extend_seq_lens), "local_rows": c.local_rows, "max_abs_err": c.max_abs_err,
-                "tolerance": c.tolerance, "noise_floor": c.noise_floor, "graph_matches_eager": c.graph_matches_eager,
-                "verified": c.verified} for c in b.layouts]
-    probes = [{"extend_seq_lens": list(p.extend_seq_lens), "num_tokens": sum(p.extend_seq_lens), "local_rows": p.local_rows,
-               "refused": p.refused, "message": p.message} for p in b.probes]
-    return {
-        **dataclasses.asdict(b.capture), **timing, "verified": b.verified, "graph_matches_eager": b.graph_matches_eager,
-        "max_abs_err": b.max_abs_err, "layouts_checked": len(b.layouts),
-        "overflow_refused": all(p.refused for p in b.probes) if b.probes else None,
-        "layouts": layouts, "probes": probes,
-        "wall_s": None if b.wall is None else {**dataclasses.asdict(b.wall), "other_s": b.wall.other_s},
-    }
-
-
+    return document(result.wall, extra={"warmup_s": sum(w.warmup_s for w in walls), "timing_s": sum(w.timing_s for w in walls),
+                                        "layouts": sum(w.layouts for w in walls)})
 
 
 def observed_document(observed: Any, log: Any) -> dict[str, Any] | None:
@@ -303,11 +232,10 @@ def observed_document(observed: Any, log: Any) -> dict[str, Any] | None:
     line, the resolved values, the printed SGLang version) and the measured capture cost), or None."""
     if observed is None and (log is None or log.capture is None):
         return None
-    from cpbcg.engines.sglang.observed import settings_document
 
     doc: dict[str, Any] = observed.to_dict() if observed is not None else {}
     if log is not None:
-        doc["log"] = {"path": log.path, **settings_document(log)}
+        doc["log"] = {"path": log.path, **log.to_dict()}
     if log is not None and log.capture is not None:
         c = log.capture
         doc["capture"] = {"bucket_gb": {str(b): gb for b, gb in sorted(c.bucket_gb.items())}, "total_gb": c.total_gb,

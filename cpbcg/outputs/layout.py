@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 def write(explanation: BatchExplanation, deployment: Deployment, output_format: OutputFormat) -> None:
     """One batch explained on stdout in `output_format`."""
     if output_format is OutputFormat.json:
-        from cpbcg.outputs.documents import as_dict, dumps
+        from cpbcg.outputs.documents import dumps
+        from cpbcg.planner.document import document
 
-        print_json(dumps(as_dict(explanation)))
+        print_json(dumps(document(explanation)))
     elif output_format is OutputFormat.table:
         dep = deployment
         stdout_console().print(render_explanation(explanation, dep.cp.cp_size, dep.cp.align_rows, dep.max_padding_factor))

@@ -125,10 +125,10 @@ def render(report: PlanView, output_format: OutputFormat, after_verdict: Callabl
 
 
 def _json(report: PlanView) -> None:
-    from cpbcg.outputs.documents import comparison_document, dumps, graphs_off_document, launch_plans_document, observed_document, plan_document, simulation_document, traffic_document
+    from cpbcg.outputs.documents import dumps, graphs_off_document, launch_plans_document, observed_document, plan_document, simulation_document, traffic_document
 
     result, parts = report.result, report.parts
-    compared = None if report.comparison is None else comparison_document(report.comparison)
+    compared = None if report.comparison is None else report.comparison.to_dict()
     doc = plan_document(report.header, result.evaluation, result.recommendation, simulation_document(parts, report.source), compared,
                         recommendation_error=result.recommendation_error)
     if result.launches:

@@ -9,7 +9,7 @@ from rich.text import Text
 from cpbcg.gates.summary import cell, pct, summary_rows
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.words import counted
-from cpbcg.settings import SGLANG_VERSION
+from cpbcg.engines.sglang.release import SGLANG_VERSION
 
 REASON_HELP = {
     "not_cp_active": "not CP-active (zigzag needs every request >= 2*cp_size tokens, interleave a forward >= cp_size)",

@@ -11,6 +11,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from cpbcg.planner.document import document
 from cpbcg.errors import TraceError
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import BatchSet, CPLayout
@@ -140,12 +141,9 @@ class Evaluation:
     def to_dict(self) -> dict[str, object]:
         """JSON-ready dict: every field (bucket keys as strings) plus `coverage`,
         `token_coverage`, `padding_overhead`."""
-        out: dict[str, object] = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        out["bucket_hits"] = {str(b): h for b, h in self.bucket_hits.items()}
-        if self.bucket_note is None:
-            del out["bucket_note"]
-        out.update(coverage=self.coverage, token_coverage=self.token_coverage, padding_overhead=self.padding_overhead)
-        return out
+        return document(self, values={"bucket_hits": {str(b): h for b, h in self.bucket_hits.items()}},
+                        omit=("bucket_note",) if self.bucket_note is None else (),
+                        extra={"coverage": self.coverage, "token_coverage": self.token_coverage, "padding_overhead": self.padding_overhead})
 
 
 class Evaluator:

@@ -42,13 +42,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
+from cpbcg.planner.document import document
 from cpbcg.errors import ConfigError
 from cpbcg.gates.gates import GateResult, Gates, check_gates
 from cpbcg.planner.arrays import FloatArray
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation
 from cpbcg.planner.model.selector import BucketTable
-from cpbcg.engines.sglang.observed import AssumedSetting, ObservedComparison, settings_document
+from cpbcg.engines.sglang.observed import AssumedSetting, ObservedComparison
 from cpbcg.planner.traces.records import ObservedForwards
 from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.assembly.window import (ForwardRing, LaunchSetup, RunTally, Window, WindowGain, WindowStats, rank_window, take, window_gain,
@@ -117,7 +118,7 @@ class RankView:
     """The model's eager forwards by reason."""
 
     def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        return document(self)
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,8 @@ class LaunchView:
 
     def to_dict(self) -> dict[str, object]:
         return {"launch": self.launch, "first_line": self.first_line, "forwards": self.forwards, "buckets": list(self.buckets),
-                "totals": self.evaluation.to_dict(), **settings_document(self.settings),
-                "assumed": [{"key": a.key, "value": a.value, "option": a.option} for a in self.assumed]}
+                "totals": self.evaluation.to_dict(), **self.settings.to_dict(),
+                "assumed": [document(a) for a in self.assumed]}
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ class ServerView:
         current = self.current
         return {
             "server": self.name, "instance": self.instance, "forwards": self.forwards, "buckets": list(self.buckets), "launch": self.launch,
-            "assumed": [] if current is None else [{"key": a.key, "value": a.value, "option": a.option} for a in current.assumed],
+            "assumed": [] if current is None else [document(a) for a in current.assumed],
             "launches": [v.to_dict() for v in self.launches],
             "totals": None if self.evaluation is None else self.evaluation.to_dict(),
             "observed": None if self.observed is None else self.observed.to_dict(),

@@ -1,17 +1,21 @@
-"""The deployment settings that are SGLang 0.5.23 server arguments, each declared once.
+"""The deployment settings that are SGLang 0.5.23 server arguments, read from their one declaration.
 
-One row per setting: its cpbcg config key (`cpbcg.settings.SETTINGS` declares its type, bounds,
-unit, default and command-line option), the 0.5.23 `ServerArgs` field it is (the launch flag is
-the field's, `--` and dashes: 0.5.23 `ServerArgs.add_cli_args`), and whether the deploy flags
-write it. Read by the config (`cpbcg.config.SERVER_KEYS`: which config keys go to the start-up
-resolution), the deploy flags (`cpbcg.engines.sglang.export`: the scheduler flags, the flags an export
-is read back by, the scheduler settings that shape any plan) and the declarations
-(`cpbcg.settings.Setting.sglang_flag`). Light (no numpy): `cpbcg --help` reads it.
+Each such setting names its 0.5.23 `ServerArgs` field where it is declared (`cpbcg.settings.SETTINGS`:
+`sglang_field`, with its type, bounds, unit, default and command-line option); `SERVER_ARGS` is
+that column, in declaration order: the launch flag is the field's (`--` and dashes: 0.5.23
+`ServerArgs.add_cli_args`), and whether the deploy flags write it (and the log reader reads it
+back) is the declaration's `deployed`. Read by the config (`cpbcg.config.SERVER_KEYS`: which
+config keys go to the start-up resolution), the deploy flags (`cpbcg.engines.sglang.export`: the
+scheduler flags, the flags an export is read back by, the scheduler settings that shape any plan),
+the log reader (`cpbcg.engines.sglang.logs.settings`: the scheduler arguments a log states) and the
+assumed options. Light (no numpy): `cpbcg --help` reads the declarations.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from cpbcg.settings import SETTINGS
 
 
 @dataclass(frozen=True)
@@ -23,11 +27,10 @@ class ServerArg:
     field: str
     """The 0.5.23 `ServerArgs` field (`chunked_prefill_size`)."""
     written: bool = True
-    """The deploy flags (`--emit sglang`) write it from the setting's value (`tp_size` is not: the
-    CP mode's flags write `--tp-size` equal to `cp_size`; `max_total_tokens` is not: the server
-    sizes its KV pool itself)."""
+    """The deploy flags (`--emit sglang`) write it from the setting's value, and the log reader
+    reads it back (`Setting.deployed`)."""
     switch: bool = False
-    """A flag without a value (`--enable-mixed-chunk`): written when on, never read back as a value."""
+    """A flag without a value (`--enable-mixed-chunk`, a bool setting): written when on, never read back as a value."""
 
     @property
     def flag(self) -> str:
@@ -35,18 +38,8 @@ class ServerArg:
         return "--" + self.field.replace("_", "-")
 
 
-SERVER_ARGS: tuple[ServerArg, ...] = (
-    ServerArg("cp_size", "attn_cp_size"),
-    ServerArg("tp_size", "tp_size", written=False),
-    ServerArg("cp_strategy", "cp_strategy"),
-    ServerArg("scheduler.chunked_prefill_size", "chunked_prefill_size"),
-    ServerArg("scheduler.max_prefill_tokens", "max_prefill_tokens"),
-    ServerArg("scheduler.prefill_max_requests", "prefill_max_requests"),
-    ServerArg("scheduler.max_running_requests", "max_running_requests"),
-    ServerArg("scheduler.page_size", "page_size"),
-    ServerArg("scheduler.max_total_tokens", "max_total_tokens", written=False),
-    ServerArg("scheduler.enable_mixed_chunk", "enable_mixed_chunk", switch=True),
-)
-"""Every setting that is a server argument; the scheduler's in the order the deploy flags write them."""
+SERVER_ARGS: tuple[ServerArg, ...] = tuple(ServerArg(s.key, s.sglang_field, s.deployed, s.kind is bool)
+                                           for s in SETTINGS if s.sglang_field is not None)
+"""Every setting that is a server argument, in declaration order (the scheduler's are the order the deploy flags write them)."""
 BY_KEY = {arg.key: arg for arg in SERVER_ARGS}
 """`SERVER_ARGS` by config key."""

@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -36,6 +36,8 @@ from cpbcg.engines.sglang.decode import (
     decode_replay_sizes,
 )
 from cpbcg.planner.decode_steps import DecodeSteps
+from cpbcg.planner.scheduler.settings import SchedulerSettings
+from cpbcg.planner.scheduler.summary import SimulationSummary
 
 EAGER_STEP_FACTOR = 2.06
 """Assumed eager / graph decode step time (sglang #40346: TPOT 5.44 -> 2.64 ms)."""
@@ -415,3 +417,25 @@ def watched_decode_plan(deployment: Any, lines: Any, settings: Any) -> DecodePla
         return None
     server, _ = decode_server_of(deployment)
     return log_decode_plan(lines, settings, server, cost_of(deployment), deployment.scheduler.request_slots, recommend=False)
+
+
+def decode_loads(scheduler: SchedulerSettings, load_factors: Sequence[float], max_bs: Mapping[str, int],
+                 simulate: Callable[[SchedulerSettings], SimulationSummary]) -> list[dict[str, object]]:
+    """The decode fall-off with its feedback: `simulate` (a request trace simulated whole under the
+    settings given) run at each load factor with each decode `max_bs` (`{"label": max_bs}`, e.g.
+    SGLang's default list's and the recommended one's) in the loop: a decode step whose running
+    batch is above `max_bs` runs eagerly and takes `EAGER_STEP_FACTOR` x the step time (an
+    assumption), which lengthens every running request's stay. One row per (load, label): decode
+    steps, eager steps and their share, the largest running batch, decode seconds and the
+    simulated span (seconds). `scheduler`: the trace's settings, the load and decode graph taken
+    from the arguments."""
+    rows: list[dict[str, object]] = []
+    for factor in load_factors:
+        for label, top in max_bs.items():
+            s = simulate(replace(scheduler, time_scale=float(factor), decode_graph_max_bs=int(top), eager_decode_factor=EAGER_STEP_FACTOR))
+            steps = s.decode_batches
+            eager = int(steps.steps[steps.batch_sizes > top].sum())
+            rows.append({"load": float(factor), "list": label, "max_bs": int(top), "decode_steps": s.decode_steps, "eager_steps": eager,
+                         "eager_share": eager / s.decode_steps if s.decode_steps else 0.0, "max_running": s.max_running,
+                         "decode_s": s.decode_s + s.drain_s, "simulated_s": s.simulated_s + s.drain_s})
+    return rows

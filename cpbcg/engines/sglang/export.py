@@ -94,7 +94,7 @@ def _architecture(deployment: Deployment) -> str | None:
 
 
 def scheduler_flags(deployment: Deployment, chunk_tokens: int | None = None) -> list[str]:
-    """The written scheduler server arguments (`sglang_args.SERVER_ARGS`, in its order):
+    """The written scheduler server arguments (`args.SERVER_ARGS`, in its order):
     `--chunked-prefill-size`, `--max-prefill-tokens`, `--page-size` (the resolved one: the server
     must run the page size the plan cut chunks at) and, when set, `--prefill-max-requests`,
     `--max-running-requests` and `--enable-mixed-chunk` (with decode only: without decode no

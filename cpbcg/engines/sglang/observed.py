@@ -27,11 +27,12 @@ off is modelled eager throughout.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from cpbcg.planner.document import document
 from cpbcg.planner.bound import bound_demand
 from cpbcg.planner.model.layout import CPLayout, CPStrategy
 from cpbcg.planner.arrays import Int64Array
@@ -216,9 +217,9 @@ class ObservedComparison:
         return {
             "label": self.label, "forwards": self.forwards, "graph_forwards": self.graph_forwards, "coverage": self.coverage,
             "token_coverage": self.token_coverage, "model_coverage": self.model_coverage, "agreeing": self.agreeing,
-            "without_verdict": self.without_verdict, "ranks": [asdict(r) for r in self.ranks],
-            "model_errors": self.model_errors, "assumption_errors": self.assumption_errors, "model_error_lines": [asdict(d) for d in self.model_error_lines],
-            "unexplained_eager": self.unexplained_eager, "eager_lines": [asdict(d) for d in self.eager_lines],
+            "without_verdict": self.without_verdict, "ranks": [document(r) for r in self.ranks],
+            "model_errors": self.model_errors, "assumption_errors": self.assumption_errors, "model_error_lines": [document(d) for d in self.model_error_lines],
+            "unexplained_eager": self.unexplained_eager, "eager_lines": [document(d) for d in self.eager_lines],
             "eager_explanations": dict(self.eager_explanations), "notes": list(self.notes),
             **({"launches": [launch.to_dict() for launch in self.launches]} if self.launches else {}),
         }
@@ -239,8 +240,8 @@ class LaunchObserved:
     """The launch's server as 0.5.23 resolves it (`LaunchModel.server`)."""
 
     def to_dict(self) -> dict[str, object]:
-        return {"launch": self.launch, "first_line": self.first_line, **settings_document(self.settings),
-                "assumed": [asdict(a) for a in self.assumed],
+        return {"launch": self.launch, "first_line": self.first_line, **self.settings.to_dict(),
+                "assumed": [document(a) for a in self.assumed],
                 **({"server": self.server.summary()} if self.server is not None else {}), **self.comparison.to_dict()}
 
 
@@ -257,29 +258,13 @@ class LogObserved:
 
     def to_dict(self) -> dict[str, object]:
         """The JSON of one log: its path, version, settings (each with its source line) and comparison."""
-        doc: dict[str, object] = {"path": self.path, **settings_document(self.settings)}
+        doc: dict[str, object] = {"path": self.path, **self.settings.to_dict()}
         if self.summary is not None:
             doc["forwards"] = self.summary.forwards
             doc["launch_count"] = self.summary.launches
         if self.observed is not None:
             doc["observed"] = self.observed.to_dict()
         return doc
-
-
-def settings_document(log: LogSettings) -> dict[str, object]:
-    """A launch's settings for JSON: each with its value, source and line; the values the server
-    resolved and the launch flags (each with its line); the version; the prefill-graph state."""
-    return {
-        "sglang_version": log.version, "version_line": log.version_line or None,
-        "settings": [{"key": s.key, "value": s.value, "source": s.origin, "line": s.line or None, "inferred": s.inferred}
-                     for s in log.settings],
-        "resolved": {k: {"value": v, "line": at} for k, (v, at) in log.resolved.items()},
-        "launch_flags": {k: {"value": v, "line": at} for k, (v, at) in log.flags.items()},
-        "prefill_graphs": log.prefill_graphs, "prefill_graphs_source": log.prefill_graphs_origin or None,
-        "rank_prefixes": {k: {"ranks": n, "line": at} for k, (n, at) in log.ranks.items()},
-        "notes": list(log.notes),
-        **({"unreadable": [{"line": line, "what": what} for line, what in log.unreadable]} if log.unreadable else {}),
-    }
 
 
 class _LaunchTally:

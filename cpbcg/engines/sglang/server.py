@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from cpbcg.planner.deployment import Deployment
+from cpbcg.planner.document import document
 from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec
 from cpbcg.engines.sglang.release import INTERLEAVE_CP_GRAPH_ARCHITECTURE, SGLANG_VERSION
 
@@ -44,8 +45,8 @@ class Value:
         return f"{shown}: {self.rule or self.source}"
 
     def to_dict(self) -> dict[str, Any]:
-        value = list(self.value) if isinstance(self.value, tuple) else self.value
-        return {"value": value, "source": self.source, "rule": self.rule}
+        """`{"value", "source", "rule"}` (a tuple value as a list)."""
+        return document(self)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import overload
 
 import numpy as np
 
+from cpbcg.planner.document import document
 from cpbcg.errors import ConfigError
 from cpbcg.planner.arrays import FloatArray, Int64Array
 from cpbcg.planner.hardware import GPU, ModelSpec
@@ -75,10 +76,7 @@ class CostModel:
         return (self.eager_fixed_ms - self.graph_fixed_ms) / self.token_ms
 
     def to_dict(self) -> dict[str, float | str]:
-        return {
-            "graph_fixed_ms": self.graph_fixed_ms, "eager_fixed_ms": self.eager_fixed_ms,
-            "token_ms": self.token_ms, "source": self.source,
-        }
+        return document(self)
 
 
 def _sig(x: float) -> float:

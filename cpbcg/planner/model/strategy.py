@@ -49,7 +49,9 @@ from cpbcg.planner.words import counted
 
 
 SGLANG_RELEASE = "0.5.23"
-"""The SGLang release whose rules these models follow."""
+"""The SGLang release whose rules these models follow (the capture note names it). The core imports
+nothing of the engine, so this restates `cpbcg.engines.sglang.release.SGLANG_VERSION`; a test holds
+them equal (`tests/test_strategy.py`)."""
 DEEPEP_BUCKET_MULTIPLE = 8
 """DeepEP a2a under breakable prefill graphs: buckets rounded up to a multiple of 8 (0.5.23
 `apply_deepep_adjustments`)."""

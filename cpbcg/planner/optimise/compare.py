@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from cpbcg.planner.model.bucket_lists import BASELINES
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.costs.cost import CostModel, evaluation_cost_ms
+from cpbcg.planner.document import document
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.model.layout import CPLayout
@@ -102,6 +103,15 @@ class Comparison:
     """`recommended` first, then each baseline."""
     points: list[ParetoPoint]
     """Best list of at most K buckets, for the counts the optimiser computed."""
+
+    def to_dict(self) -> dict[str, object]:
+        """The `comparison` section of the plan JSON (`--compare`): each list's figures and evaluation, the Pareto points."""
+        return {
+            "lists": [{"name": r.name, "modelled_ms": r.modelled_ms, "optimal_same_size_ms": r.optimal_same_size_ms,
+                       "capture_s": r.capture_s, "graph_mib": r.graph_mib, **r.evaluation.to_dict()}
+                      for r in self.reports],
+            "pareto": [document(p) for p in self.points],
+        }
 
 
 def compare_recommendation(rec: "Recommendation", deployment: "Deployment") -> Comparison:

@@ -39,6 +39,7 @@ from cpbcg.planner.costs.cost import CostModel, demand_cost_ms, flags_against_de
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.demand_log import DemandLog, DemandSplit
 from cpbcg.planner.deployment import Deployment, EngineRules
+from cpbcg.planner.document import document
 from cpbcg.planner.evaluate import LIST_INDEPENDENT_REASONS, Evaluation, evaluate_demand
 from cpbcg.planner.optimise.guarantee import headroom_required
 from cpbcg.planner.optimise.optimiser import Budget, OptimalLists, fewest_for_coverage, optimise
@@ -239,6 +240,45 @@ class Recommendation:
     def ceiling(self) -> float:
         """Most coverage any list reaches on these forwards (`OptimalLists.ceiling`)."""
         return self.optimal.ceiling
+
+    def to_dict(self) -> dict[str, object]:
+        """The recommendation: list, evaluation (same fields as the top level), validation, deploy flags
+        (`plan --format json`'s `recommendation`)."""
+        validation = None
+        if self.validation is not None:
+            v = self.validation
+            validation = {
+                "fit_fraction": v.fit_fraction, "buckets": v.buckets, "in_sample": v.in_sample.to_dict(),
+                "evaluation": v.evaluation.to_dict(), "warning": v.warning(),
+                "by_part": {name: ev.to_dict() for name, ev in v.by_part.items()},
+            }
+        return {
+            "buckets": self.buckets,
+            "num_buckets": len(self.buckets),
+            "max_buckets": self.max_buckets,
+            "objective": self.objective,
+            "target_coverage": self.target_coverage,
+            "evaluation": self.evaluation.to_dict(),
+            "modelled_ms": self.modelled_ms,
+            "configured_modelled_ms": self.configured_modelled_ms,
+            "cost_model": self.cost.to_dict(),
+            "headroom": None if self.headroom is None else document(self.headroom),
+            "headroom_note": self.headroom_note,
+            "validation": validation,
+            "capture_estimate": document(self.capture, extra={"net_mib": self.capture.net_mib}),
+            "configured_capture_estimate": document(self.configured_capture, extra={"net_mib": self.configured_capture.net_mib}),
+            "configured_evaluation": None if self.configured_evaluation is None else self.configured_evaluation.to_dict(),
+            "coverage_ceiling": self.ceiling,
+            "trade_off": [document(t) for t in self.trade_off],
+            "knee": None if self.knee is None else document(self.knee, extra={"rule": KNEE_RULE}),
+            "budget": None if self.budget is None else {"max_capture_s": self.budget.max_capture_s, "max_graph_mib": self.budget.max_graph_mib},
+            "deploy": self.deploy,
+            "exact": self.optimal.bucket_multiple == 1,
+            "bucket_multiple": self.optimal.bucket_multiple,
+            "num_candidates": self.optimal.num_candidates,
+            "floor_tokens": self.floor_tokens,
+            "notes": list(self.notes),
+        }
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ in the `ints`/`floats` arrays and the two heaps, so a call resumes where the las
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -404,7 +405,48 @@ try:  # the optional compiled path: `pip install 'cpbcg[fast]'`
 except ImportError:  # pragma: no cover - the generator in simulation.py runs instead
     COMPILED = False
 
+
+
+def _stamp_cache_by_content() -> type | None:
+    """Have numba key the on-disk cache of this file's functions on its content, not its mtime.
+
+    numba before 0.68 (numba/numba#10659) stamps a cache with the source file's mtime and size. A
+    cache written while the wheel is built (setup.py) is installed beside a kernel.py whose mtime
+    is the install's, so every non-editable install recompiled on its first run. This locator is
+    numba's own in-tree one (the `__pycache__` beside kernel.py) with a sha256 of the file as the
+    stamp, for this file only; `NUMBA_CACHE_DIR`, when set, still wins. Returns the class, or None
+    when numba's internals differ (numba's own stamp then stays)."""
+    import hashlib
+
+    from numba.core import caching as numba_caching
+
+    caching: Any = numba_caching  # numba's internals, by their names before and after 0.68
+    config: Any = numba.config
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+    in_tree = getattr(caching, "InTreeCacheLocator", None) or caching._InTreeCacheLocator
+    here = __file__
+
+    class ContentStampedLocator(in_tree):  # type: ignore[misc, valid-type]
+        def get_source_stamp(self) -> bytes:
+            with open(self._py_file, "rb") as source:
+                return hashlib.sha256(source.read()).digest()
+
+        @classmethod
+        def from_function(cls, py_func: Any, py_file: str) -> Any:
+            if os.path.abspath(py_file) != os.path.abspath(here) or config.CACHE_DIR:
+                return None
+            return super().from_function(py_func, py_file)
+
+    if not any(getattr(c, "__name__", "") == "ContentStampedLocator" for c in impl._locator_classes):
+        impl._locator_classes.insert(0, ContentStampedLocator)
+    return ContentStampedLocator
+
+
 if COMPILED:
+    try:
+        CACHE_LOCATOR = _stamp_cache_by_content()
+    except Exception:  # noqa: BLE001 - another numba layout: its own stamp, the cache still works in place
+        CACHE_LOCATOR = None
     _jit = numba.njit(cache=True, nogil=True)
     _held_at, _heap_push, _heap_pop = _jit(_held_at), _jit(_heap_push), _jit(_heap_pop)
     _advance, _join, _kv_now = _jit(_advance), _jit(_join), _jit(_kv_now)

@@ -2,7 +2,9 @@
 
 Field names follow SGLang's server arguments and environment variables where they exist;
 `cpbcg.config.SchedulerConfig.to_settings()` validates YAML/CLI values and converts to this.
-The planner never imports the pydantic config.
+The planner never imports the pydantic config. A new scheduler setting is its declaration in
+`cpbcg.settings` (type, bounds, unit, help, flag, SGLang field) and its field here: the config
+model, the command-line option, the deploy flags and the log reader follow from the declaration.
 """
 
 from __future__ import annotations

@@ -534,8 +534,8 @@ def _kernel_loop(sim: Simulation, kernel: ModuleType) -> Iterator[SeqBatchSet]:
     got = arrivals.next_chunk_arrays()
     if got is None:
         exhausted = True
-    else:
-        times, inputs, outputs, images = got
+    else:  # writable copies of read-only columns (a CSV's, read zero-copy): the one signature the install compiled
+        times, inputs, outputs, images = (a if a.flags.writeable else a.copy() for a in got)
     sim._start_s = float(times[0]) if len(times) else None
     f[k.NOW_S] = sim._start_s or 0.0
     f[k.RATIO] = st.init_new_token_ratio

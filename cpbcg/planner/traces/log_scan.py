@@ -7,7 +7,7 @@ lines, keeping their exact line numbers:
 
 * `lines_with(blob, literals, folded)`: the start of every line holding one of `literals` (or
   of `folded`, in any letter case), each line once: the settings reader's search
-  (`sglang_settings.settings_lines`) and the `#replay-token` check below. A literal is found
+  (`engines/sglang/logs/settings.py` `settings_lines`) and the `#replay-token` check below. A literal is found
   from its rarest byte (an anchor found with `bytes.find`, a `memchr`) where the block holds
   few of them, else from the block's byte pairs (`_Block.pair_occurrences`, numpy; `bytes.find`
   for a literal under 3 bytes): the same lines either way;

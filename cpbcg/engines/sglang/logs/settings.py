@@ -42,6 +42,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
+from cpbcg.engines.sglang.args import SERVER_ARGS
 from cpbcg.planner.traces.log_scan import lines_with
 from cpbcg.planner.traces.text import TracePath, display, is_stdin, iter_blob_chunks
 
@@ -104,7 +105,16 @@ _FLAG_NAMES = {"tp": "tp_size", "dp": "dp_size", "pp": "pp_size", "piecewise_cud
                "piecewise_cuda_graph_max_tokens": "cuda_graph_max_bs_prefill"}
 _BOOL_FLAGS = {"enable_mixed_chunk", "enable_prefill_cp", "disable_cuda_graph", "disable_prefill_cuda_graph", "enable_lora",
                "enable_piecewise_cuda_graph", "disable_piecewise_cuda_graph", "enable_request_time_stats_logging", "log_requests"}
-_SCHEDULER_KEYS = ("chunked_prefill_size", "page_size", "max_prefill_tokens", "prefill_max_requests", "max_running_requests")
+_SCHEDULER_ARGS = tuple(arg for arg in SERVER_ARGS if arg.key.startswith("scheduler.") and arg.written)
+"""The scheduler's server arguments the deploy flags write, which a log's settings are read back by
+(`cpbcg.settings` declares them: `sglang_field`, `deployed`)."""
+_SCHEDULER_KEYS = tuple(sorted((arg.field for arg in _SCHEDULER_ARGS if not arg.switch),
+                               key=lambda name: name not in ("chunked_prefill_size", "page_size")))
+"""Those with a value, the chunk and the page size first (the settings a plan reads first), then in declaration order."""
+_SCHEDULER_SWITCHES = tuple(arg.field for arg in _SCHEDULER_ARGS if arg.switch)
+"""Those that are on or off (`enable_mixed_chunk`)."""
+_KEY_OF = {arg.field: arg.key for arg in _SCHEDULER_ARGS}
+"""Their config keys by `ServerArgs` field."""
 _RESOLVED_KEYS = ("chunked_prefill_size", "max_prefill_tokens", "max_running_requests")
 _PREFILL_GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_backend_prefill", "disable_prefill_cuda_graph", "enable_piecewise_cuda_graph",
                        "disable_piecewise_cuda_graph", "piecewise_cuda_graph_tokens", "piecewise_cuda_graph_max_tokens",
@@ -244,6 +254,21 @@ class LogSettings:
         """Pipeline stages: `pp_size` of the dump or flags, else the `PP` prefixes seen (1 without either)."""
         stated = _int(self.server_args.get("pp_size"))
         return stated if stated is not None and stated >= 1 else self.ranks.get("PP", (1, 0))[0]
+
+    def to_dict(self) -> dict[str, object]:
+        """A launch's settings for JSON: each with its value, source and line; the values the server
+        resolved and the launch flags (each with its line); the version; the prefill-graph state."""
+        return {
+            "sglang_version": self.version, "version_line": self.version_line or None,
+            "settings": [{"key": s.key, "value": s.value, "source": s.origin, "line": s.line or None, "inferred": s.inferred}
+                         for s in self.settings],
+            "resolved": {k: {"value": v, "line": at} for k, (v, at) in self.resolved.items()},
+            "launch_flags": {k: {"value": v, "line": at} for k, (v, at) in self.flags.items()},
+            "prefill_graphs": self.prefill_graphs, "prefill_graphs_source": self.prefill_graphs_origin or None,
+            "rank_prefixes": {k: {"ranks": n, "line": at} for k, (n, at) in self.ranks.items()},
+            "notes": list(self.notes),
+            **({"unreadable": [{"line": line, "what": what} for line, what in self.unreadable]} if self.unreadable else {}),
+        }
 
 
 def read_log_settings(path: TracePath | str) -> LogSettings:
@@ -528,13 +553,14 @@ class _Scan:
             if name in self.resolved and name in _RESOLVED_KEYS:
                 value, at = self.resolved[name]
                 if value >= 1 or (name == "chunked_prefill_size" and value == -1):
-                    settings.append(LogSetting(f"scheduler.{name}", value, f"resolved by the server, line {at}", at))
+                    settings.append(LogSetting(_KEY_OF[name], value, f"resolved by the server, line {at}", at))
                     continue
             value = _int(a.get(name))
             if value is not None and (value >= 1 or (name == "chunked_prefill_size" and value == -1)):
-                put(f"scheduler.{name}", value, name)
-        if isinstance(a.get("enable_mixed_chunk"), bool):
-            put("scheduler.enable_mixed_chunk", a["enable_mixed_chunk"], "enable_mixed_chunk")
+                put(_KEY_OF[name], value, name)
+        for name in _SCHEDULER_SWITCHES:
+            if isinstance(a.get(name), bool):
+                put(_KEY_OF[name], a[name], name)
         return LogSettings(
             tuple(settings), dict(a), self.args_line, tuple(self.captured), self._cost(), self.version, self.date,
             graphs, bool(a.get("enable_lora") or a.get("lora_paths")), self._notes(cp, graphs, graphs_origin), "",
