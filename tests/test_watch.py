@@ -346,6 +346,9 @@ def test_a_log_without_start_up_output_whose_every_forward_ran_eagerly_is_refuse
     failed = [line for line in result.stderr.splitlines() if line.startswith("watch: FAILED:")]
     assert len(failed) == 1 and "0.00% of 5 forwards ran in graphs" in failed[0] and "prefill graphs appear off" in failed[0]
     assert "nothing to fail on" not in result.stderr
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--format", "json", *PINNED])
+    final = orjson.loads(result.stdout.strip().splitlines()[-1])
+    assert result.exit_code == 1 and final["passed"] is False and final["refusals"] == [final["servers"][0]["refusal"]]
     # one forward in a graph: the server runs graphs, nothing to fail on without gates
     log = write_log(tmp_path / "some.log", "".join(prefill_line(8192, 1, graph=i == 0) for i in range(5)))
     result = runner.invoke(app, ["watch", str(log), "--duration", "60", *PINNED])
