@@ -187,6 +187,13 @@ def test_forwards_above_the_chunk_of_a_batch_trace_are_warned_about_with_their_c
                     "tokens): a batch trace states forwards as the server formed them, and a server with that chunk never forms "
                     "one above it, so the trace contradicts the chunk (set --chunked-prefill-size to the server's, or plan the "
                     "request trace, which the simulation chunks)"]
+    # replay-check says it too, and counts them in its JSON
+    import orjson
+
+    result = CliRunner().invoke(app, ["replay-check", "-t", str(trace), "--chunked-prefill-size", "100", "--min-coverage", "0",
+                                      "-f", "json"])
+    assert result.exit_code == 0 and orjson.loads(result.stdout)["forwards_above_chunked_prefill_size"] == 3
+    assert "3 of 4 forwards (75.00%) exceed chunked_prefill_size 100" in result.stderr
     # within the chunk: nothing said
     result = CliRunner().invoke(app, ["plan", "-t", str(trace), "--chunked-prefill-size", "-1", "--no-recommend"])
     assert result.exit_code == 0 and "exceed chunked_prefill_size" not in result.stderr

@@ -116,6 +116,9 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
                            options=options, progress=progress, on_chunk=on_chunk, rates=rates, resolve_launch=resolve)
     if source.log_summary is not None:  # what the log reader skipped, in the JSON and JUnit reports (a gate judged what was kept)
         report = replace(report, header={**report.header, **source.log_summary.skipped_document()})
+    above = source.above_chunk if not report.parts else None
+    if above is not None:  # a batch trace's forwards that contradict the chunk (warned below), in the JSON and JUnit reports
+        report = replace(report, header={**report.header, "forwards_above_chunked_prefill_size": above.forwards})
     off = source.graphs_off_launches
     if off and not report_only:
         raise ConfigError(_graphs_off_refusal(*off[0], several=source.log_summary is not None and source.log_summary.launches > 1))
