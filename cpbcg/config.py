@@ -26,8 +26,8 @@ from cpbcg.planner.costs.cost import CostModel, forward_cost
 from cpbcg.planner.deployment import Deployment
 from cpbcg.engines.sglang.export import FLAG_KEYS, sglang_flag_settings
 from cpbcg.engines.sglang.export import cp_flags as deployment_cp_flags
-from cpbcg.engines.sglang.startup import check_server_flags, log_given, log_printed, parse_launch_words, resolve_server
-from cpbcg.planner.hardware import gpu_from_device_name
+from cpbcg.engines.sglang.startup import check_server_flags, launch_notes, log_given, log_printed, parse_launch_words, resolve_server
+from cpbcg.planner.hardware import gpu_from_device_name, gpus_holding
 from cpbcg.engines.sglang.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
 from cpbcg.engines.sglang.logs.settings import LogSettings
 from cpbcg.engines.sglang.args import SERVER_ARGS
@@ -534,6 +534,12 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
     flags_file = flags_file_words(cfg.buckets) if isinstance(cfg.buckets, str) and args is None else None
     from_log, skipped = log_given(log.sglang_flags()) if log is not None else ({}, ())
     log_states_cp = "attn_cp_size" in from_log
+    if log is not None and log.attention_backend is not None and not any(k.endswith("attention_backend") for k in from_log):
+        backend, at = log.attention_backend  # the backend the server printed it ran: a fact over 0.5.23's default for the GPU
+        from_log["attention_backend"] = Given(backend, f"log line {at}: the server printed it chose {backend}")
+    shown_chunk = log.setting("scheduler.chunked_prefill_size") if log is not None else None
+    if shown_chunk is not None and shown_chunk.inferred and "chunked_prefill_size" not in from_log:  # the chunk its forwards show
+        from_log["chunked_prefill_size"] = Given(shown_chunk.value, f"log line {shown_chunk.line}: {shown_chunk.origin}")
     if log is not None:
         from_log.update(_log_layout(log, from_log))
     model = server_inputs.model_spec(model_path, where("model_config")) if model_path is not None else None
@@ -586,6 +592,8 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
                 given[one] = Given(value, f"option (overrides launch command {old.value})")
             else:
                 given[one] = Given(value, source)
+    unsaid = launch_notes(given, where("args") if args is not None else f"flags file {cfg.buckets}") \
+        if args is not None or flags_file is not None else ()  # what the launch command lacks, said
     gpu = server_inputs.gpu(gpu_name, where("gpu")) if gpu_name is not None else None
     gpu_source = "" if gpu is None else f"given ({where('gpu')})"
     if gpu is None and log is not None and log.device_name is not None:  # the GPU the server printed: a fact over the assumption
@@ -594,6 +602,14 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
         gpu_source = f"{device} as the server printed it (log line {at})" if gpu is not None else ""
         if gpu is None:
             skipped += (f"log line {at}: the server ran on {device}, not in cpbcg's GPU catalogue: the assumed GPU planned (give --gpu)",)
+    elif gpu is None and log is not None and log.memory_seen is not None:  # the memory it printed: a floor on the GPU's
+        gib, at = log.memory_seen
+        holding = gpus_holding(gib)
+        if holding:
+            gpu = holding[0]
+            also = f"; {', '.join(g.name for g in holding[1:])} hold as much: give --gpu" if len(holding) > 1 else ""
+            gpu_source = (f"inferred from {log.path}:{at} (the server shows {gib:g} GiB of GPU memory: the smallest catalogue GPU "
+                          f"that holds it{also})")
     server = resolve_server(given, model, gpu, printed=log_printed(log.resolved) if log is not None else None,
                             model_source="" if model is None else model.source,
                             gpu_source=gpu_source)
@@ -606,7 +622,8 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
                                           f"{refused.message}", server)
     if args is not None:
         server = replace(server, launch_origin=where("args"))
-    return replace(server, notes=server.notes + skipped, overrides=tuple(overrides)) if skipped or overrides else server
+    return replace(server, notes=server.notes + skipped, overrides=tuple(overrides), input_notes=unsaid) if skipped or overrides or unsaid \
+        else server
 
 
 class UnrecognizedServerArguments(ConfigError):
@@ -620,13 +637,14 @@ class UnrecognizedServerArguments(ConfigError):
 
 
 def _log_layout(log: LogSettings, stated: dict[str, Given]) -> dict[str, Given]:
-    """The layout a launch shows without stating it, sourced to the evidence: the TP and PP sizes its
+    """The layout a launch shows without stating it, sourced to the evidence: the TP, PP and DP sizes its
     rank prefixes show (0.5.23 `run_scheduler_process` prints `TPn` when `tp_size > 1`, `PPn` when
-    `pp_size > 1`: `TP0..7` is `--tp-size 8` -- not read beside PP tags --, `PP0..3` `--pp-size 4`), and the CP size (rank
+    `pp_size > 1`, `DPn` for a data-parallel scheduler: `DP0..3` is `--dp-size 4`; `TP0..7` is `--tp-size 8` -- not read beside PP tags --, `PP0..3` `--pp-size 4`), and the CP size (rank
     prefixes, a release before attention CP: `LogSetting.inferred`) as `--attn-cp-size N` (with
     `--tp-size N` when the prefixes show no TP size)."""
     out: dict[str, Given] = {}
-    for tag, key in (("TP", "tp_size"), ("PP", "pp_size")):  # the rank prefixes' TP0..N-1 / PP0..N-1: a fact over the default 1
+    for tag, key in (("TP", "tp_size"), ("PP", "pp_size"), ("DP", "dp_size")):  # the rank prefixes' TP0..N-1 / PP0..N-1 / DP0..N-1:
+        # a fact over the default 1 (0.5.23 prints `DPn` for each data-parallel scheduler)
         seen = log.ranks.get(tag)
         if tag == "TP" and "PP" in log.ranks:
             continue  # a launcher may show TP ranks across pipeline stages (display_tp_rank): not read

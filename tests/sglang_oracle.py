@@ -126,3 +126,93 @@ def sglang_wheel() -> Path:
 def sglang_source(sglang_wheel):
     """`wheel_source` once the wheel is had (skips or fails as `sglang_wheel` does)."""
     return wheel_source
+
+
+
+_IMPORT_PRELUDE = r'''
+import importlib.abc, importlib.machinery, sys, types
+class Stub(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Stub(f"{self.__name__}.{name}")
+    def __call__(self, *a, **k):
+        if len(a) == 1 and not k and isinstance(a[0], type) and "register" in self.__name__:
+            return a[0]  # a stubbed class decorator keeps the class
+        return self
+    def __iter__(self):
+        return iter(())
+    def __or__(self, other):
+        return self
+    __ror__ = __or__
+    def __getitem__(self, item):
+        return self
+    def __mro_entries__(self, bases):
+        return (object,)
+class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        if any(name == m or name.startswith(m + ".") for m in STUBBED):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+    def create_module(self, spec):
+        return Stub(spec.name)
+    def exec_module(self, module):
+        module.__path__ = []
+sys.meta_path.insert(0, Finder())
+sys.path.insert(0, sys.argv[1])
+'''
+
+
+def wheel_import_script(stubbed: tuple[str, ...], body: str, before: str = "") -> str:
+    """A `python -c` script that imports SGLang 0.5.23 from the wheel (its path: the script's first argument,
+    as zipimport reads it) with the modules `stubbed` (and their submodules) replaced by stubs that answer
+    every attribute, then runs `body`; `before` runs first, before any stub is installed."""
+    return f"{before}\nSTUBBED = {stubbed!r}\n{_IMPORT_PRELUDE}\n{body}"
+
+
+_MODEL_CONFIG_BEFORE = r'''
+import importlib.machinery, importlib.util, pickle, sys
+from transformers.utils import import_utils
+assert not import_utils.is_torchvision_available()  # decided before torchvision is stubbed for SGLang's multimodal imports
+dill = importlib.util.module_from_spec(importlib.machinery.ModuleSpec("dill", None))
+vars(dill).update({k: v for k, v in vars(pickle).items() if not k.startswith("__")}, extend=lambda *a, **k: None)
+sys.modules["dill"] = dill  # SGLang serialises its logit-processor classes at import: by reference, as pickle does
+'''
+_MODEL_CONFIG_BODY = r'''
+import json, os, shutil, tempfile
+from sglang.srt.configs.model_config import ModelConfig
+HF = ("architectures", "model_type", "quantization_config", "index_topk", "index_kpool", "linear_attn_config", "layer_types",
+      "linear_num_heads", "linear_head_dim")
+def attrs(config):
+    out = {}
+    for name in HF:
+        if hasattr(config, name):  # absent stays absent: getattr(config, name, default) reads it so
+            value = getattr(config, name)
+            out[name] = value.to_dict() if hasattr(value, "to_dict") else value
+    text = config.get_text_config() if callable(getattr(config, "get_text_config", None)) else getattr(config, "text_config", None)
+    out["text_config"] = attrs(text) if text is not None and text is not config else None
+    return out
+found = {}
+for name, path in json.loads(sys.stdin.read()).items():
+    folder = tempfile.mkdtemp()
+    shutil.copy(path, os.path.join(folder, "config.json"))
+    found[name] = {}
+    for mm in (None, True, False):
+        for lm_only in (False, True):
+            mc = ModelConfig(model_path=folder, enable_multimodal=mm, language_model_only=lm_only)
+            found[name][f"{mm}/{lm_only}"] = {
+                "attention_arch": mc.attention_arch.name, "is_multimodal": bool(mc.is_multimodal),
+                "is_multimodal_breakable_cuda_graph_supported": bool(mc.is_multimodal_breakable_cuda_graph_supported),
+                "is_encoder_decoder": bool(mc.is_encoder_decoder), "context_len": mc.context_len,
+                "has_asymmetric_kv": bool(mc.has_asymmetric_kv), "has_attention_sinks": bool(getattr(mc, "has_attention_sinks", False)),
+                "num_kv_heads": {str(tp): mc.get_num_kv_heads(tp) for tp in (1, 2, 4, 8, 16)},
+                "hf": attrs(mc.hf_config), "hf_text": attrs(mc.hf_text_config)}
+print(json.dumps(found, default=str))
+'''
+MODEL_CONFIG_SCRIPT = wheel_import_script(
+    ("pybase64", "requests", "triton", "starlette", "zmq", "sglang.kernels", "IPython", "aiohttp", "torchvision", "sentencepiece",
+     "sglang.srt.layers.quantization"), _MODEL_CONFIG_BODY, before=_MODEL_CONFIG_BEFORE)
+"""Run with the wheel's path as its argument and `{name: config.json path}` on stdin: 0.5.23's `ModelConfig`
+(`configs/model_config.py`) built on each config.json with transformers' config loading, for each
+`--enable-multimodal` (unset, true, false) and `--language-model-only`; prints what the start-up resolution
+reads of it as JSON. Stubbed: kernels (triton, sglang.kernels, quantization), image and tokenizer back ends
+and serving I/O, which loading a config never runs."""

@@ -133,7 +133,8 @@ def test_replay_check_refusing_a_logs_flags_names_the_log_and_its_line(tmp_path,
     """A CP log whose launch captures no CP graph was refused naming neither the log nor the line."""
     body = startup_lines(tp=4, cp=4, capture=False).replace(*edit) + "".join(prefill_line(n, 1, graph=False) for n in (100, 700))
     log = write_log(tmp_path / "off.log", body)
-    message = refusal(invoke("replay-check", "-t", str(log), "--min-coverage", "0.5"))
+    # --gpu B200: the log's weight-loading line shows 75 GiB, an H100-class GPU, whose fa3 would be the first reason
+    message = refusal(invoke("replay-check", "-t", str(log), "--min-coverage", "0.5", "--gpu", "B200"))
     assert message.startswith(f"{log}:2: replay-check: SGLang 0.5.23 would capture no CP graph with these flags ({reason})")
 
 

@@ -18,9 +18,8 @@ import pytest
 from cpbcg.engines.sglang.startup import MODELLED_FLAGS, parse_launch_words
 from cpbcg.engines.sglang.startup.args import OPTION_DEST
 from sglang_oracle import sglang_wheel  # noqa: F401 - fixture
+from test_sglang_flags_conformance import ENUMERATE as _ENUMERATE
 
-_ENUMERATE = re.search(r"ENUMERATE = r'''(.*?)'''", (Path(__file__).parent / "test_sglang_flags_conformance.py").read_text(),
-                       re.S).group(1)
 _PARSE = _ENUMERATE.replace(
     'print("\\n".join(sorted({o for a in parser._actions for o in a.option_strings if o.startswith("--")})))', '''
 import contextlib, io, json

@@ -75,6 +75,13 @@ BACKENDS = [None, "trtllm_mha", "fa3", "fa4", "flashinfer", "triton", "flashmla"
 GPT_OSS = _model("GptOssForCausalLM", kv=8, model_type="gpt_oss")
 QWEN4_EXP = _model("Qwen4ExpForConditionalGeneration", kv=4, model_type="qwen4_exp")
 MODELS += [GPT_OSS, QWEN4_EXP]
+KIMI_LINEAR = _model("KimiLinearForCausalLM", kv=32, model_type="kimi_linear", kv_lora_rank=512, kda_attention=True)
+GLM5_NEXT_KDA = _model("Glm5NextForConditionalGeneration", kv=64, model_type="glm5_next", kv_lora_rank=512, kda_attention=True)
+MODELS += [KIMI_LINEAR, GLM5_NEXT_KDA]
+"""KDA linear attention: off by default in 0.5.23 (`uses_kda_attention`), GLM-5 Next validated."""
+DEEPSEEK_V4 = _model("DeepseekV4ForCausalLM", kv=1, model_type="deepseek_v4")
+"""`_deepseek_v4_overrides` runs from the wheel (dsv4 backend, page 256); `apply_deepseek_v4_defaults` and its CP checks do not."""
+MODELS += [DEEPSEEK_V4]
 
 
 def _platform(gpu) -> SimpleNamespace:
@@ -95,7 +102,7 @@ class _Env:
         return False
 
 
-CTX = SimpleNamespace(platform=None, model_config=None, mla=False, gpu=None)
+CTX = SimpleNamespace(platform=None, model_config=None, mla=False, gpu=None, spec=None)
 """What the stubs of the cached oracle namespace read: the case being resolved."""
 
 
@@ -139,13 +146,13 @@ def oracle() -> dict:
         "envs": SimpleNamespace(SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR=_Env(0.0),
                                 SGLANG_AITER_KV_CACHE_LAYOUT=_Env(""), SGLANG_SYMM_MEM_PREALLOC_GB_SIZE=_Env(None),
                                 SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION=_Env(False), SGLANG_RUST_SERVER=_Env(False), SGLANG_DISAGG_STAGING_BUFFER=_Env(False),
-                                SGLANG_USE_AITER=_Env(False), SGLANG_DEEPEP_BF16_DISPATCH=_Env(False)),
+                                SGLANG_USE_AITER=_Env(False), SGLANG_DEEPEP_BF16_DISPATCH=_Env(False), SGLANG_DSV4_FP4_DEQUANT=_Env(False)),
         "parse_connector_type": lambda path: "local", "ConnectorType": SimpleNamespace(INSTANCE="instance"),
         "validate_prefill_cp_platform": lambda a: None,
-        "get_spec": lambda: SimpleNamespace(speculative_algorithm=None),
+        "get_spec": lambda: SimpleNamespace(speculative_algorithm=CTX.spec),
         "mambaish_config": lambda model: SimpleNamespace(linear_num_key_heads=None, linear_attn_config={"num_heads": 64}),
         "disable_full_prefill_cudagraph_if_incompatible": lambda a: None,
-        "apply_cuda_graph_disaggregation_roles": lambda a: None, "apply_deepep_adjustments": lambda a: None,
+        "apply_deepep_adjustments": lambda a: None, "num_dp_ranks_of": lambda a: a.dp_size, "os": SimpleNamespace(environ={}),
         "xpu_has_xmx_support": lambda: False, "_check_xpu_dcp": lambda a, m: None,
         "IntEnum": enum.IntEnum, "dataclass": dataclasses.dataclass, "field": dataclasses.field,
     }
@@ -154,8 +161,12 @@ def oracle() -> dict:
                                                                  "context_parallel_attn_dp_size"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/gpt_oss.py", ["_gpt_oss_overrides"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/llama4.py", ["_llama4_overrides"], ns)
+    ns["is_flashinfer_available"] = lambda: True
+    definitions("sglang/srt/arg_groups/model_overrides/deepseek_v4.py", ["_deepseek_v4_overrides"], ns)
     definitions("sglang/srt/arg_groups/model_overrides/deepseek_v2.py", ["_dsa_dcp_overrides", "_deepseek_family_overrides"], ns)
-    definitions("sglang/srt/configs/model_config.py", ["_hf_arch", "_hf_attr", "is_deepseek_dsa", "get_dsa_index_kpool"], ns)
+    definitions("sglang/srt/configs/model_config.py", ["_hf_arch", "_hf_attr", "is_deepseek_dsa", "get_dsa_index_kpool",
+                                                      "uses_kda_attention", "is_deepseek_v4"], ns)
+    definitions("sglang/srt/arg_groups/pd_disaggregation_hook.py", ["handle_pd_disaggregation"], ns)
     _gpt_oss_backend_check(ns)
     definitions("sglang/srt/arg_groups/overrides.py", [
         "_attention_backend_default", "_mla_backend_page_constraints", "_mla_kv_cache_dtype_checks", "_cutedsl_prefill_backend_fill",
@@ -164,7 +175,7 @@ def oracle() -> dict:
     definitions("sglang/srt/arg_groups/cuda_graph_hook.py", [
         "parse_cuda_graph_config", "apply_cuda_graph_compatibility", "generate_prefill_cuda_graph_batch_sizes",
         "generate_decode_cuda_graph_batch_sizes", "disable_prefill_cuda_graph_for_deepseek_trtllm_mla",
-        "apply_prefill_cp_cuda_graph_default", "disable_breakable_cudagraph_if_incompatible"], ns)
+        "apply_prefill_cp_cuda_graph_default", "disable_breakable_cudagraph_if_incompatible", "apply_cuda_graph_disaggregation_roles"], ns)
     definitions("sglang/srt/configs/model_config.py", [
         "MIMO_V2_MULTIMODAL_ARCHS", "multimodal_model_archs", "multimodal_breakable_cuda_graph_supported_model_archs",
         "is_multimodal_model", "is_multimodal_breakable_cuda_graph_supported", "is_encoder_decoder_model"], ns)
@@ -193,24 +204,41 @@ def _gpt_oss_backend_check(ns: dict) -> None:
         exec(compile(ast.fix_missing_locations(ast.Module(body=[body], type_ignores=[])), "model_hook.py", "exec"), ns)  # noqa: S102
 
 
-def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
-    """0.5.23's resolution of `flags` (ServerArgs field names), from the wheel under stubs."""
+def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch, real: dict | None = None) -> dict:
+    """0.5.23's resolution of `flags` (ServerArgs field names), from the wheel under stubs. `real`: what
+    0.5.23's own `ModelConfig` (transformers' config loading) made of the model's config.json, keyed by
+    `model_config_key(flags)` (tests/test_model_config_conformance.py); without it the model config is
+    restated from `model` here."""
     platform = _platform(gpu)
-    mla = uses_mla(model)
-    hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type, quantization_config=None,
-                         index_topk=model.index_topk, index_kpool=model.index_kpool)
-    CTX.platform, CTX.mla, CTX.gpu = platform, mla, gpu
     ns = oracle()
-    archs = list(model.architectures)
-    # ModelConfig.__init__'s enable_multimodal default (the part of ModelConfig restated here, not run)
-    enabled = flags.get("enable_multimodal", archs[0] not in MM_OFF_BY_DEFAULT)
-    multimodal = bool(enabled) and not flags.get("language_model_only") and ns["is_multimodal_model"](archs)
-    CTX.model_config = SimpleNamespace(
-        attention_arch="MLA" if mla else "MHA", hf_config=hf, hf_text_config=hf, is_multimodal=multimodal,
-        is_encoder_decoder=ns["is_encoder_decoder_model"](archs),
-        is_multimodal_breakable_cuda_graph_supported=bool(enabled) and ns["is_multimodal_breakable_cuda_graph_supported"](archs),
-        context_len=model.context_length, has_asymmetric_kv=False, has_attention_sinks=False,
-        get_num_kv_heads=lambda tp: max(1, model.num_key_value_heads // tp))
+    if real is not None:
+        facts = real[model_config_key(flags)]
+        mla = facts["attention_arch"] == "MLA"
+        hf, text = _hf_namespace(facts["hf"]), _hf_namespace(facts["hf_text"])
+        archs = list(facts["hf"]["architectures"])
+        CTX.model_config = SimpleNamespace(
+            attention_arch=facts["attention_arch"], hf_config=hf, hf_text_config=text, is_multimodal=facts["is_multimodal"],
+            is_encoder_decoder=facts["is_encoder_decoder"],
+            is_multimodal_breakable_cuda_graph_supported=facts["is_multimodal_breakable_cuda_graph_supported"],
+            context_len=facts["context_len"], has_asymmetric_kv=facts["has_asymmetric_kv"], has_attention_sinks=facts["has_attention_sinks"],
+            nvfp4_moe_meta=None, is_fp4_experts=False, get_num_kv_heads=lambda tp: facts["num_kv_heads"][str(tp)])
+    else:
+        mla = uses_mla(model)
+        hf = SimpleNamespace(architectures=list(model.architectures), model_type=model.model_type, quantization_config=None,
+                             index_topk=model.index_topk, index_kpool=model.index_kpool,
+                             linear_attn_config={"kda_layers": [1, 2]} if model.kda_attention else None)
+        archs = list(model.architectures)
+        # ModelConfig.__init__'s enable_multimodal default (the part of ModelConfig restated here, not run)
+        enabled = flags.get("enable_multimodal", archs[0] not in MM_OFF_BY_DEFAULT)
+        multimodal = bool(enabled) and not flags.get("language_model_only") and ns["is_multimodal_model"](archs)
+        CTX.model_config = SimpleNamespace(
+            attention_arch="MLA" if mla else "MHA", hf_config=hf, hf_text_config=hf, is_multimodal=multimodal,
+            is_encoder_decoder=ns["is_encoder_decoder_model"](archs),
+            is_multimodal_breakable_cuda_graph_supported=bool(enabled) and ns["is_multimodal_breakable_cuda_graph_supported"](archs),
+            context_len=model.context_length, has_asymmetric_kv=False, has_attention_sinks=False, nvfp4_moe_meta=None,
+            is_fp4_experts=False, get_num_kv_heads=lambda tp: max(1, model.num_key_value_heads // tp))
+    CTX.platform, CTX.mla, CTX.gpu, CTX.spec = platform, mla, gpu, flags.get("speculative_algorithm")
+    arch = archs[0]
     args = SimpleNamespace(
         model_path="m", device="cuda" if platform.is_cuda else "hip", tp_size=1, pp_size=1, dp_size=1, ep_size=1, attn_cp_size=1,
         attn_dp_size=1, moe_dp_size=1, enable_prefill_cp=False, cp_strategy=None, attention_backend=None,
@@ -229,7 +257,9 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
         enable_dsa_cache_layer_split=False, enable_waterfill=False, disaggregation_transfer_backend="mooncake",
         speculative_draft_model_path=None, enable_mixed_chunk=False, moe_dense_tp_size=None, enable_hisparse=False,
         enable_hierarchical_cache=False, dsa_prefill_backend=None, dsa_decode_backend=None, dcp_replicate_q_proj=None,
-        dcp_comm_backend=None, fp8_gemm_runner_backend="auto")
+        dcp_comm_backend=None, fp8_gemm_runner_backend="auto", swa_full_tokens_ratio=None, disaggregation_decode_allocation_policy="early",
+        disaggregation_decode_host_receive_threshold=1.0, enable_pd_role_switch=False, disaggregation_decode_retraction_backup="host_pool",
+        disaggregation_decode_enable_radix_cache=False, disaggregation_decode_extra_slots=0)
     for key, value in flags.items():
         setattr(args, key, list(value) if key == "cuda_graph_bs_prefill" else value)
     hook_module = types.ModuleType("sglang.srt.arg_groups.cuda_graph_hook")
@@ -243,32 +273,41 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
     base = types.ModuleType("sglang.srt.layers.cp.base")
     base.init_cp_strategy = lambda **k: None
     model_config = types.ModuleType("sglang.srt.configs.model_config")
-    model_config.is_deepseek_v4 = lambda config: False  # the DeepSeek-V4 and KDA rules are NOT_MODELLED: no such model drawn
-    model_config.uses_kda_attention = lambda config: False
-    for name in ("is_deepseek_dsa", "get_dsa_index_kpool"):
+    for name in ("is_deepseek_dsa", "get_dsa_index_kpool", "uses_kda_attention", "is_deepseek_v4"):
         setattr(model_config, name, ns[name])
     model_config.unwrap_modelopt_quantization_config = lambda config: config
+    spec_info = types.ModuleType("sglang.srt.speculative.spec_info")
+    spec_info.SpeculativeAlgorithm = SimpleNamespace(DFLASH=SimpleNamespace(name="DFLASH"))
     dsa_utils = types.ModuleType("sglang.srt.layers.attention.dsa.utils")
     dsa_utils.aiter_can_use_preshuffle_paged_mqa = lambda: True
     for name in ("sglang", "sglang.srt", "sglang.srt.arg_groups", "sglang.srt.arg_groups.model_overrides", "sglang.srt.layers",
-                 "sglang.srt.layers.cp", "sglang.srt.configs", "sglang.srt.layers.attention", "sglang.srt.layers.attention.dsa"):
+                 "sglang.srt.layers.cp", "sglang.srt.configs", "sglang.srt.layers.attention", "sglang.srt.layers.attention.dsa",
+                 "sglang.srt.speculative"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    for module in (hook_module, qwen, bcg, base, model_config, dsa_utils):
+    for module in (hook_module, qwen, bcg, base, model_config, dsa_utils, spec_info):
         monkeypatch.setitem(sys.modules, module.__name__, module)
     run_pass = _run_pass
 
     ns["handle_deprecated_dp_attention"](args)
+    try:
+        ns["handle_pd_disaggregation"](args)
+    except (AssertionError, ValueError) as exc:
+        return {"refused": str(exc)}
     ns["parse_cuda_graph_config"](args)
     ns["apply_cuda_graph_compatibility"](args)
+    ns["apply_cuda_graph_disaggregation_roles"](args)  # handle_cuda_graph_config's order
     try:
         ns["handle_gpu_memory_settings"](args)
-        if model.architecture in FAMILY:  # handle_model_specific_adjustments: the override registry
+        if arch in FAMILY:  # handle_model_specific_adjustments: the override registry
             for key, value in ns["_deepseek_family_overrides"](args, hf).items():
                 setattr(args, key, value)
-        if model.architecture == "Llama4ForConditionalGeneration":
+        if arch == "DeepseekV4ForCausalLM":  # the override registry: declared values win over the flags
+            for key, value in ns["_deepseek_v4_overrides"](args, hf).items():
+                setattr(args, key, value)
+        if arch == "Llama4ForConditionalGeneration":
             args.attention_backend = ns["_llama4_overrides"](args, hf).get("attention_backend", args.attention_backend)
             ns["_llama4_backend_check"](args)
-        if model.architecture == "GptOssForCausalLM":  # handle_model_specific_adjustments: the override registry, then the assert
+        if arch == "GptOssForCausalLM":  # handle_model_specific_adjustments: the override registry, then the assert
             args.attention_backend = ns["_gpt_oss_overrides"](args, hf).get("attention_backend", args.attention_backend)
             ns["_gpt_oss_backend_check"](args)
         ns["handle_attention_backend_compatibility"](args)
@@ -294,6 +333,20 @@ def sglang_resolve(flags: dict, model: ModelSpec, gpu, monkeypatch) -> dict:
         "prefill_graph_backend": args.cuda_graph_config.prefill.backend, "max_bs": args.cuda_graph_config.prefill.max_bs,
         "bs": tuple(args.cuda_graph_config.prefill.bs), "cp_graphs": bool(ns["supports_prefill_cp_bcg"](args)),
     }
+
+
+def model_config_key(flags: dict) -> str:
+    """Which of a model's `ModelConfig`s a launch builds: `--enable-multimodal` (unset, true, false) and
+    `--language-model-only`, the `ModelConfig.from_server_args` arguments the resolution's facts depend on."""
+    return f"{flags.get('enable_multimodal')}/{bool(flags.get('language_model_only'))}"
+
+
+def _hf_namespace(attrs: dict) -> SimpleNamespace:
+    """A Hugging Face config's attributes the resolution reads, as the config object (its text config under `text_config`)."""
+    out = SimpleNamespace(**{k: v for k, v in attrs.items() if k != "text_config"})
+    if attrs.get("text_config") is not None:
+        out.text_config = _hf_namespace(attrs["text_config"])
+    return out
 
 
 def cpbcg_resolve(flags: dict, model: ModelSpec, gpu) -> dict:
@@ -339,6 +392,8 @@ def deployments(draw):
         "moe_dp_size": _optional([1, 2]), "enable_mixed_chunk": _optional([True]),
         "enable_multimodal": _optional([True, False]), "language_model_only": _optional([True]), "dcp_size": _optional([1, 2]),
         "enable_two_batch_overlap": _optional([True]), "moe_a2a_backend": _optional(["none", "deepep", "mooncake", "flashinfer"]),
+        "disaggregation_mode": st.sampled_from([None, None, None, "null", "prefill", "decode"]),
+        "disaggregation_transfer_backend": _optional(["mooncake", "nixl", "fake"]),
     }
     choices |= {"dp_size": _optional([1, 2]), "attn_dp_size": _optional([1, 2])}
     for key, strategy in choices.items():
@@ -465,6 +520,21 @@ CP4 = {"tp_size": 4, "attn_cp_size": 4, "enable_prefill_cp": True, "cp_strategy"
     ({"attention_backend": "hpc_ops"}, _model("MllamaForConditionalGeneration"), "H100",
      {"refused": "Cross attention is not supported in the hpc_ops attention backend."}),
     ({**CP4, "moe_dp_size": 2}, MODELS[0], "B200", {"refused": "attn_cp_size != moe_dp_size is only supported when moe_dp_size == 1"}),
+    ({}, KIMI_LINEAR, "B200", {"prefill_graph_backend": "disabled"}),  # uses_kda_attention: KDA hybrid linear attention
+    ({"cuda_graph_backend_prefill": "breakable"}, KIMI_LINEAR, "B200", {"prefill_graph_backend": "breakable"}),  # given: locked
+    ({}, GLM5_NEXT_KDA, "B200", {"prefill_graph_backend": "breakable"}),  # GLM-5 Next is validated with KDA
+    ({}, DEEPSEEK_V4, "B200", {"prefill_graph_backend": "disabled"}),  # is_deepseek_v4 without CP graphs
+    ({**CP4, "prefill_attention_backend": "trtllm_mha"}, DEEPSEEK_V4, "B200", {"prefill_graph_backend": "breakable", "cp_graphs": True}),
+    ({"disaggregation_mode": "decode"}, MODELS[0], "B200", {"prefill_graph_backend": "disabled"}),  # apply_cuda_graph_disaggregation_roles
+    ({**CP4, "disaggregation_mode": "decode"}, MODELS[0], "B200", {"prefill_graph_backend": "disabled", "cp_graphs": True}),
+    ({"disaggregation_mode": "decode", "cuda_graph_backend_prefill": "breakable"}, MODELS[0], "H100", {"prefill_graph_backend": "breakable"}),
+    ({"disaggregation_mode": "prefill"}, MODELS[0], "H100", {"prefill_graph_backend": "breakable"}),
+    ({"attention_backend": "hpc_ops", "speculative_algorithm": "EAGLE"}, MODELS[0], "H100",
+     {"refused": "hpc_ops backend does not support speculative decoding for now."}),  # create_hpc_ops_backend
+    ({"attention_backend": "flex_attention", "speculative_algorithm": "EAGLE"}, MODELS[0], "H100",
+     {"refused": "Speculative decoding is currently not supported with Flex Attention backend"}),
+    ({"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "fake"}, MODELS[0], "H100",
+     {"refused": "Prefill server does not support 'fake' as the transfer backend"}),  # handle_pd_disaggregation
 ])
 def test_gpt_oss_torch_native_attention_dp_and_cp_tp_sharing_resolve_as_sglang_does(sglang_wheel, monkeypatch, flags, model, gpu, expected):
     want = sglang_resolve(flags, model, GPUS[gpu], monkeypatch)

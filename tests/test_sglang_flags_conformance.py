@@ -7,48 +7,24 @@ CPBCG_REQUIRE_SGLANG_WHEEL=1."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
 import pytest
 
 from cpbcg.engines.sglang.launch import SGLANG_FLAGS
-from sglang_oracle import sglang_wheel  # noqa: F401 - fixture
+from sglang_oracle import sglang_wheel, wheel_import_script  # noqa: F401 - fixture
 
-ENUMERATE = r'''
-import argparse, importlib.abc, importlib.machinery, sys, types
-STUBBED = ("pybase64", "requests", "triton", "starlette", "zmq", "sglang.kernels", "tqdm", "IPython", "aiohttp")
-class Stub(types.ModuleType):
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return Stub(f"{self.__name__}.{name}")
-    def __call__(self, *a, **k):
-        return self
-    def __iter__(self):
-        return iter(())
-    def __or__(self, other):
-        return self
-    __ror__ = __or__
-    def __getitem__(self, item):
-        return self
-    def __mro_entries__(self, bases):
-        return (object,)
-class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path, target=None):
-        if any(name == m or name.startswith(m + ".") for m in STUBBED):
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-    def create_module(self, spec):
-        return Stub(spec.name)
-    def exec_module(self, module):
-        module.__path__ = []
-sys.meta_path.insert(0, Finder())
-sys.path.insert(0, sys.argv[1])
+# tqdm is stubbed only where it is not installed (transformers, of the test extra, brings the real one)
+ENUMERATE = wheel_import_script(("pybase64", "requests", "triton", "starlette", "zmq", "sglang.kernels", "IPython", "aiohttp")
+                                + (() if importlib.util.find_spec("tqdm") else ("tqdm",)), r'''
+import argparse
 from sglang.srt.server_args import ServerArgs
 parser = argparse.ArgumentParser()
 ServerArgs.add_cli_args(parser)
 print("\n".join(sorted({o for a in parser._actions for o in a.option_strings if o.startswith("--")})))
-'''
+''')
 
 
 def test_the_shipped_flag_list_is_the_wheels_parser(sglang_wheel):  # noqa: F811

@@ -291,9 +291,11 @@ def test_a_cp_size_shown_only_by_the_forwards_rank_prefixes_is_planned_at(tmp_pa
 def test_a_page_size_the_dump_states_as_none_is_the_resolved_servers_not_assumed(tmp_path):
     body = "".join(prefill_line(2048, 1, prefix="[2026-11-02 10:00:00 ATTN_CP0 TP0] ") for _ in range(5))
     path = write_log(tmp_path / "none.log", startup_lines(cp=2, tp=2, page="None") + body)
-    _, err = plan_json("-t", str(path), "--chunked-prefill-size", "8192", "--no-recommend")
+    _, err = plan_json("-t", str(path), "--chunked-prefill-size", "8192", "--no-recommend", "--gpu", "B200")  # the log shows 75 GiB: H100
     assert "assumed: scheduler.page_size" not in err
     assert "cpbcg: from the log: scheduler.page_size 64 (resolved by 0.5.23 from the log's settings: " in err
+    _, err = plan_json("-t", str(path), "--chunked-prefill-size", "8192", "--no-recommend")
+    assert "cpbcg: from the log: scheduler.page_size 1 (resolved by 0.5.23 from the log's settings: " in err  # H100, inferred: fa3
 
 
 def restart_to_cp2_log(tmp_path):

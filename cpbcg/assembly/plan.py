@@ -23,7 +23,7 @@ from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.engines.sglang.export import RULES
 from cpbcg.engines.sglang.observed import LaunchModel, ObservedComparison
-from cpbcg.planner.bound import bound_demand
+from cpbcg.planner.bound import bound_demand, rebound_demand
 from cpbcg.planner.demand_log import DemandLog
 from cpbcg.planner.evaluate import Evaluator
 from cpbcg.planner.traces.records import ObservedForwards
@@ -151,7 +151,8 @@ def plan_launches(
     `resolve(launch_settings(k))` (its CP layout, list, padding cap and max_seq_len). The result's
     `evaluation` is the launches' total (`Evaluation.total`) and `launches` each one's.
 
-    The recommendation is for the server as it runs now: the last launch that ran forwards,
+    The recommendation is for the server as it runs now: the last launch (a restart that has served no forward yet
+    included: it is fitted on the forwards of the launch before, their worst cases taken under its CP layout),
     under its resolved deployment (`PlanResult.deployment` when that is not `deployment`) and
     fitted on that launch's forwards only: a launch's forwards were formed by its own scheduler
     settings (chunk, page size, request cap) and are bound under its own CP layout, so an earlier
@@ -160,6 +161,7 @@ def plan_launches(
     launch gives exactly `plan(chunks, deployment, settings)`. Raises as `plan`."""
     per: dict[int, tuple[LaunchModel, Evaluator]] = {}
     demand: DemandLog | None = None
+    fitted_on = 0  # the launch whose forwards `demand` holds
     for chunk in chunks:
         launch = chunk.launch if isinstance(chunk, ObservedForwards) else 1
         if launch not in per:
@@ -167,7 +169,8 @@ def plan_launches(
                      else resolve(launch_settings(launch)))
             dep = model.deployment or deployment
             per[launch] = (model, Evaluator(model.table, model.cp, model.max_padding_factor, dep.max_seq_len_tokens))
-            demand = DemandLog() if settings is not None else None  # the fit keeps the newest launch's forwards
+        if len(chunk.num_tokens) and launch != fitted_on:  # the fit keeps the newest launch's forwards (a restart that has
+            demand, fitted_on = (DemandLog() if settings is not None else None), launch  # served none keeps the ones before)
         model, evaluator = per[launch]
         bound = bound_demand(chunk, model.cp)
         evaluator.add_demand(bound)
@@ -189,6 +192,8 @@ def plan_launches(
     moved = None if final is deployment else final
     if settings is None or demand is None:
         return PlanResult(evaluation, None, launches=launches, deployment=moved)
+    if last != fitted_on and per[last][0].cp != per[fitted_on][0].cp:  # the server now runs another CP layout: its forwards'
+        demand = demand.rebound(lambda d: rebound_demand(d, per[last][0].cp))  # worst cases under that layout
     if launch_capture is not None:
         measured = {"capture_s_per_bucket": None, "graph_mib_per_token": None, "capture_source": None, **launch_capture(launch_settings(last))}
         settings = replace(settings, **measured)  # type: ignore[arg-type]  # the last launch's measurement, or none

@@ -90,7 +90,7 @@ def render_verdict(verdict: VerdictView) -> "Group":
                       ("0.5.23 get_batch_sizes_to_capture" + dropped) if d.enabled else "decode graphs disabled")
     parts: list = [*lines, table]
     parts += [Text(f"note: {n}") for n in verdict.decode_notes]
-    parts += [Text(f"note: {n}") for n in r.notes]
+    parts += [Text(f"note: {n}") for n in (*r.input_notes, *r.notes)]
     if r.not_modelled:
         parts.append(Text(f"not modelled (ignored): {', '.join(r.not_modelled)}"))
     return Group(*parts)

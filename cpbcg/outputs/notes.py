@@ -203,7 +203,7 @@ def resolution_notes(server: "ResolvedServer | None", log: "LogSettings | None" 
     if server is None:
         return []
     said = {note for s in (log.settings if log is not None else ()) if (note := _server_change(server, s.key, s.value)) is not None}
-    return [f"cpbcg: note: {o}" for o in server.overrides] + \
+    return [f"cpbcg: note: {o}" for o in (*server.overrides, *server.input_notes)] + \
         [f"cpbcg: note: SGLang {SGLANG_VERSION} starts with {note}; planned with that" for note in server.notes if note not in said]
 
 
@@ -406,7 +406,13 @@ def launch_plan_notes(launches: "Sequence[LaunchPlan]", path: str) -> list[str]:
     last = launches[-1]
     out = [f"cpbcg: note: {path}: the main table models each of its {len(launches)} launches under the server it resolved to, "
            f"totalled: " + "; ".join(one(launch) for launch in launches)]
-    if last.fitted:
+    served = next((launch for launch in reversed(launches) if launch.evaluation.batches), None)
+    if last.fitted and not last.evaluation.batches and served is not None:  # a restart that has served no forward yet
+        out.append(f"cpbcg: note: {path}: the header, the recommendation and --emit are for the server as it runs now, launch "
+                   f"{last.launch} (line {last.first_line}), which has served no forward yet: fitted on launch {served.launch}'s "
+                   f"{served.evaluation.batches:,} forwards, their worst cases taken under its CP layout (cp "
+                   f"{last.model.cp.cp_size})")
+    elif last.fitted:
         out.append(f"cpbcg: note: {path}: the recommendation is for the server as it runs now, launch {last.launch} (line "
                    f"{last.first_line}), fitted on its {last.evaluation.batches:,} forwards only: each launch's forwards were formed by "
                    "its own chunk, page size and request cap and are bound under its own CP layout, so an earlier launch's are "

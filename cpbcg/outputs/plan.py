@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Protocol
 from cpbcg.atomic import STDOUT, OutputGroup, write_atomic
 from cpbcg.errors import ExitCode
 from cpbcg.outputs.console import OutputFormat, assert_never, echo, print_json, stderr_console, stdout_console
+from cpbcg.engines.sglang.release import SGLANG_VERSION
 
 
 
@@ -162,6 +163,11 @@ def _tables(report: PlanView, after_verdict: Callable[[], None] = lambda: None) 
     if isinstance(no_graph, dict):  # when there is nothing to plan, that is said first (commands.plan._no_prefill_graph)
         console.print(f"{no_graph['answer']}.\nWhat would help: {'; or '.join(no_graph['what_would_help'])}.\n"
                       f"Planned instead: {no_graph['planned']}.", highlight=False)
+    log = report.log
+    if log is not None and log.prefill_graphs is False and not isinstance(no_graph, dict):  # what the server did, said first
+        console.print(f"The server ran without prefill CUDA graphs ({log.prefill_graphs_origin}): every prefill forward of the log ran "
+                      f"eagerly. Planned below: the same traffic on SGLang {SGLANG_VERSION} with its breakable prefill graphs.\n",
+                      highlight=False, markup=False, soft_wrap=True)
     if rec is not None and rec.verdict is not None:
         from cpbcg.outputs.verdict import verdict_lines
 

@@ -36,6 +36,14 @@ def bound_demand(sizes: ForwardSizes, cp: CPLayout) -> Demand:
     return Demand(n, worst_forward_rows(n, k, cp), cp.model.bound_active(n, k, decode), k, sizes.counts.astype(np.int64))
 
 
+def rebound_demand(demand: Demand, cp: CPLayout) -> Demand:
+    """`demand` (forwards known by size, bound under some CP layout) bound again under `cp`: the same tokens,
+    requests and counts, their worst-case rows and CP activity under `cp` (a mixed-chunk forward's decode rows are
+    not kept in a `Demand`: its rows are taken as prefill rows)."""
+    n, k = demand.num_tokens, demand.num_requests
+    return Demand(n, worst_forward_rows(n, k, cp), cp.model.bound_active(n, k), k, demand.counts)
+
+
 def bound_active(num_tokens: np.ndarray, num_requests: np.ndarray, cp: CPLayout) -> np.ndarray:
     """[N] bool: whether some batch of `num_tokens` tokens in `num_requests` requests is CP-active
     (zigzag: `n >= 2*cp_size*k`; interleave: `n >= cp_size`; no CP: always)."""

@@ -15,6 +15,8 @@ within about one block, 1/64 of the trace, beyond (neighbouring blocks merge).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collections import deque
 from dataclasses import dataclass
 
@@ -112,6 +114,14 @@ class DemandLog:
             i = int(np.argmin(sizes))
             a, b = self._blocks[i], self._blocks[i + 1]
             self._blocks[i : i + 2] = [_Block(a.start, b.stop, Demand.concat([a.demand, b.demand]).aggregate())]
+
+    def rebound(self, bind: "Callable[[Demand], Demand]") -> "DemandLog":
+        """The same forwards with `bind` applied to each piece (blocks and raw forwards keep their cut points)."""
+        out = DemandLog()
+        out._blocks = [_Block(b.start, b.stop, bind(b.demand).aggregate()) for b in self._blocks]
+        out._raw = deque(bind(d) for d in self._raw)
+        out._raw_start, out._raw_forwards = self._raw_start, self._raw_forwards
+        return out
 
     def split(self, fraction: float) -> tuple[Demand, Demand, float]:
         """`(head, tail, used)`: the forwards before and after the split point nearest to

@@ -93,6 +93,14 @@ def gpu_from_device_name(device: str) -> GPU | None:
     return best
 
 
+def gpus_holding(gib: float, vendor: str = "nvidia") -> list[GPU]:
+    """The catalogue GPUs of `vendor` with the least memory that is at least `gib` GiB (a server's printed free
+    memory is a floor on its GPU's), least memory first (catalogue order among equals): several when they hold about
+    the same (within 0.5%: H100, H800, A100 80GB); empty when none holds it."""
+    fits = sorted((g for g in GPUS.values() if g.vendor == vendor and g.memory_mib >= gib * 1024), key=lambda g: g.memory_mib)
+    return [g for g in fits if g.memory_mib <= fits[0].memory_mib * 1.005]
+
+
 def gpu_by_name(name: str) -> GPU:
     """The catalogue entry for `name` (case-insensitive). Raises `ValueError` naming the
     known GPUs when there is none."""
@@ -144,6 +152,10 @@ class ModelSpec:
     """`use_mla` of the text config (DeepSeek-VL2 only; default true)."""
     model_type: str | None = None
     """The language model's `model_type` (the `text_config`'s for multimodal models)."""
+    kda_attention: bool = False
+    """The config declares Kimi Delta Attention (KDA) linear-attention layers: `linear_attn_config.kda_layers`,
+    or `layer_types` with `linear_attention` and `linear_num_heads` and `linear_head_dim` stated, in the config
+    or its `text_config` (0.5.23 `configs/model_config.py::uses_kda_attention`)."""
 
 
 def _int(config: Mapping[str, Any], key: str, source: str) -> int | None:
@@ -200,7 +212,18 @@ def model_spec_from_config(config: Mapping[str, Any], source: str) -> ModelSpec:
         index_kpool=_int(shape, "index_kpool", source) or 1,
         use_mla_flag=shape.get("use_mla", True) is not False,
         model_type=str(shape["model_type"]) if isinstance(shape.get("model_type"), str) else None,
+        kda_attention=any(_declares_kda(part) for part in (config, text) if isinstance(part, Mapping)),
     )
+
+
+def _declares_kda(config: Mapping[str, Any]) -> bool:
+    """0.5.23 `uses_kda_attention` on one config level (`ModelSpec.kda_attention`)."""
+    linear = config.get("linear_attn_config")
+    if isinstance(linear, Mapping) and linear.get("kda_layers"):
+        return True
+    layer_types = config.get("layer_types") or []
+    return (isinstance(layer_types, list) and "linear_attention" in layer_types and config.get("linear_num_heads") is not None
+            and config.get("linear_head_dim") is not None)
 
 
 MLA_ARCHITECTURES = frozenset({

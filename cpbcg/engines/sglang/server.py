@@ -105,6 +105,8 @@ class ResolvedServer:
     """Values 0.5.23 changed from what was given (`page_size 1 -> 64: ...`)."""
     overrides: tuple[str, ...] = ()
     """Launch-command values a cpbcg option replaced (`--page-size 16 overrides the launch command's --page-size 32`)."""
+    input_notes: tuple[str, ...] = ()
+    """What the launch command leaves unsaid and the plan assumed (no `--model-path`, no `--attn-cp-size`: cp 1)."""
     model_assumed: bool = False
     """No model was given: `model` is `hardware.ASSUMED_MODEL` (the cost models say so)."""
     gpu_assumed: bool = False
@@ -189,7 +191,7 @@ class ResolvedServer:
             "supports_prefill_cp_bcg": self.supports_prefill_cp_bcg, "cp_graphs": self.cp_graphs,
             "no_cp_graph": list(self.no_cp_graph), "no_prefill_graph": self.no_prefill_graph(),
             "what_would_help": self.what_would_help(), "not_modelled": list(self.not_modelled), "notes": list(self.notes),
-            "said": self.header_lines(),
+            "input_notes": list(self.input_notes), "said": self.header_lines(),
         }
 
     def header_lines(self) -> list[str]:

@@ -77,6 +77,9 @@ _REPLAY = re.compile(rb"#replay-token: (\d{1,12}),")
 _LOGGISH = re.compile(TIMESTAMP + rb"|server_args|sglang|\bTP\d+\]")
 _SERVERISH = re.compile(rb"server_args|(?i:sglang)|\[" + TIMESTAMP + rb"(?: [A-Z][A-Z_]*\d+)+\]")
 """Standard input whose head shows an SGLang server (it cannot be searched ahead): read as a log."""
+_SERVER_LINES = re.compile(rb"(?m)^\[" + TIMESTAMP + rb"(?: [A-Z][A-Z_]*\d+)*\] |server_args\s*=")
+"""Lines only an SGLang server prints (its `[date time RANKS] ` prefix at a line's start, its settings dump): a trace
+that shows them is a server log even before its first `Prefill batch` line (a late one, or none yet)."""
 
 
 class Record(NamedTuple):
@@ -495,7 +498,8 @@ def parse_log_lines(lines: Iterable[bytes], parser: LogParser | None = None, fir
 
 
 class LogReader:
-    """Iterate for `ObservedForwards` chunks (in log order, one launch each); `summary` is
+    """Iterate for `ObservedForwards` chunks (in log order, one launch each; a restart that has served no forward yet,
+    after the last launch that has, gets one empty chunk); `summary` is
     complete afterwards, `launches()` gives every launch's settings. Raises `TraceError`
     (`FILE:1: ...`) when the log has no readable `Prefill batch` record at all."""
 
@@ -528,7 +532,13 @@ class LogReader:
                                      f"Prefill batch line{'s are' if s.unreadable > 1 else ' is'} unreadable ({s.unreadable:,})"))
         if not s.forwards:
             what = f" ({s.unreadable + s.nonprefill:,} Prefill batch lines, none readable)" if s.records else ""
-            raise TraceError(located(display(self.path), 1, f'no readable "Prefill batch" lines{what}: not an SGLang server log, or logged below INFO'))
+            shown = any(one.args_line or one.architecture or one.version or one.ranks for one in self.launches())  # a server's start-up
+            why = ("an SGLang server log that has served no prefill yet, or logged below INFO" if shown and not s.records
+                   else "not an SGLang server log, or logged below INFO")
+            raise TraceError(located(display(self.path), 1, f'no readable "Prefill batch" lines{what}: {why}'))
+        served = max(s.launch_forwards, default=1)
+        for launch in range(served + 1, len(self.launches()) + 1):  # restarts that have served no forward yet: the server now
+            yield _chunk(_NO_ROWS, launch)  # an empty chunk each, so a plan knows the launch that runs now
 
 
 _NO_ROWS: Int64Array = np.zeros((0, 7), dtype=np.int64)
@@ -583,10 +593,10 @@ def recognises(sniff: Sniff, options: ReadOptions) -> bool:
         from cpbcg.planner.traces.stdin import stdin_head
 
         head, complete = stdin_head()
-        return MARK in head or (not complete and _SERVERISH.search(head) is not None)
+        return MARK in head or (not complete and _SERVERISH.search(head) is not None) or _SERVER_LINES.search(head) is not None
     if path is None or _LOGGISH.search(sniff.head) is None:
         return False
-    return find_mark(path) is not None
+    return _SERVER_LINES.search(sniff.head) is not None or find_mark(path) is not None
 
 
 def find_mark(path: TracePath | str, limit: int = DETECT_BYTES) -> int | None:

@@ -43,18 +43,31 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
 from cpbcg.engines.sglang.args import SERVER_ARGS
+from cpbcg.planner.hardware import gpu_from_device_name
 from cpbcg.planner.traces.log_scan import lines_with
 from cpbcg.planner.traces.text import TracePath, display, is_stdin, iter_blob_chunks
 
 MARK = b"Prefill batch"
 DETECT_BYTES = 256 << 20
 """Format detection and the settings scan look this far (bytes, decompressed) for the first `Prefill batch` line."""
-CP_FIRST_VERSION = (0, 5, 8)
-"""The first release taken to have attention CP (`attn_cp_size`, `ATTN_CP` rank prefixes): SGLang PR
-#17213 added them, opened 2026-01-16; 0.5.6 was December 2025's release and releases came about every
-three weeks, so 0.5.8 is the first that can hold it (0.5.7 is counted as before it, a guess at the boundary)."""
+CP_FIRST_VERSION = (0, 5, 9)
+"""The first release with attention CP (`attn_cp_size`, `ATTN_CP` rank prefixes; SGLang PR #17213): read
+from the released wheels on PyPI, 0.5.8's `server_args.py` has no `attn_cp_size` and 0.5.9's (files dated
+2026-02-23) has it."""
 CP_FIRST_DATE = "2026-01-16"
 """Logs dated before SGLang PR #17213 (attention CP) was opened ran a release without it."""
+BREAKABLE_PREFILL_FIRST_DATE = "2026-05-04"
+"""A log dated before this ran a release without breakable prefill CUDA graphs by default (its prefill ran
+eagerly, or in torch.compile piecewise graphs that print their own capture lines): the per-phase graph
+backends came with SGLang PR #23906 (sgl-project/sglang, "[Refactor] Cuda Graph Runner/Backend Refactor",
+opened 2026-04-28, in review on 2026-05-04), and the first release that makes breakable the default is later
+still (`BREAKABLE_PREFILL_FIRST_VERSION`); a date cut-off errs towards "graphs on"."""
+BREAKABLE_PREFILL_FIRST_VERSION = (0, 5, 15)
+"""The first release whose prefill CUDA graphs are breakable by default on CUDA, read from the released wheels
+on PyPI: 0.5.11-0.5.13 carry breakable graphs only behind `--enable-breakable-cuda-graph` (default False, prefill
+in torch.compile piecewise graphs); 0.5.14 has the per-phase backends with prefill defaulting to
+`tc_piecewise` (`cuda_graph_config.py`); 0.5.15 (files dated 2026-07-10) is the first whose
+`default_prefill_backend()` returns `breakable` on CUDA."""
 
 TIMESTAMP = rb"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"
 """SGLang's log-line timestamp, as its logging prints it (`2026-11-02 10:00:01`; ISO `T` and a
@@ -77,10 +90,24 @@ MAX_UNREADABLE_SHOWN = 5
 """Unreadable start-up lines named one by one in the note (the rest are counted)."""
 _TURN_OFF = re.compile(rb"Automatically turn off --([a-z][a-z-]*)")
 _DEVICE_NAME = re.compile(rb"device_name=([A-Za-z][A-Za-z0-9_-]{1,80})")
+_GPU_NAMED = re.compile(rb"\b((?:NVIDIA|AMD)[ _][A-Za-z0-9][A-Za-z0-9_ -]{1,60})")
+"""A GPU named in a line as the driver names it (`NVIDIA H100 80GB HBM3`, `AMD Instinct MI300X`): read when its words name a
+catalogue GPU (`hardware.gpu_from_device_name`), so `NVIDIA driver` or `NVIDIA_VISIBLE_DEVICES` name none."""
+_BACKEND_PRINTED = re.compile(rb"\bUse ([a-z][a-z0-9_]{1,30}) (?:backend by default|as (?:the |default )?attention backend|attention backend)\b")
+"""The attention backend a server printed it chose (0.5.23 `_attention_backend_default`: `Attention backend not specified.
+Use fa3 backend by default.`; the model overrides: `Use trtllm_mla as attention backend on sm100 for ...`, `Use dsa
+attention backend for DeepSeek with DSA.`)."""
+_AVAIL_MEM = re.compile(rb"\bavail mem=(\d{1,4}(?:\.\d+)?) ?GB(?:[.,] mem usage=(\d{1,4}(?:\.\d+)?) ?GB)?")
+"""SGLang's free-memory readings (`Load weight begin. avail mem=78.50 GB`; `Load weight end. ..., avail mem=60.00 GB,
+mem usage=15.00 GB`): GiB (`get_available_gpu_memory` divides by 1 << 30). Only the weight-loading lines are read: the
+later ones (memory pool, capture) come after the KV pool took most of the memory."""
 """The GPU as torch names it, in the MoE kernel-config lines (`fused_moe_triton_config.py`: `Config file not found at
 .../E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json`)."""
 _MODEL_CLASS = re.compile(rb"Load weight end\.[^\n]*?\btype=([A-Za-z_][A-Za-z0-9_]{0,80})\b")
 """0.5.23 `model_runner.py`: `Load weight end. elapsed=..., type=LlamaForCausalLM, avail mem=...`: the model class loaded."""
+_STARTUP = re.compile(rb"Load weight (?:begin|end)|Capture (?:cuda graph|[a-z ]*prefill [A-Za-z ]*graph) (?:num tokens|begin)")
+"""Lines a server prints only while it starts (loading weights, capturing graphs): after a launch's forwards they are
+held until a settings dump (a restart: they begin it) or a forward (they were the running server's) follows."""
 _PP_GRAPHS_OFF = b"Disabling breakable prefill CUDA graph by default for pipeline"
 _RANK_PREFIX = re.compile(rb"\[" + TIMESTAMP + rb"((?: [A-Z][A-Z_]*\d+)+)\s*\]")
 RANK_TAG = re.compile(rb"([A-Z][A-Z_]*?)(\d+)(?=\s|$)")
@@ -91,11 +118,12 @@ _SCHEDULER_LINE = re.compile(rb"\[" + TIMESTAMP + rb"\]\s*(?:Load weight|Capture
 """A scheduler's start-up line under a dated prefix without rank tags (`tp_size` 1, no CP, no PP in 0.5.23)."""
 INTERESTING = re.compile(
     rb"Prefill batch|server_args\s*=|launch_server|sglang serve|max_total_num_tokens=|Automatically turn off|Captur|Load weight|Disabling breakable|"
-    rb"device_name=|"
+    rb"device_name=| backend by default|attention backend|NVIDIA[ _]|AMD[ _]Instinct|"
     + _VERSION.pattern.replace(rb"\bsglang", rb"\b(?i:sglang)"))
 """The one line prefilter of the log reader: a line without any of these carries nothing it reads."""
 INTERESTING_LITERALS = (b"server_args", b"launch_server", b"max_total_num_tokens=", b"Automatically turn off", b"Captur",
-                        b"Load weight", b"Disabling breakable", b"device_name=")
+                        b"Load weight", b"Disabling breakable", b"device_name=", b" backend by default", b"attention backend",
+                        b"NVIDIA ", b"NVIDIA_", b"AMD Instinct", b"AMD_Instinct")
 INTERESTING_FOLDED = (b"sglang",)
 """Literals one of which every match of `INTERESTING` but `Prefill batch` holds: `INTERESTING_LITERALS`
 as written, `INTERESTING_FOLDED` in any letter case (`sglang serve` and the version): where
@@ -214,6 +242,11 @@ class LogSettings:
     graph_forward: tuple[str, int] | None = None
     """The launch's first `Prefill batch` line whose verdict says the forward ran in a graph (`cuda graph: True`):
     (its label, line); None when none was read. A fact that wins over anything inferred about `prefill_graphs`."""
+    memory_seen: tuple[float, int] | None = None
+    """The most GPU memory the launch shows (GiB): the largest `avail mem` printed, with the `mem usage` beside it
+    added (`Load weight end`), and its line; None when none was printed. A floor on the GPU's memory."""
+    attention_backend: tuple[str, int] | None = None
+    """The attention backend the server printed it chose (`_BACKEND_PRINTED`) and its line; None when not printed."""
 
     def overrides(self) -> dict[str, Any]:
         """Dotted config keys -> values, for `load_config` (a layer under the command line)."""
@@ -326,6 +359,7 @@ def _first_forward_prefix(scan: "LaunchScan", first: int, blob: bytes, stop: int
     start, end = blob.rfind(b"\n", 0, stop) + 1, blob.find(b"\n", stop)
     line_no = first + blob.count(b"\n", 0, start)
     _graph_verdict(scan, blob[stop:end if end >= 0 else len(blob)], line_no)
+    _forward_size(scan, blob[stop:end if end >= 0 else len(blob)], line_no)
     prefixes = list(_ANY_PREFIX.finditer(blob, start, stop))
     if prefixes:
         scan.prefix(prefixes[-1].group(1), line_no)
@@ -347,6 +381,19 @@ def _first_forward_prefix(scan: "LaunchScan", first: int, blob: bytes, stop: int
         if prefixes:
             scan.prefix(prefixes[-1].group(1), line_no)
         _graph_verdict(scan, line[cut:], line_no)
+        _forward_size(scan, line[cut:], line_no)
+
+
+_NEW_TOKENS = re.compile(rb"#new-token: (\d{1,9})\b")
+CHUNK_SHOWN_AT_LEAST = 3
+"""A launch that states no chunk shows it when its largest `Prefill batch` (new tokens, a multiple of 1024) recurs
+this often among the first forwards: chunked prefill cuts every long request at exactly the chunk."""
+
+
+def _forward_size(scan: "LaunchScan", body: bytes, line_no: int) -> None:
+    """A `Prefill batch` line's new-token count (`body`, the line from `Prefill batch` on), for the chunk it shows."""
+    if (m := _NEW_TOKENS.search(body)) is not None:
+        scan.forward_size(int(m.group(1)), line_no)
 
 
 def _graph_verdict(scan: "LaunchScan", body: bytes, line_no: int) -> None:
@@ -363,6 +410,9 @@ class LaunchScan:
     def __init__(self, path: str = ""):
         self.path = path
         self._scans = [_Scan(1, 1, path)]
+        self._pending: list[tuple[bytes, int]] = []
+        """Start-up lines (weights, graph capture) read after the current launch's forwards: a restart's when a settings
+        dump or launch command follows them (they begin that launch), the current launch's when a forward does."""
 
     @property
     def current(self) -> int:
@@ -391,9 +441,15 @@ class LaunchScan:
         dump = _ARGS.search(line)
         flags = None if dump else _LAUNCH.search(line)
         new = (dump is not None and (scan.dump_line or scan.forwards)) or (flags is not None and (scan.args_line or scan.forwards))
+        if not new and dump is None and flags is None and scan.forwards and (self._pending or _STARTUP.search(line)):
+            self._pending.append((line, line_no))  # a restart's (with what follows), if its settings follow; else this launch's
+            return False
         if new:
-            scan = _Scan(len(self._scans) + 1, line_no, self.path)
+            pending, self._pending = self._pending, []
+            scan = _Scan(len(self._scans) + 1, pending[0][1] if pending else line_no, self.path)
             self._scans.append(scan)
+            for early, at in pending:  # printed before the dump by the restarted server: its own
+                scan.line(early, at)
         scan.line(line, line_no, dump, flags)
         return bool(new)
 
@@ -404,8 +460,20 @@ class LaunchScan:
     def forward(self, count: int = 1, graph_line: int = 0, graph_label: str = "") -> None:
         """The current launch ran `count` forwards (later dumps begin a new launch); `graph_line`
         (0: none) the first of them whose verdict (`graph_label: True`) says it ran in a graph."""
+        pending, self._pending = self._pending, []
+        for line, line_no in pending:  # start-up lines a forward follows: no restart, the current launch's
+            self._scans[-1].line(line, line_no)
         self._scans[-1].forwards += count
         self.graph_verdict(graph_line, graph_label)
+
+    def forward_size(self, tokens: int, line_no: int) -> None:
+        """A `Prefill batch` line of the current launch (line `line_no`) prefilled `tokens` new tokens."""
+        scan = self._scans[-1]
+        top, count, first = scan.largest_forward
+        if tokens > top:
+            scan.largest_forward = (tokens, 1, line_no)
+        elif tokens == top:
+            scan.largest_forward = (top, count + 1, first)
 
     def graph_verdict(self, line_no: int, label: str) -> None:
         """A `Prefill batch` line of the current launch (line `line_no`, 0: none) says `label: True`."""
@@ -448,6 +516,10 @@ class _Scan:
         self.architecture: tuple[str, int] | None = None
         self.device_name: tuple[str, int] | None = None
         self.graph_forward: tuple[str, int] | None = None
+        self.memory_seen: tuple[float, int] | None = None
+        self.attention_backend: tuple[str, int] | None = None
+        self.largest_forward: tuple[int, int, int] = (0, 0, 0)
+        """The largest `Prefill batch` new-token count read, how many lines printed it, the first of them."""
 
     def prefix(self, tags: bytes, line_no: int) -> None:
         if not tags.strip():
@@ -467,6 +539,14 @@ class _Scan:
             self.architecture = (m.group(1).decode(), line_no)
         if self.device_name is None and (m := _DEVICE_NAME.search(line)):
             self.device_name = (m.group(1).decode(), line_no)
+        elif self.device_name is None and (m := _GPU_NAMED.search(line)) and gpu_from_device_name(m.group(1).decode()) is not None:
+            self.device_name = (m.group(1).decode().strip(), line_no)
+        if self.attention_backend is None and (m := _BACKEND_PRINTED.search(line)):
+            self.attention_backend = (m.group(1).decode(), line_no)
+        for m in _AVAIL_MEM.finditer(line) if b"Load weight" in line else ():  # later readings are after the KV pool took its share
+            gib = float(m.group(1)) + (float(m.group(2)) if m.group(2) else 0.0)
+            if self.memory_seen is None or gib > self.memory_seen[0]:
+                self.memory_seen = (round(gib, 2), line_no)
         if (m := _RANK_PREFIX.search(line)) is not None:
             self.prefix(m.group(1), line_no)
         elif _SCHEDULER_LINE.search(line):
@@ -558,6 +638,13 @@ class _Scan:
             value = _int(a.get(name))
             if value is not None and (value >= 1 or (name == "chunked_prefill_size" and value == -1)):
                 put(_KEY_OF[name], value, name)
+        largest, count, at = self.largest_forward
+        chunk_key = _KEY_OF["chunked_prefill_size"]
+        if (count >= CHUNK_SHOWN_AT_LEAST and largest % 1024 == 0 and not any(s.key == chunk_key for s in settings)
+                and "chunked_prefill_size" not in a):  # the chunk the forwards show (a dump's None: resolved, not shown)
+            settings.append(LogSetting(chunk_key, largest, f"the Prefill batch lines: {count} forwards of exactly {largest} "
+                                       f"new tokens, the largest read (chunked prefill cuts long requests at the chunk), first line {at}",
+                                       at, True))
         for name in _SCHEDULER_SWITCHES:
             if isinstance(a.get(name), bool):
                 put(_KEY_OF[name], a[name], name)
@@ -566,6 +653,7 @@ class _Scan:
             graphs, bool(a.get("enable_lora") or a.get("lora_paths")), self._notes(cp, graphs, graphs_origin), "",
             self.launch, self.first_line, dict(self.flags), dict(self.resolved), dict(self.ranks), graphs_origin, self.version_line,
             self.dump_line, self.captured_line, tuple(self.unreadable), self.architecture, self.device_name, self.graph_forward,
+            memory_seen=self.memory_seen, attention_backend=self.attention_backend,
         )
 
     def _cp_shown(self) -> LogSetting | None:
@@ -627,6 +715,18 @@ class _Scan:
         if self.dump_line and "tp_size" in a and not any(k in a for k in _PREFILL_GRAPH_KEYS):
             return False, (f"server_args has none of the prefill-graph settings 0.5.23 prints (a release before prefill CUDA graphs, "
                            f"or a dump cut short), line {self.dump_line}")
+        return self._release_graphs()
+
+    def _release_graphs(self) -> tuple[bool | None, str]:
+        """False, and why, when the log's release predates breakable prefill graphs: its printed version below
+        `BREAKABLE_PREFILL_FIRST_VERSION`, or (none printed) its date before `BREAKABLE_PREFILL_FIRST_DATE`."""
+        version = None if self.version is None else tuple(int(p) for p in re.findall(r"\d+", self.version)[:3])
+        first = ".".join(map(str, BREAKABLE_PREFILL_FIRST_VERSION))
+        if version is not None and version < BREAKABLE_PREFILL_FIRST_VERSION:
+            return False, (f"SGLang {self.version} predates breakable prefill CUDA graphs by default (first in {first}), line {self.version_line}")
+        if version is None and self.date and self.date < BREAKABLE_PREFILL_FIRST_DATE:
+            return False, (f"the log is dated {self.date}, before breakable prefill CUDA graphs (SGLang PR #23906, "
+                           f"{BREAKABLE_PREFILL_FIRST_DATE}), line {self.first_line}")
         return None, ""
 
     def _cost(self) -> CaptureCost | None:

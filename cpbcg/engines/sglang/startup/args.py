@@ -39,6 +39,8 @@ _TEXT_FLAGS = {
     "attention_backend": ATTENTION_BACKENDS, "prefill_attention_backend": ATTENTION_BACKENDS,
     "decode_attention_backend": ATTENTION_BACKENDS, "cp_strategy": CP_STRATEGIES,
     "cuda_graph_backend_prefill": PREFILL_GRAPH_BACKENDS, "model_path": None, "speculative_algorithm": None,
+    "disaggregation_mode": frozenset({"null", "prefill", "decode"}),
+    "disaggregation_transfer_backend": frozenset({"mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp"}),
     "moe_a2a_backend": frozenset({"none", "deepep", "mooncake", "nixl", "mori", "ascend_fuseep", "flashinfer", "megamoe", "deepep_v2",
                                   "ascend_tp", "pplx", "flashinfer_megamoe"}),
 }
@@ -149,6 +151,21 @@ def parse_launch_words(words: Sequence[str], source: str = "launch command",
         key = option_dest(option)
         out[key] = Given(_typed(key, name, values), source)
     return out
+
+
+def launch_notes(given: Mapping[str, Given], origin: str) -> tuple[str, ...]:
+    """What a launch command (`origin`: where it was given) leaves to be said, with the server arguments it
+    came to (`given`, options merged): no `--model-path` (0.5.23's parser requires it: `ModelArgs.model_path`
+    has no default, so argparse exits 2), no `--attn-cp-size` (0.5.23 runs attention CP size 1: no prefill CP,
+    planned so)."""
+    notes = []
+    if "model_path" not in given:
+        notes.append(f"{origin}: no --model-path: SGLang {SGLANG} exits 2 (the following arguments are required: "
+                     "--model-path/--model); planned as if it were given")
+    if "attn_cp_size" not in given:
+        notes.append(f"{origin}: no --attn-cp-size: SGLang {SGLANG} runs attn_cp_size 1 (no prefill context parallelism), "
+                     "planned at cp 1 (add --attn-cp-size N --enable-prefill-cp, or give --cp-size)")
+    return tuple(notes)
 
 
 def log_given(flags: Mapping[str, tuple[Any, int]]) -> tuple[dict[str, Given], tuple[str, ...]]:

@@ -10,6 +10,9 @@ from cpbcg.engines.sglang.startup.state import DEFAULT, Resolution
 from cpbcg.engines.sglang.server import Value
 from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, INTERLEAVE_CP_GRAPH_ARCHITECTURE
 
+DEEPSEEK_V4_ARCHITECTURES = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
+"""0.5.23 `configs/model_config.py::is_deepseek_v4` (it tests `architectures[0]`)."""
+
 
 def handle_cuda_graph_config(r: Resolution) -> None:
     """`parse_cuda_graph_config`: the prefill backend is breakable on CUDA (`default_prefill_backend`),
@@ -41,6 +44,18 @@ def handle_cuda_graph_config(r: Resolution) -> None:
         r.graph_backend = Value("disabled", DEFAULT, "pp_size > 1 (0.5.23 apply_cuda_graph_compatibility)")
     else:
         _disable_breakable_if_incompatible(r)  # on the values given so far: no backend resolved yet
+    apply_cuda_graph_disaggregation_roles(r)
+
+
+def apply_cuda_graph_disaggregation_roles(r: Resolution) -> None:
+    """`apply_cuda_graph_disaggregation_roles` (run by `handle_cuda_graph_config` and again by
+    `apply_prefill_cp_cuda_graph_default`): a PD decode server (`--disaggregation-mode decode`) captures no
+    prefill graph unless its prefill backend was given (a PD prefill server's missing decode graph is said by
+    `pd_disaggregation.handle_pd_disaggregation`: cpbcg plans prefill graphs)."""
+    if r.raw("disaggregation_mode", "null") == "decode" and not r.locked_backend and r.graph_backend.value != "disabled":
+        r.graph_off = "a PD decode server"
+        r.graph_backend = Value("disabled", r.source("disaggregation_mode"),
+                                "--disaggregation-mode decode (0.5.23 apply_cuda_graph_disaggregation_roles)")
 
 
 def disable_prefill_cuda_graph_for_deepseek_trtllm_mla(r: Resolution) -> None:
@@ -88,15 +103,16 @@ def apply_prefill_cp_cuda_graph_default(r: Resolution) -> None:
         r.graph_backend = Value("breakable", DEFAULT, "supported prefill CP (0.5.23 apply_prefill_cp_cuda_graph_default)")
         r.graph_off = ""
         _disable_breakable_if_incompatible(r)
+        apply_cuda_graph_disaggregation_roles(r)
 
 
 def _disable_breakable_if_incompatible(r: Resolution) -> None:
     """`disable_breakable_cudagraph_if_incompatible` (run by `apply_cuda_graph_compatibility`): an unlocked
-    breakable prefill graph is disabled by the first rule that holds, in its order: `attn_cp_size > 1`
-    without CP graphs (`supports_prefill_cp_bcg` false: every Hopper and Ampere GPU with prefill CP),
-    `dcp_size > 1`, two-batch overlap, a MoE all-to-all backend other than none, deepep, megamoe,
-    flashinfer, and a multimodal model outside `multimodal_breakable_cuda_graph_supported_model_archs`.
-    The KDA and DeepSeek-V4 rules are NOT_MODELLED."""
+    breakable prefill graph is disabled by the first rule that holds, in its order: a model with KDA
+    linear-attention layers (`uses_kda_attention`) other than GLM-5 Next, DeepSeek-V4 (`is_deepseek_v4`)
+    without CP graphs, `attn_cp_size > 1` without CP graphs (`supports_prefill_cp_bcg` false: every Hopper and
+    Ampere GPU with prefill CP), `dcp_size > 1`, two-batch overlap, a MoE all-to-all backend other than none,
+    deepep, megamoe, flashinfer, and a multimodal model outside `multimodal_breakable_cuda_graph_supported_model_archs`."""
     if r.locked_backend or r.graph_backend.value != "breakable":
         return
     why = _breakable_incompatible(r)
@@ -120,8 +136,12 @@ def say_why_the_prefill_graph_is_off(r: Resolution) -> None:
 
 def _breakable_incompatible(r: Resolution) -> tuple[str, str] | None:
     """(in short, in full) for the first rule of `disable_breakable_cudagraph_if_incompatible` that holds."""
-    missing = supports_prefill_cp_bcg(r) if r.cp > 1 else []
-    if missing:
+    if r.model.kda_attention and INTERLEAVE_CP_GRAPH_ARCHITECTURE not in r.archs:  # GLM-5 Next is validated with KDA
+        return f"KDA hybrid linear attention ({r.arch0})", "its config declares KDA layers (0.5.23 uses_kda_attention)"
+    missing = supports_prefill_cp_bcg(r)
+    if r.arch0 in DEEPSEEK_V4_ARCHITECTURES and missing:
+        return f"DeepSeek-V4 ({r.arch0}) without CP graphs", f"heavy capture-pool memory pressure: only its supported CP path captures ({missing[0]})"
+    if r.cp > 1 and missing:
         return f"CP without CP graphs on {r.gpu.name}", f"--attn-cp-size {r.cp} and {missing[0]}"
     if r.raw("dcp_size", 1) > 1:
         return "decode context parallel", f"--dcp-size {r.raw('dcp_size')}"

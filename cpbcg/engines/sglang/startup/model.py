@@ -82,12 +82,13 @@ def deepseek_family_overrides(r: Resolution) -> None:
     """`model_overrides/deepseek_v2.py::_deepseek_family_overrides` (run by `handle_model_specific_adjustments`):
     HYV4 refuses `--enable-prefill-cp` and `--dcp-size > 1`; a DSA checkpoint (`index_topk`) takes
     `attention_backend dsa` when no backend is set and page size `64 * index_kpool` (`--dcp-size > 1` refused
-    with `index_kpool > 1`), and with `--enable-prefill-cp` the DSA CP layout: attention DP from `--attn-dp-size`
+    with `index_kpool > 1`, and with PD disaggregation: `_dsa_dcp_overrides`), and with `--enable-prefill-cp` the DSA CP layout: attention DP from `--attn-dp-size`
     times `--dp-size` (`context_parallel_attn_dp_size`; both above 1 refused), `dp_size 1`, zigzag also
     `ep_size = tp_size` and DeepEP, `tp_size <= 8`, `attn_cp_size` the given one (interleave) else
     `tp_size / attn_dp_size`; the others take `trtllm_mla` on SM100 when no backend is set, and an MLA model
     with `--enable-prefill-cp` the MLA CP layout (attention DP as above, `dp_size 1`, `ep_size = tp_size`,
-    DeepEP, `attn_cp_size = tp_size / attn_dp_size`). The HIP page-size and DSA DCP backend choices are NOT_MODELLED."""
+    DeepEP, `attn_cp_size = tp_size / attn_dp_size`). On ROCm the DSA page size is taken as aiter's preshuffle path has it
+    (Triton >= 3.5; page 1 without it); the DSA DCP backend choices are NOT_MODELLED."""
     if r.arch0 not in DEEPSEEK_FAMILY:
         return
     check = "_deepseek_family_overrides"
@@ -103,6 +104,9 @@ def deepseek_family_overrides(r: Resolution) -> None:
             return
     no_backend = r.backend.value is None and r.prefill_backend is None and r.decode_backend is None
     if r.arch0 in _DSA and r.model.index_topk is not None:
+        if r.raw("dcp_size", 1) > 1 and r.raw("disaggregation_mode", "null") != "null":  # _dsa_dcp_overrides
+            r.refuse(check, "DSA DCP does not support PD disaggregation.")
+            return
         if no_backend:
             r.backend = Value("dsa", "model", f"{r.arch0} with DSA (0.5.23 _deepseek_family_overrides)")
         if not (r.p["cuda"] or r.p["hip"]):
@@ -110,12 +114,12 @@ def deepseek_family_overrides(r: Resolution) -> None:
         if r.enable_cp and not _cp_layout(r, "DSA", deepep=r.strategy == "zigzag",
                                           cp=r.cp if r.strategy == "interleave" and r.cp > 1 else None):
             return
-        if r.p["cuda"]:
-            if r.model.index_kpool > 1 and r.raw("dcp_size", 1) > 1:
-                r.refuse(check, f"--dcp-size > 1 is not supported for DSA with index_kpool={r.model.index_kpool}: a pooled index key "
-                         "spans positions owned by different DCP ranks.")
-                return
-            r.page = Value(64 * r.model.index_kpool, "model", f"DSA index_kpool {r.model.index_kpool} (0.5.23 _deepseek_family_overrides)")
+        # on ROCm the aiter preshuffle paged-MQA path is taken as available (Triton >= 3.5; without it 0.5.23 sets page 1)
+        if r.model.index_kpool > 1 and r.raw("dcp_size", 1) > 1:
+            r.refuse(check, f"--dcp-size > 1 is not supported for DSA with index_kpool={r.model.index_kpool}: a pooled index key "
+                     "spans positions owned by different DCP ranks.")
+            return
+        r.page = Value(64 * r.model.index_kpool, "model", f"DSA index_kpool {r.model.index_kpool} (0.5.23 _deepseek_family_overrides)")
         return
     if r.p["sm100"] and no_backend:
         r.backend = Value("trtllm_mla", "model", f"{r.arch0} on SM100 (0.5.23 _deepseek_family_overrides)")
@@ -182,6 +186,21 @@ def llama4_overrides(r: Resolution) -> None:
         return
     chosen = "trtllm_mha" if r.p["sm100"] else "fa3" if r.p["sm90"] else "aiter" if r.p["hip"] else "triton"
     r.backend = Value(chosen, "model", f"{r.arch0} on {r.gpu.name} (0.5.23 _llama4_overrides)")
+
+
+def deepseek_v4_overrides(r: Resolution) -> None:
+    """`model_overrides/deepseek_v4.py::_deepseek_v4_overrides` (registered for DeepseekV4ForCausalLM): the base
+    attention backend is dsv4 and the page size 256, whatever was given (a model override is a declared value:
+    it wins over the flag); a given `--prefill-attention-backend` still decides prefill. Its MoE-runner, SWA-ratio
+    and NPU choices, and `apply_deepseek_v4_defaults`' request cap and checks, are NOT_MODELLED."""
+    if r.arch0 != "DeepseekV4ForCausalLM" or not (r.p["cuda"] or r.p["hip"]):
+        return
+    rule = "DeepseekV4ForCausalLM (0.5.23 _deepseek_v4_overrides)"
+    if r.backend.value not in (None, "dsv4"):
+        r.notes.append(f"attention_backend {r.backend.value} -> dsv4: {rule}")
+    if r.page.value not in (None, 256):
+        r.notes.append(f"page_size {r.page.value} -> 256: {rule}")
+    r.backend, r.page = Value("dsv4", "model", rule), Value(256, "model", rule)
 
 
 def llama4_attention_backend(r: Resolution) -> None:

@@ -96,8 +96,9 @@ def _cp_tp_group_sharing(r: Resolution) -> str | None:
     """0.5.23 `cp_tp_group_sharing_hook.py::resolve_cp_tp_group_sharing` (run by `handle_context_parallelism`):
     prefill CP on GLM-5 Next or Qwen4-Exp shares the CP group with TP: `--attn-cp-size == --tp-size`, the
     model's strategy (GLM-5 Next interleave, Qwen4-Exp zigzag), no `--dcp-size > 1`, `--enable-mixed-chunk`,
-    `--moe-dp-size > 1` (Qwen4-Exp also no `--ep-size > 1`, MoE all-to-all, `--pp-size > 1`), and Qwen4-Exp
-    runs without a prefill graph. The speculative, disaggregation and linear-head checks are NOT_MODELLED."""
+    `--moe-dp-size > 1` (Qwen4-Exp also no `--ep-size > 1`, MoE all-to-all, `--pp-size > 1`, PD decode; GLM-5 Next as a
+    PD server only a prefill server over mooncake with speculative DFLASH, `--pp-size`, `--dp-size`, `--ep-size` 1), and
+    Qwen4-Exp runs without a prefill graph. The other speculative checks and the linear-head divisibility are NOT_MODELLED."""
     strategy = CP_TP_GROUP_SHARING.get(r.arch0)
     if not r.enable_cp or r.cp <= 1 or strategy is None:
         return None
@@ -107,8 +108,16 @@ def _cp_tp_group_sharing(r: Resolution) -> str | None:
         return f"CP-TP group sharing requires --cp-strategy {strategy}."
     unsupported = {"dcp-size > 1": r.raw("dcp_size", 1) > 1, "enable-mixed-chunk": bool(r.raw("enable_mixed_chunk", False)),
                    "moe-dp-size > 1": r.raw("moe_dp_size", 1) > 1}
+    mode = r.raw("disaggregation_mode", "null")
     if r.arch0 == "Qwen4ExpForConditionalGeneration":
-        unsupported |= {"ep-size > 1": r.ep > 1, "moe-a2a-backend": r.raw("moe_a2a_backend", "none") != "none", "pp-size > 1": r.pp > 1}
+        unsupported |= {"ep-size > 1": r.ep > 1, "moe-a2a-backend": r.raw("moe_a2a_backend", "none") != "none", "pp-size > 1": r.pp > 1,
+                        "disaggregation-mode decode": mode == "decode"}
+    elif mode != "null":  # GLM-5 Next as a PD server: prefill only, over mooncake, speculative DFLASH
+        transfer = r.raw("disaggregation_transfer_backend", "mooncake")
+        unsupported |= {"disaggregation-mode decode": mode == "decode",
+                        "disaggregation-transfer-backend != mooncake": transfer not in ("mooncake", "mooncake_tcp"),
+                        "speculative-algorithm != DFLASH": r.raw("speculative_algorithm") != "DFLASH", "pp-size > 1": r.pp > 1,
+                        "dp-size > 1": r.dp > 1, "ep-size > 1": r.ep > 1}
     for flag, on in unsupported.items():
         if on:
             return f"--{flag} is not supported with CP-TP group sharing."

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from cpbcg.engines.sglang.startup import attention, cuda_graph, memory, model, parallel
+from cpbcg.engines.sglang.startup import attention, cuda_graph, memory, model, parallel, pd_disaggregation
 from cpbcg.engines.sglang.startup.args import AFFECTS_UNMODELLED, MODELLED_FLAGS, parse_launch_words, server_words
 from cpbcg.engines.sglang.startup.state import DEFAULT, Resolution
 from cpbcg.planner.hardware import ASSUMED_GPU, ASSUMED_MODEL, GPU, ModelSpec
@@ -16,11 +16,13 @@ Step = Callable[[Resolution], None]
 
 STEPS: tuple[Step, ...] = (
     parallel.handle_deprecated_dp_attention,
+    pd_disaggregation.handle_pd_disaggregation,
     cuda_graph.handle_cuda_graph_config,
     memory.handle_gpu_memory_settings,
     model.deepseek_family_overrides,
     model.gpt_oss_overrides,
     model.llama4_overrides,
+    model.deepseek_v4_overrides,
     model.gpt_oss_attention_backends,
     model.llama4_attention_backend,
     attention.handle_attention_backend_compatibility,
@@ -42,11 +44,13 @@ NOT_MODELLED = (
     "speculative decoding (draft backends, eagle top-k)", "DeepEP / MoE all-to-all bucket rounding",
     "HIP, NPU, XPU, MUSA, CPU platform handlers", "mem_fraction_static and the KV pool size (max_total_tokens, "
     "max_running_requests when not given)", "attention sinks and asymmetric K/V heads in the default backend",
-    "deterministic inference, LoRA, hierarchical cache, disaggregation",
+    "deterministic inference, LoRA, hierarchical cache, PD disaggregation's checks beyond the fake prefill transfer "
+    "backend and the graph roles",
     "the DeepSeek family's DSA decode-CP backends (--dcp-size > 1) and its HIP page size",
-    "other automatic prefill-graph disables (KDA models, DeepSeek-V4)",
+    "DeepSeek-V4's defaults and CP checks (apply_deepseek_v4_defaults, validate_deepseek_v4_cp: its flashmla "
+    "backends and request limit); its dsv4 backend, page 256 and prefill-graph disable are restated",
     "multimodal detection from a config's text_config / vision_config alone (the architecture list decides)",
-    "CP-TP group sharing's speculative, disaggregation and linear-attention head checks",
+    "CP-TP group sharing's speculative checks beyond PD and its linear-attention head divisibility",
 )
 """Parts of 0.5.23's start-up resolution `STEPS` do not restate."""
 
@@ -113,6 +117,8 @@ def _not_modelled_hits(r: Resolution) -> list[str]:
         hits.append(NOT_MODELLED[2])
     if r.raw("speculative_algorithm") is not None:
         hits.append(NOT_MODELLED[0])
+    if r.arch0 in cuda_graph.DEEPSEEK_V4_ARCHITECTURES:
+        hits.append(NOT_MODELLED[7])
     return hits
 
 
