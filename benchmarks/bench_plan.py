@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cpbcg.planner.model.bucket_spec import sglang_default_buckets
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 from cpbcg.planner.evaluate import evaluate
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import BucketTable, select_one

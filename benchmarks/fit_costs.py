@@ -143,7 +143,7 @@ OLD_S_PER_BUCKET, OLD_MIB_PER_TOKEN = 76.9 / 4, 0.49 * 1024 / 8192
 def before_after(data: dict[str, Any]) -> None:
     """The blog's setups, then the shipped presets with SGLang's default list at cp 4, chunk 8192."""
     from cpbcg.engines.sglang.server_inputs import model_spec
-    from cpbcg.planner.model.bucket_lists import sglang_default_buckets
+    from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
     from cpbcg.planner.model.capacity import CaptureSpec, local_capacity, minimum_capture_tokens
     from cpbcg.planner.model.layout import CPLayout
     from cpbcg.planner.optimise.capture_cost import capture_model

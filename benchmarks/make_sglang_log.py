@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cpbcg.planner.model.bucket_spec import sglang_default_buckets
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 
 MAX_BS = 8192
 """chunked_prefill_size and the prefill graphs' max_bs the log's server ran with (tokens); no forward is larger."""

@@ -18,7 +18,8 @@ from typing import Callable
 
 from cpbcg.errors import ConfigError
 from cpbcg.inputs import load_json, load_yaml, path_exists, read_input_bytes, yaml_key_lines
-from cpbcg.planner.model.bucket_spec import NOT_A_SPEC, buckets_of_document, buckets_of_flags, flag_words, parse_bucket_spec
+from cpbcg.engines.sglang.capture_lists import LISTS
+from cpbcg.planner.model.bucket_spec import buckets_of_document, buckets_of_flags, flag_words, parse_bucket_spec
 
 BUCKET_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".txt", ".sh", ".flags")
 """Suffixes that make a spec a file even before it exists (so a missing one says "no such file"):
@@ -27,8 +28,8 @@ bucket lists (YAML, JSON) and flags files (`--emit sglang` output, a launch scri
 
 def resolve_bucket_spec(spec: str | list[int]) -> list[int]:
     """A bucket spec (see `cpbcg.planner.model.bucket_spec`) as a sorted, de-duplicated list of
-    tokens, files included. Raises `ConfigError` naming the spec or `FILE:LINE`."""
-    return parse_bucket_spec(spec, read_file=_read_spec_file)
+    tokens, files included, SGLang 0.5.23's named lists (`capture_lists.LISTS`). Raises `ConfigError` naming the spec or `FILE:LINE`."""
+    return parse_bucket_spec(spec, read_file=_read_spec_file, lists=LISTS)
 
 
 def is_bucket_file(spec: object) -> bool:
@@ -39,7 +40,7 @@ def is_bucket_file(spec: object) -> bool:
 def _read_spec_file(text: str) -> list[int]:
     if not is_bucket_file(text):
         shown = text if len(text) <= 40 else text[:37] + "..."
-        raise ConfigError(f"cannot read {shown!r}: {NOT_A_SPEC}")
+        raise ConfigError(f"cannot read {shown!r}: {LISTS.not_a_spec}")
     return read_bucket_file(Path(text))
 
 
@@ -58,7 +59,7 @@ def read_bucket_file(path: str | Path) -> list[int]:
     if data is None:
         data = load_yaml(raw, str(path))
     items = _item_lines(raw, data)
-    return buckets_of_document(data, str(path), _line_finder(raw) if items is None else lambda key: items(key))
+    return buckets_of_document(data, str(path), _line_finder(raw) if items is None else lambda key: items(key), lists=LISTS)
 
 
 def _item_lines(raw: bytes, data: object) -> Callable[[tuple[str, ...]], int] | None:

@@ -30,8 +30,8 @@ from cpbcg.engines.sglang.startup import check_server_flags, launch_notes, log_g
 from cpbcg.planner.hardware import gpu_from_device_name, gpus_holding
 from cpbcg.engines.sglang.server import ASSUMED_MODEL, Given, Refusal, ResolvedServer
 from cpbcg.engines.sglang.logs.settings import LogSettings
-from cpbcg.engines.sglang.args import SERVER_ARGS
-from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, SGLANG_VERSION
+from cpbcg.engines.sglang.args import BY_FIELD, SERVER_ARGS
+from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, RELEASE, SGLANG_VERSION
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.scheduler.settings import SchedulerSettings, largest_forward_tokens
 
@@ -244,7 +244,7 @@ class DeploymentConfig(_Strict):
 
     @property
     def capture_spec(self) -> CaptureSpec:
-        return CaptureSpec(self.capture_layout, self.max_context_size_tokens, self.max_capture_requests)
+        return CaptureSpec(self.capture_layout, self.max_context_size_tokens, self.max_capture_requests, RELEASE)
 
 
 COST_KEYS = ("graph_fixed_ms", "eager_fixed_ms", "token_ms")
@@ -661,25 +661,10 @@ def _log_layout(log: LogSettings, stated: dict[str, Given]) -> dict[str, Given]:
 
 
 def _resolved_values(server: ResolvedServer) -> dict[str, Any]:
-    """The config keys the resolution decides: page size, chunk, prefill token budget, and the
-    CP settings and scheduler limits a launch command states."""
-    out: dict[str, Any] = {
-        "scheduler.page_size": server.page_size.value, "scheduler.chunked_prefill_size": server.chunked_prefill_size.value,
-        "scheduler.max_prefill_tokens": server.max_prefill_tokens.value,
-    }
-    for key, value in (("scheduler.max_running_requests", server.max_running_requests.value),
-                       ("scheduler.max_total_tokens", server.max_total_tokens.value)):
-        if value is not None:
-            out[key] = value
-    if "prefill_max_requests" in server.given:
-        out["scheduler.prefill_max_requests"] = server.given["prefill_max_requests"].value
-    if server.enable_mixed_chunk.source != f"{SGLANG_VERSION} default":
-        out["scheduler.enable_mixed_chunk"] = server.enable_mixed_chunk.value
-    if any(g.source == "launch command" or g.source.startswith(("flags file", "log")) for g in server.given.values()):
-        out["cp_size"] = server.attn_cp_size
-        if server.cp_strategy is not None:
-            out["cp_strategy"] = server.cp_strategy
-    return out
+    """The config keys the resolution decides (`ResolvedServer.decided`: page size, chunk, prefill
+    token budget, and the CP settings and scheduler limits a launch command states), each field
+    under the key it is declared with (`args.SERVER_ARGS`; `KeyError` for an undeclared field)."""
+    return {BY_FIELD[name].key: value for name, value in server.decided().items()}
 
 
 def _server_bucket_spec(server: ResolvedServer) -> str | list[int] | None:

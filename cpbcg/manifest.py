@@ -64,6 +64,7 @@ from cpbcg.planner.choices import CaptureLayout, CPStrategy
 from cpbcg.planner.model.capacity import CaptureSpec, capturable_buckets, local_capacity, minimum_capture_tokens
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.model.selector import BucketTable
+from cpbcg.engines.sglang.release import RELEASE
 
 SCHEMA_VERSION = 1
 MANIFEST_KEYS = ("cp_size", "cp_strategy", "align_size", "capture_layout", "max_context_size_tokens", "max_capture_requests")
@@ -257,7 +258,7 @@ def load_manifest(path: str | Path) -> Manifest:
     _check_model(path, data)
     try:
         layout = CPLayout(data["cp_size"], CPStrategy(data["cp_strategy"]), data["align_size"])
-        spec = CaptureSpec(CaptureLayout(data["capture_layout"]), data.get("max_context_size_tokens"), data.get("max_capture_requests"))
+        spec = CaptureSpec(CaptureLayout(data["capture_layout"]), data.get("max_context_size_tokens"), data.get("max_capture_requests"), RELEASE)
     except (ValueError, TypeError, CpbcgError) as exc:
         raise ManifestError(f"{path}: bad CP or capture settings: {exc}") from exc
     model = data.get("model")

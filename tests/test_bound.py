@@ -14,7 +14,7 @@ from cpbcg.gates.gates import Gates
 from cpbcg.cli import app
 from cpbcg.outputs.notes import FORMAT_LABELS
 from cpbcg.planner.bound import bound_active, bound_demand, worst_forward_rows
-from cpbcg.planner.model.bucket_spec import sglang_default_buckets
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 from cpbcg.planner.optimise.guarantee import Limits, worst_rows
 from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy, local_rows
 from cpbcg.planner.model.selector import BucketTable

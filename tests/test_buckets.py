@@ -7,7 +7,8 @@ import pytest
 
 from cpbcg.errors import ConfigError
 from cpbcg.bucket_files import resolve_bucket_spec
-from cpbcg.planner.model.bucket_spec import parse_bucket_spec, parse_positive_int, sglang_default_buckets
+from cpbcg.planner.model.bucket_spec import parse_bucket_spec, parse_positive_int
+from cpbcg.engines.sglang.capture_lists import LISTS, sglang_default_buckets
 
 
 @pytest.mark.parametrize("max_bs, count", [(2048, 42), (4096, 50), (8192, 58), (16384, 74)])
@@ -199,8 +200,8 @@ def test_the_planner_reads_no_bucket_file(tmp_path):
     path.write_text("[2048, 4096]\n")
     assert resolve_bucket_spec(str(path)) == [2048, 4096]
     with pytest.raises(ConfigError, match="cannot read '.*': not a list like 2048,2304, a file"):
-        parse_bucket_spec(str(path))  # the planner parses what the input edge read; it opens nothing
-    assert parse_bucket_spec("2304,2048") == [2048, 2304] and parse_bucket_spec("pow2:64")[-1] == 64
+        parse_bucket_spec(str(path), lists=LISTS)  # the planner parses what the input edge read; it opens nothing
+    assert parse_bucket_spec("2304,2048", lists=LISTS) == [2048, 2304] and parse_bucket_spec("pow2:64", lists=LISTS)[-1] == 64
 
 
 def test_a_repeated_bucket_is_noted_from_a_list_and_from_a_file(tmp_path):
@@ -213,3 +214,21 @@ def test_a_repeated_bucket_is_noted_from_a_list_and_from_a_file(tmp_path):
         assert "1 duplicate dropped" in prepared.note, prepared.note
     assert capture_buckets([100, 100, 52, 50], CPLayout(4)).note.endswith("50 -> 52; 2 duplicates dropped")
     assert capture_buckets([100, 52], CPLayout(4)).note is None
+
+
+def test_the_engine_hands_the_core_its_lists_through_the_seam():
+    # the core holds no SGLang list: SGLang 0.5.23's default list and its named lists are the
+    # engine's (`capture_lists.LISTS`), handed to the optimiser in `RULES.lists` and to the spec parser
+    import cpbcg.planner.model.bucket_lists as core
+    from cpbcg.engines.sglang.export import RULES
+
+    assert RULES.lists is LISTS and LISTS.default is sglang_default_buckets and LISTS.default_max_tokens == 8192
+    assert list(LISTS.named) == ["sglang-default", "pow2", "vllm", "trtllm", "uniform", "sglang-append", "sglang-legacy"]
+    assert LISTS.baselines == ("sglang-default", "pow2", "vllm", "trtllm", "uniform")
+    assert LISTS.not_a_spec == ("not a list like 2048,2304, a file, or one of sglang-default:MAX, pow2:MAX, vllm:MAX, trtllm:MAX, "
+                                "uniform:MAX, sglang-append:MAX, sglang-legacy:MAX")
+    assert not [name for name in vars(core) if "sglang" in name.lower()]
+    assert parse_bucket_spec("sglang-default", lists=LISTS) == sglang_default_buckets(8192)
+    assert len(parse_bucket_spec("uniform:8192", lists=LISTS)) == len(sglang_default_buckets(8192)) == 58
+    with pytest.raises(ConfigError, match="the largest bucket must be >= 1 token, got 0"):  # the peer's own check first
+        parse_bucket_spec("uniform:0", lists=LISTS)

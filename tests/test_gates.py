@@ -11,7 +11,7 @@ from cpbcg.errors import ConfigError
 from cpbcg.gates.gates import (
     CheckReport, ReplayRecord, check_gates, count_of, format_value, parse_max_eager, replay_gate, sample_graph_batches,
 )
-from cpbcg.planner.model.bucket_spec import sglang_default_buckets
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 from cpbcg.planner.evaluate import evaluate
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import BucketTable

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cpbcg.errors import ModelError
-from cpbcg.planner.model.bucket_spec import sglang_default_buckets
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 from cpbcg.planner.model.layout import BatchSet, CPLayout, local_rows, worst_case_rows
 from cpbcg.planner.optimise.guarantee import Limits, check_guarantee, guarantee_buckets, headroom_required, worst_rows
 from cpbcg.planner.optimise.grid import candidate_grid

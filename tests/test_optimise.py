@@ -13,6 +13,7 @@ from cpbcg.config import CostConfig
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.model.bucket_lists import pow2_buckets, trtllm_buckets, uniform_buckets, vllm_buckets
 from cpbcg.planner.model.bucket_spec import parse_bucket_spec
+from cpbcg.engines.sglang.capture_lists import LISTS
 from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, local_capacity
 from cpbcg.planner.costs.cost import CostModel, demand_cost_ms, evaluation_cost_ms, with_measured
 from cpbcg.planner.evaluate import Demand, evaluate
@@ -353,7 +354,7 @@ def test_optimiser_never_loses_to_a_baseline_of_the_same_size():
     cp, cost = CPLayout(4), CostModel(0.5, 4.0, 0.025)
     batches = synthetic_batches(num_batches=3000, chunk_tokens=4096)
     demand = Demand.of(batches, cp).aggregate()
-    baselines = [parse_bucket_spec(f"{name}:4096") for name in ("sglang-default", "pow2", "trtllm", "uniform")]
+    baselines = [parse_bucket_spec(f"{name}:4096", lists=LISTS) for name in ("sglang-default", "pow2", "trtllm", "uniform")]
     tables = [BucketTable.build(b, cp) for b in baselines]
     k = max(len(t.capture_num_tokens) for t in tables)
     by_time = optimise(demand, cp, cost, k, 4096, objective="time")
@@ -392,7 +393,7 @@ def test_full_chunk_headroom_needs_bucket_above_the_chunk():
 def test_modelled_cost_of_evaluation_matches_demand_cost():
     cp, cost = CPLayout(4), CostModel(0.5, 4.0, 0.025)
     batches = synthetic_batches(num_batches=500)
-    table = BucketTable.build(parse_bucket_spec("sglang-default:8192"), cp)
+    table = BucketTable.build(parse_bucket_spec("sglang-default:8192", lists=LISTS), cp)
     ev = evaluate(iter([batches]), table, cp)
     assert evaluation_cost_ms(ev, cost) == pytest.approx(demand_cost_ms(Demand.of(batches, cp).aggregate(), table, cost))
 
@@ -426,8 +427,8 @@ def test_baselines_follow_their_rules():
     vllm = vllm_buckets(512)
     assert vllm[:5] == [1, 2, 4, 8, 16] and 256 in vllm and vllm[-3:] == [480, 496, 512] and len(vllm) == 51
     assert trtllm_buckets(3072) == [1, 2, 4, 8, 16, 32, 64, 128] + list(range(256, 3073, 256))
-    assert uniform_buckets(8192) == [-(-8192 * i // 58) for i in range(1, 59)]
-    assert parse_bucket_spec("uniform:1000")[-1] == 1000
+    assert uniform_buckets(8192, 58) == LISTS.named["uniform"](8192) == [-(-8192 * i // 58) for i in range(1, 59)]
+    assert parse_bucket_spec("uniform:1000", lists=LISTS)[-1] == 1000
 
 
 def test_cost_model_from_config_and_measured_timings():

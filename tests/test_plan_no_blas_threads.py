@@ -11,7 +11,7 @@ CODE = """
 import os
 import numpy as np
 from cpbcg.planner.evaluate import evaluate
-from cpbcg.planner.model.bucket_spec import sglang_default_buckets
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import BucketTable
 

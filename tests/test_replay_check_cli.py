@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from cpbcg.cli import app
 from cpbcg.manifest import manifest_bytes
-from cpbcg.planner.model.bucket_spec import sglang_default_buckets
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.planner.model.selector import BucketTable
 

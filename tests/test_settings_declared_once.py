@@ -158,3 +158,27 @@ def test_a_scheduler_setting_is_everywhere_it_must_be_or_nowhere():
     assert set(SchedulerConfig.model_fields) == declared, "cpbcg/config.py SchedulerConfig"
     assert {f.name for f in dataclasses.fields(SchedulerSettings)} == declared, "cpbcg/planner/scheduler/settings.py SchedulerSettings"
     assert {f.name for f in dataclasses.fields(SchedulerOptions)} == with_flag, "cpbcg/cli/options.py SchedulerOptions"
+
+
+def test_the_values_a_launch_resolves_reach_the_config_under_their_declared_keys():
+    # `config._resolved_values` pairs no key by hand: each field the resolution decides
+    # (`ResolvedServer.decided`) goes under the key its declaration gives it (`args.BY_FIELD`)
+    from cpbcg.config import _resolved_values, load_config
+    from cpbcg.engines.sglang.args import BY_FIELD
+
+    launch = ("python -m sglang.launch_server --model-path m --tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag "
+              "--prefill-attention-backend trtllm_mha --max-running-requests 64 --max-total-tokens 200000 --prefill-max-requests 8 "
+              "--enable-mixed-chunk --page-size 64")
+    cfg = load_config(None, {"server": {"args": launch}})
+    server = cfg.server_resolution
+    assert server is not None and set(server.decided()) <= set(BY_FIELD)
+    assert _resolved_values(server) == {
+        "scheduler.page_size": 64, "scheduler.chunked_prefill_size": 16384, "scheduler.max_prefill_tokens": 16384,
+        "scheduler.max_running_requests": 64, "scheduler.max_total_tokens": 200000, "scheduler.prefill_max_requests": 8,
+        "scheduler.enable_mixed_chunk": True, "cp_size": 4, "cp_strategy": "zigzag"}
+    assert (cfg.cp_size, cfg.scheduler.max_running_requests, cfg.scheduler.max_total_tokens, cfg.scheduler.prefill_max_requests) == (4, 64, 200000, 8)
+    assert {SERVER_KEYS[k] for k in _resolved_values(server)} == set(server.decided())
+    # no launch stated: only what 0.5.23 resolves for any deployment (page, chunk, prefill budget on the assumed B200)
+    default = load_config(None, {}).server_resolution
+    assert default is not None and _resolved_values(default) == {
+        "scheduler.page_size": 64, "scheduler.chunked_prefill_size": 16384, "scheduler.max_prefill_tokens": 16384}

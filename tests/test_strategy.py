@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from cpbcg.cli import app
 from cpbcg.errors import ModelError
-from cpbcg.planner.model.bucket_lists import sglang_default_buckets
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, capture_pieces, local_capacity
 from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy
 from cpbcg.planner.model.selector import BucketTable
@@ -59,7 +59,7 @@ def test_capture_pieces_request_slot_boundary():
 
 def test_buckets_rounded_as_sglang_captures_them():
     # issue 20: cp 8 zigzag, --cuda-graph-bs-prefill 16 20 -> captured [16, 24]
-    table = BucketTable.build([16, 20], CPLayout(8))
+    table = BucketTable.build([16, 20], CPLayout(8), CaptureSpec(engine="SGLang 0.5.23"))
     assert table.capture_num_tokens.tolist() == [16, 24]
     assert table.note == "SGLang 0.5.23 captures [16, 24]: rounded up to multiples of 8: 20 -> 24"
     default = CPLayout(8).model.prepare_buckets(sglang_default_buckets(2048))
@@ -127,10 +127,14 @@ def test_bucket_note_names_the_dropped_buckets_not_a_count():
     assert three.note is not None and three.note.endswith(": dropped 3 buckets: 2, 4, 6 (below min_capture_tokens 8)")
 
 
-def test_the_core_names_the_release_the_engine_models():
-    # the CP model's capture note names the release (`strategy.SGLANG_RELEASE`) without importing
-    # the engine (the core imports nothing of it): the two spellings must not drift apart
+def test_the_capture_note_names_the_release_the_engine_hands_the_core():
+    # the core holds no copy of the release: the note names `CaptureSpec.engine`, which the config
+    # sets from the engine (`release.RELEASE`, the seam's `EngineRules.release`); a hand-built one names none
+    from cpbcg.config import load_config
+    from cpbcg.engines.sglang.export import RULES
     from cpbcg.engines.sglang.release import SGLANG_VERSION
-    from cpbcg.planner.model.strategy import SGLANG_RELEASE
 
-    assert SGLANG_RELEASE == SGLANG_VERSION
+    deployment = load_config(None, {"cp_size": 8, "buckets": "16,20"}).to_deployment()
+    assert deployment.capture.engine == RULES.release == f"SGLang {SGLANG_VERSION}"
+    assert deployment.table().note == f"SGLang {SGLANG_VERSION} captures [16, 24]: rounded up to multiples of 8: 20 -> 24"
+    assert BucketTable.build([16, 20], CPLayout(8)).note == "the engine captures [16, 24]: rounded up to multiples of 8: 20 -> 24"

@@ -18,7 +18,7 @@ import sglang_oracle
 from sglang_oracle import definitions
 
 from cpbcg.errors import ModelError
-from cpbcg.planner.model.bucket_lists import sglang_default_buckets
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 from cpbcg.planner.model.capacity import CaptureLayout, CaptureSpec, local_capacity
 from cpbcg.planner.model.layout import BatchSet, CPLayout, CPStrategy
 from cpbcg.planner.model.selector import BucketTable, select_buckets

@@ -18,7 +18,6 @@ from cpbcg.planner.demand_log import DemandSplit
 from cpbcg.planner.deployment import Deployment
 from cpbcg.planner.evaluate import Evaluation, evaluate_demand
 from cpbcg.planner.model.demand import Demand
-from cpbcg.planner.model.bucket_lists import sglang_default_buckets
 from cpbcg.planner.model.layout import BatchSet
 from cpbcg.planner.model.selector import BucketTable
 from cpbcg.engines.sglang.export import RULES
@@ -236,7 +235,7 @@ def plan_traffic(
     if rec is not None:
         rec_table = BucketTable.build(rec.buckets, deployment.cp, deployment.capture)
         chunk = rec.headroom.chunk_tokens if rec.headroom is not None else rec.optimal.max_tokens
-        default_table = BucketTable.build(sglang_default_buckets(chunk), deployment.cp, deployment.capture)
+        default_table = BucketTable.build(RULES.lists.default(chunk), deployment.cp, deployment.capture)
         parts = tuple(_part(o, rec_table, deployment, default_table) for o in outcomes)
         loads = len({p.label for p in parts}) < len(parts)  # the load named only where a trace runs at several
         said = tuple(f"on {p.label}{f' at {p.load}' if loads else ''} the recommended list costs more than SGLang's default list "
@@ -247,7 +246,7 @@ def plan_traffic(
 
 
 class AgainstDefault:
-    """SGLang 0.5.23's default list for the chunk (`sglang_default_buckets`, as the runner captures
+    """SGLang 0.5.23's default list for the chunk (`RULES.lists.default`, as the runner captures
     it) replayed beside a judged list on the same forwards: `tap` wraps a plan's `on_chunk`, so
     the trace streams once; `flags` says where the judged list costs more padding or modelled time
     (`cost.flags_against_default`, with both numbers). Forwards from another process (a Dask or
@@ -256,7 +255,7 @@ class AgainstDefault:
     def __init__(self, deployment: Deployment):
         self.deployment = deployment
         try:
-            self.table: BucketTable | None = BucketTable.build(sglang_default_buckets(deployment.scheduler.largest_forward_tokens),
+            self.table: BucketTable | None = BucketTable.build(RULES.lists.default(deployment.scheduler.largest_forward_tokens),
                                                                deployment.cp, deployment.capture)
         except ModelError:  # no default bucket is capturable here: nothing to compare with
             self.table = None

@@ -59,7 +59,7 @@ def check_server(config: str | None = None, overrides: Mapping[str, object] | No
     note = None
     if server.cp_graphs and server.prefill_graph_bs.value:
         try:
-            prepared = capture_buckets(list(server.prefill_graph_bs.value), deployment.cp)
+            prepared = capture_buckets(list(server.prefill_graph_bs.value), deployment.cp, engine=deployment.capture.engine)
         except ModelError as exc:
             note = str(exc)
         else:

@@ -22,6 +22,7 @@ from cpbcg.outputs.notes import HeldNotes, chunk_above_list_notes, graphs_off_pl
 from cpbcg.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
 from cpbcg.engines.sglang.startup import resolve_emitted
+from cpbcg.engines.sglang.export import RULES
 from cpbcg.engines.sglang.server import ResolvedServer
 from cpbcg.engines.sglang.observed import LaunchModel, LogObserved, assumed_settings
 from cpbcg.planner.optimise.compare import Comparison, compare_recommendation
@@ -255,7 +256,7 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         note(f"cpbcg: note: {result.recommendation_error}")
     for line in rec.notes if rec is not None else ():
         note(f"cpbcg: {line}" if line.startswith("warning:") else f"cpbcg: note: {line}")
-    comparison = compare_recommendation(rec, deployment) if rec is not None and (request.compare or request.plot is not None) else None
+    comparison = compare_recommendation(rec, deployment, RULES.lists) if rec is not None and (request.compare or request.plot is not None) else None
     decode = decode_plan(deployment, sources, parts, recommend=request.recommend)
     for line in decode.notes if decode is not None else ():
         note(f"cpbcg: note: decode graphs: {line}")

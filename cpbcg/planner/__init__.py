@@ -17,7 +17,7 @@ _EXPORTS = {
     "CaptureLayout": "model.capacity", "CaptureSpec": "model.capacity", "local_capacity": "model.capacity",
     "BucketTable": "model.selector", "EagerReason": "model.selector", "select_buckets": "model.selector",
     "select_one": "model.selector", "Demand": "model.demand", "Evaluation": "evaluate", "evaluate": "evaluate",
-    "parse_bucket_spec": "model.bucket_spec", "sglang_default_buckets": "model.bucket_lists", "Deployment": "deployment",
+    "parse_bucket_spec": "model.bucket_spec", "Deployment": "deployment",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -2,7 +2,7 @@
 
 `cpbcg.config` validates YAML and command-line settings with pydantic and converts them into a
 `Deployment` (`DeploymentConfig.to_deployment()`); the planner never sees pydantic. A notebook
-builds one directly: `Deployment(cp=CPLayout(4), buckets=tuple(sglang_default_buckets(8192)))`.
+builds one directly: `Deployment(cp=CPLayout(4), buckets=tuple(range(256, 8193, 256)))`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from cpbcg.planner.hardware import GPU, ModelSpec
+from cpbcg.planner.model.bucket_lists import CaptureLists
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.costs.cost import DEFAULT_COST, CostModel
 from cpbcg.planner.model.layout import CPLayout
@@ -108,7 +109,7 @@ class Deployment:
 @dataclass(frozen=True)
 class EngineRules:
     """What the optimiser needs of the engine a plan is for (the seam, docs/architecture.md):
-    the release its notes name and the flags that deploy a list. SGLang 0.5.23's is
+    the release its notes name, the flags that deploy a list and its capture lists. SGLang 0.5.23's is
     `cpbcg.engines.sglang.export.RULES`."""
 
     release: str
@@ -116,3 +117,6 @@ class EngineRules:
     deploy_flags: Callable[[list[int], Deployment, int | None], str]
     """`(buckets, deployment, chunk_tokens) -> flags`: the server flags capturing exactly `buckets`
     under the deployment's settings, `chunk_tokens` replacing the chunk when not None."""
+    lists: CaptureLists
+    """The engine's default prefill list per chunk (what a plan is measured against) and its
+    named lists (`plan --compare`'s baselines among them)."""

@@ -43,3 +43,5 @@ SERVER_ARGS: tuple[ServerArg, ...] = tuple(ServerArg(s.key, s.sglang_field, s.de
 """Every setting that is a server argument, in declaration order (the scheduler's are the order the deploy flags write them)."""
 BY_KEY = {arg.key: arg for arg in SERVER_ARGS}
 """`SERVER_ARGS` by config key."""
+BY_FIELD = {arg.field: arg for arg in SERVER_ARGS}
+"""`SERVER_ARGS` by 0.5.23 `ServerArgs` field."""

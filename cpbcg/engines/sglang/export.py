@@ -26,9 +26,10 @@ from cpbcg.planner.model.bucket_spec import flag_words
 from cpbcg.planner.model.layout import CPLayout
 from cpbcg.engines.sglang.args import BY_KEY as ARG
 from cpbcg.engines.sglang.args import SERVER_ARGS
-from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, SGLANG_VERSION
+from cpbcg.engines.sglang.release import CP_GRAPH_BACKENDS, RELEASE
 from cpbcg.engines.sglang.server import resolved_server
 from cpbcg.planner.deployment import Deployment, EngineRules
+from cpbcg.engines.sglang.capture_lists import LISTS
 
 
 def deploy_flags(buckets: list[int], deployment: Deployment, chunk_tokens: int | None = None, *, decode_bs: list[int] | None = None) -> str:
@@ -129,6 +130,6 @@ def sglang_flag_settings(text: str) -> dict[str, str]:
     return {FLAG_KEYS[w]: words[i + 1] for i, w in enumerate(words[:-1]) if w in FLAG_KEYS}
 
 
-RULES = EngineRules(f"SGLang {SGLANG_VERSION}", deploy_flags)
+RULES = EngineRules(RELEASE, deploy_flags, LISTS)
 """SGLang 0.5.23's part in a recommendation (`cpbcg.planner.optimise.recommend.recommend`): the
-release its notes name and the deploy flags."""
+release its notes name, the deploy flags and the capture lists (`capture_lists.LISTS`)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 SGLANG_VERSION = "0.5.23"
 """The SGLang release whose scheduler, replay selection and flags cpbcg models (PyPI 2026-10-30)."""
+RELEASE = f"SGLang {SGLANG_VERSION}"
+"""The engine and release as notes name it (`EngineRules.release`, `CaptureSpec.engine`)."""
 
 CP_GRAPH_BACKENDS = {"zigzag": "trtllm_mha", "interleave": "dsa"}
 """0.5.23 `PREFILL_CP_BCG_SUPPORTED_COMBINATIONS`: the prefill attention backend each CP

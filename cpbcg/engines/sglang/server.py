@@ -120,6 +120,27 @@ class ResolvedServer:
     def starts(self) -> bool:
         return not self.refusals
 
+    def decided(self) -> dict[str, Any]:
+        """`{0.5.23 ServerArgs field: value}` this resolution decides for the config (`cpbcg.config`
+        pairs each field with its config key through `args.SERVER_ARGS`): the page size, chunk and
+        prefill token budget always; `max_running_requests` and `max_total_tokens` when set;
+        `prefill_max_requests` when given; `enable_mixed_chunk` unless 0.5.23's default; the CP size
+        and strategy when a launch command, flags file or log states a server argument."""
+        out: dict[str, Any] = {"page_size": self.page_size.value, "chunked_prefill_size": self.chunked_prefill_size.value,
+                               "max_prefill_tokens": self.max_prefill_tokens.value}
+        for name, value in (("max_running_requests", self.max_running_requests.value), ("max_total_tokens", self.max_total_tokens.value)):
+            if value is not None:
+                out[name] = value
+        if "prefill_max_requests" in self.given:
+            out["prefill_max_requests"] = self.given["prefill_max_requests"].value
+        if self.enable_mixed_chunk.source != f"{SGLANG_VERSION} default":
+            out["enable_mixed_chunk"] = self.enable_mixed_chunk.value
+        if any(g.source == "launch command" or g.source.startswith(("flags file", "log")) for g in self.given.values()):
+            out["attn_cp_size"] = self.attn_cp_size
+            if self.cp_strategy is not None:
+                out["cp_strategy"] = self.cp_strategy
+        return out
+
     @property
     def supports_prefill_cp_bcg(self) -> bool:
         """0.5.23's `supports_prefill_cp_bcg` on the resolved arguments."""

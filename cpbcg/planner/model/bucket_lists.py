@@ -1,55 +1,22 @@
-"""Every named bucket list, in one registry: SGLang's default prefill list and the peers' lists
-users compare against (docs/model.md, docs/optimiser.md). `--buckets NAME:MAX` and the comparison table both read
-`NAMED_LISTS`; nothing registers itself by import.
+"""Named bucket lists, engine-neutral: the peers' lists users compare against (docs/model.md,
+docs/optimiser.md) and `CaptureLists`, what an engine hands the core of its own lists (its
+default prefill list per chunk, the `--buckets NAME:MAX` names; SGLang 0.5.23's is
+`cpbcg.engines.sglang.capture_lists.LISTS`, the seam in docs/architecture.md). `--buckets NAME:MAX`
+and the comparison table both read `CaptureLists.named`; nothing registers itself by import.
 
 Peers' lists are sized for their own engines; here they are stretched to `max_tokens` (the
-prefill chunk) the way their rules continue, and evaluated under SGLang's selector.
+prefill chunk) the way their rules continue, and evaluated under the engine's selector.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Mapping
 
 from cpbcg.errors import ConfigError
 
 MAX_BUCKET_TOKENS = 1 << 22
 """Largest bucket cpbcg accepts (4,194,304 tokens): 32x the largest chunked prefill in use."""
-DEFAULT_MAX_BS = 8192
-"""SGLang's default `chunked_prefill_size` (hence prefill `max_bs`) on 80-160 GB GPUs."""
-_SGLANG_GRID = (  # (start, stop inclusive, step) — docs/model.md "SGLang's default list"
-    (4, 32, 4),
-    (48, 256, 16),
-    (288, 512, 32),
-    (576, 1024, 64),
-    (1280, 4096, 256),
-)
-
-
-def sglang_default_buckets(max_bs: int = DEFAULT_MAX_BS, append_max_bs: bool = False) -> list[int]:
-    """SGLang's default prefill `capture_num_tokens` for `max_bs` (docs/model.md "SGLang's default list").
-
-    4..32 step 4, 48..256 step 16, 288..512 step 32, 576..1024 step 64, 1280..4096 step 256,
-    4608..max_bs step 512, keeping `<= max_bs`: what SGLang main's released
-    `_generate_piecewise_cuda_graph_tokens` returns (no off-grid `max_bs`: 3000 → last bucket
-    2816). `append_max_bs=True` appends an off-grid `max_bs` (`sglang-append`).
-    Counts (on-grid `max_bs`): 2048 → 42, 4096 → 50, 8192 → 58, 16384 → 74.
-    Raises `ConfigError` unless `4 <= max_bs <= MAX_BUCKET_TOKENS`.
-    """
-    if isinstance(max_bs, bool) or not isinstance(max_bs, int) or not 4 <= max_bs <= MAX_BUCKET_TOKENS:
-        raise ConfigError(f"max_bs must be between 4 and {MAX_BUCKET_TOKENS}, got {str(max_bs)[:40]}")
-    grid = [b for start, stop, step in _SGLANG_GRID for b in range(start, stop + 1, step)]
-    grid += list(range(4608, max_bs + 1, 512))
-    kept = [b for b in grid if b <= max_bs]
-    if append_max_bs and kept[-1] != max_bs:
-        kept.append(max_bs)
-    return kept
-
-
-def sglang_append_buckets(max_bs: int = DEFAULT_MAX_BS) -> list[int]:
-    """SGLang's grid with an off-grid `max_bs` appended (3000 → ..., 2816, 3000)."""
-    return sglang_default_buckets(max_bs, append_max_bs=True)
-
-
 def pow2_buckets(max_tokens: int) -> list[int]:
     """Powers of two up to `max_tokens`, plus `max_tokens` itself if it is not one."""
     _check(max_tokens)
@@ -75,11 +42,9 @@ def trtllm_buckets(max_tokens: int) -> list[int]:
     return out if out[-1] == max_tokens else out + [max_tokens]
 
 
-def uniform_buckets(max_tokens: int, count: int | None = None) -> list[int]:
-    """`count` evenly spaced buckets ending at `max_tokens` (`ceil(max_tokens * i / count)`);
-    `count` defaults to the size of SGLang's default list for `max_tokens`."""
+def uniform_buckets(max_tokens: int, count: int) -> list[int]:
+    """`count` evenly spaced buckets ending at `max_tokens` (`ceil(max_tokens * i / count)`)."""
     _check(max_tokens)
-    count = len(sglang_default_buckets(max_tokens)) if count is None else count
     if count < 1:
         raise ConfigError(f"uniform list needs at least 1 bucket, got {count}")
     return sorted({-(-max_tokens * i // count) for i in range(1, count + 1)})
@@ -90,18 +55,32 @@ def _check(max_tokens: int) -> None:
         raise ConfigError(f"the largest bucket must be >= 1 token, got {max_tokens}")
 
 
-BASELINES: dict[str, Callable[[int], list[int]]] = {
-    "sglang-default": sglang_default_buckets,
-    "pow2": pow2_buckets,
-    "vllm": vllm_buckets,
-    "trtllm": trtllm_buckets,
-    "uniform": uniform_buckets,
-}
-"""The lists of the side-by-side comparison (`plan --compare`), by spec name."""
+def peer_lists(default: Callable[[int], list[int]]) -> dict[str, Callable[[int], list[int]]]:
+    """The peers' lists of the comparison, by spec name: `pow2`, `vllm`, `trtllm`, and `uniform`
+    with as many buckets as the engine's `default(max_tokens)` list."""
+    def uniform(max_tokens: int) -> list[int]:
+        _check(max_tokens)
+        return uniform_buckets(max_tokens, len(default(max_tokens)))
 
-NAMED_LISTS: dict[str, Callable[[int], list[int]]] = {
-    **BASELINES,
-    "sglang-append": sglang_append_buckets,
-    "sglang-legacy": sglang_default_buckets,
-}
-"""Every `--buckets NAME:MAX` generator (`sglang-legacy` is an alias of `sglang-default`)."""
+    return {"pow2": pow2_buckets, "vllm": vllm_buckets, "trtllm": trtllm_buckets, "uniform": uniform}
+
+
+@dataclass(frozen=True)
+class CaptureLists:
+    """An engine's prefill capture lists as the core reads them (the seam, docs/architecture.md);
+    SGLang 0.5.23's is `cpbcg.engines.sglang.capture_lists.LISTS`."""
+
+    default: Callable[[int], list[int]]
+    """`max_tokens -> buckets` (tokens, ascending): the list the engine captures for a chunk when
+    none is given. Raises `ConfigError` for a chunk it cannot build a list for."""
+    default_max_tokens: int
+    """The `MAX` of a named list given without one (`sglang-default` alone)."""
+    named: Mapping[str, Callable[[int], list[int]]]
+    """Every `--buckets NAME:MAX` generator, in the order messages list them."""
+    baselines: tuple[str, ...]
+    """The names in `named` of the side-by-side comparison (`plan --compare`), in its order."""
+
+    @property
+    def not_a_spec(self) -> str:
+        """Why a spec that names no file, list or generator is refused."""
+        return f"not a list like 2048,2304, a file, or one of {', '.join(f'{n}:MAX' for n in self.named)}"

@@ -1,6 +1,7 @@
-"""Bucket lists: SGLang's default prefill list, named generators, explicit lists and files.
+"""Bucket lists: the engine's named lists (`CaptureLists`), explicit lists and files.
 
-A bucket spec (what `--buckets` and the config's `buckets:` take) is one of:
+A bucket spec (what `--buckets` and the config's `buckets:` take) is one of (the named lists as
+SGLang 0.5.23 gives them, `cpbcg.engines.sglang.capture_lists.LISTS`):
 
 * `sglang-default:MAX_BS` — SGLang's default prefill list as SGLang main's released generator
   builds it (`ServerArgs._generate_piecewise_cuda_graph_tokens`): the grid kept `<= MAX_BS`,
@@ -10,7 +11,7 @@ A bucket spec (what `--buckets` and the config's `buckets:` take) is one of:
 * `sglang-append:MAX_BS` — the same grid with an off-grid `MAX_BS` appended so that the
   largest bucket is the budget (3000 → ..., 2816, 3000), as ladders built on SGLang's grid
   outside SGLang's own server arguments do.
-* the other generators of `cpbcg.planner.model.bucket_lists.NAMED_LISTS` (e.g. `pow2:8192`).
+* the other generators of `CaptureLists.named` (e.g. `pow2:8192`).
 * `2048,2304,...` — an explicit list. A spec made only of digits, commas, signs and spaces is
   always read as a list (never tried as a file name), and only ASCII digits count.
 * a path to a YAML or JSON file (a regular file of at most 16 MiB): a list of ints, cpbcg's own
@@ -32,7 +33,7 @@ from typing import Callable, Sequence
 import orjson
 
 from cpbcg.errors import ConfigError, located
-from cpbcg.planner.model.bucket_lists import DEFAULT_MAX_BS, MAX_BUCKET_TOKENS, NAMED_LISTS, sglang_default_buckets
+from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, CaptureLists
 
 MAX_INT_DIGITS = 20
 """Longest integer text `parse_positive_int` reads (any 64-bit integer fits)."""
@@ -114,13 +115,14 @@ def parse_positive_int(text: str, where: str, *, maximum: int | None = None, all
     return value
 
 
-def parse_bucket_spec(spec: str | list[int], read_file: Callable[[str], list[int]] | None = None) -> list[int]:
+def parse_bucket_spec(spec: str | list[int], read_file: Callable[[str], list[int]] | None = None, *, lists: CaptureLists) -> list[int]:
     """Resolve a bucket spec (see module doc) into a sorted list of tokens, duplicates kept (SGLang
     0.5.23 drops them when it prepares the list; `PreparedBuckets.note` says how many).
 
     The planner reads no files: a spec that is neither a list nor a named generator is handed to
     `read_file(spec)` (`cpbcg.bucket_files.read_bucket_file`, the input edge), and without one
-    it is refused. Raises `ConfigError` naming the spec or file for anything unreadable or not a
+    it is refused. `lists`: the engine's named lists (`cpbcg.engines.sglang.capture_lists.LISTS`).
+    Raises `ConfigError` naming the spec or file for anything unreadable or not a
     positive int (at most `MAX_BUCKET_TOKENS`).
     """
     if isinstance(spec, list):
@@ -134,9 +136,9 @@ def parse_bucket_spec(spec: str | list[int], read_file: Callable[[str], list[int
             parts = parts[:-1]
         return sorted(_bucket(p, f"{_show(text)}: bucket {i}") for i, p in enumerate(parts))
     name, _, arg = text.partition(":")
-    if name in NAMED_LISTS:
+    if name in lists.named:
         try:
-            generated = NAMED_LISTS[name](_int_arg(arg, text))
+            generated = lists.named[name](_int_arg(arg, text, lists.default_max_tokens))
         except ConfigError as exc:
             if str(exc).startswith(_show(text)):
                 raise
@@ -144,20 +146,17 @@ def parse_bucket_spec(spec: str | list[int], read_file: Callable[[str], list[int
         return _validated(generated, _show(text))
     if read_file is not None:
         return read_file(text)
-    raise ConfigError(f"cannot read {_show(text)!r}: {NOT_A_SPEC}")
+    raise ConfigError(f"cannot read {_show(text)!r}: {lists.not_a_spec}")
 
 
-NOT_A_SPEC = f"not a list like 2048,2304, a file, or one of {', '.join(f'{n}:MAX' for n in NAMED_LISTS)}"
-"""Why a spec that names no file, list or generator is refused."""
-
-
-def buckets_of_document(data: object, where: str, line_of: Callable[[tuple[str, ...]], int] | None = None) -> list[int]:
+def buckets_of_document(data: object, where: str, line_of: Callable[[tuple[str, ...]], int] | None = None, *,
+                        lists: CaptureLists) -> list[int]:
     """The buckets of a parsed bucket document (already read at the input edge,
     `cpbcg.bucket_files`): a list of ints, cpbcg's own bucket file (`{"capture_num_tokens": [...]}`),
     or an SGLang `--cuda-graph-config` (`{"prefill": {"bs": [...]}}` or `{"prefill": {"max_bs": N}}`).
     `line_of(key path)` gives the line of a key or list item (`("prefill", "bs", "2")`; default:
-    line 1). Raises `ConfigError` (`WHERE:LINE: KEY: ...`; line 1 for the document's shape) for
-    anything else or a bucket that is not a positive int."""
+    line 1). `lists.default(max_bs)`: the list of a `prefill.max_bs` alone (the engine's default).
+    Raises `ConfigError` (`WHERE:LINE: KEY: ...`; line 1 for the document's shape) for anything else or a bucket that is not a positive int."""
     line = line_of or (lambda path: 1)
     prefix: tuple[str, ...] = ()
     if isinstance(data, dict) and "capture_num_tokens" in data:
@@ -168,7 +167,7 @@ def buckets_of_document(data: object, where: str, line_of: Callable[[tuple[str, 
             data, prefix = prefill["bs"], ("prefill", "bs")
         elif "max_bs" in prefill:
             at = located(where, line(("prefill", "max_bs")), "", "prefill.max_bs").removesuffix(": ")
-            data = sglang_default_buckets(_positive(prefill["max_bs"], lambda: at))
+            data = lists.default(_positive(prefill["max_bs"], lambda: at))
         else:
             raise ConfigError(located(where, line(("prefill",)), "needs 'bs' (a bucket list) or 'max_bs'", "prefill"))
     if not isinstance(data, list):
@@ -206,9 +205,9 @@ def _flag_line(text: str, message: str) -> int:
     return 1
 
 
-def _int_arg(arg: str, text: str) -> int:
+def _int_arg(arg: str, text: str, default: int) -> int:
     if not arg and not text.endswith(":"):
-        return DEFAULT_MAX_BS
+        return default
     if not _ASCII_INT.fullmatch(arg.strip()) or len(arg.strip()) > MAX_INT_DIGITS:
         raise ConfigError(f"{_show(text)}: the part after ':' must be a token count")
     return int(arg)

@@ -25,7 +25,7 @@ import numpy as np
 
 from cpbcg.planner.choices import CaptureLayout
 from cpbcg.planner.model.layout import CPLayout
-from cpbcg.planner.model.strategy import CaptureSpec, PreparedBuckets
+from cpbcg.planner.model.strategy import UNNAMED_ENGINE, CaptureSpec, PreparedBuckets
 
 __all__ = ["CaptureLayout", "CaptureSpec", "capturable_buckets", "capture_buckets", "capture_pieces", "local_capacity",
            "minimum_capture_tokens"]
@@ -40,11 +40,11 @@ def capture_pieces(bucket_tokens: int, cp: CPLayout, spec: CaptureSpec) -> list[
     return cp.model.capture_pieces(bucket_tokens, spec)
 
 
-def capture_buckets(buckets: Sequence[int], cp: CPLayout, deepep: bool = False) -> PreparedBuckets:
+def capture_buckets(buckets: Sequence[int], cp: CPLayout, deepep: bool = False, engine: str = UNNAMED_ENGINE) -> PreparedBuckets:
     """The list SGLang 0.5.23 captures from the configured `buckets` (tokens): rounded up to
     multiples of `cp_size` (of 8 first with DeepEP), unique, ascending, below-minimum dropped;
-    `.note` says what changed. Raises `ModelError` if no bucket remains."""
-    return cp.model.prepare_buckets(buckets, deepep)
+    `.note` says what changed, naming `engine` (`CaptureSpec.engine`). Raises `ModelError` if no bucket remains."""
+    return cp.model.prepare_buckets(buckets, deepep, engine)
 
 
 def capturable_buckets(buckets: Sequence[int], cp: CPLayout) -> list[int]:

@@ -69,7 +69,7 @@ class BucketTable:
 
         Raises `ModelError` if no bucket is capturable or the capture layout is impossible.
         """
-        prepared = capture_buckets(buckets, cp, deepep)
+        prepared = capture_buckets(buckets, cp, deepep, spec.engine)
         kept = list(prepared.capture_num_tokens)
         return cls(np.asarray(kept, dtype=np.int64), local_capacity(kept, cp, spec), prepared.note)
 

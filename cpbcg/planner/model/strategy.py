@@ -48,10 +48,9 @@ from cpbcg.planner.model.batches import BatchSet
 from cpbcg.planner.words import counted
 
 
-SGLANG_RELEASE = "0.5.23"
-"""The SGLang release whose rules these models follow (the capture note names it). The core imports
-nothing of the engine, so this restates `cpbcg.engines.sglang.release.SGLANG_VERSION`; a test holds
-them equal (`tests/test_strategy.py`)."""
+UNNAMED_ENGINE = "the engine"
+"""What the capture note names when no engine release is given (`CaptureSpec.engine`: a deployment
+built by hand)."""
 DEEPEP_BUCKET_MULTIPLE = 8
 """DeepEP a2a under breakable prefill graphs: buckets rounded up to a multiple of 8 (0.5.23
 `apply_deepep_adjustments`)."""
@@ -86,6 +85,9 @@ class CaptureSpec:
     """Longest dummy request (tokens); required for `context_bounded`."""
     max_capture_requests: int | None = None
     """Request slots available to the dummy batch (SGLang's `max_bs` of the capture); None = unbounded."""
+    engine: str = UNNAMED_ENGINE
+    """The engine and release that captures the list, as the capture note names it (`EngineRules.release`:
+    `SGLang 0.5.23`, set by `cpbcg.config`); `UNNAMED_ENGINE` for a deployment built by hand."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", CaptureLayout(self.layout))
@@ -119,6 +121,8 @@ class PreparedBuckets:
     """The runner's rounding multiple (`cp_size`; 8*... with DeepEP, see `prepare_buckets`)."""
     min_capture_tokens: int
     """Smallest bucket kept."""
+    engine: str = UNNAMED_ENGINE
+    """The engine and release the note names (`CaptureSpec.engine`)."""
 
     @property
     def note(self) -> str | None:
@@ -138,7 +142,7 @@ class PreparedBuckets:
             return None
         kept = self.capture_num_tokens
         shown = list(kept) if len(kept) <= _NOTE_ITEMS else f"{len(kept)} buckets {kept[0]}..{kept[-1]}"
-        return f"SGLang {SGLANG_RELEASE} captures {shown}: " + "; ".join(parts)
+        return f"{self.engine} captures {shown}: " + "; ".join(parts)
 
 
 class StrategyModel:
@@ -297,11 +301,12 @@ class StrategyModel:
         """[M] int64 rows of `full[i]` requests of `ctx` tokens plus one of `rest[i]`."""
         return np.asarray(self._share_rows(full * ctx + rest), dtype=np.int64)
 
-    def prepare_buckets(self, configured: Sequence[int], deepep: bool = False) -> PreparedBuckets:
+    def prepare_buckets(self, configured: Sequence[int], deepep: bool = False, engine: str = UNNAMED_ENGINE) -> PreparedBuckets:
         """The bucket list SGLang 0.5.23 captures from `configured` (tokens): with `deepep`,
         rounded up to multiples of 8 first; then rounded up to multiples of
         `bucket_multiple_tokens`, sorted, duplicates dropped; then buckets below
-        `min_capture_tokens` dropped (module doc). Raises `ModelError` if none remain."""
+        `min_capture_tokens` dropped (module doc). `engine`: the release the note names
+        (`CaptureSpec.engine`). Raises `ModelError` if none remain."""
         given = tuple(int(b) for b in configured)
         out = np.asarray(given, dtype=np.int64)
         if deepep:
@@ -315,7 +320,7 @@ class StrategyModel:
             raise ModelError(f"no capture bucket is >= {self.min_capture_rule}={least}; nothing to capture")
         dropped = tuple(b for b in unique if b < least)
         multiple = self.bucket_multiple_tokens * (DEEPEP_BUCKET_MULTIPLE if deepep else 1)
-        return PreparedBuckets(given, kept, rounded, dropped, multiple, least)
+        return PreparedBuckets(given, kept, rounded, dropped, multiple, least, engine)
 
     def round_buckets(self, sizes: Sequence[int] | Int64Array) -> Int64Array:
         """[M] int64: each size rounded up as the runner rounds it (without DeepEP; no filter)."""

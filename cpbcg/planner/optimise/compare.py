@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from cpbcg.planner.model.bucket_lists import BASELINES
+from cpbcg.planner.model.bucket_lists import CaptureLists
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.costs.cost import CostModel, evaluation_cost_ms
 from cpbcg.planner.document import document
@@ -114,13 +114,13 @@ class Comparison:
         }
 
 
-def compare_recommendation(rec: "Recommendation", deployment: "Deployment") -> Comparison:
-    """Evaluate the recommendation and the baselines (`BASELINES`, sized for the chunk) on the
-    recommendation's demand, and the Pareto points the optimiser computed."""
+def compare_recommendation(rec: "Recommendation", deployment: "Deployment", lists: CaptureLists) -> Comparison:
+    """Evaluate the recommendation and the engine's baselines (`lists.baselines`, sized for the chunk)
+    on the recommendation's demand, and the Pareto points the optimiser computed."""
     chunk = rec.headroom.chunk_tokens if rec.headroom is not None else rec.optimal.max_tokens
     cp, spec, factor = deployment.cp, deployment.capture, deployment.max_padding_factor
-    lists = {"recommended": rec.buckets, **{name: fn(chunk) for name, fn in BASELINES.items()}}
-    reports = compare_lists(rec.demand, lists, cp, spec, factor, deployment.cost, rec.optimal)
+    compared = {"recommended": rec.buckets, **{name: lists.named[name](chunk) for name in lists.baselines}}
+    reports = compare_lists(rec.demand, compared, cp, spec, factor, deployment.cost, rec.optimal)
     if rec.capture_model is not None:
         reports = [replace(r, capture_s=est.capture_s, graph_mib=est.graph_mib)
                    for r in reports for est in [rec.capture_model.estimate(r.evaluation.buckets, max(r.evaluation.capacity_rows, default=0))]]

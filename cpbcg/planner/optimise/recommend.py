@@ -32,7 +32,7 @@ import numpy as np
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.planner.background import Background
 from cpbcg.planner.optimise.capture_cost import CaptureEstimate, CaptureModel, capture_model, measured_capture_model
-from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
+from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
 from cpbcg.planner.model.capacity import CaptureSpec, local_capacity, minimum_capture_tokens
 from cpbcg.planner.model.layout import BatchSet, local_rows
 from cpbcg.planner.costs.cost import CostModel, demand_cost_ms, flags_against_default
@@ -358,7 +358,7 @@ def recommend(log: DemandLog | DemandSplit, deployment: Deployment, settings: Re
     modelled = _cost(whole, buckets, deployment)
     configured_ms = demand_cost_ms(whole, table, deployment.cost, deployment.max_padding_factor)
     trade_off = _trade_off(optimal, cm, deployment)
-    default_table = BucketTable.build(sglang_default_buckets(chunk), deployment.cp, deployment.capture)
+    default_table = BucketTable.build(engine.lists.default(chunk), deployment.cp, deployment.capture)
     default = evaluate_demand(whole, default_table, deployment.cp, deployment.max_padding_factor)
     flags = flags_against_default(evaluation, default, deployment.cost)
     if flags:

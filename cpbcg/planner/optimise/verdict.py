@@ -1,7 +1,7 @@
 """The verdict: what a plan says first, in numbers against SGLang's default list on the same traffic.
 
 `verdict(...)` is built from the recommendation's own results (no new rule): SGLang 0.5.23's
-default list for the chunk (`bucket_lists.sglang_default_buckets`, as the runner captures it),
+default list for the chunk (`EngineRules.lists.default`, as the runner captures it),
 the coverage ceiling (`OptimalLists.ceiling`), the knee (`recommend.KNEE_RULE`) and the full
 recommendation, each with its coverage, padding, modelled prefill time (`cost.CostModel`) and
 capture seconds and graph MiB per server start (`capture_cost.CaptureModel`). It says which list

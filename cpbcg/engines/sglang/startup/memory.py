@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from cpbcg.engines.sglang.startup.state import DEFAULT, Resolution
 from cpbcg.planner.hardware import GPU
-from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS, sglang_default_buckets
+from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
+from cpbcg.engines.sglang.capture_lists import sglang_default_buckets
 from cpbcg.engines.sglang.server import Value
 
 
