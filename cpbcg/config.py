@@ -614,10 +614,14 @@ def _resolve_server(cfg: DeploymentConfig, merged: dict, stack: list[tuple[str, 
                             model_source="" if model is None else model.source,
                             gpu_source=gpu_source)
     if unrecognized:
-        refused = Refusal("parse_args", f"unrecognized arguments: {', '.join(unrecognized)}")
+        unknown = [u for u in unrecognized if not u.startswith("ambiguous option: ")]
+        said = ([f"unrecognized arguments: {', '.join(unknown)}"] if unknown else []) + [u for u in unrecognized if u not in unknown]
+        refused = Refusal("parse_args", "; ".join(said))
         server = replace(server, refusals=(refused, *server.refusals))
         raise UnrecognizedServerArguments(f"{where('args') if args is not None else cfg.buckets}: SGLang {SGLANG_VERSION} "
                                           f"{refused.message}", server)
+    if args is not None:
+        server = replace(server, launch_origin=where("args"))
     return replace(server, notes=server.notes + skipped, overrides=tuple(overrides), input_notes=unsaid) if skipped or overrides or unsaid \
         else server
 

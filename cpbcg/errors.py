@@ -40,9 +40,12 @@ _EXIT_SUMMARY = {
 }
 _EXIT_MEANING = {
     ExitCode.OK: "ok (all gates passed)",
-    ExitCode.GATE_FAILED: "a gate failed (`replay-check`, `watch`), a server's prefill graphs are off (`watch`), a guarantee failed (`plan --check-guarantee`), or a captured bucket "
-                          "failed verification (`capture`)",
-    ExitCode.BAD_INPUT: "bad input or usage: one plain line `cpbcg: error: FILE:LINE: KEY: ...` of at most 300 characters, "
+    ExitCode.GATE_FAILED: "a gate failed (`replay-check`, `watch`), a server's prefill graphs are off (`watch`: by its start-up "
+                          "output, or every forward's `cuda graph: False`), a guarantee failed (`plan --check-guarantee`), a captured "
+                          "bucket failed verification (`capture`), or the launch command would not start or run without CP prefill "
+                          "graphs (`check-server`; SGLang's argparse refusing an unrecognized flag or an ambiguous prefix such as "
+                          "`--page` is such a refusal there, and bad input, exit 2, for the commands that plan)",
+    ExitCode.BAD_INPUT: "bad input or usage: one plain line `cpbcg: error: FILE:LINE: KEY: ...` of at most 400 characters, "
                         "printed before any note (notes wait until the input is known good), no traceback, nothing half-written",
     ExitCode.CAPTURE_INCOMPLETE: "capture incomplete (`capture`): a bucket was skipped (memory estimate above free memory, out of "
                                  "memory, capture error, or another torchrun rank lost it); the manifest lists it under "
@@ -65,7 +68,7 @@ def exit_code_table() -> str:
     rows = [f"| {code.value} | {code.meaning} |" for code in ExitCode]
     return "\n".join(["| code | meaning |", "|---|---|", *rows]) + "\n"
 
-MAX_MESSAGE_CHARS = 300
+MAX_MESSAGE_CHARS = 400
 """Longest error line the CLI prints, `cpbcg: error: ` included."""
 MAX_LIBRARY_MESSAGE_CHARS = MAX_MESSAGE_CHARS - len("cpbcg: error: ")
 """Longest `CpbcgError` message, so that the CLI's line fits `MAX_MESSAGE_CHARS`."""

@@ -170,3 +170,48 @@ def test_error_messages_quote_a_short_excerpt(tmp_path):
         read_all(path)
     message = str(info.value)
     assert message.startswith(f"{path}:2: extend_seq_lens[1]: ") and len(message) <= 300 and "\n" not in message
+
+
+def test_forwards_above_the_chunk_of_a_batch_trace_are_warned_about_with_their_count(tmp_path):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    trace = tmp_path / "batches.jsonl"
+    trace.write_text('{"extend_seq_lens":[74]}\n{"extend_seq_lens":[290]}\n{"extend_seq_lens":[1402,2497]}\n'
+                     '{"extend_seq_lens":[20000000]}\n')
+    result = CliRunner().invoke(app, ["plan", "-t", str(trace), "--chunked-prefill-size", "100", "--no-recommend"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "exceed chunked_prefill_size" in line]
+    assert said == [f"cpbcg: warning: {trace}: 3 of 4 forwards (75.00%) exceed chunked_prefill_size 100 (largest 20,000,000 "
+                    "tokens): a batch trace states forwards as the server formed them, and a server with that chunk never forms "
+                    "one above it, so the trace contradicts the chunk (set --chunked-prefill-size to the server's, or plan the "
+                    "request trace, which the simulation chunks)"]
+    # replay-check says it too, and counts them in its JSON
+    import orjson
+
+    result = CliRunner().invoke(app, ["replay-check", "-t", str(trace), "--chunked-prefill-size", "100", "--min-coverage", "0",
+                                      "-f", "json"])
+    assert result.exit_code == 0 and orjson.loads(result.stdout)["forwards_above_chunked_prefill_size"] == 3
+    assert "3 of 4 forwards (75.00%) exceed chunked_prefill_size 100" in result.stderr
+    # within the chunk: nothing said
+    result = CliRunner().invoke(app, ["plan", "-t", str(trace), "--chunked-prefill-size", "-1", "--no-recommend"])
+    assert result.exit_code == 0 and "exceed chunked_prefill_size" not in result.stderr
+
+
+def test_a_chunk_above_the_largest_bucket_of_a_request_trace_is_warned_about(tmp_path):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    trace = tmp_path / "requests.jsonl"
+    trace.write_text("".join(f'{{"timestamp": {i}, "input_length": 1000, "output_length": 1}}\n' for i in range(3)))
+    # chunk 100: 0.5.23's list for it ends at 96 (no off-grid 100), so each 100-token chunk runs eagerly
+    result = CliRunner().invoke(app, ["plan", "-t", str(trace), "--chunked-prefill-size", "100", "--cp-size", "1", "--no-recommend"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "above the largest bucket" in line]
+    assert said == ["cpbcg: warning: 27 forwards (81.82%) are above the largest bucket, 96, which is below chunked_prefill_size 100: "
+                    "every full chunk runs eagerly (SGLang 0.5.23's prefill list keeps its grid up to the chunk and appends no "
+                    "off-grid size); a chunk on the grid, or a list that holds 100 (the recommendation), keeps them in graphs"]
+    result = CliRunner().invoke(app, ["plan", "-t", str(trace), "--chunked-prefill-size", "96", "--cp-size", "1", "--no-recommend"])
+    assert result.exit_code == 0 and "above the largest bucket" not in result.stderr

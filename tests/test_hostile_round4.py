@@ -263,6 +263,20 @@ def test_utf16_text_is_named_with_its_encoding_not_called_binary(assets, name, e
     result = invoke(*args)
     assert result.exit_code == 2, result.output
     assert f"{path}:1: not UTF-8 text: it looks like {encoding} text; convert it to UTF-8 (e.g. iconv -f {encoding.replace(' ', '')} -t UTF-8" in result.stderr
+
+
+@pytest.mark.parametrize("name, body, column", [
+    ("latin1.csv", b"input_tokens,output_tokens,note\n100,10,caf\xe9\n200,20,x\n", 11),
+    ("latin1.jsonl", b'{"extend_seq_lens":[5]}\n{"extend_seq_lens":[5],"n":"caf\xe9"}\n', 32),
+])
+def test_latin1_text_is_named_with_its_encoding_not_called_binary(tmp_path, name, body, column):
+    path = tmp_path / name
+    path.write_bytes(body)
+    result = invoke("plan", "-t", str(path))
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (f"cpbcg: error: {path}:2: not UTF-8 text: byte 0xe9 at column {column} ('\u00e9' in Windows-1252): it "
+                             "looks like Latin-1 or Windows-1252 text; convert it to UTF-8 (e.g. iconv -f WINDOWS-1252 -t UTF-8 "
+                             "FILE > FILE.utf8)\n")
     assert "binary" not in result.stderr
 
 

@@ -80,7 +80,7 @@ def test_one_line_strips_escapes_and_caps_length():
     assert one_line("f.yaml:1: " + "x" * 1000 + " the reason", 300).endswith("x the reason")
     words = one_line("f.yaml:1: " + "word " * 200, 300)
     assert len(words) == 300 and words.endswith("...")  # otherwise the tail is cut
-    assert len(str(ConfigError("y" * 10_000))) == 286
+    assert len(str(ConfigError("y" * 10_000))) == 386  # MAX_MESSAGE_CHARS 400 less "cpbcg: error: "
 
 
 def test_a_model_preset_goes_through_the_input_edge(tmp_path):

@@ -149,3 +149,14 @@ def test_non_power_of_two_cp_matches_reference(cp):
     batches = [[1534, 161, 353], [7, 8, 9, 100], [12345]]
     bs = BatchSet.from_lists(batches)
     assert local_tokens(bs, CPLayout(cp)).tolist() == [_reference_rank_tokens(b, cp) for b in batches]
+
+
+@pytest.mark.parametrize("lengths, given", [(["-5", "10"], "-5"), (["10", "-2.5"], "-2.5")])
+def test_a_negative_length_is_named_not_called_an_unknown_option(capsys, lengths, given):
+    from cpbcg.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["layout", "--cp-size", "4", *lengths])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (f"cpbcg: error: extend_seq_lens: {given} is negative: a length or count is a positive number "
+                                       "(see `cpbcg layout --help`)\n")

@@ -31,7 +31,7 @@ def resolve(words: str, gpu: str, model=None):
 def test_cp_on_hopper_has_no_prefill_graph_and_cp_1_keeps_breakable():
     cp4 = resolve(CP4, "H200")
     assert (cp4.starts, cp4.prefill_graph_backend.value, cp4.no_prefill_graph()) == (True, "disabled", ANSWER)
-    assert cp4.cp_without_cp_graphs and cp4.what_would_help()[0].startswith("the same traffic at --cp-size 1")
+    assert cp4.cp_without_cp_graphs and cp4.what_would_help()[0].startswith("--cp-size 1 (no attention CP")
     assert "disable_breakable_cudagraph_if_incompatible" in cp4.prefill_graph_backend.rule
     cp1 = resolve("--tp-size 4", "H200")
     assert (cp1.prefill_graph_backend.value, cp1.no_prefill_graph(), cp1.findings()) == ("breakable", None, [])
@@ -82,6 +82,9 @@ def test_emit_for_a_launch_without_prefill_graph_writes_nothing(tmp_path):
     result = invoke("plan", "--gpu", "H200", "--server-args", CP4, "--emit", "sglang", "-o", str(out))
     assert result.exit_code == 2 and not out.exists()
     assert result.output.startswith(f"cpbcg: error: --emit sglang: nothing written: {ANSWER}")
+    # the whole fix fits the error line (no "...": the cap is MAX_MESSAGE_CHARS, the helps are short)
+    assert result.output.strip().endswith("--prefill-attention-backend trtllm_mha, --attn-cp-size = --tp-size (0.5.23's zigzag "
+                                          "CP graphs)"), result.output
     ok = invoke("plan", "--gpu", "B200", "--emit", "sglang", "-o", str(out))
     assert ok.exit_code == 0 and out.exists()
 
@@ -96,7 +99,8 @@ def test_emitted_flags_are_resolved_and_a_refusal_is_found():
 
 def test_replay_check_refuses_to_gate_and_check_server_exits_1():
     gated = invoke("replay-check", "--gpu", "H200", "--server-args", CP4, "--embedded-sample", "--min-coverage", "0.5")
-    assert gated.exit_code == 2 and gated.output.startswith(f"cpbcg: error: replay-check: {ANSWER}")
+    assert gated.exit_code == 2 and gated.output.startswith(f"cpbcg: error: --server-args: {ANSWER}")
+    assert gated.output.strip().endswith("--attn-cp-size = --tp-size (0.5.23's zigzag CP graphs)"), gated.output
     checked = invoke("check-server", "--gpu", "H200", "--server-args", CP4, "-f", "json")
     assert checked.exit_code == 1
     doc = orjson.loads(checked.stdout)

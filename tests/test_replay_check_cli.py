@@ -421,3 +421,15 @@ def test_a_junit_path_in_proc_is_refused_before_the_report_is_printed():
     result = check("--min-coverage", "0", "--junit", "/proc/junit.xml")
     assert_one_line_exit_2(result, "--junit /proc/junit.xml: cannot create a file in /proc (No such file or directory)")
     assert result.stdout == ""
+
+
+def test_a_config_whose_launch_command_would_not_start_is_named_by_file_line_and_key(tmp_path):
+    config = tmp_path / "c_server.yaml"
+    config.write_text('cp_size: 4\nserver: {gpu: B200, args: "--tp 4 --attn-cp-size 4 --enable-prefill-cp"}\n')
+    result = check("--config", str(config), "--min-coverage", "0.5")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0].startswith(
+        f"cpbcg: error: {config}:2: server.args: SGLang 0.5.23 would refuse to start with these flags (--cp-strategy must be set "
+        "when --enable-prefill-cp is enabled.)")
+    result = check("--server-args", "--tp 4 --attn-cp-size 4 --enable-prefill-cp", "--min-coverage", "0.5")
+    assert result.exit_code == 2 and result.stderr.startswith("cpbcg: error: --server-args: SGLang 0.5.23 would refuse to start")

@@ -320,6 +320,17 @@ def test_a_flag_sglang_does_not_know_is_bad_input_for_plan_and_a_refusal_for_che
     assert abbreviated.exit_code == 0, abbreviated.output
     with pytest.raises(ValueError, match=r"^unrecognized SGLang 0.5.23 server argument --page-sise \(did you mean --page-size\?\)$"):
         parse_launch_words(["--page-sise", "16"])
+    # an ambiguous prefix is argparse's other refusal of the launch: the same kind (check-server 1, plan 2)
+    ambiguous = _check_server("--server-args", f"python -m sglang.launch_server {CP4} --page 16")
+    assert ambiguous.exit_code == 1, ambiguous.output
+    assert "refuses to start: parse_args: ambiguous option: --page could match --page-size, --paged-experts-num-resident" \
+        in " ".join(ambiguous.output.split())
+    planned = _plan("--server-args", f"python -m sglang.launch_server {CP4} --page 16")
+    assert planned.exit_code == 2 and planned.output.strip().splitlines()[-1] == (
+        "cpbcg: error: --server-args: SGLang 0.5.23 ambiguous option: --page could match --page-size, --paged-experts-num-resident")
+    # a word like no flag gets no suggestion (difflib cutoff): --bogus is not a typo of --host
+    bogus = _check_server("--server-args", f"python -m sglang.launch_server {CP4} --bogus 1")
+    assert bogus.exit_code == 1 and "unrecognized arguments: --bogus\n" in bogus.output and "did you mean" not in bogus.output
 
 
 def test_a_chunk_below_the_page_is_sourced_where_it_was_given(tmp_path):

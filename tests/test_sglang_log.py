@@ -87,11 +87,37 @@ def test_cut_and_zero_lines_are_skipped_counted_and_located(tmp_path):
     summary, got = read_all(path)
     assert got["num_tokens"] == [2048, 512] and got["line_no"] == [2, 6]
     assert (summary.unreadable, summary.first_unreadable_line, summary.nonprefill, summary.first_nonprefill_line) == (2, 3, 1, 4)
-    assert summary.skipped_note("cut.log") == ("cut.log: 2 unreadable Prefill batch lines skipped (first: line 3); "
-                                               "1 with #new-token: 0 skipped (first: line 4)")
+    assert summary.skipped_note("cut.log") == ("cut.log: 2 unreadable Prefill batch lines skipped (first: line 3: #new-token: "
+                                               "missing or not an integer: a Prefill batch line gives both #new-seq and #new-token; "
+                                               "--strict refuses them); 1 with #new-token: 0 skipped (first: line 4)")
     result = runner.invoke(app, ["plan", "-t", str(path), "--no-recommend"])
     assert result.exit_code == 0, result.output
-    assert "2 unreadable Prefill batch lines skipped (first: line 3)" in result.stderr
+    assert "2 unreadable Prefill batch lines skipped (first: line 3: #new-token: missing" in result.stderr
+    # --strict refuses the first one, named by line and key, before any note
+    result = runner.invoke(app, ["plan", "-t", str(path), "--no-recommend", "--strict"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (f"cpbcg: error: {path}:3: #new-token: missing or not an integer: a Prefill batch line "
+                                             "gives both #new-seq and #new-token (--strict refuses an unreadable Prefill batch line)")
+    # replay-check's JSON and JUnit carry the skipped count
+    junit = tmp_path / "r.xml"
+    result = runner.invoke(app, ["replay-check", "-t", str(path), "--min-coverage", "0.5", "-f", "json", "--junit", str(junit)])
+    doc = orjson.loads(result.stdout)
+    assert (doc["unreadable_prefill_lines"], doc["first_unreadable_prefill_line"], doc["nonprefill_lines"]) == (2, 3, 1)
+    assert '<property name="unreadable_prefill_lines" value="2" />' in junit.read_text()
+
+
+@pytest.mark.parametrize("sizes, expected", [
+    ("#new-seq: 1, #new-token: -148", "#new-token: -148: a forward's new tokens are a positive count"),
+    ("#new-seq: 3, #new-token: 2", "#new-seq: 3 > #new-token: 2: each request extends at least one token"),
+    ("#new-seq: 1, #new-token: 99999999999", "#new-token: 99999999999: above cpbcg's limit of 2,147,483,647 tokens in a forward"),
+])
+def test_a_log_whose_only_prefill_line_is_malformed_names_the_line_and_the_key(tmp_path, sizes, expected):
+    path = write_log(tmp_path / "bad.log", "[2026-04-05 20:02:47] Load weight end.\n"
+                     f"[2026-04-05 20:02:48] Prefill batch, {sizes}, #cached-token: 0, token usage: 0.08, #running-req: 0, "
+                     "#queue-req: 0, cuda graph: True\n")
+    result = runner.invoke(app, ["plan", "-t", str(path), "--no-recommend"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"cpbcg: error: {path}:3: {expected}: the log's only Prefill batch line is unreadable (1)"]
 
 
 def test_two_records_on_one_line_are_split_and_folded_by_their_prefixes(tmp_path):
@@ -116,7 +142,11 @@ def test_detection_finds_the_first_prefill_line_after_megabytes_of_startup(tmp_p
 
 def test_no_readable_line_is_one_clear_error(tmp_path):
     path = write_log(tmp_path / "none.log", prefill_line(3, 5))
-    with pytest.raises(TraceError, match=r'none.log:1: no readable "Prefill batch" lines \(1 Prefill batch lines, none readable\)'):
+    with pytest.raises(TraceError, match=r'none.log:2: #new-seq: 5 > #new-token: 3: each request extends at least one token: '
+                                         r"the log's only Prefill batch line is unreadable \(1\)"):
+        read_all(path)
+    path = write_log(tmp_path / "zero.log", prefill_line(0, 1))  # #new-token: 0 only: no prefill at all
+    with pytest.raises(TraceError, match=r'zero.log:1: no readable "Prefill batch" lines \(1 Prefill batch lines, none readable\)'):
         read_all(path)
 
 
@@ -378,3 +408,18 @@ def test_the_log_timestamp_pattern_is_written_once():
              for p in Path(cpbcg.__file__).parent.rglob("*.py") if date_time.search(p.read_text())}
     # besides: the anchored ISO time of a CSV column, and watch's --since text (minutes or seconds)
     assert found == {"engines/sglang/logs/settings.py": 1, "planner/traces/csv_table.py": 1, "watching/follow.py": 1}
+
+
+def test_a_capture_end_line_not_used_as_the_prefill_cost_is_said_with_why(tmp_path):
+    decode = ("Capturing batches (bs=1 avail_mem=37.08 GB): 100%|##########| 52/52 [00:05<00:00,  9.85it/s]\n"
+              "[2025-11-30 11:18:01] Capture cuda graph end. Time elapsed: 5.92 s. mem usage=1.44 GB. avail mem=37.06 GB.\n")
+    path = write_log(tmp_path / "decode.log", decode + prefill_line(148, 1))
+    result = runner.invoke(app, ["plan", "-t", str(path), "--no-recommend"])
+    assert result.exit_code == 0, result.output
+    assert (f"cpbcg: note: {path}:3: the capture end line (1.44 GB, 5.92 s) is not used as the prefill capture cost: `Capture cuda "
+            "graph end` names no prefill or piecewise graph: the decode graphs' capture (the one runner older releases have), not the "
+            "prefill list's") in result.stderr
+    # beside a prefill capture that was used: nothing said
+    log = read_log_settings(write_log(tmp_path / "both.log", startup_lines() + decode + prefill_line(148, 1)))
+    assert log.capture is not None and log.capture.total_gb is not None
+    assert not [n for n in log.notes if "capture end line" in n]

@@ -115,7 +115,8 @@ def test_parquet_without_pyarrow_is_a_clear_error(monkeypatch):
         ("azure.csv", "parquet", "azure.csv:1: not a readable Parquet file"),
         ("null-length.parquet", "auto", "null-length.parquet:2: ContextTokens: null is not a token count"),
         ("aibrix-mixed-null-output.jsonl", "auto", "aibrix-mixed-null-output.jsonl:2: requests[0].output_length: null mixed with numbers"),
-        ("../traces/sglang-more-requests-than-tokens.log", "auto", 'sglang-more-requests-than-tokens.log:1: no readable "Prefill batch" lines (1 Prefill batch lines, none readable)'),
+        ("../traces/sglang-more-requests-than-tokens.log", "auto", "sglang-more-requests-than-tokens.log:1: #new-seq: 5 > #new-token: 3: each request extends at least one token: "
+                                                                  "the log's only Prefill batch line is unreadable (1)"),
         ("azure.csv", "sglang-log", 'azure.csv:1: no readable "Prefill batch" lines: not an SGLang server log'),
     ],
 )

@@ -280,3 +280,15 @@ def test_the_first_screen_holds_the_answer_with_warnings_budgets_and_the_decode_
     assert text.startswith("Verdict on 11,413 prefill forwards") and " deploy " in text and " decode " in text
     warnings = verdict_json("-t", str(MOONCAKE), *args)["warnings"]
     assert len(warnings) == len(set(w.split(": ", 1)[1] for w in warnings)), warnings
+
+
+def test_on_a_log_whose_every_forward_ran_eagerly_the_first_screen_leads_with_it(tmp_path):
+    from sglang_log_fixtures import prefill_line, write_log
+
+    log = write_log(tmp_path / "eager.log", "".join(prefill_line(8192, 1, graph=False) for _ in range(5)))
+    lines = first_screen(invoke("-t", str(log)).stdout)
+    screen = " ".join(" ".join(lines).split())
+    assert lines[2].startswith("  server     0.00% of 5 forwards ran in graphs (the log's cuda graph verdicts; the model of its list: 100.00%)")
+    assert "prefill graphs appear off" in screen and "--disable-cuda-graph" in screen
+    assert screen.index("server 0.00%") < screen.index("ceiling 100.00%")
+    assert "deploy once prefill graphs are on, the full recommendation" in screen

@@ -338,6 +338,23 @@ def test_a_server_without_prefill_graphs_is_refused_in_one_line(tmp_path, startu
     assert len(failed) == 1 and expected in failed[0]
 
 
+def test_a_log_without_start_up_output_whose_every_forward_ran_eagerly_is_refused(tmp_path):
+    # sglang #36081's shape: no settings dump, every Prefill batch line `cuda graph: False` at 8192 tokens
+    log = write_log(tmp_path / "eager.log", "".join(prefill_line(8192, 1, graph=False) for _ in range(5)))
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", *PINNED])
+    assert result.exit_code == 1, result.output
+    failed = [line for line in result.stderr.splitlines() if line.startswith("watch: FAILED:")]
+    assert len(failed) == 1 and "0.00% of 5 forwards ran in graphs" in failed[0] and "prefill graphs appear off" in failed[0]
+    assert "nothing to fail on" not in result.stderr
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--format", "json", *PINNED])
+    final = orjson.loads(result.stdout.strip().splitlines()[-1])
+    assert result.exit_code == 1 and final["passed"] is False and final["refusals"] == [final["servers"][0]["refusal"]]
+    # one forward in a graph: the server runs graphs, nothing to fail on without gates
+    log = write_log(tmp_path / "some.log", "".join(prefill_line(8192, 1, graph=i == 0) for i in range(5)))
+    result = runner.invoke(app, ["watch", str(log), "--duration", "60", *PINNED])
+    assert result.exit_code == 0 and "no gates configured: nothing to fail on" in result.stderr
+
+
 def test_a_restart_into_a_launch_without_prefill_graphs_is_refused_there(tmp_path):
     body = startup_lines() + "".join(prefill_line(100 + i, 1) for i in range(5)) + startup_lines(capture=False)
     log = write_log(tmp_path / "restart.log", body + "".join(prefill_line(100 + i, 1, graph=False) for i in range(5)))
@@ -642,7 +659,7 @@ def test_a_log_without_start_up_output_says_whose_settings_it_assumed(tmp_path):
     result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--max-forwards", "1", *PINNED])
     assert result.exit_code == 0, result.output
     assert "no start-up output (settings dump, capture line) before the first Prefill batch" in result.stderr
-    assert "cpbcg: note: " + str(log) + ": 1 unreadable Prefill batch line skipped (first: line 3)" in result.stderr
+    assert "cpbcg: note: " + str(log) + ": 1 unreadable Prefill batch line skipped (first: line 3: #new-token: missing or not an integer" in result.stderr
     # what the log does not state is said to be assumed, with the option that sets it (the reader's rule: cpbcg.engines.sglang.observed.assumed_settings)
     assert "cpbcg: assumed: buckets sglang-default:8192 (assumed: not in the log; --buckets sets it)" in result.stderr
     assert "assumed for launch 1: buckets sglang-default:8192 (assumed: not in the log; --buckets sets it)" in result.stdout

@@ -103,6 +103,32 @@ class TraceSpec:
         return opened.simulation.summary()
 
 
+@dataclass
+class AboveChunk:
+    """A batch trace's forwards with more tokens than `chunked_prefill_size` (complete after
+    iterating): a batch trace states forwards as the server formed them, and a server with that
+    chunk never forms one above it (0.5.23's `PrefillAdder` caps a forward's extend tokens at the
+    chunk), so each contradicts the chunk the plan states. Chunking off (-1) bounds nothing here."""
+
+    chunked_prefill_size: int
+    forwards: int = 0
+    """Forwards (weighted by their counts) above the chunk."""
+    total: int = 0
+    """Forwards read."""
+    largest: int = 0
+    """The largest forward read (tokens)."""
+
+    def count(self, chunks: Iterator[BatchSet]) -> Iterator[BatchSet]:
+        for chunk in chunks:
+            tokens = chunk.num_tokens
+            self.total += int(chunk.counts.sum())
+            if len(tokens):
+                self.largest = max(self.largest, int(tokens.max()))
+            if self.chunked_prefill_size > 0:
+                self.forwards += int(chunk.counts[tokens > self.chunked_prefill_size].sum())
+            yield chunk
+
+
 @dataclass(frozen=True)
 class BatchSource:
     """An opened batch stream and, for request traces, the simulation producing it."""
@@ -123,6 +149,8 @@ class BatchSource:
     request trace on standard input is held in `spec.requests`)."""
     read_notes: ReadNotes | None = None
     """Rows the reader skipped and what it decided (request traces; complete after iterating)."""
+    above_chunk: AboveChunk | None = None
+    """A batch trace's forwards above `chunked_prefill_size` (complete after iterating), else None."""
 
     @property
     def log_summary(self) -> LogSummary | None:
@@ -178,7 +206,8 @@ def open_source(
     opened = open_trace(trace.path, trace.format.name, options)
     fmt = TraceFormat(opened.format.name)
     if opened.kind is TraceKind.batches:
-        return BatchSource(opened.batch_chunks(), fmt, None, spec=spec)
+        over = AboveChunk(scheduler.chunked_prefill_size)
+        return BatchSource(over.count(opened.batch_chunks()), fmt, None, spec=spec, above_chunk=over)
     if opened.kind is TraceKind.forwards:
         if isinstance(opened.items, LogReader):
             return BatchSource(_bound_only(trace.path), fmt, None, opened.items,

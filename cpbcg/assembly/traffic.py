@@ -127,7 +127,7 @@ def finished(source: BatchSource) -> BatchSource:
     simulation's summary and settings, the reader's notes and a log's settings, as the notes read them."""
     sim = None if source.simulation is None else FinishedSimulation(source.simulation.summary(), source.simulation.cfg)
     return BatchSource(iter(()), source.trace_format, sim, iter(()) if source.is_bound else None,  # type: ignore[arg-type]
-                       log=source.log, read_notes=source.read_notes)
+                       log=source.log, read_notes=source.read_notes, above_chunk=source.above_chunk)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Exit codes: `cpbcg.errors.ExitCode` (one-line error, no traceback, for bad input
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from typing import NoReturn
@@ -68,6 +69,12 @@ def _main(argv: list[str] | None) -> None:
             print(ctx.get_help())
             sys.exit(ExitCode.OK)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        name = getattr(exc, "option_name", None)
+        if isinstance(name, str) and re.fullmatch(r"-\d+(\.\d*)?", name):  # `layout 4 -5 10`: a negative value, read as an option
+            args = [p.name for p in getattr(getattr(ctx, "command", None), "params", ()) if getattr(p, "param_type_name", "") == "argument"]
+            key = f"{args[0]}: " if len(args) == 1 else ""
+            given = next((a for a in (argv if argv is not None else sys.argv[1:]) if a.startswith(name)), name)
+            message = f"{key}{given} is negative: a length or count is a positive number"
         report_error(f"{message}{hint}")
         sys.exit(getattr(exc, "exit_code", ExitCode.BAD_INPUT))
     sys.exit(code if isinstance(code, int) else ExitCode.OK)

@@ -21,8 +21,9 @@ def check_server(*, options: CheckServerOptions, server: ServerOptions) -> None:
     """Say what SGLang 0.5.23 would do with a launch command on a model and a GPU: start or
     refuse (which check, its message), capture CP prefill graphs or not and why, and the
     resolved page size, chunk and prefill graph list (as captured, rounded). Exit 0 when it
-    starts with CP prefill graphs, 1 when it would refuse to start or run without them, 2 for
-    bad input.
+    starts with CP prefill graphs, 1 when it would refuse to start (SGLang's argparse refusing an
+    unrecognized flag or an ambiguous prefix such as `--page` included) or run without them, 2 for
+    bad input (a file that cannot be read, a bad value of a flag cpbcg resolves).
 
     Example: `cpbcg check-server --server-args "python -m sglang.launch_server --model-path m --tp-size 4
     --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag" --gpu B200 --model-config config.json`

@@ -221,7 +221,7 @@ class TraceOptions:
     output_field: Annotated[Optional[str], Flag(("--output-field",), "Output-length field of a generic CSV/JSONL request trace (tokens); decode uses it.", show_default=False)] = None
     model: Annotated[Optional[str], Flag(("--model",), "BurstGPT: keep only the rows of this Model (e.g. ChatGPT, GPT-4).", show_default=False)] = None
     log_type: Annotated[Optional[str], Flag(("--log-type",), "BurstGPT: keep only the rows of this Log Type (e.g. 'Conversation log', 'API log').", show_default=False)] = None
-    strict: Annotated[bool, Flag(("--strict",), "Refuse request rows with 0 prompt tokens (Azure 2025 multimodal, BurstGPT failures) instead of skipping them with a note.")] = False
+    strict: Annotated[bool, Flag(("--strict",), "Refuse request rows with 0 prompt tokens (Azure 2025 multimodal, BurstGPT failures), and an SGLang log's unreadable Prefill batch lines, instead of skipping them with a note.")] = False
 
     @property
     def trace(self) -> Optional[Path]:

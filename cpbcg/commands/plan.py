@@ -18,7 +18,7 @@ from cpbcg.outputs.exports import export_buckets
 from cpbcg.errors import ConfigError, ModelError
 from cpbcg.inputs import file_identity
 from cpbcg.manifest import MANIFEST_KEYS, Manifest, load_manifest
-from cpbcg.outputs.notes import HeldNotes, graphs_off_plan_notes, ignored_options_warning, launch_label, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
+from cpbcg.outputs.notes import HeldNotes, chunk_above_list_notes, graphs_off_plan_notes, ignored_options_warning, launch_label, launch_plan_notes, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.assembly.sources import BatchSource, TraceInput, detect_input, report_header
 from cpbcg.planner.deployment import Deployment
 from cpbcg.engines.sglang.startup import resolve_emitted
@@ -242,6 +242,8 @@ def plan_report(deployment: Deployment, request: PlanOptions, trace_paths_given:
         for line in read_notes(source, ignored_flags or [], first):
             note(line)
     for line in log_summary_notes(source):
+        note(line)
+    for line in chunk_above_list_notes(result.evaluation, deployment.scheduler.chunked_prefill_size, source) if len(given) <= 1 else ():
         note(line)
     for line in graphs_off_plan_notes(source, result.launches, display(first) if first is not None else "-") if len(given) == 1 else ():
         note(line)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -96,12 +96,13 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         and not server.verdict_hinges_on_the_assumed_model else None
     if answer is not None and not report_only:  # when there is nothing to gate, that is the answer
         helps = server.what_would_help() if server is not None else []
-        raise ConfigError(f"replay-check: {answer}: the gates would test graphs the server never captures; what would help: "
-                          f"{'; or '.join(helps)}; or pass --report-only")
+        raise ConfigError(f"{(server.launch_origin if server is not None else '') or 'replay-check'}: {answer}: nothing to gate (or --report-only); what would help: "
+                          f"{'; or '.join(helps)}")
     found = server_check(deployment)
     if not found.ok and not report_only:
         what, reason = found.findings()[0]
-        message = (f"replay-check: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
+        origin = server.launch_origin if server is not None and server.launch_origin else "replay-check"
+        message = (f"{origin}: SGLang {SGLANG_VERSION} would {what} with these flags ({reason}), so the gates would "
                    "test graphs the server never has; fix the flags (plan --emit sglang writes them), or pass --report-only")
         raise ConfigError(message if log is None else located(log.path, _flags_line(log), message))
     for finding in resolution_notes(server, log) + server_check_notes(found):
@@ -113,6 +114,11 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     resolve = launch_resolver(config, overrides, manifest) if log is not None else None
     report, source = check(detected, deployment, gates, manifest=manifest, replay=replay, trace_format=trace_format,
                            options=options, progress=progress, on_chunk=on_chunk, rates=rates, resolve_launch=resolve)
+    if source.log_summary is not None:  # what the log reader skipped, in the JSON and JUnit reports (a gate judged what was kept)
+        report = replace(report, header={**report.header, **source.log_summary.skipped_document()})
+    above = source.above_chunk if not report.parts else None
+    if above is not None:  # a batch trace's forwards that contradict the chunk (warned below), in the JSON and JUnit reports
+        report = replace(report, header={**report.header, "forwards_above_chunked_prefill_size": above.forwards})
     off = source.graphs_off_launches
     if off and not report_only:
         raise ConfigError(_graphs_off_refusal(*off[0], several=source.log_summary is not None and source.log_summary.launches > 1))

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from cpbcg.assembly.plan import LaunchPlan
     from cpbcg.engines.sglang.logs.settings import LogSettings
     from cpbcg.engines.sglang.logs.log import LogSummary
+    from cpbcg.planner.evaluate import Evaluation
 
 BATCHES, SGLANG_LOG = "batches", "sglang-log"
 """Formats that are batch streams already (the scheduler options do not apply)."""
@@ -123,6 +124,8 @@ def ignored_options_note(trace_kind: TraceFormat | str | None, flags: list[str],
     default); a request trace uses them all."""
     kind = _value(trace_kind)
     flags = [f for f in flags if f not in _server_flags()]  # they shape every plan: the warning would be false
+    if kind == SGLANG_LOG:  # --strict refuses a log's unreadable Prefill batch lines too
+        flags = [f for f in flags if f != "--strict"]
     if kind not in (None, BATCHES, SGLANG_LOG) or not flags:
         return None
     what = "the embedded default workload is already a batch stream"
@@ -279,7 +282,34 @@ def read_notes(source: BatchSource, flags: list[str], trace: Path | str | None) 
     """The stderr lines of a source once read: its `source_note` (if any), then the
     `unused_request_option_notes` of the request-trace options given (`flags`)."""
     text = source_note(source)
-    return ([] if text is None else [text]) + unused_request_option_notes(flags, source, trace)
+    return ([] if text is None else [text]) + above_chunk_notes(source, trace) + unused_request_option_notes(flags, source, trace)
+
+
+def chunk_above_list_notes(evaluation: Evaluation, chunked_prefill_size: int, source: BatchSource) -> list[str]:
+    """One `cpbcg: warning:` line when a request trace's forwards fell above the largest bucket
+    because the list ends below `chunked_prefill_size`: every full chunk then runs eagerly (0.5.23's
+    `generate_prefill_cuda_graph_batch_sizes` keeps its grid `<= max_bs` and appends no off-grid
+    `max_bs`: chunk 100 -> last bucket 96)."""
+    above = evaluation.eager.get("above_largest_bucket", 0)
+    if source.simulation is None or not above or not evaluation.buckets or not 0 < evaluation.buckets[-1] < chunked_prefill_size:
+        return []
+    return [f"cpbcg: warning: {above:,} forwards ({above / max(evaluation.batches, 1):.2%}) are above the largest bucket, "
+            f"{evaluation.buckets[-1]:,}, which is below chunked_prefill_size {chunked_prefill_size:,}: every full chunk runs eagerly (SGLang "
+            f"{SGLANG_VERSION}'s prefill list keeps its grid up to the chunk and appends no off-grid size); a chunk on the grid, or a "
+            f"list that holds {chunked_prefill_size:,} (the recommendation), keeps them in graphs"]
+
+
+def above_chunk_notes(source: BatchSource, trace: Path | str | None) -> list[str]:
+    """One `cpbcg: warning:` line when a batch trace holds forwards above `chunked_prefill_size`
+    (`BatchSource.above_chunk`): a server with that chunk never formed them."""
+    over = source.above_chunk
+    if over is None or not over.forwards:
+        return []
+    name = "the trace" if trace is None else display(trace)
+    return [f"cpbcg: warning: {name}: {over.forwards:,} of {over.total:,} forwards ({over.forwards / max(over.total, 1):.2%}) exceed "
+            f"chunked_prefill_size {over.chunked_prefill_size:,} (largest {over.largest:,} tokens): a batch trace states forwards "
+            "as the server formed them, and a server with that chunk never forms one above it, so the trace contradicts the "
+            "chunk (set --chunked-prefill-size to the server's, or plan the request trace, which the simulation chunks)"]
 
 
 def unused_request_option_notes(flags: list[str], source: BatchSource, trace: Path | str | None) -> list[str]:

@@ -24,6 +24,13 @@ _LABEL = 11
 _REASONS = {"not_cp_active": "not CP-active", "context_limit": "past the context limit", "multimodal_input": "multimodal"}
 
 
+GRAPHS_OFF_ADVICE = ("prefill graphs appear off, or every forward fell off the server's list; no bucket list helps until "
+                     "graphs are on: check the launch for --disable-cuda-graph, --disable-piecewise-cuda-graph, "
+                     "--cuda-graph-backend-prefill disabled or --cuda-graph-config's prefill entry, and the start-up log for a "
+                     "prefill capture line")
+"""What the verdict says when a log's every forward ran eagerly although the model replays some."""
+
+
 def _span(f: ListFigures) -> str:
     return f"{counted(f.num_buckets, 'bucket')} {f.buckets[0]}..{f.buckets[-1]}" if f.buckets else "no buckets"
 
@@ -60,8 +67,13 @@ def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | Non
         reach = f"the default is within {CEILING_TOLERANCE:.2%} of it ({d.coverage:.2%}: {counted(below, 'forward')} fewer in graphs)"
     else:
         reach = f"the default replays {d.coverage:.2%}: {v.ceiling - d.coverage:.2%} of forwards below it ({counted(below, 'forward')})"
+    off = observed is not None and observed.graphs_appear_off
+    if observed is not None and off:  # the log's own verdicts lead: no list helps a server that ran every forward eagerly
+        out += labelled_line("server", f"{observed.coverage:.2%} of {observed.forwards:,} forwards ran in graphs (the log's "
+                             f"{observed.label} verdicts; the model of its list: {observed.model_coverage:.2%}): "
+                             f"{GRAPHS_OFF_ADVICE}", width)
     out += labelled_line("ceiling", f"{ceiling}; {reach}", width)
-    if observed is not None and observed.forwards:
+    if observed is not None and observed.forwards and not off:
         out += labelled_line("server", f"the log's {observed.label} verdicts: {observed.coverage:.2%} of {observed.forwards:,} forwards ran in "
                      f"graphs (the model of its list: {observed.model_coverage:.2%}; the observed table below compares them)", width)
     out += labelled_line("default", f"{_span(d)}: padding {d.padding:.2%}, modelled prefill {d.modelled_s:,.1f} s, {_capture(d)}", width)
@@ -81,7 +93,8 @@ def verdict_lines(v: Verdict, command: str | None, memory: MemoryPreflight | Non
         out += labelled_line("decode", str(v.decode.get("said", v.decode)), width)
     chosen = v.deployed
     which = {"knee": "the knee", "recommended": "the full recommendation", "default": "SGLang's default list"}[v.deploy]
-    out += labelled_line("deploy", f"{which} ({counted(chosen.num_buckets, 'bucket')}): {v.deploy_reason}", width)
+    once = "once prefill graphs are on, " if off else ""
+    out += labelled_line("deploy", f"{once}{which} ({counted(chosen.num_buckets, 'bucket')}): {v.deploy_reason}", width)
     if command is not None and v.deploy != "default":
         out += labelled_line("flags", command, width)
     if memory is not None:

@@ -634,6 +634,13 @@ class WatchSession:
                     stopped_by = "end of input"
             if server.refusal is None and (server.run is None or not server.run.forwards):
                 self._nothing_read(server)
+        for server in self.servers:  # no start-up output needed: the forwards' verdicts win (before the final snapshot shows it)
+            o = server.run.observed(server.lines.summary.graph_label) if server.run is not None and server.refusal is None else None
+            if o is not None and o.graphs_appear_off:
+                server.refusal = (f"{server.follower.name}: {o.coverage:.2%} of {o.forwards:,} forwards ran in graphs "
+                                  f"({o.label}: False on every Prefill batch line; the model of its list replays "
+                                  f"{o.model_coverage:.2%}): prefill graphs appear off (check --disable-cuda-graph, "
+                                  "--cuda-graph-backend-prefill, --cuda-graph-config and the prefill capture line)")
         snap = self._tick(self.clock(), final=True)
         gates: list[GateResult] = []
         unchecked: list[str] = []

@@ -201,6 +201,13 @@ class ObservedComparison:
         return sum(r.model_graph_forwards for r in self.ranks) / self.forwards if self.forwards else 0.0
 
     @property
+    def graphs_appear_off(self) -> bool:
+        """The server ran every forward with a verdict eagerly while the model of its list replays
+        some: its prefill graphs appear off (or every forward fell off its list). `plan`'s verdict
+        leads with it and `watch` refuses the server on it (the forwards' verdicts win both ways)."""
+        return self.forwards > 0 and self.graph_forwards == 0 and self.model_coverage > 0
+
+    @property
     def agreeing(self) -> int:
         """Forwards on which server and model agree."""
         return self.forwards - self.model_errors - self.unexplained_eager

@@ -116,6 +116,8 @@ class ResolvedServer:
     attn_dp_size: int = 1
     """Attention DP size as resolved (`--attn-dp-size`, or `--dp-size` under `--enable-dp-attention`:
     0.5.23 `handle_data_parallelism`): attention runs per DP rank, the MLP and MoE on every DP rank's rows."""
+    launch_origin: str = ""
+    """Where the launch command was given, as an error names it (`c.yaml:2: server.args`, `--server-args`); empty when none was."""
 
     @property
     def starts(self) -> bool:
@@ -178,12 +180,12 @@ class ResolvedServer:
             return []
         if not self.cp_without_cp_graphs:
             return [f"a launch without what turns it off ({self.prefill_graph_backend.describe()})"]
-        out = ["the same traffic at --cp-size 1 (attention CP off), where 0.5.23 keeps breakable prefill graphs"]
+        out = ["--cp-size 1 (no attention CP: 0.5.23 keeps breakable prefill graphs)"]  # short: an error line holds them all
         if self.gpu.is_sm100 and self.no_cp_graph:
             out.append(f"CP graphs on this {self.gpu.name}: {self.no_cp_graph[0]}")
         elif not self.use_mla:
-            out.append("an SM100 GPU (B200, GB200, B300, GB300) with --cp-strategy zigzag --prefill-attention-backend trtllm_mha "
-                       "and --attn-cp-size equal to --tp-size: 0.5.23's zigzag CP graphs")
+            out.append("an SM100 GPU (B200, GB200, B300, GB300) with --cp-strategy zigzag --prefill-attention-backend trtllm_mha, "
+                       "--attn-cp-size = --tp-size (0.5.23's zigzag CP graphs)")
         if INTERLEAVE_CP_GRAPH_ARCHITECTURE in (self.model.architectures or (self.model.architecture,)):
             out.append("--cp-strategy interleave --attention-backend dsa with --dp-size 1 --ep-size 1: 0.5.23's interleave CP graphs")
         return out

@@ -22,7 +22,7 @@ from cpbcg.planner.traces.records import (
 )
 from cpbcg.planner.traces.text import (
     CONTROL_BYTES, binary_error, check_blob_lines, count_newlines, excerpt, iter_blob_chunks, line_excerpt, long_line, looks_binary,
-    MAX_LINE_BYTES, TracePath, no_requests, show_names, split_lines, time_problem,
+    MAX_LINE_BYTES, TracePath, no_requests, show_names, single_byte_hint, split_lines, time_problem,
 )
 
 if TYPE_CHECKING:
@@ -260,7 +260,9 @@ def _split_rows(path: TracePath, first: int, lines: list[bytes]) -> tuple[list[l
     if "\ufffd" in text or CONTROL_BYTES.search(blob):
         for line_no, line in enumerate(lines, start=first):
             if looks_binary(line):
-                raise TraceError(located(path, line_no, f"binary data, not a CSV row: {excerpt(line.strip(), 16)}"))
+                hint = single_byte_hint(line)
+                raise TraceError(located(path, line_no, f"not UTF-8 text: {hint}" if hint is not None
+                                         else f"binary data, not a CSV row: {excerpt(line.strip(), 16)}"))
     if '"' in text or len(parts) != len(lines):
         return _quoted_rows(path, first, lines)
     return [line.rstrip("\r").split(",") if line.strip() else [] for line in parts], len(lines)

@@ -17,7 +17,7 @@ from cpbcg.errors import TraceError, located
 from cpbcg.planner.traces.records import (
     MAX_REQUEST_TOKENS, LineNumbers, RequestChunk, RequestItem, RequestSpec, drop_empty_prompts, known_lines, lengths_ok, parse_time_values,
 )
-from cpbcg.planner.traces.text import EXCERPT_CHARS, TracePath, excerpt, first_line, iter_line_chunks, time_problem
+from cpbcg.planner.traces.text import EXCERPT_CHARS, TracePath, excerpt, first_line, iter_line_chunks, single_byte_hint, time_problem
 
 REQUEST_CHUNK_BYTES = 4 << 20
 """Bytes of lines parsed at once (bounds memory: a chunk's Python objects are ~10x its bytes)."""
@@ -30,7 +30,9 @@ def load_json_line(path: TracePath, line_no: int, line: bytes) -> object:
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        raise TraceError(located(path, line_no, f"not valid JSON ({exc.msg[:80]})")) from None
+        hint = single_byte_hint(line) if "UTF-8" in exc.msg else None  # a Latin-1 export: say how to convert it
+        raise TraceError(located(path, line_no, f"not UTF-8 text: {hint}" if hint is not None
+                                 else f"not valid JSON ({exc.msg[:80]})")) from None
     key = repeated_key(line, record)
     if key is not None:
         raise TraceError(located(path, line_no, "duplicate key: a JSON object names each key once", excerpt(key)[1:-1]))

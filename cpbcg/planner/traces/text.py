@@ -391,3 +391,22 @@ def encoding_hint(data: bytes) -> str | None:
     if name is None:
         return None
     return f"it looks like {name} text; convert it to UTF-8 (e.g. iconv -f {name.replace(' ', '')} -t UTF-8 FILE > FILE.utf8)"
+
+
+def single_byte_hint(line: bytes) -> str | None:
+    """`encoding_hint` of one trace line, or else `byte 0xe9 at column N ...: it looks like Latin-1`
+    when the line is text without control bytes whose non-ASCII bytes are not UTF-8 (`caf` + 0xe9: a
+    Latin-1 or Windows-1252 export), else None."""
+    hint = encoding_hint(line)
+    if hint is not None:
+        return hint
+    data = line.rstrip(b"\r\n")
+    if CONTROL_BYTES.search(data):
+        return None
+    try:
+        data.decode("utf-8")
+        return None
+    except UnicodeDecodeError as exc:  # a whole line: a character cut at its end is not UTF-8 either
+        at = exc.start
+    return (f"byte 0x{data[at]:02x} at column {at + 1} ({data[at:at + 1].decode('cp1252', 'replace')!r} in Windows-1252): it looks "
+            "like Latin-1 or Windows-1252 text; convert it to UTF-8 (e.g. iconv -f WINDOWS-1252 -t UTF-8 FILE > FILE.utf8)")

@@ -70,8 +70,8 @@ MIN_BULK_RUN = 64
 
 _PREFIX = re.compile(rb"\[(" + TIMESTAMP + rb")?((?:\s*[A-Z][A-Z_]*\d+)*)\s*\]")
 _HEAD = re.compile(rb"Prefill batch(?: \[\d+\])?(?:\(mixed #running-req: (\d{1,12})\))?")
-_SEQ = re.compile(rb"#new-seq: (\d{1,12}),")
-_TOKEN = re.compile(rb"#new-token: (\d{1,12}),")
+_SEQ = re.compile(rb"#new-seq: (-?\d{1,12}),")  # a sign read, so a negative count is named, not "missing"
+_TOKEN = re.compile(rb"#new-token: (-?\d{1,12}),")
 _CACHED = re.compile(rb"#cached-token: (\d{1,12})\b")
 _REPLAY = re.compile(rb"#replay-token: (\d{1,12}),")
 _LOGGISH = re.compile(TIMESTAMP + rb"|server_args|sglang|\bTP\d+\]")
@@ -166,6 +166,8 @@ class LogSummary:
     unreadable: int = 0
     """Distinct forwards skipped: no complete `#new-seq`/`#new-token`, or `#new-seq` not in 1..n."""
     first_unreadable_line: int = 0
+    first_unreadable_why: str = ""
+    """Why the first unreadable line was skipped: `KEY: value ...` (`unreadable_why`)."""
     nonprefill: int = 0
     """Distinct records with `#new-token: 0` (no prefill tokens), skipped."""
     first_nonprefill_line: int = 0
@@ -188,10 +190,18 @@ class LogSummary:
         """One line on what was skipped, or None when nothing was."""
         parts = []
         if self.unreadable:
-            parts.append(f"{self.unreadable:,} unreadable Prefill batch line{'s' if self.unreadable != 1 else ''} skipped (first: line {self.first_unreadable_line})")
+            why = f": {self.first_unreadable_why}" if self.first_unreadable_why else ""
+            parts.append(f"{self.unreadable:,} unreadable Prefill batch line{'s' if self.unreadable != 1 else ''} skipped (first: line "
+                         f"{self.first_unreadable_line}{why}; --strict refuses them)")
         if self.nonprefill:
             parts.append(f"{self.nonprefill:,} with #new-token: 0 skipped (first: line {self.first_nonprefill_line})")
         return f"{path}: " + "; ".join(parts) if parts else None
+
+    def skipped_document(self) -> dict[str, object]:
+        """The skipped lines as JSON keys (replay-check's JSON header and JUnit properties): the
+        unreadable `Prefill batch` lines, the first of them (line, why) and the `#new-token: 0` ones."""
+        return {"unreadable_prefill_lines": self.unreadable, "first_unreadable_prefill_line": self.first_unreadable_line or None,
+                "first_unreadable_prefill_why": self.first_unreadable_why or None, "nonprefill_lines": self.nonprefill}
 
     def folded_note(self, path: str) -> str | None:
         """One line on folded copies, or None when there were none."""
@@ -233,8 +243,11 @@ class LogParser:
     bulk (`log_scan.prefill_columns`, `_take_block`), the same answer as `bulk=False` (every
     line through `line`, the reference the tests compare with), faster."""
 
-    def __init__(self, path: str = "", *, bulk: bool = True):
+    def __init__(self, path: str = "", *, bulk: bool = True, strict: bool = False):
         self.bulk = bulk
+        self.strict = strict
+        """Refuse the first unreadable `Prefill batch` line (`TraceError`, `FILE:LINE: KEY: ...`) instead of skipping it."""
+        self.path = path
         self.summary = LogSummary()
         self.scan = LaunchScan(path)
         self._printers: set[tuple[int, tuple[tuple[bytes, int], ...]]] = set()
@@ -402,8 +415,8 @@ class LogParser:
             s.nonprefill += int(nonprefill.sum())
             s.first_nonprefill_line = s.first_nonprefill_line or int(line_no[np.argmax(nonprefill)])
         if unreadable.any():
-            s.unreadable += int(unreadable.sum())
-            s.first_unreadable_line = s.first_unreadable_line or int(line_no[np.argmax(unreadable)])
+            i = int(np.argmax(unreadable))
+            self._unreadable(int(line_no[i]), unreadable_why(int(n[i]), int(k[i]), int(running[i])), int(unreadable.sum()))
         if not good.any():
             return _NO_ROWS
         labelled = label[good & (label > 0)]
@@ -413,6 +426,16 @@ class LogParser:
                          int(line_no[np.argmax(in_graph)]) if in_graph.any() else 0, VERDICT_LABELS[int(label[np.argmax(in_graph)])])
         return np.stack([n[good], k[good], cols.cached_token[at][good], running[good], line_no[good],
                          np.full(int(good.sum()), dp, dtype=np.int64), cols.graph[at][good].astype(np.int64)], axis=1)
+
+    def _unreadable(self, line_no: int, why: str, count: int = 1) -> None:
+        """Count `count` unreadable lines, the first at `line_no` (`why`: `unreadable_why`); with
+        `strict`, refuse it: `TraceError` `FILE:LINE: KEY: ...`."""
+        s = self.summary
+        if self.strict:
+            raise TraceError(located(self.path or "log", line_no, f"{why} (--strict refuses an unreadable Prefill batch line)"))
+        s.unreadable += count
+        if not s.first_unreadable_line:
+            s.first_unreadable_line, s.first_unreadable_why = line_no, why
 
     def _count_kept(self, count: int, labels: Iterable[str], last_label: str, graph_line: int = 0, graph_label: str = "") -> None:
         """Bookkeeping of `count` distinct forwards kept in the current launch, the verdict labels
@@ -460,8 +483,7 @@ class LogParser:
         if n is not None:
             n += rec.replay_token
         if n is None or k is None or not _readable(n, k, rec.running_req):
-            s.unreadable += 1
-            s.first_unreadable_line = s.first_unreadable_line or line_no
+            self._unreadable(line_no, unreadable_why(n, k, rec.running_req))
             return None
         self._count_kept(1, (rec.graph_label,) if rec.graph_label else (), rec.graph_label, line_no if rec.graph == 1 else 0, rec.graph_label)
         return n, k, max(rec.cached_token - rec.replay_token, 0), rec.running_req, line_no, rec.dp_rank, rec.graph
@@ -481,9 +503,9 @@ class LogReader:
     complete afterwards, `launches()` gives every launch's settings. Raises `TraceError`
     (`FILE:1: ...`) when the log has no readable `Prefill batch` record at all."""
 
-    def __init__(self, path: TracePath | str, *, bulk: bool = True):
+    def __init__(self, path: TracePath | str, *, bulk: bool = True, strict: bool = False):
         self.path = path
-        self.parser = LogParser(display(path), bulk=bulk)
+        self.parser = LogParser(display(path), bulk=bulk, strict=strict)
         """`bulk`: read common-shape records in bulk (`log_scan`); False: every line by the
         per-line parser (same answer, slower; the tests compare the two)."""
         self.summary = self.parser.summary
@@ -505,6 +527,9 @@ class LogReader:
             newlines = check_blob_lines(self.path, first, blob)
             yield from self.parser.chunks(first, blob, newlines)
         s = self.summary
+        if not s.forwards and s.unreadable and not s.nonprefill:  # every Prefill batch line unreadable: the first, named
+            raise TraceError(located(display(self.path), s.first_unreadable_line, f"{s.first_unreadable_why}: the log's only "
+                                     f"Prefill batch line{'s are' if s.unreadable > 1 else ' is'} unreadable ({s.unreadable:,})"))
         if not s.forwards:
             what = f" ({s.unreadable + s.nonprefill:,} Prefill batch lines, none readable)" if s.records else ""
             shown = any(one.args_line or one.architecture or one.version or one.ranks for one in self.launches())  # a server's start-up
@@ -517,6 +542,20 @@ class LogReader:
 
 
 _NO_ROWS: Int64Array = np.zeros((0, 7), dtype=np.int64)
+
+
+def unreadable_why(n: int | None, k: int | None, running: int) -> str:
+    """Why a `Prefill batch` line's sizes are no prefill forward (`_readable` false), as `KEY: value: rule`."""
+    if n is None or k is None:
+        return f"#new-{'token' if n is None else 'seq'}: missing or not an integer: a Prefill batch line gives both #new-seq and #new-token"
+    if n < 1:
+        return f"#new-token: {n}: a forward's new tokens are a positive count"
+    if k < 1:
+        return f"#new-seq: {k}: a forward extends at least one request"
+    if k > n:
+        return f"#new-seq: {k} > #new-token: {n}: each request extends at least one token"
+    rows = f" less {running:,} decode rows" if running else ""
+    return f"#new-token: {n}: above cpbcg's limit of {MAX_TOKENS:,} tokens{rows} in a forward"
 
 
 def _readable(n: Any, k: Any, running: Any) -> Any:
@@ -579,7 +618,7 @@ def find_mark(path: TracePath | str, limit: int = DETECT_BYTES) -> int | None:
 
 def read(path: TracePath, options: ReadOptions) -> LogReader:
     """The log's distinct forwards as `ObservedForwards` chunks (a `LogReader`)."""
-    return LogReader(path)
+    return LogReader(path, strict=options.strict)
 
 
 FORMAT = TraceFormatInfo("sglang-log", "SGLang server log (bound)", TraceKind.forwards, recognises, read)

@@ -505,6 +505,8 @@ class _Scan:
         self.capture_backend = ""
         self.steps: dict[int, float] = {}
         self.end: tuple[float, float, float, int] | None = None
+        self.unused_end: str | None = None
+        """The first capture end line not taken as the prefill capture cost, and why (said in a note when none was taken)."""
         self.version: str | None = None
         self.version_line = 0
         self.date = ""
@@ -591,6 +593,13 @@ class _Scan:
             self.steps_line = self.steps_line or line_no
         if (m := _CAPTURE_END.search(line)) and self.steps and self.end is None and not _is_decode(m.group(1)):
             self.end = (float(m.group(2)), float(m.group(3)), float(m.group(4)), line_no)
+        elif m is not None and self.unused_end is None:
+            label = m.group(1).decode("utf-8", "replace").strip()
+            why = (f"`Capture {label} end` names no prefill or piecewise graph: the decode graphs' capture (the one runner "
+                   "older releases have), not the prefill list's" if _is_decode(m.group(1)) else
+                   "no per-bucket prefill progress line (`Capturing num tokens (...)`) before it: not attributable to prefill buckets")
+            self.unused_end = (f"{self.path or 'log'}:{line_no}: the capture end line ({m.group(3).decode()} GB, {m.group(2).decode()} s) is not used as "
+                               f"the prefill capture cost: {why}")
 
     def result(self) -> LogSettings:
         a = self.args
@@ -746,6 +755,8 @@ class _Scan:
                              f"`{self.graph_forward[0]}: True`: the forwards' verdicts win, prefill graphs taken as on")
         if graphs is False and _prefill_bs(a)[0]:
             notes.append(f"prefill graphs were off ({graphs_origin}): the listed {_prefill_bs(a)[1]} was not deployed")
+        if self.unused_end is not None and self.end is None:
+            notes.append(self.unused_end)
         said = unreadable_note(self.path, self.unreadable)
         return tuple(notes) + ((said,) if said else ())
 

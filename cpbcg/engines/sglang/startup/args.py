@@ -86,13 +86,18 @@ def option_dest(option: str) -> str:
     return OPTION_DEST.get(option, _flag_name(option))
 
 
+SUGGEST_CUTOFF = 0.75
+"""The least `difflib` similarity of a suggested flag: a typo (`--attn-cp-sise`, 0.93) gets one,
+an unrelated word (`--bogus` against `--host`, 0.62) none."""
+
+
 def unrecognized_flag(flag: str) -> str | None:
     """None when 0.5.23's launch parser takes `--flag` (`cpbcg.engines.sglang.launch.SGLANG_FLAGS`, or a prefix
     of one: argparse's `allow_abbrev`), else the flag and the closest known one (difflib):
     `--attn-cp-sise (did you mean --attn-cp-size?)`."""
     if flag in _KNOWN_FLAGS or any(f.startswith(flag) for f in SGLANG_FLAGS):
         return None
-    close = difflib.get_close_matches(flag, SGLANG_FLAGS, n=1)
+    close = difflib.get_close_matches(flag, SGLANG_FLAGS, n=1, cutoff=SUGGEST_CUTOFF)
     return f"{flag} (did you mean {close[0]}?)" if close else flag
 
 
@@ -108,8 +113,9 @@ def parse_launch_words(words: Sequence[str], source: str = "launch command",
     repeated flag wins, as argparse does; an unambiguous prefix names its option and an alias its
     field (`--tp 4` is `--tp-size 4`: `resolve_option`, `option_dest`), an ambiguous one raises. Values of the arguments the resolution reads are
     checked; others are kept as text. Raises `ValueError` ("--page-size: expected ...") for a
-    bad value or a stray word, and for a flag 0.5.23 does not know (`unrecognized_flag`) unless
-    `unrecognized` is given: then each is appended there and left out."""
+    bad value or a stray word, and for a flag 0.5.23 does not know (`unrecognized_flag`) or an
+    ambiguous prefix unless `unrecognized` is given: then each is appended there and left out (an
+    ambiguous one as `ambiguous option: --page could match ...`)."""
     out: dict[str, Given] = {}
     i = 0
     while i < len(words) and not words[i].startswith("--"):
@@ -129,7 +135,13 @@ def parse_launch_words(words: Sequence[str], source: str = "launch command",
             while i < len(words) and not words[i].startswith("--"):
                 values.append(words[i])
                 i += 1
-        option = resolve_option(word)
+        try:
+            option = resolve_option(word)
+        except ValueError as exc:  # argparse's other refusal of the launch: one kind with the unrecognized ones
+            if unrecognized is None:
+                raise
+            unrecognized.append("ambiguous option: " + str(exc).partition("ambiguous option: ")[2])
+            continue
         if option is None:  # 0.5.23's argparse exits: "unrecognized arguments"
             unknown = unrecognized_flag(name) or name
             if unrecognized is None:
