@@ -95,7 +95,7 @@ _SPECIAL_TYPES: dict[str, Any] = {"scheduler.prefix_cache": Union[Literal["off",
 
 def _scheduler_config() -> type[_SchedulerConfigRules]:
     """`SchedulerConfig`: one field per `scheduler.*` setting of `cpbcg.settings.SETTINGS`, in
-    declaration order (type from its kind, Optional when its default is None; default, bounds and
+    declaration order (type from its kind, Optional when its default is None or it is `nullable`; default, bounds and
     description from the declaration; bools strict), with `_SchedulerConfigRules`' rules."""
     from pydantic import create_model
 
@@ -103,7 +103,7 @@ def _scheduler_config() -> type[_SchedulerConfigRules]:
     for spec in SETTINGS:
         if spec.key.startswith("scheduler."):
             kind = _SPECIAL_TYPES.get(spec.key, _CONFIG_TYPES[spec.kind])
-            fields[spec.key.partition(".")[2]] = (Optional[kind] if spec.default is None else kind,
+            fields[spec.key.partition(".")[2]] = (Optional[kind] if spec.default is None or spec.nullable else kind,
                                                   _field(spec.key, **({"strict": True} if spec.kind is bool else {})))
     model: type[_SchedulerConfigRules] = create_model("SchedulerConfig", __base__=_SchedulerConfigRules, __module__=__name__, **fields)
     model.__doc__ = "How the server forms prefill batches from requests (docs/scheduler.md; `cpbcg batches`)."

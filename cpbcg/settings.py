@@ -82,6 +82,9 @@ class Setting:
     sglang_field: str | None = None
     """The SGLang 0.5.23 `ServerArgs` field this setting is (`attn_cp_size` for `cp_size`); None:
     not a server argument. `cpbcg.engines.sglang.args.SERVER_ARGS` is read from it."""
+    nullable: bool = False
+    """A config may set it to null although its default is a value (`scheduler.max_total_tokens`: null =
+    unbounded); a setting whose default is None is always nullable."""
     deployed: bool = True
     """A server argument the deploy flags (`--emit sglang`) write from the setting's value and the
     log reader reads back (`tp_size` is not: the CP mode's flags write `--tp-size` equal to
@@ -187,7 +190,7 @@ SETTINGS: tuple[Setting, ...] = (
        "(SGLang --page-size; SGLang 0.5.23 raises it to what the attention backend takes).", SGLANG_FLAG, ge=1, le=1 << 20,
        default_text="SGLang 0.5.23's for the backend: 64 with trtllm_mha, else 1", unit="tokens", sglang_field="page_size"),
     _s("scheduler.max_total_tokens", int, 1 << 20, "KV pool in tokens, with decode (SGLang --max-total-tokens); null in a "
-       "config = unbounded.", SGLANG_FLAG, ge=1, le=2**62, unit="tokens", sglang_field="max_total_tokens", deployed=False),
+       "config = unbounded.", SGLANG_FLAG, ge=1, le=2**62, unit="tokens", sglang_field="max_total_tokens", deployed=False, nullable=True),
     _s("scheduler.enable_mixed_chunk", bool, False, "Run the decode tokens of running requests inside prefill forwards "
        "(SGLang --enable-mixed-chunk).", SGLANG_FLAG, off_flag="--no-mixed-chunk", unit="switch", sglang_field="enable_mixed_chunk"),
     _s("scheduler.default_output_tokens", int, 256, "Output length for requests whose trace has none (tokens).",

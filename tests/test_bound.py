@@ -124,13 +124,18 @@ def test_plan_cli_says_bound():
     assert table.exit_code == 0 and "planned as a worst-case bound" in table.stdout
 
 
-def test_replay_check_cli_says_bound():
-    result = runner.invoke(app, ["replay-check", "-t", LOG, "--cp-size", "4", "-f", "json", "--min-coverage", "0.75"])
+def test_replay_check_cli_says_bound(tmp_path):
+    # the fixture is dated 2025 (before breakable prefill graphs: gating it is refused); the same log dated 2026-11
+    recent = tmp_path / "recent.log"
+    recent.write_text(open(LOG).read().replace("[2025-06-01 ", "[2026-11-01 "))
+    assert runner.invoke(app, ["replay-check", "-t", LOG, "--cp-size", "4", "--min-coverage", "0.75"]).exit_code == 2
+    LOG_ = str(recent)
+    result = runner.invoke(app, ["replay-check", "-t", LOG_, "--cp-size", "4", "-f", "json", "--min-coverage", "0.75"])
     assert result.exit_code == 0, result.output
     doc = orjson.loads(result.stdout)
     assert doc["bound"] is True and doc["passed"] is True and doc["rescued"] == 2
     assert "worst-case bound" in result.stderr
-    replay = runner.invoke(app, ["replay-check", "-t", LOG, "--cp-size", "4", "--replay", "1"])
+    replay = runner.invoke(app, ["replay-check", "-t", LOG_, "--cp-size", "4", "--replay", "1"])
     assert replay.exit_code == 2 and "nothing to replay" in replay.stderr
 
 

@@ -118,3 +118,12 @@ def test_the_release_boundaries_are_the_wheels_own(tmp_path):
     assert settings("0.5.15").prefill_graphs is None
     assert settings("0.5.8").setting("cp_size").value == 1
     assert "predates attention CP" not in settings("0.5.9").setting("cp_size").origin
+
+
+def test_free_memory_after_the_weights_alone_says_nothing_of_the_gpu(tmp_path):
+    """`Load weight end. avail mem=60.10 GB` without `mem usage`: the weights' size is unsaid, so 60 GiB is
+    no GPU's size (a B200 with 120 GiB of weights shows it too): the GPU stays the one assumed."""
+    floor_only = read_log_settings(_log(tmp_path, OLD + LOADED.replace(", mem usage=15.00 GB", ""), name="floor.log"))
+    assert floor_only.memory_seen is None
+    begin = "[2025-03-02 09:59:04 TP0] Load weight begin. avail mem=78.50 GB\n"
+    assert read_log_settings(_log(tmp_path, OLD + begin, name="begin.log")).memory_seen == (78.5, 3)

@@ -243,8 +243,9 @@ class LogSettings:
     """The launch's first `Prefill batch` line whose verdict says the forward ran in a graph (`cuda graph: True`):
     (its label, line); None when none was read. A fact that wins over anything inferred about `prefill_graphs`."""
     memory_seen: tuple[float, int] | None = None
-    """The most GPU memory the launch shows (GiB): the largest `avail mem` printed, with the `mem usage` beside it
-    added (`Load weight end`), and its line; None when none was printed. A floor on the GPU's memory."""
+    """The most GPU memory the launch shows (GiB): the largest `avail mem` of a `Load weight begin` line, or of a
+    `Load weight end` line with the `mem usage` beside it added, and its line; None when none was printed (an end
+    line's free memory alone, the weights' size unsaid, is not read). About the GPU's memory less the CUDA context."""
     attention_backend: tuple[str, int] | None = None
     """The attention backend the server printed it chose (`_BACKEND_PRINTED`) and its line; None when not printed."""
 
@@ -544,6 +545,8 @@ class _Scan:
         if self.attention_backend is None and (m := _BACKEND_PRINTED.search(line)):
             self.attention_backend = (m.group(1).decode(), line_no)
         for m in _AVAIL_MEM.finditer(line) if b"Load weight" in line else ():  # later readings are after the KV pool took its share
+            if b"Load weight begin" not in line and not m.group(2):
+                continue  # free memory after the weights, their size unsaid: says nothing of the GPU's size
             gib = float(m.group(1)) + (float(m.group(2)) if m.group(2) else 0.0)
             if self.memory_seen is None or gib > self.memory_seen[0]:
                 self.memory_seen = (round(gib, 2), line_no)
