@@ -8,6 +8,7 @@ import pytest
 from cpbcg.errors import TraceError
 from cpbcg.planner.traces.batches import read_batch_trace
 from cpbcg.planner.model.layout import BatchSet
+from cpbcg.errors import MAX_LIBRARY_MESSAGE_CHARS
 
 
 def read_all(path, **kw) -> BatchSet:
@@ -169,7 +170,7 @@ def test_error_messages_quote_a_short_excerpt(tmp_path):
     with pytest.raises(TraceError) as info:
         read_all(path)
     message = str(info.value)
-    assert message.startswith(f"{path}:2: extend_seq_lens[1]: ") and len(message) <= 300 and "\n" not in message
+    assert message.startswith(f"{path}:2: extend_seq_lens[1]: ") and len(message) <= MAX_LIBRARY_MESSAGE_CHARS and "\n" not in message
 
 
 def test_forwards_above_the_chunk_of_a_batch_trace_are_warned_about_with_their_count(tmp_path):

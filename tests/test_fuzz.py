@@ -35,6 +35,8 @@ from typing import Optional
 
 import pytest
 
+from cpbcg.errors import MAX_MESSAGE_CHARS
+
 import cpbcg.planner.traces.stdin as stdin_module
 from cpbcg.cli import main
 from hypothesis_sizes import examples
@@ -42,7 +44,7 @@ from test_fuzz_generators import ASSETS, DIR, FIFO, GOOD_TRACE, MOONCAKE, VALID_
 
 DEFAULT_CASES = examples(200)
 TIMEOUT_S = 10
-MAX_LINE = 300
+MAX_LINE = MAX_MESSAGE_CHARS
 
 KNOWN_OPEN: dict[str, str] = {}
 """Tags of failures in code this fuzzer's author does not own, reported (not failed) until fixed:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from cpbcg.errors import MAX_MESSAGE_CHARS
+
 from test_fuzz import ASSETS, FIFO, GOOD_TRACE, MOONCAKE, VALID_MANIFEST, Case, problems, run_case
 
 CONFIGS = ASSETS / "configs"
@@ -108,9 +110,9 @@ def test_an_output_that_is_a_directory_is_refused_before_any_work(tmp_path, argv
     assert "is a directory" in error_line(result) or "names a directory" in error_line(result)
 
 
-def test_an_error_line_is_capped_at_300_characters(tmp_path):
-    name = "t" * 280 + ".jsonl"
+def test_an_error_line_is_capped_at_max_message_chars(tmp_path):
+    name = "t" * 380 + ".jsonl"
     result = cli(tmp_path, ["plan", "-t", name])
     line = error_line(result)
-    assert len(line) <= 300 and line.startswith("cpbcg: error: ttt") and "t...t" in line  # the long path is cut in its middle
+    assert len(line) <= MAX_MESSAGE_CHARS and line.startswith("cpbcg: error: ttt") and "t...t" in line  # the long path is cut in its middle
     assert line.endswith(".jsonl: cannot open: File name too long")  # the reason stays

@@ -13,6 +13,7 @@ from cpbcg.errors import TraceError
 from cpbcg.assembly.sources import open_source
 from cpbcg.planner.traces import ForwardSizes, ReadOptions, TraceFormat, TraceKind
 from cpbcg.assembly.registry import FORMATS, detect_format, open_trace, read_requests
+from cpbcg.errors import MAX_LIBRARY_MESSAGE_CHARS
 
 REQUESTS = pytest.importorskip("pathlib").Path(__file__).parent / "assets" / "requests"
 TRACES = REQUESTS.parent / "traces"
@@ -125,7 +126,7 @@ def test_wrong_format_or_bad_value_is_a_clear_error(name, fmt, message):
         opened = open_trace(REQUESTS / name, fmt)
         list(opened.items)
     text = str(info.value)
-    assert message in text and text.startswith(str(REQUESTS / name).split("/../")[0]) and "\n" not in text and len(text) <= 300, text
+    assert message in text and text.startswith(str(REQUESTS / name).split("/../")[0]) and "\n" not in text and len(text) <= MAX_LIBRARY_MESSAGE_CHARS, text
 
 
 def test_sglang_log_gives_forward_sizes_as_a_bound():

@@ -15,6 +15,7 @@ import pytest
 
 from cpbcg.errors import TraceError
 from cpbcg.assembly.registry import FORMATS, open_trace
+from cpbcg.errors import MAX_LIBRARY_MESSAGE_CHARS
 
 ASSETS = Path(__file__).parent / "assets"
 SEEDS = sorted(p for d in ("requests", "traces") for p in (ASSETS / d).iterdir() if p.is_file())
@@ -50,7 +51,7 @@ def test_mutated_traces_read_or_fail_with_one_short_line(tmp_path, block):
                 pass
         except TraceError as exc:
             message = str(exc)
-            assert message.startswith(str(path)) and "\n" not in message and len(message) <= 300, (fmt, message)
+            assert message.startswith(str(path)) and "\n" not in message and len(message) <= MAX_LIBRARY_MESSAGE_CHARS, (fmt, message)
 
 
 def test_a_duplicate_column_is_refused():
