@@ -341,17 +341,17 @@ def test_a_server_without_prefill_graphs_is_refused_in_one_line(tmp_path, startu
 def test_a_log_without_start_up_output_whose_every_forward_ran_eagerly_is_refused(tmp_path):
     # sglang #36081's shape: no settings dump, every Prefill batch line `cuda graph: False` at 8192 tokens
     log = write_log(tmp_path / "eager.log", "".join(prefill_line(8192, 1, graph=False) for _ in range(5)))
-    result = runner.invoke(app, ["watch", str(log), "--duration", "60", *PINNED])
+    result = runner.invoke(app, ["watch", str(log), "--duration", "1", *PINNED])
     assert result.exit_code == 1, result.output
     failed = [line for line in result.stderr.splitlines() if line.startswith("watch: FAILED:")]
     assert len(failed) == 1 and "0.00% of 5 forwards ran in graphs" in failed[0] and "prefill graphs appear off" in failed[0]
     assert "nothing to fail on" not in result.stderr
-    result = runner.invoke(app, ["watch", str(log), "--duration", "60", "--format", "json", *PINNED])
+    result = runner.invoke(app, ["watch", str(log), "--duration", "1", "--format", "json", *PINNED])
     final = orjson.loads(result.stdout.strip().splitlines()[-1])
     assert result.exit_code == 1 and final["passed"] is False and final["refusals"] == [final["servers"][0]["refusal"]]
     # one forward in a graph: the server runs graphs, nothing to fail on without gates
     log = write_log(tmp_path / "some.log", "".join(prefill_line(8192, 1, graph=i == 0) for i in range(5)))
-    result = runner.invoke(app, ["watch", str(log), "--duration", "60", *PINNED])
+    result = runner.invoke(app, ["watch", str(log), "--duration", "1", *PINNED])
     assert result.exit_code == 0 and "no gates configured: nothing to fail on" in result.stderr
 
 
