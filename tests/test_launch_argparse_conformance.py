@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from cpbcg.cli import app
 
 from cpbcg.engines.sglang.startup import MODELLED_FLAGS, parse_launch_words
 from cpbcg.engines.sglang.startup.args import OPTION_DEST
@@ -101,3 +104,22 @@ def test_tp_is_tp_size_and_page_is_ambiguous():
     with pytest.raises(ValueError, match="ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
                                          "--cuda-graph-max-bs-prefill"):
         parse_launch_words(["--cuda-graph-max-bs", "256"])
+
+
+def test_the_retired_prefill_graph_backend_is_refused_as_0523_refuses_it():
+    """0.5.23 keeps `tc_piecewise` only as a name to refuse (`parse_cuda_graph_backend_arg`,
+    `CudaGraphConfig.from_dict`); the prefill backends it accepts are `Backend.ALL`."""
+    import argparse
+
+    from sglang_oracle import definitions
+
+    from cpbcg.engines.sglang.startup.args import PREFILL_GRAPH_BACKENDS, RETIRED_GRAPH_BACKEND
+
+    ns = definitions("sglang/srt/model_executor/cuda_graph_config.py", ["Backend", "parse_cuda_graph_backend_arg"],
+                     {"argparse": argparse})
+    assert PREFILL_GRAPH_BACKENDS == set(ns["Backend"].ALL)
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^{RETIRED_GRAPH_BACKEND}$"):
+        ns["parse_cuda_graph_backend_arg"]("tc_piecewise")
+    for words in ("--cuda-graph-backend-prefill tc_piecewise", """--cuda-graph-config '{"prefill": {"backend": "tc_piecewise"}}'"""):
+        result = CliRunner().invoke(app, ["check-server", "--server-args", f"python -m sglang.launch_server --model-path m {words}"])
+        assert result.exit_code == 2 and result.stderr.strip().endswith(RETIRED_GRAPH_BACKEND), result.output

@@ -24,7 +24,11 @@ ATTENTION_BACKENDS = frozenset({
 })
 """0.5.23 `arg_groups/choices.py::ATTENTION_BACKEND_CHOICES`."""
 CP_STRATEGIES = frozenset({"zigzag", "interleave"})
-PREFILL_GRAPH_BACKENDS = frozenset({"breakable", "full", "disabled", "tc_piecewise"})
+PREFILL_GRAPH_BACKENDS = frozenset({"breakable", "full", "disabled"})
+"""0.5.23 `model_executor/cuda_graph_config.py::Backend.ALL` (the choices of `--cuda-graph-backend-prefill`)."""
+RETIRED_GRAPH_BACKEND = "tc_piecewise was removed; select breakable, full, or disabled"
+"""0.5.23's refusal of the retired backend (`parse_cuda_graph_backend_arg` for the flag, `CudaGraphConfig.from_dict`
+for `--cuda-graph-config`): the launch exits before any capture."""
 
 _INT_FLAGS = {
     "page_size": 1, "chunked_prefill_size": -1, "max_prefill_tokens": 1, "max_running_requests": 1, "max_total_tokens": 1,
@@ -230,6 +234,8 @@ def _typed(key: str, flag: str, values: list[str]) -> Any:
         return _int(flag, raw, _INT_FLAGS[key])
     if key in _TEXT_FLAGS:
         choices = _TEXT_FLAGS[key]
+        if key == "cuda_graph_backend_prefill" and raw == "tc_piecewise":
+            raise ValueError(f"{flag}: {RETIRED_GRAPH_BACKEND}")
         if choices is not None and raw not in choices:
             raise ValueError(f"{flag}: {raw[:40]!r} is not a choice of SGLang {SGLANG} ({', '.join(sorted(choices))})")
         return raw
@@ -240,6 +246,8 @@ def _typed(key: str, flag: str, values: list[str]) -> Any:
             raise ValueError(f"{flag}: not JSON: {exc.msg} (column {exc.colno})") from None
         if not isinstance(parsed, dict):
             raise ValueError(f"{flag}: expected a JSON object of phases")
+        if any(isinstance(phase, dict) and phase.get("backend") == "tc_piecewise" for phase in parsed.values()):
+            raise ValueError(f"{flag}: {RETIRED_GRAPH_BACKEND}")
         return parsed
     return raw
 
