@@ -13,7 +13,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from cpbcg.planner.arrays import Int64Array
+from cpbcg.planner.arrays import Int64Array, sorted_unique
 from cpbcg.planner.model.demand import Demand
 from cpbcg.planner.model.layout import BatchSet, CPLayout
 from cpbcg.planner.model.selector import BucketTable
@@ -92,7 +92,7 @@ def sample_graph_batches(
             return SampledBatch(position + i, int(bucket_of[j]), int(demand.rows[i]), tuple(batches.batch(i)))
 
         if per_bucket:
-            for bucket in np.unique(bucket_of):
+            for bucket in sorted_unique(bucket_of):
                 where = np.flatnonzero(bucket_of == bucket)
                 buckets.setdefault(int(bucket), _BottomK(k)).offer(keys[where], _Lazy(item, where))
                 top = item(int(where[np.argmax(demand.rows[graph[where]])]))

@@ -42,7 +42,7 @@ from typing import ClassVar, Sequence, overload
 import numpy as np
 
 from cpbcg.errors import ModelError
-from cpbcg.planner.arrays import BoolArray, Int32Array, Int64Array
+from cpbcg.planner.arrays import BoolArray, Int32Array, Int64Array, sorted_unique
 from cpbcg.planner.choices import CaptureLayout, CPStrategy
 from cpbcg.planner.model.batches import BatchSet
 from cpbcg.planner.words import counted
@@ -329,7 +329,7 @@ class StrategyModel:
     def capture_grid(self, sizes: Int64Array) -> Int64Array:
         """[M'] int64: `sizes` ([M] int64 tokens) as the runner prepares them (rounded up, unique,
         ascending, `>= min_capture_tokens`), without DeepEP; may be empty."""
-        out = np.unique(self.round_buckets(sizes))
+        out = sorted_unique(self.round_buckets(sizes))
         return out[out >= self.min_capture_tokens]
 
     def filter_capturable(self, buckets: Sequence[int]) -> list[int]:
@@ -534,7 +534,7 @@ class Zigzag(StrategyModel):
         2u + Q_r(k, S)` (`_most_extra_tokens`). Vectorised per distinct `k`."""
         rows = np.asarray(self.worst_case_rows(num_tokens, num_requests), dtype=np.int64)
         active = self.bound_active(num_tokens, num_requests)
-        ks = np.unique(num_requests[active]).tolist()
+        ks = sorted_unique(num_requests[active]).tolist()
         tables = [self._most_extra_tokens(rank, max(ks)) for rank in range(self.cp_size)] if ks else []
         for k in ks:
             mine = np.flatnonzero(active & (num_requests == k))

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from cpbcg.errors import ConfigError, ModelError
+from cpbcg.planner.arrays import sorted_unique
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.model.layout import CPLayout
 
@@ -216,16 +217,16 @@ def sparse_grid(
     hi = lattice.pred(np.floor(n * float(factor)).astype(np.int64) + 1)
     parts = [lo, lattice.pred(np.maximum(lo, 0)), hi, lattice.succ(hi + 1), lattice.extras,
              lattice.succ(np.asarray([chunk_tokens, 0])), np.asarray([top])]
-    points = np.unique(np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]))
+    points = sorted_unique(np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]))
     points = points[points >= 0]
     chunk = int(lattice.succ(np.asarray([chunk_tokens]))[0])
     if gap_free and chunk >= 0:
         frontier = points
         while frontier.size:
             low = lattice.lowest_predecessor(frontier, factor)
-            low = np.unique(low[(low >= 0) & (low < chunk)])
+            low = sorted_unique(low[(low >= 0) & (low < chunk)])
             frontier = np.setdiff1d(low, points, assume_unique=True)
-            points = np.union1d(points, frontier)
+            points = sorted_unique(np.concatenate([points, frontier]))
     capacity = lattice.capacity(points)
     if np.any(np.diff(capacity) < 0):
         at = int(np.flatnonzero(np.diff(capacity) < 0)[0])

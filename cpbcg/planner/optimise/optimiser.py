@@ -51,7 +51,7 @@ from typing import Sequence
 import numpy as np
 
 from cpbcg.errors import ConfigError, ModelError
-from cpbcg.planner.arrays import Int64Array
+from cpbcg.planner.arrays import Int64Array, sorted_unique
 from cpbcg.planner.optimise import dp
 from cpbcg.planner.model.capacity import CaptureSpec
 from cpbcg.planner.optimise.capture_cost import CaptureModel
@@ -396,7 +396,7 @@ def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constr
     parts.append(uncovered[-1:])
     if budgeted:
         parts.append(uncovered[:1])
-    cand = np.unique(np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]))
+    cand = sorted_unique(np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]))
     if rules.gap_free:
         reach = (sizes + 1) * float(factor)  # [M] largest bucket the next one may be
         lowest = np.searchsorted(reach, sizes, side="left")  # [M] G: lowest admissible predecessor
@@ -404,7 +404,7 @@ def _candidates(w: Windows, grid: CandidateGrid, cost: CostModel, rules: _Constr
         chosen[cand] = True
         frontier = cand
         while frontier.size:  # each step touches only the new candidates (a factor of 1 chains every size)
-            low = np.unique(lowest[frontier])
+            low = sorted_unique(lowest[frontier])
             low = low[(low < rules.chunk) & ~chosen[low]]
             chosen[low] = True
             frontier = low
