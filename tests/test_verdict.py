@@ -292,3 +292,52 @@ def test_on_a_log_whose_every_forward_ran_eagerly_the_first_screen_leads_with_it
     assert "prefill graphs appear off" in screen and "--disable-cuda-graph" in screen
     assert screen.index("server 0.00%") < screen.index("ceiling 100.00%")
     assert "deploy once prefill graphs are on, the full recommendation" in screen
+
+
+def _k_of(command: str) -> str:
+    words = command.split()
+    return words[words.index("-k") + 1]
+
+
+def test_following_the_flags_command_keeps_the_advice():
+    """plan -> its flags command -> the same list, the same advice (issue 40): with -k K the verdict
+    judges and deploys the K-bucket list asked for; it offers no knee below it."""
+    first = verdict_json()
+    assert first["deploy"] == "knee" and _k_of(first["flags_command"]) == "15"
+    again = verdict_json("-k", "15")
+    assert again["knee"] is None and again["deploy"] == "recommended" and again["deploy_num_buckets"] == 15
+    assert again["recommended"]["buckets"] == first["knee"]["buckets"]
+    assert again["flags_command"] == first["flags_command"] == "cpbcg plan -k 15 --emit sglang -o sglang-flags.txt"
+    assert again["deploy_reason"] == ("saves 38 s of capture per server start and 0.18% modelled prefill time; it replays 99.73% of "
+                                      "forwards in graphs (the default 99.73%)")
+
+
+def test_a_k_list_within_the_knee_tolerance_is_deployed_with_its_trade_and_stays_deployed():
+    """-k 12 costs +1.48% modelled time against SGLang's default list and saves 40 s of capture: within
+    the knee rule's 2% it is deployed, the reason stating the trade, and its flags command is itself."""
+    v = verdict_json("-k", "12")
+    assert v["deploy"] == "recommended" and v["deploy_num_buckets"] == 12 and v["knee"] is None
+    assert v["recommended"]["modelled_time_change_vs_default"] == pytest.approx(0.01475, abs=1e-4)
+    assert v["flags_command"] == "cpbcg plan -k 12 --emit sglang -o sglang-flags.txt"
+    assert v["deploy_reason"].startswith("saves 40 s of capture per server start for +1.48% modelled prefill time; it replays 99.73%")
+    text = " ".join(" ".join(first_screen(invoke("-k", "12").stdout)).split())
+    assert "deploy the full recommendation (12 buckets): saves 40 s of capture per server start for +1.48% modelled" in text
+    assert "flags cpbcg plan -k 12 --emit sglang -o sglang-flags.txt" in text
+
+
+def test_a_k_list_past_the_knee_tolerance_keeps_the_default():
+    """The same rule past 2%: -k 8 costs +2.42% for no more forwards in graphs, so SGLang's default list stays (no flags)."""
+    v = verdict_json("-k", "8")
+    assert v["deploy"] == "default" and v["flags_command"] is None
+    assert v["recommended"]["modelled_time_change_vs_default"] == pytest.approx(0.02419, abs=1e-4)
+    assert "takes +2.42% modelled prefill time, more than the 2% a capture saving may cost" in v["deploy_reason"]
+
+
+@needs_mooncake
+def test_mooncake_deploy_line_states_the_knees_trade_and_its_command_keeps_it():
+    text = " ".join(" ".join(first_screen(invoke("-t", str(MOONCAKE)).stdout)).split())
+    assert "deploy the knee (17 buckets): saves 37 s of capture per server start for +1.44% modelled prefill time flags" in text
+    v = verdict_json("-t", str(MOONCAKE), "-k", "17")
+    assert v["deploy"] == "recommended" and v["deploy_num_buckets"] == 17
+    assert v["flags_command"] == f"cpbcg plan -t {MOONCAKE} -k 17 --emit sglang -o sglang-flags.txt"
+    assert v["deploy_reason"].startswith("saves 37 s of capture per server start for +1.44% modelled prefill time")

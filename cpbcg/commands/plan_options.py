@@ -40,7 +40,7 @@ class PlanOptions:
 
     output_format: Annotated[OutputFormat, FORMAT_FLAG] = OutputFormat.table
     no_recommend: Annotated[bool, Flag(("--no-recommend",), "Only evaluate the configured list (no recommendation).", refused_under=())] = False
-    max_buckets: Annotated[Optional[int], Flag(("--max-buckets", "-k"), "Buckets in the recommended list. [default: as many capturable buckets as the configured list]", ge=1, le=512, show_default=False, refused_under=("--no-recommend", "--guarantee"))] = None
+    max_buckets: Annotated[Optional[int], Flag(("--max-buckets", "-k"), "Buckets in the recommended list; given, the verdict judges and deploys this list (no knee below it). [default: as many capturable buckets as the configured list]", ge=1, le=512, show_default=False, refused_under=("--no-recommend", "--guarantee"))] = None
     target_coverage: Annotated[Optional[float], Flag(("--target-coverage",), "Recommend the fewest buckets (up to --max-buckets) that replay at least this fraction of forwards in graphs, e.g. 0.99: capture time and graph memory grow with the count.  [0<x<=1]", parser=coverage_fraction, metavar="FRACTION", show_default=False, refused_under=("--no-recommend", "--guarantee"))] = None
     objective: Annotated[Objective, Flag(("--objective",), "coverage = most forwards in graphs first, then least modelled time; time = least modelled time alone.", refused_under=("--guarantee",))] = Objective.coverage
     max_tokens: Annotated[Optional[int], Flag(("--max-tokens",), "The largest forward the list must serve (tokens), for the recommendation and guarantee mode. [default: scheduler.chunked_prefill_size]", ge=1, le=1 << 22, show_default=False, refused_under=())] = None

@@ -402,7 +402,9 @@ def _verdict(whole: Demand, deployment: Deployment, optimal: OptimalLists, knee:
                                _estimate(default_buckets, cm, deployment))
     full_fig = list_figures("recommended", *full)
     knee_fig, knee_ev = None, None
-    if knee is not None and knee.num_buckets < len(full[0].buckets):
+    # -k/--max-buckets given: the verdict judges the list asked for (no knee below it), so the
+    # flags command (`-k` of the deployed list) repeats the same advice
+    if knee is not None and settings.max_buckets is None and knee.num_buckets < len(full[0].buckets):
         knee_list = optimal.buckets[knee.max_buckets]
         knee_table = BucketTable.build(knee_list, deployment.cp, deployment.capture)
         knee_ev = evaluate_demand(whole, knee_table, deployment.cp, deployment.max_padding_factor)
@@ -410,7 +412,7 @@ def _verdict(whole: Demand, deployment: Deployment, optimal: OptimalLists, knee:
     configured_fig = None
     if configured[0].buckets != default_buckets:
         configured_fig = list_figures("configured", *configured)
-    deploy, reason = choose(knee_fig, full_fig, default_fig)
+    deploy, reason = choose(knee_fig, full_fig, default_fig, KNEE_TOLERANCE)
     warnings = []
     # the knee too, when it is the list to deploy: its saving has a price
     judged = ((configured_fig, configured[0]), (knee_fig if deploy == "knee" else None, knee_ev), (full_fig, full[0]))

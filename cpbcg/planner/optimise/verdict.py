@@ -74,7 +74,8 @@ class Verdict:
     full: ListFigures
     """The recommendation."""
     knee: ListFigures | None
-    """The knee (`recommend.KNEE_RULE`); None without one or when it is the recommendation."""
+    """The knee (`recommend.KNEE_RULE`); None without one, when it is the recommendation, or when -k/--max-buckets
+    was given (the verdict judges the list asked for, so its flags command repeats the same advice)."""
     configured: ListFigures | None
     """The configured list when it is not SGLang's default (`--buckets`, a config, a log), else None."""
     deploy: str
@@ -133,20 +134,41 @@ class Verdict:
                 "capture_range_factor": self.capture_range, "cost_source": self.cost_source, "decode": self.decode}
 
 
-def choose(knee: ListFigures | None, full: ListFigures, default: ListFigures) -> tuple[str, str]:
-    """`(deploy, reason)`: SGLang's default list when the recommendation (held to a count limit)
-    replays no more forwards and takes more modelled time than it; else the knee when it keeps the
-    full list's coverage with fewer buckets (it saves capture time and memory every start for a
-    modelled time within the knee rule); else the full recommendation."""
-    if full.coverage <= default.coverage + CEILING_TOLERANCE and full.modelled_s > default.modelled_s:
-        return "default", (f"the recommendation, held to {counted(full.num_buckets, 'bucket')}, replays {full.coverage:.2%} of forwards in "
-                           f"graphs against the default's {default.coverage:.2%} and takes more modelled time; keep SGLang's "
-                           "default list (no --cuda-graph-bs-prefill), or raise -k/--max-buckets")
-    if knee is None or knee.num_buckets >= full.num_buckets:
-        return "recommended", "the knee is the full list"
-    if knee.coverage < full.coverage - CEILING_TOLERANCE:
+def choose(knee: ListFigures | None, full: ListFigures, default: ListFigures, tolerance: float) -> tuple[str, str]:
+    """`(deploy, reason)`: the knee when it keeps the full list's coverage with fewer buckets, else
+    the full recommendation (the list `-k` asked for: no knee is offered below it), unless that
+    list replays no more forwards than SGLang's default list and takes more modelled time than
+    `tolerance` (a fraction: the knee rule's) over it, or saves no capture: then SGLang's default
+    list. One rule for a list that costs more than the default, knee or not: within `tolerance` and
+    saving capture it is deployed, the reason stating the trade (capture seconds saved per server
+    start for the modelled time added); past it, the default is kept. The rule is a fixed point:
+    the deployed list's `-k` gives the same list and the same advice."""
+    def change(f: ListFigures) -> float:
+        return f.modelled_s / default.modelled_s - 1 if default.modelled_s > 0 else 0.0
+
+    def rejected(f: ListFigures) -> bool:  # costs more than the default for no more forwards in graphs, past the trade allowed
+        more_time = f.modelled_s > default.modelled_s and f.coverage <= default.coverage + CEILING_TOLERANCE
+        return more_time and (change(f) > tolerance or f.capture_s >= default.capture_s)
+
+    chosen = full
+    if knee is not None and knee.num_buckets < full.num_buckets and knee.coverage >= full.coverage - CEILING_TOLERANCE \
+            and not (rejected(knee) and not rejected(full)):
+        chosen = knee
+    saved = default.capture_s - chosen.capture_s
+    more = chosen.modelled_s > default.modelled_s
+    if rejected(chosen):
+        which = "the knee" if chosen is knee else "the recommendation"
+        past = (f"more than the {tolerance:.0%} a capture saving may cost" if saved > 0
+                else "and saves no capture")
+        return "default", (f"{which}, held to {counted(chosen.num_buckets, 'bucket')}, replays {chosen.coverage:.2%} of forwards in "
+                           f"graphs against the default's {default.coverage:.2%} and takes {change(chosen):+.2%} modelled prefill time, {past}; "
+                           "keep SGLang's default list (no --cuda-graph-bs-prefill), or raise -k/--max-buckets")
+    trade = (f"saves {saved:,.0f} s of capture per server start for {change(chosen):+.2%} modelled prefill time" if more
+             else f"saves {saved:,.0f} s of capture per server start and {-change(chosen):.2%} modelled prefill time")
+    if chosen is knee:
+        return "knee", trade
+    if knee is not None and knee.num_buckets < full.num_buckets and knee.coverage < full.coverage - CEILING_TOLERANCE:
         return "recommended", (f"the knee replays {knee.coverage:.2%} of forwards in graphs against {full.coverage:.2%}: "
                                "its capture saving costs coverage")
-    saved = default.capture_s - knee.capture_s
-    return "knee", (f"it keeps {full.coverage:.2%} of forwards in graphs and saves {saved:,.0f} s of capture per server start "
-                    f"against the default; deploy the full list ({counted(full.num_buckets, 'bucket')}) for the least modelled time")
+    replays = f"it replays {full.coverage:.2%} of forwards in graphs (the default {default.coverage:.2%})"
+    return "recommended", f"{trade}; {replays}" if saved > 0 or more else f"{replays} for less modelled time"
