@@ -75,7 +75,7 @@ def plan_json(*args):
 
 
 def test_plan_decode_block_on_a_request_trace():
-    doc = plan_json("-t", MOONCAKE, "--server-args", "--cuda-graph-max-bs-decode 64 --tp-size 4 --attn-cp-size 4 --enable-prefill-cp")
+    doc = plan_json("-t", MOONCAKE, "--server-args", "--cuda-graph-max-bs-decode 64 --tp-size 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag")
     d = doc["decode"]
     # attention CP 4: 0.5.23 aligns decode sizes to 4, so 1 and 2 are not captured
     assert d["server"]["captured"] == [4, 8, 12, 16, 24, 32, 40, 48, 56, 64] and d["server"]["dropped_by_capture_filter"] == [1, 2]

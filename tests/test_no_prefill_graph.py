@@ -31,7 +31,7 @@ def resolve(words: str, gpu: str, model=None):
 def test_cp_on_hopper_has_no_prefill_graph_and_cp_1_keeps_breakable():
     cp4 = resolve(CP4, "H200")
     assert (cp4.starts, cp4.prefill_graph_backend.value, cp4.no_prefill_graph()) == (True, "disabled", ANSWER)
-    assert cp4.cp_without_cp_graphs and cp4.what_would_help()[0].startswith("--cp-size 1 (no attention CP")
+    assert cp4.cp_without_cp_graphs and cp4.what_would_help()[0].startswith("--attn-cp-size 1 (no attention CP")
     assert "disable_breakable_cudagraph_if_incompatible" in cp4.prefill_graph_backend.rule
     cp1 = resolve("--tp-size 4", "H200")
     assert (cp1.prefill_graph_backend.value, cp1.no_prefill_graph(), cp1.findings()) == ("breakable", None, [])

@@ -1,6 +1,6 @@
-"""`replay-check` never gates a server that ran its prefill forwards eagerly (a launch of an
+"""`replay-check` never passes a server that ran its prefill forwards eagerly (a launch of an
 SGLang log whose resolved prefill graph state is off: the model would replay them as if graphs
-were on), `plan` says once that its main table is such a model, and `--report-only` runs no gate
+were on): a failed gate where its lines print the verdicts, a refusal where nothing says what ran; `plan` says once that its main table is such a model, and `--report-only` runs no gate
 (a gate option with it is refused; a config's gates are skipped, said in a note). Every log here
 is SYNTHETIC (tests/sglang_log_fixtures.py)."""
 
@@ -35,14 +35,23 @@ def replay_check(*args):
     return runner.invoke(app, ["replay-check", *args])
 
 
-def test_a_log_that_ran_with_prefill_graphs_off_is_refused_not_passed(tmp_path):
+def test_a_log_that_ran_with_prefill_graphs_off_fails_its_gate_in_the_reports(tmp_path):
+    """Its lines print what the server did (`cuda graph: False`): a failed gate `prefill_graphs_on` with the
+    reason, exit 1, in the JSON and JUnit a CI job reads (not an exit-2 refusal that writes no report)."""
     log = write_log(tmp_path / "off.log", launch(False))
-    report = tmp_path / "r.json"
-    result = replay_check("-t", str(log), "--min-coverage", "0.5", "--json", str(report))
-    assert result.exit_code == 2, result.output
-    assert result.stdout == "" and not report.exists()  # nothing half-written
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    result = replay_check("-t", str(log), "--min-coverage", "0.5", "--json", str(report), "--junit", str(junit))
+    assert result.exit_code == 1, result.output
+    gate = orjson.loads(report.read_bytes())["gates"][0]
+    assert (gate["name"], gate["measured"], gate["passed"]) == ("prefill_graphs_on", 3, False)
+    assert gate["message"].endswith(f"({log}:2: prefill graphs off (server_args.cuda_graph_config.prefill.backend))")
+    assert 'name="prefill_graphs_on"' in junit.read_text()
+    # no verdicts printed (lines of an older release): nothing says what the server did, so it is refused, nothing written
+    quiet = write_log(tmp_path / "quiet.log", launch(False).replace(", cuda graph: False", ""))
+    result = replay_check("-t", str(quiet), "--min-coverage", "0.5", "--json", str(tmp_path / "q.json"))
+    assert result.exit_code == 2 and result.stdout == "" and not (tmp_path / "q.json").exists(), result.output
     assert result.stderr.splitlines()[-1] == (
-        f"cpbcg: error: {log}:2: prefill graphs off (server_args.cuda_graph_config.prefill.backend): its 3 prefill forwards ran "
+        f"cpbcg: error: {quiet}:2: prefill graphs off (server_args.cuda_graph_config.prefill.backend): its 3 prefill forwards ran "
         "eagerly, not gated; pass --report-only to report without gating, or turn prefill graphs on")
     # --report-only reports it: the observed table says what ran, the model shows it as if graphs were on
     result = replay_check("-t", str(log), "--report-only", "--format", "json")
@@ -73,15 +82,16 @@ def test_a_log_is_gated_on_what_the_server_did(tmp_path):
     assert not gates["model_agrees_with_log"]["passed"] and gates["model_agrees_with_log"]["measured"] == 3
 
 
-def test_any_launch_with_forwards_that_ran_graphs_off_is_refused(tmp_path):
+def test_any_launch_with_forwards_that_ran_graphs_off_fails(tmp_path):
     first = launch(True)
     log = write_log(tmp_path / "two.log", first + launch(False, (200, 5000)))
     second_dump = 2 + first.count("\n")  # the header, then launch 1's lines
-    result = replay_check("-t", str(log), "--min-coverage", "0.5")
-    assert result.exit_code == 2, result.output
-    assert result.stderr.splitlines()[-1] == (
-        f"cpbcg: error: {log}:{second_dump}: prefill graphs off (server_args.cuda_graph_config.prefill.backend) in launch 2: its 2 "
-        "prefill forwards ran eagerly, not gated; pass --report-only to report without gating, or turn prefill graphs on")
+    report = tmp_path / "r.json"
+    result = replay_check("-t", str(log), "--min-coverage", "0.5", "--json", str(report))
+    assert result.exit_code == 1, result.output
+    gate = orjson.loads(report.read_bytes())["gates"][0]
+    assert (gate["name"], gate["measured"]) == ("prefill_graphs_on", 2)
+    assert gate["message"].endswith(f"({log}:{second_dump}: prefill graphs off (server_args.cuda_graph_config.prefill.backend) in launch 2)")
 
 
 def test_a_graphs_off_launch_without_forwards_does_not_block_the_gate(tmp_path):

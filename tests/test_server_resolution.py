@@ -280,9 +280,10 @@ def test_emit_refuses_to_write_flags_for_a_server_that_refuses_to_start(tmp_path
                            "(give --gpu B200 (SM100), or drop --emit): handle_attention_backend_compatibility: Prefill context "
                            "parallelism with the TRTLLM MHA")
     assert not out.exists()
-    evaluated = _plan("--gpu", "H200", "--server-args", launch, "--page-size", "1")  # no --emit: evaluated, with the warning
-    assert evaluated.exit_code == 0, evaluated.output
-    assert "cpbcg: warning: SGLang 0.5.23 would refuse to start with these flags" in evaluated.output
+    refused = _plan("--gpu", "H200", "--server-args", launch, "--page-size", "1")  # no --emit: nothing to plan, said first
+    assert refused.exit_code == 2 and refused.stdout == "", refused.output
+    assert refused.stderr.startswith("cpbcg: error: --server-args: nothing to plan: SGLang 0.5.23 would refuse to start with these flags "
+                                     "(handle_attention_backend_compatibility: Prefill context parallelism with the TRTLLM MHA")
     # the deployment's own flags on H200: no trtllm_mha written; 0.5.23 then captures no prefill graph, and --emit says so
     default = _plan("--gpu", "H200", "--emit", "sglang", "-o", str(out))
     assert default.exit_code == 2 and not out.exists()
@@ -351,3 +352,14 @@ def test_a_chunk_below_the_page_is_sourced_where_it_was_given(tmp_path):
         result = _plan(*args)
         assert result.exit_code == 2, result.output
         assert " ".join(result.output.split()).endswith(f"cpbcg: error: {where}: {tail}"), (args, result.output)
+
+
+def test_plan_on_a_launch_that_does_not_start_answers_that_naming_where_it_was_given(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text('cp_size: 4\nserver: {gpu: B200, args: "--tp 4 --attn-cp-size 4 --enable-prefill-cp"}\n')
+    result = _plan("-c", str(config))
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert result.stderr.startswith(f"cpbcg: error: {config}:2: server.args: nothing to plan: SGLang 0.5.23 would refuse to start "
+                                    "with these flags (handle_context_parallelism: --cp-strategy must be set")
+    config.write_text('cp_size: 4\nserver: {gpu: B200, args: "--tp 4 --attn-cp-size 4 --enable-prefill-cp --cp-strategy zigzag"}\n')
+    assert _plan("-c", str(config)).exit_code == 0

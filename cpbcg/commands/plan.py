@@ -436,12 +436,17 @@ def plan_command(config: str | None, overrides: Mapping[str, object], request: P
 def _no_prefill_graph(deployment: Deployment, request: PlanOptions, config: str | None, overrides: Mapping[str, object],
                       manifest_path: str | Path | None, cost_given: bool, log: LogSettings | None,
                       note: Callable[[str], None]) -> tuple[Deployment, dict[str, object] | None]:
-    """When there is nothing to plan, say so first: a launch 0.5.23 starts without a prefill CUDA graph
+    """When there is nothing to plan, say so first: a launch given (`--server-args`, a config's `server.args`)
+    that 0.5.23 refuses to start is `ConfigError` naming where it was given; a launch 0.5.23 starts without a prefill CUDA graph
     (`ResolvedServer.no_prefill_graph`; a server log's launches are planned as they ran) gets that answer
     as the first note and what would help. CP without CP graphs (`disable_breakable_cudagraph_if_incompatible`):
     the same traffic is planned at cp 1, where 0.5.23 keeps breakable graphs (the returned deployment,
     and the JSON block returned); any other cause, or `--emit`: `ConfigError` (exit 2, nothing written)."""
     server = resolved_server(deployment)
+    if server is not None and log is None and server.launch_origin and server.refusals and request.emit is None:  # does not start
+        refusal = server.refusals[0]
+        raise ConfigError(f"{server.launch_origin}: nothing to plan: SGLang {SGLANG_VERSION} would refuse to start with these flags "
+                          f"({refusal.check}: {refusal.message}); fix the launch (cpbcg check-server says what starts)")
     answer = server.no_prefill_graph() if server is not None and log is None else None
     if server is None or answer is None or server.verdict_hinges_on_the_assumed_model:
         return deployment, None

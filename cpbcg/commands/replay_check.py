@@ -12,7 +12,7 @@ from cpbcg.commands.common import input_files, launch_resolver, load_model_rates
 from cpbcg.commands.replay_check_options import ReplayCheckOptions
 from cpbcg.api import check, check_decode_flags, load_config_and_deployment, server_check
 from cpbcg.errors import ConfigError, located
-from cpbcg.gates.gates import CheckReport, Gates, max_eager_overrides
+from cpbcg.gates.gates import CheckReport, GateResult, Gates, max_eager_overrides
 from cpbcg.manifest import MANIFEST_KEYS, load_manifest
 from cpbcg.outputs.notes import GATES_HINT, HeldNotes, ignored_options_warning, log_settings_notes, log_summary_notes, rate_notes, read_notes, resolution_notes, server_check_notes
 from cpbcg.assembly.sources import BatchSource, detect_input
@@ -120,8 +120,11 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
     if above is not None:  # a batch trace's forwards that contradict the chunk (warned below), in the JSON and JUnit reports
         report = replace(report, header={**report.header, "forwards_above_chunked_prefill_size": above.forwards})
     off = source.graphs_off_launches
-    if off and not report_only:
+    printed = report.observed is not None and report.observed.forwards > report.observed.without_verdict
+    if off and not report_only and not printed:
         raise ConfigError(_graphs_off_refusal(*off[0], several=source.log_summary is not None and source.log_summary.launches > 1))
+    if off and not report_only:  # the lines print what the server did: a failed gate, in the reports CI reads
+        report = replace(report, gates=(_graphs_off_gate(off, several=source.log_summary is not None and source.log_summary.launches > 1), *report.gates))
     for part in report.parts:
         note(f"{part.label} at {part.load}:")
         for line in read_notes(part.source, ignored_flags or [], part.label):
@@ -158,6 +161,17 @@ def _flags_line(log: LogSettings) -> int | None:
     graphs off, else the settings dump or launch command (None when the log states neither)."""
     line = log.prefill_graphs_at()[1] if log.prefill_graphs is False else None
     return line or log.args_line or None
+
+
+def _graphs_off_gate(off: tuple[tuple[LogSettings, int], ...], *, several: bool) -> GateResult:
+    """The failed gate `prefill_graphs_on` of a log whose lines print the server's verdicts and whose launch(es)
+    ran with prefill graphs off (`BatchSource.graphs_off_launches`): the forwards that ran so, against none."""
+    launch, _ = off[0]
+    what, line = launch.prefill_graphs_at()
+    forwards = sum(n for _, n in off)
+    return GateResult("prefill_graphs_on", "prefill forwards of launches with prefill graphs off", float(forwards), 0.0, "<=",
+                      "batches", False, located(launch.path, line, f"prefill graphs off ({what})"
+                                                + (f" in launch {launch.launch}" if several else "")))
 
 
 def _graphs_off_refusal(launch: LogSettings, forwards: int, *, several: bool) -> str:

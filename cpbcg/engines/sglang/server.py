@@ -180,7 +180,7 @@ class ResolvedServer:
             return []
         if not self.cp_without_cp_graphs:
             return [f"a launch without what turns it off ({self.prefill_graph_backend.describe()})"]
-        out = ["--cp-size 1 (no attention CP: 0.5.23 keeps breakable prefill graphs)"]  # short: an error line holds them all
+        out = ["--attn-cp-size 1 (no attention CP: 0.5.23 keeps breakable prefill graphs)"]  # short: an error line holds them all
         if self.gpu.is_sm100 and self.no_cp_graph:
             out.append(f"CP graphs on this {self.gpu.name}: {self.no_cp_graph[0]}")
         elif not self.use_mla:
