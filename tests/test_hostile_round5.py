@@ -252,7 +252,7 @@ def test_every_refusal_prints_its_error_first_and_alone(args):
 
 def test_a_refused_log_says_nothing_but_its_refusal(tmp_path):
     """replay-check printed the log's start-up notes (`cpbcg: from the log: ...`) before refusing it."""
-    body = startup_lines(capture=False).replace("'backend': 'breakable'", "'backend': 'disabled'") + prefill_line(100, 1, graph=False)
+    body = startup_lines(capture=False).replace("'backend': 'breakable'", "'backend': 'disabled'") + prefill_line(100, 1, graph=None)  # no verdict printed: refused
     log = write_log(tmp_path / "off.log", body)
     assert refusal(invoke("replay-check", "-t", str(log), "--min-coverage", "0.5")).startswith(f"{log}:2: prefill graphs off")
     reported = invoke("replay-check", "-t", str(log), "--report-only")  # good input: the notes are all there
