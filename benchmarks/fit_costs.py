@@ -60,7 +60,19 @@ def _minimise(loss: Callable[[np.ndarray], float], lo: list[float], hi: list[flo
     return np.exp(best)
 
 
-def fit(data: dict[str, Any]) -> pub.CostParams:
+def _cached(cache: dict[tuple[Any, ...], np.ndarray] | None, key: tuple[Any, ...], search: Callable[[], np.ndarray]) -> np.ndarray:
+    """`search()`, or its result for the same `key` in `cache` (None: no cache)."""
+    if cache is None:
+        return search()
+    if key not in cache:
+        cache[key] = search()
+    return cache[key]
+
+
+def fit(data: dict[str, Any], cache: dict[tuple[Any, ...], np.ndarray] | None = None) -> pub.CostParams:
+    """The constants fitted to `data`'s points marked `fit`. `cache` (one `errors` call's) keeps each section's
+    grid search by the points it fits: a leave-one-out refit of a memory point reuses the capture and forward
+    searches, which do not read it (the same numbers, searched once)."""
     specs = data["specs"]
     startup = float(data["startup"]["measured_s"])
     cap = [p for p in data["capture"] if p["fit"]]
@@ -69,7 +81,7 @@ def fit(data: dict[str, Any]) -> pub.CostParams:
         params = dataclasses.replace(pub.FITTED, capture_startup_s=startup, capture_ms_per_layer=float(x[0]))
         return sum(math.log(pub.capture_seconds(specs[p["model"]], p["shapes"], params) / p["measured_s"]) ** 2 for p in cap)
 
-    (c_layer,) = _minimise(cap_loss, [0.1], [100.0], steps=41)
+    (c_layer,) = _cached(cache, ("capture", startup, repr(cap)), lambda: _minimise(cap_loss, [0.1], [100.0], steps=41))
     mem = [p for p in data["memory"] if p["fit"] and p.get("backend", "breakable") == "breakable"]
     unit = dataclasses.replace(pub.FITTED, pool_fraction=1.0, graph_mib_per_layer=1.0)
     a = np.array([[pub.graph_pool_mib(specs[p["model"]], p["rows"], p["tp"], unit) / p["measured_mib"],
@@ -92,7 +104,7 @@ def fit(data: dict[str, Any]) -> pub.CostParams:
                                      matmul_efficiency=float(x[2]))
         return sum(math.log(_forward(specs, p, params) / _forward_measured(p)) ** 2 for p in fwd)
 
-    g, e, eff = _minimise(fwd_loss, [0.01, 0.01, 0.05], [5.0, 10.0, 0.7])
+    g, e, eff = _cached(cache, ("forward", repr(fwd)), lambda: _minimise(fwd_loss, [0.01, 0.01, 0.05], [5.0, 10.0, 0.7]))
     return pub.CostParams(round(startup, 5), _r(c_layer), _r(pool), _r(per_graph), _r(g), _r(e), _r(eff), float(f"{tc_share:.2g}"))
 
 
@@ -171,13 +183,14 @@ def errors(data: dict[str, Any], params: pub.CostParams) -> list[tuple[str, str,
     leave-one-out ratio is the point's estimate over its measurement under the constants refitted
     without it (None for a point that was not fitted: its ratio is already out of sample)."""
     specs, out = data["specs"], []
+    cache: dict[tuple[Any, ...], np.ndarray] = {}
     for section in SECTIONS:
         for i, p in enumerate(data[section]):
             kind, est, meas = _estimate(specs, section, p, params)
             loo = None
             if p["fit"]:
                 held = {**data, section: [dict(q, fit=False) if j == i else q for j, q in enumerate(data[section])]}
-                _, loo_est, _ = _estimate(specs, section, p, fit(held))
+                _, loo_est, _ = _estimate(specs, section, p, fit(held, cache))
                 loo = loo_est / meas
             out.append((kind, p["source"], est, meas, p["fit"], loo))
     return out
