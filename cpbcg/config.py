@@ -376,8 +376,30 @@ def _validated(merged: dict, stack: list[tuple[str, dict[str, Any]]], label: str
         hint = (" (this is a bucket file, as plan --emit yaml|json writes it: pass it with --buckets)"
                 if first["type"] == "extra_forbidden" and loc[:1] in (("capture_num_tokens",), ("prefill",))
                 else f" (the {loc[0]} is server.{'model_config' if loc[0] == 'model' else 'gpu'}: --{'model-config' if loc[0] == 'model' else 'gpu'})"
-                if first["type"] == "extra_forbidden" and loc in (("model",), ("gpu",)) else "")
+                if first["type"] == "extra_forbidden" and loc in (("model",), ("gpu",))
+                else _did_you_mean(loc) if first["type"] == "extra_forbidden" else "")
         raise ConfigError(f"{origin}: {key}: {message} (got {_show(first.get('input'))}){hint}") from None
+
+
+def _did_you_mean(loc: tuple[Any, ...]) -> str:
+    """` (did you mean KEY?)` for an unknown config key close to a key of the section it is in (difflib,
+    cutoff 0.75, as a misspelt SGLang flag gets), else empty."""
+    import difflib
+    import typing
+
+    model: Any = DeploymentConfig
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return ""
+        candidates = [a for a in (field.annotation, *typing.get_args(field.annotation)) if hasattr(a, "model_fields")]
+        if not candidates:
+            return ""
+        model = candidates[0]
+    keys = [name for name, f in getattr(model, "model_fields", {}).items()] + \
+        [f.alias for f in getattr(model, "model_fields", {}).values() if f.alias]
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1, cutoff=0.75)
+    return f" (did you mean {'.'.join(map(str, (*loc[:-1], close[0])))}?)" if close else ""
 
 
 def _check_tp(cfg: DeploymentConfig, origin: str) -> None:

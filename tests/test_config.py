@@ -212,3 +212,21 @@ def test_a_bucket_spec_too_long_for_a_file_name_is_blamed_on_its_key(tmp_path):
     path.write_text("cp_size: 4\ncp_strategy: zigzag\nbuckets: 'x" + "y" * 300 + "'\n")
     with pytest.raises(ConfigError, match=rf"^{path}:3: buckets: cannot read 'xy+"):
         load_config(str(path), {})
+
+
+def test_an_unknown_config_key_close_to_a_known_one_is_named(tmp_path):
+    from typer.testing import CliRunner
+
+    from cpbcg.cli import app
+
+    def error(text: str) -> str:
+        path = tmp_path / "c.yaml"
+        path.write_text(text)
+        result = CliRunner().invoke(app, ["plan", "-c", str(path)])
+        assert result.exit_code == 2, result.output
+        return result.stderr.strip()
+
+    assert error("cp_sise: 8\n").endswith("c.yaml:1: cp_sise: unknown key (got 8) (did you mean cp_size?)")
+    assert error("scheduler:\n  page_sise: 16\n").endswith(
+        "c.yaml:2: scheduler.page_sise: unknown key (got 16) (did you mean scheduler.page_size?)")
+    assert error("zzz: 1\n").endswith("c.yaml:1: zzz: unknown key (got 1)")  # nothing close: no guess
