@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Sequence, U
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictFloat, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cpbcg.settings import MAX_INT32, MAX_INT64, SETTINGS, setting
-from cpbcg.errors import ConfigError, CpbcgError
+from cpbcg.errors import ConfigError, CpbcgError, did_you_mean
 from cpbcg.bucket_files import flags_file_words, is_bucket_file, resolve_bucket_spec
 from cpbcg.inputs import decode_text, load_yaml, path_exists, read_input_bytes, yaml_key_lines
 from cpbcg.planner.model.bucket_lists import MAX_BUCKET_TOKENS
@@ -382,9 +382,8 @@ def _validated(merged: dict, stack: list[tuple[str, dict[str, Any]]], label: str
 
 
 def _did_you_mean(loc: tuple[Any, ...]) -> str:
-    """` (did you mean KEY?)` for an unknown config key close to a key of the section it is in (difflib,
-    cutoff 0.75, as a misspelt SGLang flag gets), else empty."""
-    import difflib
+    """` (did you mean KEY?)` for an unknown config key close to a key of the section it is in
+    (`cpbcg.errors.did_you_mean`, the rule a misspelt SGLang flag gets too), else empty."""
     import typing
 
     model: Any = DeploymentConfig
@@ -396,10 +395,9 @@ def _did_you_mean(loc: tuple[Any, ...]) -> str:
         if not candidates:
             return ""
         model = candidates[0]
-    keys = [name for name, f in getattr(model, "model_fields", {}).items()] + \
-        [f.alias for f in getattr(model, "model_fields", {}).values() if f.alias]
-    close = difflib.get_close_matches(str(loc[-1]), keys, n=1, cutoff=0.75)
-    return f" (did you mean {'.'.join(map(str, (*loc[:-1], close[0])))}?)" if close else ""
+    fields = getattr(model, "model_fields", {})
+    close = did_you_mean(str(loc[-1]), [*fields, *(f.alias for f in fields.values() if f.alias)])
+    return f" (did you mean {'.'.join(map(str, (*loc[:-1], close)))}?)" if close else ""
 
 
 def _check_tp(cfg: DeploymentConfig, origin: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from enum import IntEnum
+from typing import Sequence
 
 
 class ExitCode(IntEnum):
@@ -133,6 +134,20 @@ class CaptureError(CpbcgError):
 
 class ManifestError(CpbcgError):
     """A capture manifest is unreadable, of the wrong schema, or contradicts the model."""
+
+
+SUGGEST_CUTOFF = 0.75
+"""The least `difflib` similarity of a suggested name: a typo (`--attn-cp-sise`, 0.93; `cp_sise`) gets one, an
+unrelated word (`--bogus` against `--host`, 0.62) none."""
+
+
+def did_you_mean(word: str, known: Sequence[str]) -> str | None:
+    """The name of `known` closest to a misspelt `word` (difflib, `SUGGEST_CUTOFF`), None when none is close:
+    the one rule of every "did you mean" (SGLang flags, config keys)."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=SUGGEST_CUTOFF)
+    return close[0] if close else None
 
 
 def located(path: object, line: int | None, message: str, key: str | None = None) -> str:

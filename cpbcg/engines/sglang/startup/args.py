@@ -4,12 +4,12 @@ what a server log states or printed, as resolution inputs (`Given`)."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cpbcg.errors import did_you_mean
 from cpbcg.engines.sglang.server import Given
 from cpbcg.engines.sglang.launch import SGLANG_FLAGS
 from cpbcg.engines.sglang.args import BY_KEY as SERVER_ARG
@@ -90,19 +90,14 @@ def option_dest(option: str) -> str:
     return OPTION_DEST.get(option, _flag_name(option))
 
 
-SUGGEST_CUTOFF = 0.75
-"""The least `difflib` similarity of a suggested flag: a typo (`--attn-cp-sise`, 0.93) gets one,
-an unrelated word (`--bogus` against `--host`, 0.62) none."""
-
-
 def unrecognized_flag(flag: str) -> str | None:
     """None when 0.5.23's launch parser takes `--flag` (`cpbcg.engines.sglang.launch.SGLANG_FLAGS`, or a prefix
     of one: argparse's `allow_abbrev`), else the flag and the closest known one (difflib):
     `--attn-cp-sise (did you mean --attn-cp-size?)`."""
     if flag in _KNOWN_FLAGS or any(f.startswith(flag) for f in SGLANG_FLAGS):
         return None
-    close = difflib.get_close_matches(flag, SGLANG_FLAGS, n=1, cutoff=SUGGEST_CUTOFF)
-    return f"{flag} (did you mean {close[0]}?)" if close else flag
+    close = did_you_mean(flag, SGLANG_FLAGS)
+    return f"{flag} (did you mean {close}?)" if close else flag
 
 
 _KNOWN_FLAGS = frozenset(SGLANG_FLAGS)
