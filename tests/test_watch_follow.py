@@ -28,6 +28,13 @@ def forwards(first: int, count: int) -> str:
     return "".join(prefill_line(first + i, 1, graph=(i % 3 != 0)) for i in range(count))
 
 
+def truncate_in_place(path: Path, text: str = "") -> None:
+    """The same inode emptied (`> server.log`, logrotate's copytruncate), then `text` written from its start."""
+    with open(path, "r+") as h:
+        h.truncate(0)
+        h.write(text)
+
+
 def drain(f: FileFollower, polls: int = 20) -> bytes:
     """Everything the follower hands over in `polls` polls (bounded), as one text."""
     return b"".join(blob for _ in range(polls) for _, blob in f.poll())
@@ -60,8 +67,7 @@ def test_copytruncate_between_two_polls_loses_no_forward(tmp_path):
     with open(path, "a") as h:
         h.write(more)
     shutil.copyfile(path, tmp_path / "server.log.1")
-    with open(path, "r+") as h:
-        h.truncate(0)
+    truncate_in_place(path)
     after = forwards(500, 60)
     with open(path, "a") as h:
         h.write(after)
@@ -84,8 +90,7 @@ def test_a_line_cut_by_the_copy_is_joined_with_its_rest_in_the_truncated_file(tm
     with open(path, "a") as h:
         h.write(forwards(200, 5) + line[:50])
     shutil.copyfile(path, tmp_path / "server.log.1")
-    with open(path, "r+") as h:
-        h.truncate(0)
+    truncate_in_place(path)
     with open(path, "a") as h:
         h.write(line[50:] + forwards(300, 5))
     read += drain(f)
@@ -121,9 +126,7 @@ def test_a_file_truncated_and_regrown_past_the_offset_is_read_from_its_start(tmp
     # `> server.log` and a restarted server writing 150 forwards before the next poll: longer than the old offset
     regrown = startup_lines(date="2026-11-03") + forwards(1000, 150)
     assert len(regrown) > len(before)
-    with open(path, "r+") as h:
-        h.truncate(0)
-        h.write(regrown)
+    truncate_in_place(path, regrown)
     got = f.poll()
     assert got[0][0] == 1  # line numbers start over with the new content
     read += b"".join(b for _, b in got) + drain(f)
@@ -137,9 +140,7 @@ def test_a_regrown_file_with_the_same_head_is_told_by_the_bytes_before_the_offse
     path.write_text(head + forwards(100, 40))
     f = FileFollower(str(path))
     read = drain(f)
-    with open(path, "r+") as h:
-        h.truncate(0)
-        h.write(head + forwards(2000, 100))
+    truncate_in_place(path, head + forwards(2000, 100))
     read += drain(f)
     assert f.truncations == 1
     same_as_plan(tmp_path, read, (head + forwards(100, 40) + head + forwards(2000, 100)).encode())
@@ -151,9 +152,7 @@ def test_a_partial_line_cut_by_a_truncation_is_dropped_not_read_torn(tmp_path):
     path.write_text(whole + prefill_line(555, 1)[:30])
     f = FileFollower(str(path))
     read = drain(f)
-    with open(path, "r+") as h:
-        h.truncate(0)
-        h.write(forwards(700, 30))  # regrown past the old offset
+    truncate_in_place(path, forwards(700, 30))  # regrown past the old offset
     read += drain(f)
     assert read == (whole + forwards(700, 30)).encode()  # the 30 bytes of line 11 never handed over
     assert any("partial line of 30 bytes" in n and "dropped" in n for n in f.notes)
@@ -177,9 +176,7 @@ def test_rotation_then_copytruncate_then_regrow_between_polls(tmp_path):
     with open(path, "a") as h:
         h.write(forwards(80, 15))
     shutil.copyfile(path, tmp_path / "server.log-2")
-    with open(path, "r+") as h:
-        h.truncate(0)
-        h.write(forwards(100, 10))
+    truncate_in_place(path, forwards(100, 10))
     read += drain(f)
     written += forwards(80, 15) + forwards(100, 10)
     same_as_plan(tmp_path, read, written.encode())
