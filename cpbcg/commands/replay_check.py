@@ -121,10 +121,11 @@ def check_trace(config: str | None, overrides: Mapping[str, object], manifest_pa
         report = replace(report, header={**report.header, "forwards_above_chunked_prefill_size": above.forwards})
     off = source.graphs_off_launches
     printed = report.observed is not None and report.observed.forwards > report.observed.without_verdict
+    several = source.log_summary is not None and source.log_summary.launches > 1
     if off and not report_only and not printed:
-        raise ConfigError(_graphs_off_refusal(*off[0], several=source.log_summary is not None and source.log_summary.launches > 1))
+        raise ConfigError(_graphs_off_refusal(*off[0], several=several))
     if off and not report_only:  # the lines print what the server did: a failed gate, in the reports CI reads
-        report = replace(report, gates=(_graphs_off_gate(off, several=source.log_summary is not None and source.log_summary.launches > 1), *report.gates))
+        report = replace(report, gates=(_graphs_off_gate(off, several=several), *report.gates))
     for part in report.parts:
         note(f"{part.label} at {part.load}:")
         for line in read_notes(part.source, ignored_flags or [], part.label):
@@ -163,22 +164,24 @@ def _flags_line(log: LogSettings) -> int | None:
     return line or log.args_line or None
 
 
+def _graphs_off_where(launch: LogSettings, several: bool, why: str = "") -> str:
+    """`FILE:LINE: prefill graphs off (WHAT)[ in launch N]` and `why`: the line of a log that shows its launch ran
+    with prefill graphs off (`LogSettings.prefill_graphs_at`), as the gate and the refusal below both name it."""
+    what, line = launch.prefill_graphs_at()
+    return located(launch.path, line, f"prefill graphs off ({what})" + (f" in launch {launch.launch}" if several else "") + why)
+
+
 def _graphs_off_gate(off: tuple[tuple[LogSettings, int], ...], *, several: bool) -> GateResult:
     """The failed gate `prefill_graphs_on` of a log whose lines print the server's verdicts and whose launch(es)
     ran with prefill graphs off (`BatchSource.graphs_off_launches`): the forwards that ran so, against none."""
-    launch, _ = off[0]
-    what, line = launch.prefill_graphs_at()
     forwards = sum(n for _, n in off)
     return GateResult("prefill_graphs_on", "prefill forwards of launches with prefill graphs off", float(forwards), 0.0, "<=",
-                      "batches", False, located(launch.path, line, f"prefill graphs off ({what})"
-                                                + (f" in launch {launch.launch}" if several else "")))
+                      "batches", False, _graphs_off_where(off[0][0], several))
 
 
 def _graphs_off_refusal(launch: LogSettings, forwards: int, *, several: bool) -> str:
     """The one line refusing to gate a log whose launch ran its prefill forwards with prefill
     graphs off (`BatchSource.graphs_off_launches`): every forward ran eagerly, while the model
     replays them as if graphs were on, so a coverage gate would pass a server that never replayed one."""
-    what, line = launch.prefill_graphs_at()
-    which = f" in launch {launch.launch}" if several else ""
-    return located(launch.path, line, f"prefill graphs off ({what}){which}: its {forwards:,} prefill forwards ran eagerly, not gated; "
-                   "pass --report-only to report without gating, or turn prefill graphs on")
+    return _graphs_off_where(launch, several, f": its {forwards:,} prefill forwards ran eagerly, not gated; "
+                             "pass --report-only to report without gating, or turn prefill graphs on")
